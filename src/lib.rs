@@ -1,0 +1,1 @@
+//! floe: transactional, versioned Zarr v3 repositories in the Icechunk spec-1 format.
