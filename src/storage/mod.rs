@@ -1,0 +1,206 @@
+//! Object storage for repositories: one small async trait, [`Storage`], with three
+//! backends built on `object_store`: the local filesystem (the default), memory, and
+//! S3-compatible servers.
+//!
+//! Storage knows nothing of Icechunk or Zarr: it stores bytes under `/`-separated keys
+//! relative to a repository root, and offers the operations the Icechunk specification
+//! requires of a storage system (section "Storage Operations"): in-place write,
+//! write-if-not-exists, conditional update (compare-and-swap on a version token),
+//! seekable (ranged) reads, deletes and lexicographically sorted listing.
+
+mod local;
+mod memory;
+mod object;
+mod s3;
+mod url;
+
+use std::fmt::{Debug, Display};
+use std::ops::Range;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+
+pub use local::LocalStorage;
+pub use memory::new_in_memory_storage;
+pub use object::ObjectStorage;
+pub use s3::{new_s3_storage, S3Options};
+pub use url::{parse_storage_url, StorageLocation};
+
+/// An opaque version token of a stored object (an etag), used for compare-and-swap.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ObjectVersion(pub String);
+
+/// Facts about one stored object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectInfo {
+    /// Key relative to the storage root, `/`-separated.
+    pub key: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// Last modification time.
+    pub last_modified: DateTime<Utc>,
+    /// The version token, when the backend reports one.
+    pub version: Option<ObjectVersion>,
+}
+
+/// The bytes of an object together with the version they were read at.
+#[derive(Clone, Debug)]
+pub struct VersionedBytes {
+    /// The object's bytes.
+    pub bytes: Bytes,
+    /// The version token of what was read, when the backend reports one.
+    pub version: Option<ObjectVersion>,
+}
+
+/// The outcome of a conditional write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WriteOutcome {
+    /// The object was written; carries its new version when the backend reports one.
+    Written(Option<ObjectVersion>),
+    /// The precondition did not hold (object already exists, or its version moved);
+    /// nothing was written.
+    PreconditionFailed,
+}
+
+/// Errors of storage operations. Every variant names the key involved.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    /// No object is stored at the key.
+    #[error("object not found: `{key}`")]
+    NotFound {
+        /// The missing key.
+        key: String,
+    },
+    /// A ranged read asked for bytes past the end of the object.
+    #[error("short read of `{key}`: asked for bytes {requested:?}, object has {size} bytes")]
+    ShortRead {
+        /// The key read.
+        key: String,
+        /// The requested byte range.
+        requested: Range<u64>,
+        /// The object's actual size in bytes.
+        size: u64,
+    },
+    /// A storage URL or option that cannot be used.
+    #[error("invalid storage location `{location}`: {reason}")]
+    InvalidLocation {
+        /// The URL or path given.
+        location: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A failure reported by the backend (network, permissions, server error...).
+    #[error("storage backend error at `{key}`: {source}")]
+    Backend {
+        /// The key involved (empty for whole-store operations).
+        key: String,
+        /// The backend's error.
+        #[source]
+        source: object_store::Error,
+    },
+    /// A local filesystem failure outside object_store (locking, renames).
+    #[error("local storage I/O error at `{key}`: {source}")]
+    Io {
+        /// The key involved.
+        key: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Result of storage operations.
+pub type StorageResult<T> = Result<T, StorageError>;
+
+/// Byte storage under a repository root.
+///
+/// Keys are `/`-separated paths relative to the root, with no leading `/`
+/// (e.g. `refs/branch.main/ref.json`). Every method is safe to call concurrently from
+/// many tasks and, for [`Storage::put_if_absent`] and [`Storage::put_if_match`], from
+/// many OS processes: exactly one of several racing conditional writes succeeds.
+#[async_trait]
+pub trait Storage: Send + Sync + Debug + Display {
+    /// Reads a whole object and the version it was read at.
+    ///
+    /// # Errors
+    /// [`StorageError::NotFound`] when absent; [`StorageError::Backend`] otherwise.
+    async fn get(&self, key: &str) -> StorageResult<VersionedBytes>;
+
+    /// Reads bytes `range` (`start..end`, in bytes) of an object.
+    ///
+    /// # Errors
+    /// [`StorageError::NotFound`] when absent; [`StorageError::ShortRead`] when the
+    /// object is shorter than `range.end`; [`StorageError::Backend`] otherwise.
+    async fn get_range(&self, key: &str, range: Range<u64>) -> StorageResult<Bytes>;
+
+    /// Size, modification time and version of an object.
+    ///
+    /// # Errors
+    /// [`StorageError::NotFound`] when absent; [`StorageError::Backend`] otherwise.
+    async fn head(&self, key: &str) -> StorageResult<ObjectInfo>;
+
+    /// Writes an object unconditionally, replacing any previous one.
+    ///
+    /// # Errors
+    /// [`StorageError::Backend`] / [`StorageError::Io`].
+    async fn put(&self, key: &str, bytes: Bytes) -> StorageResult<Option<ObjectVersion>>;
+
+    /// Writes an object only if no object exists at `key` (create-if-not-exists).
+    ///
+    /// # Errors
+    /// [`StorageError::Backend`] / [`StorageError::Io`]; an existing object is
+    /// `Ok(WriteOutcome::PreconditionFailed)`, not an error.
+    async fn put_if_absent(&self, key: &str, bytes: Bytes) -> StorageResult<WriteOutcome>;
+
+    /// Replaces an object only if its current version is `expected`
+    /// (compare-and-swap). A missing object fails the precondition.
+    ///
+    /// # Errors
+    /// [`StorageError::Backend`] / [`StorageError::Io`]; a version mismatch is
+    /// `Ok(WriteOutcome::PreconditionFailed)`, not an error.
+    async fn put_if_match(
+        &self,
+        key: &str,
+        bytes: Bytes,
+        expected: &ObjectVersion,
+    ) -> StorageResult<WriteOutcome>;
+
+    /// Deletes an object; deleting an absent object is not an error.
+    ///
+    /// # Errors
+    /// [`StorageError::Backend`] / [`StorageError::Io`].
+    async fn delete(&self, key: &str) -> StorageResult<()>;
+
+    /// Every object whose key starts with `prefix`, sorted by key bytes.
+    ///
+    /// # Errors
+    /// [`StorageError::Backend`].
+    async fn list(&self, prefix: &str) -> StorageResult<Vec<ObjectInfo>>;
+
+    /// The URL of the storage root (`file:///...`, `memory://`, `s3://bucket/prefix`).
+    fn root_url(&self) -> String;
+}
+
+/// Opens the storage a repository URL or path points at.
+///
+/// Accepted forms: a filesystem path or `file://` URL (local filesystem), `memory://`
+/// (a new empty in-memory store) and `s3://bucket/prefix` (an S3-compatible server
+/// configured by `s3`, or by the standard `AWS_*` environment variables when `None`).
+///
+/// # Errors
+/// [`StorageError::InvalidLocation`] for an unparseable URL or an unknown scheme.
+pub fn open_storage(location: &str, s3: Option<S3Options>) -> StorageResult<Arc<dyn Storage>> {
+    match parse_storage_url(location)? {
+        StorageLocation::Local(path) => Ok(Arc::new(LocalStorage::new(&path)?)),
+        StorageLocation::Memory => Ok(new_in_memory_storage()),
+        StorageLocation::S3 { bucket, prefix } => {
+            let opts = match s3 {
+                Some(o) => o,
+                None => S3Options::from_env(),
+            };
+            new_s3_storage(&bucket, &prefix, opts)
+        }
+    }
+}

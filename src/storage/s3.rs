@@ -1,0 +1,107 @@
+//! S3-compatible storage (AWS S3, MinIO, and test servers) through `object_store`'s
+//! `AmazonS3`, with conditional writes by `If-None-Match: *` and `If-Match: <etag>`.
+
+use std::sync::Arc;
+
+use object_store::aws::{AmazonS3Builder, S3ConditionalPut};
+
+use super::object::ObjectStorage;
+use super::{Storage, StorageError, StorageResult};
+
+/// How to reach an S3-compatible server. Fields left `None` fall back to the
+/// standard `AWS_*` environment variables read by [`S3Options::from_env`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct S3Options {
+    /// Endpoint URL, e.g. `http://127.0.0.1:9000` for MinIO; `None` for AWS.
+    pub endpoint: Option<String>,
+    /// Region name (`us-east-1` when unset).
+    pub region: Option<String>,
+    /// Access key id.
+    pub access_key_id: Option<String>,
+    /// Secret access key.
+    pub secret_access_key: Option<String>,
+    /// Session token for temporary credentials.
+    pub session_token: Option<String>,
+    /// Allow plain `http://` endpoints.
+    pub allow_http: bool,
+    /// Path-style addressing (`endpoint/bucket/key`), as MinIO needs; virtual-hosted
+    /// style otherwise.
+    pub force_path_style: bool,
+    /// Send no credentials (public buckets).
+    pub anonymous: bool,
+}
+
+impl S3Options {
+    /// Options from the environment: `AWS_ENDPOINT_URL` (or `AWS_ENDPOINT`),
+    /// `AWS_REGION` (or `AWS_DEFAULT_REGION`), `AWS_ACCESS_KEY_ID`,
+    /// `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`, `AWS_ALLOW_HTTP` (`true`/`1`) and
+    /// `AWS_FORCE_PATH_STYLE` / `AWS_S3_FORCE_PATH_STYLE` (`true`/`1`). A custom
+    /// endpoint implies path-style addressing, and plain HTTP when its URL is `http://`.
+    pub fn from_env() -> Self {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let flag = |k: &str| var(k).is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
+        let endpoint = var("AWS_ENDPOINT_URL").or_else(|| var("AWS_ENDPOINT"));
+        let is_http = endpoint.as_deref().is_some_and(|e| e.starts_with("http://"));
+        S3Options {
+            force_path_style: flag("AWS_FORCE_PATH_STYLE")
+                || flag("AWS_S3_FORCE_PATH_STYLE")
+                || endpoint.is_some(),
+            allow_http: flag("AWS_ALLOW_HTTP") || is_http,
+            endpoint,
+            region: var("AWS_REGION").or_else(|| var("AWS_DEFAULT_REGION")),
+            access_key_id: var("AWS_ACCESS_KEY_ID"),
+            secret_access_key: var("AWS_SECRET_ACCESS_KEY"),
+            session_token: var("AWS_SESSION_TOKEN"),
+            anonymous: flag("AWS_SKIP_SIGNATURE"),
+        }
+    }
+
+    /// An `object_store` S3 client for `bucket` with these options.
+    ///
+    /// # Errors
+    /// [`StorageError::InvalidLocation`] when the options are rejected (bad endpoint...).
+    pub fn build(&self, bucket: &str) -> StorageResult<object_store::aws::AmazonS3> {
+        let mut b = AmazonS3Builder::new()
+            .with_bucket_name(bucket)
+            .with_region(self.region.clone().unwrap_or_else(|| "us-east-1".into()))
+            .with_allow_http(self.allow_http)
+            .with_virtual_hosted_style_request(!self.force_path_style)
+            .with_conditional_put(S3ConditionalPut::ETagMatch)
+            .with_skip_signature(self.anonymous);
+        if let Some(e) = &self.endpoint {
+            b = b.with_endpoint(e);
+        }
+        if let Some(k) = &self.access_key_id {
+            b = b.with_access_key_id(k);
+        }
+        if let Some(s) = &self.secret_access_key {
+            b = b.with_secret_access_key(s);
+        }
+        if let Some(t) = &self.session_token {
+            b = b.with_token(t);
+        }
+        b.build().map_err(|e| StorageError::InvalidLocation {
+            location: format!("s3://{bucket}"),
+            reason: e.to_string(),
+        })
+    }
+}
+
+/// Storage at `s3://bucket/prefix` on an S3-compatible server.
+///
+/// # Errors
+/// [`StorageError::InvalidLocation`] when the options are rejected.
+pub fn new_s3_storage(
+    bucket: &str,
+    prefix: &str,
+    options: S3Options,
+) -> StorageResult<Arc<dyn Storage>> {
+    let store = options.build(bucket)?;
+    let prefix = prefix.trim_matches('/');
+    let url = if prefix.is_empty() {
+        format!("s3://{bucket}")
+    } else {
+        format!("s3://{bucket}/{prefix}")
+    };
+    Ok(Arc::new(ObjectStorage::new(Arc::new(store), prefix, url)))
+}
