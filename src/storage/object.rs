@@ -108,19 +108,24 @@ impl Storage for ObjectStorage {
             return Ok(Bytes::new());
         }
         let opts = GetOptions::new().with_range(Some(GetRange::Bounded(range.clone())));
-        let res = self
-            .store
-            .get_opts(&self.path(key), opts)
-            .await
-            .map_err(|e| match e {
-                object_store::Error::NotFound { .. } => StorageError::NotFound {
-                    key: key.to_string(),
-                },
-                other => StorageError::Backend {
-                    key: key.to_string(),
-                    source: other,
-                },
-            })?;
+        let res = match self.store.get_opts(&self.path(key), opts).await {
+            Ok(res) => res,
+            Err(e @ object_store::Error::NotFound { .. }) => return Err(map_err(key, e)),
+            Err(e) => {
+                // A range starting past the end is an error on most backends: report
+                // it as the short read it is.
+                if let Ok(meta) = self.store.head(&self.path(key)).await {
+                    if meta.size < range.end {
+                        return Err(StorageError::ShortRead {
+                            key: key.to_string(),
+                            requested: range,
+                            size: meta.size,
+                        });
+                    }
+                }
+                return Err(map_err(key, e));
+            }
+        };
         let size = res.meta.size;
         let bytes = res.bytes().await.map_err(|e| map_err(key, e))?;
         if (bytes.len() as u64) < range.end - range.start {

@@ -1,0 +1,204 @@
+//! Fetching, decoding, caching and writing the repository's immutable objects:
+//! snapshots, manifests, transaction logs and native chunks.
+//!
+//! Snapshots, manifests and transaction logs never change once written (Icechunk
+//! specification, "Storage Operations"), so decoded copies are cached by id and shared
+//! between sessions. Decoding runs on the blocking thread pool.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use quick_cache::sync::Cache;
+
+use crate::error::{Error, Result};
+use crate::format::manifest::Manifest;
+use crate::format::snapshot::{ManifestFileInfo, Snapshot};
+use crate::format::transaction_log::TransactionLog;
+use crate::format::{ChunkId, FormatError, ManifestId, SnapshotId};
+use crate::storage::{Storage, StorageError};
+
+/// Key of snapshot `id`.
+pub fn snapshot_key(id: &SnapshotId) -> String {
+    format!("snapshots/{id}")
+}
+/// Key of manifest `id`.
+pub fn manifest_key(id: &ManifestId) -> String {
+    format!("manifests/{id}")
+}
+/// Key of the transaction log of snapshot `id`.
+pub fn transaction_log_key(id: &SnapshotId) -> String {
+    format!("transactions/{id}")
+}
+/// Key of native chunk `id`.
+pub fn chunk_key(id: &ChunkId) -> String {
+    format!("chunks/{id}")
+}
+
+/// Reads and writes format objects through a [`Storage`], with caches.
+#[derive(Debug)]
+pub struct AssetManager {
+    storage: Arc<dyn Storage>,
+    snapshots: Cache<SnapshotId, Arc<Snapshot>>,
+    manifests: Cache<ManifestId, Arc<Manifest>>,
+    transaction_logs: Cache<SnapshotId, Arc<TransactionLog>>,
+}
+
+/// Runs CPU-heavy decoding or encoding off the async executor.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> std::result::Result<T, FormatError> + Send + 'static,
+) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Error::Format(FormatError::InvalidData {
+            what: "object",
+            reason: format!("decoding task failed: {e}"),
+        }))?
+        .map_err(Error::from)
+}
+
+impl AssetManager {
+    /// A manager over `storage` with default cache sizes.
+    pub fn new(storage: Arc<dyn Storage>) -> Self {
+        AssetManager {
+            storage,
+            snapshots: Cache::new(512),
+            manifests: Cache::new(256),
+            transaction_logs: Cache::new(512),
+        }
+    }
+
+    /// The storage objects are read from and written to.
+    pub fn storage(&self) -> &Arc<dyn Storage> {
+        &self.storage
+    }
+
+    /// Fetches and decodes snapshot `id`.
+    ///
+    /// # Errors
+    /// [`Error::SnapshotNotFound`]; [`Error::Format`] for a corrupt file; storage errors.
+    pub async fn fetch_snapshot(&self, id: &SnapshotId) -> Result<Arc<Snapshot>> {
+        if let Some(s) = self.snapshots.get(id) {
+            return Ok(s);
+        }
+        let bytes = match self.storage.get(&snapshot_key(id)).await {
+            Ok(v) => v.bytes,
+            Err(StorageError::NotFound { .. }) => return Err(Error::SnapshotNotFound { id: *id }),
+            Err(e) => return Err(e.into()),
+        };
+        let snap = Arc::new(blocking(move || Snapshot::decode(&bytes)).await?);
+        if snap.id != *id {
+            return Err(Error::Format(FormatError::InvalidData {
+                what: "snapshot",
+                reason: format!("file snapshots/{id} holds snapshot {}", snap.id),
+            }));
+        }
+        self.snapshots.insert(*id, Arc::clone(&snap));
+        Ok(snap)
+    }
+
+    /// Fetches and decodes manifest `info.id`, reading bytes `[0, size_bytes)` when the
+    /// size is known.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] (`NotFound` when missing); [`Error::Format`] when corrupt.
+    pub async fn fetch_manifest(&self, id: &ManifestId, size_bytes: Option<u64>) -> Result<Arc<Manifest>> {
+        if let Some(m) = self.manifests.get(id) {
+            return Ok(m);
+        }
+        let key = manifest_key(id);
+        let bytes = match size_bytes {
+            Some(size) if size > 0 => self.storage.get_range(&key, 0..size).await?,
+            _ => self.storage.get(&key).await?.bytes,
+        };
+        let manifest = Arc::new(blocking(move || Manifest::decode(&bytes)).await?);
+        if manifest.id != *id {
+            return Err(Error::Format(FormatError::InvalidData {
+                what: "manifest",
+                reason: format!("file manifests/{id} holds manifest {}", manifest.id),
+            }));
+        }
+        self.manifests.insert(*id, Arc::clone(&manifest));
+        Ok(manifest)
+    }
+
+    /// Fetches and decodes the transaction log of snapshot `id`.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] (`NotFound` when missing, e.g. for the initial snapshot);
+    /// [`Error::Format`] when corrupt.
+    pub async fn fetch_transaction_log(&self, id: &SnapshotId) -> Result<Arc<TransactionLog>> {
+        if let Some(t) = self.transaction_logs.get(id) {
+            return Ok(t);
+        }
+        let bytes = self.storage.get(&transaction_log_key(id)).await?.bytes;
+        let log = Arc::new(blocking(move || TransactionLog::decode(&bytes)).await?);
+        self.transaction_logs.insert(*id, Arc::clone(&log));
+        Ok(log)
+    }
+
+    /// Encodes and writes a snapshot (create-if-not-exists: ids are random, so an
+    /// existing object means a bug or a corrupt repository, reported as an error).
+    ///
+    /// # Errors
+    /// Encoding and storage errors.
+    pub async fn write_snapshot(&self, snapshot: Arc<Snapshot>) -> Result<()> {
+        let s = Arc::clone(&snapshot);
+        let bytes = blocking(move || s.encode()).await?;
+        self.storage
+            .put(&snapshot_key(&snapshot.id), Bytes::from(bytes))
+            .await?;
+        self.snapshots.insert(snapshot.id, snapshot);
+        Ok(())
+    }
+
+    /// Encodes and writes a manifest; returns its file info (size in bytes, ref count).
+    ///
+    /// # Errors
+    /// Encoding and storage errors.
+    pub async fn write_manifest(&self, manifest: Arc<Manifest>) -> Result<ManifestFileInfo> {
+        let m = Arc::clone(&manifest);
+        let bytes = blocking(move || m.encode()).await?;
+        let info = ManifestFileInfo {
+            id: manifest.id,
+            size_bytes: bytes.len() as u64,
+            num_chunk_refs: u32::try_from(manifest.num_chunk_refs()).unwrap_or(u32::MAX),
+        };
+        self.storage
+            .put(&manifest_key(&manifest.id), Bytes::from(bytes))
+            .await?;
+        self.manifests.insert(manifest.id, manifest);
+        Ok(info)
+    }
+
+    /// Encodes and writes a transaction log.
+    ///
+    /// # Errors
+    /// Encoding and storage errors.
+    pub async fn write_transaction_log(&self, log: Arc<TransactionLog>) -> Result<()> {
+        let l = Arc::clone(&log);
+        let bytes = blocking(move || l.encode()).await?;
+        self.storage
+            .put(&transaction_log_key(&log.id), Bytes::from(bytes))
+            .await?;
+        self.transaction_logs.insert(log.id, log);
+        Ok(())
+    }
+
+    /// Writes a native chunk object.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub async fn write_chunk(&self, id: &ChunkId, bytes: Bytes) -> Result<()> {
+        self.storage.put(&chunk_key(id), bytes).await?;
+        Ok(())
+    }
+
+    /// Reads bytes `range` of native chunk object `id`.
+    ///
+    /// # Errors
+    /// Storage errors: `NotFound` for a missing object, `ShortRead` when it is shorter
+    /// than the range.
+    pub async fn fetch_chunk(&self, id: &ChunkId, range: std::ops::Range<u64>) -> std::result::Result<Bytes, StorageError> {
+        self.storage.get_range(&chunk_key(id), range).await
+    }
+}

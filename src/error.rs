@@ -1,0 +1,200 @@
+//! The public error types. Each layer has its own enum ([`StorageError`],
+//! [`FormatError`], the Zarr layer's errors); [`Error`] is what repository, session and
+//! CLI operations return, with one variant per failure a caller can act on.
+
+use chrono::{DateTime, Utc};
+
+pub use crate::format::FormatError;
+pub use crate::session::conflict::{Conflict, ConflictError};
+pub use crate::storage::StorageError;
+pub use crate::virtual_refs::VirtualChunkError;
+
+use crate::format::{ChunkIndices, NodePath, SnapshotId};
+
+/// Errors of repository and session operations.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The storage backend failed.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    /// A format object is corrupt, truncated or of an unsupported version.
+    #[error(transparent)]
+    Format(#[from] FormatError),
+    /// No repository at the location (no `refs/branch.main/ref.json`).
+    #[error("no repository at `{location}`")]
+    RepositoryNotFound {
+        /// The storage root URL.
+        location: String,
+    },
+    /// A repository already exists where one was to be created.
+    #[error("a repository already exists at `{location}`")]
+    RepositoryExists {
+        /// The storage root URL.
+        location: String,
+    },
+    /// The repository uses Icechunk spec 2 (it has a `repo` object), which floe does
+    /// not read yet.
+    #[error("repository at `{location}` uses Icechunk spec 2, which is not supported yet (floe reads and writes spec 1)")]
+    UnsupportedSpecVersion {
+        /// The storage root URL.
+        location: String,
+    },
+    /// A branch or tag name that is empty or contains `/` or control characters.
+    #[error("invalid {kind} name `{name}`: {reason}")]
+    InvalidRefName {
+        /// `branch` or `tag`.
+        kind: &'static str,
+        /// The name given.
+        name: String,
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// The branch does not exist.
+    #[error("branch `{name}` not found")]
+    BranchNotFound {
+        /// The branch name.
+        name: String,
+    },
+    /// The branch already exists.
+    #[error("branch `{name}` already exists")]
+    BranchExists {
+        /// The branch name.
+        name: String,
+    },
+    /// `main` cannot be deleted: it marks the repository's existence.
+    #[error("branch `main` cannot be deleted")]
+    CannotDeleteMain,
+    /// The tag does not exist.
+    #[error("tag `{name}` not found")]
+    TagNotFound {
+        /// The tag name.
+        name: String,
+    },
+    /// The tag exists (tags never move).
+    #[error("tag `{name}` already exists")]
+    TagExists {
+        /// The tag name.
+        name: String,
+    },
+    /// The tag was deleted; its name can never be used again.
+    #[error("tag `{name}` was deleted; a deleted tag's name cannot be reused")]
+    TagDeleted {
+        /// The tag name.
+        name: String,
+    },
+    /// A reference that is neither a branch, a tag, nor a snapshot id.
+    #[error("`{reference}` is not a branch, tag or snapshot id of this repository")]
+    RefNotFound {
+        /// The reference given.
+        reference: String,
+    },
+    /// The snapshot does not exist.
+    #[error("snapshot {id} not found")]
+    SnapshotNotFound {
+        /// The snapshot id.
+        id: SnapshotId,
+    },
+    /// No snapshot of the branch was committed at or before the time.
+    #[error("branch `{branch}` has no snapshot at or before {time}")]
+    NoSnapshotAtTime {
+        /// The branch.
+        branch: String,
+        /// The requested time.
+        time: DateTime<Utc>,
+    },
+    /// A branch moved between reading and updating it (reset or commit without rebase).
+    #[error("branch `{branch}` moved: expected it at {expected}, found {actual}")]
+    BranchMoved {
+        /// The branch.
+        branch: String,
+        /// The snapshot the caller expected.
+        expected: SnapshotId,
+        /// Where the branch is now.
+        actual: SnapshotId,
+    },
+    /// Commit conflicts that a rebase cannot resolve.
+    #[error(transparent)]
+    Conflict(#[from] Box<ConflictError>),
+    /// The node does not exist.
+    #[error("node `{path}` not found")]
+    NodeNotFound {
+        /// The path.
+        path: NodePath,
+    },
+    /// A node already exists at the path.
+    #[error("a node already exists at `{path}`")]
+    NodeExists {
+        /// The path.
+        path: NodePath,
+    },
+    /// The parent of a new node is missing or is an array.
+    #[error("cannot create `{path}`: its parent is not an existing group")]
+    ParentNotGroup {
+        /// The path of the node being created.
+        path: NodePath,
+    },
+    /// The node is a group where an array was needed.
+    #[error("node `{path}` is not an array")]
+    NotAnArray {
+        /// The path.
+        path: NodePath,
+    },
+    /// The node is an array where a group was needed.
+    #[error("node `{path}` is not a group")]
+    NotAGroup {
+        /// The path.
+        path: NodePath,
+    },
+    /// A chunk index outside the array's chunk grid, or of the wrong dimensionality.
+    #[error("chunk index {index:?} is outside the chunk grid of array `{path}`")]
+    InvalidChunkIndex {
+        /// The array.
+        path: NodePath,
+        /// The index given.
+        index: ChunkIndices,
+    },
+    /// A chunk ref whose object is missing or shorter than the ref says.
+    #[error("chunk {index:?} of array `{path}` cannot be read: {reason}")]
+    ChunkUnreadable {
+        /// The array.
+        path: NodePath,
+        /// The chunk index.
+        index: ChunkIndices,
+        /// Why (missing object, short read, ...).
+        reason: String,
+    },
+    /// A virtual chunk could not be read (unauthorized, checksum mismatch, ...).
+    #[error("chunk {index:?} of array `{path}`: {source}")]
+    VirtualChunk {
+        /// The array.
+        path: NodePath,
+        /// The chunk index.
+        index: ChunkIndices,
+        /// What went wrong.
+        #[source]
+        source: VirtualChunkError,
+    },
+    /// A write on a read-only session.
+    #[error("session is read-only")]
+    ReadOnlySession,
+    /// A commit with no change, when empty commits were not allowed.
+    #[error("no changes to commit")]
+    NoChangesToCommit,
+    /// Node metadata (`zarr.json`) that floe cannot understand.
+    #[error("invalid metadata for `{path}`: {reason}")]
+    InvalidNodeMetadata {
+        /// The node.
+        path: NodePath,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A configuration value that cannot be used.
+    #[error("invalid configuration: {reason}")]
+    InvalidConfig {
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// Result of repository and session operations.
+pub type Result<T> = std::result::Result<T, Error>;

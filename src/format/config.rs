@@ -1,0 +1,376 @@
+//! `config.yaml`: the repository configuration, a YAML map.
+//!
+//! floe reads the keys it knows (`inline_chunk_threshold_bytes`,
+//! `virtual_chunk_containers`) and keeps every other key as it found it when it
+//! rewrites the file. Virtual chunk containers map a URL prefix to
+//! `{name, url_prefix, store}`, where `store` is a YAML-tagged value such as
+//! `!local_file_system /path`, `!s3 {...}`, `!s3_compatible {...}`, `!http {...}`.
+//!
+//! Spec: `../shared/docs/icechunk-format-v1.md`, "config.yaml".
+
+use serde_yaml::value::{Tag, TaggedValue};
+use serde_yaml::{Mapping, Value};
+
+use crate::format::FormatError;
+
+/// Key of the configuration object.
+pub const CONFIG_KEY: &str = "config.yaml";
+/// Default largest encoded chunk size stored inline in manifests, in bytes.
+pub const DEFAULT_INLINE_CHUNK_THRESHOLD_BYTES: u64 = 512;
+
+/// The keys Icechunk writes (as `null` when unset); floe writes them too so that
+/// Icechunk reads what floe writes.
+const STANDARD_KEYS: [&str; 8] = [
+    "inline_chunk_threshold_bytes",
+    "get_partial_values_concurrency",
+    "compression",
+    "max_concurrent_requests",
+    "caching",
+    "storage",
+    "virtual_chunk_containers",
+    "manifest",
+];
+
+/// The store behind a virtual chunk container.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ContainerStore {
+    /// `!local_file_system <path>`: files under a local directory.
+    LocalFileSystem(String),
+    /// `!s3 {...}` (AWS) or `!s3_compatible {...}` (MinIO and others).
+    S3 {
+        /// Whether the tag was `s3_compatible`.
+        compatible: bool,
+        /// Region, if set.
+        region: Option<String>,
+        /// Endpoint URL, if set.
+        endpoint_url: Option<String>,
+        /// Send no credentials.
+        anonymous: bool,
+        /// Allow plain `http://` endpoints.
+        allow_http: bool,
+        /// Path-style addressing.
+        force_path_style: bool,
+    },
+    /// `!http {...}`: plain HTTP(S) servers.
+    Http,
+    /// Any other store kind (`!gcs`, `!azure`, `!in_memory`, ...), kept by tag name;
+    /// floe cannot read chunks through it.
+    Other(String),
+}
+
+/// One virtual chunk container: chunk refs whose URL starts with `url_prefix` are read
+/// through `store`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct VirtualChunkContainer {
+    /// Optional name.
+    pub name: Option<String>,
+    /// URL prefix, e.g. `s3://bucket/data/` or `file:///data/`.
+    pub url_prefix: String,
+    /// How to reach the objects.
+    pub store: ContainerStore,
+}
+
+impl VirtualChunkContainer {
+    fn to_yaml(&self) -> Value {
+        let store = match &self.store {
+            ContainerStore::LocalFileSystem(p) => tagged("local_file_system", Value::from(p.as_str())),
+            ContainerStore::S3 {
+                compatible,
+                region,
+                endpoint_url,
+                anonymous,
+                allow_http,
+                force_path_style,
+            } => {
+                let mut m = Mapping::new();
+                m.insert("region".into(), opt(region));
+                m.insert("endpoint_url".into(), opt(endpoint_url));
+                m.insert("anonymous".into(), Value::Bool(*anonymous));
+                m.insert("allow_http".into(), Value::Bool(*allow_http));
+                m.insert("force_path_style".into(), Value::Bool(*force_path_style));
+                m.insert("network_stream_timeout_seconds".into(), Value::from(60));
+                m.insert("requester_pays".into(), Value::Bool(false));
+                tagged(if *compatible { "s3_compatible" } else { "s3" }, Value::Mapping(m))
+            }
+            ContainerStore::Http => tagged("http", Value::Mapping(Mapping::new())),
+            ContainerStore::Other(tag) => tagged(tag, Value::Null),
+        };
+        let mut m = Mapping::new();
+        m.insert("name".into(), opt(&self.name));
+        m.insert("url_prefix".into(), Value::from(self.url_prefix.as_str()));
+        m.insert("store".into(), store);
+        Value::Mapping(m)
+    }
+
+    fn from_yaml(key: &str, v: &Value) -> Result<Self, FormatError> {
+        let invalid = |reason: String| FormatError::InvalidConfig {
+            reason: format!("virtual chunk container `{key}`: {reason}"),
+        };
+        let m = v.as_mapping().ok_or_else(|| invalid("not a map".into()))?;
+        let url_prefix = m
+            .get("url_prefix")
+            .and_then(Value::as_str)
+            .unwrap_or(key)
+            .to_string();
+        let name = m.get("name").and_then(Value::as_str).map(str::to_string);
+        let store = match m.get("store") {
+            Some(Value::Tagged(t)) => {
+                let tag = t.tag.to_string();
+                let tag = tag.trim_start_matches('!');
+                match tag {
+                    "local_file_system" => ContainerStore::LocalFileSystem(
+                        t.value
+                            .as_str()
+                            .ok_or_else(|| invalid("local_file_system needs a path".into()))?
+                            .to_string(),
+                    ),
+                    "s3" | "s3_compatible" => {
+                        let o = t.value.as_mapping().cloned().unwrap_or_default();
+                        let s = |k: &str| o.get(k).and_then(Value::as_str).map(str::to_string);
+                        let b = |k: &str| o.get(k).and_then(Value::as_bool).unwrap_or(false);
+                        ContainerStore::S3 {
+                            compatible: tag == "s3_compatible",
+                            region: s("region"),
+                            endpoint_url: s("endpoint_url"),
+                            anonymous: b("anonymous"),
+                            allow_http: b("allow_http"),
+                            force_path_style: b("force_path_style"),
+                        }
+                    }
+                    "http" => ContainerStore::Http,
+                    other => ContainerStore::Other(other.to_string()),
+                }
+            }
+            Some(Value::String(s)) => ContainerStore::Other(s.clone()),
+            _ => return Err(invalid("missing or untagged `store`".into())),
+        };
+        Ok(VirtualChunkContainer {
+            name,
+            url_prefix,
+            store,
+        })
+    }
+}
+
+fn tagged(tag: &str, value: Value) -> Value {
+    Value::Tagged(Box::new(TaggedValue {
+        tag: Tag::new(tag),
+        value,
+    }))
+}
+
+fn opt(s: &Option<String>) -> Value {
+    s.as_deref().map(Value::from).unwrap_or(Value::Null)
+}
+
+/// A repository configuration: the parsed YAML map, with typed accessors for the keys
+/// floe uses. Unknown keys are kept verbatim.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RepositoryConfig {
+    raw: Mapping,
+}
+
+impl RepositoryConfig {
+    /// Parses `config.yaml` bytes.
+    ///
+    /// # Errors
+    /// [`FormatError::InvalidConfig`] when the bytes are not a YAML map, or a known key
+    /// has the wrong type.
+    pub fn parse(bytes: &[u8]) -> Result<Self, FormatError> {
+        let value: Value = serde_yaml::from_slice(bytes).map_err(|e| FormatError::InvalidConfig {
+            reason: e.to_string(),
+        })?;
+        let raw = match value {
+            Value::Mapping(m) => m,
+            Value::Null => Mapping::new(),
+            _ => {
+                return Err(FormatError::InvalidConfig {
+                    reason: "config.yaml is not a YAML map".into(),
+                })
+            }
+        };
+        let cfg = RepositoryConfig { raw };
+        cfg.check()?;
+        Ok(cfg)
+    }
+
+    fn check(&self) -> Result<(), FormatError> {
+        match self.raw.get("inline_chunk_threshold_bytes") {
+            None | Some(Value::Null) => {}
+            Some(v) if v.as_u64().is_some() => {}
+            Some(v) => {
+                return Err(FormatError::InvalidConfig {
+                    reason: format!("inline_chunk_threshold_bytes must be a non-negative integer, found {v:?}"),
+                })
+            }
+        }
+        self.virtual_chunk_containers()?;
+        Ok(())
+    }
+
+    /// Serializes to YAML, with Icechunk's standard keys present (as `null` when unset).
+    ///
+    /// # Errors
+    /// [`FormatError::InvalidConfig`] if serialization fails.
+    pub fn to_yaml(&self) -> Result<String, FormatError> {
+        let mut out = Mapping::new();
+        for k in STANDARD_KEYS {
+            out.insert(k.into(), self.raw.get(k).cloned().unwrap_or(Value::Null));
+        }
+        for (k, v) in &self.raw {
+            if !out.contains_key(k) {
+                out.insert(k.clone(), v.clone());
+            }
+        }
+        serde_yaml::to_string(&Value::Mapping(out)).map_err(|e| FormatError::InvalidConfig {
+            reason: e.to_string(),
+        })
+    }
+
+    /// The raw YAML map.
+    pub fn raw(&self) -> &Mapping {
+        &self.raw
+    }
+
+    /// Whether every key is absent or null (Icechunk writes no file for such a config).
+    pub fn is_default(&self) -> bool {
+        self.raw.values().all(Value::is_null)
+    }
+
+    /// Largest encoded chunk size stored inline in a manifest, in bytes (default 512).
+    pub fn inline_chunk_threshold_bytes(&self) -> u64 {
+        self.raw
+            .get("inline_chunk_threshold_bytes")
+            .and_then(Value::as_u64)
+            .unwrap_or(DEFAULT_INLINE_CHUNK_THRESHOLD_BYTES)
+    }
+
+    /// Sets (or with `None`, unsets) the inline threshold, in bytes.
+    pub fn set_inline_chunk_threshold_bytes(&mut self, bytes: Option<u16>) {
+        let v = bytes.map(Value::from).unwrap_or(Value::Null);
+        self.raw.insert("inline_chunk_threshold_bytes".into(), v);
+    }
+
+    /// The virtual chunk containers, in file order.
+    ///
+    /// # Errors
+    /// [`FormatError::InvalidConfig`] for a malformed container.
+    pub fn virtual_chunk_containers(&self) -> Result<Vec<VirtualChunkContainer>, FormatError> {
+        match self.raw.get("virtual_chunk_containers") {
+            None | Some(Value::Null) => Ok(Vec::new()),
+            Some(Value::Mapping(m)) => m
+                .iter()
+                .map(|(k, v)| VirtualChunkContainer::from_yaml(k.as_str().unwrap_or(""), v))
+                .collect(),
+            Some(_) => Err(FormatError::InvalidConfig {
+                reason: "virtual_chunk_containers must be a map".into(),
+            }),
+        }
+    }
+
+    /// Adds or replaces the container with the same `url_prefix`.
+    pub fn set_virtual_chunk_container(&mut self, container: VirtualChunkContainer) {
+        let entry = self
+            .raw
+            .entry("virtual_chunk_containers".into())
+            .or_insert(Value::Null);
+        if !entry.is_mapping() {
+            *entry = Value::Mapping(Mapping::new());
+        }
+        if let Value::Mapping(m) = entry {
+            m.insert(
+                Value::from(container.url_prefix.as_str()),
+                container.to_yaml(),
+            );
+        }
+    }
+
+    /// Removes the container with this URL prefix; returns whether one was removed.
+    pub fn remove_virtual_chunk_container(&mut self, url_prefix: &str) -> bool {
+        match self.raw.get_mut("virtual_chunk_containers") {
+            Some(Value::Mapping(m)) => m.remove(url_prefix).is_some(),
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ICECHUNK_CONFIG: &str = "inline_chunk_threshold_bytes: 100
+get_partial_values_concurrency: null
+compression: null
+max_concurrent_requests: null
+caching: null
+storage: null
+virtual_chunk_containers:
+  file:///data/:
+    name: null
+    url_prefix: file:///data/
+    store: !local_file_system /data/
+  s3://bucket/prefix/:
+    name: null
+    url_prefix: s3://bucket/prefix/
+    store: !s3_compatible
+      region: us-east-1
+      endpoint_url: http://127.0.0.1:9000
+      anonymous: false
+      allow_http: true
+      force_path_style: true
+      network_stream_timeout_seconds: 60
+      requester_pays: false
+  https://example.com/:
+    name: null
+    url_prefix: https://example.com/
+    store: !http {}
+manifest: null
+some_future_key:
+  nested: [1, 2, 3]
+";
+
+    #[test]
+    fn reads_icechunk_config_and_keeps_unknown_keys() {
+        let cfg = RepositoryConfig::parse(ICECHUNK_CONFIG.as_bytes()).unwrap();
+        assert_eq!(cfg.inline_chunk_threshold_bytes(), 100);
+        let vcc = cfg.virtual_chunk_containers().unwrap();
+        assert_eq!(vcc.len(), 3);
+        assert_eq!(vcc[0].store, ContainerStore::LocalFileSystem("/data/".into()));
+        assert!(matches!(
+            &vcc[1].store,
+            ContainerStore::S3 { compatible: true, allow_http: true, force_path_style: true, endpoint_url: Some(e), .. } if e == "http://127.0.0.1:9000"
+        ));
+        assert_eq!(vcc[2].store, ContainerStore::Http);
+        let mut cfg2 = cfg.clone();
+        cfg2.set_inline_chunk_threshold_bytes(Some(7));
+        let text = cfg2.to_yaml().unwrap();
+        let back = RepositoryConfig::parse(text.as_bytes()).unwrap();
+        assert_eq!(back.inline_chunk_threshold_bytes(), 7);
+        assert_eq!(back.virtual_chunk_containers().unwrap(), vcc);
+        assert_eq!(
+            back.raw().get("some_future_key"),
+            cfg.raw().get("some_future_key")
+        );
+    }
+
+    #[test]
+    fn bad_configs_are_typed_errors() {
+        assert!(matches!(
+            RepositoryConfig::parse(b"[1, 2"),
+            Err(FormatError::InvalidConfig { .. })
+        ));
+        assert!(matches!(
+            RepositoryConfig::parse(b"- a\n- b\n"),
+            Err(FormatError::InvalidConfig { .. })
+        ));
+        assert!(matches!(
+            RepositoryConfig::parse(b"inline_chunk_threshold_bytes: lots\n"),
+            Err(FormatError::InvalidConfig { .. })
+        ));
+        assert!(matches!(
+            RepositoryConfig::parse(b"virtual_chunk_containers: 3\n"),
+            Err(FormatError::InvalidConfig { .. })
+        ));
+        assert!(RepositoryConfig::parse(b"").unwrap().is_default());
+    }
+}

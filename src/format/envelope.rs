@@ -1,0 +1,213 @@
+//! The envelope around snapshot, manifest and transaction-log files: a 39-byte header
+//! followed by one zstd frame holding the flatbuffer.
+//!
+//! | offset | length | content |
+//! |---|---|---|
+//! | 0 | 12 | magic, the UTF-8 of `ICE🧊CHUNK` |
+//! | 12 | 24 | writer name, ASCII, space padded |
+//! | 36 | 1 | spec version (1) |
+//! | 37 | 1 | file type ([`FileType`]) |
+//! | 38 | 1 | compression (1 = zstd) |
+//!
+//! Spec: `../shared/docs/icechunk-format-v1.md`, "Envelope".
+
+use std::io::Read;
+
+use crate::format::FormatError;
+
+/// The 12 magic bytes every envelope starts with.
+pub const MAGIC: [u8; 12] = *b"ICE\xF0\x9F\xA7\x8ACHUNK";
+/// Length of the envelope header, in bytes.
+pub const HEADER_LEN: usize = 39;
+/// The spec version floe writes and reads.
+pub const SPEC_VERSION: u8 = 1;
+/// Compression byte for zstd, the only one Icechunk readers accept.
+pub const COMPRESSION_ZSTD: u8 = 1;
+/// zstd level used for writing.
+const ZSTD_LEVEL: i32 = 3;
+/// Largest decompressed payload accepted, in bytes (guards against zstd bombs).
+const MAX_DECOMPRESSED: u64 = 4 << 30;
+
+/// What an enveloped file holds (header byte 37).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum FileType {
+    /// `snapshots/<id>`
+    Snapshot = 1,
+    /// `manifests/<id>`
+    Manifest = 2,
+    /// `transactions/<id>`
+    TransactionLog = 4,
+}
+
+impl FileType {
+    fn name(self) -> &'static str {
+        match self {
+            FileType::Snapshot => "snapshot",
+            FileType::Manifest => "manifest",
+            FileType::TransactionLog => "transaction log",
+        }
+    }
+}
+
+/// The writer name floe puts in the header: `floe-<crate version>`.
+pub fn writer_name() -> String {
+    format!("floe-{}", env!("CARGO_PKG_VERSION"))
+}
+
+/// Wraps a finished flatbuffer into an envelope of type `file_type`.
+///
+/// # Errors
+/// [`FormatError::Compression`] if zstd fails.
+pub fn seal(file_type: FileType, flatbuffer: &[u8]) -> Result<Vec<u8>, FormatError> {
+    let mut out = Vec::with_capacity(HEADER_LEN + flatbuffer.len() / 2);
+    out.extend_from_slice(&MAGIC);
+    let mut name = [b' '; 24];
+    let w = writer_name();
+    let n = w.len().min(24);
+    name[..n].copy_from_slice(&w.as_bytes()[..n]);
+    out.extend_from_slice(&name);
+    out.push(SPEC_VERSION);
+    out.push(file_type as u8);
+    out.push(COMPRESSION_ZSTD);
+    let compressed = zstd::bulk::compress(flatbuffer, ZSTD_LEVEL).map_err(|e| {
+        FormatError::Compression {
+            what: file_type.name(),
+            reason: e.to_string(),
+        }
+    })?;
+    out.extend_from_slice(&compressed);
+    Ok(out)
+}
+
+/// The parsed header of an envelope.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Header {
+    /// Writer name without padding, e.g. `ic-0.3.24` or `floe-0.1.0`.
+    pub writer: String,
+    /// Spec version byte.
+    pub spec_version: u8,
+    /// File type byte.
+    pub file_type: u8,
+    /// Compression byte.
+    pub compression: u8,
+}
+
+/// Reads and checks the 39-byte header.
+///
+/// # Errors
+/// [`FormatError::Truncated`], [`FormatError::BadMagic`],
+/// [`FormatError::UnsupportedSpecVersion`], [`FormatError::WrongFileType`],
+/// [`FormatError::UnsupportedCompression`].
+pub fn read_header(expected: FileType, bytes: &[u8]) -> Result<Header, FormatError> {
+    let what = expected.name();
+    if bytes.len() < HEADER_LEN {
+        return Err(FormatError::Truncated {
+            what,
+            len: bytes.len(),
+        });
+    }
+    if bytes[..12] != MAGIC {
+        return Err(FormatError::BadMagic { what });
+    }
+    let header = Header {
+        writer: String::from_utf8_lossy(&bytes[12..36]).trim_end().to_string(),
+        spec_version: bytes[36],
+        file_type: bytes[37],
+        compression: bytes[38],
+    };
+    if header.spec_version != SPEC_VERSION {
+        return Err(FormatError::UnsupportedSpecVersion {
+            version: header.spec_version,
+        });
+    }
+    if header.file_type != expected as u8 {
+        return Err(FormatError::WrongFileType {
+            expected: what,
+            found: header.file_type,
+        });
+    }
+    if header.compression != COMPRESSION_ZSTD {
+        return Err(FormatError::UnsupportedCompression {
+            what,
+            code: header.compression,
+        });
+    }
+    Ok(header)
+}
+
+/// Checks the header and returns the decompressed flatbuffer.
+///
+/// # Errors
+/// As [`read_header`], plus [`FormatError::Compression`] for a corrupt or truncated
+/// zstd frame.
+pub fn open(expected: FileType, bytes: &[u8]) -> Result<Vec<u8>, FormatError> {
+    read_header(expected, bytes)?;
+    let what = expected.name();
+    let decoder = zstd::stream::read::Decoder::new(&bytes[HEADER_LEN..]).map_err(|e| {
+        FormatError::Compression {
+            what,
+            reason: e.to_string(),
+        }
+    })?;
+    let mut out = Vec::new();
+    decoder
+        .take(MAX_DECOMPRESSED)
+        .read_to_end(&mut out)
+        .map_err(|e| FormatError::Compression {
+            what,
+            reason: e.to_string(),
+        })?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seal_open_round_trip() {
+        let payload = b"hello flatbuffer payload".repeat(10);
+        let sealed = seal(FileType::Manifest, &payload).unwrap();
+        assert_eq!(&sealed[..12], "ICE🧊CHUNK".as_bytes());
+        assert_eq!(sealed[36..39], [1, 2, 1]);
+        let h = read_header(FileType::Manifest, &sealed).unwrap();
+        assert_eq!(h.writer, writer_name());
+        assert_eq!(open(FileType::Manifest, &sealed).unwrap(), payload);
+    }
+
+    #[test]
+    fn rejects_bad_input() {
+        let sealed = seal(FileType::Snapshot, b"abcdefgh").unwrap();
+        assert!(matches!(
+            open(FileType::Manifest, &sealed),
+            Err(FormatError::WrongFileType { .. })
+        ));
+        assert!(matches!(
+            open(FileType::Snapshot, &sealed[..20]),
+            Err(FormatError::Truncated { .. })
+        ));
+        assert!(matches!(
+            open(FileType::Snapshot, &sealed[..sealed.len() - 3]),
+            Err(FormatError::Compression { .. })
+        ));
+        let mut bad = sealed.clone();
+        bad[0] = b'X';
+        assert!(matches!(
+            open(FileType::Snapshot, &bad),
+            Err(FormatError::BadMagic { .. })
+        ));
+        let mut v2 = sealed.clone();
+        v2[36] = 2;
+        assert!(matches!(
+            open(FileType::Snapshot, &v2),
+            Err(FormatError::UnsupportedSpecVersion { version: 2 })
+        ));
+        let mut comp = sealed;
+        comp[38] = 0;
+        assert!(matches!(
+            open(FileType::Snapshot, &comp),
+            Err(FormatError::UnsupportedCompression { .. })
+        ));
+    }
+}

@@ -1,0 +1,129 @@
+//! The Icechunk spec-1 on-disk format: ids, the file envelope, snapshots, manifests,
+//! transaction logs, refs (branches, tags and tag tombstones) and `config.yaml`.
+//!
+//! Binary facts: `../shared/docs/icechunk-format-v1.md`; prose:
+//! `../shared/specs/icechunk-spec.txt`. This module knows nothing of sessions.
+
+pub mod config;
+pub mod envelope;
+#[allow(
+    clippy::all,
+    clippy::pedantic,
+    unused_imports,
+    dead_code,
+    missing_docs,
+    unsafe_op_in_unsafe_fn,
+    non_camel_case_types,
+    mismatched_lifetime_syntaxes
+)]
+#[rustfmt::skip]
+mod generated;
+pub mod ids;
+pub mod manifest;
+pub mod path;
+pub mod refs;
+pub mod snapshot;
+pub mod transaction_log;
+mod fb;
+
+pub use ids::{ChunkId, ManifestId, NodeId, ObjectId, SnapshotId};
+pub use path::NodePath;
+
+/// Chunk grid coordinates of one chunk: one index per array dimension.
+pub type ChunkIndices = Vec<u32>;
+
+/// Errors decoding or validating format objects. Corrupt or truncated input always
+/// gives one of these, never a panic.
+#[derive(Debug, thiserror::Error)]
+pub enum FormatError {
+    /// An id's text form is not valid Crockford base32 of the right length.
+    #[error("invalid id `{text}`: expected the Crockford base32 form of {expected_bytes} bytes")]
+    InvalidId {
+        /// The text given.
+        text: String,
+        /// Expected number of raw bytes (12 or 8).
+        expected_bytes: usize,
+    },
+    /// The file is shorter than the 39-byte envelope header.
+    #[error("truncated {what} file: {len} bytes, shorter than the 39-byte header")]
+    Truncated {
+        /// Which file type.
+        what: &'static str,
+        /// Its length in bytes.
+        len: usize,
+    },
+    /// The file does not start with the Icechunk magic bytes.
+    #[error("not an Icechunk {what} file: bad magic bytes")]
+    BadMagic {
+        /// Which file type was expected.
+        what: &'static str,
+    },
+    /// A spec version other than 1.
+    #[error("Icechunk spec version {version} is not supported (floe reads spec 1)")]
+    UnsupportedSpecVersion {
+        /// The version byte found.
+        version: u8,
+    },
+    /// The header's file type byte is not the expected one.
+    #[error("expected a {expected} file, found file type {found}")]
+    WrongFileType {
+        /// The expected type.
+        expected: &'static str,
+        /// The type byte found.
+        found: u8,
+    },
+    /// A compression byte other than zstd.
+    #[error("{what} file uses unsupported compression {code} (only zstd = 1)")]
+    UnsupportedCompression {
+        /// Which file type.
+        what: &'static str,
+        /// The compression byte found.
+        code: u8,
+    },
+    /// zstd failed (corrupt or truncated frame).
+    #[error("{what} file: zstd error: {reason}")]
+    Compression {
+        /// Which file type.
+        what: &'static str,
+        /// zstd's message.
+        reason: String,
+    },
+    /// The flatbuffer fails verification or lacks the `Ichk` identifier.
+    #[error("invalid {what} flatbuffer: {reason}")]
+    InvalidFlatbuffer {
+        /// Which file type.
+        what: &'static str,
+        /// What the verifier reported.
+        reason: String,
+    },
+    /// The flatbuffer is well formed but its content breaks a format rule.
+    #[error("invalid {what}: {reason}")]
+    InvalidData {
+        /// Which object.
+        what: &'static str,
+        /// The broken rule.
+        reason: String,
+    },
+    /// A ref file (`ref.json`) that is not `{"snapshot": "<id>"}`.
+    #[error("invalid ref file `{key}`: {reason}")]
+    InvalidRef {
+        /// The ref's key.
+        key: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A `config.yaml` that cannot be parsed.
+    #[error("invalid config.yaml: {reason}")]
+    InvalidConfig {
+        /// The parser's message.
+        reason: String,
+    },
+    /// A node path that is not absolute, has empty segments or a trailing `/`.
+    #[error("invalid node path `{path}`: {reason}")]
+    InvalidPath {
+        /// The path given.
+        path: String,
+        /// What is wrong.
+        reason: &'static str,
+    },
+}

@@ -1,0 +1,412 @@
+//! Snapshot files (`snapshots/<id>`): the node tree of one commit, its commit facts and
+//! the manifest files it points to.
+//!
+//! Spec: Icechunk specification, "Snapshot Files"; field ids in
+//! `../shared/docs/icechunk-format-v1.md`, table `Snapshot`.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use bytes::Bytes;
+use chrono::{DateTime, TimeZone, Utc};
+use flatbuffers::FlatBufferBuilder;
+
+use super::envelope::{self, FileType};
+use super::fb::{self, gen};
+use super::{FormatError, ManifestId, NodeId, NodePath, SnapshotId};
+
+/// Length of an array and of its chunks along one dimension (elements).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct DimensionShape {
+    /// Number of elements along the dimension.
+    pub array_length: u64,
+    /// Number of elements of one chunk along the dimension.
+    pub chunk_length: u64,
+}
+
+impl DimensionShape {
+    /// Number of chunks along the dimension (`ceil(array_length / chunk_length)`).
+    pub fn num_chunks(&self) -> u64 {
+        if self.chunk_length == 0 {
+            0
+        } else {
+            self.array_length.div_ceil(self.chunk_length)
+        }
+    }
+}
+
+/// A pointer from an array to a manifest holding some of its chunk refs, with the chunk
+/// index extents `[from, to)` (one per dimension) those refs lie in.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ManifestRef {
+    /// The manifest's id.
+    pub object_id: ManifestId,
+    /// One half-open chunk index range per dimension.
+    pub extents: Vec<Range<u32>>,
+}
+
+impl ManifestRef {
+    /// Whether chunk `index` lies within the extents.
+    pub fn contains(&self, index: &[u32]) -> bool {
+        index.len() == self.extents.len()
+            && index.iter().zip(&self.extents).all(|(i, r)| r.contains(i))
+    }
+}
+
+/// Facts about one manifest file that a snapshot points to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ManifestFileInfo {
+    /// The manifest's id.
+    pub id: ManifestId,
+    /// Size of the whole manifest file, in bytes.
+    pub size_bytes: u64,
+    /// Number of chunk refs it holds.
+    pub num_chunk_refs: u32,
+}
+
+/// Array-specific node data.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArrayData {
+    /// Shape and chunk shape, one entry per dimension (empty for 0-d arrays).
+    pub shape: Vec<DimensionShape>,
+    /// Dimension names, `None` when the array has none; an inner `None` is an unnamed
+    /// dimension.
+    pub dimension_names: Option<Vec<Option<String>>>,
+    /// Manifests holding the array's chunk refs; their extents never overlap.
+    pub manifests: Vec<ManifestRef>,
+}
+
+/// Whether a node is a group or an array.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NodeData {
+    /// A group.
+    Group,
+    /// An array.
+    Array(ArrayData),
+}
+
+/// One group or array of a snapshot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeSnapshot {
+    /// The node id (stable across commits until the node is deleted).
+    pub id: NodeId,
+    /// The absolute path.
+    pub path: NodePath,
+    /// The node's `zarr.json` bytes.
+    pub user_data: Bytes,
+    /// Group or array data.
+    pub node_data: NodeData,
+}
+
+impl NodeSnapshot {
+    /// The array data, if this node is an array.
+    pub fn array(&self) -> Option<&ArrayData> {
+        match &self.node_data {
+            NodeData::Array(a) => Some(a),
+            NodeData::Group => None,
+        }
+    }
+
+    /// Whether this node is a group.
+    pub fn is_group(&self) -> bool {
+        matches!(self.node_data, NodeData::Group)
+    }
+}
+
+/// A decoded snapshot.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Snapshot {
+    /// This snapshot's id (also its file name).
+    pub id: SnapshotId,
+    /// The previous snapshot on its branch; `None` only for the initial snapshot.
+    pub parent_id: Option<SnapshotId>,
+    /// Commit time, in microseconds since the Unix epoch.
+    pub flushed_at: u64,
+    /// Commit message.
+    pub message: String,
+    /// Commit metadata: JSON values by name.
+    pub metadata: BTreeMap<String, serde_json::Value>,
+    /// Every manifest file any node points to.
+    pub manifest_files: Vec<ManifestFileInfo>,
+    /// The node tree, keyed (and so sorted) by path.
+    pub nodes: BTreeMap<NodePath, NodeSnapshot>,
+}
+
+/// Message of every repository's initial snapshot.
+pub const INITIAL_MESSAGE: &str = "Repository initialized";
+
+impl Snapshot {
+    /// The initial snapshot of a new repository: id `1CECHNKREP0F1RSTCMT0`, no parent,
+    /// no nodes, metadata `{"__root": true}`, flushed now.
+    pub fn initial() -> Self {
+        Snapshot {
+            id: SnapshotId::INITIAL,
+            parent_id: None,
+            flushed_at: now_micros(),
+            message: INITIAL_MESSAGE.to_string(),
+            metadata: BTreeMap::from([("__root".to_string(), serde_json::Value::Bool(true))]),
+            manifest_files: Vec::new(),
+            nodes: BTreeMap::new(),
+        }
+    }
+
+    /// The commit time as a UTC date-time.
+    pub fn flushed_at_time(&self) -> DateTime<Utc> {
+        micros_to_time(self.flushed_at)
+    }
+
+    /// Looks up a node by path.
+    pub fn node(&self, path: &NodePath) -> Option<&NodeSnapshot> {
+        self.nodes.get(path)
+    }
+
+    /// The info of the manifest file `id`, if listed.
+    pub fn manifest_info(&self, id: &ManifestId) -> Option<&ManifestFileInfo> {
+        self.manifest_files.iter().find(|m| &m.id == id)
+    }
+
+    /// Encodes into a full snapshot file (envelope + zstd + flatbuffer).
+    ///
+    /// # Errors
+    /// [`FormatError::InvalidData`] when metadata cannot be encoded as MessagePack;
+    /// [`FormatError::Compression`].
+    pub fn encode(&self) -> Result<Vec<u8>, FormatError> {
+        let mut b = FlatBufferBuilder::with_capacity(1024 + self.nodes.len() * 256);
+        let nodes: Vec<_> = self
+            .nodes
+            .values()
+            .map(|n| write_node(&mut b, n))
+            .collect();
+        let nodes = b.create_vector(&nodes);
+        let message = b.create_string(&self.message);
+        let mut items = Vec::with_capacity(self.metadata.len());
+        for (name, value) in &self.metadata {
+            let packed = rmp_serde::to_vec(value).map_err(|e| FormatError::InvalidData {
+                what: "snapshot metadata",
+                reason: format!("cannot encode `{name}` as MessagePack: {e}"),
+            })?;
+            let name = b.create_string(name);
+            let value = b.create_vector(&packed);
+            items.push(gen::MetadataItem::create(
+                &mut b,
+                &gen::MetadataItemArgs {
+                    name: Some(name),
+                    value: Some(value),
+                },
+            ));
+        }
+        let metadata = b.create_vector(&items);
+        let mut files = self.manifest_files.clone();
+        files.sort_by_key(|f| f.id);
+        let files: Vec<gen::ManifestFileInfo> = files
+            .iter()
+            .map(|f| gen::ManifestFileInfo::new(&fb::fb12(&f.id), f.size_bytes, f.num_chunk_refs))
+            .collect();
+        let files = b.create_vector(&files);
+        let id = fb::fb12(&self.id);
+        let parent = self.parent_id.as_ref().map(fb::fb12);
+        let root = gen::Snapshot::create(
+            &mut b,
+            &gen::SnapshotArgs {
+                id: Some(&id),
+                parent_id: parent.as_ref(),
+                nodes: Some(nodes),
+                flushed_at: self.flushed_at,
+                message: Some(message),
+                metadata: Some(metadata),
+                manifest_files: Some(files),
+            },
+        );
+        b.finish(root, Some(fb::IDENTIFIER));
+        envelope::seal(FileType::Snapshot, b.finished_data())
+    }
+
+    /// Decodes a snapshot file.
+    ///
+    /// # Errors
+    /// Envelope errors ([`envelope::open`]); [`FormatError::InvalidFlatbuffer`] when
+    /// the flatbuffer fails verification; [`FormatError::InvalidData`] for content that
+    /// breaks a format rule (bad path, unknown node type, undecodable metadata).
+    pub fn decode(bytes: &[u8]) -> Result<Self, FormatError> {
+        let buf = envelope::open(FileType::Snapshot, bytes)?;
+        let root = fb::verified_root::<gen::Snapshot>("snapshot", &buf)?;
+        let invalid = |reason: String| FormatError::InvalidData {
+            what: "snapshot",
+            reason,
+        };
+        let mut nodes = BTreeMap::new();
+        for n in root.nodes() {
+            let node = read_node(&n)?;
+            if nodes.insert(node.path.clone(), node).is_some() {
+                return Err(invalid("two nodes share one path".into()));
+            }
+        }
+        let mut metadata = BTreeMap::new();
+        for item in root.metadata() {
+            let value: serde_json::Value =
+                rmp_serde::from_slice(item.value().bytes()).map_err(|e| {
+                    invalid(format!("metadata `{}` is not MessagePack: {e}", item.name()))
+                })?;
+            metadata.insert(item.name().to_string(), value);
+        }
+        Ok(Snapshot {
+            id: fb::id12(root.id()),
+            parent_id: root.parent_id().map(fb::id12),
+            flushed_at: root.flushed_at(),
+            message: root.message().to_string(),
+            metadata,
+            manifest_files: root
+                .manifest_files()
+                .iter()
+                .map(|f| ManifestFileInfo {
+                    id: fb::id12(f.id()),
+                    size_bytes: f.size_bytes(),
+                    num_chunk_refs: f.num_chunk_refs(),
+                })
+                .collect(),
+            nodes,
+        })
+    }
+}
+
+fn write_node<'a>(
+    b: &mut FlatBufferBuilder<'a>,
+    n: &NodeSnapshot,
+) -> flatbuffers::WIPOffset<gen::NodeSnapshot<'a>> {
+    let path = b.create_string(n.path.as_str());
+    let user_data = b.create_vector(&n.user_data[..]);
+    let (kind, data) = match &n.node_data {
+        NodeData::Group => (
+            gen::NodeData::Group,
+            gen::GroupNodeData::create(b, &gen::GroupNodeDataArgs {}).as_union_value(),
+        ),
+        NodeData::Array(a) => {
+            let shape: Vec<gen::DimensionShape> = a
+                .shape
+                .iter()
+                .map(|d| gen::DimensionShape::new(d.array_length, d.chunk_length))
+                .collect();
+            let shape = b.create_vector(&shape);
+            let names = a.dimension_names.as_ref().map(|names| {
+                let names: Vec<_> = names
+                    .iter()
+                    .map(|name| {
+                        let name = name.as_ref().map(|s| b.create_string(s));
+                        gen::DimensionName::create(b, &gen::DimensionNameArgs { name })
+                    })
+                    .collect();
+                b.create_vector(&names)
+            });
+            let manifests: Vec<_> = a
+                .manifests
+                .iter()
+                .map(|m| {
+                    let extents: Vec<gen::ChunkIndexRange> = m
+                        .extents
+                        .iter()
+                        .map(|r| gen::ChunkIndexRange::new(r.start, r.end))
+                        .collect();
+                    let extents = b.create_vector(&extents);
+                    let oid = fb::fb12(&m.object_id);
+                    gen::ManifestRef::create(
+                        b,
+                        &gen::ManifestRefArgs {
+                            object_id: Some(&oid),
+                            extents: Some(extents),
+                        },
+                    )
+                })
+                .collect();
+            let manifests = b.create_vector(&manifests);
+            (
+                gen::NodeData::Array,
+                gen::ArrayNodeData::create(
+                    b,
+                    &gen::ArrayNodeDataArgs {
+                        shape: Some(shape),
+                        dimension_names: names,
+                        manifests: Some(manifests),
+                    },
+                )
+                .as_union_value(),
+            )
+        }
+    };
+    let id = fb::fb8(&n.id);
+    gen::NodeSnapshot::create(
+        b,
+        &gen::NodeSnapshotArgs {
+            id: Some(&id),
+            path: Some(path),
+            user_data: Some(user_data),
+            node_data_type: kind,
+            node_data: Some(data),
+        },
+    )
+}
+
+fn read_node(n: &gen::NodeSnapshot<'_>) -> Result<NodeSnapshot, FormatError> {
+    let path = NodePath::new(n.path()).map_err(|e| FormatError::InvalidData {
+        what: "snapshot",
+        reason: e.to_string(),
+    })?;
+    let node_data = match n.node_data_type() {
+        gen::NodeData::Group => NodeData::Group,
+        gen::NodeData::Array => {
+            let a = n
+                .node_data_as_array()
+                .ok_or_else(|| FormatError::InvalidData {
+                    what: "snapshot",
+                    reason: format!("array node `{path}` has no array data"),
+                })?;
+            NodeData::Array(ArrayData {
+                shape: a
+                    .shape()
+                    .iter()
+                    .map(|d| DimensionShape {
+                        array_length: d.array_length(),
+                        chunk_length: d.chunk_length(),
+                    })
+                    .collect(),
+                dimension_names: a.dimension_names().map(|names| {
+                    names
+                        .iter()
+                        .map(|d| d.name().map(str::to_string))
+                        .collect()
+                }),
+                manifests: a
+                    .manifests()
+                    .iter()
+                    .map(|m| ManifestRef {
+                        object_id: fb::id12(m.object_id()),
+                        extents: m.extents().iter().map(|r| r.from()..r.to()).collect(),
+                    })
+                    .collect(),
+            })
+        }
+        other => {
+            return Err(FormatError::InvalidData {
+                what: "snapshot",
+                reason: format!("node `{path}` has unknown node data type {}", other.0),
+            })
+        }
+    };
+    Ok(NodeSnapshot {
+        id: fb::id8(n.id()),
+        path,
+        user_data: Bytes::copy_from_slice(n.user_data().bytes()),
+        node_data,
+    })
+}
+
+/// The current time in microseconds since the Unix epoch.
+pub fn now_micros() -> u64 {
+    u64::try_from(Utc::now().timestamp_micros()).unwrap_or(0)
+}
+
+/// Converts microseconds since the Unix epoch to a UTC date-time.
+pub fn micros_to_time(micros: u64) -> DateTime<Utc> {
+    Utc.timestamp_micros(i64::try_from(micros).unwrap_or(i64::MAX))
+        .single()
+        .unwrap_or(DateTime::<Utc>::MAX_UTC)
+}

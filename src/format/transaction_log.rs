@@ -1,0 +1,155 @@
+//! Transaction log files (`transactions/<snapshot id>`): what one commit changed, by
+//! node id. Used for conflict detection on rebase and for diffs.
+//!
+//! Spec: Icechunk specification, "Transaction logs"; field ids in
+//! `../shared/docs/icechunk-format-v1.md`, table `TransactionLog`.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use flatbuffers::FlatBufferBuilder;
+
+use super::envelope::{self, FileType};
+use super::fb::{self, gen};
+use super::{ChunkIndices, FormatError, NodeId, SnapshotId};
+
+/// A decoded transaction log. Every set is sorted by node id bytes, as the format
+/// requires.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TransactionLog {
+    /// Equal to the id of the snapshot the commit created.
+    pub id: SnapshotId,
+    /// Groups created.
+    pub new_groups: BTreeSet<NodeId>,
+    /// Arrays created.
+    pub new_arrays: BTreeSet<NodeId>,
+    /// Groups deleted.
+    pub deleted_groups: BTreeSet<NodeId>,
+    /// Arrays deleted.
+    pub deleted_arrays: BTreeSet<NodeId>,
+    /// Arrays whose `zarr.json` (shape, attributes, ...) changed.
+    pub updated_arrays: BTreeSet<NodeId>,
+    /// Groups whose `zarr.json` changed.
+    pub updated_groups: BTreeSet<NodeId>,
+    /// Chunks written or deleted, by array.
+    pub updated_chunks: BTreeMap<NodeId, BTreeSet<ChunkIndices>>,
+}
+
+impl TransactionLog {
+    /// An empty log for snapshot `id`.
+    pub fn new(id: SnapshotId) -> Self {
+        TransactionLog {
+            id,
+            new_groups: BTreeSet::new(),
+            new_arrays: BTreeSet::new(),
+            deleted_groups: BTreeSet::new(),
+            deleted_arrays: BTreeSet::new(),
+            updated_arrays: BTreeSet::new(),
+            updated_groups: BTreeSet::new(),
+            updated_chunks: BTreeMap::new(),
+        }
+    }
+
+    /// Whether the log records no change at all.
+    pub fn is_empty(&self) -> bool {
+        self.new_groups.is_empty()
+            && self.new_arrays.is_empty()
+            && self.deleted_groups.is_empty()
+            && self.deleted_arrays.is_empty()
+            && self.updated_arrays.is_empty()
+            && self.updated_groups.is_empty()
+            && self.updated_chunks.values().all(BTreeSet::is_empty)
+    }
+
+    /// Encodes into a full transaction log file.
+    ///
+    /// # Errors
+    /// [`FormatError::Compression`].
+    pub fn encode(&self) -> Result<Vec<u8>, FormatError> {
+        fn ids<'a>(
+            b: &mut FlatBufferBuilder<'a>,
+            set: &BTreeSet<NodeId>,
+        ) -> flatbuffers::WIPOffset<flatbuffers::Vector<'a, gen::ObjectId8>> {
+            let v: Vec<gen::ObjectId8> = set.iter().map(fb::fb8).collect();
+            b.create_vector(&v)
+        }
+        let mut b = FlatBufferBuilder::with_capacity(1024);
+        let new_groups = ids(&mut b, &self.new_groups);
+        let new_arrays = ids(&mut b, &self.new_arrays);
+        let deleted_groups = ids(&mut b, &self.deleted_groups);
+        let deleted_arrays = ids(&mut b, &self.deleted_arrays);
+        let updated_arrays = ids(&mut b, &self.updated_arrays);
+        let updated_groups = ids(&mut b, &self.updated_groups);
+        let mut updated = Vec::with_capacity(self.updated_chunks.len());
+        for (node, chunks) in &self.updated_chunks {
+            let chunks: Vec<_> = chunks
+                .iter()
+                .map(|c| {
+                    let coords = b.create_vector(c);
+                    gen::ChunkIndices::create(
+                        &mut b,
+                        &gen::ChunkIndicesArgs {
+                            coords: Some(coords),
+                        },
+                    )
+                })
+                .collect();
+            let chunks = b.create_vector(&chunks);
+            let node_id = fb::fb8(node);
+            updated.push(gen::ArrayUpdatedChunks::create(
+                &mut b,
+                &gen::ArrayUpdatedChunksArgs {
+                    node_id: Some(&node_id),
+                    chunks: Some(chunks),
+                },
+            ));
+        }
+        let updated_chunks = b.create_vector(&updated);
+        let id = fb::fb12(&self.id);
+        let root = gen::TransactionLog::create(
+            &mut b,
+            &gen::TransactionLogArgs {
+                id: Some(&id),
+                new_groups: Some(new_groups),
+                new_arrays: Some(new_arrays),
+                deleted_groups: Some(deleted_groups),
+                deleted_arrays: Some(deleted_arrays),
+                updated_arrays: Some(updated_arrays),
+                updated_groups: Some(updated_groups),
+                updated_chunks: Some(updated_chunks),
+            },
+        );
+        b.finish(root, Some(fb::IDENTIFIER));
+        envelope::seal(FileType::TransactionLog, b.finished_data())
+    }
+
+    /// Decodes a transaction log file.
+    ///
+    /// # Errors
+    /// Envelope errors; [`FormatError::InvalidFlatbuffer`].
+    pub fn decode(bytes: &[u8]) -> Result<Self, FormatError> {
+        let buf = envelope::open(FileType::TransactionLog, bytes)?;
+        let root = fb::verified_root::<gen::TransactionLog>("transaction log", &buf)?;
+        let ids = |v: flatbuffers::Vector<'_, gen::ObjectId8>| -> BTreeSet<NodeId> {
+            v.iter().map(fb::id8).collect()
+        };
+        let mut updated_chunks = BTreeMap::new();
+        for a in root.updated_chunks() {
+            let chunks: BTreeSet<ChunkIndices> = a
+                .chunks()
+                .iter()
+                .map(|c| c.coords().iter().collect())
+                .collect();
+            updated_chunks.insert(fb::id8(a.node_id()), chunks);
+        }
+        Ok(TransactionLog {
+            id: fb::id12(root.id()),
+            new_groups: ids(root.new_groups()),
+            new_arrays: ids(root.new_arrays()),
+            deleted_groups: ids(root.deleted_groups()),
+            deleted_arrays: ids(root.deleted_arrays()),
+            updated_arrays: ids(root.updated_arrays()),
+            updated_groups: ids(root.updated_groups()),
+            updated_chunks,
+        })
+    }
+}

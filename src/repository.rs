@@ -1,0 +1,533 @@
+//! [`Repository`]: create and open repositories, read and update their configuration,
+//! manage branches and tags, walk ancestry, resolve branch / tag / snapshot id / time
+//! to a snapshot, and start sessions.
+//!
+//! Spec: Icechunk specification, "Initialize New Repository", "Reference Files",
+//! "Read from Repository", "Create New Tag".
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::assets::AssetManager;
+use crate::error::{Error, Result};
+use crate::format::config::{RepositoryConfig, CONFIG_KEY};
+use crate::format::refs;
+use crate::format::snapshot::Snapshot;
+use crate::format::SnapshotId;
+use crate::session::{Diff, Session};
+use crate::storage::{ObjectVersion, S3Options, Storage, StorageError, WriteOutcome};
+use crate::virtual_refs::{VirtualAccess, VirtualChunkResolver};
+
+/// Key whose presence marks an Icechunk spec-2 repository.
+const SPEC2_REPO_KEY: &str = "repo";
+
+/// Which snapshot to read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum VersionSelector {
+    /// The tip of a branch.
+    Branch(String),
+    /// A tag.
+    Tag(String),
+    /// A snapshot id.
+    Snapshot(SnapshotId),
+    /// The newest snapshot of a branch committed at or before a time (time travel).
+    AsOf {
+        /// The branch.
+        branch: String,
+        /// The time.
+        time: DateTime<Utc>,
+    },
+}
+
+/// One commit of an ancestry listing.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SnapshotInfo {
+    /// The snapshot id.
+    pub id: SnapshotId,
+    /// Its parent, `None` for the initial snapshot.
+    pub parent_id: Option<SnapshotId>,
+    /// Commit time.
+    pub flushed_at: DateTime<Utc>,
+    /// Commit message.
+    pub message: String,
+    /// Commit metadata.
+    pub metadata: BTreeMap<String, serde_json::Value>,
+}
+
+impl From<&Snapshot> for SnapshotInfo {
+    fn from(s: &Snapshot) -> Self {
+        SnapshotInfo {
+            id: s.id,
+            parent_id: s.parent_id,
+            flushed_at: s.flushed_at_time(),
+            message: s.message.clone(),
+            metadata: s.metadata.clone(),
+        }
+    }
+}
+
+/// What a caller allows when opening a repository.
+#[derive(Clone, Debug, Default)]
+pub struct OpenOptions {
+    /// Virtual chunk URL prefixes the caller trusts this repository to read
+    /// (nothing by default).
+    pub virtual_access: VirtualAccess,
+    /// Credentials for S3 virtual chunk containers; `None` reads `AWS_*` variables.
+    pub virtual_s3_credentials: Option<S3Options>,
+}
+
+#[derive(Debug)]
+struct ConfigState {
+    config: RepositoryConfig,
+    version: Option<ObjectVersion>,
+    resolver: Arc<VirtualChunkResolver>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    storage: Arc<dyn Storage>,
+    assets: AssetManager,
+    options: OpenOptions,
+    config: RwLock<ConfigState>,
+}
+
+/// A repository in the Icechunk spec-1 format. Cheap to clone; clones share caches.
+#[derive(Clone, Debug)]
+pub struct Repository {
+    inner: Arc<Inner>,
+}
+
+impl Repository {
+    fn build(
+        storage: Arc<dyn Storage>,
+        config: RepositoryConfig,
+        version: Option<ObjectVersion>,
+        options: OpenOptions,
+    ) -> Result<Self> {
+        let resolver = Arc::new(VirtualChunkResolver::new(
+            config.virtual_chunk_containers()?,
+            options.virtual_access.clone(),
+            options.virtual_s3_credentials.clone(),
+        ));
+        Ok(Repository {
+            inner: Arc::new(Inner {
+                assets: AssetManager::new(Arc::clone(&storage)),
+                storage,
+                options,
+                config: RwLock::new(ConfigState {
+                    config,
+                    version,
+                    resolver,
+                }),
+            }),
+        })
+    }
+
+    /// Whether a repository exists in `storage` (its `main` branch exists).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub async fn exists(storage: &dyn Storage) -> Result<bool> {
+        match storage.head(&refs::branch_key("main")).await {
+            Ok(_) => Ok(true),
+            Err(StorageError::NotFound { .. }) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn check_not_spec2(storage: &dyn Storage) -> Result<()> {
+        match storage.head(SPEC2_REPO_KEY).await {
+            Ok(_) => Err(Error::UnsupportedSpecVersion {
+                location: storage.root_url(),
+            }),
+            Err(StorageError::NotFound { .. }) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Creates a repository: writes the initial snapshot `1CECHNKREP0F1RSTCMT0`, the
+    /// configuration (when not default) and branch `main` (create-if-not-exists, so of
+    /// two concurrent creates exactly one succeeds).
+    ///
+    /// # Errors
+    /// [`Error::RepositoryExists`]; [`Error::UnsupportedSpecVersion`] when a spec-2
+    /// repository is there; storage errors.
+    pub async fn create(storage: Arc<dyn Storage>, config: Option<RepositoryConfig>) -> Result<Self> {
+        Self::create_with(storage, config, OpenOptions::default()).await
+    }
+
+    /// [`Repository::create`] with open options (virtual chunk authorization).
+    ///
+    /// # Errors
+    /// As [`Repository::create`].
+    pub async fn create_with(
+        storage: Arc<dyn Storage>,
+        config: Option<RepositoryConfig>,
+        options: OpenOptions,
+    ) -> Result<Self> {
+        Self::check_not_spec2(storage.as_ref()).await?;
+        if Self::exists(storage.as_ref()).await? {
+            return Err(Error::RepositoryExists {
+                location: storage.root_url(),
+            });
+        }
+        let config = config.unwrap_or_default();
+        let repo = Self::build(Arc::clone(&storage), config.clone(), None, options)?;
+        let initial = Arc::new(Snapshot::initial());
+        repo.inner.assets.write_snapshot(Arc::clone(&initial)).await?;
+        if !config.is_default() {
+            let version = storage
+                .put(CONFIG_KEY, Bytes::from(config.to_yaml()?))
+                .await?;
+            repo.write_config_state().version = version;
+        }
+        match refs::create_branch(storage.as_ref(), "main", initial.id).await {
+            Ok(()) => Ok(repo),
+            Err(Error::BranchExists { .. }) => Err(Error::RepositoryExists {
+                location: storage.root_url(),
+            }),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Opens an existing repository with default options (no virtual chunk access).
+    ///
+    /// # Errors
+    /// As [`Repository::open_with`].
+    pub async fn open(storage: Arc<dyn Storage>) -> Result<Self> {
+        Self::open_with(storage, OpenOptions::default()).await
+    }
+
+    /// Opens an existing repository.
+    ///
+    /// # Errors
+    /// [`Error::RepositoryNotFound`]; [`Error::UnsupportedSpecVersion`] for spec-2
+    /// repositories; [`Error::Format`] for a corrupt `config.yaml`; storage errors.
+    pub async fn open_with(storage: Arc<dyn Storage>, options: OpenOptions) -> Result<Self> {
+        Self::check_not_spec2(storage.as_ref()).await?;
+        if !Self::exists(storage.as_ref()).await? {
+            return Err(Error::RepositoryNotFound {
+                location: storage.root_url(),
+            });
+        }
+        let (config, version) = match storage.get(CONFIG_KEY).await {
+            Ok(v) => (RepositoryConfig::parse(&v.bytes)?, v.version),
+            Err(StorageError::NotFound { .. }) => (RepositoryConfig::default(), None),
+            Err(e) => return Err(e.into()),
+        };
+        Self::build(storage, config, version, options)
+    }
+
+    /// Opens the repository, creating it when none exists.
+    ///
+    /// # Errors
+    /// As [`Repository::open_with`] and [`Repository::create`].
+    pub async fn open_or_create(storage: Arc<dyn Storage>, options: OpenOptions) -> Result<Self> {
+        match Self::open_with(Arc::clone(&storage), options.clone()).await {
+            Err(Error::RepositoryNotFound { .. }) => {
+                match Self::create_with(Arc::clone(&storage), None, options.clone()).await {
+                    Err(Error::RepositoryExists { .. }) => Self::open_with(storage, options).await,
+                    other => other,
+                }
+            }
+            other => other,
+        }
+    }
+
+    fn config_state(&self) -> std::sync::RwLockReadGuard<'_, ConfigState> {
+        self.inner.config.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write_config_state(&self) -> std::sync::RwLockWriteGuard<'_, ConfigState> {
+        self.inner.config.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The storage.
+    pub fn storage(&self) -> &Arc<dyn Storage> {
+        &self.inner.storage
+    }
+
+    /// The object fetcher and cache.
+    pub fn assets(&self) -> &AssetManager {
+        &self.inner.assets
+    }
+
+    /// The configuration as last read or saved.
+    pub fn config(&self) -> RepositoryConfig {
+        self.config_state().config.clone()
+    }
+
+    /// The virtual chunk resolver (containers from the config, authorization from the
+    /// open options).
+    pub fn virtual_resolver(&self) -> Arc<VirtualChunkResolver> {
+        Arc::clone(&self.config_state().resolver)
+    }
+
+    /// Writes a new `config.yaml` (keys floe does not know are kept as given). When the
+    /// file was read with a version, the write is conditional on it.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] when another writer changed the file since it was read;
+    /// [`Error::Format`]; storage errors.
+    pub async fn save_config(&self, config: RepositoryConfig) -> Result<()> {
+        let yaml = Bytes::from(config.to_yaml()?);
+        let old_version = self.config_state().version.clone();
+        let version = match old_version {
+            Some(v) => match self.inner.storage.put_if_match(CONFIG_KEY, yaml, &v).await? {
+                WriteOutcome::Written(nv) => nv,
+                WriteOutcome::PreconditionFailed => {
+                    return Err(Error::InvalidConfig {
+                        reason: "config.yaml was changed by another writer; reopen the repository and retry".into(),
+                    })
+                }
+            },
+            None => match self.inner.storage.put_if_absent(CONFIG_KEY, yaml.clone()).await? {
+                WriteOutcome::Written(nv) => nv,
+                WriteOutcome::PreconditionFailed => {
+                    return Err(Error::InvalidConfig {
+                        reason: "config.yaml was created by another writer; reopen the repository and retry".into(),
+                    })
+                }
+            },
+        };
+        let resolver = Arc::new(VirtualChunkResolver::new(
+            config.virtual_chunk_containers()?,
+            self.inner.options.virtual_access.clone(),
+            self.inner.options.virtual_s3_credentials.clone(),
+        ));
+        let mut state = self.write_config_state();
+        state.config = config;
+        state.version = version;
+        state.resolver = resolver;
+        Ok(())
+    }
+
+    /// Branch names, sorted.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub async fn list_branches(&self) -> Result<Vec<String>> {
+        Ok(refs::list_refs(self.inner.storage.as_ref()).await?.branches)
+    }
+
+    /// Live tag names, sorted (deleted tags are absent).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub async fn list_tags(&self) -> Result<Vec<String>> {
+        Ok(refs::list_refs(self.inner.storage.as_ref()).await?.tags)
+    }
+
+    /// The snapshot branch `name` points to.
+    ///
+    /// # Errors
+    /// [`Error::BranchNotFound`]; storage and format errors.
+    pub async fn lookup_branch(&self, name: &str) -> Result<SnapshotId> {
+        Ok(refs::fetch_branch(self.inner.storage.as_ref(), name).await?.0)
+    }
+
+    /// The snapshot tag `name` points to.
+    ///
+    /// # Errors
+    /// [`Error::TagNotFound`], [`Error::TagDeleted`]; storage and format errors.
+    pub async fn lookup_tag(&self, name: &str) -> Result<SnapshotId> {
+        refs::fetch_tag(self.inner.storage.as_ref(), name).await
+    }
+
+    /// Creates branch `name` at `snapshot`.
+    ///
+    /// # Errors
+    /// [`Error::BranchExists`], [`Error::SnapshotNotFound`],
+    /// [`Error::InvalidRefName`]; storage errors.
+    pub async fn create_branch(&self, name: &str, snapshot: SnapshotId) -> Result<()> {
+        refs::validate_ref_name("branch", name)?;
+        self.inner.assets.fetch_snapshot(&snapshot).await?;
+        refs::create_branch(self.inner.storage.as_ref(), name, snapshot).await
+    }
+
+    /// Deletes branch `name` (not `main`).
+    ///
+    /// # Errors
+    /// [`Error::BranchNotFound`], [`Error::CannotDeleteMain`]; storage errors.
+    pub async fn delete_branch(&self, name: &str) -> Result<()> {
+        refs::delete_branch(self.inner.storage.as_ref(), name).await
+    }
+
+    /// Moves branch `name` to `to` with compare-and-swap: fails if the branch moved
+    /// from where it was read (or from `expected`, when given).
+    ///
+    /// # Errors
+    /// [`Error::BranchNotFound`], [`Error::SnapshotNotFound`], [`Error::BranchMoved`];
+    /// storage errors.
+    pub async fn reset_branch(&self, name: &str, to: SnapshotId, expected: Option<SnapshotId>) -> Result<()> {
+        self.inner.assets.fetch_snapshot(&to).await?;
+        let storage = self.inner.storage.as_ref();
+        let (current, version) = refs::fetch_branch(storage, name).await?;
+        if let Some(exp) = expected {
+            if exp != current {
+                return Err(Error::BranchMoved {
+                    branch: name.to_string(),
+                    expected: exp,
+                    actual: current,
+                });
+            }
+        }
+        if refs::update_branch(storage, name, to, version.as_ref()).await? {
+            Ok(())
+        } else {
+            let (actual, _) = refs::fetch_branch(storage, name).await?;
+            Err(Error::BranchMoved {
+                branch: name.to_string(),
+                expected: current,
+                actual,
+            })
+        }
+    }
+
+    /// Creates tag `name` at `snapshot`. Tags never move.
+    ///
+    /// # Errors
+    /// [`Error::TagExists`], [`Error::TagDeleted`] (a deleted tag's name can never be
+    /// reused), [`Error::SnapshotNotFound`], [`Error::InvalidRefName`]; storage errors.
+    pub async fn create_tag(&self, name: &str, snapshot: SnapshotId) -> Result<()> {
+        refs::validate_ref_name("tag", name)?;
+        self.inner.assets.fetch_snapshot(&snapshot).await?;
+        refs::create_tag(self.inner.storage.as_ref(), name, snapshot).await
+    }
+
+    /// Deletes tag `name` by writing its tombstone.
+    ///
+    /// # Errors
+    /// [`Error::TagNotFound`], [`Error::TagDeleted`]; storage errors.
+    pub async fn delete_tag(&self, name: &str) -> Result<()> {
+        refs::delete_tag(self.inner.storage.as_ref(), name).await
+    }
+
+    /// The snapshot a selector names.
+    ///
+    /// # Errors
+    /// [`Error::BranchNotFound`], [`Error::TagNotFound`], [`Error::TagDeleted`],
+    /// [`Error::SnapshotNotFound`], [`Error::NoSnapshotAtTime`]; storage and format errors.
+    pub async fn resolve(&self, selector: &VersionSelector) -> Result<SnapshotId> {
+        match selector {
+            VersionSelector::Branch(b) => self.lookup_branch(b).await,
+            VersionSelector::Tag(t) => self.lookup_tag(t).await,
+            VersionSelector::Snapshot(id) => {
+                self.inner.assets.fetch_snapshot(id).await?;
+                Ok(*id)
+            }
+            VersionSelector::AsOf { branch, time } => {
+                let mut cur = Some(self.lookup_branch(branch).await?);
+                while let Some(id) = cur {
+                    let snap = self.inner.assets.fetch_snapshot(&id).await?;
+                    if snap.flushed_at_time() <= *time {
+                        return Ok(id);
+                    }
+                    cur = snap.parent_id;
+                }
+                Err(Error::NoSnapshotAtTime {
+                    branch: branch.clone(),
+                    time: *time,
+                })
+            }
+        }
+    }
+
+    /// Resolves a reference string: a branch name, else a tag name, else a snapshot id.
+    ///
+    /// # Errors
+    /// [`Error::TagDeleted`] for a deleted tag's name; [`Error::RefNotFound`] when
+    /// nothing matches; storage and format errors.
+    pub async fn resolve_ref(&self, reference: &str) -> Result<VersionSelector> {
+        if refs::validate_ref_name("branch", reference).is_ok() {
+            match self.lookup_branch(reference).await {
+                Ok(_) => return Ok(VersionSelector::Branch(reference.to_string())),
+                Err(Error::BranchNotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+            match self.lookup_tag(reference).await {
+                Ok(_) => return Ok(VersionSelector::Tag(reference.to_string())),
+                Err(Error::TagNotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if let Ok(id) = reference.parse::<SnapshotId>() {
+            match self.inner.assets.fetch_snapshot(&id).await {
+                Ok(_) => return Ok(VersionSelector::Snapshot(id)),
+                Err(Error::SnapshotNotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Error::RefNotFound {
+            reference: reference.to_string(),
+        })
+    }
+
+    /// The commits from `snapshot` back to the initial snapshot, newest first.
+    ///
+    /// # Errors
+    /// [`Error::SnapshotNotFound`]; storage and format errors.
+    pub async fn ancestry(&self, snapshot: SnapshotId) -> Result<Vec<SnapshotInfo>> {
+        let mut out = Vec::new();
+        let mut cur = Some(snapshot);
+        while let Some(id) = cur {
+            let snap = self.inner.assets.fetch_snapshot(&id).await?;
+            out.push(SnapshotInfo::from(snap.as_ref()));
+            cur = snap.parent_id;
+        }
+        Ok(out)
+    }
+
+    /// A read-only session at the selected snapshot.
+    ///
+    /// # Errors
+    /// As [`Repository::resolve`].
+    pub async fn readonly_session(&self, selector: &VersionSelector) -> Result<Session> {
+        let id = self.resolve(selector).await?;
+        let snap = self.inner.assets.fetch_snapshot(&id).await?;
+        Ok(Session::new(self.clone(), snap, None))
+    }
+
+    /// A writable session on the tip of `branch`.
+    ///
+    /// # Errors
+    /// [`Error::BranchNotFound`]; storage and format errors.
+    pub async fn writable_session(&self, branch: &str) -> Result<Session> {
+        let id = self.lookup_branch(branch).await?;
+        let snap = self.inner.assets.fetch_snapshot(&id).await?;
+        Ok(Session::new(self.clone(), snap, Some(branch.to_string())))
+    }
+
+    /// What changed from snapshot `from` to snapshot `to`, where `from` is an ancestor
+    /// of `to` (from the transaction logs of the commits in between).
+    ///
+    /// # Errors
+    /// [`Error::SnapshotNotFound`]; [`Error::RefNotFound`] when `from` is not an
+    /// ancestor of `to`; storage and format errors.
+    pub async fn diff(&self, from: SnapshotId, to: SnapshotId) -> Result<Diff> {
+        let mut chain = Vec::new();
+        let mut cur = to;
+        while cur != from {
+            let snap = self.inner.assets.fetch_snapshot(&cur).await?;
+            let Some(parent) = snap.parent_id else {
+                return Err(Error::RefNotFound {
+                    reference: format!("{from} (not an ancestor of {to})"),
+                });
+            };
+            chain.push(snap);
+            cur = parent;
+        }
+        let mut diff = Diff::default();
+        for snap in chain.into_iter().rev() {
+            let Some(parent_id) = snap.parent_id else { continue };
+            let parent = self.inner.assets.fetch_snapshot(&parent_id).await?;
+            let log = self.inner.assets.fetch_transaction_log(&snap.id).await?;
+            diff.merge(Diff::from_transaction_log(&log, &parent, &snap));
+        }
+        Ok(diff)
+    }
+}

@@ -1,0 +1,186 @@
+//! The change set of a writable session: groups and arrays created, updated and
+//! deleted, and chunk refs written or deleted, not yet committed.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use bytes::Bytes;
+
+use crate::format::manifest::ChunkPayload;
+use crate::format::snapshot::DimensionShape;
+use crate::format::transaction_log::TransactionLog;
+use crate::format::{ChunkIndices, NodeId, NodePath, SnapshotId};
+
+/// What defines an array besides its chunks: its `zarr.json` bytes plus the shape,
+/// chunk shape and dimension names extracted from them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArrayDefinition {
+    /// Array and chunk length per dimension (elements).
+    pub shape: Vec<DimensionShape>,
+    /// Dimension names, if any.
+    pub dimension_names: Option<Vec<Option<String>>>,
+    /// The `zarr.json` bytes.
+    pub user_data: Bytes,
+}
+
+/// A node created in this session.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NewNode {
+    /// A group with its `zarr.json` bytes.
+    Group(Bytes),
+    /// An array.
+    Array(ArrayDefinition),
+}
+
+/// Uncommitted changes, keyed by node id (and by path for new nodes).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ChangeSet {
+    new_nodes: BTreeMap<NodePath, (NodeId, NewNode)>,
+    updated_groups: HashMap<NodeId, Bytes>,
+    updated_arrays: HashMap<NodeId, ArrayDefinition>,
+    deleted_groups: BTreeMap<NodeId, NodePath>,
+    deleted_arrays: BTreeMap<NodeId, NodePath>,
+    chunks: BTreeMap<NodeId, BTreeMap<ChunkIndices, Option<ChunkPayload>>>,
+}
+
+impl ChangeSet {
+    /// Whether nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.new_nodes.is_empty()
+            && self.updated_groups.is_empty()
+            && self.updated_arrays.is_empty()
+            && self.deleted_groups.is_empty()
+            && self.deleted_arrays.is_empty()
+            && self.chunks.values().all(BTreeMap::is_empty)
+    }
+
+    /// Records a new node.
+    pub fn add_node(&mut self, path: NodePath, id: NodeId, node: NewNode) {
+        self.new_nodes.insert(path, (id, node));
+    }
+
+    /// The node created at `path` in this session, if any.
+    pub fn new_node(&self, path: &NodePath) -> Option<&(NodeId, NewNode)> {
+        self.new_nodes.get(path)
+    }
+
+    /// Nodes created in this session, by path.
+    pub fn new_nodes(&self) -> &BTreeMap<NodePath, (NodeId, NewNode)> {
+        &self.new_nodes
+    }
+
+    /// Whether node `id` was created in this session.
+    pub fn is_new(&self, id: &NodeId) -> bool {
+        self.new_nodes.values().any(|(i, _)| i == id)
+    }
+
+    /// Replaces a group's `zarr.json`.
+    pub fn update_group(&mut self, path: &NodePath, id: NodeId, user_data: Bytes) {
+        match self.new_nodes.get_mut(path) {
+            Some((nid, NewNode::Group(g))) if *nid == id => *g = user_data,
+            _ => {
+                self.updated_groups.insert(id, user_data);
+            }
+        }
+    }
+
+    /// Replaces an array's definition.
+    pub fn update_array(&mut self, path: &NodePath, id: NodeId, def: ArrayDefinition) {
+        match self.new_nodes.get_mut(path) {
+            Some((nid, NewNode::Array(a))) if *nid == id => *a = def,
+            _ => {
+                self.updated_arrays.insert(id, def);
+            }
+        }
+    }
+
+    /// The updated `zarr.json` of existing group `id`.
+    pub fn updated_group(&self, id: &NodeId) -> Option<&Bytes> {
+        self.updated_groups.get(id)
+    }
+
+    /// The updated definition of existing array `id`.
+    pub fn updated_array(&self, id: &NodeId) -> Option<&ArrayDefinition> {
+        self.updated_arrays.get(id)
+    }
+
+    /// Deletes a node (group or array) with its chunk changes. Deleting a node created
+    /// in this session forgets it; deleting a committed node records the deletion.
+    pub fn delete_node(&mut self, path: &NodePath, id: NodeId, is_group: bool) {
+        self.chunks.remove(&id);
+        self.updated_groups.remove(&id);
+        self.updated_arrays.remove(&id);
+        if matches!(self.new_nodes.get(path), Some((nid, _)) if *nid == id) {
+            self.new_nodes.remove(path);
+            return;
+        }
+        if is_group {
+            self.deleted_groups.insert(id, path.clone());
+        } else {
+            self.deleted_arrays.insert(id, path.clone());
+        }
+    }
+
+    /// Whether committed node `id` was deleted in this session.
+    pub fn is_deleted(&self, id: &NodeId) -> bool {
+        self.deleted_groups.contains_key(id) || self.deleted_arrays.contains_key(id)
+    }
+
+    /// Sets (`Some`) or deletes (`None`) the chunk ref of array `id` at `index`.
+    pub fn set_chunk(&mut self, id: NodeId, index: ChunkIndices, payload: Option<ChunkPayload>) {
+        self.chunks.entry(id).or_default().insert(index, payload);
+    }
+
+    /// The chunk change of array `id` at `index`: `Some(None)` means deleted.
+    pub fn chunk(&self, id: &NodeId, index: &[u32]) -> Option<&Option<ChunkPayload>> {
+        self.chunks.get(id).and_then(|m| m.get(index))
+    }
+
+    /// All chunk changes of array `id`.
+    pub fn array_chunks(&self, id: &NodeId) -> Option<&BTreeMap<ChunkIndices, Option<ChunkPayload>>> {
+        self.chunks.get(id)
+    }
+
+    /// Ids of arrays with chunk changes.
+    pub fn arrays_with_chunk_changes(&self) -> impl Iterator<Item = &NodeId> {
+        self.chunks.iter().filter(|(_, m)| !m.is_empty()).map(|(id, _)| id)
+    }
+
+    /// Ids of existing groups with a new `zarr.json`.
+    pub fn updated_group_ids(&self) -> impl Iterator<Item = &NodeId> {
+        self.updated_groups.keys()
+    }
+
+    /// Ids of existing arrays with a new definition.
+    pub fn updated_array_ids(&self) -> impl Iterator<Item = &NodeId> {
+        self.updated_arrays.keys()
+    }
+
+    /// Deleted committed nodes: (id, path, is_group).
+    pub fn deleted_nodes(&self) -> impl Iterator<Item = (&NodeId, &NodePath, bool)> {
+        self.deleted_groups
+            .iter()
+            .map(|(id, p)| (id, p, true))
+            .chain(self.deleted_arrays.iter().map(|(id, p)| (id, p, false)))
+    }
+
+    /// The transaction log recording these changes for snapshot `id`.
+    pub fn transaction_log(&self, id: SnapshotId) -> TransactionLog {
+        let mut log = TransactionLog::new(id);
+        for (nid, node) in self.new_nodes.values() {
+            match node {
+                NewNode::Group(_) => log.new_groups.insert(*nid),
+                NewNode::Array(_) => log.new_arrays.insert(*nid),
+            };
+        }
+        log.updated_groups = self.updated_groups.keys().copied().collect();
+        log.updated_arrays = self.updated_arrays.keys().copied().collect();
+        log.deleted_groups = self.deleted_groups.keys().copied().collect();
+        log.deleted_arrays = self.deleted_arrays.keys().copied().collect();
+        for (nid, chunks) in &self.chunks {
+            if !chunks.is_empty() {
+                log.updated_chunks.insert(*nid, chunks.keys().cloned().collect::<BTreeSet<_>>());
+            }
+        }
+        log
+    }
+}

@@ -1,0 +1,247 @@
+//! Turning a change set into a new snapshot (flush), and the commit point: the
+//! compare-and-swap of the branch ref.
+//!
+//! Spec: Icechunk specification, "Write New Snapshot" and "Creating and Updating
+//! Branches": write chunks (done as they are set), manifests, the transaction log, the
+//! snapshot, then conditionally update `refs/branch.<name>/ref.json`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use futures::{StreamExt, TryStreamExt};
+
+use crate::assets::AssetManager;
+use crate::error::Result;
+use crate::format::manifest::{ChunkPayload, Manifest};
+use crate::format::refs;
+use crate::format::snapshot::{
+    now_micros, ArrayData, DimensionShape, ManifestFileInfo, ManifestRef, NodeData, NodeSnapshot,
+    Snapshot,
+};
+use crate::format::{ChunkIndices, ManifestId, NodePath, SnapshotId};
+use crate::storage::{ObjectVersion, Storage};
+
+use super::change_set::{ChangeSet, NewNode};
+
+/// How many manifests are written at once.
+const MANIFEST_WRITE_CONCURRENCY: usize = 8;
+
+/// Whether chunk `index` lies inside the chunk grid of `shape`.
+pub fn index_in_bounds(shape: &[DimensionShape], index: &[u32]) -> bool {
+    index.len() == shape.len()
+        && index
+            .iter()
+            .zip(shape)
+            .all(|(&i, d)| u64::from(i) < d.num_chunks())
+}
+
+/// The node tree of `base` with `changes` applied (manifests not yet updated).
+pub fn apply_node_changes(base: &Snapshot, changes: &ChangeSet) -> BTreeMap<NodePath, NodeSnapshot> {
+    let mut nodes = BTreeMap::new();
+    for (path, node) in &base.nodes {
+        if changes.is_deleted(&node.id) {
+            continue;
+        }
+        let mut node = node.clone();
+        match &mut node.node_data {
+            NodeData::Group => {
+                if let Some(ud) = changes.updated_group(&node.id) {
+                    node.user_data = ud.clone();
+                }
+            }
+            NodeData::Array(a) => {
+                if let Some(def) = changes.updated_array(&node.id) {
+                    node.user_data = def.user_data.clone();
+                    a.shape = def.shape.clone();
+                    a.dimension_names = def.dimension_names.clone();
+                }
+            }
+        }
+        nodes.insert(path.clone(), node);
+    }
+    for (path, (id, new)) in changes.new_nodes() {
+        let (user_data, node_data) = match new {
+            NewNode::Group(ud) => (ud.clone(), NodeData::Group),
+            NewNode::Array(def) => (
+                def.user_data.clone(),
+                NodeData::Array(ArrayData {
+                    shape: def.shape.clone(),
+                    dimension_names: def.dimension_names.clone(),
+                    manifests: Vec::new(),
+                }),
+            ),
+        };
+        nodes.insert(
+            path.clone(),
+            NodeSnapshot {
+                id: *id,
+                path: path.clone(),
+                user_data,
+                node_data,
+            },
+        );
+    }
+    nodes
+}
+
+/// All chunk refs of array `node` in snapshot `base` (empty for a new array).
+pub async fn committed_refs(
+    assets: &AssetManager,
+    base: &Snapshot,
+    node: &NodeSnapshot,
+) -> Result<BTreeMap<ChunkIndices, ChunkPayload>> {
+    let mut out = BTreeMap::new();
+    let Some(old) = base.nodes.get(&node.path).filter(|n| n.id == node.id) else {
+        return Ok(out);
+    };
+    if let Some(a) = old.array() {
+        for mref in &a.manifests {
+            let size = base.manifest_info(&mref.object_id).map(|i| i.size_bytes);
+            let manifest = assets.fetch_manifest(&mref.object_id, size).await?;
+            if let Some(refs) = manifest.arrays.get(&node.id) {
+                out.extend(refs.iter().map(|(k, v)| (k.clone(), v.clone())));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Builds and writes the new snapshot `new_id` for `changes` on top of `base`: writes
+/// one new manifest per array whose chunks changed (or whose shape shrank), reuses
+/// every other manifest as it is, then writes the transaction log and the snapshot.
+/// Nothing is visible until the branch ref is updated.
+///
+/// # Errors
+/// Storage and format errors.
+pub async fn flush(
+    assets: &AssetManager,
+    base: &Snapshot,
+    changes: &ChangeSet,
+    new_id: SnapshotId,
+    message: &str,
+    metadata: BTreeMap<String, serde_json::Value>,
+) -> Result<Arc<Snapshot>> {
+    let mut nodes = apply_node_changes(base, changes);
+
+    // Arrays that need a rewritten manifest.
+    let mut rewrite: Vec<NodePath> = Vec::new();
+    for (path, node) in &nodes {
+        let Some(a) = node.array() else { continue };
+        let chunk_changes = changes.array_chunks(&node.id).is_some_and(|c| !c.is_empty());
+        let shrunk = changes.updated_array(&node.id).is_some()
+            && base
+                .nodes
+                .get(path)
+                .and_then(NodeSnapshot::array)
+                .is_some_and(|old| old.shape != a.shape);
+        if chunk_changes || shrunk {
+            rewrite.push(path.clone());
+        }
+    }
+
+    let new_manifests: Vec<(NodePath, Option<(ManifestRef, ManifestFileInfo)>)> =
+        futures::stream::iter(rewrite.into_iter().map(|path| {
+            let node = nodes[&path].clone();
+            async move {
+                let mut refs = committed_refs(assets, base, &node).await?;
+                if let Some(ch) = changes.array_chunks(&node.id) {
+                    for (idx, payload) in ch {
+                        match payload {
+                            Some(p) => refs.insert(idx.clone(), p.clone()),
+                            None => refs.remove(idx),
+                        };
+                    }
+                }
+                let shape = node.array().map(|a| a.shape.clone()).unwrap_or_default();
+                refs.retain(|idx, _| index_in_bounds(&shape, idx));
+                if refs.is_empty() {
+                    return Ok::<_, crate::error::Error>((path, None));
+                }
+                let manifest = Manifest {
+                    id: ManifestId::random(),
+                    arrays: BTreeMap::from([(node.id, refs)]),
+                };
+                let extents = manifest.extents(&node.id).unwrap_or_default();
+                let info = assets.write_manifest(Arc::new(manifest)).await?;
+                let mref = ManifestRef {
+                    object_id: info.id,
+                    extents,
+                };
+                Ok((path, Some((mref, info))))
+            }
+        }))
+        .buffer_unordered(MANIFEST_WRITE_CONCURRENCY)
+        .try_collect()
+        .await?;
+
+    let mut infos: HashMap<ManifestId, ManifestFileInfo> =
+        base.manifest_files.iter().map(|i| (i.id, *i)).collect();
+    for (path, new) in new_manifests {
+        if let Some(NodeData::Array(a)) = nodes.get_mut(&path).map(|n| &mut n.node_data) {
+            a.manifests = match new {
+                Some((mref, info)) => {
+                    infos.insert(info.id, info);
+                    vec![mref]
+                }
+                None => Vec::new(),
+            };
+        }
+    }
+    let mut manifest_files: Vec<ManifestFileInfo> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for node in nodes.values() {
+        if let Some(a) = node.array() {
+            for m in &a.manifests {
+                if seen.insert(m.object_id) {
+                    if let Some(info) = infos.get(&m.object_id) {
+                        manifest_files.push(*info);
+                    }
+                }
+            }
+        }
+    }
+    manifest_files.sort_by_key(|i| i.id);
+
+    let snapshot = Arc::new(Snapshot {
+        id: new_id,
+        parent_id: Some(base.id),
+        flushed_at: now_micros().max(base.flushed_at + 1),
+        message: message.to_string(),
+        metadata,
+        manifest_files,
+        nodes,
+    });
+    assets
+        .write_transaction_log(Arc::new(changes.transaction_log(new_id)))
+        .await?;
+    assets.write_snapshot(Arc::clone(&snapshot)).await?;
+    Ok(snapshot)
+}
+
+/// The outcome of trying to move a branch at the commit point.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RefUpdate {
+    /// The branch now points at the new snapshot.
+    Moved,
+    /// Another writer moved the branch first; nothing was changed.
+    Lost,
+}
+
+/// The commit point: moves `branch` to `new` if its ref file is still at
+/// `expected_version` (compare-and-swap). Exactly one of several concurrent callers
+/// with the same expected version succeeds.
+///
+/// # Errors
+/// Storage errors.
+pub async fn commit_point(
+    storage: &dyn Storage,
+    branch: &str,
+    new: SnapshotId,
+    expected_version: Option<&ObjectVersion>,
+) -> Result<RefUpdate> {
+    if refs::update_branch(storage, branch, new, expected_version).await? {
+        Ok(RefUpdate::Moved)
+    } else {
+        Ok(RefUpdate::Lost)
+    }
+}

@@ -1,0 +1,246 @@
+//! Conflict detection and rebase.
+//!
+//! When a commit finds its branch moved, the session's change set is checked against
+//! the transaction log of every commit between the session's base snapshot and the
+//! branch tip (oldest first). Changes are disjoint when the two sides wrote different
+//! chunks and touched no node in common otherwise; then the change set is re-applied
+//! on the tip. Anything else is a [`Conflict`], reported with the paths and chunk
+//! indices involved and the id of the winning snapshot.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use crate::assets::AssetManager;
+use crate::error::{Error, Result};
+use crate::format::snapshot::Snapshot;
+use crate::format::{ChunkIndices, NodeId, NodePath, SnapshotId};
+
+use super::change_set::ChangeSet;
+
+/// One reason a change set cannot be re-applied on a branch tip.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Conflict {
+    /// Both sides created a node at this path.
+    NewNodeAtExistingPath {
+        /// The path.
+        path: NodePath,
+    },
+    /// Both sides changed this node's `zarr.json`.
+    NodeMetadataChangedByBoth {
+        /// The path.
+        path: NodePath,
+    },
+    /// Both sides wrote or deleted these chunks of this array.
+    ChunksChangedByBoth {
+        /// The array.
+        path: NodePath,
+        /// The chunk indices written by both, sorted.
+        chunks: Vec<ChunkIndices>,
+    },
+    /// One side changed this array's `zarr.json` (shape, codecs...) while the other
+    /// wrote chunks to it.
+    ChunksWrittenWhileArrayChanged {
+        /// The array.
+        path: NodePath,
+    },
+    /// The other side deleted a node this session changed.
+    ChangedNodeWasDeleted {
+        /// The path.
+        path: NodePath,
+    },
+    /// This session deleted a node the other side changed.
+    DeletedNodeWasChanged {
+        /// The path.
+        path: NodePath,
+    },
+    /// The session's base snapshot is no longer an ancestor of the branch tip (the
+    /// branch was reset).
+    BaseNotAncestor {
+        /// The session's base snapshot.
+        base: SnapshotId,
+    },
+}
+
+impl fmt::Display for Conflict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Conflict::NewNodeAtExistingPath { path } => {
+                write!(f, "{path}: both sides created a node here")
+            }
+            Conflict::NodeMetadataChangedByBoth { path } => {
+                write!(f, "{path}: both sides changed the node's metadata")
+            }
+            Conflict::ChunksChangedByBoth { path, chunks } => {
+                write!(f, "{path}: both sides changed chunks {chunks:?}")
+            }
+            Conflict::ChunksWrittenWhileArrayChanged { path } => write!(
+                f,
+                "{path}: chunks were written while the array's metadata changed"
+            ),
+            Conflict::ChangedNodeWasDeleted { path } => {
+                write!(f, "{path}: changed here but deleted by the other commit")
+            }
+            Conflict::DeletedNodeWasChanged { path } => {
+                write!(f, "{path}: deleted here but changed by the other commit")
+            }
+            Conflict::BaseNotAncestor { base } => write!(
+                f,
+                "the session's base snapshot {base} is no longer an ancestor of the branch"
+            ),
+        }
+    }
+}
+
+/// A commit that cannot land: its branch moved and the changes overlap.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConflictError {
+    /// The branch committed to.
+    pub branch: String,
+    /// The snapshot the session started from.
+    pub base: SnapshotId,
+    /// The branch tip that won.
+    pub winning_snapshot: SnapshotId,
+    /// Every conflict found (empty when rebasing was not allowed).
+    pub conflicts: Vec<Conflict>,
+}
+
+impl fmt::Display for ConflictError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "commit conflict on branch `{}`: it moved from {} to {}",
+            self.branch, self.base, self.winning_snapshot
+        )?;
+        if self.conflicts.is_empty() {
+            write!(f, " (rebase not attempted)")?;
+        }
+        for c in &self.conflicts {
+            write!(f, "; {c}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConflictError {}
+
+/// Snapshot ids from `tip` back to (excluding) `base`, oldest first; `None` when
+/// `base` is not an ancestor of `tip`.
+async fn commits_since(
+    assets: &AssetManager,
+    base: SnapshotId,
+    tip: SnapshotId,
+) -> Result<Option<Vec<SnapshotId>>> {
+    let mut out = Vec::new();
+    let mut cur = tip;
+    while cur != base {
+        out.push(cur);
+        match assets.fetch_snapshot(&cur).await?.parent_id {
+            Some(p) => cur = p,
+            None => return Ok(None),
+        }
+    }
+    out.reverse();
+    Ok(Some(out))
+}
+
+/// Checks whether `changes` (made on top of `base`) can be re-applied on top of `tip`.
+/// Returns the tip snapshot when they can.
+///
+/// # Errors
+/// [`Error::Conflict`] listing every conflict; storage and format errors.
+pub async fn rebase_check(
+    assets: &AssetManager,
+    branch: &str,
+    base: &Snapshot,
+    changes: &ChangeSet,
+    tip: SnapshotId,
+) -> Result<std::sync::Arc<Snapshot>> {
+    let conflict = |conflicts| {
+        Error::Conflict(Box::new(ConflictError {
+            branch: branch.to_string(),
+            base: base.id,
+            winning_snapshot: tip,
+            conflicts,
+        }))
+    };
+    let Some(commits) = commits_since(assets, base.id, tip).await? else {
+        return Err(conflict(vec![Conflict::BaseNotAncestor { base: base.id }]));
+    };
+    let tip_snapshot = assets.fetch_snapshot(&tip).await?;
+
+    // What the other side did, merged over all its commits.
+    let mut their_meta: BTreeSet<NodeId> = BTreeSet::new();
+    let mut their_deleted: BTreeSet<NodeId> = BTreeSet::new();
+    let mut their_chunks: BTreeMap<NodeId, BTreeSet<ChunkIndices>> = BTreeMap::new();
+    for id in &commits {
+        let log = assets.fetch_transaction_log(id).await?;
+        their_meta.extend(log.updated_arrays.iter().chain(&log.updated_groups));
+        their_deleted.extend(log.deleted_arrays.iter().chain(&log.deleted_groups));
+        for (node, chunks) in &log.updated_chunks {
+            their_chunks.entry(*node).or_default().extend(chunks.iter().cloned());
+        }
+    }
+    let tip_ids: BTreeSet<NodeId> = tip_snapshot.nodes.values().map(|n| n.id).collect();
+    let path_of = |id: &NodeId| -> NodePath {
+        base.nodes
+            .values()
+            .find(|n| n.id == *id)
+            .map(|n| n.path.clone())
+            .unwrap_or_else(NodePath::root)
+    };
+    let their_touch = |id: &NodeId| their_meta.contains(id) || their_chunks.contains_key(id);
+
+    let mut conflicts = Vec::new();
+    for path in changes.new_nodes().keys() {
+        let blocked = tip_snapshot.nodes.contains_key(path)
+            || path
+                .parent()
+                .and_then(|p| tip_snapshot.nodes.get(&p))
+                .is_some_and(|p| !p.is_group());
+        if blocked {
+            conflicts.push(Conflict::NewNodeAtExistingPath { path: path.clone() });
+        }
+    }
+    let mut ours_meta: BTreeSet<NodeId> = changes.updated_group_ids().copied().collect();
+    ours_meta.extend(changes.updated_array_ids().copied());
+    for id in &ours_meta {
+        let path = path_of(id);
+        if their_deleted.contains(id) || !tip_ids.contains(id) {
+            conflicts.push(Conflict::ChangedNodeWasDeleted { path });
+        } else if their_meta.contains(id) {
+            conflicts.push(Conflict::NodeMetadataChangedByBoth { path });
+        } else if their_chunks.contains_key(id) {
+            conflicts.push(Conflict::ChunksWrittenWhileArrayChanged { path });
+        }
+    }
+    for id in changes.arrays_with_chunk_changes() {
+        if changes.is_new(id) || ours_meta.contains(id) {
+            continue;
+        }
+        let path = path_of(id);
+        if their_deleted.contains(id) || !tip_ids.contains(id) {
+            conflicts.push(Conflict::ChangedNodeWasDeleted { path });
+            continue;
+        }
+        if their_meta.contains(id) {
+            conflicts.push(Conflict::ChunksWrittenWhileArrayChanged { path });
+            continue;
+        }
+        if let (Some(theirs), Some(ours)) = (their_chunks.get(id), changes.array_chunks(id)) {
+            let both: Vec<ChunkIndices> = ours.keys().filter(|k| theirs.contains(*k)).cloned().collect();
+            if !both.is_empty() {
+                conflicts.push(Conflict::ChunksChangedByBoth { path, chunks: both });
+            }
+        }
+    }
+    for (id, path, _) in changes.deleted_nodes() {
+        if their_deleted.contains(id) || !tip_ids.contains(id) || their_touch(id) {
+            conflicts.push(Conflict::DeletedNodeWasChanged { path: path.clone() });
+        }
+    }
+    if conflicts.is_empty() {
+        Ok(tip_snapshot)
+    } else {
+        Err(conflict(conflicts))
+    }
+}

@@ -1,0 +1,148 @@
+//! Diffs: which nodes were added, deleted or updated, and which chunks changed, by path.
+//! Built from a session's change set, or from the transaction logs of a range of commits.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use serde::Serialize;
+
+use crate::format::snapshot::Snapshot;
+use crate::format::transaction_log::TransactionLog;
+use crate::format::{ChunkIndices, NodeId, NodePath};
+
+use super::change_set::{ChangeSet, NewNode};
+
+/// Changes between two states of a repository, by node path.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Diff {
+    /// Groups created.
+    pub new_groups: BTreeSet<String>,
+    /// Arrays created.
+    pub new_arrays: BTreeSet<String>,
+    /// Groups deleted.
+    pub deleted_groups: BTreeSet<String>,
+    /// Arrays deleted.
+    pub deleted_arrays: BTreeSet<String>,
+    /// Groups whose `zarr.json` changed.
+    pub updated_groups: BTreeSet<String>,
+    /// Arrays whose `zarr.json` changed.
+    pub updated_arrays: BTreeSet<String>,
+    /// Chunks written or deleted, by array path.
+    pub updated_chunks: BTreeMap<String, BTreeSet<ChunkIndices>>,
+}
+
+fn paths_by_id(s: &Snapshot) -> HashMap<NodeId, &NodePath> {
+    s.nodes.values().map(|n| (n.id, &n.path)).collect()
+}
+
+impl Diff {
+    /// Whether nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.new_groups.is_empty()
+            && self.new_arrays.is_empty()
+            && self.deleted_groups.is_empty()
+            && self.deleted_arrays.is_empty()
+            && self.updated_groups.is_empty()
+            && self.updated_arrays.is_empty()
+            && self.updated_chunks.is_empty()
+    }
+
+    /// The diff of uncommitted `changes` on top of `base`.
+    pub fn from_change_set(base: &Snapshot, changes: &ChangeSet) -> Self {
+        let mut d = Diff::default();
+        let base_paths = paths_by_id(base);
+        let mut path_of: HashMap<NodeId, String> = base_paths
+            .iter()
+            .map(|(id, p)| (*id, p.to_string()))
+            .collect();
+        for (path, (id, node)) in changes.new_nodes() {
+            path_of.insert(*id, path.to_string());
+            match node {
+                NewNode::Group(_) => d.new_groups.insert(path.to_string()),
+                NewNode::Array(_) => d.new_arrays.insert(path.to_string()),
+            };
+        }
+        for id in changes.updated_group_ids() {
+            if let Some(p) = path_of.get(id) {
+                d.updated_groups.insert(p.clone());
+            }
+        }
+        for id in changes.updated_array_ids() {
+            if let Some(p) = path_of.get(id) {
+                d.updated_arrays.insert(p.clone());
+            }
+        }
+        for (_, path, is_group) in changes.deleted_nodes() {
+            if is_group {
+                d.deleted_groups.insert(path.to_string());
+            } else {
+                d.deleted_arrays.insert(path.to_string());
+            }
+        }
+        for id in changes.arrays_with_chunk_changes() {
+            if let (Some(p), Some(chunks)) = (path_of.get(id), changes.array_chunks(id)) {
+                d.updated_chunks
+                    .insert(p.clone(), chunks.keys().cloned().collect());
+            }
+        }
+        d
+    }
+
+    /// The diff recorded by the transaction log of `commit`, whose parent is `parent`
+    /// (deleted nodes are named by their path in the parent).
+    pub fn from_transaction_log(log: &TransactionLog, parent: &Snapshot, commit: &Snapshot) -> Self {
+        let now = paths_by_id(commit);
+        let before = paths_by_id(parent);
+        let name = |set: &BTreeSet<NodeId>, map: &HashMap<NodeId, &NodePath>| -> BTreeSet<String> {
+            set.iter()
+                .filter_map(|id| map.get(id).map(|p| p.to_string()))
+                .collect()
+        };
+        let mut d = Diff {
+            new_groups: name(&log.new_groups, &now),
+            new_arrays: name(&log.new_arrays, &now),
+            deleted_groups: name(&log.deleted_groups, &before),
+            deleted_arrays: name(&log.deleted_arrays, &before),
+            updated_groups: name(&log.updated_groups, &now),
+            updated_arrays: name(&log.updated_arrays, &now),
+            updated_chunks: BTreeMap::new(),
+        };
+        for (id, chunks) in &log.updated_chunks {
+            if let Some(p) = now.get(id) {
+                d.updated_chunks.insert(p.to_string(), chunks.clone());
+            }
+        }
+        d
+    }
+
+    /// Appends a later diff: nodes created then deleted disappear; chunk sets merge.
+    pub fn merge(&mut self, later: Diff) {
+        for p in later.deleted_groups {
+            if !self.new_groups.remove(&p) {
+                self.updated_groups.remove(&p);
+                self.deleted_groups.insert(p);
+            }
+        }
+        for p in later.deleted_arrays {
+            self.updated_chunks.remove(&p);
+            if !self.new_arrays.remove(&p) {
+                self.updated_arrays.remove(&p);
+                self.deleted_arrays.insert(p);
+            }
+        }
+        self.new_groups.extend(later.new_groups);
+        self.new_arrays.extend(later.new_arrays);
+        for p in later.updated_groups {
+            if !self.new_groups.contains(&p) {
+                self.updated_groups.insert(p);
+            }
+        }
+        for p in later.updated_arrays {
+            if !self.new_arrays.contains(&p) {
+                self.updated_arrays.insert(p);
+            }
+        }
+        for (p, chunks) in later.updated_chunks {
+            self.updated_chunks.entry(p).or_default().extend(chunks);
+        }
+    }
+}

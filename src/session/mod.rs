@@ -1,0 +1,662 @@
+//! Sessions: a view of one snapshot, read-only (at a branch, tag, snapshot id or time)
+//! or writable (on a branch). A writable session records changes in a [`ChangeSet`],
+//! reads its own uncommitted changes, and commits them as a new snapshot with
+//! optimistic concurrency (rebase-and-retry when the branch moved).
+//!
+//! Spec: Icechunk specification, "Read from Repository" and "Write New Snapshot".
+
+pub mod change_set;
+pub mod commit;
+pub mod conflict;
+pub mod diff;
+pub mod store;
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use crate::error::{Error, Result};
+use crate::format::manifest::{ChunkPayload, NativeChunkRef};
+use crate::format::refs;
+use crate::format::snapshot::{NodeData, NodeSnapshot, Snapshot};
+use crate::format::{ChunkId, ChunkIndices, NodeId, NodePath, SnapshotId};
+use crate::repository::Repository;
+use crate::storage::StorageError;
+
+pub use change_set::{ArrayDefinition, ChangeSet, NewNode};
+pub use commit::index_in_bounds;
+pub use conflict::{Conflict, ConflictError};
+pub use diff::Diff;
+pub use store::SessionStore;
+
+/// Options of [`Session::commit_with`].
+#[derive(Clone, Debug)]
+pub struct CommitOptions {
+    /// Allow a commit with no change (default `false`).
+    pub allow_empty: bool,
+    /// Rebase onto the branch tip and retry when the branch moved and the changes are
+    /// disjoint (default `true`); when `false`, a moved branch is a conflict.
+    pub rebase: bool,
+    /// Largest number of attempts at the commit point (default 100).
+    pub max_attempts: u32,
+    /// First retry delay; doubles each attempt up to `max_backoff`, with full jitter.
+    pub initial_backoff: Duration,
+    /// Largest retry delay.
+    pub max_backoff: Duration,
+}
+
+impl Default for CommitOptions {
+    fn default() -> Self {
+        CommitOptions {
+            allow_empty: false,
+            rebase: true,
+            max_attempts: 100,
+            initial_backoff: Duration::from_millis(5),
+            max_backoff: Duration::from_millis(500),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct State {
+    base: Arc<Snapshot>,
+    changes: ChangeSet,
+}
+
+#[derive(Debug)]
+struct Inner {
+    repo: Repository,
+    branch: Option<String>,
+    state: RwLock<State>,
+}
+
+/// A session on a repository. Cheap to clone; clones share state.
+///
+/// Writes are only allowed on sessions from [`Repository::writable_session`]. Many
+/// tasks may read and write chunks concurrently; do not commit while other tasks are
+/// still writing.
+#[derive(Clone, Debug)]
+pub struct Session {
+    inner: Arc<Inner>,
+}
+
+/// A node as a session sees it: committed state plus uncommitted changes.
+pub type Node = NodeSnapshot;
+
+impl Session {
+    pub(crate) fn new(repo: Repository, base: Arc<Snapshot>, branch: Option<String>) -> Self {
+        Session {
+            inner: Arc::new(Inner {
+                repo,
+                branch,
+                state: RwLock::new(State {
+                    base,
+                    changes: ChangeSet::default(),
+                }),
+            }),
+        }
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
+        self.inner.state.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, State> {
+        self.inner.state.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The repository.
+    pub fn repository(&self) -> &Repository {
+        &self.inner.repo
+    }
+
+    /// The snapshot the session reads from (for a writable session, the base its
+    /// changes apply to).
+    pub fn snapshot_id(&self) -> SnapshotId {
+        self.read().base.id
+    }
+
+    /// The base snapshot.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        Arc::clone(&self.read().base)
+    }
+
+    /// The branch of a writable session; `None` for read-only sessions.
+    pub fn branch(&self) -> Option<&str> {
+        self.inner.branch.as_deref()
+    }
+
+    /// Whether the session accepts writes.
+    pub fn is_writable(&self) -> bool {
+        self.inner.branch.is_some()
+    }
+
+    /// Whether the session has uncommitted changes.
+    pub fn has_uncommitted_changes(&self) -> bool {
+        !self.read().changes.is_empty()
+    }
+
+    /// A copy of the uncommitted changes.
+    pub fn change_set(&self) -> ChangeSet {
+        self.read().changes.clone()
+    }
+
+    /// Forgets every uncommitted change (chunks already written become garbage).
+    pub fn discard_changes(&self) {
+        self.write().changes = ChangeSet::default();
+    }
+
+    /// A Zarr store view of this session.
+    pub fn store(&self) -> SessionStore {
+        SessionStore::new(self.clone())
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        if self.is_writable() {
+            Ok(())
+        } else {
+            Err(Error::ReadOnlySession)
+        }
+    }
+
+    fn node_in(state: &State, path: &NodePath) -> Option<NodeSnapshot> {
+        if let Some((id, new)) = state.changes.new_node(path) {
+            let (user_data, node_data) = match new {
+                NewNode::Group(ud) => (ud.clone(), NodeData::Group),
+                NewNode::Array(def) => (
+                    def.user_data.clone(),
+                    NodeData::Array(crate::format::snapshot::ArrayData {
+                        shape: def.shape.clone(),
+                        dimension_names: def.dimension_names.clone(),
+                        manifests: Vec::new(),
+                    }),
+                ),
+            };
+            return Some(NodeSnapshot {
+                id: *id,
+                path: path.clone(),
+                user_data,
+                node_data,
+            });
+        }
+        let node = state.base.nodes.get(path)?;
+        if state.changes.is_deleted(&node.id) {
+            return None;
+        }
+        let mut node = node.clone();
+        match &mut node.node_data {
+            NodeData::Group => {
+                if let Some(ud) = state.changes.updated_group(&node.id) {
+                    node.user_data = ud.clone();
+                }
+            }
+            NodeData::Array(a) => {
+                if let Some(def) = state.changes.updated_array(&node.id) {
+                    node.user_data = def.user_data.clone();
+                    a.shape = def.shape.clone();
+                    a.dimension_names = def.dimension_names.clone();
+                }
+            }
+        }
+        Some(node)
+    }
+
+    /// The node at `path`, with uncommitted changes applied.
+    ///
+    /// # Errors
+    /// [`Error::NodeNotFound`].
+    pub fn get_node(&self, path: &NodePath) -> Result<Node> {
+        Self::node_in(&self.read(), path).ok_or_else(|| Error::NodeNotFound { path: path.clone() })
+    }
+
+    /// Every node, sorted by path, with uncommitted changes applied.
+    pub fn list_nodes(&self) -> Vec<Node> {
+        let state = self.read();
+        commit::apply_node_changes(&state.base, &state.changes)
+            .into_values()
+            .collect()
+    }
+
+    /// Nodes at or below `path`, sorted by path.
+    pub fn list_nodes_under(&self, path: &NodePath) -> Vec<Node> {
+        self.list_nodes()
+            .into_iter()
+            .filter(|n| n.path.starts_with(path))
+            .collect()
+    }
+
+    fn check_new_path(state: &State, path: &NodePath) -> Result<()> {
+        if Self::node_in(state, path).is_some() {
+            return Err(Error::NodeExists { path: path.clone() });
+        }
+        let mut p = path.parent();
+        while let Some(parent) = p {
+            if let Some(n) = Self::node_in(state, &parent) {
+                if !n.is_group() {
+                    return Err(Error::ParentNotGroup { path: path.clone() });
+                }
+            }
+            p = parent.parent();
+        }
+        Ok(())
+    }
+
+    /// Creates a group at `path` with `zarr.json` bytes `user_data`.
+    ///
+    /// # Errors
+    /// [`Error::ReadOnlySession`], [`Error::NodeExists`], [`Error::ParentNotGroup`]
+    /// (an ancestor is an array).
+    pub fn add_group(&self, path: &NodePath, user_data: Bytes) -> Result<NodeId> {
+        self.check_writable()?;
+        let mut state = self.write();
+        Self::check_new_path(&state, path)?;
+        let id = NodeId::random();
+        state.changes.add_node(path.clone(), id, NewNode::Group(user_data));
+        Ok(id)
+    }
+
+    /// Creates an array at `path`.
+    ///
+    /// # Errors
+    /// As [`Session::add_group`].
+    pub fn add_array(&self, path: &NodePath, def: ArrayDefinition) -> Result<NodeId> {
+        self.check_writable()?;
+        let mut state = self.write();
+        Self::check_new_path(&state, path)?;
+        let id = NodeId::random();
+        state.changes.add_node(path.clone(), id, NewNode::Array(def));
+        Ok(id)
+    }
+
+    /// Replaces the `zarr.json` of the group at `path`.
+    ///
+    /// # Errors
+    /// [`Error::ReadOnlySession`], [`Error::NodeNotFound`], [`Error::NotAGroup`].
+    pub fn update_group(&self, path: &NodePath, user_data: Bytes) -> Result<()> {
+        self.check_writable()?;
+        let mut state = self.write();
+        let node = Self::node_in(&state, path).ok_or_else(|| Error::NodeNotFound { path: path.clone() })?;
+        if !node.is_group() {
+            return Err(Error::NotAGroup { path: path.clone() });
+        }
+        state.changes.update_group(path, node.id, user_data);
+        Ok(())
+    }
+
+    /// Replaces the definition (zarr.json, shape, dimension names) of the array at
+    /// `path`. Chunks outside a smaller new shape are dropped at commit.
+    ///
+    /// # Errors
+    /// [`Error::ReadOnlySession`], [`Error::NodeNotFound`], [`Error::NotAnArray`].
+    pub fn update_array(&self, path: &NodePath, def: ArrayDefinition) -> Result<()> {
+        self.check_writable()?;
+        let mut state = self.write();
+        let node = Self::node_in(&state, path).ok_or_else(|| Error::NodeNotFound { path: path.clone() })?;
+        if node.is_group() {
+            return Err(Error::NotAnArray { path: path.clone() });
+        }
+        state.changes.update_array(path, node.id, def);
+        Ok(())
+    }
+
+    /// Deletes the node at `path` and every node below it.
+    ///
+    /// # Errors
+    /// [`Error::ReadOnlySession`], [`Error::NodeNotFound`].
+    pub fn delete_node(&self, path: &NodePath) -> Result<()> {
+        self.check_writable()?;
+        let mut state = self.write();
+        if Self::node_in(&state, path).is_none() {
+            return Err(Error::NodeNotFound { path: path.clone() });
+        }
+        let doomed: Vec<NodeSnapshot> = commit::apply_node_changes(&state.base, &state.changes)
+            .into_values()
+            .filter(|n| n.path.starts_with(path))
+            .collect();
+        for n in doomed.iter().rev() {
+            state.changes.delete_node(&n.path, n.id, n.is_group());
+        }
+        Ok(())
+    }
+
+    fn array_node(&self, path: &NodePath, index: &[u32]) -> Result<NodeSnapshot> {
+        let node = self.get_node(path)?;
+        let Some(a) = node.array() else {
+            return Err(Error::NotAnArray { path: path.clone() });
+        };
+        if !index_in_bounds(&a.shape, index) {
+            return Err(Error::InvalidChunkIndex {
+                path: path.clone(),
+                index: index.to_vec(),
+            });
+        }
+        Ok(node)
+    }
+
+    /// The chunk ref of the array at `path` at chunk `index`; `None` when the chunk
+    /// was never written (it reads as the fill value).
+    ///
+    /// # Errors
+    /// [`Error::NodeNotFound`], [`Error::NotAnArray`], [`Error::InvalidChunkIndex`];
+    /// storage and format errors reading manifests.
+    pub async fn get_chunk_ref(&self, path: &NodePath, index: &[u32]) -> Result<Option<ChunkPayload>> {
+        let node = self.array_node(path, index)?;
+        let base = {
+            let state = self.read();
+            if let Some(change) = state.changes.chunk(&node.id, index) {
+                return Ok(change.clone());
+            }
+            if state.changes.is_new(&node.id) {
+                return Ok(None);
+            }
+            Arc::clone(&state.base)
+        };
+        let Some(mref) = node
+            .array()
+            .and_then(|a| a.manifests.iter().find(|m| m.contains(index)))
+        else {
+            return Ok(None);
+        };
+        let size = base.manifest_info(&mref.object_id).map(|i| i.size_bytes);
+        let manifest = self
+            .inner
+            .repo
+            .assets()
+            .fetch_manifest(&mref.object_id, size)
+            .await?;
+        Ok(manifest.get(&node.id, index).cloned())
+    }
+
+    /// The encoded bytes of a chunk, or of `range` (bytes, relative to the chunk) of
+    /// it; `None` when the chunk was never written.
+    ///
+    /// # Errors
+    /// [`Error::ChunkUnreadable`] when a native chunk object is missing or shorter than
+    /// its ref; [`Error::VirtualChunk`] for virtual chunk failures (unauthorized,
+    /// checksum mismatch, missing source, short read); the errors of
+    /// [`Session::get_chunk_ref`].
+    pub async fn get_chunk(
+        &self,
+        path: &NodePath,
+        index: &[u32],
+        range: Option<Range<u64>>,
+    ) -> Result<Option<Bytes>> {
+        let Some(payload) = self.get_chunk_ref(path, index).await? else {
+            return Ok(None);
+        };
+        let unreadable = |reason: String| Error::ChunkUnreadable {
+            path: path.clone(),
+            index: index.to_vec(),
+            reason,
+        };
+        match payload {
+            ChunkPayload::Inline(b) => {
+                let len = b.len() as u64;
+                let r = range.unwrap_or(0..len);
+                if r.start > r.end || r.end > len {
+                    return Err(unreadable(format!(
+                        "byte range {r:?} is outside the {len}-byte inline chunk"
+                    )));
+                }
+                Ok(Some(b.slice(r.start as usize..r.end as usize)))
+            }
+            ChunkPayload::Native(n) => {
+                let r = range.unwrap_or(0..n.length);
+                if r.start > r.end || r.end > n.length {
+                    return Err(unreadable(format!(
+                        "byte range {r:?} is outside the {}-byte chunk",
+                        n.length
+                    )));
+                }
+                let abs = n.offset + r.start..n.offset + r.end;
+                match self.inner.repo.assets().fetch_chunk(&n.id, abs).await {
+                    Ok(b) => Ok(Some(b)),
+                    Err(StorageError::NotFound { key }) => {
+                        Err(unreadable(format!("chunk object `{key}` is missing")))
+                    }
+                    Err(StorageError::ShortRead { key, size, requested }) => Err(unreadable(format!(
+                        "chunk object `{key}` has {size} bytes, the ref needs bytes {requested:?}"
+                    ))),
+                    Err(e) => Err(e.into()),
+                }
+            }
+            ChunkPayload::Virtual(v) => {
+                let r = range.unwrap_or(0..v.length);
+                self.inner
+                    .repo
+                    .virtual_resolver()
+                    .fetch_range(&v, r.start, r.end)
+                    .await
+                    .map(Some)
+                    .map_err(|source| Error::VirtualChunk {
+                        path: path.clone(),
+                        index: index.to_vec(),
+                        source,
+                    })
+            }
+        }
+    }
+
+    /// Stores the encoded bytes of a chunk: inline in the manifest when at most
+    /// `inline_chunk_threshold_bytes` long, otherwise as a new native chunk object
+    /// written now.
+    ///
+    /// # Errors
+    /// [`Error::ReadOnlySession`], [`Error::NodeNotFound`], [`Error::NotAnArray`],
+    /// [`Error::InvalidChunkIndex`]; storage errors writing the chunk.
+    pub async fn set_chunk(&self, path: &NodePath, index: &[u32], bytes: Bytes) -> Result<()> {
+        self.check_writable()?;
+        let node = self.array_node(path, index)?;
+        let threshold = self.inner.repo.config().inline_chunk_threshold_bytes();
+        let payload = if (bytes.len() as u64) <= threshold {
+            ChunkPayload::Inline(bytes)
+        } else {
+            let id = ChunkId::random();
+            let length = bytes.len() as u64;
+            self.inner.repo.assets().write_chunk(&id, bytes).await?;
+            ChunkPayload::Native(NativeChunkRef { id, offset: 0, length })
+        };
+        self.record_chunk(path, &node, index, Some(payload))
+    }
+
+    /// Sets a chunk ref directly (e.g. a virtual ref), or deletes the chunk with `None`.
+    ///
+    /// # Errors
+    /// As [`Session::set_chunk`].
+    pub fn set_chunk_ref(&self, path: &NodePath, index: &[u32], payload: Option<ChunkPayload>) -> Result<()> {
+        self.check_writable()?;
+        let node = self.array_node(path, index)?;
+        self.record_chunk(path, &node, index, payload)
+    }
+
+    fn record_chunk(
+        &self,
+        path: &NodePath,
+        node: &NodeSnapshot,
+        index: &[u32],
+        payload: Option<ChunkPayload>,
+    ) -> Result<()> {
+        let mut state = self.write();
+        // The node may have been deleted or replaced while the chunk was written.
+        match Self::node_in(&state, path) {
+            Some(n) if n.id == node.id => {}
+            _ => return Err(Error::NodeNotFound { path: path.clone() }),
+        }
+        state.changes.set_chunk(node.id, index.to_vec(), payload);
+        Ok(())
+    }
+
+    /// Indices of every chunk of the array at `path` that has a ref, sorted.
+    ///
+    /// # Errors
+    /// [`Error::NodeNotFound`], [`Error::NotAnArray`]; storage and format errors.
+    pub async fn list_chunks(&self, path: &NodePath) -> Result<Vec<ChunkIndices>> {
+        let node = self.get_node(path)?;
+        let Some(a) = node.array() else {
+            return Err(Error::NotAnArray { path: path.clone() });
+        };
+        let (base, changes, is_new) = {
+            let state = self.read();
+            (
+                Arc::clone(&state.base),
+                state.changes.array_chunks(&node.id).cloned(),
+                state.changes.is_new(&node.id),
+            )
+        };
+        let mut refs: BTreeMap<ChunkIndices, bool> = BTreeMap::new();
+        if !is_new {
+            for idx in commit::committed_refs(self.inner.repo.assets(), &base, &node).await?.into_keys() {
+                refs.insert(idx, true);
+            }
+        }
+        for (idx, p) in changes.into_iter().flatten() {
+            refs.insert(idx, p.is_some());
+        }
+        Ok(refs
+            .into_iter()
+            .filter(|(idx, present)| *present && index_in_bounds(&a.shape, idx))
+            .map(|(idx, _)| idx)
+            .collect())
+    }
+
+    /// Every chunk ref of the array at `path`, sorted by index.
+    ///
+    /// # Errors
+    /// As [`Session::list_chunks`].
+    pub async fn chunk_refs(&self, path: &NodePath) -> Result<Vec<(ChunkIndices, ChunkPayload)>> {
+        let mut out = Vec::new();
+        for idx in self.list_chunks(path).await? {
+            if let Some(p) = self.get_chunk_ref(path, &idx).await? {
+                out.push((idx, p));
+            }
+        }
+        Ok(out)
+    }
+
+    /// What the uncommitted changes do, by path.
+    pub fn status(&self) -> Diff {
+        let state = self.read();
+        Diff::from_change_set(&state.base, &state.changes)
+    }
+
+    /// Commits the changes with `message` and default [`CommitOptions`]; returns the
+    /// new snapshot id.
+    ///
+    /// # Errors
+    /// As [`Session::commit_with`].
+    pub async fn commit(&self, message: &str) -> Result<SnapshotId> {
+        self.commit_with(message, BTreeMap::new(), CommitOptions::default())
+            .await
+    }
+
+    /// Commits the changes: writes manifests, transaction log and snapshot, then moves
+    /// the branch with compare-and-swap. When the branch moved, rebases (if allowed and
+    /// the changes are disjoint) and retries with jittered exponential backoff. On
+    /// success the session continues from the new snapshot with no changes.
+    ///
+    /// # Errors
+    /// [`Error::ReadOnlySession`]; [`Error::NoChangesToCommit`] (unless
+    /// `allow_empty`); [`Error::Conflict`] with every conflicting path and chunk and
+    /// the winning snapshot; [`Error::BranchNotFound`] if the branch was deleted;
+    /// storage and format errors. Nothing partial is ever visible.
+    pub async fn commit_with(
+        &self,
+        message: &str,
+        metadata: BTreeMap<String, serde_json::Value>,
+        options: CommitOptions,
+    ) -> Result<SnapshotId> {
+        let Some(branch) = self.inner.branch.clone() else {
+            return Err(Error::ReadOnlySession);
+        };
+        let (mut base, changes) = {
+            let state = self.read();
+            (Arc::clone(&state.base), state.changes.clone())
+        };
+        if changes.is_empty() && !options.allow_empty {
+            return Err(Error::NoChangesToCommit);
+        }
+        let repo = &self.inner.repo;
+        let storage = repo.storage();
+        let mut attempt = 0u32;
+        loop {
+            attempt += 1;
+            let (tip, version) = refs::fetch_branch(storage.as_ref(), &branch).await?;
+            if tip != base.id {
+                if !options.rebase {
+                    return Err(Error::Conflict(Box::new(ConflictError {
+                        branch,
+                        base: base.id,
+                        winning_snapshot: tip,
+                        conflicts: Vec::new(),
+                    })));
+                }
+                base = conflict::rebase_check(repo.assets(), &branch, &base, &changes, tip).await?;
+            }
+            let snapshot = commit::flush(
+                repo.assets(),
+                &base,
+                &changes,
+                SnapshotId::random(),
+                message,
+                metadata.clone(),
+            )
+            .await?;
+            match commit::commit_point(storage.as_ref(), &branch, snapshot.id, version.as_ref()).await? {
+                commit::RefUpdate::Moved => {
+                    let mut state = self.write();
+                    state.base = Arc::clone(&snapshot);
+                    state.changes = ChangeSet::default();
+                    return Ok(snapshot.id);
+                }
+                commit::RefUpdate::Lost => {
+                    if attempt >= options.max_attempts {
+                        let (tip, _) = refs::fetch_branch(storage.as_ref(), &branch).await?;
+                        return Err(Error::Conflict(Box::new(ConflictError {
+                            branch,
+                            base: base.id,
+                            winning_snapshot: tip,
+                            conflicts: Vec::new(),
+                        })));
+                    }
+                    tokio::time::sleep(backoff(&options, attempt)).await;
+                }
+            }
+        }
+    }
+
+    /// Moves a writable session's base to the tip of its branch, keeping its changes,
+    /// when they do not conflict with the commits made since.
+    ///
+    /// # Errors
+    /// [`Error::ReadOnlySession`], [`Error::Conflict`]; storage and format errors.
+    pub async fn rebase(&self) -> Result<()> {
+        let Some(branch) = self.inner.branch.clone() else {
+            return Err(Error::ReadOnlySession);
+        };
+        let repo = &self.inner.repo;
+        let (tip, _) = refs::fetch_branch(repo.storage().as_ref(), &branch).await?;
+        let (base, changes) = {
+            let state = self.read();
+            (Arc::clone(&state.base), state.changes.clone())
+        };
+        if tip == base.id {
+            return Ok(());
+        }
+        let new_base = conflict::rebase_check(repo.assets(), &branch, &base, &changes, tip).await?;
+        self.write().base = new_base;
+        Ok(())
+    }
+}
+
+/// Exponential backoff with full jitter for attempt `n` (1-based).
+fn backoff(options: &CommitOptions, attempt: u32) -> Duration {
+    let exp = options
+        .initial_backoff
+        .saturating_mul(1u32 << attempt.min(16))
+        .min(options.max_backoff);
+    let nanos = u64::try_from(exp.as_nanos()).unwrap_or(u64::MAX);
+    Duration::from_nanos(rand::random_range(0..=nanos))
+}

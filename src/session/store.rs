@@ -1,0 +1,434 @@
+//! [`SessionStore`]: the Zarr v3 store view of a session, mapping keys the way Icechunk
+//! does: `<path>/zarr.json` is the node's user data (its `zarr.json` bytes) and chunk
+//! keys (`<array path>/c/0/1` under the array's chunk key encoding) are chunk refs.
+//! Writes go to the session's change set; reads see the snapshot plus uncommitted
+//! changes.
+//!
+//! Spec: Zarr v3 core, "Abstract store interface" and "Storage keys"; chunk key
+//! encodings `default` and `v2` (`../shared/specs/zarr/v3/chunk-key-encodings/`).
+
+use std::collections::BTreeSet;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use serde_json::Value;
+
+use crate::error::Error;
+use crate::format::manifest::ChunkPayload;
+use crate::format::snapshot::{DimensionShape, NodeSnapshot};
+use crate::format::{ChunkIndices, NodePath};
+use crate::zarr::store::{ByteRange, ListDirResult, Store, StoreError};
+
+use super::{ArrayDefinition, Session};
+
+const METADATA_FILE: &str = "zarr.json";
+
+/// A Zarr store over a [`Session`].
+#[derive(Clone, Debug)]
+pub struct SessionStore {
+    session: Session,
+}
+
+/// How an array names its chunks: the chunk key encoding of its `zarr.json`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum KeyEncoding {
+    /// `default`: `c/0/1` (or `c.0.1`); `c` for 0-d arrays.
+    Default(char),
+    /// `v2`: `0.1` (or `0/1`); `0` for 0-d arrays.
+    V2(char),
+}
+
+impl KeyEncoding {
+    fn from_metadata(meta: &Value) -> Self {
+        let enc = meta.get("chunk_key_encoding");
+        let name = enc.and_then(|e| e.get("name")).and_then(Value::as_str).unwrap_or("default");
+        let sep = enc
+            .and_then(|e| e.get("configuration"))
+            .and_then(|c| c.get("separator"))
+            .and_then(Value::as_str)
+            .and_then(|s| s.chars().next());
+        match name {
+            "v2" => KeyEncoding::V2(sep.unwrap_or('.')),
+            _ => KeyEncoding::Default(sep.unwrap_or('/')),
+        }
+    }
+
+    fn encode(&self, index: &[u32]) -> String {
+        let join = |sep: char| {
+            index
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(&sep.to_string())
+        };
+        match *self {
+            KeyEncoding::Default(_) if index.is_empty() => "c".to_string(),
+            KeyEncoding::Default(sep) => format!("c{sep}{}", join(sep)),
+            KeyEncoding::V2(_) if index.is_empty() => "0".to_string(),
+            KeyEncoding::V2(sep) => join(sep),
+        }
+    }
+
+    fn decode(&self, rest: &str, ndim: usize) -> Option<ChunkIndices> {
+        let parse = |s: &str, sep: char| -> Option<ChunkIndices> {
+            s.split(sep).map(|p| p.parse::<u32>().ok()).collect()
+        };
+        let idx = match *self {
+            KeyEncoding::Default(_) if rest == "c" => Some(Vec::new()),
+            KeyEncoding::Default(sep) => parse(rest.strip_prefix('c')?.strip_prefix(sep)?, sep),
+            KeyEncoding::V2(_) if ndim == 0 && rest == "0" => Some(Vec::new()),
+            KeyEncoding::V2(sep) => parse(rest, sep),
+        }?;
+        (idx.len() == ndim).then_some(idx)
+    }
+}
+
+/// What a store key refers to.
+enum Target {
+    Metadata(NodePath),
+    Chunk(NodePath, ChunkIndices),
+    Nothing,
+}
+
+fn backend(key: &str, e: Error) -> StoreError {
+    StoreError::Backend {
+        key: key.to_string(),
+        source: Box::new(e),
+    }
+}
+
+fn node_metadata_key(path: &NodePath) -> String {
+    if path.is_root() {
+        METADATA_FILE.to_string()
+    } else {
+        format!("{}/{METADATA_FILE}", path.key_prefix())
+    }
+}
+
+fn parse_json(path: &NodePath, bytes: &[u8]) -> Result<Value, Error> {
+    serde_json::from_slice(bytes).map_err(|e| Error::InvalidNodeMetadata {
+        path: path.clone(),
+        reason: format!("zarr.json is not JSON: {e}"),
+    })
+}
+
+/// Extracts shape, chunk shape and dimension names from an array's `zarr.json`.
+///
+/// # Errors
+/// [`Error::InvalidNodeMetadata`] when `shape` or the regular chunk grid's
+/// `chunk_shape` are missing or malformed.
+pub fn array_definition(path: &NodePath, user_data: Bytes) -> Result<ArrayDefinition, Error> {
+    let meta = parse_json(path, &user_data)?;
+    let invalid = |reason: &str| Error::InvalidNodeMetadata {
+        path: path.clone(),
+        reason: reason.to_string(),
+    };
+    let dims = |v: Option<&Value>| -> Option<Vec<u64>> {
+        v?.as_array()?.iter().map(Value::as_u64).collect()
+    };
+    let shape = dims(meta.get("shape")).ok_or_else(|| invalid("`shape` must be a list of non-negative integers"))?;
+    let chunks = dims(
+        meta.get("chunk_grid")
+            .and_then(|g| g.get("configuration"))
+            .and_then(|c| c.get("chunk_shape")),
+    )
+    .ok_or_else(|| invalid("`chunk_grid.configuration.chunk_shape` must be a list of integers"))?;
+    if chunks.len() != shape.len() {
+        return Err(invalid("chunk_shape and shape have different lengths"));
+    }
+    let dimension_names = match meta.get("dimension_names") {
+        None | Some(Value::Null) => None,
+        Some(Value::Array(names)) => Some(names.iter().map(|n| n.as_str().map(str::to_string)).collect()),
+        Some(_) => return Err(invalid("`dimension_names` must be a list")),
+    };
+    Ok(ArrayDefinition {
+        shape: shape
+            .into_iter()
+            .zip(chunks)
+            .map(|(array_length, chunk_length)| DimensionShape {
+                array_length,
+                chunk_length,
+            })
+            .collect(),
+        dimension_names,
+        user_data,
+    })
+}
+
+impl SessionStore {
+    /// The store view of `session`.
+    pub fn new(session: Session) -> Self {
+        SessionStore { session }
+    }
+
+    /// The session behind the store.
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    fn encoding_of(node: &NodeSnapshot) -> KeyEncoding {
+        serde_json::from_slice::<Value>(&node.user_data)
+            .map(|m| KeyEncoding::from_metadata(&m))
+            .unwrap_or(KeyEncoding::Default('/'))
+    }
+
+    fn resolve(&self, key: &str) -> Result<Target, StoreError> {
+        if key.starts_with('/') || key.split('/').any(|s| s.is_empty() || s == "..") {
+            return Err(StoreError::InvalidKey {
+                key: key.to_string(),
+                reason: "keys are relative, with no empty or `..` segments".into(),
+            });
+        }
+        if key == METADATA_FILE {
+            return Ok(Target::Metadata(NodePath::root()));
+        }
+        if let Some(prefix) = key.strip_suffix("/zarr.json") {
+            if let Ok(p) = NodePath::new(prefix) {
+                return Ok(Target::Metadata(p));
+            }
+        }
+        // The first array along the key's segments owns the chunk key.
+        let segments: Vec<&str> = key.split('/').collect();
+        let mut candidates = vec![NodePath::root()];
+        for i in 1..segments.len() {
+            if let Ok(p) = NodePath::new(&segments[..i].join("/")) {
+                candidates.push(p);
+            }
+        }
+        for (i, path) in candidates.into_iter().enumerate() {
+            let Ok(node) = self.session.get_node(&path) else {
+                continue;
+            };
+            if let Some(a) = node.array() {
+                let rest = segments[i..].join("/");
+                return Ok(match Self::encoding_of(&node).decode(&rest, a.shape.len()) {
+                    Some(idx) => Target::Chunk(path, idx),
+                    None => Target::Nothing,
+                });
+            }
+        }
+        Ok(Target::Nothing)
+    }
+
+    fn chunk_keys(node: &NodeSnapshot, chunks: &[ChunkIndices]) -> Vec<String> {
+        let enc = Self::encoding_of(node);
+        chunks
+            .iter()
+            .map(|idx| {
+                let k = enc.encode(idx);
+                if node.path.is_root() {
+                    k
+                } else {
+                    format!("{}/{k}", node.path.key_prefix())
+                }
+            })
+            .collect()
+    }
+
+    async fn all_keys(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        let mut keys = BTreeSet::new();
+        for node in self.session.list_nodes() {
+            let meta_key = node_metadata_key(&node.path);
+            let node_prefix = if node.path.is_root() {
+                String::new()
+            } else {
+                format!("{}/", node.path.key_prefix())
+            };
+            if meta_key.starts_with(prefix) {
+                keys.insert(meta_key);
+            }
+            // Chunk keys of arrays that can match the prefix.
+            if node.array().is_some() && (node_prefix.starts_with(prefix) || prefix.starts_with(&node_prefix)) {
+                let chunks = self
+                    .session
+                    .list_chunks(&node.path)
+                    .await
+                    .map_err(|e| backend(prefix, e))?;
+                keys.extend(
+                    Self::chunk_keys(&node, &chunks)
+                        .into_iter()
+                        .filter(|k| k.starts_with(prefix)),
+                );
+            }
+        }
+        Ok(keys.into_iter().collect())
+    }
+}
+
+fn payload_len(p: &ChunkPayload) -> u64 {
+    match p {
+        ChunkPayload::Inline(b) => b.len() as u64,
+        ChunkPayload::Native(n) => n.length,
+        ChunkPayload::Virtual(v) => v.length,
+    }
+}
+
+#[async_trait]
+impl Store for SessionStore {
+    async fn get(&self, key: &str) -> Result<Option<Bytes>, StoreError> {
+        match self.resolve(key)? {
+            Target::Metadata(path) => Ok(self.session.get_node(&path).ok().map(|n| n.user_data)),
+            Target::Chunk(path, idx) => match self.session.get_chunk(&path, &idx, None).await {
+                Ok(b) => Ok(b),
+                Err(Error::InvalidChunkIndex { .. }) => Ok(None),
+                Err(e) => Err(backend(key, e)),
+            },
+            Target::Nothing => Ok(None),
+        }
+    }
+
+    async fn get_partial_values(
+        &self,
+        key: &str,
+        ranges: &[ByteRange],
+    ) -> Result<Option<Vec<Bytes>>, StoreError> {
+        match self.resolve(key)? {
+            Target::Chunk(path, idx) => {
+                let payload = match self.session.get_chunk_ref(&path, &idx).await {
+                    Ok(Some(p)) => p,
+                    Ok(None) | Err(Error::InvalidChunkIndex { .. }) => return Ok(None),
+                    Err(e) => return Err(backend(key, e)),
+                };
+                let size = payload_len(&payload);
+                let mut out = Vec::with_capacity(ranges.len());
+                for r in ranges {
+                    let range = r.to_range(key, size)?;
+                    let bytes = self
+                        .session
+                        .get_chunk(&path, &idx, Some(range))
+                        .await
+                        .map_err(|e| backend(key, e))?
+                        .unwrap_or_default();
+                    out.push(bytes);
+                }
+                Ok(Some(out))
+            }
+            _ => {
+                let Some(whole) = self.get(key).await? else {
+                    return Ok(None);
+                };
+                let mut out = Vec::with_capacity(ranges.len());
+                for r in ranges {
+                    let range = r.to_range(key, whole.len() as u64)?;
+                    out.push(whole.slice(range.start as usize..range.end as usize));
+                }
+                Ok(Some(out))
+            }
+        }
+    }
+
+    async fn set(&self, key: &str, value: Bytes) -> Result<(), StoreError> {
+        if !self.session.is_writable() {
+            return Err(StoreError::ReadOnly { key: key.to_string() });
+        }
+        match self.resolve(key)? {
+            Target::Metadata(path) => {
+                let meta = parse_json(&path, &value).map_err(|e| backend(key, e))?;
+                let is_array = match meta.get("node_type").and_then(Value::as_str) {
+                    Some("array") => true,
+                    Some("group") => false,
+                    _ => {
+                        return Err(backend(
+                            key,
+                            Error::InvalidNodeMetadata {
+                                path,
+                                reason: "node_type must be \"array\" or \"group\"".into(),
+                            },
+                        ))
+                    }
+                };
+                let existing = self.session.get_node(&path).ok();
+                let result = match (existing, is_array) {
+                    (Some(n), true) if n.array().is_some() => array_definition(&path, value)
+                        .and_then(|def| self.session.update_array(&path, def)),
+                    (Some(n), false) if n.is_group() => self.session.update_group(&path, value),
+                    (existing, is_array) => {
+                        if existing.is_some() {
+                            self.session.delete_node(&path).map_err(|e| backend(key, e))?;
+                        }
+                        if is_array {
+                            array_definition(&path, value)
+                                .and_then(|def| self.session.add_array(&path, def))
+                                .map(|_| ())
+                        } else {
+                            self.session.add_group(&path, value).map(|_| ())
+                        }
+                    }
+                };
+                result.map_err(|e| backend(key, e))
+            }
+            Target::Chunk(path, idx) => self
+                .session
+                .set_chunk(&path, &idx, value)
+                .await
+                .map_err(|e| backend(key, e)),
+            Target::Nothing => Err(StoreError::InvalidKey {
+                key: key.to_string(),
+                reason: "not a zarr.json key or a chunk key of an existing array".into(),
+            }),
+        }
+    }
+
+    async fn erase(&self, key: &str) -> Result<(), StoreError> {
+        if !self.session.is_writable() {
+            return Err(StoreError::ReadOnly { key: key.to_string() });
+        }
+        let result = match self.resolve(key)? {
+            Target::Metadata(path) => self.session.delete_node(&path),
+            Target::Chunk(path, idx) => self.session.set_chunk_ref(&path, &idx, None),
+            Target::Nothing => Ok(()),
+        };
+        match result {
+            Ok(()) | Err(Error::NodeNotFound { .. }) | Err(Error::InvalidChunkIndex { .. }) => Ok(()),
+            Err(e) => Err(backend(key, e)),
+        }
+    }
+
+    async fn list_prefix(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        self.all_keys(prefix).await
+    }
+
+    async fn list_dir(&self, prefix: &str) -> Result<ListDirResult, StoreError> {
+        let mut out = ListDirResult::default();
+        let mut prefixes = BTreeSet::new();
+        for key in self.all_keys(prefix).await? {
+            let rest = &key[prefix.len()..];
+            match rest.split_once('/') {
+                Some((dir, _)) => {
+                    prefixes.insert(format!("{prefix}{dir}/"));
+                }
+                None => out.keys.push(key.clone()),
+            }
+        }
+        out.prefixes = prefixes.into_iter().collect();
+        Ok(out)
+    }
+
+    fn is_writable(&self) -> bool {
+        self.session.is_writable()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_encodings() {
+        let d = KeyEncoding::Default('/');
+        assert_eq!(d.encode(&[1, 2]), "c/1/2");
+        assert_eq!(d.encode(&[]), "c");
+        assert_eq!(d.decode("c/1/2", 2), Some(vec![1, 2]));
+        assert_eq!(d.decode("c/1/2", 3), None);
+        assert_eq!(d.decode("c", 0), Some(vec![]));
+        assert_eq!(d.decode("x/1", 1), None);
+        let dot = KeyEncoding::Default('.');
+        assert_eq!(dot.encode(&[3, 4]), "c.3.4");
+        assert_eq!(dot.decode("c.3.4", 2), Some(vec![3, 4]));
+        let v2 = KeyEncoding::V2('.');
+        assert_eq!(v2.encode(&[3, 4]), "3.4");
+        assert_eq!(v2.encode(&[]), "0");
+        assert_eq!(v2.decode("0", 0), Some(vec![]));
+        assert_eq!(v2.decode("3.4", 2), Some(vec![3, 4]));
+    }
+}

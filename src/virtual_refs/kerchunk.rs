@@ -1,0 +1,1 @@
+//! Kerchunk reference import (see issue: virtual chunks).

@@ -1,0 +1,88 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+use bytes::Bytes;
+use floe::format::NodePath;
+use floe::session::ArrayDefinition;
+
+/// Whether the tests run in CI (`CI=true`), where missing prerequisites are failures.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+/// Reports a missing prerequisite: panics in CI, otherwise prints a skip note and
+/// returns `None`.
+pub fn require<T>(what: Option<T>, name: &str) -> Option<T> {
+    if what.is_none() {
+        if in_ci() {
+            panic!("{name} is required when CI=true but is not available");
+        }
+        eprintln!("SKIPPED: {name} is not available (set it up with .ci/run)");
+    }
+    what
+}
+
+/// The Python interpreter with zarr 3 and icechunk 1.x (env `FLOE_PYTHON`, or the
+/// default location .ci/run installs to).
+pub fn python() -> Option<PathBuf> {
+    python_from("FLOE_PYTHON", "py311")
+}
+
+/// The Python 3.12 interpreter with icechunk 2.x (env `FLOE_PYTHON312`).
+pub fn python312() -> Option<PathBuf> {
+    python_from("FLOE_PYTHON312", "py312")
+}
+
+fn python_from(var: &str, venv: &str) -> Option<PathBuf> {
+    if let Ok(p) = std::env::var(var) {
+        let p = PathBuf::from(p);
+        if p.exists() {
+            return Some(p);
+        }
+    }
+    let dir = std::env::var("FLOE_VENV_DIR").unwrap_or_else(|_| "/opt/floe-py".into());
+    let p = PathBuf::from(dir).join(venv).join("bin/python");
+    p.exists().then_some(p)
+}
+
+/// The `zarr.json` of a little-endian, uncompressed array (bytes codec only).
+pub fn array_json(shape: &[u64], chunks: &[u64], dtype: &str, fill: serde_json::Value) -> Bytes {
+    let meta = serde_json::json!({
+        "zarr_format": 3,
+        "node_type": "array",
+        "shape": shape,
+        "data_type": dtype,
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": chunks}},
+        "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+        "fill_value": fill,
+        "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+        "attributes": {},
+    });
+    Bytes::from(serde_json::to_vec(&meta).unwrap())
+}
+
+/// The `zarr.json` of a group with attributes.
+pub fn group_json(attrs: serde_json::Value) -> Bytes {
+    Bytes::from(
+        serde_json::to_vec(&serde_json::json!({
+            "zarr_format": 3, "node_type": "group", "attributes": attrs
+        }))
+        .unwrap(),
+    )
+}
+
+/// The array definition of an uncompressed array.
+pub fn array_def(path: &str, shape: &[u64], chunks: &[u64], dtype: &str) -> ArrayDefinition {
+    floe::session::store::array_definition(
+        &NodePath::new(path).unwrap(),
+        array_json(shape, chunks, dtype, serde_json::json!(0)),
+    )
+    .unwrap()
+}
+
+/// A node path.
+pub fn p(s: &str) -> NodePath {
+    NodePath::new(s).unwrap()
+}
