@@ -86,3 +86,29 @@ pub fn array_def(path: &str, shape: &[u64], chunks: &[u64], dtype: &str) -> Arra
 pub fn p(s: &str) -> NodePath {
     NodePath::new(s).unwrap()
 }
+
+/// The bucket of the S3 test server (`FLOE_TEST_S3_BUCKET`); the endpoint and
+/// credentials come from the standard `AWS_*` variables (`AWS_ENDPOINT_URL`,
+/// `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_ALLOW_HTTP`).
+/// Panics when missing and `CI=true`; otherwise `None` (test skipped).
+pub fn s3_bucket() -> Option<String> {
+    require(
+        std::env::var("FLOE_TEST_S3_BUCKET").ok().filter(|b| !b.is_empty()),
+        "the S3 test server (FLOE_TEST_S3_BUCKET and AWS_* variables)",
+    )
+}
+
+/// A fresh, unique `s3://bucket/prefix` URL on the S3 test server.
+pub fn s3_url(test: &str) -> Option<String> {
+    let bucket = s3_bucket()?;
+    Some(format!(
+        "s3://{bucket}/{test}-{:016x}",
+        rand_u64()
+    ))
+}
+
+fn rand_u64() -> u64 {
+    use std::time::{SystemTime, UNIX_EPOCH};
+    let t = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64;
+    t ^ (u64::from(std::process::id()) << 32)
+}
