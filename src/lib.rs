@@ -53,6 +53,7 @@
 //! [Icechunk]: https://icechunk.io
 
 pub mod assets;
+pub mod cli;
 pub mod error;
 pub mod format;
 pub mod repository;

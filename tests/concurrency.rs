@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use common::{array_def, p};
 use floe::session::CommitOptions;
-use floe::storage::{open_storage, Storage};
+use floe::storage::{create_storage, Storage};
 use floe::{Error, Repository, SnapshotId, VersionSelector};
 
 const PROCESSES: usize = 8;
@@ -25,7 +25,7 @@ const COMMITS_PER_PROCESS: usize = 25;
 const LOST: i32 = 3;
 
 fn storage(url: &str) -> Arc<dyn Storage> {
-    open_storage(url, None).expect("open storage")
+    create_storage(url, None).expect("open storage")
 }
 
 /// Blocks until `go` exists, so that all workers start together.
