@@ -1,6 +1,59 @@
-//! floe: transactional, versioned Zarr v3 repositories in the Icechunk spec-1 format.
+//! # floe
+//!
+//! Transactional, versioned Zarr v3 repositories in the [Icechunk] spec-1 on-disk
+//! format: commits, branches, tags and time travel for N-dimensional arrays, safe
+//! concurrent writers (optimistic concurrency with rebase), and virtual references
+//! into existing NetCDF/HDF5 files. A repository floe writes opens in Icechunk 1.x and
+//! 2.x, and a spec-1 repository Icechunk writes opens in floe.
+//!
+//! Data flows one way through the modules:
+//! [`storage`] → [`format`] → [`repository`] / [`session`] → [`zarr`] → the `floe` CLI.
+//!
+//! ## Quickstart
+//!
+//! ```
+//! use bytes::Bytes;
+//! use floe::storage::LocalStorage;
+//! use floe::{NodePath, Repository, VersionSelector};
+//! use floe::zarr::store::Store;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! let repo = Repository::create(std::sync::Arc::new(LocalStorage::new(dir.path())?), None).await?;
+//!
+//! // A writable session on `main`, seen as a Zarr store: write a group and an array.
+//! let session = repo.writable_session("main").await?;
+//! let store = session.store();
+//! store.set("zarr.json", Bytes::from(r#"{"zarr_format":3,"node_type":"group","attributes":{}}"#)).await?;
+//! store.set("t/zarr.json", Bytes::from(r#"{"zarr_format":3,"node_type":"array","shape":[4],
+//!     "data_type":"uint8","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2]}},
+//!     "chunk_key_encoding":{"name":"default","configuration":{"separator":"/"}},
+//!     "fill_value":0,"codecs":[{"name":"bytes"}],"attributes":{}}"#)).await?;
+//! store.set("t/c/0", Bytes::from_static(&[1, 2])).await?;
+//! let first = session.commit("first values").await?;
+//!
+//! // Branch and tag the first commit, then change the data on main.
+//! repo.create_branch("experiment", first).await?;
+//! repo.create_tag("v1", first).await?;
+//! store.set("t/c/0", Bytes::from_static(&[9, 9])).await?;
+//! let second = session.commit("new values").await?;
+//! assert_eq!(repo.ancestry(second).await?.len(), 3); // two commits + the initial snapshot
+//!
+//! // Time travel: the tag still reads the older snapshot.
+//! let old = repo.readonly_session(&VersionSelector::Tag("v1".into())).await?;
+//! assert_eq!(old.store().get("t/c/0").await?.as_deref(), Some(&[1u8, 2][..]));
+//! let new = repo.readonly_session(&VersionSelector::Branch("main".into())).await?;
+//! assert_eq!(new.store().get("t/c/0").await?.as_deref(), Some(&[9u8, 9][..]));
+//! assert_eq!(new.get_node(&NodePath::new("/t")?)?.array().map(|a| a.shape.len()), Some(1));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! [Icechunk]: https://icechunk.io
 
 pub mod assets;
+pub mod cli;
 pub mod error;
 pub mod format;
 pub mod repository;

@@ -16,7 +16,7 @@ pub(crate) fn verified_root<'a, T>(what: &'static str, buf: &'a [u8]) -> Result<
 where
     T: Follow<'a> + Verifiable + 'a,
 {
-    if !flatbuffers::buffer_has_identifier(buf, IDENTIFIER, false) {
+    if buf.len() < 8 || !flatbuffers::buffer_has_identifier(buf, IDENTIFIER, false) {
         return Err(FormatError::InvalidFlatbuffer {
             what,
             reason: "missing the `Ichk` file identifier".into(),

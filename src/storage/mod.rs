@@ -183,15 +183,33 @@ pub trait Storage: Send + Sync + Debug + Display {
     fn root_url(&self) -> String;
 }
 
-/// Opens the storage a repository URL or path points at.
+/// Opens the storage a repository URL or path points at, for reading or writing an
+/// existing repository: a local directory must exist.
 ///
 /// Accepted forms: a filesystem path or `file://` URL (local filesystem), `memory://`
 /// (a new empty in-memory store) and `s3://bucket/prefix` (an S3-compatible server
 /// configured by `s3`, or by the standard `AWS_*` environment variables when `None`).
 ///
 /// # Errors
-/// [`StorageError::InvalidLocation`] for an unparseable URL or an unknown scheme.
+/// [`StorageError::InvalidLocation`] for an unparseable URL or an unknown scheme;
+/// [`StorageError::NotFound`] for a local directory that does not exist.
 pub fn open_storage(location: &str, s3: Option<S3Options>) -> StorageResult<Arc<dyn Storage>> {
+    if let StorageLocation::Local(path) = parse_storage_url(location)? {
+        if !path.is_dir() {
+            return Err(StorageError::NotFound {
+                key: path.display().to_string(),
+            });
+        }
+    }
+    create_storage(location, s3)
+}
+
+/// Like [`open_storage`], but creates a missing local directory (for new repositories).
+///
+/// # Errors
+/// [`StorageError::InvalidLocation`]; [`StorageError::Io`] when the directory cannot be
+/// created.
+pub fn create_storage(location: &str, s3: Option<S3Options>) -> StorageResult<Arc<dyn Storage>> {
     match parse_storage_url(location)? {
         StorageLocation::Local(path) => Ok(Arc::new(LocalStorage::new(&path)?)),
         StorageLocation::Memory => Ok(new_in_memory_storage()),

@@ -1,0 +1,246 @@
+//! Command-line arguments (clap derive).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// floe: transactional, versioned Zarr v3 repositories (Icechunk spec 1).
+///
+/// REPO is a path or URL (`file://`, `s3://bucket/prefix`); REF is a branch name, a tag
+/// name or a snapshot id (default `main`). S3 endpoints and credentials come from the
+/// standard AWS_* environment variables.
+#[derive(Debug, Parser)]
+#[command(name = "floe", version, about, long_about = None)]
+pub struct Cli {
+    /// More log output on stderr (-v info, -vv debug); FLOE_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Which snapshot to read: a ref, optionally as of a time.
+#[derive(Debug, Clone, Args)]
+pub struct RefArgs {
+    /// Branch, tag or snapshot id.
+    #[arg(long = "ref", value_name = "REF", default_value = "main")]
+    pub reference: String,
+    /// A branch's state at this time (RFC 3339, e.g. 2024-05-01T12:00:00Z).
+    #[arg(long, value_name = "TIME")]
+    pub as_of: Option<String>,
+}
+
+/// Output format of `floe cat`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CatFormat {
+    /// Human-readable text.
+    Text,
+    /// Nested JSON lists (strings as JSON strings).
+    Json,
+    /// C-order little-endian bytes of the data type.
+    Raw,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create an empty repository.
+    Init {
+        /// Repository path or URL.
+        repo: String,
+    },
+    /// Show spec version, branches, tags and configuration.
+    Info {
+        /// Repository path or URL.
+        repo: String,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the commits of a ref, newest first, down to the initial snapshot.
+    Log {
+        /// Repository path or URL.
+        repo: String,
+        #[command(flatten)]
+        at: RefArgs,
+        /// Print JSON Lines (id, parent_id, flushed_at, message, metadata).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Manage branches.
+    #[command(subcommand)]
+    Branch(BranchCommand),
+    /// Manage tags.
+    #[command(subcommand)]
+    Tag(TagCommand),
+    /// List the node tree with shape, data type, chunks, codecs and attributes.
+    Ls {
+        /// Repository path or URL, or a plain Zarr v3/v2 filesystem store.
+        repo: String,
+        /// Node path to list below (default: the root).
+        path: Option<String>,
+        #[command(flatten)]
+        at: RefArgs,
+        /// Print JSON Lines (path, node_type, metadata).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print an array's values.
+    Cat {
+        /// Repository path or URL, or a plain Zarr v3/v2 filesystem store.
+        repo: String,
+        /// Array path.
+        array: String,
+        #[command(flatten)]
+        at: RefArgs,
+        /// Region per dimension, e.g. `0:10,5:7` (`:` for a whole dimension, `3` for
+        /// one index).
+        #[arg(long)]
+        region: Option<String>,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "text")]
+        format: CatFormat,
+        /// Authorize reading virtual chunks under this URL prefix (repeatable).
+        #[arg(long = "allow-virtual", value_name = "PREFIX")]
+        allow_virtual: Vec<String>,
+    },
+    /// Import data into a repository.
+    #[command(subcommand)]
+    Import(ImportCommand),
+    /// Write a ref's tree as a plain Zarr v3 filesystem store.
+    Export {
+        /// Repository path or URL.
+        repo: String,
+        /// Destination directory (must not exist or be empty).
+        dest: PathBuf,
+        #[command(flatten)]
+        at: RefArgs,
+        /// Authorize reading virtual chunks under this URL prefix (repeatable).
+        #[arg(long = "allow-virtual", value_name = "PREFIX")]
+        allow_virtual: Vec<String>,
+    },
+    /// Show what changed between two refs: nodes added, deleted and updated, and
+    /// chunks changed per array.
+    Diff {
+        /// Repository path or URL.
+        repo: String,
+        /// The older ref.
+        from: String,
+        /// The newer ref.
+        to: String,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Build a demo repository (several arrays, commits, a branch, a tag) and show its
+    /// log, tree, values and a diff: floe's main job on the local filesystem.
+    Demo {
+        /// Directory for the demo repository (created; must not hold a repository).
+        dir: PathBuf,
+    },
+}
+
+/// `floe branch ...`
+#[derive(Debug, Subcommand)]
+pub enum BranchCommand {
+    /// List branches and the snapshots they point to.
+    List {
+        /// Repository path or URL.
+        repo: String,
+        /// Print one JSON object `{name: snapshot_id}`.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Create a branch at a ref.
+    Create {
+        /// Repository path or URL.
+        repo: String,
+        /// New branch name.
+        name: String,
+        #[command(flatten)]
+        at: RefArgs,
+    },
+    /// Delete a branch.
+    Delete {
+        /// Repository path or URL.
+        repo: String,
+        /// Branch name.
+        name: String,
+    },
+    /// Move a branch to a ref.
+    Reset {
+        /// Repository path or URL.
+        repo: String,
+        /// Branch name.
+        name: String,
+        #[command(flatten)]
+        at: RefArgs,
+    },
+}
+
+/// `floe tag ...`
+#[derive(Debug, Subcommand)]
+pub enum TagCommand {
+    /// List tags and the snapshots they point to.
+    List {
+        /// Repository path or URL.
+        repo: String,
+        /// Print one JSON object `{name: snapshot_id}`.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Create a tag at a ref; tags never move.
+    Create {
+        /// Repository path or URL.
+        repo: String,
+        /// New tag name.
+        name: String,
+        #[command(flatten)]
+        at: RefArgs,
+    },
+    /// Delete a tag; its name can never be used again.
+    Delete {
+        /// Repository path or URL.
+        repo: String,
+        /// Tag name.
+        name: String,
+    },
+}
+
+/// `floe import ...`
+#[derive(Debug, Subcommand)]
+pub enum ImportCommand {
+    /// Copy a plain Zarr v3 or v2 filesystem store into the repository as one commit.
+    Zarr {
+        /// Source store directory.
+        src: PathBuf,
+        /// Repository path or URL.
+        repo: String,
+        /// Node path to import under (default: the root).
+        #[arg(long)]
+        path: Option<String>,
+        /// Branch to commit to.
+        #[arg(long, default_value = "main")]
+        branch: String,
+        /// Commit message.
+        #[arg(short = 'm', long = "message")]
+        message: String,
+    },
+    /// Import a kerchunk reference set (JSON) as virtual chunk refs, as one commit.
+    Kerchunk {
+        /// Reference file (kerchunk JSON, version 0 or 1).
+        refs: PathBuf,
+        /// Repository path or URL.
+        repo: String,
+        /// Node path to import under (default: the root).
+        #[arg(long)]
+        path: Option<String>,
+        /// Branch to commit to.
+        #[arg(long, default_value = "main")]
+        branch: String,
+        /// Commit message.
+        #[arg(short = 'm', long = "message")]
+        message: String,
+    },
+}

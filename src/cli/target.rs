@@ -1,0 +1,86 @@
+//! What a REPO argument points at, and resolving `--ref` / `--as-of`.
+
+use chrono::{DateTime, Utc};
+
+use super::args::RefArgs;
+use super::{CliError, CliResult};
+use crate::repository::{OpenOptions, Repository, VersionSelector};
+use crate::storage::{create_storage, open_storage, parse_storage_url, StorageError, StorageLocation};
+use crate::virtual_refs::VirtualAccess;
+
+/// Opens the repository at `location`.
+///
+/// # Errors
+/// Storage errors for a bad URL; [`crate::Error::RepositoryNotFound`] and friends.
+pub async fn open_repo(location: &str, allow_virtual: &[String]) -> CliResult<Repository> {
+    let storage = match open_storage(location, None) {
+        Ok(s) => s,
+        Err(StorageError::NotFound { .. }) => {
+            return Err(crate::Error::RepositoryNotFound {
+                location: location.to_string(),
+            }
+            .into())
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let access = VirtualAccess::prefixes(allow_virtual)
+        .map_err(|e| CliError::Usage(format!("--allow-virtual: {e}")))?;
+    let opts = OpenOptions {
+        virtual_access: access,
+        virtual_s3_credentials: None,
+    };
+    Ok(Repository::open_with(storage, opts).await?)
+}
+
+/// Creates a repository at `location`.
+///
+/// # Errors
+/// As [`Repository::create`].
+pub async fn create_repo(location: &str) -> CliResult<Repository> {
+    let storage = create_storage(location, None)?;
+    Ok(Repository::create(storage, None).await?)
+}
+
+/// Whether `location` is a plain Zarr filesystem store (a local directory with
+/// `zarr.json`, `.zgroup` or `.zarray` at its root) rather than a repository.
+pub fn plain_zarr_store(location: &str) -> Option<std::path::PathBuf> {
+    let Ok(StorageLocation::Local(path)) = parse_storage_url(location) else {
+        return None;
+    };
+    if path.join("refs/branch.main/ref.json").exists() {
+        return None;
+    }
+    ["zarr.json", ".zgroup", ".zarray"]
+        .iter()
+        .any(|f| path.join(f).is_file())
+        .then_some(path)
+}
+
+/// Parses an RFC 3339 time.
+///
+/// # Errors
+/// [`CliError::Usage`] naming the bad value.
+pub fn parse_time(text: &str) -> CliResult<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(text)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|e| CliError::Usage(format!("--as-of `{text}` is not an RFC 3339 time: {e}")))
+}
+
+/// The snapshot selector for `--ref` / `--as-of`.
+///
+/// # Errors
+/// Unknown refs, deleted tags, `--as-of` on something other than a branch.
+pub async fn selector(repo: &Repository, at: &RefArgs) -> CliResult<VersionSelector> {
+    let sel = repo.resolve_ref(&at.reference).await?;
+    match (&at.as_of, sel) {
+        (None, sel) => Ok(sel),
+        (Some(t), VersionSelector::Branch(branch)) => Ok(VersionSelector::AsOf {
+            branch,
+            time: parse_time(t)?,
+        }),
+        (Some(_), _) => Err(CliError::Usage(format!(
+            "--as-of needs a branch, and `{}` is not one",
+            at.reference
+        ))),
+    }
+}

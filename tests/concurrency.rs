@@ -1,0 +1,252 @@
+//! Multi-process concurrency: several OS processes commit to one branch, or race to
+//! create one tag, on the local filesystem and on the S3 test server.
+//!
+//! This test binary has its own `main` (`harness = false`): run without arguments it
+//! is the parent and runs every scenario; run with `--worker ...` it is one of the
+//! child processes the parent spawns.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use common::{array_def, p};
+use floe::session::CommitOptions;
+use floe::storage::{create_storage, Storage};
+use floe::{Error, Repository, SnapshotId, VersionSelector};
+
+const PROCESSES: usize = 8;
+const COMMITS_PER_PROCESS: usize = 25;
+/// Exit status of a tag-race worker that lost (the tag existed).
+const LOST: i32 = 3;
+
+fn storage(url: &str) -> Arc<dyn Storage> {
+    create_storage(url, None).expect("open storage")
+}
+
+/// Blocks until `go` exists, so that all workers start together.
+fn wait_for(go: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !go.exists() {
+        assert!(Instant::now() < deadline, "go signal never came");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+fn chunk_value(worker: usize, seq: usize) -> Bytes {
+    // Larger than the inline threshold, so every commit writes a native chunk too.
+    Bytes::from(vec![(worker * COMMITS_PER_PROCESS + seq) as u8; 600])
+}
+
+async fn commit_worker(url: &str, worker: usize, go: &Path) -> i32 {
+    let repo = Repository::open(storage(url)).await.expect("open");
+    wait_for(go);
+    let opts = CommitOptions {
+        max_attempts: 10_000,
+        ..Default::default()
+    };
+    for seq in 0..COMMITS_PER_PROCESS {
+        let s = repo.writable_session("main").await.expect("session");
+        let index = (worker * COMMITS_PER_PROCESS + seq) as u32;
+        s.set_chunk(&p("/data"), &[index], chunk_value(worker, seq))
+            .await
+            .expect("set chunk");
+        let meta = BTreeMap::from([
+            ("worker".to_string(), serde_json::json!(worker)),
+            ("seq".to_string(), serde_json::json!(seq)),
+        ]);
+        if let Err(e) = s
+            .commit_with(&format!("worker {worker} commit {seq}"), meta, opts.clone())
+            .await
+        {
+            eprintln!("worker {worker} commit {seq} failed: {e}");
+            return 1;
+        }
+    }
+    0
+}
+
+async fn tag_worker(url: &str, snapshot: &str, go: &Path) -> i32 {
+    let repo = Repository::open(storage(url)).await.expect("open");
+    let id: SnapshotId = snapshot.parse().expect("snapshot id");
+    wait_for(go);
+    match repo.create_tag("race", id).await {
+        Ok(()) => 0,
+        Err(Error::TagExists { .. }) => LOST,
+        Err(e) => {
+            eprintln!("tag worker error: {e}");
+            1
+        }
+    }
+}
+
+fn spawn_workers(args: Vec<Vec<String>>) -> (PathBuf, Vec<std::process::Child>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let go = dir.path().join("go");
+    let exe = std::env::current_exe().unwrap();
+    let children = args
+        .into_iter()
+        .map(|a| {
+            Command::new(&exe)
+                .arg("--worker")
+                .args(a)
+                .arg(&go)
+                .stdin(Stdio::null())
+                .spawn()
+                .expect("spawn worker")
+        })
+        .collect();
+    (go, children, dir)
+}
+
+fn release_and_wait(go: &Path, children: Vec<std::process::Child>) -> Vec<i32> {
+    // Give every worker time to open the repository before the start signal.
+    std::thread::sleep(Duration::from_millis(500));
+    std::fs::write(go, b"go").unwrap();
+    children
+        .into_iter()
+        .map(|mut c| c.wait().unwrap().code().unwrap_or(-1))
+        .collect()
+}
+
+async fn commit_race(url: &str) {
+    let repo = Repository::create(storage(url), None).await.unwrap();
+    let n = (PROCESSES * COMMITS_PER_PROCESS) as u64;
+    let s = repo.writable_session("main").await.unwrap();
+    s.add_array(&p("/data"), array_def("/data", &[n], &[1], "uint8")).unwrap();
+    let setup = s.commit("create array").await.unwrap();
+
+    let args = (0..PROCESSES)
+        .map(|w| vec!["commit".to_string(), url.to_string(), w.to_string()])
+        .collect();
+    let (go, children, _dir) = spawn_workers(args);
+    let codes = release_and_wait(&go, children);
+    assert!(codes.iter().all(|&c| c == 0), "worker exit codes {codes:?}");
+
+    // The repository opens cleanly and main holds exactly the 200 new commits.
+    let repo = Repository::open(storage(url)).await.unwrap();
+    let tip = repo.lookup_branch("main").await.unwrap();
+    let log = repo.ancestry(tip).await.unwrap();
+    assert_eq!(log.len(), PROCESSES * COMMITS_PER_PROCESS + 2, "200 commits + setup + initial");
+    assert_eq!(log[log.len() - 2].id, setup);
+    let mut seen = BTreeSet::new();
+    for info in &log[..log.len() - 2] {
+        let w = info.metadata["worker"].as_u64().unwrap() as usize;
+        let q = info.metadata["seq"].as_u64().unwrap() as usize;
+        assert_eq!(info.message, format!("worker {w} commit {q}"));
+        assert!(seen.insert((w, q)), "commit ({w}, {q}) appears twice");
+    }
+    assert_eq!(seen.len(), PROCESSES * COMMITS_PER_PROCESS, "every process's commits are present");
+    // Each worker's commits are in its own order.
+    for w in 0..PROCESSES {
+        let seqs: Vec<usize> = log
+            .iter()
+            .rev()
+            .filter(|i| i.metadata.get("worker").and_then(|v| v.as_u64()) == Some(w as u64))
+            .map(|i| i.metadata["seq"].as_u64().unwrap() as usize)
+            .collect();
+        assert_eq!(seqs, (0..COMMITS_PER_PROCESS).collect::<Vec<_>>());
+    }
+    // Every chunk is readable with the value its commit wrote.
+    let r = repo
+        .readonly_session(&VersionSelector::Branch("main".into()))
+        .await
+        .unwrap();
+    assert_eq!(r.list_chunks(&p("/data")).await.unwrap().len(), PROCESSES * COMMITS_PER_PROCESS);
+    for w in 0..PROCESSES {
+        for q in 0..COMMITS_PER_PROCESS {
+            let idx = (w * COMMITS_PER_PROCESS + q) as u32;
+            let got = r.get_chunk(&p("/data"), &[idx], None).await.unwrap();
+            assert_eq!(got, Some(chunk_value(w, q)), "chunk {idx}");
+        }
+    }
+}
+
+async fn tag_race(url: &str) {
+    let repo = Repository::create(storage(url), None).await.unwrap();
+    let s = repo.writable_session("main").await.unwrap();
+    s.add_array(&p("/t"), array_def("/t", &[PROCESSES as u64], &[1], "uint8")).unwrap();
+    let mut snaps = Vec::new();
+    for w in 0..PROCESSES {
+        s.set_chunk(&p("/t"), &[w as u32], Bytes::from(vec![w as u8])).await.unwrap();
+        snaps.push(s.commit(&format!("c{w}")).await.unwrap());
+    }
+    let args = snaps
+        .iter()
+        .map(|id| vec!["tag".to_string(), url.to_string(), id.to_string()])
+        .collect();
+    let (go, children, _dir) = spawn_workers(args);
+    let codes = release_and_wait(&go, children);
+    let winners: Vec<usize> = codes.iter().enumerate().filter(|(_, &c)| c == 0).map(|(i, _)| i).collect();
+    assert_eq!(winners.len(), 1, "exactly one process creates the tag: {codes:?}");
+    assert_eq!(codes.iter().filter(|&&c| c == LOST).count(), PROCESSES - 1, "{codes:?}");
+    let repo = Repository::open(storage(url)).await.unwrap();
+    assert_eq!(repo.list_tags().await.unwrap(), vec!["race"]);
+    assert_eq!(repo.lookup_tag("race").await.unwrap(), snaps[winners[0]], "the tag never moved");
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    if args.get(1).map(String::as_str) == Some("--worker") {
+        let go = PathBuf::from(args.last().unwrap());
+        let code = rt.block_on(async {
+            match args[2].as_str() {
+                "commit" => commit_worker(&args[3], args[4].parse().unwrap(), &go).await,
+                "tag" => tag_worker(&args[3], &args[4], &go).await,
+                other => panic!("unknown worker {other}"),
+            }
+        });
+        std::process::exit(code);
+    }
+    // Test-name filters, as libtest takes them (flags are ignored).
+    let filters: Vec<&String> = args[1..].iter().filter(|a| !a.starts_with('-')).collect();
+    let tmp = tempfile::tempdir().unwrap();
+    let local_commit = tmp.path().join("commit-race").display().to_string();
+    let local_tag = tmp.path().join("tag-race").display().to_string();
+    let scenarios: Vec<(&str, Option<String>, bool)> = vec![
+        ("local_commit_race_8_processes_x_25_commits", Some(local_commit), true),
+        ("local_tag_race_8_processes", Some(local_tag), false),
+        ("s3_commit_race_8_processes_x_25_commits", common::s3_url("commit-race"), true),
+        ("s3_tag_race_8_processes", common::s3_url("tag-race"), false),
+    ];
+    let (mut passed, mut failed, mut skipped) = (0, 0, 0);
+    for (name, url, is_commit) in scenarios {
+        if !filters.is_empty() && !filters.iter().any(|f| name.contains(f.as_str())) {
+            continue;
+        }
+        let Some(url) = url else {
+            println!("test {name} ... skipped");
+            skipped += 1;
+            continue;
+        };
+        let started = Instant::now();
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            rt.block_on(async {
+                if is_commit {
+                    commit_race(&url).await
+                } else {
+                    tag_race(&url).await
+                }
+            })
+        }));
+        match result {
+            Ok(()) => {
+                println!("test {name} ... ok ({:.1}s)", started.elapsed().as_secs_f64());
+                passed += 1;
+            }
+            Err(_) => {
+                println!("test {name} ... FAILED");
+                failed += 1;
+            }
+        }
+    }
+    println!("\nconcurrency: {passed} passed, {failed} failed, {skipped} skipped");
+    if failed > 0 {
+        std::process::exit(1);
+    }
+}
