@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use chrono::Utc;
 use floe::storage::{
-    new_in_memory_storage, open_storage, parse_storage_url, LocalStorage, ObjectVersion, S3Options,
-    Storage, StorageError, StorageLocation, WriteOutcome,
+    create_storage, new_in_memory_storage, open_storage, parse_storage_url, LocalStorage,
+    ObjectVersion, S3Options, Storage, StorageError, StorageLocation, WriteOutcome,
 };
 use futures::{StreamExt, TryStreamExt};
 
@@ -601,11 +601,11 @@ async fn memory_storage_conformance() {
 async fn local_storage_conformance() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("file://{}", dir.path().join("root").display());
-    storage_contract(open_storage(&url, None).unwrap()).await;
+    storage_contract(create_storage(&url, None).unwrap()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn local_storage_lists_no_temporary_files_and_survives_missing_root() {
+async fn local_storage_lists_no_temporary_files_nor_missing_directories() {
     let dir = tempfile::tempdir().unwrap();
     let s = local(&dir.path().join("root"));
     assert!(
@@ -629,7 +629,7 @@ async fn s3_storage_conformance() {
     let Some(url) = common::s3_url("conformance") else {
         return;
     };
-    storage_contract(open_storage(&url, None).unwrap()).await;
+    storage_contract(create_storage(&url, None).unwrap()).await;
 }
 
 /// Virtual chunk checksums read with `If-Match` / `If-Unmodified-Since`: the S3
@@ -772,7 +772,7 @@ fn cas_race_between_processes(test_name: &str, url: &str) {
     let sync_dir = tempfile::tempdir().unwrap();
     let sync = sync_dir.path();
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let storage = open_storage(url, None).unwrap();
+    let storage = create_storage(url, None).unwrap();
     rt.block_on(storage.put(CAS_KEY, b("initial"))).unwrap();
 
     let exe = std::env::current_exe().unwrap();
