@@ -65,8 +65,8 @@ s3_server_start() {
 s3_server_stop() {
     if [[ -n "${S3_SERVER_PID:-}" ]]; then
         if kill "$S3_SERVER_PID" 2>/dev/null; then
-            local i
-            for i in $(seq 1 50); do
+            local _
+            for _ in $(seq 1 50); do
                 kill -0 "$S3_SERVER_PID" 2>/dev/null || break
                 sleep 0.1
             done

@@ -604,6 +604,35 @@ async fn local_storage_conformance() {
     storage_contract(create_storage(&url, None).unwrap()).await;
 }
 
+/// Local versions are `object_store` etags, `inode-mtime-size`. Inodes are reused as
+/// soon as they are freed and some file systems keep whole-second mtimes (ext4 with
+/// 128-byte inodes, FAT, HFS+), so without care a superseded version comes back after
+/// two swaps and lets a stale compare-and-swap through. .ci/run mounts such a file
+/// system at `FLOE_TEST_COARSE_MTIME_DIR` when it can (root, loop devices).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn local_storage_conformance_on_a_whole_second_mtime_filesystem() {
+    let Some(dir) = std::env::var_os("FLOE_TEST_COARSE_MTIME_DIR") else {
+        eprintln!("SKIPPED: FLOE_TEST_COARSE_MTIME_DIR is not set (.ci/run mounts one)");
+        return;
+    };
+    let root = tempfile::tempdir_in(dir).unwrap();
+    // The file system must really drop sub-second mtimes, or this test proves nothing.
+    let probe = root.path().join("probe");
+    let f = std::fs::File::create(&probe).unwrap();
+    let t = std::time::UNIX_EPOCH + Duration::from_millis(1_700_000_000_500);
+    f.set_modified(t).unwrap();
+    drop(f);
+    let kept = std::fs::metadata(&probe).unwrap().modified().unwrap();
+    assert_eq!(
+        kept,
+        std::time::UNIX_EPOCH + Duration::from_secs(1_700_000_000),
+        "FLOE_TEST_COARSE_MTIME_DIR keeps sub-second mtimes"
+    );
+    std::fs::remove_file(&probe).unwrap();
+    let url = root.path().join("root").display().to_string();
+    storage_contract(create_storage(&url, None).unwrap()).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn local_storage_lists_no_temporary_files_nor_missing_directories() {
     let dir = tempfile::tempdir().unwrap();
