@@ -14,6 +14,7 @@ use std::io::Write;
 use std::ops::Range;
 use std::path::{Path as FsPath, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -111,7 +112,19 @@ impl LocalStorage {
 }
 
 /// Writes `bytes` to a new temporary file beside `target` and renames it over `target`.
-fn write_and_rename(target: &FsPath, bytes: &[u8]) -> std::io::Result<()> {
+///
+/// Versions here are `object_store` etags, `inode-mtime(µs)-size`. The inode of the
+/// replaced file is free again after the rename and the next temporary file usually
+/// gets it, and some file systems keep mtimes in whole seconds: two swaps within one
+/// second would bring a superseded version back and let a stale compare-and-swap
+/// through. So the new file's mtime is set strictly later (at microsecond precision)
+/// than the one it replaces, `previous`, in the file system's own granularity: along
+/// the compare-and-swap history of an object, no version repeats.
+fn write_and_rename(
+    target: &FsPath,
+    bytes: &[u8],
+    previous: Option<SystemTime>,
+) -> std::io::Result<()> {
     let name = target
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -120,6 +133,9 @@ fn write_and_rename(target: &FsPath, bytes: &[u8]) -> std::io::Result<()> {
     let result = (|| {
         let mut f = File::create(&tmp)?;
         f.write_all(bytes)?;
+        if let Some(previous) = previous {
+            set_mtime_after(&f, previous)?;
+        }
         f.sync_all()?;
         std::fs::rename(&tmp, target)
     })();
@@ -127,6 +143,31 @@ fn write_and_rename(target: &FsPath, bytes: &[u8]) -> std::io::Result<()> {
         let _ = std::fs::remove_file(&tmp);
     }
     result
+}
+
+/// Microseconds since the epoch, the precision of `object_store`'s local etags.
+fn micros(t: SystemTime) -> u128 {
+    t.duration_since(UNIX_EPOCH).unwrap_or_default().as_micros()
+}
+
+/// Sets the mtime of `f` to now, or to the earliest time after `previous` that the
+/// file system keeps as later than `previous` when now is not.
+fn set_mtime_after(f: &File, previous: SystemTime) -> std::io::Result<()> {
+    let now = SystemTime::now();
+    for step in [
+        Duration::from_micros(1),
+        Duration::from_millis(1),
+        Duration::from_secs(1),
+        Duration::from_secs(2),
+    ] {
+        f.set_modified(now.max(previous + step))?;
+        if micros(f.metadata()?.modified()?) > micros(previous) {
+            return Ok(());
+        }
+    }
+    Err(std::io::Error::other(
+        "cannot give the new version a later mtime than the one it replaces",
+    ))
 }
 
 impl fmt::Display for LocalStorage {
@@ -172,16 +213,19 @@ impl Storage for LocalStorage {
         }
         let target = self.fs_path(key);
         let key_owned = key.to_string();
-        tokio::task::spawn_blocking(move || write_and_rename(&target, &bytes))
-            .await
-            .map_err(|e| StorageError::Io {
-                key: key_owned.clone(),
-                source: std::io::Error::other(e),
-            })?
-            .map_err(|source| StorageError::Io {
-                key: key_owned,
-                source,
-            })?;
+        tokio::task::spawn_blocking(move || {
+            let previous = std::fs::metadata(&target).and_then(|m| m.modified()).ok();
+            write_and_rename(&target, &bytes, previous)
+        })
+        .await
+        .map_err(|e| StorageError::Io {
+            key: key_owned.clone(),
+            source: std::io::Error::other(e),
+        })?
+        .map_err(|source| StorageError::Io {
+            key: key_owned,
+            source,
+        })?;
         let version = self.current_version(key).await?;
         drop(lock);
         Ok(WriteOutcome::Written(version))
