@@ -20,17 +20,25 @@ fn array_json(n: u64) -> Bytes {
 }
 
 async fn repo_with_arrays(arrays: usize, chunks_each: u32) -> Repository {
-    let repo = Repository::create(new_in_memory_storage(), None).await.unwrap();
+    let repo = Repository::create(new_in_memory_storage(), None)
+        .await
+        .unwrap();
     let s = repo.writable_session("main").await.unwrap();
     let store = s.store();
     use floe::zarr::store::Store;
     for a in 0..arrays {
         store
-            .set(&format!("a{a}/zarr.json"), array_json(u64::from(chunks_each)))
+            .set(
+                &format!("a{a}/zarr.json"),
+                array_json(u64::from(chunks_each)),
+            )
             .await
             .unwrap();
         for c in 0..chunks_each {
-            store.set(&format!("a{a}/c/{c}"), Bytes::from(vec![1u8; 8])).await.unwrap();
+            store
+                .set(&format!("a{a}/c/{c}"), Bytes::from(vec![1u8; 8]))
+                .await
+                .unwrap();
         }
     }
     s.commit("setup").await.unwrap();
@@ -47,7 +55,9 @@ fn commit_one_chunk(c: &mut Criterion) {
         group.bench_with_input(BenchmarkId::from_parameter(arrays), &arrays, |b, _| {
             b.to_async(&rt).iter(|| async {
                 let s = repo.writable_session("main").await.unwrap();
-                s.set_chunk(&path, &[0], Bytes::from_static(&[7; 8])).await.unwrap();
+                s.set_chunk(&path, &[0], Bytes::from_static(&[7; 8]))
+                    .await
+                    .unwrap();
                 black_box(s.commit("one chunk").await.unwrap())
             })
         });
@@ -63,8 +73,14 @@ fn open_session(c: &mut Criterion) {
     group.bench_function("cold", |b| {
         b.to_async(&rt).iter(|| async {
             // A fresh Repository has empty caches: fetch and decode the snapshot.
-            let r = Repository::open(std::sync::Arc::clone(repo.storage())).await.unwrap();
-            black_box(r.readonly_session(&VersionSelector::Branch("main".into())).await.unwrap())
+            let r = Repository::open(std::sync::Arc::clone(repo.storage()))
+                .await
+                .unwrap();
+            black_box(
+                r.readonly_session(&VersionSelector::Branch("main".into()))
+                    .await
+                    .unwrap(),
+            )
         })
     });
     group.finish();

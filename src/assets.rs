@@ -49,10 +49,12 @@ async fn blocking<T: Send + 'static>(
 ) -> Result<T> {
     tokio::task::spawn_blocking(f)
         .await
-        .map_err(|e| Error::Format(FormatError::InvalidData {
-            what: "object",
-            reason: format!("decoding task failed: {e}"),
-        }))?
+        .map_err(|e| {
+            Error::Format(FormatError::InvalidData {
+                what: "object",
+                reason: format!("decoding task failed: {e}"),
+            })
+        })?
         .map_err(Error::from)
 }
 
@@ -101,7 +103,11 @@ impl AssetManager {
     ///
     /// # Errors
     /// [`Error::Storage`] (`NotFound` when missing); [`Error::Format`] when corrupt.
-    pub async fn fetch_manifest(&self, id: &ManifestId, size_bytes: Option<u64>) -> Result<Arc<Manifest>> {
+    pub async fn fetch_manifest(
+        &self,
+        id: &ManifestId,
+        size_bytes: Option<u64>,
+    ) -> Result<Arc<Manifest>> {
         if let Some(m) = self.manifests.get(id) {
             return Ok(m);
         }
@@ -198,7 +204,11 @@ impl AssetManager {
     /// # Errors
     /// Storage errors: `NotFound` for a missing object, `ShortRead` when it is shorter
     /// than the range.
-    pub async fn fetch_chunk(&self, id: &ChunkId, range: std::ops::Range<u64>) -> std::result::Result<Bytes, StorageError> {
+    pub async fn fetch_chunk(
+        &self,
+        id: &ChunkId,
+        range: std::ops::Range<u64>,
+    ) -> std::result::Result<Bytes, StorageError> {
         self.storage.get_range(&chunk_key(id), range).await
     }
 }

@@ -156,7 +156,10 @@ impl Repository {
     /// # Errors
     /// [`Error::RepositoryExists`]; [`Error::UnsupportedSpecVersion`] when a spec-2
     /// repository is there; storage errors.
-    pub async fn create(storage: Arc<dyn Storage>, config: Option<RepositoryConfig>) -> Result<Self> {
+    pub async fn create(
+        storage: Arc<dyn Storage>,
+        config: Option<RepositoryConfig>,
+    ) -> Result<Self> {
         Self::create_with(storage, config, OpenOptions::default()).await
     }
 
@@ -178,7 +181,10 @@ impl Repository {
         let config = config.unwrap_or_default();
         let repo = Self::build(Arc::clone(&storage), config.clone(), None, options)?;
         let initial = Arc::new(Snapshot::initial());
-        repo.inner.assets.write_snapshot(Arc::clone(&initial)).await?;
+        repo.inner
+            .assets
+            .write_snapshot(Arc::clone(&initial))
+            .await?;
         if !config.is_default() {
             let version = storage
                 .put(CONFIG_KEY, Bytes::from(config.to_yaml()?))
@@ -277,21 +283,31 @@ impl Repository {
         let yaml = Bytes::from(config.to_yaml()?);
         let old_version = self.config_state().version.clone();
         let version = match old_version {
-            Some(v) => match self.inner.storage.put_if_match(CONFIG_KEY, yaml, &v).await? {
+            Some(v) => match self
+                .inner
+                .storage
+                .put_if_match(CONFIG_KEY, yaml, &v)
+                .await?
+            {
                 WriteOutcome::Written(nv) => nv,
-                WriteOutcome::PreconditionFailed => {
-                    return Err(Error::InvalidConfig {
-                        reason: "config.yaml was changed by another writer; reopen the repository and retry".into(),
-                    })
-                }
+                WriteOutcome::PreconditionFailed => return Err(Error::InvalidConfig {
+                    reason:
+                        "config.yaml was changed by another writer; reopen the repository and retry"
+                            .into(),
+                }),
             },
-            None => match self.inner.storage.put_if_absent(CONFIG_KEY, yaml.clone()).await? {
+            None => match self
+                .inner
+                .storage
+                .put_if_absent(CONFIG_KEY, yaml.clone())
+                .await?
+            {
                 WriteOutcome::Written(nv) => nv,
-                WriteOutcome::PreconditionFailed => {
-                    return Err(Error::InvalidConfig {
-                        reason: "config.yaml was created by another writer; reopen the repository and retry".into(),
-                    })
-                }
+                WriteOutcome::PreconditionFailed => return Err(Error::InvalidConfig {
+                    reason:
+                        "config.yaml was created by another writer; reopen the repository and retry"
+                            .into(),
+                }),
             },
         };
         let resolver = Arc::new(VirtualChunkResolver::new(
@@ -327,7 +343,9 @@ impl Repository {
     /// # Errors
     /// [`Error::BranchNotFound`]; storage and format errors.
     pub async fn lookup_branch(&self, name: &str) -> Result<SnapshotId> {
-        Ok(refs::fetch_branch(self.inner.storage.as_ref(), name).await?.0)
+        Ok(refs::fetch_branch(self.inner.storage.as_ref(), name)
+            .await?
+            .0)
     }
 
     /// The snapshot tag `name` points to.
@@ -363,7 +381,12 @@ impl Repository {
     /// # Errors
     /// [`Error::BranchNotFound`], [`Error::SnapshotNotFound`], [`Error::BranchMoved`];
     /// storage errors.
-    pub async fn reset_branch(&self, name: &str, to: SnapshotId, expected: Option<SnapshotId>) -> Result<()> {
+    pub async fn reset_branch(
+        &self,
+        name: &str,
+        to: SnapshotId,
+        expected: Option<SnapshotId>,
+    ) -> Result<()> {
         self.inner.assets.fetch_snapshot(&to).await?;
         let storage = self.inner.storage.as_ref();
         let (current, version) = refs::fetch_branch(storage, name).await?;
@@ -523,7 +546,9 @@ impl Repository {
         }
         let mut diff = Diff::default();
         for snap in chain.into_iter().rev() {
-            let Some(parent_id) = snap.parent_id else { continue };
+            let Some(parent_id) = snap.parent_id else {
+                continue;
+            };
             let parent = self.inner.assets.fetch_snapshot(&parent_id).await?;
             let log = self.inner.assets.fetch_transaction_log(&snap.id).await?;
             diff.merge(Diff::from_transaction_log(&log, &parent, &snap));

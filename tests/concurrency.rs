@@ -117,7 +117,8 @@ async fn commit_race(url: &str) {
     let repo = Repository::create(storage(url), None).await.unwrap();
     let n = (PROCESSES * COMMITS_PER_PROCESS) as u64;
     let s = repo.writable_session("main").await.unwrap();
-    s.add_array(&p("/data"), array_def("/data", &[n], &[1], "uint8")).unwrap();
+    s.add_array(&p("/data"), array_def("/data", &[n], &[1], "uint8"))
+        .unwrap();
     let setup = s.commit("create array").await.unwrap();
 
     let args = (0..PROCESSES)
@@ -131,7 +132,11 @@ async fn commit_race(url: &str) {
     let repo = Repository::open(storage(url)).await.unwrap();
     let tip = repo.lookup_branch("main").await.unwrap();
     let log = repo.ancestry(tip).await.unwrap();
-    assert_eq!(log.len(), PROCESSES * COMMITS_PER_PROCESS + 2, "200 commits + setup + initial");
+    assert_eq!(
+        log.len(),
+        PROCESSES * COMMITS_PER_PROCESS + 2,
+        "200 commits + setup + initial"
+    );
     assert_eq!(log[log.len() - 2].id, setup);
     let mut seen = BTreeSet::new();
     for info in &log[..log.len() - 2] {
@@ -140,7 +145,11 @@ async fn commit_race(url: &str) {
         assert_eq!(info.message, format!("worker {w} commit {q}"));
         assert!(seen.insert((w, q)), "commit ({w}, {q}) appears twice");
     }
-    assert_eq!(seen.len(), PROCESSES * COMMITS_PER_PROCESS, "every process's commits are present");
+    assert_eq!(
+        seen.len(),
+        PROCESSES * COMMITS_PER_PROCESS,
+        "every process's commits are present"
+    );
     // Each worker's commits are in its own order.
     for w in 0..PROCESSES {
         let seqs: Vec<usize> = log
@@ -156,7 +165,10 @@ async fn commit_race(url: &str) {
         .readonly_session(&VersionSelector::Branch("main".into()))
         .await
         .unwrap();
-    assert_eq!(r.list_chunks(&p("/data")).await.unwrap().len(), PROCESSES * COMMITS_PER_PROCESS);
+    assert_eq!(
+        r.list_chunks(&p("/data")).await.unwrap().len(),
+        PROCESSES * COMMITS_PER_PROCESS
+    );
     for w in 0..PROCESSES {
         for q in 0..COMMITS_PER_PROCESS {
             let idx = (w * COMMITS_PER_PROCESS + q) as u32;
@@ -169,10 +181,16 @@ async fn commit_race(url: &str) {
 async fn tag_race(url: &str) {
     let repo = Repository::create(storage(url), None).await.unwrap();
     let s = repo.writable_session("main").await.unwrap();
-    s.add_array(&p("/t"), array_def("/t", &[PROCESSES as u64], &[1], "uint8")).unwrap();
+    s.add_array(
+        &p("/t"),
+        array_def("/t", &[PROCESSES as u64], &[1], "uint8"),
+    )
+    .unwrap();
     let mut snaps = Vec::new();
     for w in 0..PROCESSES {
-        s.set_chunk(&p("/t"), &[w as u32], Bytes::from(vec![w as u8])).await.unwrap();
+        s.set_chunk(&p("/t"), &[w as u32], Bytes::from(vec![w as u8]))
+            .await
+            .unwrap();
         snaps.push(s.commit(&format!("c{w}")).await.unwrap());
     }
     let args = snaps
@@ -181,12 +199,29 @@ async fn tag_race(url: &str) {
         .collect();
     let (go, children, _dir) = spawn_workers(args);
     let codes = release_and_wait(&go, children);
-    let winners: Vec<usize> = codes.iter().enumerate().filter(|(_, &c)| c == 0).map(|(i, _)| i).collect();
-    assert_eq!(winners.len(), 1, "exactly one process creates the tag: {codes:?}");
-    assert_eq!(codes.iter().filter(|&&c| c == LOST).count(), PROCESSES - 1, "{codes:?}");
+    let winners: Vec<usize> = codes
+        .iter()
+        .enumerate()
+        .filter(|(_, &c)| c == 0)
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(
+        winners.len(),
+        1,
+        "exactly one process creates the tag: {codes:?}"
+    );
+    assert_eq!(
+        codes.iter().filter(|&&c| c == LOST).count(),
+        PROCESSES - 1,
+        "{codes:?}"
+    );
     let repo = Repository::open(storage(url)).await.unwrap();
     assert_eq!(repo.list_tags().await.unwrap(), vec!["race"]);
-    assert_eq!(repo.lookup_tag("race").await.unwrap(), snaps[winners[0]], "the tag never moved");
+    assert_eq!(
+        repo.lookup_tag("race").await.unwrap(),
+        snaps[winners[0]],
+        "the tag never moved"
+    );
 }
 
 fn main() {
@@ -209,9 +244,17 @@ fn main() {
     let local_commit = tmp.path().join("commit-race").display().to_string();
     let local_tag = tmp.path().join("tag-race").display().to_string();
     let scenarios: Vec<(&str, Option<String>, bool)> = vec![
-        ("local_commit_race_8_processes_x_25_commits", Some(local_commit), true),
+        (
+            "local_commit_race_8_processes_x_25_commits",
+            Some(local_commit),
+            true,
+        ),
         ("local_tag_race_8_processes", Some(local_tag), false),
-        ("s3_commit_race_8_processes_x_25_commits", common::s3_url("commit-race"), true),
+        (
+            "s3_commit_race_8_processes_x_25_commits",
+            common::s3_url("commit-race"),
+            true,
+        ),
         ("s3_tag_race_8_processes", common::s3_url("tag-race"), false),
     ];
     let (mut passed, mut failed, mut skipped) = (0, 0, 0);
@@ -236,7 +279,10 @@ fn main() {
         }));
         match result {
             Ok(()) => {
-                println!("test {name} ... ok ({:.1}s)", started.elapsed().as_secs_f64());
+                println!(
+                    "test {name} ... ok ({:.1}s)",
+                    started.elapsed().as_secs_f64()
+                );
                 passed += 1;
             }
             Err(_) => {

@@ -36,18 +36,31 @@ fn sample_snapshot() -> Snapshot {
         user_data: Bytes::from_static(b"{}"),
         node_data: NodeData::Array(ArrayData {
             shape: vec![
-                DimensionShape { array_length: 100, chunk_length: 10 },
-                DimensionShape { array_length: 7, chunk_length: 7 },
+                DimensionShape {
+                    array_length: 100,
+                    chunk_length: 10,
+                },
+                DimensionShape {
+                    array_length: 7,
+                    chunk_length: 7,
+                },
             ],
             dimension_names: Some(vec![Some("time".into()), None]),
-            manifests: vec![ManifestRef { object_id: mid, extents: vec![0..10, 0..1] }],
+            manifests: vec![ManifestRef {
+                object_id: mid,
+                extents: vec![0..10, 0..1],
+            }],
         }),
     };
     let scalar = NodeSnapshot {
         id: NodeId::random(),
         path: p("/g/s"),
         user_data: Bytes::new(),
-        node_data: NodeData::Array(ArrayData { shape: vec![], dimension_names: None, manifests: vec![] }),
+        node_data: NodeData::Array(ArrayData {
+            shape: vec![],
+            dimension_names: None,
+            manifests: vec![],
+        }),
     };
     for n in [g, a, scalar] {
         nodes.insert(n.path.clone(), n);
@@ -61,9 +74,16 @@ fn sample_snapshot() -> Snapshot {
             ("author".into(), serde_json::json!("me")),
             ("n".into(), serde_json::json!(-3)),
             ("f".into(), serde_json::json!(2.5)),
-            ("nested".into(), serde_json::json!({"a": [1, null, true, "x"]})),
+            (
+                "nested".into(),
+                serde_json::json!({"a": [1, null, true, "x"]}),
+            ),
         ]),
-        manifest_files: vec![ManifestFileInfo { id: mid, size_bytes: 1234, num_chunk_refs: 10 }],
+        manifest_files: vec![ManifestFileInfo {
+            id: mid,
+            size_bytes: 1234,
+            num_chunk_refs: 10,
+        }],
         nodes,
     }
 }
@@ -72,8 +92,18 @@ fn sample_manifest() -> Manifest {
     let node = NodeId::random();
     let other = NodeId::random();
     let refs = BTreeMap::from([
-        (vec![0, 0], ChunkPayload::Inline(Bytes::from_static(b"tiny"))),
-        (vec![0, 1], ChunkPayload::Native(NativeChunkRef { id: ChunkId::random(), offset: 0, length: 4096 })),
+        (
+            vec![0, 0],
+            ChunkPayload::Inline(Bytes::from_static(b"tiny")),
+        ),
+        (
+            vec![0, 1],
+            ChunkPayload::Native(NativeChunkRef {
+                id: ChunkId::random(),
+                offset: 0,
+                length: 4096,
+            }),
+        ),
         (
             vec![1, 0],
             ChunkPayload::Virtual(VirtualChunkRef {
@@ -94,11 +124,19 @@ fn sample_manifest() -> Manifest {
         ),
         (
             vec![2, 0],
-            ChunkPayload::Virtual(VirtualChunkRef { location: "https://h/x".into(), offset: 0, length: 1, checksum: None }),
+            ChunkPayload::Virtual(VirtualChunkRef {
+                location: "https://h/x".into(),
+                offset: 0,
+                length: 1,
+                checksum: None,
+            }),
         ),
     ]);
     let refs2 = BTreeMap::from([(vec![], ChunkPayload::Inline(Bytes::from_static(b"s")))]);
-    Manifest { id: ManifestId::random(), arrays: BTreeMap::from([(node, refs), (other, refs2)]) }
+    Manifest {
+        id: ManifestId::random(),
+        arrays: BTreeMap::from([(node, refs), (other, refs2)]),
+    }
 }
 
 fn sample_log() -> TransactionLog {
@@ -109,7 +147,8 @@ fn sample_log() -> TransactionLog {
     log.deleted_arrays = BTreeSet::from([NodeId::random()]);
     log.updated_arrays = BTreeSet::from([NodeId::random()]);
     log.updated_groups = BTreeSet::from([NodeId::random()]);
-    log.updated_chunks = BTreeMap::from([(NodeId::random(), BTreeSet::from([vec![0, 1], vec![2, 3]]))]);
+    log.updated_chunks =
+        BTreeMap::from([(NodeId::random(), BTreeSet::from([vec![0, 1], vec![2, 3]]))]);
     log
 }
 
@@ -140,32 +179,56 @@ fn transaction_log_round_trip() {
     assert_eq!(bytes[37], FileType::TransactionLog as u8);
     assert_eq!(TransactionLog::decode(&bytes).unwrap(), log);
     let empty = TransactionLog::new(SnapshotId::random());
-    assert!(TransactionLog::decode(&empty.encode().unwrap()).unwrap().is_empty());
+    assert!(TransactionLog::decode(&empty.encode().unwrap())
+        .unwrap()
+        .is_empty());
 }
 
 #[test]
 fn ref_round_trip_and_errors() {
-    let r = RefData { snapshot: SnapshotId::random() };
+    let r = RefData {
+        snapshot: SnapshotId::random(),
+    };
     let bytes = r.to_bytes();
     assert_eq!(bytes, format!("{{\"snapshot\":\"{}\"}}", r.snapshot));
     assert_eq!(RefData::parse("k", &bytes).unwrap(), r);
-    for bad in [&b""[..], b"{", b"[]", br#"{"snapshot":"nope"}"#, br#"{"snapshot":"1CECHNKREP0F1RSTCMT0","x":1}"#, b"\xff\xfe"] {
-        assert!(matches!(RefData::parse("k", bad), Err(FormatError::InvalidRef { .. })), "{bad:?}");
+    for bad in [
+        &b""[..],
+        b"{",
+        b"[]",
+        br#"{"snapshot":"nope"}"#,
+        br#"{"snapshot":"1CECHNKREP0F1RSTCMT0","x":1}"#,
+        b"\xff\xfe",
+    ] {
+        assert!(
+            matches!(
+                RefData::parse("k", bad),
+                Err(FormatError::InvalidRef { .. })
+            ),
+            "{bad:?}"
+        );
     }
 }
 
 #[test]
 fn config_round_trip_keeps_unknown_keys() {
-    let cfg = RepositoryConfig::parse(b"inline_chunk_threshold_bytes: 64\nfuture: {a: 1}\n").unwrap();
+    let cfg =
+        RepositoryConfig::parse(b"inline_chunk_threshold_bytes: 64\nfuture: {a: 1}\n").unwrap();
     let back = RepositoryConfig::parse(cfg.to_yaml().unwrap().as_bytes()).unwrap();
     assert_eq!(back.inline_chunk_threshold_bytes(), 64);
     assert_eq!(back.raw().get("future"), cfg.raw().get("future"));
 }
 
 /// Every prefix of a valid file decodes to an error, never a panic.
-fn all_truncations_fail<T: std::fmt::Debug>(bytes: &[u8], decode: impl Fn(&[u8]) -> Result<T, FormatError>) {
+fn all_truncations_fail<T: std::fmt::Debug>(
+    bytes: &[u8],
+    decode: impl Fn(&[u8]) -> Result<T, FormatError>,
+) {
     for len in 0..bytes.len() {
-        assert!(decode(&bytes[..len]).is_err(), "truncated to {len} bytes decoded");
+        assert!(
+            decode(&bytes[..len]).is_err(),
+            "truncated to {len} bytes decoded"
+        );
     }
 }
 
@@ -222,10 +285,15 @@ proptest! {
 
 async fn repo_with_commit() -> (Arc<dyn Storage>, Repository, SnapshotId, SnapshotId) {
     let storage = new_in_memory_storage();
-    let repo = Repository::create(Arc::clone(&storage), None).await.unwrap();
+    let repo = Repository::create(Arc::clone(&storage), None)
+        .await
+        .unwrap();
     let s = repo.writable_session("main").await.unwrap();
-    s.add_array(&p("/a"), array_def("/a", &[2], &[1], "uint8")).unwrap();
-    s.set_chunk(&p("/a"), &[0], Bytes::from_static(b"\x01")).await.unwrap();
+    s.add_array(&p("/a"), array_def("/a", &[2], &[1], "uint8"))
+        .unwrap();
+    s.set_chunk(&p("/a"), &[0], Bytes::from_static(b"\x01"))
+        .await
+        .unwrap();
     let id = s.commit("c").await.unwrap();
     let snap = repo.assets().fetch_snapshot(&id).await.unwrap();
     let mid = snap.manifest_files[0].id;
@@ -237,18 +305,33 @@ async fn repo_with_commit() -> (Arc<dyn Storage>, Repository, SnapshotId, Snapsh
 async fn corrupt_files_in_a_repository_are_typed_errors() {
     // Snapshot.
     let (storage, _, id, _) = repo_with_commit().await;
-    storage.put(&format!("snapshots/{id}"), Bytes::from_static(b"garbage")).await.unwrap();
+    storage
+        .put(&format!("snapshots/{id}"), Bytes::from_static(b"garbage"))
+        .await
+        .unwrap();
     let repo = Repository::open(Arc::clone(&storage)).await.unwrap();
-    let err = repo.readonly_session(&VersionSelector::Branch("main".into())).await.unwrap_err();
-    assert!(matches!(err, Error::Format(FormatError::Truncated { .. })), "{err}");
+    let err = repo
+        .readonly_session(&VersionSelector::Branch("main".into()))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Format(FormatError::Truncated { .. })),
+        "{err}"
+    );
 
     // Manifest: truncated in the middle of the zstd frame.
     let (storage, _, id, mid) = repo_with_commit().await;
     let key = format!("manifests/{mid}");
     let full = storage.get(&key).await.unwrap().bytes;
-    storage.put(&key, full.slice(..full.len() - 5)).await.unwrap();
+    storage
+        .put(&key, full.slice(..full.len() - 5))
+        .await
+        .unwrap();
     let repo = Repository::open(Arc::clone(&storage)).await.unwrap();
-    let r = repo.readonly_session(&VersionSelector::Snapshot(id)).await.unwrap();
+    let r = repo
+        .readonly_session(&VersionSelector::Snapshot(id))
+        .await
+        .unwrap();
     let err = r.get_chunk(&p("/a"), &[0], None).await.unwrap_err();
     assert!(matches!(err, Error::Format(_) | Error::Storage(_)), "{err}");
 
@@ -258,27 +341,61 @@ async fn corrupt_files_in_a_repository_are_typed_errors() {
     let fresh = Repository::open(Arc::clone(&storage)).await.unwrap();
     let s = fresh.writable_session("main").await.unwrap();
     let other = repo.writable_session("main").await.unwrap();
-    other.set_chunk(&p("/a"), &[1], Bytes::from_static(b"\x02")).await.unwrap();
+    other
+        .set_chunk(&p("/a"), &[1], Bytes::from_static(b"\x02"))
+        .await
+        .unwrap();
     let other_id = other.commit("other").await.unwrap();
     assert_ne!(other_id, id);
-    storage.put(&format!("transactions/{other_id}"), Bytes::from_static(b"ICE")).await.unwrap();
-    s.set_chunk(&p("/a"), &[0], Bytes::from_static(b"\x03")).await.unwrap();
+    storage
+        .put(
+            &format!("transactions/{other_id}"),
+            Bytes::from_static(b"ICE"),
+        )
+        .await
+        .unwrap();
+    s.set_chunk(&p("/a"), &[0], Bytes::from_static(b"\x03"))
+        .await
+        .unwrap();
     let err = s.commit("needs rebase").await.unwrap_err();
-    assert!(matches!(err, Error::Format(FormatError::Truncated { .. })), "{err}");
+    assert!(
+        matches!(err, Error::Format(FormatError::Truncated { .. })),
+        "{err}"
+    );
     assert_eq!(
-        Repository::open(Arc::clone(&storage)).await.unwrap().lookup_branch("main").await.unwrap(),
+        Repository::open(Arc::clone(&storage))
+            .await
+            .unwrap()
+            .lookup_branch("main")
+            .await
+            .unwrap(),
         other_id,
         "nothing committed is lost"
     );
 
     // Ref file.
     let (storage, repo, _, _) = repo_with_commit().await;
-    storage.put("refs/branch.main/ref.json", Bytes::from_static(b"{\"snapshot\":")).await.unwrap();
-    assert!(matches!(repo.lookup_branch("main").await, Err(Error::Format(FormatError::InvalidRef { .. }))));
+    storage
+        .put(
+            "refs/branch.main/ref.json",
+            Bytes::from_static(b"{\"snapshot\":"),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(
+        repo.lookup_branch("main").await,
+        Err(Error::Format(FormatError::InvalidRef { .. }))
+    ));
 
     // Config file.
     let (storage, _, _, _) = repo_with_commit().await;
-    storage.put("config.yaml", Bytes::from_static(b"inline_chunk_threshold_bytes: [oops")).await.unwrap();
+    storage
+        .put(
+            "config.yaml",
+            Bytes::from_static(b"inline_chunk_threshold_bytes: [oops"),
+        )
+        .await
+        .unwrap();
     assert!(matches!(
         Repository::open(Arc::clone(&storage)).await,
         Err(Error::Format(FormatError::InvalidConfig { .. }))

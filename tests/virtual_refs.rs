@@ -25,8 +25,18 @@ fn file_url(p: &std::path::Path) -> String {
     format!("file://{}", p.display())
 }
 
-fn vref(location: String, offset: u64, length: u64, checksum: Option<Checksum>) -> Option<ChunkPayload> {
-    Some(ChunkPayload::Virtual(VirtualChunkRef { location, offset, length, checksum }))
+fn vref(
+    location: String,
+    offset: u64,
+    length: u64,
+    checksum: Option<Checksum>,
+) -> Option<ChunkPayload> {
+    Some(ChunkPayload::Virtual(VirtualChunkRef {
+        location,
+        offset,
+        length,
+        checksum,
+    }))
 }
 
 /// A repository with a container for `<tmp>/data/` and an array `/v` whose chunks
@@ -46,24 +56,69 @@ async fn fixture() -> Fixture {
         store: ContainerStore::LocalFileSystem(format!("{}/", data_dir.display())),
     });
     let repo_path = dir.path().join("repo");
-    let repo = Repository::create(Arc::new(LocalStorage::new(&repo_path).unwrap()), Some(config))
-        .await
-        .unwrap();
+    let repo = Repository::create(
+        Arc::new(LocalStorage::new(&repo_path).unwrap()),
+        Some(config),
+    )
+    .await
+    .unwrap();
     let s = repo.writable_session("main").await.unwrap();
-    s.add_array(&p("/v"), array_def("/v", &[8], &[1], "uint8")).unwrap();
+    s.add_array(&p("/v"), array_def("/v", &[8], &[1], "uint8"))
+        .unwrap();
     let url = file_url(&source);
     let mtime = std::fs::metadata(&source).unwrap().modified().unwrap();
-    let secs = mtime.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as u32;
-    s.set_chunk_ref(&p("/v"), &[0], vref(url.clone(), 0, 16, None)).unwrap();
-    s.set_chunk_ref(&p("/v"), &[1], vref(url.clone(), 100, 10, Some(Checksum::LastModified(secs)))).unwrap();
-    s.set_chunk_ref(&p("/v"), &[2], vref(file_url(&data_dir.join("missing.bin")), 0, 4, None)).unwrap();
-    s.set_chunk_ref(&p("/v"), &[3], vref(url.clone(), 1000, 100, None)).unwrap();
-    s.set_chunk_ref(&p("/v"), &[4], vref(format!("{}/../secret.txt", file_url(&data_dir)), 0, 10, None)).unwrap();
-    s.set_chunk_ref(&p("/v"), &[5], vref("file:///etc/hostname".into(), 0, 1, None)).unwrap();
-    s.set_chunk_ref(&p("/v"), &[6], vref(url.clone(), 2000, 10, None)).unwrap();
-    s.set_chunk_ref(&p("/v"), &[7], vref(url, 0, 4, Some(Checksum::ETag("\"not-the-etag\"".into())))).unwrap();
+    let secs = mtime
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as u32;
+    s.set_chunk_ref(&p("/v"), &[0], vref(url.clone(), 0, 16, None))
+        .unwrap();
+    s.set_chunk_ref(
+        &p("/v"),
+        &[1],
+        vref(url.clone(), 100, 10, Some(Checksum::LastModified(secs))),
+    )
+    .unwrap();
+    s.set_chunk_ref(
+        &p("/v"),
+        &[2],
+        vref(file_url(&data_dir.join("missing.bin")), 0, 4, None),
+    )
+    .unwrap();
+    s.set_chunk_ref(&p("/v"), &[3], vref(url.clone(), 1000, 100, None))
+        .unwrap();
+    s.set_chunk_ref(
+        &p("/v"),
+        &[4],
+        vref(
+            format!("{}/../secret.txt", file_url(&data_dir)),
+            0,
+            10,
+            None,
+        ),
+    )
+    .unwrap();
+    s.set_chunk_ref(
+        &p("/v"),
+        &[5],
+        vref("file:///etc/hostname".into(), 0, 1, None),
+    )
+    .unwrap();
+    s.set_chunk_ref(&p("/v"), &[6], vref(url.clone(), 2000, 10, None))
+        .unwrap();
+    s.set_chunk_ref(
+        &p("/v"),
+        &[7],
+        vref(url, 0, 4, Some(Checksum::ETag("\"not-the-etag\"".into()))),
+    )
+    .unwrap();
     s.commit("virtual refs").await.unwrap();
-    Fixture { _dir: dir, repo_path, data_dir, source }
+    Fixture {
+        _dir: dir,
+        repo_path,
+        data_dir,
+        source,
+    }
 }
 
 async fn open(f: &Fixture, prefixes: &[String]) -> floe::Session {
@@ -74,7 +129,9 @@ async fn open(f: &Fixture, prefixes: &[String]) -> floe::Session {
     let repo = Repository::open_with(Arc::new(LocalStorage::new(&f.repo_path).unwrap()), opts)
         .await
         .unwrap();
-    repo.readonly_session(&VersionSelector::Branch("main".into())).await.unwrap()
+    repo.readonly_session(&VersionSelector::Branch("main".into()))
+        .await
+        .unwrap()
 }
 
 fn virtual_err(e: Error) -> VirtualChunkError {
@@ -89,9 +146,21 @@ async fn authorized_reads_return_the_referenced_bytes() {
     let f = fixture().await;
     let s = open(&f, &[format!("{}/", file_url(&f.data_dir))]).await;
     let all = std::fs::read(&f.source).unwrap();
-    assert_eq!(s.get_chunk(&p("/v"), &[0], None).await.unwrap().unwrap(), Bytes::copy_from_slice(&all[0..16]));
-    assert_eq!(s.get_chunk(&p("/v"), &[1], None).await.unwrap().unwrap(), Bytes::copy_from_slice(&all[100..110]));
-    assert_eq!(s.get_chunk(&p("/v"), &[1], Some(2..5)).await.unwrap().unwrap(), Bytes::copy_from_slice(&all[102..105]));
+    assert_eq!(
+        s.get_chunk(&p("/v"), &[0], None).await.unwrap().unwrap(),
+        Bytes::copy_from_slice(&all[0..16])
+    );
+    assert_eq!(
+        s.get_chunk(&p("/v"), &[1], None).await.unwrap().unwrap(),
+        Bytes::copy_from_slice(&all[100..110])
+    );
+    assert_eq!(
+        s.get_chunk(&p("/v"), &[1], Some(2..5))
+            .await
+            .unwrap()
+            .unwrap(),
+        Bytes::copy_from_slice(&all[102..105])
+    );
 }
 
 #[tokio::test]
@@ -100,11 +169,17 @@ async fn unauthorized_prefixes_are_refused() {
     // Nothing authorized.
     let s = open(&f, &[]).await;
     let e = virtual_err(s.get_chunk(&p("/v"), &[0], None).await.unwrap_err());
-    assert!(matches!(&e, VirtualChunkError::Unauthorized { url, .. } if url.ends_with("source.bin")), "{e}");
+    assert!(
+        matches!(&e, VirtualChunkError::Unauthorized { url, .. } if url.ends_with("source.bin")),
+        "{e}"
+    );
     // Authorized: the data dir. `..` cannot escape it, and other files have no container.
     let s = open(&f, &[format!("{}/", file_url(&f.data_dir))]).await;
     let e = virtual_err(s.get_chunk(&p("/v"), &[4], None).await.unwrap_err());
-    assert!(matches!(&e, VirtualChunkError::NoContainer { url } if url.ends_with("/secret.txt") && !url.contains("..")), "{e}");
+    assert!(
+        matches!(&e, VirtualChunkError::NoContainer { url } if url.ends_with("/secret.txt") && !url.contains("..")),
+        "{e}"
+    );
     let e = virtual_err(s.get_chunk(&p("/v"), &[5], None).await.unwrap_err());
     assert!(matches!(e, VirtualChunkError::NoContainer { .. }), "{e}");
     // Authorizing a prefix without a container does not open it either.
@@ -118,7 +193,10 @@ async fn missing_sources_and_short_reads_are_errors_not_fill_values() {
     let f = fixture().await;
     let s = open(&f, &[format!("{}/", file_url(&f.data_dir))]).await;
     let e = virtual_err(s.get_chunk(&p("/v"), &[2], None).await.unwrap_err());
-    assert!(matches!(&e, VirtualChunkError::SourceMissing { url } if url.ends_with("missing.bin")), "{e}");
+    assert!(
+        matches!(&e, VirtualChunkError::SourceMissing { url } if url.ends_with("missing.bin")),
+        "{e}"
+    );
     let e = virtual_err(s.get_chunk(&p("/v"), &[3], None).await.unwrap_err());
     assert!(matches!(e, VirtualChunkError::ShortRead { .. }), "{e}");
     let e = virtual_err(s.get_chunk(&p("/v"), &[6], None).await.unwrap_err());
@@ -130,15 +208,24 @@ async fn checksums_reject_modified_sources() {
     let f = fixture().await;
     let s = open(&f, &[format!("{}/", file_url(&f.data_dir))]).await;
     let e = virtual_err(s.get_chunk(&p("/v"), &[7], None).await.unwrap_err());
-    assert!(matches!(e, VirtualChunkError::ChecksumMismatch { .. }), "{e}");
+    assert!(
+        matches!(e, VirtualChunkError::ChecksumMismatch { .. }),
+        "{e}"
+    );
     // Chunk 1 carries the last-modified time of the source: it reads until the file
     // changes.
     assert!(s.get_chunk(&p("/v"), &[1], None).await.is_ok());
     let later = std::time::SystemTime::now() + std::time::Duration::from_secs(5);
-    let file = std::fs::File::options().write(true).open(&f.source).unwrap();
+    let file = std::fs::File::options()
+        .write(true)
+        .open(&f.source)
+        .unwrap();
     file.set_modified(later).unwrap();
     drop(file);
     let e = virtual_err(s.get_chunk(&p("/v"), &[1], None).await.unwrap_err());
-    assert!(matches!(&e, VirtualChunkError::ChecksumMismatch { url } if url.ends_with("source.bin")), "{e}");
+    assert!(
+        matches!(&e, VirtualChunkError::ChecksumMismatch { url } if url.ends_with("source.bin")),
+        "{e}"
+    );
     assert!(e.to_string().contains("source.bin"));
 }

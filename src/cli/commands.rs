@@ -22,17 +22,34 @@ pub async fn run(cli: Cli) -> CliResult<()> {
     match cli.command {
         Command::Init { repo } => {
             let r = create_repo(&repo).await?;
-            writeln!(out, "Initialized empty floe repository at {}", r.storage().root_url())?;
+            writeln!(
+                out,
+                "Initialized empty floe repository at {}",
+                r.storage().root_url()
+            )?;
         }
         Command::Info { repo, json } => info(&mut out, &open_repo(&repo, &[]).await?, json).await?,
-        Command::Log { repo, at, json } => log(&mut out, &open_repo(&repo, &[]).await?, &at, json).await?,
+        Command::Log { repo, at, json } => {
+            log(&mut out, &open_repo(&repo, &[]).await?, &at, json).await?
+        }
         Command::Branch(cmd) => branch(&mut out, cmd).await?,
         Command::Tag(cmd) => tag(&mut out, cmd).await?,
-        Command::Diff { repo, from, to, json } => {
-            diff(&mut out, &open_repo(&repo, &[]).await?, &from, &to, json).await?
-        }
-        Command::Ls { repo, path, at, json } => ls(&mut out, &repo, path.as_deref(), &at, json).await?,
-        Command::Cat { .. } | Command::Import(_) | Command::Export { .. } | Command::Demo { .. } => {
+        Command::Diff {
+            repo,
+            from,
+            to,
+            json,
+        } => diff(&mut out, &open_repo(&repo, &[]).await?, &from, &to, json).await?,
+        Command::Ls {
+            repo,
+            path,
+            at,
+            json,
+        } => ls(&mut out, &repo, path.as_deref(), &at, json).await?,
+        Command::Cat { .. }
+        | Command::Import(_)
+        | Command::Export { .. }
+        | Command::Demo { .. } => {
             return Err(CliError::Usage("this command is not available yet".into()));
         }
     }
@@ -40,10 +57,18 @@ pub async fn run(cli: Cli) -> CliResult<()> {
     Ok(())
 }
 
-async fn ref_map(repo: &Repository, names: Vec<String>, tags: bool) -> CliResult<BTreeMap<String, String>> {
+async fn ref_map(
+    repo: &Repository,
+    names: Vec<String>,
+    tags: bool,
+) -> CliResult<BTreeMap<String, String>> {
     let mut map = BTreeMap::new();
     for n in names {
-        let id = if tags { repo.lookup_tag(&n).await? } else { repo.lookup_branch(&n).await? };
+        let id = if tags {
+            repo.lookup_tag(&n).await?
+        } else {
+            repo.lookup_branch(&n).await?
+        };
         map.insert(n, id.to_string());
     }
     Ok(map)
@@ -78,9 +103,20 @@ async fn info(out: &mut impl Write, repo: &Repository, json: bool) -> CliResult<
         writeln!(out, "    {n}  {id}")?;
     }
     writeln!(out, "Config:")?;
-    writeln!(out, "    inline_chunk_threshold_bytes: {}", config.inline_chunk_threshold_bytes())?;
-    for c in config.virtual_chunk_containers().map_err(crate::Error::from)? {
-        writeln!(out, "    virtual chunk container: {} ({:?})", c.url_prefix, c.store)?;
+    writeln!(
+        out,
+        "    inline_chunk_threshold_bytes: {}",
+        config.inline_chunk_threshold_bytes()
+    )?;
+    for c in config
+        .virtual_chunk_containers()
+        .map_err(crate::Error::from)?
+    {
+        writeln!(
+            out,
+            "    virtual chunk container: {} ({:?})",
+            c.url_prefix, c.store
+        )?;
     }
     Ok(())
 }
@@ -145,7 +181,11 @@ async fn tag(out: &mut impl Write, cmd: TagCommand) -> CliResult<()> {
     Ok(())
 }
 
-fn print_ref_map(out: &mut impl Write, map: &BTreeMap<String, String>, json: bool) -> CliResult<()> {
+fn print_ref_map(
+    out: &mut impl Write,
+    map: &BTreeMap<String, String>,
+    json: bool,
+) -> CliResult<()> {
     if json {
         output::json_line(out, &serde_json::to_value(map).unwrap_or(Value::Null))?;
     } else {
@@ -156,7 +196,13 @@ fn print_ref_map(out: &mut impl Write, map: &BTreeMap<String, String>, json: boo
     Ok(())
 }
 
-async fn diff(out: &mut impl Write, repo: &Repository, from: &str, to: &str, json: bool) -> CliResult<()> {
+async fn diff(
+    out: &mut impl Write,
+    repo: &Repository,
+    from: &str,
+    to: &str,
+    json: bool,
+) -> CliResult<()> {
     let from_id = repo.resolve(&repo.resolve_ref(from).await?).await?;
     let to_id = repo.resolve(&repo.resolve_ref(to).await?).await?;
     let d = repo.diff(from_id, to_id).await?;
@@ -172,7 +218,13 @@ async fn diff(out: &mut impl Write, repo: &Repository, from: &str, to: &str, jso
     Ok(())
 }
 
-async fn ls(out: &mut impl Write, location: &str, path: Option<&str>, at: &RefArgs, json: bool) -> CliResult<()> {
+async fn ls(
+    out: &mut impl Write,
+    location: &str,
+    path: Option<&str>,
+    at: &RefArgs,
+    json: bool,
+) -> CliResult<()> {
     let root = NodePath::new(path.unwrap_or("/")).map_err(crate::Error::from)?;
     let repo = open_repo(location, &[]).await?;
     let session = repo.readonly_session(&selector(&repo, at).await?).await?;
@@ -184,7 +236,10 @@ async fn ls(out: &mut impl Write, location: &str, path: Option<&str>, at: &RefAr
         let meta: Value = serde_json::from_slice(&n.user_data).unwrap_or(Value::Null);
         if json {
             let node_type = if n.is_group() { "group" } else { "array" };
-            output::json_line(out, &json!({"path": n.path.to_string(), "node_type": node_type, "metadata": meta}))?;
+            output::json_line(
+                out,
+                &json!({"path": n.path.to_string(), "node_type": node_type, "metadata": meta}),
+            )?;
         } else {
             writeln!(out, "{}", output::node_summary(n.path.as_str(), &meta))?;
         }

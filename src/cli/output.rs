@@ -34,10 +34,15 @@ pub fn commit_text(out: &mut impl Write, info: &SnapshotInfo) -> std::io::Result
     writeln!(
         out,
         "Date:    {}",
-        info.flushed_at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+        info.flushed_at
+            .to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
     )?;
     if !info.metadata.is_empty() {
-        writeln!(out, "Meta:    {}", serde_json::to_string(&info.metadata).unwrap_or_default())?;
+        writeln!(
+            out,
+            "Meta:    {}",
+            serde_json::to_string(&info.metadata).unwrap_or_default()
+        )?;
     }
     writeln!(out)?;
     for line in info.message.lines() {
@@ -50,7 +55,11 @@ fn codec_names(meta: &Value) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(codecs) = meta.get("codecs").and_then(Value::as_array) {
         for c in codecs {
-            let name = c.get("name").and_then(Value::as_str).unwrap_or("?").to_string();
+            let name = c
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("?")
+                .to_string();
             if name == "sharding_indexed" {
                 let inner = c
                     .get("configuration")

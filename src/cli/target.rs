@@ -5,7 +5,9 @@ use chrono::{DateTime, Utc};
 use super::args::RefArgs;
 use super::{CliError, CliResult};
 use crate::repository::{OpenOptions, Repository, VersionSelector};
-use crate::storage::{create_storage, open_storage, parse_storage_url, StorageError, StorageLocation};
+use crate::storage::{
+    create_storage, open_storage, parse_storage_url, StorageError, StorageLocation,
+};
 use crate::virtual_refs::VirtualAccess;
 
 /// Opens the repository at `location`.
@@ -43,6 +45,7 @@ pub async fn create_repo(location: &str) -> CliResult<Repository> {
 
 /// Whether `location` is a plain Zarr filesystem store (a local directory with
 /// `zarr.json`, `.zgroup` or `.zarray` at its root) rather than a repository.
+#[allow(dead_code)] // used once `ls`/`cat` read plain stores
 pub fn plain_zarr_store(location: &str) -> Option<std::path::PathBuf> {
     let Ok(StorageLocation::Local(path)) = parse_storage_url(location) else {
         return None;

@@ -73,7 +73,9 @@ pub struct VirtualChunkContainer {
 impl VirtualChunkContainer {
     fn to_yaml(&self) -> Value {
         let store = match &self.store {
-            ContainerStore::LocalFileSystem(p) => tagged("local_file_system", Value::from(p.as_str())),
+            ContainerStore::LocalFileSystem(p) => {
+                tagged("local_file_system", Value::from(p.as_str()))
+            }
             ContainerStore::S3 {
                 compatible,
                 region,
@@ -90,7 +92,10 @@ impl VirtualChunkContainer {
                 m.insert("force_path_style".into(), Value::Bool(*force_path_style));
                 m.insert("network_stream_timeout_seconds".into(), Value::from(60));
                 m.insert("requester_pays".into(), Value::Bool(false));
-                tagged(if *compatible { "s3_compatible" } else { "s3" }, Value::Mapping(m))
+                tagged(
+                    if *compatible { "s3_compatible" } else { "s3" },
+                    Value::Mapping(m),
+                )
             }
             ContainerStore::Http => tagged("http", Value::Mapping(Mapping::new())),
             ContainerStore::Other(tag) => tagged(tag, Value::Null),
@@ -177,9 +182,10 @@ impl RepositoryConfig {
     /// [`FormatError::InvalidConfig`] when the bytes are not a YAML map, or a known key
     /// has the wrong type.
     pub fn parse(bytes: &[u8]) -> Result<Self, FormatError> {
-        let value: Value = serde_yaml::from_slice(bytes).map_err(|e| FormatError::InvalidConfig {
-            reason: e.to_string(),
-        })?;
+        let value: Value =
+            serde_yaml::from_slice(bytes).map_err(|e| FormatError::InvalidConfig {
+                reason: e.to_string(),
+            })?;
         let raw = match value {
             Value::Mapping(m) => m,
             Value::Null => Mapping::new(),
@@ -200,7 +206,9 @@ impl RepositoryConfig {
             Some(v) if v.as_u64().is_some() => {}
             Some(v) => {
                 return Err(FormatError::InvalidConfig {
-                    reason: format!("inline_chunk_threshold_bytes must be a non-negative integer, found {v:?}"),
+                    reason: format!(
+                        "inline_chunk_threshold_bytes must be a non-negative integer, found {v:?}"
+                    ),
                 })
             }
         }
@@ -335,7 +343,10 @@ some_future_key:
         assert_eq!(cfg.inline_chunk_threshold_bytes(), 100);
         let vcc = cfg.virtual_chunk_containers().unwrap();
         assert_eq!(vcc.len(), 3);
-        assert_eq!(vcc[0].store, ContainerStore::LocalFileSystem("/data/".into()));
+        assert_eq!(
+            vcc[0].store,
+            ContainerStore::LocalFileSystem("/data/".into())
+        );
         assert!(matches!(
             &vcc[1].store,
             ContainerStore::S3 { compatible: true, allow_http: true, force_path_style: true, endpoint_url: Some(e), .. } if e == "http://127.0.0.1:9000"

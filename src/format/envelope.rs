@@ -70,12 +70,11 @@ pub fn seal(file_type: FileType, flatbuffer: &[u8]) -> Result<Vec<u8>, FormatErr
     out.push(SPEC_VERSION);
     out.push(file_type as u8);
     out.push(COMPRESSION_ZSTD);
-    let compressed = zstd::bulk::compress(flatbuffer, ZSTD_LEVEL).map_err(|e| {
-        FormatError::Compression {
+    let compressed =
+        zstd::bulk::compress(flatbuffer, ZSTD_LEVEL).map_err(|e| FormatError::Compression {
             what: file_type.name(),
             reason: e.to_string(),
-        }
-    })?;
+        })?;
     out.extend_from_slice(&compressed);
     Ok(out)
 }
@@ -111,7 +110,9 @@ pub fn read_header(expected: FileType, bytes: &[u8]) -> Result<Header, FormatErr
         return Err(FormatError::BadMagic { what });
     }
     let header = Header {
-        writer: String::from_utf8_lossy(&bytes[12..36]).trim_end().to_string(),
+        writer: String::from_utf8_lossy(&bytes[12..36])
+            .trim_end()
+            .to_string(),
         spec_version: bytes[36],
         file_type: bytes[37],
         compression: bytes[38],

@@ -12,7 +12,10 @@ pub(crate) const IDENTIFIER: &str = "Ichk";
 
 /// Verifies `buf` (identifier `Ichk` and the whole table tree) and returns its root.
 /// Limits scale with the buffer so large manifests (millions of refs) verify.
-pub(crate) fn verified_root<'a, T>(what: &'static str, buf: &'a [u8]) -> Result<T::Inner, FormatError>
+pub(crate) fn verified_root<'a, T>(
+    what: &'static str,
+    buf: &'a [u8],
+) -> Result<T::Inner, FormatError>
 where
     T: Follow<'a> + Verifiable + 'a,
 {

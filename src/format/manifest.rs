@@ -83,14 +83,15 @@ impl Manifest {
     pub fn extents(&self, node: &NodeId) -> Option<Vec<Range<u32>>> {
         let refs = self.arrays.get(node)?;
         let ndim = refs.keys().next()?.len();
-        let mut ext: Vec<Range<u32>> = vec![u32::MAX..0; ndim];
+        let mut lo = vec![u32::MAX; ndim];
+        let mut hi = vec![0u32; ndim];
         for idx in refs.keys() {
-            for (r, &i) in ext.iter_mut().zip(idx) {
-                r.start = r.start.min(i);
-                r.end = r.end.max(i.saturating_add(1));
+            for (d, &i) in idx.iter().enumerate().take(ndim) {
+                lo[d] = lo[d].min(i);
+                hi[d] = hi[d].max(i.saturating_add(1));
             }
         }
-        Some(ext)
+        Some(lo.into_iter().zip(hi).map(|(a, b)| a..b).collect())
     }
 
     /// Encodes into a full manifest file (envelope + zstd + flatbuffer).

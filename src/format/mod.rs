@@ -18,13 +18,13 @@ pub mod envelope;
 )]
 #[rustfmt::skip]
 mod generated;
+mod fb;
 pub mod ids;
 pub mod manifest;
 pub mod path;
 pub mod refs;
 pub mod snapshot;
 pub mod transaction_log;
-mod fb;
 
 pub use ids::{ChunkId, ManifestId, NodeId, ObjectId, SnapshotId};
 pub use path::NodePath;

@@ -143,7 +143,9 @@ mod tests {
         assert_eq!(p.parent().unwrap().parent().unwrap(), NodePath::root());
         assert_eq!(p.name(), "b");
         assert!(p.starts_with(&NodePath::new("/a").unwrap()));
-        assert!(!NodePath::new("/ab").unwrap().starts_with(&NodePath::new("/a").unwrap()));
+        assert!(!NodePath::new("/ab")
+            .unwrap()
+            .starts_with(&NodePath::new("/a").unwrap()));
         assert_eq!(NodePath::root().child("x").unwrap().as_str(), "/x");
         assert_eq!(p.key_prefix(), "a/b");
     }

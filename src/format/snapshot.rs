@@ -172,11 +172,7 @@ impl Snapshot {
     /// [`FormatError::Compression`].
     pub fn encode(&self) -> Result<Vec<u8>, FormatError> {
         let mut b = FlatBufferBuilder::with_capacity(1024 + self.nodes.len() * 256);
-        let nodes: Vec<_> = self
-            .nodes
-            .values()
-            .map(|n| write_node(&mut b, n))
-            .collect();
+        let nodes: Vec<_> = self.nodes.values().map(|n| write_node(&mut b, n)).collect();
         let nodes = b.create_vector(&nodes);
         let message = b.create_string(&self.message);
         let mut items = Vec::with_capacity(self.metadata.len());
@@ -245,7 +241,10 @@ impl Snapshot {
         for item in root.metadata() {
             let value: serde_json::Value =
                 rmp_serde::from_slice(item.value().bytes()).map_err(|e| {
-                    invalid(format!("metadata `{}` is not MessagePack: {e}", item.name()))
+                    invalid(format!(
+                        "metadata `{}` is not MessagePack: {e}",
+                        item.name()
+                    ))
                 })?;
             metadata.insert(item.name().to_string(), value);
         }
@@ -368,12 +367,9 @@ fn read_node(n: &gen::NodeSnapshot<'_>) -> Result<NodeSnapshot, FormatError> {
                         chunk_length: d.chunk_length(),
                     })
                     .collect(),
-                dimension_names: a.dimension_names().map(|names| {
-                    names
-                        .iter()
-                        .map(|d| d.name().map(str::to_string))
-                        .collect()
-                }),
+                dimension_names: a
+                    .dimension_names()
+                    .map(|names| names.iter().map(|d| d.name().map(str::to_string)).collect()),
                 manifests: a
                     .manifests()
                     .iter()

@@ -136,13 +136,19 @@ impl ChangeSet {
     }
 
     /// All chunk changes of array `id`.
-    pub fn array_chunks(&self, id: &NodeId) -> Option<&BTreeMap<ChunkIndices, Option<ChunkPayload>>> {
+    pub fn array_chunks(
+        &self,
+        id: &NodeId,
+    ) -> Option<&BTreeMap<ChunkIndices, Option<ChunkPayload>>> {
         self.chunks.get(id)
     }
 
     /// Ids of arrays with chunk changes.
     pub fn arrays_with_chunk_changes(&self) -> impl Iterator<Item = &NodeId> {
-        self.chunks.iter().filter(|(_, m)| !m.is_empty()).map(|(id, _)| id)
+        self.chunks
+            .iter()
+            .filter(|(_, m)| !m.is_empty())
+            .map(|(id, _)| id)
     }
 
     /// Ids of existing groups with a new `zarr.json`.
@@ -178,7 +184,8 @@ impl ChangeSet {
         log.deleted_arrays = self.deleted_arrays.keys().copied().collect();
         for (nid, chunks) in &self.chunks {
             if !chunks.is_empty() {
-                log.updated_chunks.insert(*nid, chunks.keys().cloned().collect::<BTreeSet<_>>());
+                log.updated_chunks
+                    .insert(*nid, chunks.keys().cloned().collect::<BTreeSet<_>>());
             }
         }
         log

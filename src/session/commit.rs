@@ -36,7 +36,10 @@ pub fn index_in_bounds(shape: &[DimensionShape], index: &[u32]) -> bool {
 }
 
 /// The node tree of `base` with `changes` applied (manifests not yet updated).
-pub fn apply_node_changes(base: &Snapshot, changes: &ChangeSet) -> BTreeMap<NodePath, NodeSnapshot> {
+pub fn apply_node_changes(
+    base: &Snapshot,
+    changes: &ChangeSet,
+) -> BTreeMap<NodePath, NodeSnapshot> {
     let mut nodes = BTreeMap::new();
     for (path, node) in &base.nodes {
         if changes.is_deleted(&node.id) {
@@ -127,7 +130,9 @@ pub async fn flush(
     let mut rewrite: Vec<NodePath> = Vec::new();
     for (path, node) in &nodes {
         let Some(a) = node.array() else { continue };
-        let chunk_changes = changes.array_chunks(&node.id).is_some_and(|c| !c.is_empty());
+        let chunk_changes = changes
+            .array_chunks(&node.id)
+            .is_some_and(|c| !c.is_empty());
         let shrunk = changes.updated_array(&node.id).is_some()
             && base
                 .nodes

@@ -177,7 +177,10 @@ pub async fn rebase_check(
         their_meta.extend(log.updated_arrays.iter().chain(&log.updated_groups));
         their_deleted.extend(log.deleted_arrays.iter().chain(&log.deleted_groups));
         for (node, chunks) in &log.updated_chunks {
-            their_chunks.entry(*node).or_default().extend(chunks.iter().cloned());
+            their_chunks
+                .entry(*node)
+                .or_default()
+                .extend(chunks.iter().cloned());
         }
     }
     let tip_ids: BTreeSet<NodeId> = tip_snapshot.nodes.values().map(|n| n.id).collect();
@@ -227,7 +230,11 @@ pub async fn rebase_check(
             continue;
         }
         if let (Some(theirs), Some(ours)) = (their_chunks.get(id), changes.array_chunks(id)) {
-            let both: Vec<ChunkIndices> = ours.keys().filter(|k| theirs.contains(*k)).cloned().collect();
+            let both: Vec<ChunkIndices> = ours
+                .keys()
+                .filter(|k| theirs.contains(*k))
+                .cloned()
+                .collect();
             if !both.is_empty() {
                 conflicts.push(Conflict::ChunksChangedByBoth { path, chunks: both });
             }

@@ -89,7 +89,11 @@ impl Diff {
 
     /// The diff recorded by the transaction log of `commit`, whose parent is `parent`
     /// (deleted nodes are named by their path in the parent).
-    pub fn from_transaction_log(log: &TransactionLog, parent: &Snapshot, commit: &Snapshot) -> Self {
+    pub fn from_transaction_log(
+        log: &TransactionLog,
+        parent: &Snapshot,
+        commit: &Snapshot,
+    ) -> Self {
         let now = paths_by_id(commit);
         let before = paths_by_id(parent);
         let name = |set: &BTreeSet<NodeId>, map: &HashMap<NodeId, &NodePath>| -> BTreeSet<String> {

@@ -254,7 +254,9 @@ impl Session {
         let mut state = self.write();
         Self::check_new_path(&state, path)?;
         let id = NodeId::random();
-        state.changes.add_node(path.clone(), id, NewNode::Group(user_data));
+        state
+            .changes
+            .add_node(path.clone(), id, NewNode::Group(user_data));
         Ok(id)
     }
 
@@ -267,7 +269,9 @@ impl Session {
         let mut state = self.write();
         Self::check_new_path(&state, path)?;
         let id = NodeId::random();
-        state.changes.add_node(path.clone(), id, NewNode::Array(def));
+        state
+            .changes
+            .add_node(path.clone(), id, NewNode::Array(def));
         Ok(id)
     }
 
@@ -278,7 +282,8 @@ impl Session {
     pub fn update_group(&self, path: &NodePath, user_data: Bytes) -> Result<()> {
         self.check_writable()?;
         let mut state = self.write();
-        let node = Self::node_in(&state, path).ok_or_else(|| Error::NodeNotFound { path: path.clone() })?;
+        let node = Self::node_in(&state, path)
+            .ok_or_else(|| Error::NodeNotFound { path: path.clone() })?;
         if !node.is_group() {
             return Err(Error::NotAGroup { path: path.clone() });
         }
@@ -294,7 +299,8 @@ impl Session {
     pub fn update_array(&self, path: &NodePath, def: ArrayDefinition) -> Result<()> {
         self.check_writable()?;
         let mut state = self.write();
-        let node = Self::node_in(&state, path).ok_or_else(|| Error::NodeNotFound { path: path.clone() })?;
+        let node = Self::node_in(&state, path)
+            .ok_or_else(|| Error::NodeNotFound { path: path.clone() })?;
         if node.is_group() {
             return Err(Error::NotAnArray { path: path.clone() });
         }
@@ -342,7 +348,11 @@ impl Session {
     /// # Errors
     /// [`Error::NodeNotFound`], [`Error::NotAnArray`], [`Error::InvalidChunkIndex`];
     /// storage and format errors reading manifests.
-    pub async fn get_chunk_ref(&self, path: &NodePath, index: &[u32]) -> Result<Option<ChunkPayload>> {
+    pub async fn get_chunk_ref(
+        &self,
+        path: &NodePath,
+        index: &[u32],
+    ) -> Result<Option<ChunkPayload>> {
         let node = self.array_node(path, index)?;
         let base = {
             let state = self.read();
@@ -417,7 +427,11 @@ impl Session {
                     Err(StorageError::NotFound { key }) => {
                         Err(unreadable(format!("chunk object `{key}` is missing")))
                     }
-                    Err(StorageError::ShortRead { key, size, requested }) => Err(unreadable(format!(
+                    Err(StorageError::ShortRead {
+                        key,
+                        size,
+                        requested,
+                    }) => Err(unreadable(format!(
                         "chunk object `{key}` has {size} bytes, the ref needs bytes {requested:?}"
                     ))),
                     Err(e) => Err(e.into()),
@@ -457,7 +471,11 @@ impl Session {
             let id = ChunkId::random();
             let length = bytes.len() as u64;
             self.inner.repo.assets().write_chunk(&id, bytes).await?;
-            ChunkPayload::Native(NativeChunkRef { id, offset: 0, length })
+            ChunkPayload::Native(NativeChunkRef {
+                id,
+                offset: 0,
+                length,
+            })
         };
         self.record_chunk(path, &node, index, Some(payload))
     }
@@ -466,7 +484,12 @@ impl Session {
     ///
     /// # Errors
     /// As [`Session::set_chunk`].
-    pub fn set_chunk_ref(&self, path: &NodePath, index: &[u32], payload: Option<ChunkPayload>) -> Result<()> {
+    pub fn set_chunk_ref(
+        &self,
+        path: &NodePath,
+        index: &[u32],
+        payload: Option<ChunkPayload>,
+    ) -> Result<()> {
         self.check_writable()?;
         let node = self.array_node(path, index)?;
         self.record_chunk(path, &node, index, payload)
@@ -508,7 +531,10 @@ impl Session {
         };
         let mut refs: BTreeMap<ChunkIndices, bool> = BTreeMap::new();
         if !is_new {
-            for idx in commit::committed_refs(self.inner.repo.assets(), &base, &node).await?.into_keys() {
+            for idx in commit::committed_refs(self.inner.repo.assets(), &base, &node)
+                .await?
+                .into_keys()
+            {
                 refs.insert(idx, true);
             }
         }
@@ -604,7 +630,9 @@ impl Session {
                 metadata.clone(),
             )
             .await?;
-            match commit::commit_point(storage.as_ref(), &branch, snapshot.id, version.as_ref()).await? {
+            match commit::commit_point(storage.as_ref(), &branch, snapshot.id, version.as_ref())
+                .await?
+            {
                 commit::RefUpdate::Moved => {
                     let mut state = self.write();
                     state.base = Arc::clone(&snapshot);

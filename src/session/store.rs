@@ -41,7 +41,10 @@ enum KeyEncoding {
 impl KeyEncoding {
     fn from_metadata(meta: &Value) -> Self {
         let enc = meta.get("chunk_key_encoding");
-        let name = enc.and_then(|e| e.get("name")).and_then(Value::as_str).unwrap_or("default");
+        let name = enc
+            .and_then(|e| e.get("name"))
+            .and_then(Value::as_str)
+            .unwrap_or("default");
         let sep = enc
             .and_then(|e| e.get("configuration"))
             .and_then(|c| c.get("separator"))
@@ -126,7 +129,8 @@ pub fn array_definition(path: &NodePath, user_data: Bytes) -> Result<ArrayDefini
     let dims = |v: Option<&Value>| -> Option<Vec<u64>> {
         v?.as_array()?.iter().map(Value::as_u64).collect()
     };
-    let shape = dims(meta.get("shape")).ok_or_else(|| invalid("`shape` must be a list of non-negative integers"))?;
+    let shape = dims(meta.get("shape"))
+        .ok_or_else(|| invalid("`shape` must be a list of non-negative integers"))?;
     let chunks = dims(
         meta.get("chunk_grid")
             .and_then(|g| g.get("configuration"))
@@ -138,7 +142,12 @@ pub fn array_definition(path: &NodePath, user_data: Bytes) -> Result<ArrayDefini
     }
     let dimension_names = match meta.get("dimension_names") {
         None | Some(Value::Null) => None,
-        Some(Value::Array(names)) => Some(names.iter().map(|n| n.as_str().map(str::to_string)).collect()),
+        Some(Value::Array(names)) => Some(
+            names
+                .iter()
+                .map(|n| n.as_str().map(str::to_string))
+                .collect(),
+        ),
         Some(_) => return Err(invalid("`dimension_names` must be a list")),
     };
     Ok(ArrayDefinition {
@@ -201,10 +210,12 @@ impl SessionStore {
             };
             if let Some(a) = node.array() {
                 let rest = segments[i..].join("/");
-                return Ok(match Self::encoding_of(&node).decode(&rest, a.shape.len()) {
-                    Some(idx) => Target::Chunk(path, idx),
-                    None => Target::Nothing,
-                });
+                return Ok(
+                    match Self::encoding_of(&node).decode(&rest, a.shape.len()) {
+                        Some(idx) => Target::Chunk(path, idx),
+                        None => Target::Nothing,
+                    },
+                );
             }
         }
         Ok(Target::Nothing)
@@ -238,7 +249,9 @@ impl SessionStore {
                 keys.insert(meta_key);
             }
             // Chunk keys of arrays that can match the prefix.
-            if node.array().is_some() && (node_prefix.starts_with(prefix) || prefix.starts_with(&node_prefix)) {
+            if node.array().is_some()
+                && (node_prefix.starts_with(prefix) || prefix.starts_with(&node_prefix))
+            {
                 let chunks = self
                     .session
                     .list_chunks(&node.path)
@@ -319,7 +332,9 @@ impl Store for SessionStore {
 
     async fn set(&self, key: &str, value: Bytes) -> Result<(), StoreError> {
         if !self.session.is_writable() {
-            return Err(StoreError::ReadOnly { key: key.to_string() });
+            return Err(StoreError::ReadOnly {
+                key: key.to_string(),
+            });
         }
         match self.resolve(key)? {
             Target::Metadata(path) => {
@@ -344,7 +359,9 @@ impl Store for SessionStore {
                     (Some(n), false) if n.is_group() => self.session.update_group(&path, value),
                     (existing, is_array) => {
                         if existing.is_some() {
-                            self.session.delete_node(&path).map_err(|e| backend(key, e))?;
+                            self.session
+                                .delete_node(&path)
+                                .map_err(|e| backend(key, e))?;
                         }
                         if is_array {
                             array_definition(&path, value)
@@ -371,7 +388,9 @@ impl Store for SessionStore {
 
     async fn erase(&self, key: &str) -> Result<(), StoreError> {
         if !self.session.is_writable() {
-            return Err(StoreError::ReadOnly { key: key.to_string() });
+            return Err(StoreError::ReadOnly {
+                key: key.to_string(),
+            });
         }
         let result = match self.resolve(key)? {
             Target::Metadata(path) => self.session.delete_node(&path),
@@ -379,7 +398,9 @@ impl Store for SessionStore {
             Target::Nothing => Ok(()),
         };
         match result {
-            Ok(()) | Err(Error::NodeNotFound { .. }) | Err(Error::InvalidChunkIndex { .. }) => Ok(()),
+            Ok(()) | Err(Error::NodeNotFound { .. }) | Err(Error::InvalidChunkIndex { .. }) => {
+                Ok(())
+            }
             Err(e) => Err(backend(key, e)),
         }
     }

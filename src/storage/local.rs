@@ -47,12 +47,11 @@ impl LocalStorage {
             key: root.display().to_string(),
             source,
         })?;
-        let fs = LocalFileSystem::new_with_prefix(&root).map_err(|e| {
-            StorageError::InvalidLocation {
+        let fs =
+            LocalFileSystem::new_with_prefix(&root).map_err(|e| StorageError::InvalidLocation {
                 location: root.display().to_string(),
                 reason: e.to_string(),
-            }
-        })?;
+            })?;
         let url = format!("file://{}", root.display());
         Ok(LocalStorage {
             inner: ObjectStorage::new(Arc::new(fs), "", url),
@@ -243,16 +242,14 @@ impl Storage for LocalStorage {
     async fn list(&self, prefix: &str) -> StorageResult<Vec<ObjectInfo>> {
         let mut all = match self.inner.list(prefix).await {
             Ok(v) => v,
-            Err(StorageError::Backend {
-                source: object_store::Error::NotFound { .. },
-                ..
-            }) => Vec::new(),
+            Err(StorageError::NotFound { .. }) => Vec::new(),
             Err(e) => return Err(e),
         };
         // Temporary files of in-flight writes are not objects.
         all.retain(|i| {
             let name = i.key.rsplit('/').next().unwrap_or("");
-            !(name.starts_with('.') && name.contains(".floe-tmp-")) && !name.contains('#')
+            let temporary = name.starts_with('.') && name.contains(".floe-tmp-");
+            !temporary && !name.contains('#')
         });
         Ok(all)
     }

@@ -98,7 +98,7 @@ pub enum StorageError {
         key: String,
         /// The backend's error.
         #[source]
-        source: object_store::Error,
+        source: Box<object_store::Error>,
     },
     /// A local filesystem failure outside object_store (locking, renames).
     #[error("local storage I/O error at `{key}`: {source}")]

@@ -79,7 +79,7 @@ pub(super) fn map_err(key: &str, e: object_store::Error) -> StorageError {
         },
         other => StorageError::Backend {
             key: key.to_string(),
-            source: other,
+            source: Box::new(other),
         },
     }
 }
@@ -165,9 +165,7 @@ impl Storage for ObjectStorage {
         {
             Ok(res) => Ok(WriteOutcome::Written(res.e_tag.map(ObjectVersion))),
             Err(object_store::Error::AlreadyExists { .. })
-            | Err(object_store::Error::Precondition { .. }) => {
-                Ok(WriteOutcome::PreconditionFailed)
-            }
+            | Err(object_store::Error::Precondition { .. }) => Ok(WriteOutcome::PreconditionFailed),
             Err(e) => Err(map_err(key, e)),
         }
     }

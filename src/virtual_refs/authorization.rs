@@ -22,7 +22,10 @@ pub fn normalize_url(url: &str) -> Result<String, VirtualChunkError> {
     };
     match parsed.scheme() {
         "file" => {
-            if parsed.host_str().is_some_and(|h| !h.is_empty() && h != "localhost") {
+            if parsed
+                .host_str()
+                .is_some_and(|h| !h.is_empty() && h != "localhost")
+            {
                 return Err(invalid("file:// URLs cannot name a host"));
             }
         }
@@ -101,7 +104,9 @@ impl VirtualAccess {
 
     /// Whether a normalized URL lies under an authorized prefix.
     pub fn allows(&self, normalized_url: &str) -> bool {
-        self.prefixes.iter().any(|p| under_prefix(normalized_url, p))
+        self.prefixes
+            .iter()
+            .any(|p| under_prefix(normalized_url, p))
     }
 }
 

@@ -105,7 +105,10 @@ impl VirtualChunkResolver {
                 let bucket = url
                     .host_str()
                     .ok_or_else(|| invalid("an s3:// URL needs a bucket".into()))?;
-                let mut opts = self.s3_credentials.clone().unwrap_or_else(S3Options::from_env);
+                let mut opts = self
+                    .s3_credentials
+                    .clone()
+                    .unwrap_or_else(S3Options::from_env);
                 if endpoint_url.is_some() {
                     opts.endpoint = endpoint_url.clone();
                 }
@@ -117,15 +120,12 @@ impl VirtualChunkResolver {
                 opts.force_path_style = opts.force_path_style || *force_path_style;
                 Arc::new(opts.build(bucket).map_err(|e| invalid(e.to_string()))?)
             }
-            ContainerStore::Http => Arc::new(
-                HttpBuilder::new()
-                    .with_url(base)
-                    .build()
-                    .map_err(|source| VirtualChunkError::Backend {
-                        url: raw.clone(),
-                        source,
-                    })?,
-            ),
+            ContainerStore::Http => Arc::new(HttpBuilder::new().with_url(base).build().map_err(
+                |source| VirtualChunkError::Backend {
+                    url: raw.clone(),
+                    source: Box::new(source),
+                },
+            )?),
             ContainerStore::Other(kind) => {
                 return Err(VirtualChunkError::UnsupportedStore {
                     container: container.url_prefix.clone(),
@@ -135,6 +135,22 @@ impl VirtualChunkResolver {
         };
         stores.insert(cache_key, Arc::clone(&store));
         Ok((store, path))
+    }
+
+    /// Size, modification time and etag of the object at `url` (authorized and covered
+    /// by a container, like reads).
+    ///
+    /// # Errors
+    /// As [`VirtualChunkResolver::fetch`].
+    pub async fn head(&self, url: &str) -> Result<object_store::ObjectMeta, VirtualChunkError> {
+        let url = normalize_url(url)?;
+        let container = self.container_for(&url)?;
+        let parsed = Url::parse(&url).map_err(|e| VirtualChunkError::InvalidUrl {
+            url: url.clone(),
+            reason: e.to_string(),
+        })?;
+        let (store, path) = self.store_for(container, &parsed)?;
+        store.head(&path).await.map_err(|e| map_err(&url, e))
     }
 
     /// Reads the bytes of a virtual chunk ref.
@@ -234,7 +250,7 @@ fn map_err(url: &str, e: object_store::Error) -> VirtualChunkError {
         }
         other => VirtualChunkError::Backend {
             url: url.to_string(),
-            source: other,
+            source: Box::new(other),
         },
     }
 }

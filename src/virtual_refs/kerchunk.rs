@@ -187,7 +187,11 @@ impl Renderer {
 }
 
 /// Parses one reference value.
-fn parse_reference(key: &str, value: Value, renderer: &Renderer) -> Result<Reference, KerchunkError> {
+fn parse_reference(
+    key: &str,
+    value: Value,
+    renderer: &Renderer,
+) -> Result<Reference, KerchunkError> {
     let invalid = |reason: &str| KerchunkError::InvalidReference {
         key: key.to_string(),
         reason: reason.to_string(),
@@ -211,8 +215,9 @@ fn parse_reference(key: &str, value: Value, renderer: &Renderer) -> Result<Refer
                 1 => Ok(Reference::Url(url)),
                 3 => {
                     let num = |v: &Value, what: &str| {
-                        v.as_u64()
-                            .ok_or_else(|| invalid(&format!("{what} must be a non-negative integer")))
+                        v.as_u64().ok_or_else(|| {
+                            invalid(&format!("{what} must be a non-negative integer"))
+                        })
                     };
                     Ok(Reference::Range {
                         url,
@@ -220,7 +225,9 @@ fn parse_reference(key: &str, value: Value, renderer: &Renderer) -> Result<Refer
                         length: num(&parts[2], "length")?,
                     })
                 }
-                n => Err(invalid(&format!("a reference list has 1 or 3 elements, found {n}"))),
+                n => Err(invalid(&format!(
+                    "a reference list has 1 or 3 elements, found {n}"
+                ))),
             }
         }
         _ => Err(invalid("a reference is a string or a list")),
@@ -249,7 +256,8 @@ where
             if self.error.is_some() {
                 continue;
             }
-            let result = parse_reference(&key, value, self.renderer).and_then(|r| (self.sink)(key, r));
+            let result =
+                parse_reference(&key, value, self.renderer).and_then(|r| (self.sink)(key, r));
             match result {
                 Ok(()) => *self.count += 1,
                 Err(e) => *self.error = Some(e),
@@ -299,10 +307,11 @@ fn compile<'e, 's>(
     env: &'e minijinja::Environment<'static>,
     text: &'s str,
 ) -> Result<minijinja::Template<'e, 's>, KerchunkError> {
-    env.template_from_str(text).map_err(|e| KerchunkError::Template {
-        template: text.to_string(),
-        reason: e.to_string(),
-    })
+    env.template_from_str(text)
+        .map_err(|e| KerchunkError::Template {
+            template: text.to_string(),
+            reason: e.to_string(),
+        })
 }
 
 /// Expands one `gen` entry, calling `emit` for every generated reference.
@@ -336,16 +345,27 @@ fn expand_gen(
         let values: Vec<i64> = match d {
             Value::Array(items) => items
                 .iter()
-                .map(|v| v.as_i64().ok_or_else(|| bad(format!("dimension `{name}` lists a non-integer"))))
+                .map(|v| {
+                    v.as_i64()
+                        .ok_or_else(|| bad(format!("dimension `{name}` lists a non-integer")))
+                })
                 .collect::<Result<_, _>>()?,
             Value::Object(o) => {
                 let get = |k: &str, default: Option<i64>| -> Result<i64, KerchunkError> {
                     match o.get(k) {
-                        Some(v) => v.as_i64().ok_or_else(|| bad(format!("dimension `{name}`: `{k}` must be an integer"))),
-                        None => default.ok_or_else(|| bad(format!("dimension `{name}` needs `{k}`"))),
+                        Some(v) => v.as_i64().ok_or_else(|| {
+                            bad(format!("dimension `{name}`: `{k}` must be an integer"))
+                        }),
+                        None => {
+                            default.ok_or_else(|| bad(format!("dimension `{name}` needs `{k}`")))
+                        }
                     }
                 };
-                let (start, stop, step) = (get("start", Some(0))?, get("stop", None)?, get("step", Some(1))?);
+                let (start, stop, step) = (
+                    get("start", Some(0))?,
+                    get("stop", None)?,
+                    get("step", Some(1))?,
+                );
                 if step <= 0 {
                     return Err(bad(format!("dimension `{name}`: step must be positive")));
                 }
@@ -386,8 +406,14 @@ fn expand_gen(
                 };
                 Reference::Range {
                     url,
-                    offset: num(render(o, &ctx, offset_t.as_deref().unwrap_or(""))?, "offset")?,
-                    length: num(render(l, &ctx, length_t.as_deref().unwrap_or(""))?, "length")?,
+                    offset: num(
+                        render(o, &ctx, offset_t.as_deref().unwrap_or(""))?,
+                        "offset",
+                    )?,
+                    length: num(
+                        render(l, &ctx, length_t.as_deref().unwrap_or(""))?,
+                        "length",
+                    )?,
                 }
             }
             _ => Reference::Url(url),
@@ -406,12 +432,16 @@ fn expand_gen(
     Ok(count)
 }
 
-fn open(path: &Path) -> Result<serde_json::Deserializer<serde_json::de::IoRead<BufReader<File>>>, KerchunkError> {
+fn open(
+    path: &Path,
+) -> Result<serde_json::Deserializer<serde_json::de::IoRead<BufReader<File>>>, KerchunkError> {
     let file = File::open(path).map_err(|source| KerchunkError::Io {
         path: path.to_path_buf(),
         source,
     })?;
-    Ok(serde_json::Deserializer::from_reader(BufReader::with_capacity(1 << 20, file)))
+    Ok(serde_json::Deserializer::from_reader(
+        BufReader::with_capacity(1 << 20, file),
+    ))
 }
 
 /// Reads the reference set in `path`, calling `sink(key, reference)` for every
@@ -438,7 +468,9 @@ pub fn read_references(
         Some(Value::Number(n)) if n.as_u64() == Some(1) => true,
         Some(Value::Number(n)) if n.as_u64() == Some(0) => false,
         Some(Value::Number(n)) => {
-            return Err(KerchunkError::UnsupportedVersion { version: n.to_string() });
+            return Err(KerchunkError::UnsupportedVersion {
+                version: n.to_string(),
+            });
         }
         // Version 0 has no version key; a key named "version" is then a reference.
         _ => false,
@@ -488,7 +520,11 @@ mod tests {
     }
 
     fn range(url: &str, offset: u64, length: u64) -> Reference {
-        Reference::Range { url: url.into(), offset, length }
+        Reference::Range {
+            url: url.into(),
+            offset,
+            length,
+        }
     }
 
     #[test]
@@ -519,7 +555,11 @@ mod tests {
         for i in 0..5u64 {
             assert_eq!(
                 refs[&format!("gen_key{i}")],
-                range(&format!("http://server.domain/path_{i}"), (i + 1) * 1000, 1000)
+                range(
+                    &format!("http://server.domain/path_{i}"),
+                    (i + 1) * 1000,
+                    1000
+                )
             );
         }
         assert_eq!(refs.len(), 11);
@@ -542,21 +582,48 @@ mod tests {
     fn version_0_is_a_flat_map() {
         let refs = collect(r#"{".zgroup": "{\"zarr_format\": 2}", "x/0": ["/data/x.nc", 5, 6], "version": "not a number"}"#).unwrap();
         assert_eq!(refs["x/0"], range("/data/x.nc", 5, 6));
-        assert_eq!(refs[".zgroup"], Reference::Data(Bytes::from_static(b"{\"zarr_format\": 2}")));
-        assert_eq!(refs["version"], Reference::Data(Bytes::from_static(b"not a number")));
+        assert_eq!(
+            refs[".zgroup"],
+            Reference::Data(Bytes::from_static(b"{\"zarr_format\": 2}"))
+        );
+        assert_eq!(
+            refs["version"],
+            Reference::Data(Bytes::from_static(b"not a number"))
+        );
     }
 
     #[test]
     fn bad_input_is_a_typed_error() {
         assert!(matches!(collect("{"), Err(KerchunkError::Json { .. })));
         assert!(matches!(collect("[1]"), Err(KerchunkError::Json { .. })));
-        assert!(matches!(collect(r#"{"version": 2, "refs": {}}"#), Err(KerchunkError::UnsupportedVersion { .. })));
-        assert!(matches!(collect(r#"{"version": 1, "refs": {"a": [1, 2, 3]}}"#), Err(KerchunkError::InvalidReference { .. })));
-        assert!(matches!(collect(r#"{"version": 1, "refs": {"a": ["u", 1]}}"#), Err(KerchunkError::InvalidReference { .. })));
-        assert!(matches!(collect(r#"{"version": 1, "refs": {"a": ["u", -1, 2]}}"#), Err(KerchunkError::InvalidReference { .. })));
-        assert!(matches!(collect(r#"{"version": 1, "refs": {"a": "base64:***"}}"#), Err(KerchunkError::InvalidReference { .. })));
-        assert!(matches!(collect(r#"{"version": 1, "refs": {"a": ["http://{{nope}}", 1, 2]}}"#), Err(KerchunkError::Template { .. })));
-        assert!(matches!(collect(r#"{"version": 1, "gen": [{"key": "k", "url": "u"}]}"#), Err(KerchunkError::InvalidGen { .. })));
+        assert!(matches!(
+            collect(r#"{"version": 2, "refs": {}}"#),
+            Err(KerchunkError::UnsupportedVersion { .. })
+        ));
+        assert!(matches!(
+            collect(r#"{"version": 1, "refs": {"a": [1, 2, 3]}}"#),
+            Err(KerchunkError::InvalidReference { .. })
+        ));
+        assert!(matches!(
+            collect(r#"{"version": 1, "refs": {"a": ["u", 1]}}"#),
+            Err(KerchunkError::InvalidReference { .. })
+        ));
+        assert!(matches!(
+            collect(r#"{"version": 1, "refs": {"a": ["u", -1, 2]}}"#),
+            Err(KerchunkError::InvalidReference { .. })
+        ));
+        assert!(matches!(
+            collect(r#"{"version": 1, "refs": {"a": "base64:***"}}"#),
+            Err(KerchunkError::InvalidReference { .. })
+        ));
+        assert!(matches!(
+            collect(r#"{"version": 1, "refs": {"a": ["http://{{nope}}", 1, 2]}}"#),
+            Err(KerchunkError::Template { .. })
+        ));
+        assert!(matches!(
+            collect(r#"{"version": 1, "gen": [{"key": "k", "url": "u"}]}"#),
+            Err(KerchunkError::InvalidGen { .. })
+        ));
         let missing = read_references(Path::new("/nonexistent/refs.json"), |_, _| Ok(()));
         assert!(matches!(missing, Err(KerchunkError::Io { .. })));
     }

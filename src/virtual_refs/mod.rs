@@ -82,6 +82,6 @@ pub enum VirtualChunkError {
         url: String,
         /// The backend error.
         #[source]
-        source: object_store::Error,
+        source: Box<object_store::Error>,
     },
 }

@@ -93,7 +93,9 @@ pub fn p(s: &str) -> NodePath {
 /// Panics when missing and `CI=true`; otherwise `None` (test skipped).
 pub fn s3_bucket() -> Option<String> {
     require(
-        std::env::var("FLOE_TEST_S3_BUCKET").ok().filter(|b| !b.is_empty()),
+        std::env::var("FLOE_TEST_S3_BUCKET")
+            .ok()
+            .filter(|b| !b.is_empty()),
         "the S3 test server (FLOE_TEST_S3_BUCKET and AWS_* variables)",
     )
 }
@@ -101,14 +103,14 @@ pub fn s3_bucket() -> Option<String> {
 /// A fresh, unique `s3://bucket/prefix` URL on the S3 test server.
 pub fn s3_url(test: &str) -> Option<String> {
     let bucket = s3_bucket()?;
-    Some(format!(
-        "s3://{bucket}/{test}-{:016x}",
-        rand_u64()
-    ))
+    Some(format!("s3://{bucket}/{test}-{:016x}", rand_u64()))
 }
 
 fn rand_u64() -> u64 {
     use std::time::{SystemTime, UNIX_EPOCH};
-    let t = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64;
+    let t = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
     t ^ (u64::from(std::process::id()) << 32)
 }
