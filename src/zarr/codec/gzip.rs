@@ -77,7 +77,7 @@ impl BytesToBytesCodec for GzipCodec {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
