@@ -103,13 +103,16 @@ async fn typed_check(a: &Array) -> Option<Vec<u8>> {
 /// Opens every array of the manifest with floe and compares it with the expected
 /// values dumped by zarr-python. Returns the number of arrays checked.
 async fn check_python_output(dir: &Path) -> usize {
-    let store: Arc<dyn Store> = Arc::new(FilesystemStore::open_read_only(dir.join("store.zarr")).unwrap());
+    let store: Arc<dyn Store> =
+        Arc::new(FilesystemStore::open_read_only(dir.join("store.zarr")).unwrap());
     let entries = manifest(dir);
     let mut failures = Vec::new();
     for e in &entries {
         let path = e["path"].as_str().unwrap();
         let result: Result<(), String> = async {
-            let a = Array::open(store.clone(), path).await.map_err(|e| e.to_string())?;
+            let a = Array::open(store.clone(), path)
+                .await
+                .map_err(|e| e.to_string())?;
             let shape: Vec<u64> = serde_json::from_value(e["shape"].clone()).unwrap();
             if a.shape() != shape.as_slice() {
                 return Err(format!("shape {:?} != {shape:?}", a.shape()));
@@ -129,7 +132,10 @@ async fn check_python_output(dir: &Path) -> usize {
                 }
             } else {
                 let expected = std::fs::read(&expected_path).unwrap();
-                let got = a.read_region_le_bytes(&full).await.map_err(|e| e.to_string())?;
+                let got = a
+                    .read_region_le_bytes(&full)
+                    .await
+                    .map_err(|e| e.to_string())?;
                 if got != expected {
                     return Err(format!(
                         "raw bytes differ (first 16: {:?} vs {:?})",
@@ -145,7 +151,10 @@ async fn check_python_output(dir: &Path) -> usize {
                 // A sub-region crossing chunks reads the same bytes as the full read.
                 if shape.len() == 2 && shape[0] > 3 && shape[1] > 4 {
                     let sub = ArraySubset::new(vec![1, 2], vec![3, 3]);
-                    let part = a.read_region_le_bytes(&sub).await.map_err(|e| e.to_string())?;
+                    let part = a
+                        .read_region_le_bytes(&sub)
+                        .await
+                        .map_err(|e| e.to_string())?;
                     let es = expected.len() / (shape[0] * shape[1]) as usize;
                     let mut want = Vec::new();
                     for r in 1..4 {
@@ -158,7 +167,8 @@ async fn check_python_output(dir: &Path) -> usize {
                 }
             }
             if let Some(names) = e.get("dimension_names") {
-                let got: Vec<Option<String>> = a.dimension_names().map(|d| d.to_vec()).unwrap_or_default();
+                let got: Vec<Option<String>> =
+                    a.dimension_names().map(|d| d.to_vec()).unwrap_or_default();
                 let want: Vec<Option<String>> = serde_json::from_value(names.clone()).unwrap();
                 if got != want {
                     return Err(format!("dimension names {got:?} != {want:?}"));
@@ -194,9 +204,13 @@ async fn zarr_python_v3_arrays_read_by_floe() {
     let n = check_python_output(dir.path()).await;
     assert!(n > 200, "expected the full matrix, got {n} arrays");
     // The hierarchy is walkable: every array of the manifest is found.
-    let store: Arc<dyn Store> = Arc::new(FilesystemStore::open_read_only(dir.path().join("store.zarr")).unwrap());
+    let store: Arc<dyn Store> =
+        Arc::new(FilesystemStore::open_read_only(dir.path().join("store.zarr")).unwrap());
     let nodes = walk(store.as_ref(), "").await.unwrap();
-    let arrays = nodes.iter().filter(|(_, m)| matches!(m, NodeMetadata::Array(_))).count();
+    let arrays = nodes
+        .iter()
+        .filter(|(_, m)| matches!(m, NodeMetadata::Array(_)))
+        .count();
     assert_eq!(arrays, n);
     let root = Group::open(store, "").await.unwrap();
     assert_eq!(root.attributes()["title"], "interop");
@@ -209,17 +223,27 @@ async fn zarr_python_v2_arrays_read_by_floe() {
     run_script(&py, "write-v2", dir.path());
     let n = check_python_output(dir.path()).await;
     assert!(n > 150, "expected the full v2 matrix, got {n} arrays");
-    let store: Arc<dyn Store> = Arc::new(FilesystemStore::open_read_only(dir.path().join("store.zarr")).unwrap());
+    let store: Arc<dyn Store> =
+        Arc::new(FilesystemStore::open_read_only(dir.path().join("store.zarr")).unwrap());
     let root = Group::open(store.clone(), "").await.unwrap();
     assert_eq!(root.zarr_format(), floe::zarr::ZarrFormat::V2);
     assert_eq!(root.attributes()["title"], "v2");
     let nodes = walk(store.as_ref(), "").await.unwrap();
-    assert_eq!(nodes.iter().filter(|(_, m)| matches!(m, NodeMetadata::Array(_))).count(), n);
+    assert_eq!(
+        nodes
+            .iter()
+            .filter(|(_, m)| matches!(m, NodeMetadata::Array(_)))
+            .count(),
+        n
+    );
     // F order became a transpose codec; slash separator the v2 encoding with '/'.
     let f = Array::open(store.clone(), "f4/forder_zlib").await.unwrap();
     assert_eq!(f.metadata().codecs[0]["name"], "transpose");
     let s = Array::open(store.clone(), "f4/slash_sep").await.unwrap();
-    assert_eq!(s.metadata().chunk_key_encoding, ChunkKeyEncodingKind::V2(Separator::Slash));
+    assert_eq!(
+        s.metadata().chunk_key_encoding,
+        ChunkKeyEncodingKind::V2(Separator::Slash)
+    );
     assert!(dir.path().join("store.zarr/f4/slash_sep/0/0").is_file());
 }
 
@@ -230,7 +254,10 @@ struct Lcg(u64);
 
 impl Lcg {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         self.0 >> 11
     }
     fn f64(&mut self) -> f64 {
@@ -247,10 +274,9 @@ struct Case {
 fn chains(itemsize: usize) -> Vec<(&'static str, Case)> {
     let b_le = json!({"name": "bytes", "configuration": {"endian": "little"}});
     let b_be = json!({"name": "bytes", "configuration": {"endian": "big"}});
-    let index = json!([{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}]);
-    let blosc = |cname: &str, shuffle: &str| {
-        json!({"name": "blosc", "configuration": {"cname": cname, "clevel": 5, "shuffle": shuffle, "typesize": itemsize, "blocksize": 0}})
-    };
+    let index =
+        json!([{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}]);
+    let blosc = |cname: &str, shuffle: &str| json!({"name": "blosc", "configuration": {"cname": cname, "clevel": 5, "shuffle": shuffle, "typesize": itemsize, "blocksize": 0}});
     let c = |codecs: Vec<Value>| Case {
         codecs,
         chunks: vec![2, 3],
@@ -267,12 +293,33 @@ fn chains(itemsize: usize) -> Vec<(&'static str, Case)> {
                 json!({"name": "zstd", "configuration": {"level": 3, "checksum": true}}),
             ]),
         ),
-        ("gzip", c(vec![b_le.clone(), json!({"name": "gzip", "configuration": {"level": 5}})])),
-        ("blosc_lz4_shuffle", c(vec![b_le.clone(), blosc("lz4", "shuffle")])),
-        ("blosc_zstd_bitshuffle", c(vec![b_le.clone(), blosc("zstd", "bitshuffle")])),
-        ("blosc_blosclz_noshuffle", c(vec![b_le.clone(), blosc("blosclz", "noshuffle")])),
-        ("blosc_lz4hc", c(vec![b_le.clone(), blosc("lz4hc", "shuffle")])),
-        ("blosc_zlib", c(vec![b_le.clone(), blosc("zlib", "shuffle")])),
+        (
+            "gzip",
+            c(vec![
+                b_le.clone(),
+                json!({"name": "gzip", "configuration": {"level": 5}}),
+            ]),
+        ),
+        (
+            "blosc_lz4_shuffle",
+            c(vec![b_le.clone(), blosc("lz4", "shuffle")]),
+        ),
+        (
+            "blosc_zstd_bitshuffle",
+            c(vec![b_le.clone(), blosc("zstd", "bitshuffle")]),
+        ),
+        (
+            "blosc_blosclz_noshuffle",
+            c(vec![b_le.clone(), blosc("blosclz", "noshuffle")]),
+        ),
+        (
+            "blosc_lz4hc",
+            c(vec![b_le.clone(), blosc("lz4hc", "shuffle")]),
+        ),
+        (
+            "blosc_zlib",
+            c(vec![b_le.clone(), blosc("zlib", "shuffle")]),
+        ),
         ("crc32c", c(vec![b_le.clone(), json!({"name": "crc32c"})])),
         (
             "sharded",
@@ -328,7 +375,10 @@ fn chains(itemsize: usize) -> Vec<(&'static str, Case)> {
         (
             "default_dot_keys",
             Case {
-                codecs: vec![b_le.clone(), json!({"name": "zstd", "configuration": {"level": 0, "checksum": false}})],
+                codecs: vec![
+                    b_le.clone(),
+                    json!({"name": "zstd", "configuration": {"level": 0, "checksum": false}}),
+                ],
                 chunks: vec![2, 3],
                 encoding: ChunkKeyEncodingKind::Default(Separator::Dot),
             },
@@ -356,23 +406,36 @@ async fn write_numeric<T: Element + Copy>(
         .unwrap_or_else(|e| panic!("{path}: {e}"));
     let mut model = vec![fill.1; 70];
     let vals: Vec<T> = (0..35).map(&mut *gen).collect();
-    a.write_region(&ArraySubset::new(vec![0, 0], vec![5, 7]), &vals).await.unwrap();
+    a.write_region(&ArraySubset::new(vec![0, 0], vec![5, 7]), &vals)
+        .await
+        .unwrap();
     for r in 0..5 {
         for c in 0..7 {
             model[r * 10 + c] = vals[r * 7 + c];
         }
     }
     let extra: Vec<T> = (100..102).map(&mut *gen).collect();
-    a.write_region(&ArraySubset::new(vec![6, 1], vec![1, 2]), &extra).await.unwrap();
+    a.write_region(&ArraySubset::new(vec![6, 1], vec![1, 2]), &extra)
+        .await
+        .unwrap();
     model[61] = extra[0];
     model[62] = extra[1];
     model
 }
 
-fn record(entries: &mut Vec<Value>, dir: &Path, path: &str, dtype: &str, shape: Vec<u64>, bytes: Vec<u8>, extra: Value) {
+fn record(
+    entries: &mut Vec<Value>,
+    dir: &Path,
+    path: &str,
+    dtype: &str,
+    shape: Vec<u64>,
+    bytes: Vec<u8>,
+    extra: Value,
+) {
     let file = format!("expected/{}.bin", path.replace('/', "__"));
     std::fs::write(dir.join(&file), bytes).unwrap();
-    let mut e = json!({"path": path, "dtype": dtype, "shape": shape, "kind": "raw", "expected": file});
+    let mut e =
+        json!({"path": path, "dtype": dtype, "shape": shape, "kind": "raw", "expected": file});
     if let Value::Object(m) = extra {
         for (k, v) in m {
             e[k] = v;
@@ -386,8 +449,11 @@ async fn floe_v3_arrays_read_by_zarr_python() {
     let Some(py) = python() else { return };
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("expected")).unwrap();
-    let store: Arc<dyn Store> = Arc::new(FilesystemStore::new(dir.path().join("store.zarr")).unwrap());
-    Group::create(store.clone(), "", Default::default()).await.unwrap();
+    let store: Arc<dyn Store> =
+        Arc::new(FilesystemStore::new(dir.path().join("store.zarr")).unwrap());
+    Group::create(store.clone(), "", Default::default())
+        .await
+        .unwrap();
     let mut entries = Vec::new();
 
     macro_rules! numeric {
@@ -399,35 +465,133 @@ async fn floe_v3_arrays_read_by_zarr_python() {
                 let mut g = |i: usize| -> $t { $gen(&mut rng, i) };
                 let model: Vec<$t> = write_numeric(&store, &path, $dt, $fill, &case, &mut g).await;
                 let le: fn(&$t) -> Vec<u8> = $le;
-                record(&mut entries, dir.path(), &path, $name, vec![7, 10], model.iter().flat_map(le).collect(), Value::Null);
+                record(
+                    &mut entries,
+                    dir.path(),
+                    &path,
+                    $name,
+                    vec![7, 10],
+                    model.iter().flat_map(le).collect(),
+                    Value::Null,
+                );
             }
         }};
     }
-    numeric!("bool", DataType::Bool, bool, (json!(true), true), |r: &mut Lcg, _| r.next() % 2 == 0, |v| vec![u8::from(*v)]);
-    numeric!("int8", DataType::Int8, i8, (json!(3), 3), |r: &mut Lcg, _| r.next() as i8, |v| v.to_le_bytes().to_vec());
-    numeric!("int16", DataType::Int16, i16, (json!(3), 3), |r: &mut Lcg, _| r.next() as i16, |v| v.to_le_bytes().to_vec());
-    numeric!("int32", DataType::Int32, i32, (json!(3), 3), |r: &mut Lcg, _| r.next() as i32, |v| v.to_le_bytes().to_vec());
-    numeric!("int64", DataType::Int64, i64, (json!(3), 3), |r: &mut Lcg, _| (r.next() << 11) as i64, |v| v.to_le_bytes().to_vec());
-    numeric!("uint8", DataType::UInt8, u8, (json!(3), 3), |r: &mut Lcg, _| r.next() as u8, |v| v.to_le_bytes().to_vec());
-    numeric!("uint16", DataType::UInt16, u16, (json!(3), 3), |r: &mut Lcg, _| r.next() as u16, |v| v.to_le_bytes().to_vec());
-    numeric!("uint32", DataType::UInt32, u32, (json!(3), 3), |r: &mut Lcg, _| r.next() as u32, |v| v.to_le_bytes().to_vec());
-    numeric!("uint64", DataType::UInt64, u64, (json!(3), 3), |r: &mut Lcg, _| r.next() << 11, |v| v.to_le_bytes().to_vec());
+    numeric!(
+        "bool",
+        DataType::Bool,
+        bool,
+        (json!(true), true),
+        |r: &mut Lcg, _| r.next().is_multiple_of(2),
+        |v| vec![u8::from(*v)]
+    );
+    numeric!(
+        "int8",
+        DataType::Int8,
+        i8,
+        (json!(3), 3),
+        |r: &mut Lcg, _| r.next() as i8,
+        |v| v.to_le_bytes().to_vec()
+    );
+    numeric!(
+        "int16",
+        DataType::Int16,
+        i16,
+        (json!(3), 3),
+        |r: &mut Lcg, _| r.next() as i16,
+        |v| v.to_le_bytes().to_vec()
+    );
+    numeric!(
+        "int32",
+        DataType::Int32,
+        i32,
+        (json!(3), 3),
+        |r: &mut Lcg, _| r.next() as i32,
+        |v| v.to_le_bytes().to_vec()
+    );
+    numeric!(
+        "int64",
+        DataType::Int64,
+        i64,
+        (json!(3), 3),
+        |r: &mut Lcg, _| (r.next() << 11) as i64,
+        |v| v.to_le_bytes().to_vec()
+    );
+    numeric!(
+        "uint8",
+        DataType::UInt8,
+        u8,
+        (json!(3), 3),
+        |r: &mut Lcg, _| r.next() as u8,
+        |v| v.to_le_bytes().to_vec()
+    );
+    numeric!(
+        "uint16",
+        DataType::UInt16,
+        u16,
+        (json!(3), 3),
+        |r: &mut Lcg, _| r.next() as u16,
+        |v| v.to_le_bytes().to_vec()
+    );
+    numeric!(
+        "uint32",
+        DataType::UInt32,
+        u32,
+        (json!(3), 3),
+        |r: &mut Lcg, _| r.next() as u32,
+        |v| v.to_le_bytes().to_vec()
+    );
+    numeric!(
+        "uint64",
+        DataType::UInt64,
+        u64,
+        (json!(3), 3),
+        |r: &mut Lcg, _| r.next() << 11,
+        |v| v.to_le_bytes().to_vec()
+    );
     let special = |r: &mut Lcg, i: usize| match i {
         1 => f64::NAN,
         2 => f64::INFINITY,
         3 => f64::NEG_INFINITY,
         _ => r.f64(),
     };
-    numeric!("float16", DataType::Float16, f16, (json!("NaN"), f16::NAN), |r: &mut Lcg, i| f16::from_f64(special(r, i)), |v| v.to_le_bytes().to_vec());
-    numeric!("float32", DataType::Float32, f32, (json!("NaN"), f32::NAN), |r: &mut Lcg, i| special(r, i) as f32, |v| v.to_le_bytes().to_vec());
-    numeric!("float64", DataType::Float64, f64, (json!("NaN"), f64::NAN), |r: &mut Lcg, i| special(r, i), |v| v.to_le_bytes().to_vec());
     numeric!(
-        "complex64", DataType::Complex64, Complex<f32>, (json!(["NaN", 1.0]), Complex::new(f32::NAN, 1.0)),
+        "float16",
+        DataType::Float16,
+        f16,
+        (json!("NaN"), f16::NAN),
+        |r: &mut Lcg, i| f16::from_f64(special(r, i)),
+        |v| v.to_le_bytes().to_vec()
+    );
+    numeric!(
+        "float32",
+        DataType::Float32,
+        f32,
+        (json!("NaN"), f32::NAN),
+        |r: &mut Lcg, i| special(r, i) as f32,
+        |v| v.to_le_bytes().to_vec()
+    );
+    numeric!(
+        "float64",
+        DataType::Float64,
+        f64,
+        (json!("NaN"), f64::NAN),
+        |r: &mut Lcg, i| special(r, i),
+        |v| v.to_le_bytes().to_vec()
+    );
+    numeric!(
+        "complex64",
+        DataType::Complex64,
+        Complex<f32>,
+        (json!(["NaN", 1.0]), Complex::new(f32::NAN, 1.0)),
         |r: &mut Lcg, i| Complex::new(special(r, i) as f32, r.f64() as f32),
         |v| [v.re.to_le_bytes(), v.im.to_le_bytes()].concat()
     );
     numeric!(
-        "complex128", DataType::Complex128, Complex<f64>, (json!(["NaN", 1.0]), Complex::new(f64::NAN, 1.0)),
+        "complex128",
+        DataType::Complex128,
+        Complex<f64>,
+        (json!(["NaN", 1.0]), Complex::new(f64::NAN, 1.0)),
         |r: &mut Lcg, i| Complex::new(special(r, i), r.f64()),
         |v| [v.re.to_le_bytes(), v.im.to_le_bytes()].concat()
     );
@@ -438,21 +602,40 @@ async fn floe_v3_arrays_read_by_zarr_python() {
         .create(store.clone(), "special/scalar")
         .await
         .unwrap();
-    s.write_region(&ArraySubset::full(&[]), &[42i32]).await.unwrap();
-    record(&mut entries, dir.path(), "special/scalar", "int32", vec![], 42i32.to_le_bytes().to_vec(), Value::Null);
+    s.write_region(&ArraySubset::full(&[]), &[42i32])
+        .await
+        .unwrap();
+    record(
+        &mut entries,
+        dir.path(),
+        "special/scalar",
+        "int32",
+        vec![],
+        42i32.to_le_bytes().to_vec(),
+        Value::Null,
+    );
     let t = ArrayBuilder::new(vec![5, 6, 7], vec![2, 3, 4], DataType::Int32)
         .codecs(vec![
             json!({"name": "transpose", "configuration": {"order": [2, 0, 1]}}),
             json!({"name": "bytes", "configuration": {"endian": "big"}}),
         ])
         .dimension_names(vec![Some("z".into()), None, Some("x".into())])
-        .attributes(json!({"units": "m", "n": [1, 2]}).as_object().cloned().unwrap())
+        .attributes(
+            json!({"units": "m", "n": [1, 2]})
+                .as_object()
+                .cloned()
+                .unwrap(),
+        )
         .create(store.clone(), "special/transpose3d")
         .await
         .unwrap();
     let vals: Vec<i32> = (0..210).collect();
-    t.write_region(&ArraySubset::full(&[5, 6, 7]), &vals).await.unwrap();
-    record(&mut entries, dir.path(), 
+    t.write_region(&ArraySubset::full(&[5, 6, 7]), &vals)
+        .await
+        .unwrap();
+    record(
+        &mut entries,
+        dir.path(),
         "special/transpose3d",
         "int32",
         vec![5, 6, 7],
@@ -461,30 +644,53 @@ async fn floe_v3_arrays_read_by_zarr_python() {
     );
 
     // strings (vlen-utf8 and fixed_length_utf32) and raw bytes
-    let strs: Vec<String> = ["", "a", "héllo", "日本語", "end!"].iter().map(|s| s.to_string()).collect();
+    let strs: Vec<String> = ["", "a", "héllo", "日本語", "end!"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
     for (name, codecs) in [
         ("strings/vlen", None),
-        ("strings/vlen_gzip", Some(vec![json!({"name": "vlen-utf8", "configuration": {}}), json!({"name": "gzip", "configuration": {"level": 1}})])),
+        (
+            "strings/vlen_gzip",
+            Some(vec![
+                json!({"name": "vlen-utf8", "configuration": {}}),
+                json!({"name": "gzip", "configuration": {"level": 1}}),
+            ]),
+        ),
     ] {
         let mut b = ArrayBuilder::new(vec![7], vec![3], DataType::String).fill_value(json!("fill"));
         if let Some(c) = codecs {
             b = b.codecs(c);
         }
         let a = b.create(store.clone(), name).await.unwrap();
-        a.write_region(&ArraySubset::new(vec![0], vec![5]), &strs).await.unwrap();
+        a.write_region(&ArraySubset::new(vec![0], vec![5]), &strs)
+            .await
+            .unwrap();
         let mut expected = strs.clone();
         expected.extend(["fill".to_string(), "fill".to_string()]);
         let file = format!("expected/{}.json", name.replace('/', "__"));
-        std::fs::write(dir.path().join(&file), serde_json::to_vec(&expected).unwrap()).unwrap();
+        std::fs::write(
+            dir.path().join(&file),
+            serde_json::to_vec(&expected).unwrap(),
+        )
+        .unwrap();
         entries.push(json!({"path": name, "dtype": "object", "shape": [7], "kind": "strings", "expected": file}));
     }
-    let u = ArrayBuilder::new(vec![7], vec![3], DataType::FixedLengthUtf32 { length_bytes: 20 })
-        .fill_value(json!(""))
-        .codecs(vec![json!({"name": "bytes", "configuration": {"endian": "little"}})])
-        .create(store.clone(), "strings/utf32")
+    let u = ArrayBuilder::new(
+        vec![7],
+        vec![3],
+        DataType::FixedLengthUtf32 { length_bytes: 20 },
+    )
+    .fill_value(json!(""))
+    .codecs(vec![
+        json!({"name": "bytes", "configuration": {"endian": "little"}}),
+    ])
+    .create(store.clone(), "strings/utf32")
+    .await
+    .unwrap();
+    u.write_region(&ArraySubset::new(vec![0], vec![5]), &strs)
         .await
         .unwrap();
-    u.write_region(&ArraySubset::new(vec![0], vec![5]), &strs).await.unwrap();
     let mut ub = Vec::new();
     for i in 0..7 {
         let s = strs.get(i).map(String::as_str).unwrap_or("");
@@ -492,17 +698,42 @@ async fn floe_v3_arrays_read_by_zarr_python() {
         units.resize(20, 0);
         ub.extend(units);
     }
-    record(&mut entries, dir.path(), "strings/utf32", "<U5", vec![7], ub, Value::Null);
+    record(
+        &mut entries,
+        dir.path(),
+        "strings/utf32",
+        "<U5",
+        vec![7],
+        ub,
+        Value::Null,
+    );
     let r = ArrayBuilder::new(vec![4], vec![3], DataType::RawBytes { length_bytes: 3 })
         .codecs(vec![json!({"name": "bytes"})])
         .create(store.clone(), "raw/v3")
         .await
         .unwrap();
-    r.write_region(&ArraySubset::new(vec![0], vec![2]), &[[1u8, 2, 3], [255, 0, 7]]).await.unwrap();
-    record(&mut entries, dir.path(), "raw/v3", "|V3", vec![4], vec![1, 2, 3, 255, 0, 7, 0, 0, 0, 0, 0, 0], Value::Null);
+    r.write_region(
+        &ArraySubset::new(vec![0], vec![2]),
+        &[[1u8, 2, 3], [255, 0, 7]],
+    )
+    .await
+    .unwrap();
+    record(
+        &mut entries,
+        dir.path(),
+        "raw/v3",
+        "|V3",
+        vec![4],
+        vec![1, 2, 3, 255, 0, 7, 0, 0, 0, 0, 0, 0],
+        Value::Null,
+    );
 
     let n = entries.len();
-    std::fs::write(dir.path().join("manifest.json"), serde_json::to_vec_pretty(&entries).unwrap()).unwrap();
+    std::fs::write(
+        dir.path().join("manifest.json"),
+        serde_json::to_vec_pretty(&entries).unwrap(),
+    )
+    .unwrap();
     let out = run_script(&py, "verify", dir.path());
     eprintln!("zarr-python verify: {}", out.trim());
     assert!(out.contains(&format!("{n} passed, 0 failed")), "{out}");

@@ -46,12 +46,11 @@ impl LocalStorage {
             key: root.display().to_string(),
             source,
         })?;
-        let fs = LocalFileSystem::new_with_prefix(&root).map_err(|e| {
-            StorageError::InvalidLocation {
+        let fs =
+            LocalFileSystem::new_with_prefix(&root).map_err(|e| StorageError::InvalidLocation {
                 location: root.display().to_string(),
                 reason: e.to_string(),
-            }
-        })?;
+            })?;
         let url = format!("file://{}", root.display());
         Ok(LocalStorage {
             inner: ObjectStorage::new(Arc::new(fs), "", url),
@@ -208,7 +207,7 @@ impl Storage for LocalStorage {
         // Temporary files of in-flight writes are not objects.
         all.retain(|i| {
             let name = i.key.rsplit('/').next().unwrap_or("");
-            !(name.starts_with('.') && name.contains(".floe-tmp-")) && !name.contains('#')
+            !(name.contains('#') || name.starts_with('.') && name.contains(".floe-tmp-"))
         });
         Ok(all)
     }

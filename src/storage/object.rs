@@ -160,9 +160,7 @@ impl Storage for ObjectStorage {
         {
             Ok(res) => Ok(WriteOutcome::Written(res.e_tag.map(ObjectVersion))),
             Err(object_store::Error::AlreadyExists { .. })
-            | Err(object_store::Error::Precondition { .. }) => {
-                Ok(WriteOutcome::PreconditionFailed)
-            }
+            | Err(object_store::Error::Precondition { .. }) => Ok(WriteOutcome::PreconditionFailed),
             Err(e) => Err(map_err(key, e)),
         }
     }

@@ -41,7 +41,9 @@ impl S3Options {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
         let flag = |k: &str| var(k).is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
         let endpoint = var("AWS_ENDPOINT_URL").or_else(|| var("AWS_ENDPOINT"));
-        let is_http = endpoint.as_deref().is_some_and(|e| e.starts_with("http://"));
+        let is_http = endpoint
+            .as_deref()
+            .is_some_and(|e| e.starts_with("http://"));
         S3Options {
             force_path_style: flag("AWS_FORCE_PATH_STYLE")
                 || flag("AWS_S3_FORCE_PATH_STYLE")

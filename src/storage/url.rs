@@ -54,7 +54,11 @@ pub fn parse_storage_url(location: &str) -> StorageResult<StorageLocation> {
         return Ok(StorageLocation::Local(PathBuf::from(rest)));
     }
     if let Some((scheme, _)) = location.split_once("://") {
-        if !scheme.is_empty() && scheme.chars().all(|c| c.is_ascii_alphanumeric() || c == '+') {
+        if !scheme.is_empty()
+            && scheme
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '+')
+        {
             return Err(invalid(&format!(
                 "unsupported scheme `{scheme}://` (use a path, file://, memory:// or s3://)"
             )));
@@ -77,7 +81,10 @@ mod tests {
             parse_storage_url("file:///tmp/x").unwrap(),
             StorageLocation::Local("/tmp/x".into())
         );
-        assert_eq!(parse_storage_url("memory://").unwrap(), StorageLocation::Memory);
+        assert_eq!(
+            parse_storage_url("memory://").unwrap(),
+            StorageLocation::Memory
+        );
         assert_eq!(
             parse_storage_url("s3://b/p/q/").unwrap(),
             StorageLocation::S3 {

@@ -246,7 +246,11 @@ impl Array {
     }
 
     fn key_of(&self, chunk: &[u64]) -> String {
-        format!("{}{}", node_prefix(&self.path), self.derived.keys.encode(chunk))
+        format!(
+            "{}{}",
+            node_prefix(&self.path),
+            self.derived.keys.encode(chunk)
+        )
     }
 
     /// The region of the array covered by chunk `chunk`, clipped to the array shape.
@@ -563,7 +567,8 @@ impl Array {
     /// # Errors
     /// As [`Array::read_region`].
     pub async fn read_all<T: Element>(&self) -> ZarrResult<Vec<T>> {
-        self.read_region(&ArraySubset::full(&self.metadata.shape)).await
+        self.read_region(&ArraySubset::full(&self.metadata.shape))
+            .await
     }
 
     /// Reads `region` as raw little-endian bytes of the data type in C order (the
@@ -606,7 +611,11 @@ impl Array {
     /// [`ZarrError::InvalidRegion`], [`ZarrError::DataLength`] (wrong element count or
     /// representation), [`ZarrError::ReadOnly`]; chunk errors naming the key; store
     /// errors.
-    pub async fn write_region_bytes(&self, region: &ArraySubset, data: ArrayBytes) -> ZarrResult<()> {
+    pub async fn write_region_bytes(
+        &self,
+        region: &ArraySubset,
+        data: ArrayBytes,
+    ) -> ZarrResult<()> {
         self.check_writable()?;
         self.check_region(region)?;
         let n = region.num_elements();
@@ -687,7 +696,11 @@ impl Array {
     /// # Errors
     /// [`ZarrError::ElementType`], [`ZarrError::InvalidValue`]; otherwise as
     /// [`Array::write_region_bytes`].
-    pub async fn write_region<T: Element>(&self, region: &ArraySubset, data: &[T]) -> ZarrResult<()> {
+    pub async fn write_region<T: Element>(
+        &self,
+        region: &ArraySubset,
+        data: &[T],
+    ) -> ZarrResult<()> {
         self.check_element::<T>()?;
         let bytes = T::to_array_bytes(data, &self.metadata.data_type)?;
         self.write_region_bytes(region, bytes).await
@@ -738,7 +751,10 @@ impl Array {
         }
         self.check_writable()?;
         self.store
-            .set(&metadata_key(&self.path), Bytes::from(self.metadata.to_bytes()))
+            .set(
+                &metadata_key(&self.path),
+                Bytes::from(self.metadata.to_bytes()),
+            )
             .await?;
         Ok(())
     }
@@ -986,7 +1002,8 @@ impl ArrayBuilder {
 
     /// The default codecs for a data type.
     pub fn default_codecs(data_type: &DataType) -> Vec<Value> {
-        let zstd = serde_json::json!({"name": "zstd", "configuration": {"level": 0, "checksum": false}});
+        let zstd =
+            serde_json::json!({"name": "zstd", "configuration": {"level": 0, "checksum": false}});
         let first = if *data_type == DataType::String {
             serde_json::json!({"name": "vlen-utf8", "configuration": {}})
         } else {
@@ -1051,6 +1068,9 @@ impl ArrayBuilder {
         store
             .set(&metadata_key(&path), Bytes::from(metadata.to_bytes()))
             .await?;
-        Ok(Array::from_metadata(store, &path, metadata, ZarrFormat::V3)?.with_options(self.options))
+        Ok(
+            Array::from_metadata(store, &path, metadata, ZarrFormat::V3)?
+                .with_options(self.options),
+        )
     }
 }

@@ -135,6 +135,7 @@ impl ArrayBytes {
     /// `shape`) at `dst_region.start`; `src_start` is where to start in `src`.
     ///
     /// Representations must match (checked by callers).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn copy_from(
         &mut self,
         shape: &[u64],
@@ -146,20 +147,16 @@ impl ArrayBytes {
         elem_size: usize,
     ) {
         match (self, src) {
-            (ArrayBytes::Fixed(d), ArrayBytes::Fixed(s)) => {
-                if elem_size > 0 {
-                    copy_region_bytes(
-                        s,
-                        &to_usize(src_shape),
-                        &to_usize(src_start),
-                        d,
-                        &to_usize(shape),
-                        &to_usize(dst_start),
-                        &to_usize(region_shape),
-                        elem_size,
-                    )
-                }
-            }
+            (ArrayBytes::Fixed(d), ArrayBytes::Fixed(s)) if elem_size > 0 => copy_region_bytes(
+                s,
+                &to_usize(src_shape),
+                &to_usize(src_start),
+                d,
+                &to_usize(shape),
+                &to_usize(dst_start),
+                &to_usize(region_shape),
+                elem_size,
+            ),
             (ArrayBytes::Strings(d), ArrayBytes::Strings(s)) => copy_region(
                 s,
                 &to_usize(src_shape),
@@ -255,7 +252,7 @@ pub(crate) fn is_repeated(b: &[u8], f: &[u8]) -> bool {
     if f.is_empty() {
         return b.is_empty();
     }
-    if b.len() % f.len() != 0 {
+    if !b.len().is_multiple_of(f.len()) {
         return false;
     }
     // Build a pattern block of ~4 KiB and compare block-wise.

@@ -80,7 +80,10 @@ impl RegularChunkGrid {
             .ok_or_else(|| bad("missing configuration.chunk_shape"))?;
         let shape = shape
             .iter()
-            .map(|v| v.as_u64().ok_or_else(|| bad("chunk_shape must hold non-negative integers")))
+            .map(|v| {
+                v.as_u64()
+                    .ok_or_else(|| bad("chunk_shape must hold non-negative integers"))
+            })
             .collect::<ZarrResult<Vec<u64>>>()?;
         RegularChunkGrid::new(shape).map_err(|_| bad("chunk lengths must be positive"))
     }
@@ -110,7 +113,11 @@ impl ChunkGrid for RegularChunkGrid {
 
     fn chunk_region(&self, chunk: &[u64]) -> ArraySubset {
         ArraySubset::new(
-            chunk.iter().zip(&self.chunk_shape).map(|(i, c)| i * c).collect(),
+            chunk
+                .iter()
+                .zip(&self.chunk_shape)
+                .map(|(i, c)| i * c)
+                .collect(),
             self.chunk_shape.clone(),
         )
     }
@@ -163,7 +170,10 @@ mod tests {
             RegularChunkGrid::from_json(&json!({"name": "rectilinear", "configuration": {}})),
             Err(ZarrError::UnsupportedExtension { .. })
         ));
-        assert!(RegularChunkGrid::from_json(&json!({"name": "regular", "configuration": {"chunk_shape": [0]}})).is_err());
+        assert!(RegularChunkGrid::from_json(
+            &json!({"name": "regular", "configuration": {"chunk_shape": [0]}})
+        )
+        .is_err());
         assert!(RegularChunkGrid::from_json(&json!({"name": "regular"})).is_err());
     }
 }

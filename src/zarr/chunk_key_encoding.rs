@@ -71,7 +71,11 @@ pub struct V2ChunkKeyEncoding {
 }
 
 fn join(chunk: &[u64], sep: &str) -> String {
-    chunk.iter().map(u64::to_string).collect::<Vec<_>>().join(sep)
+    chunk
+        .iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(sep)
 }
 
 fn parse_indices(s: &str, sep: &str, ndim: usize) -> Option<Vec<u64>> {
@@ -152,7 +156,9 @@ pub fn chunk_key_encoding_from_json(json: &Value) -> ZarrResult<Box<dyn ChunkKey
     };
     let config = json.get("configuration");
     if let Some(c) = config {
-        let obj = c.as_object().ok_or_else(|| bad("configuration must be an object".into()))?;
+        let obj = c
+            .as_object()
+            .ok_or_else(|| bad("configuration must be an object".into()))?;
         if let Some(k) = obj.keys().find(|k| *k != "separator") {
             return Err(bad(format!("unknown configuration key `{k}`")));
         }

@@ -121,7 +121,12 @@ fn length_bytes(json: &Value, config: Option<&Map<String, Value>>) -> ZarrResult
         .get("length_bytes")
         .and_then(Value::as_u64)
         .map(|n| n as usize)
-        .ok_or_else(|| dt_error(json, "configuration.length_bytes must be a non-negative integer"))
+        .ok_or_else(|| {
+            dt_error(
+                json,
+                "configuration.length_bytes must be a non-negative integer",
+            )
+        })
 }
 
 impl DataType {
@@ -199,11 +204,14 @@ impl DataType {
                 Ok(DataType::FixedLengthUtf32 { length_bytes: n })
             }
             _ if name.starts_with('r') && name.len() > 1 => {
-                let bits: usize = name[1..]
-                    .parse()
-                    .map_err(|_| dt_error(json, "raw data type must be `r<N>` with an integer N"))?;
-                if bits == 0 || bits % 8 != 0 {
-                    return Err(dt_error(json, "raw data type bits must be a positive multiple of 8"));
+                let bits: usize = name[1..].parse().map_err(|_| {
+                    dt_error(json, "raw data type must be `r<N>` with an integer N")
+                })?;
+                if bits == 0 || !bits.is_multiple_of(8) {
+                    return Err(dt_error(
+                        json,
+                        "raw data type bits must be a positive multiple of 8",
+                    ));
                 }
                 if config.is_some_and(|c| !c.is_empty()) {
                     return Err(dt_error(json, "`r<N>` takes no configuration"));
@@ -221,9 +229,7 @@ impl DataType {
     /// The JSON form written to `zarr.json` (short-hand name for core types and
     /// `string`, an extension object otherwise), as zarr-python writes it.
     pub fn to_json(&self) -> Value {
-        let with_len = |name: &str, n: usize| {
-            serde_json::json!({"name": name, "configuration": {"length_bytes": n}})
-        };
+        let with_len = |name: &str, n: usize| serde_json::json!({"name": name, "configuration": {"length_bytes": n}});
         match self {
             DataType::RawBits { bytes } => Value::String(format!("r{}", bytes * 8)),
             DataType::RawBytes { length_bytes } => with_len("raw_bytes", *length_bytes),
@@ -329,9 +335,15 @@ impl DataType {
         macro_rules! int {
             ($t:ty) => {{
                 let v: Option<$t> = match json {
-                    Value::Number(n) if n.is_i64() => n.as_i64().and_then(|x| <$t>::try_from(x).ok()),
-                    Value::Number(n) if n.is_u64() => n.as_u64().and_then(|x| <$t>::try_from(x).ok()),
-                    Value::Number(_) => return Err(err("integer fill value must have no fraction or exponent")),
+                    Value::Number(n) if n.is_i64() => {
+                        n.as_i64().and_then(|x| <$t>::try_from(x).ok())
+                    }
+                    Value::Number(n) if n.is_u64() => {
+                        n.as_u64().and_then(|x| <$t>::try_from(x).ok())
+                    }
+                    Value::Number(_) => {
+                        return Err(err("integer fill value must have no fraction or exponent"))
+                    }
                     _ => return Err(err("must be a JSON integer")),
                 };
                 let v = v.ok_or_else(|| err("out of range for the data type"))?;
@@ -366,7 +378,9 @@ impl DataType {
                     .as_array()
                     .filter(|a| a.len() == 2)
                     .ok_or_else(|| err("must be a two-element array [real, imaginary]"))?;
-                let mut out = parse_float_bits(&arr[0], part).map_err(|r| err(&r))?.to_vec();
+                let mut out = parse_float_bits(&arr[0], part)
+                    .map_err(|r| err(&r))?
+                    .to_vec();
                 out.extend_from_slice(&parse_float_bits(&arr[1], part).map_err(|r| err(&r))?);
                 FillValue::Bytes(out)
             }
@@ -393,9 +407,9 @@ impl DataType {
                 _ => return Err(err("must be a JSON string")),
             },
             DataType::FixedLengthUtf32 { length_bytes } => match json {
-                Value::String(s) => FillValue::Bytes(
-                    encode_utf32(s, *length_bytes).map_err(|r| err(&r))?,
-                ),
+                Value::String(s) => {
+                    FillValue::Bytes(encode_utf32(s, *length_bytes).map_err(|r| err(&r))?)
+                }
                 _ => return Err(err("must be a JSON string")),
             },
         })
@@ -481,7 +495,12 @@ fn float_to_json(b: &[u8]) -> Value {
     let (v, canonical_nan, bits, width): (f64, bool, u64, usize) = match b.len() {
         2 => {
             let bits = u16::from_ne_bytes([b[0], b[1]]);
-            (f16::from_bits(bits).to_f64(), bits == NAN_F16, bits as u64, 4)
+            (
+                f16::from_bits(bits).to_f64(),
+                bits == NAN_F16,
+                bits as u64,
+                4,
+            )
         }
         4 => {
             let bits = u32::from_ne_bytes([b[0], b[1], b[2], b[3]]);
@@ -672,9 +691,18 @@ mod tests {
             DataType::from_json(&json!("float128")),
             Err(ZarrError::UnsupportedExtension { .. })
         ));
-        for bad in [json!("r7"), json!("r0"), json!("rx"), json!(3), json!({"nam": "x"})] {
+        for bad in [
+            json!("r7"),
+            json!("r0"),
+            json!("rx"),
+            json!(3),
+            json!({"nam": "x"}),
+        ] {
             assert!(
-                matches!(DataType::from_json(&bad), Err(ZarrError::InvalidDataType { .. })),
+                matches!(
+                    DataType::from_json(&bad),
+                    Err(ZarrError::InvalidDataType { .. })
+                ),
                 "{bad}"
             );
         }
@@ -691,10 +719,19 @@ mod tests {
         assert_eq!(fv(&f32dt, json!(1.5)), 1.5f32.to_ne_bytes());
         assert_eq!(fv(&f32dt, json!(-2)), (-2f32).to_ne_bytes());
         assert_eq!(fv(&f32dt, json!("NaN")), 0x7fc0_0000u32.to_ne_bytes());
-        assert_eq!(fv(&f32dt, json!("0x7fc00000")), 0x7fc0_0000u32.to_ne_bytes());
-        assert_eq!(fv(&f32dt, json!("0x7fc00001")), 0x7fc0_0001u32.to_ne_bytes());
+        assert_eq!(
+            fv(&f32dt, json!("0x7fc00000")),
+            0x7fc0_0000u32.to_ne_bytes()
+        );
+        assert_eq!(
+            fv(&f32dt, json!("0x7fc00001")),
+            0x7fc0_0001u32.to_ne_bytes()
+        );
         assert_eq!(fv(&f32dt, json!("Infinity")), f32::INFINITY.to_ne_bytes());
-        assert_eq!(fv(&f32dt, json!("-Infinity")), f32::NEG_INFINITY.to_ne_bytes());
+        assert_eq!(
+            fv(&f32dt, json!("-Infinity")),
+            f32::NEG_INFINITY.to_ne_bytes()
+        );
         let f64dt = DataType::Float64;
         assert_eq!(
             fv(&f64dt, json!("NaN")),
@@ -738,8 +775,14 @@ mod tests {
     #[test]
     fn int_bool_fill_forms() {
         assert_eq!(fv(&DataType::Int8, json!(-128)), [0x80]);
-        assert_eq!(fv(&DataType::UInt64, json!(u64::MAX)), u64::MAX.to_ne_bytes());
-        assert_eq!(fv(&DataType::Int64, json!(i64::MIN)), i64::MIN.to_ne_bytes());
+        assert_eq!(
+            fv(&DataType::UInt64, json!(u64::MAX)),
+            u64::MAX.to_ne_bytes()
+        );
+        assert_eq!(
+            fv(&DataType::Int64, json!(i64::MIN)),
+            i64::MIN.to_ne_bytes()
+        );
         assert_eq!(fv(&DataType::Bool, json!(true)), [1]);
         assert_eq!(fv(&DataType::Bool, json!(false)), [0]);
         for (dt, bad) in [
@@ -778,7 +821,8 @@ mod tests {
         let r = DataType::RawBits { bytes: 2 };
         assert_eq!(fv(&r, json!([1, 255])), [1, 255]);
         assert_eq!(
-            r.fill_value_to_json(&FillValue::Bytes(vec![1, 255])).unwrap(),
+            r.fill_value_to_json(&FillValue::Bytes(vec![1, 255]))
+                .unwrap(),
             json!([1, 255])
         );
         assert!(r.fill_value_from_json(&json!([1, 256])).is_err());
@@ -787,7 +831,8 @@ mod tests {
         let rb = DataType::RawBytes { length_bytes: 3 };
         assert_eq!(fv(&rb, json!("AAAA")), [0, 0, 0]);
         assert_eq!(
-            rb.fill_value_to_json(&FillValue::Bytes(vec![0, 0, 0])).unwrap(),
+            rb.fill_value_to_json(&FillValue::Bytes(vec![0, 0, 0]))
+                .unwrap(),
             json!("AAAA")
         );
 

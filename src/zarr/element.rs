@@ -95,7 +95,9 @@ impl Element for bool {
         matches!(dt, DataType::Bool)
     }
     fn to_array_bytes(values: &[Self], _dt: &DataType) -> ZarrResult<ArrayBytes> {
-        Ok(ArrayBytes::Fixed(values.iter().map(|&b| u8::from(b)).collect()))
+        Ok(ArrayBytes::Fixed(
+            values.iter().map(|&b| u8::from(b)).collect(),
+        ))
     }
     fn from_array_bytes(bytes: ArrayBytes, dt: &DataType) -> ZarrResult<Vec<Self>> {
         match bytes {
@@ -266,6 +268,9 @@ mod tests {
         let nt = DataType::NullTerminatedBytes { length_bytes: 4 };
         let b = Vec::<u8>::to_array_bytes(&[b"ab".to_vec()], &nt).unwrap();
         assert_eq!(b, ArrayBytes::Fixed(b"ab\0\0".to_vec()));
-        assert_eq!(Vec::<u8>::from_array_bytes(b, &nt).unwrap(), vec![b"ab".to_vec()]);
+        assert_eq!(
+            Vec::<u8>::from_array_bytes(b, &nt).unwrap(),
+            vec![b"ab".to_vec()]
+        );
     }
 }

@@ -131,7 +131,9 @@ pub enum ZarrError {
         source: CodecError,
     },
     /// A decoded chunk does not have the size its shape and data type require.
-    #[error("array `{path}`, chunk `{key}`: decoded chunk has {got} elements, expected {expected}")]
+    #[error(
+        "array `{path}`, chunk `{key}`: decoded chunk has {got} elements, expected {expected}"
+    )]
     ChunkSize {
         /// Hierarchy path of the array.
         path: String,

@@ -164,7 +164,11 @@ impl Group {
     ///
     /// # Errors
     /// As [`Group::create`].
-    pub async fn create_group(&self, name: &str, attributes: Map<String, Value>) -> ZarrResult<Group> {
+    pub async fn create_group(
+        &self,
+        name: &str,
+        attributes: Map<String, Value>,
+    ) -> ZarrResult<Group> {
         Group::create(Arc::clone(&self.store), &self.child_path(name)?, attributes).await
     }
 

@@ -126,6 +126,7 @@ pub async fn node_exists(store: &dyn Store, path: &str) -> ZarrResult<bool> {
 }
 
 /// An opened array or group.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug)]
 pub enum Node {
     /// An array.

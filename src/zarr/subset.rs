@@ -93,12 +93,7 @@ impl ArraySubset {
     /// This region expressed relative to `origin` (element-wise `start - origin`).
     pub fn relative_to(&self, origin: &[u64]) -> ArraySubset {
         ArraySubset {
-            start: self
-                .start
-                .iter()
-                .zip(origin)
-                .map(|(s, o)| s - o)
-                .collect(),
+            start: self.start.iter().zip(origin).map(|(s, o)| s - o).collect(),
             shape: self.shape.clone(),
         }
     }
@@ -171,9 +166,8 @@ pub fn copy_region<T: Clone>(
     };
     let ss = strides(src_shape);
     let ds = strides(dst_shape);
-    let base = |start: &[usize], st: &[usize]| -> usize {
-        start.iter().zip(st).map(|(a, b)| a * b).sum()
-    };
+    let base =
+        |start: &[usize], st: &[usize]| -> usize { start.iter().zip(st).map(|(a, b)| a * b).sum() };
     let src_base = base(src_start, &ss);
     let dst_base = base(dst_start, &ds);
     // Odometer over dimensions 0..inner.
@@ -199,6 +193,7 @@ pub fn copy_region<T: Clone>(
 }
 
 /// [`copy_region`] for byte buffers holding elements of `elem_size` bytes.
+#[allow(clippy::too_many_arguments)]
 pub fn copy_region_bytes(
     src: &[u8],
     src_shape: &[usize],
@@ -267,7 +262,10 @@ mod tests {
             a.intersect(&b),
             Some(ArraySubset::new(vec![3, 12], vec![1, 3]))
         );
-        assert_eq!(a.intersect(&ArraySubset::new(vec![10, 5], vec![1, 1])), None);
+        assert_eq!(
+            a.intersect(&ArraySubset::new(vec![10, 5], vec![1, 1])),
+            None
+        );
         assert!(a.within(&[10, 15]));
         assert!(!a.within(&[10, 14]));
         assert!(!a.within(&[10]));
@@ -288,7 +286,16 @@ mod tests {
         // bytes of u16 elements
         let src16: Vec<u8> = (0u16..6).flat_map(|v| v.to_ne_bytes()).collect();
         let mut dst16 = vec![0u8; 4];
-        copy_region_bytes(&src16, &[2, 3], &[1, 1], &mut dst16, &[1, 2], &[0, 0], &[1, 2], 2);
+        copy_region_bytes(
+            &src16,
+            &[2, 3],
+            &[1, 1],
+            &mut dst16,
+            &[1, 2],
+            &[0, 0],
+            &[1, 2],
+            2,
+        );
         let got: Vec<u16> = dst16
             .chunks(2)
             .map(|c| u16::from_ne_bytes([c[0], c[1]]))

@@ -223,8 +223,8 @@ impl BloscCodec {
 
 /// Decompresses a Blosc buffer after validating its header against its length.
 pub(crate) fn blosc_decompress(name: &str, data: &[u8]) -> Result<Vec<u8>, CodecError> {
-    let size = blosc::validate(data)
-        .map_err(|_| CodecError::invalid(name, "not a valid blosc buffer"))?;
+    let size =
+        blosc::validate(data).map_err(|_| CodecError::invalid(name, "not a valid blosc buffer"))?;
     if size == 0 {
         return Ok(Vec::new());
     }
@@ -277,15 +277,28 @@ mod tests {
     fn every_cname_and_shuffle_roundtrips() {
         let data: Vec<u8> = (0u32..10_000).flat_map(|v| (v / 7).to_le_bytes()).collect();
         for cname in ["blosclz", "lz4", "lz4hc", "zlib", "zstd"] {
-            for shuffle in [BloscShuffle::NoShuffle, BloscShuffle::Shuffle, BloscShuffle::BitShuffle] {
-                let c = BloscCodec::new(BloscCompressor::parse(cname).unwrap(), 5, shuffle, 4, 0).unwrap();
+            for shuffle in [
+                BloscShuffle::NoShuffle,
+                BloscShuffle::Shuffle,
+                BloscShuffle::BitShuffle,
+            ] {
+                let c = BloscCodec::new(BloscCompressor::parse(cname).unwrap(), 5, shuffle, 4, 0)
+                    .unwrap();
                 let enc = c.encode(data.clone()).unwrap();
-                assert!(enc.len() < data.len(), "{cname} {shuffle:?} did not compress");
+                assert!(
+                    enc.len() < data.len(),
+                    "{cname} {shuffle:?} did not compress"
+                );
                 assert_eq!(c.decode(enc.into()).unwrap(), data);
             }
         }
         let c = BloscCodec::new(BloscCompressor::Lz4, 0, BloscShuffle::NoShuffle, 1, 0).unwrap();
-        assert_eq!(c.decode(c.encode(Vec::new()).unwrap().into()).unwrap().len(), 0);
+        assert_eq!(
+            c.decode(c.encode(Vec::new()).unwrap().into())
+                .unwrap()
+                .len(),
+            0
+        );
     }
 
     #[test]
@@ -295,8 +308,16 @@ mod tests {
         let c = BloscCodec::from_config(&Config::new("blosc", map), &DataType::Float16).unwrap();
         assert_eq!(c.to_json()["configuration"], m);
         let bad = serde_json::json!({"cname": "brotli"});
-        assert!(BloscCodec::from_config(&Config::new("blosc", bad.as_object().unwrap()), &DataType::Int8).is_err());
+        assert!(BloscCodec::from_config(
+            &Config::new("blosc", bad.as_object().unwrap()),
+            &DataType::Int8
+        )
+        .is_err());
         let bad = serde_json::json!({"cname": "lz4", "clevel": 10});
-        assert!(BloscCodec::from_config(&Config::new("blosc", bad.as_object().unwrap()), &DataType::Int8).is_err());
+        assert!(BloscCodec::from_config(
+            &Config::new("blosc", bad.as_object().unwrap()),
+            &DataType::Int8
+        )
+        .is_err());
     }
 }

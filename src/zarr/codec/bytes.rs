@@ -61,7 +61,9 @@ impl BytesCodec {
             Some("little") => Some(Endian::Little),
             Some("big") => Some(Endian::Big),
             Some(other) => {
-                return Err(cfg.err(format!("endian must be \"little\" or \"big\", not {other:?}")))
+                return Err(cfg.err(format!(
+                    "endian must be \"little\" or \"big\", not {other:?}"
+                )))
             }
         };
         Ok(BytesCodec { endian })
@@ -84,7 +86,10 @@ impl ArrayToBytesCodec for BytesCodec {
         if repr.data_type.fixed_size().is_none() {
             return Err(CodecError::unsupported(
                 NAME,
-                format!("data type {} has no fixed size (use vlen-utf8)", repr.data_type),
+                format!(
+                    "data type {} has no fixed size (use vlen-utf8)",
+                    repr.data_type
+                ),
             ));
         }
         if repr.data_type.needs_endian() && self.endian.is_none() {
@@ -150,10 +155,19 @@ mod tests {
         let r = repr(DataType::Int16, 2);
         let data: Vec<u8> = [1i16, 256].iter().flat_map(|v| v.to_ne_bytes()).collect();
         let big = BytesCodec::new(Some(Endian::Big));
-        assert_eq!(big.encode(ArrayBytes::Fixed(data.clone()), &r).unwrap(), vec![0, 1, 1, 0]);
+        assert_eq!(
+            big.encode(ArrayBytes::Fixed(data.clone()), &r).unwrap(),
+            vec![0, 1, 1, 0]
+        );
         let little = BytesCodec::little();
-        assert_eq!(little.encode(ArrayBytes::Fixed(data.clone()), &r).unwrap(), vec![1, 0, 0, 1]);
-        assert_eq!(big.decode(vec![0, 1, 1, 0].into(), &r).unwrap(), ArrayBytes::Fixed(data));
+        assert_eq!(
+            little.encode(ArrayBytes::Fixed(data.clone()), &r).unwrap(),
+            vec![1, 0, 0, 1]
+        );
+        assert_eq!(
+            big.decode(vec![0, 1, 1, 0].into(), &r).unwrap(),
+            ArrayBytes::Fixed(data)
+        );
         // complex64 swaps each component separately
         let c = repr(DataType::Complex64, 1);
         let v: Vec<u8> = [1f32, 2f32].iter().flat_map(|v| v.to_ne_bytes()).collect();
@@ -164,10 +178,16 @@ mod tests {
     #[test]
     fn errors() {
         let r = repr(DataType::Int32, 2);
-        assert!(BytesCodec::little().decode(vec![0u8; 7].into(), &r).is_err());
+        assert!(BytesCodec::little()
+            .decode(vec![0u8; 7].into(), &r)
+            .is_err());
         assert!(BytesCodec::new(None).validate(&r).is_err());
-        assert!(BytesCodec::new(None).validate(&repr(DataType::Bool, 2)).is_ok());
-        assert!(BytesCodec::little().validate(&repr(DataType::String, 2)).is_err());
+        assert!(BytesCodec::new(None)
+            .validate(&repr(DataType::Bool, 2))
+            .is_ok());
+        assert!(BytesCodec::little()
+            .validate(&repr(DataType::String, 2))
+            .is_err());
         assert!(BytesCodec::little()
             .encode(ArrayBytes::Fixed(vec![0; 4]), &r)
             .is_err());

@@ -32,7 +32,10 @@ impl BytesToBytesCodec for Crc32cCodec {
 
     fn decode(&self, bytes: ::bytes::Bytes) -> Result<::bytes::Bytes, CodecError> {
         if bytes.len() < 4 {
-            return Err(CodecError::invalid(NAME, "input shorter than the 4-byte checksum"));
+            return Err(CodecError::invalid(
+                NAME,
+                "input shorter than the 4-byte checksum",
+            ));
         }
         let n = bytes.len() - 4;
         let stored = u32::from_le_bytes([bytes[n], bytes[n + 1], bytes[n + 2], bytes[n + 3]]);
@@ -60,7 +63,10 @@ mod tests {
         // RFC 3720 test vector: CRC32C("123456789") = 0xe3069283
         let enc = Crc32cCodec.encode(b"123456789".to_vec()).unwrap();
         assert_eq!(&enc[9..], &0xe306_9283u32.to_le_bytes());
-        assert_eq!(Crc32cCodec.decode(enc.clone().into()).unwrap(), &b"123456789"[..]);
+        assert_eq!(
+            Crc32cCodec.decode(enc.clone().into()).unwrap(),
+            &b"123456789"[..]
+        );
         let mut bad = enc;
         bad[0] ^= 1;
         assert!(Crc32cCodec.decode(bad.into()).is_err());

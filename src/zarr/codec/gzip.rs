@@ -34,7 +34,9 @@ impl GzipCodec {
 
     pub(crate) fn from_config(cfg: &Config) -> ZarrResult<Self> {
         cfg.only(&["level"])?;
-        let level = cfg.u64("level")?.ok_or_else(|| cfg.err("`level` is required"))?;
+        let level = cfg
+            .u64("level")?
+            .ok_or_else(|| cfg.err("`level` is required"))?;
         Self::with_name("gzip", u32::try_from(level).unwrap_or(u32::MAX))
     }
 }

@@ -346,12 +346,10 @@ pub fn codec_from_json(json: &Value, dt: &DataType) -> ZarrResult<Option<Codec>>
     let codec = match name.as_str() {
         "bytes" => Codec::ArrayToBytes(Arc::new(bytes::BytesCodec::from_config(&cfg)?)),
         "vlen-utf8" => Codec::ArrayToBytes(Arc::new(vlen_utf8::VlenUtf8Codec::from_config(&cfg)?)),
-        "sharding_indexed" => Codec::ArrayToBytes(Arc::new(
-            sharding::ShardingCodec::from_config(&cfg, dt)?,
-        )),
-        "transpose" => {
-            Codec::ArrayToArray(Arc::new(transpose::TransposeCodec::from_config(&cfg)?))
+        "sharding_indexed" => {
+            Codec::ArrayToBytes(Arc::new(sharding::ShardingCodec::from_config(&cfg, dt)?))
         }
+        "transpose" => Codec::ArrayToArray(Arc::new(transpose::TransposeCodec::from_config(&cfg)?)),
         "gzip" => Codec::BytesToBytes(Arc::new(gzip::GzipCodec::from_config(&cfg)?)),
         "zstd" => Codec::BytesToBytes(Arc::new(zstd::ZstdCodec::from_config(&cfg)?)),
         "blosc" => Codec::BytesToBytes(Arc::new(blosc::BloscCodec::from_config(&cfg, dt)?)),
@@ -422,7 +420,9 @@ impl CodecChain {
             match c {
                 Codec::ArrayToArray(c) => {
                     if a2b.is_some() {
-                        return Err(bad("an array -> array codec follows the array -> bytes codec"));
+                        return Err(bad(
+                            "an array -> array codec follows the array -> bytes codec",
+                        ));
                     }
                     a2a.push(c);
                 }
@@ -434,7 +434,9 @@ impl CodecChain {
                 }
                 Codec::BytesToBytes(c) => {
                     if a2b.is_none() {
-                        return Err(bad("a bytes -> bytes codec precedes the array -> bytes codec"));
+                        return Err(bad(
+                            "a bytes -> bytes codec precedes the array -> bytes codec",
+                        ));
                     }
                     b2b.push(c);
                 }
@@ -527,7 +529,11 @@ impl CodecChain {
     ///
     /// # Errors
     /// [`CodecError`] from any codec (corrupt data, wrong sizes).
-    pub fn decode(&self, bytes: ::bytes::Bytes, repr: &ChunkRepr) -> Result<ArrayBytes, CodecError> {
+    pub fn decode(
+        &self,
+        bytes: ::bytes::Bytes,
+        repr: &ChunkRepr,
+    ) -> Result<ArrayBytes, CodecError> {
         let mut bytes = bytes;
         for c in self.bytes_to_bytes.iter().rev() {
             bytes = c.decode(bytes)?;
@@ -606,7 +612,11 @@ impl CodecChain {
 ///
 /// # Errors
 /// [`CodecError::InvalidData`] naming `codec` otherwise.
-pub(crate) fn check_data(codec: &str, data: &ArrayBytes, repr: &ChunkRepr) -> Result<(), CodecError> {
+pub(crate) fn check_data(
+    codec: &str,
+    data: &ArrayBytes,
+    repr: &ChunkRepr,
+) -> Result<(), CodecError> {
     data.check_len(&repr.data_type, repr.num_elements())
         .map_err(|found| {
             CodecError::invalid(
@@ -637,20 +647,47 @@ mod tests {
     #[test]
     fn chain_order_rules() {
         let r = repr(DataType::Int32, vec![4]);
-        let ok = [json!({"name": "bytes", "configuration": {"endian": "little"}}), json!({"name": "gzip", "configuration": {"level": 1}})];
+        let ok = [
+            json!({"name": "bytes", "configuration": {"endian": "little"}}),
+            json!({"name": "gzip", "configuration": {"level": 1}}),
+        ];
         assert!(CodecChain::from_json(&ok, &r).is_ok());
-        let bad = [json!({"name": "gzip", "configuration": {"level": 1}}), json!({"name": "bytes", "configuration": {"endian": "little"}})];
-        assert!(matches!(CodecChain::from_json(&bad, &r), Err(ZarrError::InvalidCodec { .. })));
-        let two = [json!({"name": "bytes", "configuration": {"endian": "little"}}), json!({"name": "bytes", "configuration": {"endian": "little"}})];
+        let bad = [
+            json!({"name": "gzip", "configuration": {"level": 1}}),
+            json!({"name": "bytes", "configuration": {"endian": "little"}}),
+        ];
+        assert!(matches!(
+            CodecChain::from_json(&bad, &r),
+            Err(ZarrError::InvalidCodec { .. })
+        ));
+        let two = [
+            json!({"name": "bytes", "configuration": {"endian": "little"}}),
+            json!({"name": "bytes", "configuration": {"endian": "little"}}),
+        ];
         assert!(CodecChain::from_json(&two, &r).is_err());
         assert!(CodecChain::from_json(&[], &r).is_err());
         let no_endian = [json!({"name": "bytes"})];
         assert!(CodecChain::from_json(&no_endian, &r).is_err());
         assert!(CodecChain::from_json(&no_endian, &repr(DataType::UInt8, vec![4])).is_ok());
-        let unknown = [json!({"name": "bytes", "configuration": {"endian": "little"}}), json!({"name": "fancy"})];
-        assert!(matches!(CodecChain::from_json(&unknown, &r), Err(ZarrError::UnsupportedExtension { .. })));
-        let ignorable = [json!({"name": "bytes", "configuration": {"endian": "little"}}), json!({"name": "fancy", "must_understand": false})];
-        assert_eq!(CodecChain::from_json(&ignorable, &r).unwrap().to_json().len(), 1);
+        let unknown = [
+            json!({"name": "bytes", "configuration": {"endian": "little"}}),
+            json!({"name": "fancy"}),
+        ];
+        assert!(matches!(
+            CodecChain::from_json(&unknown, &r),
+            Err(ZarrError::UnsupportedExtension { .. })
+        ));
+        let ignorable = [
+            json!({"name": "bytes", "configuration": {"endian": "little"}}),
+            json!({"name": "fancy", "must_understand": false}),
+        ];
+        assert_eq!(
+            CodecChain::from_json(&ignorable, &r)
+                .unwrap()
+                .to_json()
+                .len(),
+            1
+        );
         let wrong_type = [json!({"name": "vlen-utf8"})];
         assert!(CodecChain::from_json(&wrong_type, &r).is_err());
     }

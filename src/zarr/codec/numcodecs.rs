@@ -60,11 +60,15 @@ pub(crate) fn from_config(cfg: &Config, dt: &DataType) -> ZarrResult<Option<Code
     let kind = match id {
         "zlib" => {
             cfg.only(&["id", "level"])?;
-            Kind::Zlib { level: level_u32(1)? }
+            Kind::Zlib {
+                level: level_u32(1)?,
+            }
         }
         "gzip" => {
             cfg.only(&["id", "level"])?;
-            Kind::Gzip { level: level_u32(1)? }
+            Kind::Gzip {
+                level: level_u32(1)?,
+            }
         }
         "zstd" => {
             cfg.only(&["id", "level", "checksum"])?;
@@ -105,8 +109,13 @@ impl NumcodecsCodec {
     pub fn zlib(level: u32) -> Self {
         NumcodecsCodec {
             name: "numcodecs.zlib".into(),
-            config: json!({"level": level}).as_object().cloned().unwrap_or_default(),
-            kind: Kind::Zlib { level: level.min(9) },
+            config: json!({"level": level})
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+            kind: Kind::Zlib {
+                level: level.min(9),
+            },
         }
     }
 
@@ -128,7 +137,7 @@ fn shuffle(src: &[u8], es: usize) -> Result<Vec<u8>, CodecError> {
     if es <= 1 {
         return Ok(src.to_vec());
     }
-    if src.len() % es != 0 {
+    if !src.len().is_multiple_of(es) {
         return Err(CodecError::invalid(
             "numcodecs.shuffle",
             format!("{} bytes are not a multiple of elementsize {es}", src.len()),
@@ -148,7 +157,7 @@ fn unshuffle(src: &[u8], es: usize) -> Result<Vec<u8>, CodecError> {
     if es <= 1 {
         return Ok(src.to_vec());
     }
-    if src.len() % es != 0 {
+    if !src.len().is_multiple_of(es) {
         return Err(CodecError::invalid(
             "numcodecs.shuffle",
             format!("{} bytes are not a multiple of elementsize {es}", src.len()),
@@ -230,15 +239,24 @@ mod tests {
         assert!(s.encode(vec![1, 2, 3]).is_err());
         // zlib.compress(b'abc', 1)
         let z = NumcodecsCodec::zlib(1);
-        assert_eq!(z.decode(hex_bytes("78014b4c4a0600024d0127").into()).unwrap(), &b"abc"[..]);
-        assert_eq!(z.decode(z.encode(b"xyz".to_vec()).unwrap().into()).unwrap(), &b"xyz"[..]);
+        assert_eq!(
+            z.decode(hex_bytes("78014b4c4a0600024d0127").into())
+                .unwrap(),
+            &b"abc"[..]
+        );
+        assert_eq!(
+            z.decode(z.encode(b"xyz".to_vec()).unwrap().into()).unwrap(),
+            &b"xyz"[..]
+        );
         assert!(z.decode(b"nope".to_vec().into()).is_err());
     }
 
     #[test]
     fn config_names_roundtrip() {
         let j = json!({"name": "numcodecs.zstd", "configuration": {"level": 1}});
-        let c = crate::zarr::codec::codec_from_json(&j, &DataType::Int32).unwrap().unwrap();
+        let c = crate::zarr::codec::codec_from_json(&j, &DataType::Int32)
+            .unwrap()
+            .unwrap();
         assert_eq!(c.to_json(), j);
         let j = json!({"name": "numcodecs.lzma", "configuration": {}});
         assert!(crate::zarr::codec::codec_from_json(&j, &DataType::Int32).is_err());

@@ -120,7 +120,9 @@ impl ShardingCodec {
             None | Some("end") => IndexLocation::End,
             Some("start") => IndexLocation::Start,
             Some(other) => {
-                return Err(cfg.err(format!("index_location must be start or end, not {other:?}")))
+                return Err(cfg.err(format!(
+                    "index_location must be start or end, not {other:?}"
+                )))
             }
         };
         let codec = ShardingCodec::new(chunk_shape, inner, index, index_location)?;
@@ -193,9 +195,7 @@ impl ShardingCodec {
 }
 
 fn linear(idx: &[u64], shape: &[u64]) -> usize {
-    idx.iter()
-        .zip(shape)
-        .fold(0u64, |acc, (i, s)| acc * s + i) as usize
+    idx.iter().zip(shape).fold(0u64, |acc, (i, s)| acc * s + i) as usize
 }
 
 fn fill_for(repr: &ChunkRepr, n: u64) -> Result<ArrayBytes, CodecError> {
@@ -263,7 +263,10 @@ impl ArrayToBytesCodec for ShardingCodec {
         let mut index = vec![EMPTY; 2 * n as usize];
         for (i, idx) in indices_in(&vec![0; cps.len()], &cps).enumerate() {
             let region = ArraySubset::new(
-                idx.iter().zip(&self.chunk_shape).map(|(a, b)| a * b).collect(),
+                idx.iter()
+                    .zip(&self.chunk_shape)
+                    .map(|(a, b)| a * b)
+                    .collect(),
                 self.chunk_shape.clone(),
             );
             let chunk = data.extract(&repr.data_type, &repr.shape, &region);
@@ -280,7 +283,10 @@ impl ArrayToBytesCodec for ShardingCodec {
             .index
             .encode(ArrayBytes::Fixed(index_bytes), &self.index_repr(&cps))?;
         if enc_index.len() != index_size {
-            return Err(CodecError::unsupported(NAME, "index encoding has an unexpected size"));
+            return Err(CodecError::unsupported(
+                NAME,
+                "index encoding has an unexpected size",
+            ));
         }
         match self.index_location {
             IndexLocation::Start => out[..index_size].copy_from_slice(&enc_index),
@@ -296,7 +302,10 @@ impl ArrayToBytesCodec for ShardingCodec {
         if bytes.len() < index_size {
             return Err(CodecError::invalid(
                 NAME,
-                format!("shard has {} bytes, less than its {index_size}-byte index", bytes.len()),
+                format!(
+                    "shard has {} bytes, less than its {index_size}-byte index",
+                    bytes.len()
+                ),
             ));
         }
         let index_bytes = match self.index_location {
@@ -315,7 +324,11 @@ impl ArrayToBytesCodec for ShardingCodec {
                 .inner
                 .decode(bytes.slice(off as usize..(off + n) as usize), &inner_repr)?;
             check_data(NAME, &decoded, &inner_repr)?;
-            let start: Vec<u64> = idx.iter().zip(&self.chunk_shape).map(|(a, b)| a * b).collect();
+            let start: Vec<u64> = idx
+                .iter()
+                .zip(&self.chunk_shape)
+                .map(|(a, b)| a * b)
+                .collect();
             out.copy_from(
                 &repr.shape,
                 &start,
@@ -347,7 +360,10 @@ impl ArrayToBytesCodec for ShardingCodec {
         if !region.within(&repr.shape) {
             return Err(CodecError::unsupported(
                 NAME,
-                format!("region {region:?} is outside the shard shape {:?}", repr.shape),
+                format!(
+                    "region {region:?} is outside the shard shape {:?}",
+                    repr.shape
+                ),
             ));
         }
         let cps = self.chunks_per_shard(&repr.shape);
@@ -444,7 +460,10 @@ mod tests {
     }
 
     fn codec(location: &str) -> Arc<dyn ArrayToBytesCodec> {
-        match codec_from_json(&sharding_json(location), &DataType::UInt16).unwrap().unwrap() {
+        match codec_from_json(&sharding_json(location), &DataType::UInt16)
+            .unwrap()
+            .unwrap()
+        {
             Codec::ArrayToBytes(c) => c,
             _ => panic!("not array->bytes"),
         }
@@ -463,7 +482,7 @@ mod tests {
         let c = codec("end");
         assert_eq!(c.to_json(), sharding_json("end"));
         // Only the top-left inner chunk differs from the fill value.
-        let mut vals = vec![7u16; 16];
+        let mut vals = [7u16; 16];
         vals[0] = 1;
         vals[1] = 2;
         vals[4] = 3;
@@ -474,7 +493,10 @@ mod tests {
         assert_eq!(enc.len(), 8 + 64 + 4);
         assert_eq!(&enc[..8], &[1, 0, 2, 0, 3, 0, 4, 0]);
         let idx = &enc[8..72];
-        assert_eq!(&idx[..16], &[0, 0, 0, 0, 0, 0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(
+            &idx[..16],
+            &[0, 0, 0, 0, 0, 0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0]
+        );
         assert!(idx[16..].iter().all(|&b| b == 0xff));
         assert_eq!(&enc[72..], &crc32c::crc32c(idx).to_le_bytes());
         assert_eq!(c.decode(enc.into(), &repr()).unwrap(), data);
@@ -511,13 +533,21 @@ mod tests {
         let enc = c.encode(data, &repr()).unwrap();
         let src = BytesSource(Some(enc.into()));
         let region = ArraySubset::new(vec![1, 1], vec![2, 3]);
-        let got = c.partial_decode(&src, &repr(), &region).await.unwrap().unwrap();
+        let got = c
+            .partial_decode(&src, &repr(), &region)
+            .await
+            .unwrap()
+            .unwrap();
         let expected: Vec<u8> = [5u16, 6, 7, 9, 10, 11]
             .iter()
             .flat_map(|v| v.to_ne_bytes())
             .collect();
         assert_eq!(got, ArrayBytes::Fixed(expected));
         let missing = BytesSource(None);
-        assert!(c.partial_decode(&missing, &repr(), &region).await.unwrap().is_none());
+        assert!(c
+            .partial_decode(&missing, &repr(), &region)
+            .await
+            .unwrap()
+            .is_none());
     }
 }

@@ -165,13 +165,23 @@ impl ArrayToArrayCodec for TransposeCodec {
     fn encode(&self, data: ArrayBytes, decoded: &ChunkRepr) -> Result<ArrayBytes, CodecError> {
         self.encoded_repr(decoded)?;
         check_data(NAME, &data, decoded)?;
-        Ok(apply(data, &decoded.shape, &self.order, decoded.data_type.fixed_size()))
+        Ok(apply(
+            data,
+            &decoded.shape,
+            &self.order,
+            decoded.data_type.fixed_size(),
+        ))
     }
 
     fn decode(&self, data: ArrayBytes, decoded: &ChunkRepr) -> Result<ArrayBytes, CodecError> {
         let enc = self.encoded_repr(decoded)?;
         check_data(NAME, &data, &enc)?;
-        Ok(apply(data, &enc.shape, &self.inverse(), decoded.data_type.fixed_size()))
+        Ok(apply(
+            data,
+            &enc.shape,
+            &self.inverse(),
+            decoded.data_type.fixed_size(),
+        ))
     }
 }
 
@@ -194,7 +204,10 @@ mod tests {
             }
         }
         // 2-d transpose equals numpy .T
-        assert_eq!(permute(&[0, 1, 2, 3, 4, 5], &[2, 3], &[1, 0]), vec![0, 3, 1, 4, 2, 5]);
+        assert_eq!(
+            permute(&[0, 1, 2, 3, 4, 5], &[2, 3], &[1, 0]),
+            vec![0, 3, 1, 4, 2, 5]
+        );
     }
 
     #[test]
@@ -212,7 +225,10 @@ mod tests {
         assert_eq!(c.decode(enc, &r).unwrap(), ArrayBytes::Fixed(data));
         assert!(TransposeCodec::new(vec![0, 0]).is_err());
         assert!(TransposeCodec::new(vec![2, 0]).is_err());
-        let r2 = ChunkRepr { shape: vec![2, 3], ..r };
+        let r2 = ChunkRepr {
+            shape: vec![2, 3],
+            ..r
+        };
         assert!(c.encoded_repr(&r2).is_err());
     }
 }

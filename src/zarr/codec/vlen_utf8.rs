@@ -39,7 +39,10 @@ impl ArrayToBytesCodec for VlenUtf8Codec {
         if repr.data_type != DataType::String {
             return Err(CodecError::unsupported(
                 NAME,
-                format!("only the `string` data type is supported, not {}", repr.data_type),
+                format!(
+                    "only the `string` data type is supported, not {}",
+                    repr.data_type
+                ),
             ));
         }
         Ok(())
@@ -68,7 +71,10 @@ impl ArrayToBytesCodec for VlenUtf8Codec {
         if n != repr.num_elements() {
             return Err(CodecError::invalid(
                 NAME,
-                format!("header says {n} elements, chunk has {}", repr.num_elements()),
+                format!(
+                    "header says {n} elements, chunk has {}",
+                    repr.num_elements()
+                ),
             ));
         }
         let mut pos = 4usize;
@@ -87,7 +93,10 @@ impl ArrayToBytesCodec for VlenUtf8Codec {
             pos += len;
         }
         if pos != bytes.len() {
-            return Err(CodecError::invalid(NAME, "trailing bytes after the last element"));
+            return Err(CodecError::invalid(
+                NAME,
+                "trailing bytes after the last element",
+            ));
         }
         Ok(ArrayBytes::Strings(out))
     }

@@ -252,8 +252,8 @@ impl ArrayMetadata {
     /// [`ZarrError::InvalidMetadata`] for invalid JSON; otherwise as
     /// [`ArrayMetadata::from_json`].
     pub fn from_bytes(bytes: &[u8]) -> ZarrResult<Self> {
-        let v: Value = serde_json::from_slice(bytes)
-            .map_err(|e| invalid(format!("invalid JSON: {e}")))?;
+        let v: Value =
+            serde_json::from_slice(bytes).map_err(|e| invalid(format!("invalid JSON: {e}")))?;
         Self::from_json(&v)
     }
 
@@ -343,7 +343,9 @@ fn check_format_and_type(obj: &Map<String, Value>, expected: &str) -> ZarrResult
     }
     match obj.get("node_type").and_then(Value::as_str) {
         Some(t) if t == expected => Ok(()),
-        Some(t) => Err(invalid(format!("`node_type` is {t:?}, expected {expected:?}"))),
+        Some(t) => Err(invalid(format!(
+            "`node_type` is {t:?}, expected {expected:?}"
+        ))),
         None => Err(invalid("missing string member `node_type`")),
     }
 }
@@ -425,6 +427,7 @@ impl GroupMetadata {
 }
 
 /// The metadata of an array or a group.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum NodeMetadata {
     /// An array.
@@ -453,8 +456,8 @@ impl NodeMetadata {
     /// [`ZarrError::InvalidMetadata`] for invalid JSON; otherwise as
     /// [`NodeMetadata::from_json`].
     pub fn from_bytes(bytes: &[u8]) -> ZarrResult<Self> {
-        let v: Value = serde_json::from_slice(bytes)
-            .map_err(|e| invalid(format!("invalid JSON: {e}")))?;
+        let v: Value =
+            serde_json::from_slice(bytes).map_err(|e| invalid(format!("invalid JSON: {e}")))?;
         Self::from_json(&v)
     }
 
@@ -514,7 +517,11 @@ mod tests {
             Some(vec![Some("rows".into()), Some("columns".into())])
         );
         assert!(f64::from_ne_bytes(
-            m.parsed_fill_value().unwrap().as_bytes().try_into().unwrap()
+            m.parsed_fill_value()
+                .unwrap()
+                .as_bytes()
+                .try_into()
+                .unwrap()
         )
         .is_nan());
         let again = ArrayMetadata::from_json(&m.to_json()).unwrap();
@@ -555,7 +562,8 @@ mod tests {
 
     #[test]
     fn rejects_bad_documents() {
-        let cases: Vec<(&str, Box<dyn Fn(&mut Value)>)> = vec![
+        type Mutation = Box<dyn Fn(&mut Value)>;
+        let cases: Vec<(&str, Mutation)> = vec![
             ("format", Box::new(|d| d["zarr_format"] = json!(2))),
             ("node type", Box::new(|d| d["node_type"] = json!("group"))),
             ("shape", Box::new(|d| d["shape"] = json!([-1, 3]))),
@@ -563,11 +571,23 @@ mod tests {
             ("fill", Box::new(|d| d["fill_value"] = json!("nan"))),
             ("fill null", Box::new(|d| d["fill_value"] = json!(null))),
             ("codecs", Box::new(|d| d["codecs"] = json!([]))),
-            ("grid", Box::new(|d| d["chunk_grid"] = json!({"name": "rectilinear", "configuration": {}}))),
-            ("dimnames", Box::new(|d| d["dimension_names"] = json!(["x"]))),
+            (
+                "grid",
+                Box::new(|d| d["chunk_grid"] = json!({"name": "rectilinear", "configuration": {}})),
+            ),
+            (
+                "dimnames",
+                Box::new(|d| d["dimension_names"] = json!(["x"])),
+            ),
             ("attrs", Box::new(|d| d["attributes"] = json!([1]))),
-            ("transformer", Box::new(|d| d["storage_transformers"] = json!([{"name": "sharding"}]))),
-            ("unknown field", Box::new(|d| d["foo"] = json!({"name": "x"}))),
+            (
+                "transformer",
+                Box::new(|d| d["storage_transformers"] = json!([{"name": "sharding"}])),
+            ),
+            (
+                "unknown field",
+                Box::new(|d| d["foo"] = json!({"name": "x"})),
+            ),
             ("unknown field scalar", Box::new(|d| d["foo"] = json!(1))),
             ("dtype", Box::new(|d| d["data_type"] = json!("float8"))),
         ];
@@ -588,7 +608,10 @@ mod tests {
         d["storage_transformers"] = json!([]);
         d["my_ext"] = json!({"must_understand": false, "x": 1});
         let m = ArrayMetadata::from_json(&d).unwrap();
-        assert_eq!(m.to_json()["my_ext"], json!({"must_understand": false, "x": 1}));
+        assert_eq!(
+            m.to_json()["my_ext"],
+            json!({"must_understand": false, "x": 1})
+        );
         d["storage_transformers"] = json!([{"name": "foo", "must_understand": false}]);
         assert!(ArrayMetadata::from_json(&d).is_ok());
     }
@@ -602,7 +625,10 @@ mod tests {
         .unwrap();
         assert_eq!(g.attributes["a"], json!(1));
         assert_eq!(GroupMetadata::from_json(&g.to_json()).unwrap(), g);
-        assert!(GroupMetadata::from_json(&json!({"zarr_format": 3, "node_type": "group", "x": 1})).is_err());
+        assert!(
+            GroupMetadata::from_json(&json!({"zarr_format": 3, "node_type": "group", "x": 1}))
+                .is_err()
+        );
         assert!(GroupMetadata::from_json(&json!({"zarr_format": 3})).is_err());
         let n = NodeMetadata::from_json(&json!({"zarr_format": 3, "node_type": "group"})).unwrap();
         assert_eq!(n.node_type(), "group");

@@ -106,19 +106,17 @@ fn translate_fill(fill: &Value, dt: &DataType) -> ZarrResult<Value> {
         (Value::Number(n), DataType::Bool) => Value::Bool(n.as_f64().is_some_and(|x| x != 0.0)),
         (Value::Number(n), DataType::Complex64 | DataType::Complex128) => json!([n, 0.0]),
         (Value::Number(n), _) if dt.fixed_size().is_some() && !n.is_f64() => fill.clone(),
-        (Value::Number(n), d)
-            if matches!(
-                d,
-                DataType::Int8
-                    | DataType::Int16
-                    | DataType::Int32
-                    | DataType::Int64
-                    | DataType::UInt8
-                    | DataType::UInt16
-                    | DataType::UInt32
-                    | DataType::UInt64
-            ) =>
-        {
+        (
+            Value::Number(n),
+            DataType::Int8
+            | DataType::Int16
+            | DataType::Int32
+            | DataType::Int64
+            | DataType::UInt8
+            | DataType::UInt16
+            | DataType::UInt32
+            | DataType::UInt64,
+        ) => {
             // Integral floats (e.g. `0.0`) as some writers produce them.
             match n.as_f64() {
                 Some(x) if x.fract() == 0.0 && x >= 0.0 && x <= u64::MAX as f64 => {
@@ -151,8 +149,19 @@ fn codec_id(c: &Value) -> ZarrResult<(String, Map<String, Value>)> {
 
 /// Filters that numcodecs applies to raw bytes (so they follow the `bytes` codec).
 const BYTES_FILTERS: &[&str] = &[
-    "shuffle", "zlib", "gzip", "zstd", "blosc", "lz4", "bz2", "lzma", "crc32", "crc32c",
-    "adler32", "fletcher32", "jenkins_lookup3",
+    "shuffle",
+    "zlib",
+    "gzip",
+    "zstd",
+    "blosc",
+    "lz4",
+    "bz2",
+    "lzma",
+    "crc32",
+    "crc32c",
+    "adler32",
+    "fletcher32",
+    "jenkins_lookup3",
 ];
 
 /// Translates a v2 compressor into a v3 codec (same-format v3 codec when one exists).
@@ -162,11 +171,9 @@ fn translate_compressor(c: &Value, dt: &DataType) -> ZarrResult<Value> {
     Ok(match id.as_str() {
         "blosc" => {
             let typesize = dt.fixed_size().unwrap_or(1).max(1);
-            let shuffle = crate::zarr::codec::blosc::BloscShuffle::from_v2(
-                get_i("shuffle", 1),
-                typesize,
-            )
-            .ok_or_else(|| invalid(format!("blosc shuffle {:?}", config.get("shuffle"))))?;
+            let shuffle =
+                crate::zarr::codec::blosc::BloscShuffle::from_v2(get_i("shuffle", 1), typesize)
+                    .ok_or_else(|| invalid(format!("blosc shuffle {:?}", config.get("shuffle"))))?;
             json!({"name": "blosc", "configuration": {
                 "typesize": typesize,
                 "cname": config.get("cname").and_then(Value::as_str).unwrap_or("lz4"),
@@ -223,7 +230,9 @@ pub fn translate_v2_array(zarray: &Value, zattrs: Option<&Value>) -> ZarrResult<
     let (data_type, endian) = parse_v2_dtype(dtype)?;
     let order = obj.get("order").and_then(Value::as_str).unwrap_or("C");
     if order != "C" && order != "F" {
-        return Err(invalid(format!("`order` must be \"C\" or \"F\", not {order:?}")));
+        return Err(invalid(format!(
+            "`order` must be \"C\" or \"F\", not {order:?}"
+        )));
     }
     let separator = match obj.get("dimension_separator") {
         None | Some(Value::Null) => Separator::Dot,
@@ -284,7 +293,12 @@ pub fn translate_v2_array(zarray: &Value, zattrs: Option<&Value>) -> ZarrResult<
     let mut dimension_names = None;
     if let Some(Value::Array(names)) = attributes.get("_ARRAY_DIMENSIONS") {
         if names.len() == shape.len() && names.iter().all(|n| n.is_string() || n.is_null()) {
-            dimension_names = Some(names.iter().map(|n| n.as_str().map(str::to_string)).collect());
+            dimension_names = Some(
+                names
+                    .iter()
+                    .map(|n| n.as_str().map(str::to_string))
+                    .collect(),
+            );
         }
     }
     if dimension_names.is_some() {
@@ -313,10 +327,12 @@ pub fn translate_v2_array(zarray: &Value, zattrs: Option<&Value>) -> ZarrResult<
 /// [`ZarrError::InvalidMetadata`] for invalid JSON; otherwise as
 /// [`translate_v2_array`].
 pub fn translate_v2_array_bytes(zarray: &[u8], zattrs: Option<&[u8]>) -> ZarrResult<ArrayMetadata> {
-    let za: Value =
-        serde_json::from_slice(zarray).map_err(|e| invalid(format!(".zarray: invalid JSON: {e}")))?;
+    let za: Value = serde_json::from_slice(zarray)
+        .map_err(|e| invalid(format!(".zarray: invalid JSON: {e}")))?;
     let attrs: Option<Value> = zattrs
-        .map(|b| serde_json::from_slice(b).map_err(|e| invalid(format!(".zattrs: invalid JSON: {e}"))))
+        .map(|b| {
+            serde_json::from_slice(b).map_err(|e| invalid(format!(".zattrs: invalid JSON: {e}")))
+        })
         .transpose()?;
     translate_v2_array(&za, attrs.as_ref())
 }
@@ -345,21 +361,36 @@ mod tests {
 
     #[test]
     fn dtypes() {
-        assert_eq!(parse_v2_dtype("<f4").unwrap(), (DataType::Float32, Some(Endian::Little)));
-        assert_eq!(parse_v2_dtype(">i2").unwrap(), (DataType::Int16, Some(Endian::Big)));
+        assert_eq!(
+            parse_v2_dtype("<f4").unwrap(),
+            (DataType::Float32, Some(Endian::Little))
+        );
+        assert_eq!(
+            parse_v2_dtype(">i2").unwrap(),
+            (DataType::Int16, Some(Endian::Big))
+        );
         assert_eq!(parse_v2_dtype("|u1").unwrap(), (DataType::UInt8, None));
         assert_eq!(parse_v2_dtype("|b1").unwrap(), (DataType::Bool, None));
-        assert_eq!(parse_v2_dtype("<c8").unwrap(), (DataType::Complex64, Some(Endian::Little)));
+        assert_eq!(
+            parse_v2_dtype("<c8").unwrap(),
+            (DataType::Complex64, Some(Endian::Little))
+        );
         assert_eq!(
             parse_v2_dtype(">U5").unwrap(),
-            (DataType::FixedLengthUtf32 { length_bytes: 20 }, Some(Endian::Big))
+            (
+                DataType::FixedLengthUtf32 { length_bytes: 20 },
+                Some(Endian::Big)
+            )
         );
         assert_eq!(
             parse_v2_dtype("|S4").unwrap(),
             (DataType::NullTerminatedBytes { length_bytes: 4 }, None)
         );
         assert_eq!(parse_v2_dtype("|O").unwrap().0, DataType::String);
-        assert!(matches!(parse_v2_dtype("<M8[ns]"), Err(ZarrError::UnsupportedExtension { .. })));
+        assert!(matches!(
+            parse_v2_dtype("<M8[ns]"),
+            Err(ZarrError::UnsupportedExtension { .. })
+        ));
         assert!(parse_v2_dtype("f4").is_err());
         assert!(parse_v2_dtype("<f3").is_err());
     }
@@ -377,7 +408,10 @@ mod tests {
         let m = translate_v2_array(&zarray, Some(&zattrs)).unwrap();
         assert_eq!(m.data_type, DataType::Int16);
         assert_eq!(m.fill_value, json!(7));
-        assert_eq!(m.chunk_key_encoding, ChunkKeyEncodingKind::V2(Separator::Dot));
+        assert_eq!(
+            m.chunk_key_encoding,
+            ChunkKeyEncodingKind::V2(Separator::Dot)
+        );
         assert_eq!(
             m.codecs,
             vec![
@@ -387,7 +421,10 @@ mod tests {
                 json!({"name": "numcodecs.zlib", "configuration": {"level": 1}}),
             ]
         );
-        assert_eq!(m.dimension_names, Some(vec![Some("y".into()), Some("x".into())]));
+        assert_eq!(
+            m.dimension_names,
+            Some(vec![Some("y".into()), Some("x".into())])
+        );
         assert_eq!(m.attributes.get("units"), Some(&json!("m")));
         assert!(!m.attributes.contains_key("_ARRAY_DIMENSIONS"));
     }
@@ -399,7 +436,11 @@ mod tests {
                    "order": "C", "filters": null, "compressor": compressor, "zarr_format": 2})
         };
         let m = translate_v2_array(
-            &base("<f8", json!("NaN"), json!({"id": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 1, "blocksize": 0})),
+            &base(
+                "<f8",
+                json!("NaN"),
+                json!({"id": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 1, "blocksize": 0}),
+            ),
             None,
         )
         .unwrap();
@@ -408,12 +449,26 @@ mod tests {
             m.codecs[1],
             json!({"name": "blosc", "configuration": {"typesize": 8, "cname": "lz4", "clevel": 5, "shuffle": "shuffle", "blocksize": 0}})
         );
-        let m = translate_v2_array(&base("<f4", json!("-Infinity"), json!({"id": "gzip", "level": 3})), None).unwrap();
+        let m = translate_v2_array(
+            &base("<f4", json!("-Infinity"), json!({"id": "gzip", "level": 3})),
+            None,
+        )
+        .unwrap();
         assert_eq!(m.fill_value, json!("-Infinity"));
-        assert_eq!(m.codecs[1], json!({"name": "gzip", "configuration": {"level": 3}}));
-        let m = translate_v2_array(&base("<i4", json!(null), json!({"id": "zstd", "level": 0})), None).unwrap();
+        assert_eq!(
+            m.codecs[1],
+            json!({"name": "gzip", "configuration": {"level": 3}})
+        );
+        let m = translate_v2_array(
+            &base("<i4", json!(null), json!({"id": "zstd", "level": 0})),
+            None,
+        )
+        .unwrap();
         assert_eq!(m.fill_value, json!(0));
-        assert_eq!(m.codecs[1], json!({"name": "zstd", "configuration": {"level": 0, "checksum": false}}));
+        assert_eq!(
+            m.codecs[1],
+            json!({"name": "zstd", "configuration": {"level": 0, "checksum": false}})
+        );
         let m = translate_v2_array(&base("<i4", json!(3.0), Value::Null), None).unwrap();
         assert_eq!(m.fill_value, json!(3));
         assert_eq!(m.codecs.len(), 1);
@@ -433,7 +488,10 @@ mod tests {
         assert!(translate_v2_array(&base("<i4", json!(0), json!({"id": "lzma"})), None).is_err());
         let mut f = base("<i4", json!(0), Value::Null);
         f["filters"] = json!([{"id": "delta", "dtype": "<i4"}]);
-        assert!(matches!(translate_v2_array(&f, None), Err(ZarrError::UnsupportedExtension { .. })));
+        assert!(matches!(
+            translate_v2_array(&f, None),
+            Err(ZarrError::UnsupportedExtension { .. })
+        ));
         let mut bad = base("<i4", json!(0), Value::Null);
         bad["zarr_format"] = json!(3);
         assert!(translate_v2_array(&bad, None).is_err());

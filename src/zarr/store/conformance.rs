@@ -48,52 +48,113 @@ pub async fn store_conformance(store: &dyn Store) {
 }
 
 async fn get_set_erase(store: &dyn Store) {
-    assert_eq!(store.get("missing").await.expect("get missing"), None, "get of a missing key");
-    store.set("zarr.json", b("{}")).await.expect("set zarr.json");
-    assert_eq!(store.get("zarr.json").await.expect("get").as_deref(), Some(&b"{}"[..]));
+    assert_eq!(
+        store.get("missing").await.expect("get missing"),
+        None,
+        "get of a missing key"
+    );
+    store
+        .set("zarr.json", b("{}"))
+        .await
+        .expect("set zarr.json");
+    assert_eq!(
+        store.get("zarr.json").await.expect("get").as_deref(),
+        Some(&b"{}"[..])
+    );
     // overwrite
-    store.set("zarr.json", b("{\"a\":1}")).await.expect("overwrite");
+    store
+        .set("zarr.json", b("{\"a\":1}"))
+        .await
+        .expect("overwrite");
     assert_eq!(
         store.get("zarr.json").await.expect("get").as_deref(),
         Some(&b"{\"a\":1}"[..]),
         "overwrite must replace the value"
     );
     // empty and binary values, deep keys, dotted names
-    store.set("a/b/c/empty", Bytes::new()).await.expect("set empty value");
+    store
+        .set("a/b/c/empty", Bytes::new())
+        .await
+        .expect("set empty value");
     assert_eq!(
-        store.get("a/b/c/empty").await.expect("get empty").map(|v| v.len()),
+        store
+            .get("a/b/c/empty")
+            .await
+            .expect("get empty")
+            .map(|v| v.len()),
         Some(0),
         "an empty value is present, not missing"
     );
     let binary: Bytes = (0..=255u8).collect::<Vec<u8>>().into();
-    store.set("x/.zarray", binary.clone()).await.expect("set binary");
-    assert_eq!(store.get("x/.zarray").await.expect("get").as_ref(), Some(&binary));
-    let big: Bytes = (0..(1usize << 20) + 7).map(|i| (i % 251) as u8).collect::<Vec<u8>>().into();
+    store
+        .set("x/.zarray", binary.clone())
+        .await
+        .expect("set binary");
+    assert_eq!(
+        store.get("x/.zarray").await.expect("get").as_ref(),
+        Some(&binary)
+    );
+    let big: Bytes = (0..(1usize << 20) + 7)
+        .map(|i| (i % 251) as u8)
+        .collect::<Vec<u8>>()
+        .into();
     store.set("x/c/0/0", big.clone()).await.expect("set 1 MiB");
-    assert_eq!(store.get("x/c/0/0").await.expect("get 1 MiB").as_ref(), Some(&big));
+    assert_eq!(
+        store.get("x/c/0/0").await.expect("get 1 MiB").as_ref(),
+        Some(&big)
+    );
     // a key that is a prefix of other keys is not a value
-    assert_eq!(store.get("a/b").await.expect("get prefix"), None, "a prefix is not a key");
+    assert_eq!(
+        store.get("a/b").await.expect("get prefix"),
+        None,
+        "a prefix is not a key"
+    );
     // erase
     store.erase("zarr.json").await.expect("erase");
-    assert_eq!(store.get("zarr.json").await.expect("get erased"), None, "erased key still present");
-    store.erase("zarr.json").await.expect("erasing a missing key is not an error");
+    assert_eq!(
+        store.get("zarr.json").await.expect("get erased"),
+        None,
+        "erased key still present"
+    );
+    store
+        .erase("zarr.json")
+        .await
+        .expect("erasing a missing key is not an error");
     store.erase("a/b/c/empty").await.expect("erase");
     store.erase("x/.zarray").await.expect("erase");
     store.erase("x/c/0/0").await.expect("erase");
-    assert!(store.list().await.expect("list").is_empty(), "keys left after erase");
+    assert!(
+        store.list().await.expect("list").is_empty(),
+        "keys left after erase"
+    );
 }
 
 async fn partial_values(store: &dyn Store) {
     let value = b("0123456789");
     store.set("p/v", value.clone()).await.expect("set");
     let ranges = [
-        ByteRange::FromStart { offset: 0, length: Some(3) },
-        ByteRange::FromStart { offset: 7, length: None },
-        ByteRange::FromStart { offset: 4, length: Some(0) },
+        ByteRange::FromStart {
+            offset: 0,
+            length: Some(3),
+        },
+        ByteRange::FromStart {
+            offset: 7,
+            length: None,
+        },
+        ByteRange::FromStart {
+            offset: 4,
+            length: Some(0),
+        },
         ByteRange::Suffix(2),
         ByteRange::Suffix(10),
-        ByteRange::FromStart { offset: 10, length: None },
-        ByteRange::FromStart { offset: 2, length: Some(8) },
+        ByteRange::FromStart {
+            offset: 10,
+            length: None,
+        },
+        ByteRange::FromStart {
+            offset: 2,
+            length: Some(8),
+        },
     ];
     let parts = store
         .get_partial_values("p/v", &ranges)
@@ -114,9 +175,18 @@ async fn partial_values(store: &dyn Store) {
         "partial read of a missing key"
     );
     for bad in [
-        ByteRange::FromStart { offset: 8, length: Some(3) },
-        ByteRange::FromStart { offset: 11, length: None },
-        ByteRange::FromStart { offset: u64::MAX, length: Some(2) },
+        ByteRange::FromStart {
+            offset: 8,
+            length: Some(3),
+        },
+        ByteRange::FromStart {
+            offset: 11,
+            length: None,
+        },
+        ByteRange::FromStart {
+            offset: u64::MAX,
+            length: Some(2),
+        },
     ] {
         match store.get_partial_values("p/v", &[bad]).await {
             Err(StoreError::InvalidRange { .. }) => {}
@@ -129,7 +199,11 @@ async fn partial_values(store: &dyn Store) {
         .await
         .expect("suffix")
         .expect("present");
-    assert_eq!(parts[0].as_ref(), b"0123456789", "oversized suffix returns the value");
+    assert_eq!(
+        parts[0].as_ref(),
+        b"0123456789",
+        "oversized suffix returns the value"
+    );
     let none = store
         .get_partial_values("p/v", &[])
         .await
@@ -155,10 +229,20 @@ async fn listing(store: &dyn Store) {
     }
     let mut sorted: Vec<String> = keys.iter().map(|s| s.to_string()).collect();
     sorted.sort();
-    assert_eq!(store.list().await.expect("list"), sorted, "list must be sorted and complete");
+    assert_eq!(
+        store.list().await.expect("list"),
+        sorted,
+        "list must be sorted and complete"
+    );
     assert_eq!(
         store.list_prefix("a/").await.expect("list_prefix"),
-        vec!["a/b/zarr.json", "a/c/0/0", "a/c/0/1", "a/c/1/0", "a/zarr.json"],
+        vec![
+            "a/b/zarr.json",
+            "a/c/0/0",
+            "a/c/0/1",
+            "a/c/1/0",
+            "a/zarr.json"
+        ],
         "list_prefix(a/)"
     );
     assert_eq!(
@@ -166,13 +250,25 @@ async fn listing(store: &dyn Store) {
         vec!["a/c/0/0", "a/c/0/1"],
         "list_prefix(a/c/0/)"
     );
-    assert!(store.list_prefix("nothing/").await.expect("list_prefix").is_empty());
+    assert!(store
+        .list_prefix("nothing/")
+        .await
+        .expect("list_prefix")
+        .is_empty());
     let root = store.list_dir("").await.expect("list_dir root");
     assert_eq!(root.keys, vec!["a.x", "zarr.json"], "list_dir('') keys");
     assert_eq!(root.prefixes, vec!["a/", "ab/"], "list_dir('') prefixes");
     let a = store.list_dir("a/").await.expect("list_dir a/");
-    assert_eq!(a.keys, vec!["a/zarr.json"], "list_dir(a/) keys are full keys");
-    assert_eq!(a.prefixes, vec!["a/b/", "a/c/"], "list_dir(a/) prefixes are full prefixes");
+    assert_eq!(
+        a.keys,
+        vec!["a/zarr.json"],
+        "list_dir(a/) keys are full keys"
+    );
+    assert_eq!(
+        a.prefixes,
+        vec!["a/b/", "a/c/"],
+        "list_dir(a/) prefixes are full prefixes"
+    );
     let c = store.list_dir("a/c/").await.expect("list_dir a/c/");
     assert!(c.keys.is_empty());
     assert_eq!(c.prefixes, vec!["a/c/0/", "a/c/1/"]);
@@ -190,7 +286,14 @@ async fn listing(store: &dyn Store) {
 }
 
 async fn erase_prefix(store: &dyn Store) {
-    for k in ["arr/zarr.json", "arr/c/0", "arr/c/1", "arr2/zarr.json", "arrx", "other/k"] {
+    for k in [
+        "arr/zarr.json",
+        "arr/c/0",
+        "arr/c/1",
+        "arr2/zarr.json",
+        "arrx",
+        "other/k",
+    ] {
         store.set(k, b(k)).await.expect("set");
     }
     store.erase_prefix("arr/").await.expect("erase_prefix");
@@ -199,9 +302,15 @@ async fn erase_prefix(store: &dyn Store) {
         vec!["arr2/zarr.json", "arrx", "other/k"],
         "erase_prefix(arr/) must not touch arr2/ or arrx"
     );
-    store.erase_prefix("arr/").await.expect("erase_prefix of nothing");
+    store
+        .erase_prefix("arr/")
+        .await
+        .expect("erase_prefix of nothing");
     store.erase_prefix("").await.expect("erase_prefix('')");
-    assert!(store.list().await.expect("list").is_empty(), "erase_prefix('') erases all");
+    assert!(
+        store.list().await.expect("list").is_empty(),
+        "erase_prefix('') erases all"
+    );
 }
 
 async fn concurrency(store: &dyn Store) {
@@ -224,7 +333,10 @@ async fn concurrency(store: &dyn Store) {
     for (i, v) in join_all(gets).await.into_iter().enumerate() {
         let v = v.expect("concurrent get").expect("value present");
         assert_eq!(v.len(), 1000 + i, "value {i} has the right length");
-        assert!(v.iter().all(|&x| x == (i % 256) as u8), "value {i} is intact");
+        assert!(
+            v.iter().all(|&x| x == (i % 256) as u8),
+            "value {i} is intact"
+        );
     }
     // Concurrent overwrites of one key: the final value is one of the written ones.
     let writes = (0..16u8).map(|i| store.set("conc/same", Bytes::from(vec![i; 4096])));
@@ -233,7 +345,10 @@ async fn concurrency(store: &dyn Store) {
     }
     let v = store.get("conc/same").await.expect("get").expect("present");
     assert_eq!(v.len(), 4096);
-    assert!(v.iter().all(|&x| x == v[0]), "a value must never be a mix of writes");
+    assert!(
+        v.iter().all(|&x| x == v[0]),
+        "a value must never be a mix of writes"
+    );
     // Concurrent erase and set in sibling keys.
     let ops = (0..n).map(|i| {
         let key = keys[i].clone();

@@ -472,7 +472,16 @@ mod tests {
     async fn rejects_escaping_keys() {
         let dir = tempfile::tempdir().unwrap();
         let store = FilesystemStore::new(dir.path().join("root")).unwrap();
-        for key in ["../x", "a/../../x", "/etc/passwd", "a//b", "./a", "a/.", "", "a\\b"] {
+        for key in [
+            "../x",
+            "a/../../x",
+            "/etc/passwd",
+            "a//b",
+            "./a",
+            "a/.",
+            "",
+            "a\\b",
+        ] {
             assert!(
                 matches!(
                     store.set(key, Bytes::from_static(b"x")).await,
@@ -480,7 +489,10 @@ mod tests {
                 ),
                 "{key:?}"
             );
-            assert!(matches!(store.get(key).await, Err(StoreError::InvalidKey { .. })));
+            assert!(matches!(
+                store.get(key).await,
+                Err(StoreError::InvalidKey { .. })
+            ));
         }
         assert!(!dir.path().join("x").exists());
         assert!(matches!(
@@ -493,22 +505,44 @@ mod tests {
     async fn layout_matches_spec_and_read_only() {
         let dir = tempfile::tempdir().unwrap();
         let store = FilesystemStore::new(dir.path()).unwrap();
-        store.set("foo/bar", Bytes::from_static(b"v")).await.unwrap();
-        assert_eq!(std::fs::read(dir.path().join("foo").join("bar")).unwrap(), b"v");
+        store
+            .set("foo/bar", Bytes::from_static(b"v"))
+            .await
+            .unwrap();
+        assert_eq!(
+            std::fs::read(dir.path().join("foo").join("bar")).unwrap(),
+            b"v"
+        );
         // no temporary files left behind
-        let names: Vec<_> = std::fs::read_dir(dir.path().join("foo")).unwrap().flatten().map(|e| e.file_name()).collect();
+        let names: Vec<_> = std::fs::read_dir(dir.path().join("foo"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
         assert_eq!(names.len(), 1);
         store.erase("foo/bar").await.unwrap();
-        assert!(!dir.path().join("foo").exists(), "empty directories are pruned");
+        assert!(
+            !dir.path().join("foo").exists(),
+            "empty directories are pruned"
+        );
         store.set("a/b", Bytes::from_static(b"v")).await.unwrap();
         let ro = FilesystemStore::open_read_only(dir.path()).unwrap();
         assert!(!ro.is_writable());
         assert_eq!(ro.get("a/b").await.unwrap().unwrap(), &b"v"[..]);
-        assert!(matches!(ro.set("a/c", Bytes::new()).await, Err(StoreError::ReadOnly { .. })));
-        assert!(matches!(ro.erase("a/b").await, Err(StoreError::ReadOnly { .. })));
+        assert!(matches!(
+            ro.set("a/c", Bytes::new()).await,
+            Err(StoreError::ReadOnly { .. })
+        ));
+        assert!(matches!(
+            ro.erase("a/b").await,
+            Err(StoreError::ReadOnly { .. })
+        ));
         // an empty directory created by another tool is not a prefix
         std::fs::create_dir_all(dir.path().join("empty/sub")).unwrap();
-        assert_eq!(store.list_dir("").await.unwrap().prefixes, vec!["a/".to_string()]);
+        assert_eq!(
+            store.list_dir("").await.unwrap().prefixes,
+            vec!["a/".to_string()]
+        );
         // reading a directory as a key is "absent"
         assert_eq!(store.get("a").await.unwrap(), None);
     }
