@@ -101,6 +101,20 @@ impl ByteSource for StoreSource {
     }
 }
 
+/// Encodes a whole chunk; `None` when it is all fill value and empty chunks are not
+/// written.
+fn encode_chunk(
+    chain: &CodecChain,
+    repr: &ChunkRepr,
+    write_empty: bool,
+    data: ArrayBytes,
+) -> Result<Option<Vec<u8>>, CodecError> {
+    if !write_empty && data.is_fill(&repr.fill_value) {
+        return Ok(None);
+    }
+    chain.encode(data, repr).map(Some)
+}
+
 fn chunk_err(path: &str, key: &str, source: CodecError) -> ZarrError {
     match source {
         CodecError::Source(e) => ZarrError::Store(e),
@@ -441,17 +455,17 @@ impl Array {
         let repr = self.derived.repr.clone();
         let write_empty = self.options.write_empty_chunks;
         let size = repr.size_bytes().unwrap_or(0) as usize;
-        let encoded = run_blocking(size, move || {
-            if !write_empty && data.is_fill(&repr.fill_value) {
-                return Ok(None);
-            }
-            chain.encode(data, &repr).map(Some)
-        })
-        .await
-        .map_err(|e| chunk_err(&self.path, &key, e))?;
+        let encoded = run_blocking(size, move || encode_chunk(&chain, &repr, write_empty, data))
+            .await
+            .map_err(|e| chunk_err(&self.path, &key, e))?;
+        self.put_encoded(&key, encoded).await
+    }
+
+    /// Stores encoded chunk bytes, or erases the key for `None`.
+    async fn put_encoded(&self, key: &str, encoded: Option<Vec<u8>>) -> ZarrResult<()> {
         match encoded {
-            Some(bytes) => self.store.set(&key, Bytes::from(bytes)).await?,
-            None => self.store.erase(&key).await?,
+            Some(bytes) => self.store.set(key, Bytes::from(bytes)).await?,
+            None => self.store.erase(key).await?,
         }
         Ok(())
     }
@@ -665,7 +679,9 @@ impl Array {
         let region = region.clone();
         let elem = self.metadata.data_type.fixed_size().unwrap_or(0);
         let size = repr.size_bytes().unwrap_or(0) as usize;
-        let chunk = run_blocking(size, move || {
+        let chain = Arc::clone(&self.derived.chain);
+        let write_empty = self.options.write_empty_chunks;
+        let encoded = run_blocking(size, move || {
             let mut chunk = match existing {
                 Some(c) => c,
                 None => ArrayBytes::new_fill(
@@ -684,11 +700,11 @@ impl Array {
                 &inter.shape,
                 elem,
             );
-            Ok(chunk)
+            encode_chunk(&chain, &repr, write_empty, chunk)
         })
         .await
         .map_err(|e| chunk_err(&self.path, &key, e))?;
-        self.store_chunk(key, chunk).await
+        self.put_encoded(&key, encoded).await
     }
 
     /// Writes elements of `T` (C order, shape `region.shape`) into `region`.

@@ -124,7 +124,7 @@ impl ArrayToBytesCodec for BytesCodec {
                 format!("expected {expected} bytes, got {}", bytes.len()),
             ));
         }
-        let mut b = bytes.to_vec();
+        let mut b = Vec::from(bytes);
         if self.needs_swap(repr) {
             swap_endian(&mut b, repr.data_type.endian_unit());
         }
