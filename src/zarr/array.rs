@@ -16,7 +16,7 @@ use futures::{StreamExt, TryStreamExt};
 use ndarray::{ArrayBase, ArrayD, Data, Dimension, IxDyn};
 use serde_json::{Map, Value};
 
-use crate::zarr::array_bytes::ArrayBytes;
+use crate::zarr::array_bytes::{ArrayBytes, ElemsMut, ElemsRef};
 use crate::zarr::chunk_grid::{ChunkGrid, RegularChunkGrid};
 use crate::zarr::chunk_key_encoding::{ChunkKeyEncoding, Separator};
 use crate::zarr::codec::{run_blocking, ByteSource, ChunkRepr, CodecChain};
@@ -82,6 +82,15 @@ pub struct Array {
     derived: Arc<Derived>,
     format: ZarrFormat,
     options: ArrayOptions,
+}
+
+/// Decoded data of one chunk for a region read: `data` (shape `data_shape`) holds
+/// the intersection `inter` (array coordinates) starting at `data_start`.
+struct ChunkPart {
+    inter: ArraySubset,
+    data: ArrayBytes,
+    data_shape: Vec<u64>,
+    data_start: Vec<u64>,
 }
 
 /// A [`ByteSource`] reading one store key.
@@ -483,13 +492,11 @@ impl Array {
     pub async fn read_region_bytes(&self, region: &ArraySubset) -> ZarrResult<ArrayBytes> {
         self.check_region(region)?;
         let n = region.num_elements();
-        let dt = &self.metadata.data_type;
         if n == 0 {
             return self.fill_bytes(0);
         }
         let grid = &self.derived.grid;
         let chunks = grid.chunks_intersecting(region);
-        let elem = dt.fixed_size().unwrap_or(0);
         // Fast path: the region is exactly one whole chunk.
         if chunks.num_elements() == 1 && grid.chunk_region(&chunks.start) == *region {
             return match self.fetch_chunk(&chunks.start).await? {
@@ -498,39 +505,58 @@ impl Array {
             };
         }
         let mut out = self.fill_bytes(n)?;
+        self.read_into(region, out.as_view_mut()).await?;
+        Ok(out)
+    }
+
+    /// Reads `region` into `out` (C order, shape `region.shape`, already holding the
+    /// fill value): chunks are fetched and decoded concurrently and copied in as they
+    /// arrive; missing chunks are skipped.
+    async fn read_into(&self, region: &ArraySubset, mut out: ElemsMut<'_>) -> ZarrResult<()> {
+        let chunks = self.derived.grid.chunks_intersecting(region);
+        let elem = self.metadata.data_type.fixed_size().unwrap_or(0);
         let mut results = futures::stream::iter(indices_in(&chunks.start, &chunks.shape))
             .map(|idx| self.read_chunk_part(idx, region))
             .buffer_unordered(self.options.concurrency.max(1));
         while let Some(r) = results.next().await {
-            let Some((inter, data)) = r? else { continue };
+            let Some(part) = r? else {
+                continue;
+            };
             out.copy_from(
                 &region.shape,
-                &inter.relative_to(&region.start).start,
-                &data,
-                &inter.shape,
-                &vec![0; inter.ndim()],
-                &inter.shape,
+                &part.inter.relative_to(&region.start).start,
+                part.data.as_view(),
+                &part.data_shape,
+                &part.data_start,
+                &part.inter.shape,
                 elem,
             );
         }
-        Ok(out)
+        Ok(())
     }
 
-    /// Reads the part of chunk `idx` inside `region`: `(intersection in array
-    /// coordinates, decoded intersection)`, `None` when the chunk is missing.
+    /// Reads the part of chunk `idx` inside `region`, `None` when the chunk is
+    /// missing. The data is the whole decoded chunk when the chain cannot decode
+    /// partially (the caller copies the intersection out of it, saving a copy), else
+    /// just the intersection.
     async fn read_chunk_part(
         &self,
         idx: Vec<u64>,
         region: &ArraySubset,
-    ) -> ZarrResult<Option<(ArraySubset, ArrayBytes)>> {
+    ) -> ZarrResult<Option<ChunkPart>> {
         let chunk_region = self.derived.grid.chunk_region(&idx);
         let Some(inter) = chunk_region.intersect(region) else {
             return Ok(None);
         };
         let local = inter.relative_to(&chunk_region.start);
         let repr = &self.derived.repr;
-        if local.is_full(&repr.shape) {
-            return Ok(self.fetch_chunk(&idx).await?.map(|d| (inter, d)));
+        if local.is_full(&repr.shape) || !self.derived.chain.supports_partial_decode() {
+            return Ok(self.fetch_chunk(&idx).await?.map(|data| ChunkPart {
+                inter,
+                data,
+                data_shape: repr.shape.clone(),
+                data_start: local.start,
+            }));
         }
         let key = self.key_of(&idx);
         let source = StoreSource {
@@ -545,9 +571,14 @@ impl Array {
             .map_err(|e| chunk_err(&self.path, &key, e))?;
         match part {
             None => Ok(None),
-            Some(d) => {
-                self.check_decoded(&key, &d, local.num_elements())?;
-                Ok(Some((inter, d)))
+            Some(data) => {
+                self.check_decoded(&key, &data, local.num_elements())?;
+                Ok(Some(ChunkPart {
+                    data_start: vec![0; inter.ndim()],
+                    data_shape: inter.shape.clone(),
+                    inter,
+                    data,
+                }))
             }
         }
     }
@@ -559,8 +590,21 @@ impl Array {
     /// as [`Array::read_region_bytes`].
     pub async fn read_region<T: Element>(&self, region: &ArraySubset) -> ZarrResult<Vec<T>> {
         self.check_element::<T>()?;
+        self.check_region(region)?;
+        let dt = &self.metadata.data_type;
+        let n = region.num_elements();
+        if n > 1 && dt.fixed_size().is_some() && T::as_fixed_bytes(&[]).is_some() {
+            // Decode straight into the caller's vector (no conversion copy).
+            if let Some(fill) = T::from_array_bytes(self.fill_bytes(1)?, dt)?.pop() {
+                let mut out = vec![fill; n as usize];
+                if let Some(bytes) = T::as_fixed_bytes_mut(&mut out) {
+                    self.read_into(region, ElemsMut::Fixed(bytes)).await?;
+                    return Ok(out);
+                }
+            }
+        }
         let data = self.read_region_bytes(region).await?;
-        T::from_array_bytes(data, &self.metadata.data_type)
+        T::from_array_bytes(data, dt)
     }
 
     /// Reads `region` as an `ndarray` of shape `region.shape`.
@@ -632,51 +676,72 @@ impl Array {
     ) -> ZarrResult<()> {
         self.check_writable()?;
         self.check_region(region)?;
-        let n = region.num_elements();
-        data.check_len(&self.metadata.data_type, n)
-            .map_err(|got| ZarrError::DataLength {
-                path: self.path.clone(),
-                expected: n,
-                got,
-            })?;
-        if n == 0 {
-            return Ok(());
-        }
+        self.check_data_len(region, data.as_view())?;
         let grid = &self.derived.grid;
         let chunks = grid.chunks_intersecting(region);
         if chunks.num_elements() == 1 && grid.chunk_region(&chunks.start) == *region {
             let key = self.key_of(&chunks.start);
             return self.store_chunk(key, data).await;
         }
-        let data = Arc::new(data);
+        self.write_from(region, data.as_view()).await
+    }
+
+    fn check_data_len(&self, region: &ArraySubset, data: ElemsRef<'_>) -> ZarrResult<()> {
+        let n = region.num_elements();
+        data.check_len(&self.metadata.data_type, n)
+            .map_err(|got| ZarrError::DataLength {
+                path: self.path.clone(),
+                expected: n,
+                got,
+            })
+    }
+
+    /// Writes borrowed elements (already checked) chunk by chunk: the part of the
+    /// input for each chunk is copied out as the chunk's turn comes, so at most
+    /// `concurrency` chunk buffers exist at once.
+    async fn write_from(&self, region: &ArraySubset, data: ElemsRef<'_>) -> ZarrResult<()> {
+        if region.num_elements() == 0 {
+            return Ok(());
+        }
+        let grid = &self.derived.grid;
+        let chunks = grid.chunks_intersecting(region);
+        let dt = &self.metadata.data_type;
         futures::stream::iter(indices_in(&chunks.start, &chunks.shape))
-            .map(|idx| self.write_chunk_part(idx, region, Arc::clone(&data)))
+            .filter_map(|idx| {
+                let part = grid.chunk_region(&idx).intersect(region).map(|inter| {
+                    let local = inter.relative_to(&region.start);
+                    let part = data.extract(dt, &region.shape, &local);
+                    (idx, inter, part)
+                });
+                std::future::ready(part)
+            })
+            .map(|(idx, inter, part)| self.write_chunk_part(idx, inter, part))
             .buffer_unordered(self.options.concurrency.max(1))
             .try_collect::<Vec<()>>()
             .await?;
         Ok(())
     }
 
+    /// Writes `part` (the input restricted to `inter`, array coordinates) into chunk
+    /// `idx`, reading the chunk first unless `part` covers all its in-bounds elements.
     async fn write_chunk_part(
         &self,
         idx: Vec<u64>,
-        region: &ArraySubset,
-        data: Arc<ArrayBytes>,
+        inter: ArraySubset,
+        part: ArrayBytes,
     ) -> ZarrResult<()> {
         let chunk_region = self.derived.grid.chunk_region(&idx);
-        let Some(inter) = chunk_region.intersect(region) else {
-            return Ok(());
-        };
-        let in_bounds = self.chunk_region(&idx);
         let key = self.key_of(&idx);
+        if inter == chunk_region {
+            return self.store_chunk(key, part).await;
+        }
         // Covers every in-bounds element: start from the fill value, no read needed.
-        let existing = if inter == in_bounds {
+        let existing = if inter == self.chunk_region(&idx) {
             None
         } else {
             self.fetch_chunk(&idx).await?
         };
         let repr = self.derived.repr.clone();
-        let region = region.clone();
         let elem = self.metadata.data_type.fixed_size().unwrap_or(0);
         let size = repr.size_bytes().unwrap_or(0) as usize;
         let chain = Arc::clone(&self.derived.chain);
@@ -694,9 +759,9 @@ impl Array {
             chunk.copy_from(
                 &repr.shape,
                 &inter.relative_to(&chunk_region.start).start,
-                &data,
-                &region.shape,
-                &inter.relative_to(&region.start).start,
+                &part,
+                &inter.shape,
+                &vec![0; inter.ndim()],
                 &inter.shape,
                 elem,
             );
@@ -708,6 +773,8 @@ impl Array {
     }
 
     /// Writes elements of `T` (C order, shape `region.shape`) into `region`.
+    /// Plain numeric element types are read from `data` in place (no intermediate
+    /// copy of the whole input).
     ///
     /// # Errors
     /// [`ZarrError::ElementType`], [`ZarrError::InvalidValue`]; otherwise as
@@ -718,8 +785,20 @@ impl Array {
         data: &[T],
     ) -> ZarrResult<()> {
         self.check_element::<T>()?;
-        let bytes = T::to_array_bytes(data, &self.metadata.data_type)?;
-        self.write_region_bytes(region, bytes).await
+        let dt = &self.metadata.data_type;
+        match T::as_fixed_bytes(data) {
+            Some(bytes) if dt.fixed_size().is_some() => {
+                self.check_writable()?;
+                self.check_region(region)?;
+                let view = ElemsRef::Fixed(bytes);
+                self.check_data_len(region, view)?;
+                self.write_from(region, view).await
+            }
+            _ => {
+                let owned = T::to_array_bytes(data, dt)?;
+                self.write_region_bytes(region, owned).await
+            }
+        }
     }
 
     /// Writes an `ndarray` (any memory layout) with its origin at `start`.

@@ -57,29 +57,7 @@ impl ArrayBytes {
     /// `Err(found)` with the number of elements found on a mismatch (including a
     /// representation that does not match the data type).
     pub fn check_len(&self, dt: &DataType, n: u64) -> Result<(), u64> {
-        let found = match (self, dt.fixed_size()) {
-            (ArrayBytes::Fixed(b), Some(s)) if s > 0 => {
-                if b.len() % s != 0 {
-                    return Err((b.len() / s) as u64);
-                }
-                (b.len() / s) as u64
-            }
-            (ArrayBytes::Fixed(b), Some(_)) => {
-                // zero-sized elements: any count is consistent with an empty buffer
-                if b.is_empty() {
-                    n
-                } else {
-                    0
-                }
-            }
-            (ArrayBytes::Strings(v), None) => v.len() as u64,
-            _ => return Err(0),
-        };
-        if found == n {
-            Ok(())
-        } else {
-            Err(found)
-        }
+        self.as_view().check_len(dt, n)
     }
 
     /// Whether every element equals `fill` (bitwise for fixed-size types).
@@ -96,45 +74,29 @@ impl ArrayBytes {
         if region.is_full(shape) {
             return self.clone();
         }
-        let n = region.num_elements() as usize;
+        self.as_view().extract(dt, shape, region)
+    }
+
+    /// A borrowed view of the elements.
+    pub fn as_view(&self) -> ElemsRef<'_> {
         match self {
-            ArrayBytes::Fixed(b) => {
-                let s = dt.fixed_size().unwrap_or(0);
-                let mut out = vec![0u8; n * s];
-                if s > 0 {
-                    copy_region_bytes(
-                        b,
-                        &to_usize(shape),
-                        &to_usize(&region.start),
-                        &mut out,
-                        &to_usize(&region.shape),
-                        &vec![0; region.ndim()],
-                        &to_usize(&region.shape),
-                        s,
-                    );
-                }
-                ArrayBytes::Fixed(out)
-            }
-            ArrayBytes::Strings(v) => {
-                let mut out = vec![String::new(); n];
-                copy_region(
-                    v,
-                    &to_usize(shape),
-                    &to_usize(&region.start),
-                    &mut out,
-                    &to_usize(&region.shape),
-                    &vec![0; region.ndim()],
-                    &to_usize(&region.shape),
-                );
-                ArrayBytes::Strings(out)
-            }
+            ArrayBytes::Fixed(b) => ElemsRef::Fixed(b),
+            ArrayBytes::Strings(v) => ElemsRef::Strings(v),
         }
     }
 
-    /// Copies `src` (a buffer of shape `src_region.shape`) into `self` (shape
-    /// `shape`) at `dst_region.start`; `src_start` is where to start in `src`.
+    /// A mutable borrowed view of the elements.
+    pub fn as_view_mut(&mut self) -> ElemsMut<'_> {
+        match self {
+            ArrayBytes::Fixed(b) => ElemsMut::Fixed(b),
+            ArrayBytes::Strings(v) => ElemsMut::Strings(v),
+        }
+    }
+
+    /// Copies `region_shape` elements from `src` (shape `src_shape`, starting at
+    /// `src_start`) into `self` (shape `shape`) at `dst_start`.
     ///
-    /// Representations must match (checked by callers).
+    /// Representations must match (checked by callers); mismatches copy nothing.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn copy_from(
         &mut self,
@@ -146,28 +108,15 @@ impl ArrayBytes {
         region_shape: &[u64],
         elem_size: usize,
     ) {
-        match (self, src) {
-            (ArrayBytes::Fixed(d), ArrayBytes::Fixed(s)) if elem_size > 0 => copy_region_bytes(
-                s,
-                &to_usize(src_shape),
-                &to_usize(src_start),
-                d,
-                &to_usize(shape),
-                &to_usize(dst_start),
-                &to_usize(region_shape),
-                elem_size,
-            ),
-            (ArrayBytes::Strings(d), ArrayBytes::Strings(s)) => copy_region(
-                s,
-                &to_usize(src_shape),
-                &to_usize(src_start),
-                d,
-                &to_usize(shape),
-                &to_usize(dst_start),
-                &to_usize(region_shape),
-            ),
-            _ => {}
-        }
+        self.as_view_mut().copy_from(
+            shape,
+            dst_start,
+            src.as_view(),
+            src_shape,
+            src_start,
+            region_shape,
+            elem_size,
+        )
     }
 
     /// The elements as little-endian bytes in C order (the raw format of the CLI's
@@ -229,6 +178,137 @@ impl ArrayBytes {
                 data_type: dt.name(),
                 reason: "not a string data type".into(),
             }),
+        }
+    }
+}
+
+/// Borrowed decoded elements (C order): native-endian bytes of fixed-size elements,
+/// or strings.
+#[derive(Clone, Copy, Debug)]
+pub enum ElemsRef<'a> {
+    /// Native-endian element bytes.
+    Fixed(&'a [u8]),
+    /// Strings.
+    Strings(&'a [String]),
+}
+
+impl ElemsRef<'_> {
+    /// Checks that this holds `n` elements of data type `dt` (`Err(found)` otherwise).
+    pub fn check_len(&self, dt: &DataType, n: u64) -> Result<(), u64> {
+        let found = match (self, dt.fixed_size()) {
+            (ElemsRef::Fixed(b), Some(s)) if s > 0 => {
+                if b.len() % s != 0 {
+                    return Err((b.len() / s) as u64);
+                }
+                (b.len() / s) as u64
+            }
+            (ElemsRef::Fixed(b), Some(_)) => {
+                if b.is_empty() {
+                    n
+                } else {
+                    0
+                }
+            }
+            (ElemsRef::Strings(v), None) => v.len() as u64,
+            _ => return Err(0),
+        };
+        if found == n {
+            Ok(())
+        } else {
+            Err(found)
+        }
+    }
+
+    /// Copies `region` (relative to a buffer of shape `shape`) into a new buffer.
+    pub fn extract(&self, dt: &DataType, shape: &[u64], region: &ArraySubset) -> ArrayBytes {
+        let n = region.num_elements() as usize;
+        let zeros = vec![0; region.ndim()];
+        match self {
+            ElemsRef::Fixed(b) => {
+                let s = dt.fixed_size().unwrap_or(0);
+                if region.is_full(shape) {
+                    return ArrayBytes::Fixed(b.to_vec());
+                }
+                let mut out = vec![0u8; n * s];
+                if s > 0 {
+                    copy_region_bytes(
+                        b,
+                        &to_usize(shape),
+                        &to_usize(&region.start),
+                        &mut out,
+                        &to_usize(&region.shape),
+                        &zeros,
+                        &to_usize(&region.shape),
+                        s,
+                    );
+                }
+                ArrayBytes::Fixed(out)
+            }
+            ElemsRef::Strings(v) => {
+                if region.is_full(shape) {
+                    return ArrayBytes::Strings(v.to_vec());
+                }
+                let mut out = vec![String::new(); n];
+                copy_region(
+                    v,
+                    &to_usize(shape),
+                    &to_usize(&region.start),
+                    &mut out,
+                    &to_usize(&region.shape),
+                    &zeros,
+                    &to_usize(&region.shape),
+                );
+                ArrayBytes::Strings(out)
+            }
+        }
+    }
+}
+
+/// Mutable borrowed decoded elements.
+#[derive(Debug)]
+pub enum ElemsMut<'a> {
+    /// Native-endian element bytes.
+    Fixed(&'a mut [u8]),
+    /// Strings.
+    Strings(&'a mut [String]),
+}
+
+impl ElemsMut<'_> {
+    /// Copies `region_shape` elements from `src` (shape `src_shape`, at `src_start`)
+    /// into this buffer (shape `shape`) at `dst_start`. Mismatched representations
+    /// copy nothing (callers check them).
+    #[allow(clippy::too_many_arguments)]
+    pub fn copy_from(
+        &mut self,
+        shape: &[u64],
+        dst_start: &[u64],
+        src: ElemsRef<'_>,
+        src_shape: &[u64],
+        src_start: &[u64],
+        region_shape: &[u64],
+        elem_size: usize,
+    ) {
+        match (self, src) {
+            (ElemsMut::Fixed(d), ElemsRef::Fixed(s)) if elem_size > 0 => copy_region_bytes(
+                s,
+                &to_usize(src_shape),
+                &to_usize(src_start),
+                d,
+                &to_usize(shape),
+                &to_usize(dst_start),
+                &to_usize(region_shape),
+                elem_size,
+            ),
+            (ElemsMut::Strings(d), ElemsRef::Strings(s)) => copy_region(
+                s,
+                &to_usize(src_shape),
+                &to_usize(src_start),
+                d,
+                &to_usize(shape),
+                &to_usize(dst_start),
+                &to_usize(region_shape),
+            ),
+            _ => {}
         }
     }
 }

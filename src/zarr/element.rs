@@ -44,6 +44,18 @@ pub trait Element: Sized + Clone + Send + Sync + 'static {
     /// [`ZarrError::InvalidValue`] for bytes that are not a valid value (invalid
     /// UTF-32) or a representation that does not match `dt`.
     fn from_array_bytes(bytes: ArrayBytes, dt: &DataType) -> ZarrResult<Vec<Self>>;
+
+    /// The values' memory as native-endian element bytes, when that is exactly the
+    /// decoded representation (plain numbers, `[u8; N]`); lets reads and writes skip
+    /// a conversion copy. `None` (the default) means "convert".
+    fn as_fixed_bytes(_values: &[Self]) -> Option<&[u8]> {
+        None
+    }
+
+    /// Mutable counterpart of [`Element::as_fixed_bytes`].
+    fn as_fixed_bytes_mut(_values: &mut [Self]) -> Option<&mut [u8]> {
+        None
+    }
 }
 
 fn repr_error(dt: &DataType) -> ZarrError {
@@ -70,6 +82,12 @@ macro_rules! pod_element {
                     }
                     _ => Err(repr_error(dt)),
                 }
+            }
+            fn as_fixed_bytes(values: &[Self]) -> Option<&[u8]> {
+                Some(bytemuck::cast_slice(values))
+            }
+            fn as_fixed_bytes_mut(values: &mut [Self]) -> Option<&mut [u8]> {
+                Some(bytemuck::cast_slice_mut(values))
             }
         }
     };
@@ -226,6 +244,12 @@ impl<const N: usize> Element for [u8; N] {
             ArrayBytes::Fixed(_) => Ok(Vec::new()),
             ArrayBytes::Strings(_) => Err(repr_error(dt)),
         }
+    }
+    fn as_fixed_bytes(values: &[Self]) -> Option<&[u8]> {
+        Some(values.as_flattened())
+    }
+    fn as_fixed_bytes_mut(values: &mut [Self]) -> Option<&mut [u8]> {
+        Some(values.as_flattened_mut())
     }
 }
 
