@@ -9,6 +9,14 @@
 //! Implementations: [`memory::MemoryStore`], [`filesystem::FilesystemStore`]; a
 //! repository session provides a third one (`floe::session::SessionStore`).
 
+#[doc(hidden)]
+pub mod conformance;
+pub mod filesystem;
+pub mod memory;
+
+pub use filesystem::FilesystemStore;
+pub use memory::MemoryStore;
+
 use std::fmt::Debug;
 
 use async_trait::async_trait;

@@ -1,0 +1,146 @@
+//! Array write/read throughput on each store.
+//!
+//! - a float32 array of `FLOE_BENCH_MIB` MiB (default 256) in 1 MiB chunks,
+//!   uncompressed (`bytes`) and `zstd`;
+//! - 10,000 chunks of 4 KiB.
+//!
+//! To benchmark another store, add one line to [`stores`].
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use floe::zarr::{Array, ArrayBuilder, ArraySubset, DataType, FilesystemStore, MemoryStore, Store};
+use serde_json::{json, Value};
+
+/// A store under test; `_guard` keeps temporary directories alive.
+struct BenchStore {
+    store: Arc<dyn Store>,
+    _guard: Option<tempfile::TempDir>,
+}
+
+fn memory() -> BenchStore {
+    BenchStore {
+        store: Arc::new(MemoryStore::new()),
+        _guard: None,
+    }
+}
+
+fn filesystem() -> BenchStore {
+    let dir = tempfile::tempdir().expect("tempdir");
+    BenchStore {
+        store: Arc::new(FilesystemStore::new(dir.path()).expect("fs store")),
+        _guard: Some(dir),
+    }
+}
+
+/// Makes a fresh store for one benchmark.
+type MakeStore = fn() -> BenchStore;
+
+/// The stores benchmarked: one line per store.
+fn stores() -> Vec<(&'static str, MakeStore)> {
+    vec![("memory", memory), ("filesystem", filesystem)]
+}
+
+fn codecs(name: &str) -> Vec<Value> {
+    let bytes = json!({"name": "bytes", "configuration": {"endian": "little"}});
+    match name {
+        "zstd" => vec![
+            bytes,
+            json!({"name": "zstd", "configuration": {"level": 1, "checksum": false}}),
+        ],
+        _ => vec![bytes],
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+fn big_arrays(c: &mut Criterion) {
+    let mib: u64 = std::env::var("FLOE_BENCH_MIB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(256);
+    // Square-ish 2-d array of `mib` MiB in 512x512 float32 chunks (1 MiB each).
+    let chunks_per_side = (mib as f64).sqrt().ceil() as u64;
+    let rows_of_chunks = mib.div_ceil(chunks_per_side);
+    let shape = vec![rows_of_chunks * 512, chunks_per_side * 512];
+    let n = (shape[0] * shape[1]) as usize;
+    let data: Vec<f32> = (0..n).map(|i| ((i % 65_536) as f32 * 0.01).sin()).collect();
+    let full = ArraySubset::full(&shape);
+    let rt = runtime();
+    let mut group = c.benchmark_group(format!("f32_{}MiB_1MiB_chunks", (n * 4) >> 20));
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(8))
+        .throughput(Throughput::Bytes((n * 4) as u64));
+    for (store_name, make) in stores() {
+        for codec in ["uncompressed", "zstd"] {
+            let bs = make();
+            let array: Array = rt.block_on(async {
+                ArrayBuilder::new(shape.clone(), vec![512, 512], DataType::Float32)
+                    .codecs(codecs(codec))
+                    .create(bs.store.clone(), "bench")
+                    .await
+                    .expect("create")
+            });
+            let id = format!("{store_name}/{codec}");
+            group.bench_function(BenchmarkId::new("write", &id), |b| {
+                b.to_async(&rt)
+                    .iter(|| async { array.write_region(&full, &data).await.expect("write") })
+            });
+            group.bench_function(BenchmarkId::new("read", &id), |b| {
+                b.to_async(&rt).iter(|| async {
+                    let v: Vec<f32> = array.read_region(&full).await.expect("read");
+                    black_box(v)
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
+fn small_chunks(c: &mut Criterion) {
+    // 10,000 chunks of 1024 float32 (4 KiB each).
+    let shape = vec![100 * 32, 100 * 32];
+    let n = (shape[0] * shape[1]) as usize;
+    let data: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let full = ArraySubset::full(&shape);
+    let rt = runtime();
+    let mut group = c.benchmark_group("f32_10000_chunks_of_4KiB");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(8))
+        .throughput(Throughput::Elements(10_000));
+    for (store_name, make) in stores() {
+        let bs = make();
+        let array: Array = rt.block_on(async {
+            ArrayBuilder::new(shape.clone(), vec![32, 32], DataType::Float32)
+                .codecs(codecs("uncompressed"))
+                .create(bs.store.clone(), "small")
+                .await
+                .expect("create")
+        });
+        group.bench_function(BenchmarkId::new("write", store_name), |b| {
+            b.to_async(&rt)
+                .iter(|| async { array.write_region(&full, &data).await.expect("write") })
+        });
+        group.bench_function(BenchmarkId::new("read", store_name), |b| {
+            b.to_async(&rt).iter(|| async {
+                let v: Vec<f32> = array.read_region(&full).await.expect("read");
+                black_box(v)
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, big_arrays, small_chunks);
+criterion_main!(benches);

@@ -1,0 +1,323 @@
+//! The `blosc` codec (`../shared/specs/zarr/v3/codecs/blosc`): the Blosc container
+//! format via the c-blosc library (`blosc` crate, system `libblosc`).
+
+use serde_json::{json, Value};
+
+use crate::zarr::codec::{BytesToBytesCodec, Config};
+use crate::zarr::data_type::DataType;
+use crate::zarr::error::{CodecError, ZarrResult};
+
+/// Blosc's internal compressor (`cname`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BloscCompressor {
+    /// `blosclz`
+    BloscLz,
+    /// `lz4`
+    Lz4,
+    /// `lz4hc`
+    Lz4hc,
+    /// `zlib`
+    Zlib,
+    /// `zstd`
+    Zstd,
+    /// `snappy` (only when the linked c-blosc was built with it)
+    Snappy,
+}
+
+impl BloscCompressor {
+    /// Parses a `cname`.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "blosclz" => BloscCompressor::BloscLz,
+            "lz4" => BloscCompressor::Lz4,
+            "lz4hc" => BloscCompressor::Lz4hc,
+            "zlib" => BloscCompressor::Zlib,
+            "zstd" => BloscCompressor::Zstd,
+            "snappy" => BloscCompressor::Snappy,
+            _ => return None,
+        })
+    }
+
+    /// The `cname` string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BloscCompressor::BloscLz => "blosclz",
+            BloscCompressor::Lz4 => "lz4",
+            BloscCompressor::Lz4hc => "lz4hc",
+            BloscCompressor::Zlib => "zlib",
+            BloscCompressor::Zstd => "zstd",
+            BloscCompressor::Snappy => "snappy",
+        }
+    }
+
+    fn to_lib(self) -> blosc::Compressor {
+        match self {
+            BloscCompressor::BloscLz => blosc::Compressor::BloscLZ,
+            BloscCompressor::Lz4 => blosc::Compressor::LZ4,
+            BloscCompressor::Lz4hc => blosc::Compressor::LZ4HC,
+            BloscCompressor::Zlib => blosc::Compressor::Zlib,
+            BloscCompressor::Zstd => blosc::Compressor::Zstd,
+            BloscCompressor::Snappy => blosc::Compressor::Snappy,
+        }
+    }
+}
+
+/// Blosc shuffle mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BloscShuffle {
+    /// `noshuffle` (0 in Zarr v2)
+    NoShuffle,
+    /// `shuffle`: byte-wise (1 in Zarr v2)
+    Shuffle,
+    /// `bitshuffle`: bit-wise (2 in Zarr v2)
+    BitShuffle,
+}
+
+impl BloscShuffle {
+    /// The v3 string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BloscShuffle::NoShuffle => "noshuffle",
+            BloscShuffle::Shuffle => "shuffle",
+            BloscShuffle::BitShuffle => "bitshuffle",
+        }
+    }
+
+    /// From the Zarr v2 / numcodecs integer (`-1` = automatic: bit-wise for 1-byte
+    /// types, byte-wise otherwise).
+    pub fn from_v2(v: i64, typesize: usize) -> Option<Self> {
+        Some(match v {
+            0 => BloscShuffle::NoShuffle,
+            1 => BloscShuffle::Shuffle,
+            2 => BloscShuffle::BitShuffle,
+            -1 if typesize == 1 => BloscShuffle::BitShuffle,
+            -1 => BloscShuffle::Shuffle,
+            _ => return None,
+        })
+    }
+
+    fn to_lib(self) -> blosc::ShuffleMode {
+        match self {
+            BloscShuffle::NoShuffle => blosc::ShuffleMode::None,
+            BloscShuffle::Shuffle => blosc::ShuffleMode::Byte,
+            BloscShuffle::BitShuffle => blosc::ShuffleMode::Bit,
+        }
+    }
+}
+
+/// The `blosc` codec.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BloscCodec {
+    cname: BloscCompressor,
+    clevel: u8,
+    shuffle: BloscShuffle,
+    typesize: usize,
+    blocksize: usize,
+}
+
+impl BloscCodec {
+    /// A blosc codec. `typesize` is the shuffle stride in bytes; `blocksize` 0 =
+    /// automatic.
+    ///
+    /// # Errors
+    /// [`crate::zarr::ZarrError::InvalidCodec`] for `clevel > 9` or `typesize == 0`
+    /// with shuffling.
+    pub fn new(
+        cname: BloscCompressor,
+        clevel: u8,
+        shuffle: BloscShuffle,
+        typesize: usize,
+        blocksize: usize,
+    ) -> ZarrResult<Self> {
+        let m = serde_json::Map::new();
+        let cfg = Config::new("blosc", &m);
+        if clevel > 9 {
+            return Err(cfg.err(format!("clevel {clevel} is not in 0..=9")));
+        }
+        if typesize == 0 && shuffle != BloscShuffle::NoShuffle {
+            return Err(cfg.err("typesize must be positive when shuffling"));
+        }
+        Ok(BloscCodec {
+            cname,
+            clevel,
+            shuffle,
+            typesize: typesize.max(1),
+            blocksize,
+        })
+    }
+
+    pub(crate) fn from_config(cfg: &Config, dt: &DataType) -> ZarrResult<Self> {
+        cfg.only(&["cname", "clevel", "shuffle", "typesize", "blocksize"])?;
+        let cname_s = cfg.str("cname")?.unwrap_or("zstd");
+        let cname = BloscCompressor::parse(cname_s)
+            .ok_or_else(|| cfg.err(format!("unknown cname {cname_s:?}")))?;
+        let clevel = cfg.u64("clevel")?.unwrap_or(5);
+        let typesize = match cfg.u64("typesize")? {
+            Some(t) => t as usize,
+            None => dt.fixed_size().unwrap_or(1).max(1),
+        };
+        let shuffle = match cfg.get("shuffle") {
+            None => BloscShuffle::NoShuffle,
+            Some(Value::String(s)) => match s.as_str() {
+                "noshuffle" => BloscShuffle::NoShuffle,
+                "shuffle" => BloscShuffle::Shuffle,
+                "bitshuffle" => BloscShuffle::BitShuffle,
+                other => return Err(cfg.err(format!("unknown shuffle {other:?}"))),
+            },
+            Some(v) => v
+                .as_i64()
+                .and_then(|i| BloscShuffle::from_v2(i, typesize))
+                .ok_or_else(|| cfg.err(format!("invalid shuffle {v}")))?,
+        };
+        let blocksize = cfg.u64("blocksize")?.unwrap_or(0) as usize;
+        BloscCodec::new(
+            cname,
+            u8::try_from(clevel).unwrap_or(u8::MAX),
+            shuffle,
+            typesize,
+            blocksize,
+        )
+        .map_err(|e| cfg.err(e.to_string()))
+    }
+
+    pub(crate) fn config_json(&self) -> Value {
+        json!({
+            "typesize": self.typesize,
+            "cname": self.cname.as_str(),
+            "clevel": self.clevel,
+            "shuffle": self.shuffle.as_str(),
+            "blocksize": self.blocksize,
+        })
+    }
+
+    pub(crate) fn compress(&self, name: &str, data: &[u8]) -> Result<Vec<u8>, CodecError> {
+        let clevel = match self.clevel {
+            0 => blosc::Clevel::None,
+            1 => blosc::Clevel::L1,
+            2 => blosc::Clevel::L2,
+            3 => blosc::Clevel::L3,
+            4 => blosc::Clevel::L4,
+            5 => blosc::Clevel::L5,
+            6 => blosc::Clevel::L6,
+            7 => blosc::Clevel::L7,
+            8 => blosc::Clevel::L8,
+            _ => blosc::Clevel::L9,
+        };
+        let ctx = blosc::Context::new()
+            .compressor(self.cname.to_lib())
+            .map_err(|e| CodecError::EncodeFailed {
+                codec: name.to_string(),
+                reason: format!("compressor {}: {e}", self.cname.as_str()),
+            })?
+            .clevel(clevel)
+            .shuffle(self.shuffle.to_lib())
+            .typesize(Some(self.typesize))
+            .blocksize(if self.blocksize == 0 {
+                None
+            } else {
+                Some(self.blocksize)
+            });
+        Ok(ctx.compress(data).into())
+    }
+}
+
+/// Decompresses a Blosc buffer after validating its header against its length.
+pub(crate) fn blosc_decompress(name: &str, data: &[u8]) -> Result<Vec<u8>, CodecError> {
+    let size =
+        blosc::validate(data).map_err(|_| CodecError::invalid(name, "not a valid blosc buffer"))?;
+    if size == 0 {
+        return Ok(Vec::new());
+    }
+    // SAFETY: `blosc::validate` checked that the header is consistent with the
+    // buffer's length (c-blosc `blosc_cbuffer_validate`), which is what makes
+    // decompressing untrusted input safe.
+    let out: Vec<u8> = unsafe { blosc::decompress_bytes(data) }
+        .map_err(|e| CodecError::invalid(name, e.to_string()))?;
+    if out.len() != size {
+        return Err(CodecError::invalid(
+            name,
+            format!("decompressed {} bytes, header says {size}", out.len()),
+        ));
+    }
+    Ok(out)
+}
+
+impl BytesToBytesCodec for BloscCodec {
+    fn to_json(&self) -> Value {
+        json!({"name": "blosc", "configuration": self.config_json()})
+    }
+
+    fn encode(&self, bytes: Vec<u8>) -> Result<Vec<u8>, CodecError> {
+        self.compress("blosc", &bytes)
+    }
+
+    fn decode(&self, bytes: ::bytes::Bytes) -> Result<::bytes::Bytes, CodecError> {
+        blosc_decompress("blosc", &bytes).map(Into::into)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::zarr::codec::gzip::tests::hex_bytes;
+
+    #[test]
+    fn numcodecs_bytes_decode() {
+        // numcodecs.Blosc(cname='lz4', clevel=5, shuffle=1).encode(np.arange(8, dtype='<i4'))
+        let py = hex_bytes("020133012000000020000000300000000000000001000000020000000300000004000000050000000600000007000000");
+        let expected: Vec<u8> = (0i32..8).flat_map(|v| v.to_le_bytes()).collect();
+        assert_eq!(blosc_decompress("blosc", &py).unwrap(), expected);
+        assert!(blosc_decompress("blosc", b"nonsense").is_err());
+        let mut truncated = py.clone();
+        truncated.truncate(20);
+        assert!(blosc_decompress("blosc", &truncated).is_err());
+    }
+
+    #[test]
+    fn every_cname_and_shuffle_roundtrips() {
+        let data: Vec<u8> = (0u32..10_000).flat_map(|v| (v / 7).to_le_bytes()).collect();
+        for cname in ["blosclz", "lz4", "lz4hc", "zlib", "zstd"] {
+            for shuffle in [
+                BloscShuffle::NoShuffle,
+                BloscShuffle::Shuffle,
+                BloscShuffle::BitShuffle,
+            ] {
+                let c = BloscCodec::new(BloscCompressor::parse(cname).unwrap(), 5, shuffle, 4, 0)
+                    .unwrap();
+                let enc = c.encode(data.clone()).unwrap();
+                assert!(
+                    enc.len() < data.len(),
+                    "{cname} {shuffle:?} did not compress"
+                );
+                assert_eq!(c.decode(enc.into()).unwrap(), data);
+            }
+        }
+        let c = BloscCodec::new(BloscCompressor::Lz4, 0, BloscShuffle::NoShuffle, 1, 0).unwrap();
+        assert_eq!(
+            c.decode(c.encode(Vec::new()).unwrap().into())
+                .unwrap()
+                .len(),
+            0
+        );
+    }
+
+    #[test]
+    fn config_parsing() {
+        let m = serde_json::json!({"typesize": 2, "cname": "zstd", "clevel": 5, "shuffle": "shuffle", "blocksize": 0});
+        let map = m.as_object().unwrap();
+        let c = BloscCodec::from_config(&Config::new("blosc", map), &DataType::Float16).unwrap();
+        assert_eq!(c.to_json()["configuration"], m);
+        let bad = serde_json::json!({"cname": "brotli"});
+        assert!(BloscCodec::from_config(
+            &Config::new("blosc", bad.as_object().unwrap()),
+            &DataType::Int8
+        )
+        .is_err());
+        let bad = serde_json::json!({"cname": "lz4", "clevel": 10});
+        assert!(BloscCodec::from_config(
+            &Config::new("blosc", bad.as_object().unwrap()),
+            &DataType::Int8
+        )
+        .is_err());
+    }
+}

@@ -1,0 +1,553 @@
+//! The `sharding_indexed` codec (`../shared/specs/zarr/v3/codecs/sharding-indexed`).
+//!
+//! A shard (one outer chunk, one store value) holds inner chunks encoded with the
+//! inner `codecs`, plus an index of `(offset, nbytes)` `u64` pairs — shape
+//! `chunks_per_shard + [2]`, encoded with `index_codecs`, placed at the `start` or
+//! `end` of the value. Missing inner chunks are `(2^64-1, 2^64-1)` and read as the
+//! fill value. Inner chunks equal to the fill value are not written. Sharding can be
+//! nested (an inner codec list may itself contain `sharding_indexed`).
+//!
+//! Partial reads ([`ArrayToBytesCodec::partial_decode`]) fetch the index with one
+//! ranged read and then only the inner chunks the region needs, with a single
+//! multi-range read.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::{json, Value};
+
+use crate::zarr::array_bytes::ArrayBytes;
+use crate::zarr::chunk_grid::{ChunkGrid, RegularChunkGrid};
+use crate::zarr::codec::{
+    check_data, codec_from_json, run_blocking, ArrayToBytesCodec, ByteSource, ChunkRepr,
+    CodecChain, Config,
+};
+use crate::zarr::data_type::{DataType, FillValue};
+use crate::zarr::error::{CodecError, ZarrError, ZarrResult};
+use crate::zarr::store::ByteRange;
+use crate::zarr::subset::{indices_in, ArraySubset};
+
+const NAME: &str = "sharding_indexed";
+const EMPTY: u64 = u64::MAX;
+
+/// Where the shard index is stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum IndexLocation {
+    /// At the beginning of the shard.
+    Start,
+    /// At the end of the shard (the default).
+    End,
+}
+
+/// The `sharding_indexed` codec.
+#[derive(Clone, Debug)]
+pub struct ShardingCodec {
+    chunk_shape: Vec<u64>,
+    inner: Arc<CodecChain>,
+    index: Arc<CodecChain>,
+    index_location: IndexLocation,
+}
+
+impl ShardingCodec {
+    /// A sharding codec with inner chunk shape `chunk_shape`, inner codecs `inner`
+    /// and index codecs `index` (which must have a fixed encoded size, e.g. `bytes`
+    /// little-endian + `crc32c`).
+    ///
+    /// # Errors
+    /// [`ZarrError::InvalidCodec`] for a zero inner chunk length.
+    pub fn new(
+        chunk_shape: Vec<u64>,
+        inner: CodecChain,
+        index: CodecChain,
+        index_location: IndexLocation,
+    ) -> ZarrResult<Self> {
+        if chunk_shape.contains(&0) {
+            return Err(ZarrError::InvalidCodec {
+                codec: NAME.into(),
+                reason: format!("inner chunk shape {chunk_shape:?} has a zero length"),
+            });
+        }
+        Ok(ShardingCodec {
+            chunk_shape,
+            inner: Arc::new(inner),
+            index: Arc::new(index),
+            index_location,
+        })
+    }
+
+    /// The inner chunk shape.
+    pub fn chunk_shape(&self) -> &[u64] {
+        &self.chunk_shape
+    }
+
+    /// The inner codec chain.
+    pub fn inner_codecs(&self) -> &CodecChain {
+        &self.inner
+    }
+
+    pub(crate) fn from_config(cfg: &Config, dt: &DataType) -> ZarrResult<Self> {
+        cfg.only(&["chunk_shape", "codecs", "index_codecs", "index_location"])?;
+        let chunk_shape = cfg
+            .get("chunk_shape")
+            .and_then(Value::as_array)
+            .ok_or_else(|| cfg.err("`chunk_shape` must be an array of integers"))?
+            .iter()
+            .map(|v| {
+                v.as_u64()
+                    .filter(|&x| x > 0)
+                    .ok_or_else(|| cfg.err("`chunk_shape` must hold positive integers"))
+            })
+            .collect::<ZarrResult<Vec<u64>>>()?;
+        let list = |key: &str| -> ZarrResult<&Vec<Value>> {
+            cfg.get(key)
+                .and_then(Value::as_array)
+                .ok_or_else(|| cfg.err(format!("`{key}` must be a list of codecs")))
+        };
+        let inner_repr = ChunkRepr {
+            shape: chunk_shape.clone(),
+            data_type: dt.clone(),
+            fill_value: dt.default_fill_value(),
+        };
+        let inner = CodecChain::from_json(list("codecs")?, &inner_repr)?;
+        let mut index_codecs = Vec::new();
+        for c in list("index_codecs")? {
+            if let Some(c) = codec_from_json(c, &DataType::UInt64)? {
+                index_codecs.push(c);
+            }
+        }
+        let index = CodecChain::new(index_codecs)?;
+        let index_location = match cfg.str("index_location")? {
+            None | Some("end") => IndexLocation::End,
+            Some("start") => IndexLocation::Start,
+            Some(other) => {
+                return Err(cfg.err(format!(
+                    "index_location must be start or end, not {other:?}"
+                )))
+            }
+        };
+        let codec = ShardingCodec::new(chunk_shape, inner, index, index_location)?;
+        // The index must have a fixed encoded size; check with a 1-chunk index.
+        let probe = codec.index_repr(&vec![1; codec.chunk_shape.len()]);
+        codec.index.validate(&probe)?;
+        if codec.index.encoded_size(&probe).is_none() {
+            return Err(cfg.err("index_codecs must produce a fixed-size encoding"));
+        }
+        Ok(codec)
+    }
+
+    fn chunks_per_shard(&self, shard_shape: &[u64]) -> Vec<u64> {
+        shard_shape
+            .iter()
+            .zip(&self.chunk_shape)
+            .map(|(s, c)| s / c)
+            .collect()
+    }
+
+    fn index_repr(&self, cps: &[u64]) -> ChunkRepr {
+        let mut shape = cps.to_vec();
+        shape.push(2);
+        ChunkRepr {
+            shape,
+            data_type: DataType::UInt64,
+            fill_value: FillValue::Bytes(EMPTY.to_ne_bytes().to_vec()),
+        }
+    }
+
+    fn inner_repr(&self, repr: &ChunkRepr) -> ChunkRepr {
+        ChunkRepr {
+            shape: self.chunk_shape.clone(),
+            data_type: repr.data_type.clone(),
+            fill_value: repr.fill_value.clone(),
+        }
+    }
+
+    fn index_size(&self, cps: &[u64]) -> Result<u64, CodecError> {
+        self.index
+            .encoded_size(&self.index_repr(cps))
+            .ok_or_else(|| CodecError::unsupported(NAME, "index codecs have no fixed size"))
+    }
+
+    fn decode_index(&self, bytes: ::bytes::Bytes, cps: &[u64]) -> Result<Vec<u64>, CodecError> {
+        let n: u64 = cps.iter().product();
+        match self.index.decode(bytes, &self.index_repr(cps))? {
+            ArrayBytes::Fixed(b) if b.len() as u64 == n * 16 => Ok(b
+                .chunks_exact(8)
+                .map(|c| u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+                .collect()),
+            _ => Err(CodecError::invalid(NAME, "shard index has the wrong size")),
+        }
+    }
+
+    /// The `(offset, nbytes)` of inner chunk `i`, `None` when empty.
+    fn entry(index: &[u64], i: usize, len: u64) -> Result<Option<(u64, u64)>, CodecError> {
+        let (off, n) = (index[2 * i], index[2 * i + 1]);
+        if off == EMPTY && n == EMPTY {
+            return Ok(None);
+        }
+        match off.checked_add(n) {
+            Some(end) if end <= len => Ok(Some((off, n))),
+            _ => Err(CodecError::invalid(
+                NAME,
+                format!("inner chunk {i} at offset {off} with {n} bytes lies outside the {len}-byte shard"),
+            )),
+        }
+    }
+}
+
+fn linear(idx: &[u64], shape: &[u64]) -> usize {
+    idx.iter().zip(shape).fold(0u64, |acc, (i, s)| acc * s + i) as usize
+}
+
+fn fill_for(repr: &ChunkRepr, n: u64) -> Result<ArrayBytes, CodecError> {
+    ArrayBytes::new_fill(n as usize, &repr.data_type, &repr.fill_value)
+        .map_err(|e| CodecError::unsupported(NAME, e.to_string()))
+}
+
+#[async_trait]
+impl ArrayToBytesCodec for ShardingCodec {
+    fn to_json(&self) -> Value {
+        json!({
+            "name": NAME,
+            "configuration": {
+                "chunk_shape": self.chunk_shape,
+                "codecs": self.inner.to_json(),
+                "index_codecs": self.index.to_json(),
+                "index_location": match self.index_location {
+                    IndexLocation::Start => "start",
+                    IndexLocation::End => "end",
+                },
+            }
+        })
+    }
+
+    fn validate(&self, repr: &ChunkRepr) -> Result<(), CodecError> {
+        if repr.shape.len() != self.chunk_shape.len() {
+            return Err(CodecError::unsupported(
+                NAME,
+                format!(
+                    "inner chunk shape {:?} does not match the {}-dimensional shard",
+                    self.chunk_shape,
+                    repr.shape.len()
+                ),
+            ));
+        }
+        if repr
+            .shape
+            .iter()
+            .zip(&self.chunk_shape)
+            .any(|(s, c)| s % c != 0)
+        {
+            return Err(CodecError::unsupported(
+                NAME,
+                format!(
+                    "inner chunk shape {:?} does not evenly divide the shard shape {:?}",
+                    self.chunk_shape, repr.shape
+                ),
+            ));
+        }
+        self.index_size(&self.chunks_per_shard(&repr.shape))?;
+        Ok(())
+    }
+
+    fn encode(&self, data: ArrayBytes, repr: &ChunkRepr) -> Result<Vec<u8>, CodecError> {
+        self.validate(repr)?;
+        check_data(NAME, &data, repr)?;
+        let cps = self.chunks_per_shard(&repr.shape);
+        let n: u64 = cps.iter().product();
+        let index_size = self.index_size(&cps)? as usize;
+        let inner_repr = self.inner_repr(repr);
+        let mut out = match self.index_location {
+            IndexLocation::Start => vec![0u8; index_size],
+            IndexLocation::End => Vec::new(),
+        };
+        let mut index = vec![EMPTY; 2 * n as usize];
+        for (i, idx) in indices_in(&vec![0; cps.len()], &cps).enumerate() {
+            let region = ArraySubset::new(
+                idx.iter()
+                    .zip(&self.chunk_shape)
+                    .map(|(a, b)| a * b)
+                    .collect(),
+                self.chunk_shape.clone(),
+            );
+            let chunk = data.extract(&repr.data_type, &repr.shape, &region);
+            if chunk.is_fill(&repr.fill_value) {
+                continue;
+            }
+            let enc = self.inner.encode(chunk, &inner_repr)?;
+            index[2 * i] = out.len() as u64;
+            index[2 * i + 1] = enc.len() as u64;
+            out.extend_from_slice(&enc);
+        }
+        let index_bytes: Vec<u8> = index.iter().flat_map(|v| v.to_ne_bytes()).collect();
+        let enc_index = self
+            .index
+            .encode(ArrayBytes::Fixed(index_bytes), &self.index_repr(&cps))?;
+        if enc_index.len() != index_size {
+            return Err(CodecError::unsupported(
+                NAME,
+                "index encoding has an unexpected size",
+            ));
+        }
+        match self.index_location {
+            IndexLocation::Start => out[..index_size].copy_from_slice(&enc_index),
+            IndexLocation::End => out.extend_from_slice(&enc_index),
+        }
+        Ok(out)
+    }
+
+    fn decode(&self, bytes: ::bytes::Bytes, repr: &ChunkRepr) -> Result<ArrayBytes, CodecError> {
+        self.validate(repr)?;
+        let cps = self.chunks_per_shard(&repr.shape);
+        let index_size = self.index_size(&cps)? as usize;
+        if bytes.len() < index_size {
+            return Err(CodecError::invalid(
+                NAME,
+                format!(
+                    "shard has {} bytes, less than its {index_size}-byte index",
+                    bytes.len()
+                ),
+            ));
+        }
+        let index_bytes = match self.index_location {
+            IndexLocation::Start => bytes.slice(..index_size),
+            IndexLocation::End => bytes.slice(bytes.len() - index_size..),
+        };
+        let index = self.decode_index(index_bytes, &cps)?;
+        let inner_repr = self.inner_repr(repr);
+        let elem = repr.data_type.fixed_size().unwrap_or(0);
+        let mut out = fill_for(repr, repr.num_elements())?;
+        for (i, idx) in indices_in(&vec![0; cps.len()], &cps).enumerate() {
+            let Some((off, n)) = Self::entry(&index, i, bytes.len() as u64)? else {
+                continue;
+            };
+            let decoded = self
+                .inner
+                .decode(bytes.slice(off as usize..(off + n) as usize), &inner_repr)?;
+            check_data(NAME, &decoded, &inner_repr)?;
+            let start: Vec<u64> = idx
+                .iter()
+                .zip(&self.chunk_shape)
+                .map(|(a, b)| a * b)
+                .collect();
+            out.copy_from(
+                &repr.shape,
+                &start,
+                &decoded,
+                &self.chunk_shape,
+                &vec![0; cps.len()],
+                &self.chunk_shape,
+                elem,
+            );
+        }
+        Ok(out)
+    }
+
+    fn encoded_size(&self, _repr: &ChunkRepr) -> Option<u64> {
+        None
+    }
+
+    fn supports_partial_decode(&self) -> bool {
+        true
+    }
+
+    async fn partial_decode(
+        &self,
+        source: &dyn ByteSource,
+        repr: &ChunkRepr,
+        region: &ArraySubset,
+    ) -> Result<Option<ArrayBytes>, CodecError> {
+        self.validate(repr)?;
+        if !region.within(&repr.shape) {
+            return Err(CodecError::unsupported(
+                NAME,
+                format!(
+                    "region {region:?} is outside the shard shape {:?}",
+                    repr.shape
+                ),
+            ));
+        }
+        let cps = self.chunks_per_shard(&repr.shape);
+        let index_size = self.index_size(&cps)?;
+        let range = match self.index_location {
+            IndexLocation::End => ByteRange::Suffix(index_size),
+            IndexLocation::Start => ByteRange::FromStart {
+                offset: 0,
+                length: Some(index_size),
+            },
+        };
+        let Some(mut parts) = source.get_ranges(&[range]).await? else {
+            return Ok(None);
+        };
+        let index_bytes = parts
+            .pop()
+            .filter(|b| b.len() as u64 == index_size)
+            .ok_or_else(|| CodecError::invalid(NAME, "shard is smaller than its index"))?;
+        let index = self.decode_index(index_bytes, &cps)?;
+        let grid = RegularChunkGrid::new(self.chunk_shape.clone())
+            .map_err(|e| CodecError::unsupported(NAME, e.to_string()))?;
+        let wanted = grid.chunks_intersecting(region);
+        let mut needed = Vec::new();
+        let mut ranges = Vec::new();
+        for idx in indices_in(&wanted.start, &wanted.shape) {
+            let i = linear(&idx, &cps);
+            let (off, n) = (index[2 * i], index[2 * i + 1]);
+            if off == EMPTY && n == EMPTY {
+                continue;
+            }
+            if off.checked_add(n).is_none() {
+                return Err(CodecError::invalid(NAME, "inner chunk range overflows"));
+            }
+            ranges.push(ByteRange::FromStart {
+                offset: off,
+                length: Some(n),
+            });
+            needed.push(idx);
+        }
+        let fetched = if ranges.is_empty() {
+            Vec::new()
+        } else {
+            source
+                .get_ranges(&ranges)
+                .await?
+                .ok_or_else(|| CodecError::invalid(NAME, "shard disappeared during the read"))?
+        };
+        let total: usize = fetched.iter().map(|b| b.len()).sum();
+        let inner = Arc::clone(&self.inner);
+        let inner_repr = self.inner_repr(repr);
+        let chunk_shape = self.chunk_shape.clone();
+        let region = region.clone();
+        let repr = repr.clone();
+        let work = total.max(repr.size_bytes().unwrap_or(0) as usize);
+        run_blocking(work, move || {
+            let elem = repr.data_type.fixed_size().unwrap_or(0);
+            let mut out = fill_for(&repr, region.num_elements())?;
+            for (idx, bytes) in needed.into_iter().zip(fetched) {
+                let decoded = inner.decode(bytes, &inner_repr)?;
+                check_data(NAME, &decoded, &inner_repr)?;
+                let chunk_region = grid.chunk_region(&idx);
+                let Some(inter) = chunk_region.intersect(&region) else {
+                    continue;
+                };
+                out.copy_from(
+                    &region.shape,
+                    &inter.relative_to(&region.start).start,
+                    &decoded,
+                    &chunk_shape,
+                    &inter.relative_to(&chunk_region.start).start,
+                    &inter.shape,
+                    elem,
+                );
+            }
+            Ok(Some(out))
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::zarr::codec::{BytesSource, Codec};
+    use serde_json::json;
+
+    fn sharding_json(location: &str) -> Value {
+        json!({"name": "sharding_indexed", "configuration": {
+            "chunk_shape": [2, 2],
+            "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+            "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}],
+            "index_location": location,
+        }})
+    }
+
+    fn codec(location: &str) -> Arc<dyn ArrayToBytesCodec> {
+        match codec_from_json(&sharding_json(location), &DataType::UInt16)
+            .unwrap()
+            .unwrap()
+        {
+            Codec::ArrayToBytes(c) => c,
+            _ => panic!("not array->bytes"),
+        }
+    }
+
+    fn repr() -> ChunkRepr {
+        ChunkRepr {
+            shape: vec![4, 4],
+            data_type: DataType::UInt16,
+            fill_value: FillValue::Bytes(7u16.to_ne_bytes().to_vec()),
+        }
+    }
+
+    #[test]
+    fn layout_matches_spec() {
+        let c = codec("end");
+        assert_eq!(c.to_json(), sharding_json("end"));
+        // Only the top-left inner chunk differs from the fill value.
+        let mut vals = [7u16; 16];
+        vals[0] = 1;
+        vals[1] = 2;
+        vals[4] = 3;
+        vals[5] = 4;
+        let data = ArrayBytes::Fixed(vals.iter().flat_map(|v| v.to_ne_bytes()).collect());
+        let enc = c.encode(data.clone(), &repr()).unwrap();
+        // 8 bytes of chunk data + index of 4 chunks * 16 bytes + 4 bytes crc32c
+        assert_eq!(enc.len(), 8 + 64 + 4);
+        assert_eq!(&enc[..8], &[1, 0, 2, 0, 3, 0, 4, 0]);
+        let idx = &enc[8..72];
+        assert_eq!(
+            &idx[..16],
+            &[0, 0, 0, 0, 0, 0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0]
+        );
+        assert!(idx[16..].iter().all(|&b| b == 0xff));
+        assert_eq!(&enc[72..], &crc32c::crc32c(idx).to_le_bytes());
+        assert_eq!(c.decode(enc.into(), &repr()).unwrap(), data);
+
+        let s = codec("start");
+        let enc = s.encode(data.clone(), &repr()).unwrap();
+        assert_eq!(u64::from_le_bytes(enc[..8].try_into().unwrap()), 68);
+        assert_eq!(s.decode(enc.into(), &repr()).unwrap(), data);
+    }
+
+    #[test]
+    fn corrupt_shards_are_errors() {
+        let c = codec("end");
+        let data = ArrayBytes::Fixed((0u16..16).flat_map(|v| v.to_ne_bytes()).collect());
+        let enc = c.encode(data, &repr()).unwrap();
+        assert!(c.decode(enc[..10].to_vec().into(), &repr()).is_err());
+        let mut bad = enc.clone();
+        let n = bad.len();
+        bad[n - 10] ^= 0xff; // index corrupted -> crc mismatch
+        assert!(c.decode(bad.into(), &repr()).is_err());
+        // non-divisible shard shape
+        let r = ChunkRepr {
+            shape: vec![3, 4],
+            ..repr()
+        };
+        assert!(c.validate(&r).is_err());
+    }
+
+    #[tokio::test]
+    async fn partial_decode_reads_region() {
+        let c = codec("end");
+        let vals: Vec<u16> = (0..16).collect();
+        let data = ArrayBytes::Fixed(vals.iter().flat_map(|v| v.to_ne_bytes()).collect());
+        let enc = c.encode(data, &repr()).unwrap();
+        let src = BytesSource(Some(enc.into()));
+        let region = ArraySubset::new(vec![1, 1], vec![2, 3]);
+        let got = c
+            .partial_decode(&src, &repr(), &region)
+            .await
+            .unwrap()
+            .unwrap();
+        let expected: Vec<u8> = [5u16, 6, 7, 9, 10, 11]
+            .iter()
+            .flat_map(|v| v.to_ne_bytes())
+            .collect();
+        assert_eq!(got, ArrayBytes::Fixed(expected));
+        let missing = BytesSource(None);
+        assert!(c
+            .partial_decode(&missing, &repr(), &region)
+            .await
+            .unwrap()
+            .is_none());
+    }
+}

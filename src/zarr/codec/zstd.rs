@@ -1,0 +1,113 @@
+//! The `zstd` codec (zarr-extensions `codecs/zstd`): Zstandard (RFC 8878) frames,
+//! with an optional content checksum.
+
+use serde_json::{json, Value};
+
+use crate::zarr::codec::{BytesToBytesCodec, Config};
+use crate::zarr::error::{CodecError, ZarrResult};
+
+/// The `zstd` codec: `level` in `-131072..=22` (0 = library default), `checksum`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ZstdCodec {
+    level: i32,
+    checksum: bool,
+    name: &'static str,
+}
+
+impl ZstdCodec {
+    /// A zstd codec.
+    ///
+    /// # Errors
+    /// [`crate::zarr::ZarrError::InvalidCodec`] when `level` is out of range.
+    pub fn new(level: i32, checksum: bool) -> ZarrResult<Self> {
+        Self::with_name("zstd", level, checksum)
+    }
+
+    pub(crate) fn with_name(name: &'static str, level: i32, checksum: bool) -> ZarrResult<Self> {
+        if !(-131072..=22).contains(&level) {
+            let m = serde_json::Map::new();
+            return Err(Config::new(name, &m).err(format!("level {level} is not in -131072..=22")));
+        }
+        Ok(ZstdCodec {
+            level,
+            checksum,
+            name,
+        })
+    }
+
+    pub(crate) fn from_config(cfg: &Config) -> ZarrResult<Self> {
+        cfg.only(&["level", "checksum"])?;
+        let level = cfg.i64("level")?.unwrap_or(0);
+        let checksum = cfg.bool("checksum")?.unwrap_or(false);
+        Self::with_name(
+            "zstd",
+            i32::try_from(level).map_err(|_| cfg.err("level out of range"))?,
+            checksum,
+        )
+    }
+}
+
+pub(crate) fn zstd_compress(
+    name: &str,
+    data: &[u8],
+    level: i32,
+    checksum: bool,
+) -> Result<Vec<u8>, CodecError> {
+    let fail = |e: std::io::Error| CodecError::EncodeFailed {
+        codec: name.to_string(),
+        reason: e.to_string(),
+    };
+    let mut c = zstd::bulk::Compressor::new(level).map_err(fail)?;
+    c.include_checksum(checksum).map_err(fail)?;
+    c.compress(data).map_err(fail)
+}
+
+pub(crate) fn zstd_decompress(name: &str, data: &[u8]) -> Result<Vec<u8>, CodecError> {
+    const BULK_LIMIT: u64 = 1 << 32;
+    if let Ok(Some(n)) = zstd::zstd_safe::get_frame_content_size(data) {
+        if n <= BULK_LIMIT {
+            if let Ok(out) = zstd::bulk::decompress(data, n as usize) {
+                return Ok(out);
+            }
+        }
+    }
+    zstd::stream::decode_all(data).map_err(|e| CodecError::invalid(name, e.to_string()))
+}
+
+impl BytesToBytesCodec for ZstdCodec {
+    fn to_json(&self) -> Value {
+        json!({"name": self.name, "configuration": {"level": self.level, "checksum": self.checksum}})
+    }
+
+    fn encode(&self, bytes: Vec<u8>) -> Result<Vec<u8>, CodecError> {
+        zstd_compress(self.name, &bytes, self.level, self.checksum)
+    }
+
+    fn decode(&self, bytes: ::bytes::Bytes) -> Result<::bytes::Bytes, CodecError> {
+        zstd_decompress(self.name, &bytes).map(Into::into)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::zarr::codec::gzip::tests::hex_bytes;
+
+    #[test]
+    fn python_bytes_and_roundtrip() {
+        // zarr-python: float32 [1, 1] with zstd(level=3, checksum=True)
+        let py = hex_bytes("28b52ffd24084100000000803f0000803f32db9161");
+        let c = ZstdCodec::new(3, true).unwrap();
+        let dec = c.decode(py.into()).unwrap();
+        let expected: Vec<u8> = [1f32, 1f32].iter().flat_map(|v| v.to_le_bytes()).collect();
+        assert_eq!(dec, expected);
+        let enc = c.encode(expected.clone()).unwrap();
+        // checksum flag (bit 2) of the frame header descriptor is set
+        assert_eq!(enc[4] & 0x04, 0x04);
+        assert_eq!(c.decode(enc.into()).unwrap(), expected);
+        let nock = ZstdCodec::new(1, false).unwrap().encode(expected).unwrap();
+        assert_eq!(nock[4] & 0x04, 0);
+        assert!(c.decode(b"garbage!".to_vec().into()).is_err());
+        assert!(ZstdCodec::new(23, false).is_err());
+    }
+}

@@ -1,0 +1,242 @@
+//! Hierarchy nodes: paths, metadata lookup (v3 `zarr.json`, or v2 `.zarray` /
+//! `.zgroup` translated to v3), children, hierarchy walks and node deletion.
+//!
+//! Node paths follow the core spec's "Storage keys" section: `""` is the root, `foo/bar`
+//! is the node whose metadata is at `foo/bar/zarr.json` and whose chunks live under
+//! `foo/bar/`. A leading or trailing `/` is accepted and removed.
+
+use std::sync::Arc;
+
+use futures::{StreamExt, TryStreamExt};
+use serde_json::Value;
+
+use crate::zarr::array::Array;
+use crate::zarr::error::{ZarrError, ZarrResult};
+use crate::zarr::group::Group;
+use crate::zarr::metadata::v2::{translate_v2_array, translate_v2_group};
+use crate::zarr::metadata::NodeMetadata;
+use crate::zarr::store::Store;
+
+/// Normalises a node path: strips leading and trailing `/`.
+///
+/// # Errors
+/// [`ZarrError::InvalidPath`] for empty, `.` or `..` segments, backslashes or NUL.
+pub fn normalize_path(path: &str) -> ZarrResult<String> {
+    let p = path.trim_matches('/');
+    if p.is_empty() {
+        return Ok(String::new());
+    }
+    for seg in p.split('/') {
+        let reason = match seg {
+            "" => "empty path segment",
+            "." | ".." => "`.` and `..` segments are not allowed",
+            s if s.contains('\\') || s.contains('\0') => "backslash and NUL are not allowed",
+            _ => continue,
+        };
+        return Err(ZarrError::InvalidPath {
+            path: path.to_string(),
+            reason: reason.to_string(),
+        });
+    }
+    Ok(p.to_string())
+}
+
+/// The store key prefix of a normalised node path (`""` or `path/`).
+pub fn node_prefix(path: &str) -> String {
+    if path.is_empty() {
+        String::new()
+    } else {
+        format!("{path}/")
+    }
+}
+
+/// The key of a node's `zarr.json`.
+pub fn metadata_key(path: &str) -> String {
+    format!("{}zarr.json", node_prefix(path))
+}
+
+/// The Zarr format a node was read from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ZarrFormat {
+    /// Zarr v2 (`.zarray` / `.zgroup`), translated to v3 metadata in memory.
+    V2,
+    /// Zarr v3 (`zarr.json`).
+    V3,
+}
+
+fn parse_json(key: &str, path: &str, bytes: &[u8]) -> ZarrResult<Value> {
+    serde_json::from_slice(bytes).map_err(|e| ZarrError::InvalidMetadata {
+        path: path.to_string(),
+        reason: format!("`{key}` is not valid JSON: {e}"),
+    })
+}
+
+/// Reads the metadata of the node at `path` (normalised): v3 `zarr.json`, else v2
+/// `.zarray` / `.zgroup` (+ `.zattrs`) translated to v3.
+///
+/// # Errors
+/// [`ZarrError::NodeNotFound`] when there is no metadata; metadata errors naming the
+/// path; store errors.
+pub async fn read_node_metadata(
+    store: &dyn Store,
+    path: &str,
+) -> ZarrResult<(NodeMetadata, ZarrFormat)> {
+    let path = normalize_path(path)?;
+    let prefix = node_prefix(&path);
+    let key = metadata_key(&path);
+    if let Some(bytes) = store.get(&key).await? {
+        let meta = NodeMetadata::from_bytes(&bytes).map_err(|e| e.at_path(&path))?;
+        return Ok((meta, ZarrFormat::V3));
+    }
+    let zarray_key = format!("{prefix}.zarray");
+    let zgroup_key = format!("{prefix}.zgroup");
+    let (zarray, zgroup) = futures::try_join!(store.get(&zarray_key), store.get(&zgroup_key))?;
+    if zarray.is_none() && zgroup.is_none() {
+        return Err(ZarrError::NodeNotFound { path });
+    }
+    let zattrs_key = format!("{prefix}.zattrs");
+    let zattrs = match store.get(&zattrs_key).await? {
+        Some(b) => Some(parse_json(&zattrs_key, &path, &b)?),
+        None => None,
+    };
+    let meta = if let Some(za) = zarray {
+        let za = parse_json(&zarray_key, &path, &za)?;
+        NodeMetadata::Array(translate_v2_array(&za, zattrs.as_ref()).map_err(|e| e.at_path(&path))?)
+    } else {
+        let zg = zgroup.unwrap_or_default();
+        let zg = parse_json(&zgroup_key, &path, &zg)?;
+        NodeMetadata::Group(translate_v2_group(&zg, zattrs.as_ref()).map_err(|e| e.at_path(&path))?)
+    };
+    Ok((meta, ZarrFormat::V2))
+}
+
+/// Whether any node (v3 or v2) exists at `path`.
+///
+/// # Errors
+/// Store errors.
+pub async fn node_exists(store: &dyn Store, path: &str) -> ZarrResult<bool> {
+    let path = normalize_path(path)?;
+    let prefix = node_prefix(&path);
+    for name in ["zarr.json", ".zarray", ".zgroup"] {
+        if store.get(&format!("{prefix}{name}")).await?.is_some() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// An opened array or group.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug)]
+pub enum Node {
+    /// An array.
+    Array(Array),
+    /// A group.
+    Group(Group),
+}
+
+impl Node {
+    /// The node's path.
+    pub fn path(&self) -> &str {
+        match self {
+            Node::Array(a) => a.path(),
+            Node::Group(g) => g.path(),
+        }
+    }
+}
+
+/// Opens the node at `path` as an [`Array`] or a [`Group`].
+///
+/// # Errors
+/// As [`read_node_metadata`].
+pub async fn open_node(store: Arc<dyn Store>, path: &str) -> ZarrResult<Node> {
+    let path = normalize_path(path)?;
+    let (meta, format) = read_node_metadata(store.as_ref(), &path).await?;
+    Ok(match meta {
+        NodeMetadata::Array(m) => Node::Array(Array::from_metadata(store, &path, m, format)?),
+        NodeMetadata::Group(m) => Node::Group(Group::from_metadata(store, &path, m, format)),
+    })
+}
+
+/// The child nodes of the group at `path`: `(child path, metadata)` sorted by path.
+/// Child prefixes without metadata (e.g. chunk directories) are skipped.
+///
+/// # Errors
+/// Store errors and metadata errors of children.
+pub async fn list_children(
+    store: &dyn Store,
+    path: &str,
+) -> ZarrResult<Vec<(String, NodeMetadata)>> {
+    let path = normalize_path(path)?;
+    let listing = store.list_dir(&node_prefix(&path)).await?;
+    let children: Vec<String> = listing
+        .prefixes
+        .iter()
+        .map(|p| p.trim_end_matches('/').to_string())
+        .collect();
+    let mut out: Vec<(String, NodeMetadata)> = futures::stream::iter(children)
+        .map(|child| async move {
+            match read_node_metadata(store, &child).await {
+                Ok((m, _)) => Ok(Some((child, m))),
+                Err(ZarrError::NodeNotFound { .. }) => Ok(None),
+                Err(e) => Err(e),
+            }
+        })
+        .buffer_unordered(16)
+        .try_filter_map(|x| async move { Ok(x) })
+        .try_collect()
+        .await?;
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
+/// Every node of the hierarchy under (and including) `path`, depth-first in path
+/// order: `(path, metadata)`. Descends only into groups.
+///
+/// # Errors
+/// As [`read_node_metadata`] and [`list_children`].
+pub async fn walk(store: &dyn Store, path: &str) -> ZarrResult<Vec<(String, NodeMetadata)>> {
+    let path = normalize_path(path)?;
+    let (root, _) = read_node_metadata(store, &path).await?;
+    let mut out = Vec::new();
+    let mut stack = vec![(path, root)];
+    while let Some((p, m)) = stack.pop() {
+        let is_group = matches!(m, NodeMetadata::Group(_));
+        out.push((p.clone(), m));
+        if is_group {
+            let children = list_children(store, &p).await?;
+            stack.extend(children.into_iter().rev());
+        }
+    }
+    Ok(out)
+}
+
+/// Deletes the node at `path` and everything under it (erases its key prefix; the
+/// whole store for the root).
+///
+/// # Errors
+/// [`ZarrError::NodeNotFound`] when no node exists there; store errors.
+pub async fn delete_node(store: &dyn Store, path: &str) -> ZarrResult<()> {
+    let path = normalize_path(path)?;
+    if !node_exists(store, &path).await? {
+        return Err(ZarrError::NodeNotFound { path });
+    }
+    store.erase_prefix(&node_prefix(&path)).await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths() {
+        assert_eq!(normalize_path("/").unwrap(), "");
+        assert_eq!(normalize_path("/a/b/").unwrap(), "a/b");
+        assert!(normalize_path("a//b").is_err());
+        assert!(normalize_path("a/../b").is_err());
+        assert_eq!(metadata_key(""), "zarr.json");
+        assert_eq!(metadata_key("foo/bar"), "foo/bar/zarr.json");
+        assert_eq!(node_prefix("foo"), "foo/");
+    }
+}

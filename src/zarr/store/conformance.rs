@@ -1,0 +1,375 @@
+//! A conformance suite for [`Store`] implementations.
+//!
+//! [`store_conformance`] exercises every operation of the core spec's abstract store
+//! interface ("Abstract store interface": `get`, `get_partial_values`, `set`,
+//! `erase`, `erase_prefix`, `list`, `list_prefix`, `list_dir`) and panics with a
+//! descriptive message on the first violation. It is public (but hidden from the
+//! docs) so other stores — e.g. a repository session store — can run it from their
+//! own tests:
+//!
+//! ```ignore
+//! #[tokio::test]
+//! async fn session_store_conforms() {
+//!     let store = make_empty_session_store().await;
+//!     floe::zarr::store::conformance::store_conformance(&store).await;
+//! }
+//! ```
+
+use bytes::Bytes;
+use futures::future::join_all;
+
+use super::{ByteRange, Store, StoreError};
+
+fn b(s: &str) -> Bytes {
+    Bytes::from(s.as_bytes().to_vec())
+}
+
+/// Runs the conformance suite against `store`, which must be empty and writable.
+/// Leaves the store empty when it passes.
+///
+/// # Panics
+/// On the first behaviour that does not conform, naming the operation and key.
+pub async fn store_conformance(store: &dyn Store) {
+    assert!(store.is_writable(), "conformance needs a writable store");
+    assert_eq!(
+        store.list().await.expect("list"),
+        Vec::<String>::new(),
+        "conformance needs an empty store"
+    );
+    get_set_erase(store).await;
+    partial_values(store).await;
+    listing(store).await;
+    erase_prefix(store).await;
+    concurrency(store).await;
+    assert!(
+        store.list().await.expect("list").is_empty(),
+        "store not empty after the suite"
+    );
+}
+
+async fn get_set_erase(store: &dyn Store) {
+    assert_eq!(
+        store.get("missing").await.expect("get missing"),
+        None,
+        "get of a missing key"
+    );
+    store
+        .set("zarr.json", b("{}"))
+        .await
+        .expect("set zarr.json");
+    assert_eq!(
+        store.get("zarr.json").await.expect("get").as_deref(),
+        Some(&b"{}"[..])
+    );
+    // overwrite
+    store
+        .set("zarr.json", b("{\"a\":1}"))
+        .await
+        .expect("overwrite");
+    assert_eq!(
+        store.get("zarr.json").await.expect("get").as_deref(),
+        Some(&b"{\"a\":1}"[..]),
+        "overwrite must replace the value"
+    );
+    // empty and binary values, deep keys, dotted names
+    store
+        .set("a/b/c/empty", Bytes::new())
+        .await
+        .expect("set empty value");
+    assert_eq!(
+        store
+            .get("a/b/c/empty")
+            .await
+            .expect("get empty")
+            .map(|v| v.len()),
+        Some(0),
+        "an empty value is present, not missing"
+    );
+    let binary: Bytes = (0..=255u8).collect::<Vec<u8>>().into();
+    store
+        .set("x/.zarray", binary.clone())
+        .await
+        .expect("set binary");
+    assert_eq!(
+        store.get("x/.zarray").await.expect("get").as_ref(),
+        Some(&binary)
+    );
+    let big: Bytes = (0..(1usize << 20) + 7)
+        .map(|i| (i % 251) as u8)
+        .collect::<Vec<u8>>()
+        .into();
+    store.set("x/c/0/0", big.clone()).await.expect("set 1 MiB");
+    assert_eq!(
+        store.get("x/c/0/0").await.expect("get 1 MiB").as_ref(),
+        Some(&big)
+    );
+    // a key that is a prefix of other keys is not a value
+    assert_eq!(
+        store.get("a/b").await.expect("get prefix"),
+        None,
+        "a prefix is not a key"
+    );
+    // erase
+    store.erase("zarr.json").await.expect("erase");
+    assert_eq!(
+        store.get("zarr.json").await.expect("get erased"),
+        None,
+        "erased key still present"
+    );
+    store
+        .erase("zarr.json")
+        .await
+        .expect("erasing a missing key is not an error");
+    store.erase("a/b/c/empty").await.expect("erase");
+    store.erase("x/.zarray").await.expect("erase");
+    store.erase("x/c/0/0").await.expect("erase");
+    assert!(
+        store.list().await.expect("list").is_empty(),
+        "keys left after erase"
+    );
+}
+
+async fn partial_values(store: &dyn Store) {
+    let value = b("0123456789");
+    store.set("p/v", value.clone()).await.expect("set");
+    let ranges = [
+        ByteRange::FromStart {
+            offset: 0,
+            length: Some(3),
+        },
+        ByteRange::FromStart {
+            offset: 7,
+            length: None,
+        },
+        ByteRange::FromStart {
+            offset: 4,
+            length: Some(0),
+        },
+        ByteRange::Suffix(2),
+        ByteRange::Suffix(10),
+        ByteRange::FromStart {
+            offset: 10,
+            length: None,
+        },
+        ByteRange::FromStart {
+            offset: 2,
+            length: Some(8),
+        },
+    ];
+    let parts = store
+        .get_partial_values("p/v", &ranges)
+        .await
+        .expect("get_partial_values")
+        .expect("value present");
+    let expected: [&[u8]; 7] = [b"012", b"789", b"", b"89", b"0123456789", b"", b"23456789"];
+    assert_eq!(parts.len(), expected.len(), "one part per range");
+    for (i, (got, want)) in parts.iter().zip(expected).enumerate() {
+        assert_eq!(got.as_ref(), want, "range {i} ({:?})", ranges[i]);
+    }
+    assert_eq!(
+        store
+            .get_partial_values("p/missing", &ranges[..1])
+            .await
+            .expect("partial of missing"),
+        None,
+        "partial read of a missing key"
+    );
+    for bad in [
+        ByteRange::FromStart {
+            offset: 8,
+            length: Some(3),
+        },
+        ByteRange::FromStart {
+            offset: 11,
+            length: None,
+        },
+        ByteRange::FromStart {
+            offset: u64::MAX,
+            length: Some(2),
+        },
+    ] {
+        match store.get_partial_values("p/v", &[bad]).await {
+            Err(StoreError::InvalidRange { .. }) => {}
+            other => panic!("range {bad:?} outside the value must be InvalidRange, got {other:?}"),
+        }
+    }
+    // Suffix longer than the value is clamped to the whole value.
+    let parts = store
+        .get_partial_values("p/v", &[ByteRange::Suffix(100)])
+        .await
+        .expect("suffix")
+        .expect("present");
+    assert_eq!(
+        parts[0].as_ref(),
+        b"0123456789",
+        "oversized suffix returns the value"
+    );
+    let none = store
+        .get_partial_values("p/v", &[])
+        .await
+        .expect("no ranges")
+        .expect("present");
+    assert!(none.is_empty(), "no ranges, no parts");
+    store.erase("p/v").await.expect("erase");
+}
+
+async fn listing(store: &dyn Store) {
+    let keys = [
+        "zarr.json",
+        "a/zarr.json",
+        "a/c/0/0",
+        "a/c/0/1",
+        "a/c/1/0",
+        "a/b/zarr.json",
+        "ab/zarr.json",
+        "a.x",
+    ];
+    for k in keys {
+        store.set(k, b(k)).await.expect("set");
+    }
+    let mut sorted: Vec<String> = keys.iter().map(|s| s.to_string()).collect();
+    sorted.sort();
+    assert_eq!(
+        store.list().await.expect("list"),
+        sorted,
+        "list must be sorted and complete"
+    );
+    assert_eq!(
+        store.list_prefix("a/").await.expect("list_prefix"),
+        vec![
+            "a/b/zarr.json",
+            "a/c/0/0",
+            "a/c/0/1",
+            "a/c/1/0",
+            "a/zarr.json"
+        ],
+        "list_prefix(a/)"
+    );
+    assert_eq!(
+        store.list_prefix("a/c/0/").await.expect("list_prefix"),
+        vec!["a/c/0/0", "a/c/0/1"],
+        "list_prefix(a/c/0/)"
+    );
+    assert!(store
+        .list_prefix("nothing/")
+        .await
+        .expect("list_prefix")
+        .is_empty());
+    let root = store.list_dir("").await.expect("list_dir root");
+    assert_eq!(root.keys, vec!["a.x", "zarr.json"], "list_dir('') keys");
+    assert_eq!(root.prefixes, vec!["a/", "ab/"], "list_dir('') prefixes");
+    let a = store.list_dir("a/").await.expect("list_dir a/");
+    assert_eq!(
+        a.keys,
+        vec!["a/zarr.json"],
+        "list_dir(a/) keys are full keys"
+    );
+    assert_eq!(
+        a.prefixes,
+        vec!["a/b/", "a/c/"],
+        "list_dir(a/) prefixes are full prefixes"
+    );
+    let c = store.list_dir("a/c/").await.expect("list_dir a/c/");
+    assert!(c.keys.is_empty());
+    assert_eq!(c.prefixes, vec!["a/c/0/", "a/c/1/"]);
+    let missing = store.list_dir("zzz/").await.expect("list_dir missing");
+    assert!(missing.keys.is_empty() && missing.prefixes.is_empty());
+    for k in keys {
+        store.erase(k).await.expect("erase");
+    }
+    // After erasing, no stale prefixes remain.
+    let root = store.list_dir("").await.expect("list_dir root");
+    assert!(
+        root.keys.is_empty() && root.prefixes.is_empty(),
+        "list_dir after erasing everything: {root:?}"
+    );
+}
+
+async fn erase_prefix(store: &dyn Store) {
+    for k in [
+        "arr/zarr.json",
+        "arr/c/0",
+        "arr/c/1",
+        "arr2/zarr.json",
+        "arrx",
+        "other/k",
+    ] {
+        store.set(k, b(k)).await.expect("set");
+    }
+    store.erase_prefix("arr/").await.expect("erase_prefix");
+    assert_eq!(
+        store.list().await.expect("list"),
+        vec!["arr2/zarr.json", "arrx", "other/k"],
+        "erase_prefix(arr/) must not touch arr2/ or arrx"
+    );
+    store
+        .erase_prefix("arr/")
+        .await
+        .expect("erase_prefix of nothing");
+    store.erase_prefix("").await.expect("erase_prefix('')");
+    assert!(
+        store.list().await.expect("list").is_empty(),
+        "erase_prefix('') erases all"
+    );
+}
+
+async fn concurrency(store: &dyn Store) {
+    let n = 64usize;
+    let sets = (0..n).map(|i| {
+        let key = format!("conc/c/{}/{}", i % 8, i);
+        async move {
+            store
+                .set(&key, Bytes::from(vec![(i % 256) as u8; 1000 + i]))
+                .await
+                .map(|_| key)
+        }
+    });
+    let keys: Vec<String> = join_all(sets)
+        .await
+        .into_iter()
+        .collect::<Result<_, _>>()
+        .expect("concurrent sets");
+    let gets = keys.iter().map(|k| store.get(k));
+    for (i, v) in join_all(gets).await.into_iter().enumerate() {
+        let v = v.expect("concurrent get").expect("value present");
+        assert_eq!(v.len(), 1000 + i, "value {i} has the right length");
+        assert!(
+            v.iter().all(|&x| x == (i % 256) as u8),
+            "value {i} is intact"
+        );
+    }
+    // Concurrent overwrites of one key: the final value is one of the written ones.
+    let writes = (0..16u8).map(|i| store.set("conc/same", Bytes::from(vec![i; 4096])));
+    for r in join_all(writes).await {
+        r.expect("concurrent overwrite");
+    }
+    let v = store.get("conc/same").await.expect("get").expect("present");
+    assert_eq!(v.len(), 4096);
+    assert!(
+        v.iter().all(|&x| x == v[0]),
+        "a value must never be a mix of writes"
+    );
+    // Concurrent erase and set in sibling keys.
+    let ops = (0..n).map(|i| {
+        let key = keys[i].clone();
+        async move {
+            if i % 2 == 0 {
+                store.erase(&key).await
+            } else {
+                store.set(&key, Bytes::from_static(b"new")).await
+            }
+        }
+    });
+    for r in join_all(ops).await {
+        r.expect("concurrent erase/set");
+    }
+    for (i, k) in keys.iter().enumerate() {
+        let v = store.get(k).await.expect("get");
+        if i % 2 == 0 {
+            assert_eq!(v, None, "{k} erased");
+        } else {
+            assert_eq!(v.as_deref(), Some(&b"new"[..]), "{k} rewritten");
+        }
+    }
+    store.erase_prefix("conc/").await.expect("erase_prefix");
+}

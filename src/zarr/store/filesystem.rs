@@ -1,0 +1,549 @@
+//! A [`Store`] on a local directory, per the Zarr v3 file system store spec
+//! (`../shared/specs/zarr-v3-filesystem-store.txt`, "Key translation" and "Store
+//! API implementation"): key `a/b/c` is the file `<root>/a/b/c`.
+//!
+//! - Writes are atomic: the value goes to a temporary file in the target directory
+//!   which is then renamed over the key's path, so readers see the old or the new
+//!   value, never a partial one. (Temporary files carry `.floe-tmp-` in their name
+//!   and are never listed.)
+//! - Keys with `..` or `.` segments, empty segments, a leading `/`, backslashes or
+//!   NUL are rejected with [`StoreError::InvalidKey`]: no key can reach outside the
+//!   root.
+//! - Listings are sorted; erasing a key removes directories left empty.
+//! - All file system calls run on tokio's blocking thread pool.
+
+use std::io::{ErrorKind, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+use super::{ByteRange, ListDirResult, Store, StoreError};
+
+const TMP_MARKER: &str = ".floe-tmp-";
+
+/// A store rooted at a directory of the local file system.
+#[derive(Debug, Clone)]
+pub struct FilesystemStore {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    root: PathBuf,
+    read_only: bool,
+    counter: AtomicU64,
+}
+
+impl FilesystemStore {
+    /// A writable store rooted at `root`, creating the directory if needed.
+    ///
+    /// # Errors
+    /// [`StoreError::Io`] (key `""`) when the directory cannot be created.
+    pub fn new(root: impl Into<PathBuf>) -> Result<Self, StoreError> {
+        let root = root.into();
+        std::fs::create_dir_all(&root).map_err(|source| StoreError::Io {
+            key: String::new(),
+            source,
+        })?;
+        Ok(Self::with(root, false))
+    }
+
+    /// A read-only store rooted at an existing directory.
+    ///
+    /// # Errors
+    /// [`StoreError::Io`] (key `""`) when `root` is not a directory.
+    pub fn open_read_only(root: impl Into<PathBuf>) -> Result<Self, StoreError> {
+        let root = root.into();
+        if !root.is_dir() {
+            return Err(StoreError::Io {
+                key: String::new(),
+                source: std::io::Error::new(ErrorKind::NotFound, "store root is not a directory"),
+            });
+        }
+        Ok(Self::with(root, true))
+    }
+
+    fn with(root: PathBuf, read_only: bool) -> Self {
+        FilesystemStore {
+            inner: Arc::new(Inner {
+                root,
+                read_only,
+                counter: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// The root directory.
+    pub fn root(&self) -> &Path {
+        &self.inner.root
+    }
+
+    async fn blocking<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Inner) -> Result<T, StoreError> + Send + 'static,
+    {
+        let inner = Arc::clone(&self.inner);
+        tokio::task::spawn_blocking(move || f(&inner))
+            .await
+            .map_err(|e| StoreError::Io {
+                key: String::new(),
+                source: std::io::Error::other(format!("blocking task failed: {e}")),
+            })?
+    }
+
+    fn check_writable(&self, key: &str) -> Result<(), StoreError> {
+        if self.inner.read_only {
+            return Err(StoreError::ReadOnly {
+                key: key.to_string(),
+            });
+        }
+        Ok(())
+    }
+}
+
+fn invalid(key: &str, reason: &str) -> StoreError {
+    StoreError::InvalidKey {
+        key: key.to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+/// Validates the `/`-separated segments of a key or prefix directory part.
+fn check_segments(key: &str, allow_empty: bool) -> Result<(), StoreError> {
+    if key.is_empty() {
+        return if allow_empty {
+            Ok(())
+        } else {
+            Err(invalid(key, "empty key"))
+        };
+    }
+    if key.starts_with('/') {
+        return Err(invalid(key, "absolute keys are not allowed"));
+    }
+    if key.contains('\\') || key.contains('\0') {
+        return Err(invalid(key, "backslash and NUL are not allowed"));
+    }
+    for seg in key.split('/') {
+        match seg {
+            "" => return Err(invalid(key, "empty path segment")),
+            "." | ".." => return Err(invalid(key, "`.` and `..` segments are not allowed")),
+            s if s.contains(TMP_MARKER) => {
+                return Err(invalid(key, "segment looks like a temporary file"))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn io(key: &str, source: std::io::Error) -> StoreError {
+    StoreError::Io {
+        key: key.to_string(),
+        source,
+    }
+}
+
+/// Whether an error means "no value at this key".
+fn is_absent(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::NotFound | ErrorKind::IsADirectory | ErrorKind::NotADirectory
+    )
+}
+
+impl Inner {
+    fn path(&self, key: &str) -> Result<PathBuf, StoreError> {
+        check_segments(key, false)?;
+        Ok(self.root.join(key))
+    }
+
+    /// Directory of a prefix (`""`, `a/`, `a/b`), plus the key-string filter.
+    fn prefix_dir(&self, prefix: &str) -> Result<(PathBuf, String), StoreError> {
+        let dir_part = match prefix.rfind('/') {
+            Some(i) => &prefix[..i],
+            None => "",
+        };
+        check_segments(dir_part, true).map_err(|_| invalid(prefix, "invalid prefix"))?;
+        let key_dir = if dir_part.is_empty() {
+            String::new()
+        } else {
+            format!("{dir_part}/")
+        };
+        Ok((self.root.join(dir_part), key_dir))
+    }
+
+    /// Removes empty directories from `dir` up to (excluding) the root.
+    fn prune(&self, mut dir: PathBuf) {
+        while dir.starts_with(&self.root) && dir != self.root {
+            if std::fs::remove_dir(&dir).is_err() {
+                break;
+            }
+            if !dir.pop() {
+                break;
+            }
+        }
+    }
+
+    fn walk(&self, dir: &Path, key_dir: &str, out: &mut Vec<String>) -> Result<(), StoreError> {
+        let entries = match std::fs::read_dir(dir) {
+            Ok(e) => e,
+            Err(e) if is_absent(&e) => return Ok(()),
+            Err(e) => return Err(io(key_dir, e)),
+        };
+        for entry in entries {
+            let entry = entry.map_err(|e| io(key_dir, e))?;
+            let Ok(name) = entry.file_name().into_string() else {
+                continue;
+            };
+            if name.contains(TMP_MARKER) {
+                continue;
+            }
+            let path = entry.path();
+            let key = format!("{key_dir}{name}");
+            match std::fs::metadata(&path) {
+                Ok(m) if m.is_dir() => self.walk(&path, &format!("{key}/"), out)?,
+                Ok(_) => out.push(key),
+                Err(e) if is_absent(&e) => {}
+                Err(e) => return Err(io(&key, e)),
+            }
+        }
+        Ok(())
+    }
+
+    fn has_files(&self, dir: &Path) -> bool {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return false;
+        };
+        entries.flatten().any(|entry| {
+            let name = entry.file_name();
+            if name.to_string_lossy().contains(TMP_MARKER) {
+                return false;
+            }
+            match std::fs::metadata(entry.path()) {
+                Ok(m) if m.is_dir() => self.has_files(&entry.path()),
+                Ok(_) => true,
+                Err(_) => false,
+            }
+        })
+    }
+
+    fn write_atomic(&self, key: &str, path: &Path, value: &[u8]) -> Result<(), StoreError> {
+        let parent = path
+            .parent()
+            .ok_or_else(|| invalid(key, "key has no parent directory"))?;
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let mut last_err = None;
+        // A concurrent erase may prune the directory between create_dir_all and the
+        // write; retry a few times.
+        for _ in 0..8 {
+            if let Err(e) = std::fs::create_dir_all(parent) {
+                last_err = Some(e);
+                continue;
+            }
+            let n = self.counter.fetch_add(1, Ordering::Relaxed);
+            let tmp = parent.join(format!(
+                ".{name}{TMP_MARKER}{}-{n}-{:08x}",
+                std::process::id(),
+                rand::random::<u32>()
+            ));
+            let result = (|| {
+                let mut f = std::fs::File::create(&tmp)?;
+                f.write_all(value)?;
+                drop(f);
+                std::fs::rename(&tmp, path)
+            })();
+            match result {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    let _ = std::fs::remove_file(&tmp);
+                    if e.kind() == ErrorKind::NotFound {
+                        last_err = Some(e);
+                        continue;
+                    }
+                    return Err(io(key, e));
+                }
+            }
+        }
+        Err(io(
+            key,
+            last_err.unwrap_or_else(|| std::io::Error::other("write retries exhausted")),
+        ))
+    }
+}
+
+#[async_trait]
+impl Store for FilesystemStore {
+    async fn get(&self, key: &str) -> Result<Option<Bytes>, StoreError> {
+        let key = key.to_string();
+        self.blocking(move |s| {
+            let path = s.path(&key)?;
+            match std::fs::read(&path) {
+                Ok(v) => Ok(Some(Bytes::from(v))),
+                Err(e) if is_absent(&e) => Ok(None),
+                Err(e) => Err(io(&key, e)),
+            }
+        })
+        .await
+    }
+
+    async fn get_partial_values(
+        &self,
+        key: &str,
+        ranges: &[ByteRange],
+    ) -> Result<Option<Vec<Bytes>>, StoreError> {
+        let key = key.to_string();
+        let ranges = ranges.to_vec();
+        self.blocking(move |s| {
+            let path = s.path(&key)?;
+            let mut f = match std::fs::File::open(&path) {
+                Ok(f) => f,
+                Err(e) if is_absent(&e) => return Ok(None),
+                Err(e) => return Err(io(&key, e)),
+            };
+            let meta = f.metadata().map_err(|e| io(&key, e))?;
+            if meta.is_dir() {
+                return Ok(None);
+            }
+            let size = meta.len();
+            let mut out = Vec::with_capacity(ranges.len());
+            for r in &ranges {
+                let range = r.to_range(&key, size)?;
+                let mut buf = vec![0u8; (range.end - range.start) as usize];
+                f.seek(SeekFrom::Start(range.start))
+                    .and_then(|_| f.read_exact(&mut buf))
+                    .map_err(|e| io(&key, e))?;
+                out.push(Bytes::from(buf));
+            }
+            Ok(Some(out))
+        })
+        .await
+    }
+
+    async fn set(&self, key: &str, value: Bytes) -> Result<(), StoreError> {
+        self.check_writable(key)?;
+        let key = key.to_string();
+        self.blocking(move |s| {
+            let path = s.path(&key)?;
+            s.write_atomic(&key, &path, &value)
+        })
+        .await
+    }
+
+    async fn erase(&self, key: &str) -> Result<(), StoreError> {
+        self.check_writable(key)?;
+        let key = key.to_string();
+        self.blocking(move |s| {
+            let path = s.path(&key)?;
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if is_absent(&e) => return Ok(()),
+                Err(e) => return Err(io(&key, e)),
+            }
+            if let Some(parent) = path.parent() {
+                s.prune(parent.to_path_buf());
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn erase_prefix(&self, prefix: &str) -> Result<(), StoreError> {
+        self.check_writable(prefix)?;
+        if !(prefix.is_empty() || prefix.ends_with('/')) {
+            for key in self.list_prefix(prefix).await? {
+                self.erase(&key).await?;
+            }
+            return Ok(());
+        }
+        let prefix = prefix.to_string();
+        self.blocking(move |s| {
+            let (dir, _) = s.prefix_dir(&prefix)?;
+            if prefix.is_empty() {
+                let entries = match std::fs::read_dir(&dir) {
+                    Ok(e) => e,
+                    Err(e) if is_absent(&e) => return Ok(()),
+                    Err(e) => return Err(io("", e)),
+                };
+                for entry in entries.flatten() {
+                    let p = entry.path();
+                    let r = if std::fs::metadata(&p).is_ok_and(|m| m.is_dir()) {
+                        std::fs::remove_dir_all(&p)
+                    } else {
+                        std::fs::remove_file(&p)
+                    };
+                    match r {
+                        Ok(()) => {}
+                        Err(e) if is_absent(&e) => {}
+                        Err(e) => return Err(io(&entry.file_name().to_string_lossy(), e)),
+                    }
+                }
+                return Ok(());
+            }
+            match std::fs::remove_dir_all(&dir) {
+                Ok(()) => {}
+                Err(e) if is_absent(&e) => return Ok(()),
+                Err(e) => return Err(io(&prefix, e)),
+            }
+            if let Some(parent) = dir.parent() {
+                s.prune(parent.to_path_buf());
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn list_prefix(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        let prefix = prefix.to_string();
+        self.blocking(move |s| {
+            let (dir, key_dir) = s.prefix_dir(&prefix)?;
+            let mut keys = Vec::new();
+            s.walk(&dir, &key_dir, &mut keys)?;
+            keys.retain(|k| k.starts_with(&prefix));
+            keys.sort();
+            Ok(keys)
+        })
+        .await
+    }
+
+    async fn list_dir(&self, prefix: &str) -> Result<ListDirResult, StoreError> {
+        let mut prefix = prefix.to_string();
+        if !prefix.is_empty() && !prefix.ends_with('/') {
+            prefix.push('/');
+        }
+        self.blocking(move |s| {
+            let (dir, key_dir) = s.prefix_dir(&prefix)?;
+            let mut out = ListDirResult::default();
+            let entries = match std::fs::read_dir(&dir) {
+                Ok(e) => e,
+                Err(e) if is_absent(&e) => return Ok(out),
+                Err(e) => return Err(io(&prefix, e)),
+            };
+            for entry in entries {
+                let entry = entry.map_err(|e| io(&prefix, e))?;
+                let Ok(name) = entry.file_name().into_string() else {
+                    continue;
+                };
+                if name.contains(TMP_MARKER) {
+                    continue;
+                }
+                let path = entry.path();
+                match std::fs::metadata(&path) {
+                    Ok(m) if m.is_dir() => {
+                        if s.has_files(&path) {
+                            out.prefixes.push(format!("{key_dir}{name}/"));
+                        }
+                    }
+                    Ok(_) => out.keys.push(format!("{key_dir}{name}")),
+                    Err(e) if is_absent(&e) => {}
+                    Err(e) => return Err(io(&name, e)),
+                }
+            }
+            out.keys.sort();
+            out.prefixes.sort();
+            Ok(out)
+        })
+        .await
+    }
+
+    fn is_writable(&self) -> bool {
+        !self.inner.read_only
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn conformance() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FilesystemStore::new(dir.path().join("root")).unwrap();
+        super::super::conformance::store_conformance(&store).await;
+    }
+
+    #[tokio::test]
+    async fn rejects_escaping_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FilesystemStore::new(dir.path().join("root")).unwrap();
+        for key in [
+            "../x",
+            "a/../../x",
+            "/etc/passwd",
+            "a//b",
+            "./a",
+            "a/.",
+            "",
+            "a\\b",
+        ] {
+            assert!(
+                matches!(
+                    store.set(key, Bytes::from_static(b"x")).await,
+                    Err(StoreError::InvalidKey { .. })
+                ),
+                "{key:?}"
+            );
+            assert!(matches!(
+                store.get(key).await,
+                Err(StoreError::InvalidKey { .. })
+            ));
+        }
+        assert!(!dir.path().join("x").exists());
+        assert!(matches!(
+            store.list_prefix("../").await,
+            Err(StoreError::InvalidKey { .. })
+        ));
+    }
+
+    #[tokio::test]
+    async fn layout_matches_spec_and_read_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FilesystemStore::new(dir.path()).unwrap();
+        store
+            .set("foo/bar", Bytes::from_static(b"v"))
+            .await
+            .unwrap();
+        assert_eq!(
+            std::fs::read(dir.path().join("foo").join("bar")).unwrap(),
+            b"v"
+        );
+        // no temporary files left behind
+        let names: Vec<_> = std::fs::read_dir(dir.path().join("foo"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(names.len(), 1);
+        store.erase("foo/bar").await.unwrap();
+        assert!(
+            !dir.path().join("foo").exists(),
+            "empty directories are pruned"
+        );
+        store.set("a/b", Bytes::from_static(b"v")).await.unwrap();
+        let ro = FilesystemStore::open_read_only(dir.path()).unwrap();
+        assert!(!ro.is_writable());
+        assert_eq!(ro.get("a/b").await.unwrap().unwrap(), &b"v"[..]);
+        assert!(matches!(
+            ro.set("a/c", Bytes::new()).await,
+            Err(StoreError::ReadOnly { .. })
+        ));
+        assert!(matches!(
+            ro.erase("a/b").await,
+            Err(StoreError::ReadOnly { .. })
+        ));
+        // an empty directory created by another tool is not a prefix
+        std::fs::create_dir_all(dir.path().join("empty/sub")).unwrap();
+        assert_eq!(
+            store.list_dir("").await.unwrap().prefixes,
+            vec!["a/".to_string()]
+        );
+        // reading a directory as a key is "absent"
+        assert_eq!(store.get("a").await.unwrap(), None);
+    }
+}

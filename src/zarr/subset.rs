@@ -1,0 +1,313 @@
+//! Rectangular regions of N-dimensional arrays and copying between C-order buffers.
+//!
+//! Regions are half-open boxes `start[d] .. start[d] + shape[d]` in element
+//! coordinates. All buffers are C (row-major) order.
+
+use std::ops::Range;
+
+/// A rectangular region of an array: `start` and `shape`, one entry per dimension.
+///
+/// A 0-dimensional subset (empty `start`/`shape`) has one element.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ArraySubset {
+    /// First element of the region along each dimension.
+    pub start: Vec<u64>,
+    /// Number of elements along each dimension.
+    pub shape: Vec<u64>,
+}
+
+impl ArraySubset {
+    /// A region from its start and shape.
+    ///
+    /// # Panics
+    /// Never; mismatched lengths are reported when the subset is used
+    /// ([`crate::zarr::ZarrError::InvalidRegion`]).
+    pub fn new(start: Vec<u64>, shape: Vec<u64>) -> Self {
+        ArraySubset { start, shape }
+    }
+
+    /// A region from one half-open range per dimension (`end < start` gives an empty
+    /// extent).
+    pub fn from_ranges(ranges: &[Range<u64>]) -> Self {
+        ArraySubset {
+            start: ranges.iter().map(|r| r.start).collect(),
+            shape: ranges
+                .iter()
+                .map(|r| r.end.saturating_sub(r.start))
+                .collect(),
+        }
+    }
+
+    /// The whole of an array of shape `shape`.
+    pub fn full(shape: &[u64]) -> Self {
+        ArraySubset {
+            start: vec![0; shape.len()],
+            shape: shape.to_vec(),
+        }
+    }
+
+    /// Number of dimensions.
+    pub fn ndim(&self) -> usize {
+        self.shape.len()
+    }
+
+    /// One past the last element along each dimension.
+    pub fn end(&self) -> Vec<u64> {
+        self.start
+            .iter()
+            .zip(&self.shape)
+            .map(|(s, n)| s + n)
+            .collect()
+    }
+
+    /// The half-open ranges of the region.
+    pub fn ranges(&self) -> Vec<Range<u64>> {
+        self.start
+            .iter()
+            .zip(&self.shape)
+            .map(|(&s, &n)| s..s + n)
+            .collect()
+    }
+
+    /// Number of elements in the region (1 for 0-d).
+    pub fn num_elements(&self) -> u64 {
+        self.shape.iter().product()
+    }
+
+    /// The intersection with `other` (same dimensionality), or `None` when empty.
+    pub fn intersect(&self, other: &ArraySubset) -> Option<ArraySubset> {
+        let mut start = Vec::with_capacity(self.ndim());
+        let mut shape = Vec::with_capacity(self.ndim());
+        for d in 0..self.ndim() {
+            let s = self.start[d].max(other.start[d]);
+            let e = (self.start[d] + self.shape[d]).min(other.start[d] + other.shape[d]);
+            if e <= s {
+                return None;
+            }
+            start.push(s);
+            shape.push(e - s);
+        }
+        Some(ArraySubset { start, shape })
+    }
+
+    /// This region expressed relative to `origin` (element-wise `start - origin`).
+    pub fn relative_to(&self, origin: &[u64]) -> ArraySubset {
+        ArraySubset {
+            start: self.start.iter().zip(origin).map(|(s, o)| s - o).collect(),
+            shape: self.shape.clone(),
+        }
+    }
+
+    /// Whether the region lies within an array of shape `shape` (same dimensionality).
+    pub fn within(&self, shape: &[u64]) -> bool {
+        self.ndim() == shape.len()
+            && self
+                .start
+                .iter()
+                .zip(&self.shape)
+                .zip(shape)
+                .all(|((s, n), dim)| s.checked_add(*n).is_some_and(|e| e <= *dim))
+    }
+
+    /// Whether the region covers all of an array of shape `shape`.
+    pub fn is_full(&self, shape: &[u64]) -> bool {
+        self.start.iter().all(|&s| s == 0) && self.shape == shape
+    }
+}
+
+/// Converts a shape of `u64` to `usize`.
+pub(crate) fn to_usize(v: &[u64]) -> Vec<usize> {
+    v.iter().map(|&x| x as usize).collect()
+}
+
+/// Copies a rectangular region between two C-order buffers of `T`.
+///
+/// `src` has shape `src_shape` and the region starts at `src_start` in it; `dst` has
+/// shape `dst_shape` and the region starts at `dst_start`; the region has shape
+/// `region`. For byte buffers of elements of `s` bytes, pass shapes and starts with
+/// the last dimension multiplied by `s` (see [`copy_region_bytes`]).
+///
+/// Contiguous trailing dimensions are merged so a full copy is one `clone_from_slice`.
+///
+/// # Panics
+/// When the region does not fit in either buffer (callers check bounds first).
+pub fn copy_region<T: Clone>(
+    src: &[T],
+    src_shape: &[usize],
+    src_start: &[usize],
+    dst: &mut [T],
+    dst_shape: &[usize],
+    dst_start: &[usize],
+    region: &[usize],
+) {
+    let ndim = region.len();
+    if region.contains(&0) {
+        return;
+    }
+    if ndim == 0 {
+        dst[0] = src[0].clone();
+        return;
+    }
+    // Merge trailing dimensions that are contiguous in both buffers: dimension d can
+    // be folded into d-1 when the region spans all of dimension d in src and dst.
+    let mut inner = ndim - 1;
+    let mut run = region[ndim - 1];
+    while inner > 0 && region[inner] == src_shape[inner] && region[inner] == dst_shape[inner] {
+        inner -= 1;
+        run *= region[inner];
+    }
+    // Strides (in elements) of both buffers.
+    let strides = |shape: &[usize]| {
+        let mut s = vec![1usize; ndim];
+        for d in (0..ndim - 1).rev() {
+            s[d] = s[d + 1] * shape[d + 1];
+        }
+        s
+    };
+    let ss = strides(src_shape);
+    let ds = strides(dst_shape);
+    let base =
+        |start: &[usize], st: &[usize]| -> usize { start.iter().zip(st).map(|(a, b)| a * b).sum() };
+    let src_base = base(src_start, &ss);
+    let dst_base = base(dst_start, &ds);
+    // Odometer over dimensions 0..inner.
+    let mut idx = vec![0usize; inner];
+    loop {
+        let so = src_base + idx.iter().zip(&ss).map(|(a, b)| a * b).sum::<usize>();
+        let d_o = dst_base + idx.iter().zip(&ds).map(|(a, b)| a * b).sum::<usize>();
+        dst[d_o..d_o + run].clone_from_slice(&src[so..so + run]);
+        // advance
+        let mut d = inner;
+        loop {
+            if d == 0 {
+                return;
+            }
+            d -= 1;
+            idx[d] += 1;
+            if idx[d] < region[d] {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+}
+
+/// [`copy_region`] for byte buffers holding elements of `elem_size` bytes.
+#[allow(clippy::too_many_arguments)]
+pub fn copy_region_bytes(
+    src: &[u8],
+    src_shape: &[usize],
+    src_start: &[usize],
+    dst: &mut [u8],
+    dst_shape: &[usize],
+    dst_start: &[usize],
+    region: &[usize],
+    elem_size: usize,
+) {
+    if region.is_empty() {
+        dst[..elem_size].copy_from_slice(&src[..elem_size]);
+        return;
+    }
+    let scale = |v: &[usize]| {
+        let mut v = v.to_vec();
+        if let Some(last) = v.last_mut() {
+            *last *= elem_size;
+        }
+        v
+    };
+    copy_region(
+        src,
+        &scale(src_shape),
+        &scale(src_start),
+        dst,
+        &scale(dst_shape),
+        &scale(dst_start),
+        &scale(region),
+    );
+}
+
+/// Iterates over all index tuples of a box `start .. start + shape` in C order.
+pub(crate) fn indices_in(start: &[u64], shape: &[u64]) -> impl Iterator<Item = Vec<u64>> {
+    let total: u64 = shape.iter().product();
+    let start = start.to_vec();
+    let shape = shape.to_vec();
+    let mut cur: Vec<u64> = start.clone();
+    let mut n = 0u64;
+    std::iter::from_fn(move || {
+        if n >= total {
+            return None;
+        }
+        let out = cur.clone();
+        n += 1;
+        for d in (0..shape.len()).rev() {
+            cur[d] += 1;
+            if cur[d] < start[d] + shape[d] {
+                break;
+            }
+            cur[d] = start[d];
+        }
+        Some(out)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intersect_and_bounds() {
+        let a = ArraySubset::new(vec![0, 5], vec![10, 10]);
+        let b = ArraySubset::from_ranges(&[3..4, 12..20]);
+        assert_eq!(
+            a.intersect(&b),
+            Some(ArraySubset::new(vec![3, 12], vec![1, 3]))
+        );
+        assert_eq!(
+            a.intersect(&ArraySubset::new(vec![10, 5], vec![1, 1])),
+            None
+        );
+        assert!(a.within(&[10, 15]));
+        assert!(!a.within(&[10, 14]));
+        assert!(!a.within(&[10]));
+        assert_eq!(ArraySubset::full(&[]).num_elements(), 1);
+    }
+
+    #[test]
+    fn copy_region_2d() {
+        // src 3x4 with values 0..12, copy [1..3, 1..3] into dst 2x2 at origin
+        let src: Vec<u32> = (0..12).collect();
+        let mut dst = vec![0u32; 4];
+        copy_region(&src, &[3, 4], &[1, 1], &mut dst, &[2, 2], &[0, 0], &[2, 2]);
+        assert_eq!(dst, vec![5, 6, 9, 10]);
+        // full copy merges dims
+        let mut dst = vec![0u32; 12];
+        copy_region(&src, &[3, 4], &[0, 0], &mut dst, &[3, 4], &[0, 0], &[3, 4]);
+        assert_eq!(dst, src);
+        // bytes of u16 elements
+        let src16: Vec<u8> = (0u16..6).flat_map(|v| v.to_ne_bytes()).collect();
+        let mut dst16 = vec![0u8; 4];
+        copy_region_bytes(
+            &src16,
+            &[2, 3],
+            &[1, 1],
+            &mut dst16,
+            &[1, 2],
+            &[0, 0],
+            &[1, 2],
+            2,
+        );
+        let got: Vec<u16> = dst16
+            .chunks(2)
+            .map(|c| u16::from_ne_bytes([c[0], c[1]]))
+            .collect();
+        assert_eq!(got, vec![4, 5]);
+    }
+
+    #[test]
+    fn indices_iterate_c_order() {
+        let v: Vec<Vec<u64>> = indices_in(&[1, 0], &[2, 2]).collect();
+        assert_eq!(v, vec![vec![1, 0], vec![1, 1], vec![2, 0], vec![2, 1]]);
+        assert_eq!(indices_in(&[], &[]).count(), 1);
+        assert_eq!(indices_in(&[0], &[0]).count(), 0);
+    }
+}
