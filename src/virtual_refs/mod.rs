@@ -13,10 +13,12 @@
 
 pub mod authorization;
 pub mod fetch;
+pub mod import;
 pub mod kerchunk;
 
 pub use authorization::{normalize_url, VirtualAccess};
 pub use fetch::VirtualChunkResolver;
+pub use import::{import_kerchunk, ImportSummary};
 
 /// Errors reading virtual chunks. Every variant names the URL.
 #[derive(Debug, thiserror::Error)]

@@ -1,0 +1,260 @@
+//! Kerchunk import on synthetic reference sets: Zarr v2 metadata translated to v3,
+//! virtual and inline chunk refs, F order, zlib, scalar arrays, subgroups, templates.
+
+mod common;
+
+use std::io::Write;
+use std::sync::Arc;
+
+use base64::Engine;
+use common::p;
+use floe::storage::LocalStorage;
+use floe::virtual_refs::{import_kerchunk, VirtualAccess};
+use floe::zarr::{Array, ArraySubset, Store};
+use floe::{Error, OpenOptions, Repository, VersionSelector};
+use serde_json::json;
+
+fn zlib(data: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(data).unwrap();
+    e.finish().unwrap()
+}
+
+fn le_i32(vals: impl IntoIterator<Item = i32>) -> Vec<u8> {
+    vals.into_iter().flat_map(i32::to_le_bytes).collect()
+}
+
+struct Fixture {
+    dir: tempfile::TempDir,
+    refs: std::path::PathBuf,
+    source: std::path::PathBuf,
+}
+
+/// A data file holding chunks of two arrays, and references to it.
+fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("data").join("source.bin");
+    std::fs::create_dir_all(source.parent().unwrap()).unwrap();
+    let mut file = Vec::new();
+    let mut refs = serde_json::Map::new();
+    refs.insert(".zgroup".into(), json!(r#"{"zarr_format": 2}"#));
+    refs.insert(".zattrs".into(), json!(r#"{"title": "synthetic"}"#));
+    // temp: 4 x 6 int32 in 2 x 3 chunks, C order, no compressor; value = 10 * row + col.
+    refs.insert(
+        "temp/.zarray".into(),
+        json!(
+            json!({"zarr_format": 2, "shape": [4, 6], "chunks": [2, 3], "dtype": "<i4",
+            "compressor": null, "filters": null, "fill_value": -1, "order": "C"})
+            .to_string()
+        ),
+    );
+    refs.insert(
+        "temp/.zattrs".into(),
+        json!(r#"{"_ARRAY_DIMENSIONS": ["y", "x"], "units": "K"}"#),
+    );
+    for ci in 0..2 {
+        for cj in 0..2 {
+            if (ci, cj) == (1, 1) {
+                continue; // never written: reads as the fill value
+            }
+            let mut vals = Vec::new();
+            for r in 0..2 {
+                for c in 0..3 {
+                    vals.push(10 * (ci * 2 + r) + cj * 3 + c);
+                }
+            }
+            let bytes = le_i32(vals);
+            let offset = file.len();
+            file.extend_from_slice(&bytes);
+            refs.insert(
+                format!("temp/{ci}.{cj}"),
+                json!([source.display().to_string(), offset, bytes.len()]),
+            );
+        }
+    }
+    // sub/f: 3 x 2 int32, F order, zlib, one chunk.
+    refs.insert("sub/.zgroup".into(), json!(r#"{"zarr_format": 2}"#));
+    refs.insert(
+        "sub/f/.zarray".into(),
+        json!(json!({"zarr_format": 2, "shape": [3, 2], "chunks": [3, 2], "dtype": "<i4",
+            "compressor": {"id": "zlib", "level": 1}, "filters": null, "fill_value": 0, "order": "F"}).to_string()),
+    );
+    // Column-major memory of [[0,1],[2,3],[4,5]]: 0,2,4,1,3,5.
+    let f_bytes = zlib(&le_i32([0, 2, 4, 1, 3, 5]));
+    let offset = file.len();
+    file.extend_from_slice(&f_bytes);
+    refs.insert(
+        "sub/f/0.0".into(),
+        json!(["{{base}}/source.bin", offset, f_bytes.len()]),
+    );
+    // s: a scalar stored inline as base64.
+    refs.insert(
+        "s/.zarray".into(),
+        json!(
+            json!({"zarr_format": 2, "shape": [], "chunks": [], "dtype": "<f8",
+            "compressor": null, "filters": null, "fill_value": "NaN", "order": "C"})
+            .to_string()
+        ),
+    );
+    refs.insert(
+        "s/0".into(),
+        json!(format!(
+            "base64:{}",
+            base64::engine::general_purpose::STANDARD.encode(2.5f64.to_le_bytes())
+        )),
+    );
+    std::fs::write(&source, &file).unwrap();
+    let doc = json!({
+        "version": 1,
+        "templates": {"base": format!("file://{}", source.parent().unwrap().display())},
+        "refs": refs,
+    });
+    let refs_path = dir.path().join("refs.json");
+    std::fs::write(&refs_path, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
+    Fixture {
+        dir,
+        refs: refs_path,
+        source,
+    }
+}
+
+async fn import(f: &Fixture, dest: &str) -> Repository {
+    let storage = Arc::new(LocalStorage::new(&f.dir.path().join("repo")).unwrap());
+    let repo = Repository::create(storage, None).await.unwrap();
+    let s = repo.writable_session("main").await.unwrap();
+    let summary = import_kerchunk(&s, &f.refs, &p(dest), None).await.unwrap();
+    assert_eq!(summary.arrays, 3);
+    assert_eq!(summary.virtual_chunks, 4);
+    assert_eq!(summary.inline_chunks, 1);
+    assert_eq!(
+        summary.containers_added,
+        vec![format!("file://{}/", f.source.parent().unwrap().display())]
+    );
+    s.commit("import").await.unwrap();
+    repo
+}
+
+async fn reader(f: &Fixture, authorize: bool) -> Arc<dyn Store> {
+    let prefixes = if authorize {
+        vec![format!("file://{}/", f.source.parent().unwrap().display())]
+    } else {
+        vec![]
+    };
+    let opts = OpenOptions {
+        virtual_access: VirtualAccess::prefixes(prefixes).unwrap(),
+        virtual_s3_credentials: None,
+    };
+    let repo = Repository::open_with(
+        Arc::new(LocalStorage::new(&f.dir.path().join("repo")).unwrap()),
+        opts,
+    )
+    .await
+    .unwrap();
+    let s = repo
+        .readonly_session(&VersionSelector::Branch("main".into()))
+        .await
+        .unwrap();
+    Arc::new(s.store())
+}
+
+#[tokio::test]
+async fn imports_metadata_and_chunks_and_reads_values() {
+    let f = fixture();
+    import(&f, "/").await;
+    let store = reader(&f, true).await;
+    let root = String::from_utf8(store.get("zarr.json").await.unwrap().unwrap().to_vec()).unwrap();
+    assert!(root.contains("synthetic"), "{root}");
+    let temp = Array::open(Arc::clone(&store), "temp").await.unwrap();
+    assert_eq!(temp.shape(), &[4, 6]);
+    assert_eq!(
+        temp.dimension_names().unwrap(),
+        &[Some("y".to_string()), Some("x".to_string())]
+    );
+    assert_eq!(temp.attributes().get("units"), Some(&json!("K")));
+    assert!(temp.attributes().get("_ARRAY_DIMENSIONS").is_none());
+    let vals: Vec<i32> = temp.read_all().await.unwrap();
+    let mut expect = Vec::new();
+    for r in 0..4 {
+        for c in 0..6 {
+            expect.push(if r >= 2 && c >= 3 { -1 } else { 10 * r + c });
+        }
+    }
+    assert_eq!(vals, expect);
+    let f_arr = Array::open(Arc::clone(&store), "sub/f").await.unwrap();
+    assert_eq!(
+        f_arr.read_all::<i32>().await.unwrap(),
+        vec![0, 1, 2, 3, 4, 5]
+    );
+    let s = Array::open(Arc::clone(&store), "s").await.unwrap();
+    assert_eq!(
+        s.read_region::<f64>(&ArraySubset::full(&[])).await.unwrap(),
+        vec![2.5]
+    );
+}
+
+#[tokio::test]
+async fn imports_under_a_path_and_refuses_unauthorized_reads() {
+    let f = fixture();
+    let repo = import(&f, "/imported/run1").await;
+    let r = repo
+        .readonly_session(&VersionSelector::Branch("main".into()))
+        .await
+        .unwrap();
+    let paths: Vec<String> = r
+        .list_nodes()
+        .into_iter()
+        .map(|n| n.path.to_string())
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "/",
+            "/imported",
+            "/imported/run1",
+            "/imported/run1/s",
+            "/imported/run1/sub",
+            "/imported/run1/sub/f",
+            "/imported/run1/temp"
+        ]
+    );
+    // Without authorization, a virtual chunk read is an error, not fill values.
+    let store = reader(&f, false).await;
+    let temp = Array::open(Arc::clone(&store), "imported/run1/temp")
+        .await
+        .unwrap();
+    let err = temp.read_all::<i32>().await.unwrap_err().to_string();
+    assert!(err.contains("not authorized"), "{err}");
+}
+
+#[tokio::test]
+async fn modified_sources_fail_with_a_checksum_error() {
+    let f = fixture();
+    import(&f, "/").await;
+    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(10);
+    let file = std::fs::File::options()
+        .write(true)
+        .open(&f.source)
+        .unwrap();
+    file.set_modified(later).unwrap();
+    drop(file);
+    let store = reader(&f, true).await;
+    let temp = Array::open(Arc::clone(&store), "temp").await.unwrap();
+    let err = temp.read_all::<i32>().await.unwrap_err().to_string();
+    assert!(
+        err.contains("checksum mismatch") && err.contains("source.bin"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn missing_sources_are_import_errors() {
+    let f = fixture();
+    std::fs::remove_file(&f.source).unwrap();
+    let storage = Arc::new(LocalStorage::new(&f.dir.path().join("repo")).unwrap());
+    let repo = Repository::create(storage, None).await.unwrap();
+    let s = repo.writable_session("main").await.unwrap();
+    let err = import_kerchunk(&s, &f.refs, &p("/"), None)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::VirtualChunk { .. }), "{err}");
+}
