@@ -438,7 +438,7 @@ pub async fn import_kerchunk(
         }
         done += 1;
         if let Some(p) = progress {
-            if done % 1000 == 0 {
+            if done.is_multiple_of(1000) {
                 p(done, total);
             }
         }
