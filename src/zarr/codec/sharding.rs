@@ -689,7 +689,7 @@ mod tests {
             // Missing shard: starts from the fill value (7).
             let (fresh, _) = c.partial_encode(None, &r, &region, &part).unwrap();
             let dec = c.decode(fresh.into(), &r).unwrap();
-            let mut exp = vec![7u16; 16];
+            let mut exp = [7u16; 16];
             exp[5] = 100;
             exp[6] = 200;
             assert_eq!(
