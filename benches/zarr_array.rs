@@ -71,7 +71,18 @@ fn big_arrays(c: &mut Criterion) {
     let rows_of_chunks = mib.div_ceil(chunks_per_side);
     let shape = vec![rows_of_chunks * 512, chunks_per_side * 512];
     let n = (shape[0] * shape[1]) as usize;
-    let data: Vec<f32> = (0..n).map(|i| ((i % 65_536) as f32 * 0.01).sin()).collect();
+    // A smooth signal plus pseudo-random low-order noise: compressible, but not
+    // trivially periodic.
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let data: Vec<f32> = (0..n)
+        .map(|i| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1);
+            let noise = (state >> 40) as f32 / (1u64 << 24) as f32;
+            (i as f32 * 1e-4).sin() * 100.0 + noise
+        })
+        .collect();
     let full = ArraySubset::full(&shape);
     let rt = runtime();
     let mut group = c.benchmark_group(format!("f32_{}MiB_1MiB_chunks", (n * 4) >> 20));

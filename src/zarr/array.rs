@@ -735,8 +735,12 @@ impl Array {
         if inter == chunk_region {
             return self.store_chunk(key, part).await;
         }
+        let covers_in_bounds = inter == self.chunk_region(&idx);
+        if !covers_in_bounds && self.derived.chain.supports_partial_encode() {
+            return self.write_chunk_part_in_place(idx, inter, part).await;
+        }
         // Covers every in-bounds element: start from the fill value, no read needed.
-        let existing = if inter == self.chunk_region(&idx) {
+        let existing = if covers_in_bounds {
             None
         } else {
             self.fetch_chunk(&idx).await?
@@ -769,6 +773,30 @@ impl Array {
         })
         .await
         .map_err(|e| chunk_err(&self.path, &key, e))?;
+        self.put_encoded(&key, encoded).await
+    }
+
+    /// Partial write into a chunk whose codec can re-encode in place (a shard: only
+    /// the inner chunks that `inter` touches are decoded and re-encoded).
+    async fn write_chunk_part_in_place(
+        &self,
+        idx: Vec<u64>,
+        inter: ArraySubset,
+        part: ArrayBytes,
+    ) -> ZarrResult<()> {
+        let key = self.key_of(&idx);
+        let existing = self.store.get(&key).await?;
+        let chunk_region = self.derived.grid.chunk_region(&idx);
+        let local = inter.relative_to(&chunk_region.start);
+        let chain = Arc::clone(&self.derived.chain);
+        let repr = self.derived.repr.clone();
+        let size = existing.as_ref().map_or(0, |b| b.len());
+        let (bytes, all_fill) = run_blocking(size, move || {
+            chain.partial_encode(existing, &repr, &local, &part)
+        })
+        .await
+        .map_err(|e| chunk_err(&self.path, &key, e))?;
+        let encoded = (!all_fill || self.options.write_empty_chunks).then_some(bytes);
         self.put_encoded(&key, encoded).await
     }
 

@@ -177,6 +177,30 @@ pub trait ArrayToBytesCodec: Send + Sync + Debug {
     fn supports_partial_decode(&self) -> bool {
         false
     }
+
+    /// Re-encodes a chunk with `region` (relative to the chunk) replaced by `part`
+    /// (shape `region.shape`), given the chunk's current encoding `existing` (`None`
+    /// when absent). Returns the new encoding and whether every element is now the
+    /// fill value. Only codecs that can do better than decode-modify-encode
+    /// (`sharding_indexed`: untouched inner chunks are copied, not re-encoded)
+    /// support it; see [`ArrayToBytesCodec::supports_partial_encode`].
+    ///
+    /// # Errors
+    /// [`CodecError::Unsupported`] by default; codec errors otherwise.
+    fn partial_encode(
+        &self,
+        _existing: Option<::bytes::Bytes>,
+        _repr: &ChunkRepr,
+        _region: &ArraySubset,
+        _part: &ArrayBytes,
+    ) -> Result<(Vec<u8>, bool), CodecError> {
+        Err(CodecError::unsupported("codec", "partial encoding"))
+    }
+
+    /// Whether [`ArrayToBytesCodec::partial_encode`] is implemented.
+    fn supports_partial_encode(&self) -> bool {
+        false
+    }
 }
 
 /// A `bytes -> bytes` codec (e.g. `gzip`, `zstd`, `blosc`, `crc32c`).
@@ -571,6 +595,35 @@ impl CodecChain {
         self.array_to_array.is_empty()
             && self.bytes_to_bytes.is_empty()
             && self.array_to_bytes.supports_partial_decode()
+    }
+
+    /// Whether a partial chunk write can avoid decoding and re-encoding the whole
+    /// chunk (the chain is a lone `sharding_indexed` codec).
+    pub fn supports_partial_encode(&self) -> bool {
+        self.array_to_array.is_empty()
+            && self.bytes_to_bytes.is_empty()
+            && self.array_to_bytes.supports_partial_encode()
+    }
+
+    /// Re-encodes a chunk with `region` replaced by `part`; see
+    /// [`ArrayToBytesCodec::partial_encode`]. Returns the encoding and whether the
+    /// chunk is now entirely the fill value.
+    ///
+    /// # Errors
+    /// [`CodecError::Unsupported`] unless [`CodecChain::supports_partial_encode`];
+    /// codec errors.
+    pub fn partial_encode(
+        &self,
+        existing: Option<::bytes::Bytes>,
+        repr: &ChunkRepr,
+        region: &ArraySubset,
+        part: &ArrayBytes,
+    ) -> Result<(Vec<u8>, bool), CodecError> {
+        if !self.supports_partial_encode() {
+            return Err(CodecError::unsupported("codecs", "partial encoding"));
+        }
+        self.array_to_bytes
+            .partial_encode(existing, repr, region, part)
     }
 
     /// Decodes `region` (relative to the chunk) of the chunk behind `source`;

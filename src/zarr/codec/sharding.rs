@@ -194,6 +194,82 @@ impl ShardingCodec {
     }
 }
 
+/// Encoded bytes of one inner chunk when assembling a shard.
+enum InnerBytes {
+    Owned(Vec<u8>),
+    Shared(::bytes::Bytes),
+}
+
+impl InnerBytes {
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            InnerBytes::Owned(v) => v,
+            InnerBytes::Shared(b) => b,
+        }
+    }
+}
+
+impl ShardingCodec {
+    /// Lays out encoded inner chunks (C order; `None` = empty) and their index.
+    /// Returns the shard and whether every inner chunk is empty.
+    fn assemble(
+        &self,
+        cps: &[u64],
+        inner: Vec<Option<InnerBytes>>,
+    ) -> Result<(Vec<u8>, bool), CodecError> {
+        let index_size = self.index_size(cps)? as usize;
+        let data_len: usize = inner.iter().flatten().map(|b| b.as_slice().len()).sum();
+        let mut out = Vec::with_capacity(data_len + index_size);
+        if self.index_location == IndexLocation::Start {
+            out.resize(index_size, 0);
+        }
+        let mut index = vec![EMPTY; 2 * inner.len()];
+        let mut all_empty = true;
+        for (i, chunk) in inner.iter().enumerate() {
+            if let Some(chunk) = chunk {
+                all_empty = false;
+                index[2 * i] = out.len() as u64;
+                index[2 * i + 1] = chunk.as_slice().len() as u64;
+                out.extend_from_slice(chunk.as_slice());
+            }
+        }
+        let index_bytes: Vec<u8> = index.iter().flat_map(|v| v.to_ne_bytes()).collect();
+        let enc_index = self
+            .index
+            .encode(ArrayBytes::Fixed(index_bytes), &self.index_repr(cps))?;
+        if enc_index.len() != index_size {
+            return Err(CodecError::unsupported(
+                NAME,
+                "index encoding has an unexpected size",
+            ));
+        }
+        match self.index_location {
+            IndexLocation::Start => out[..index_size].copy_from_slice(&enc_index),
+            IndexLocation::End => out.extend_from_slice(&enc_index),
+        }
+        Ok((out, all_empty))
+    }
+
+    /// Decodes the index of a whole shard value.
+    fn read_index(&self, bytes: &::bytes::Bytes, cps: &[u64]) -> Result<Vec<u64>, CodecError> {
+        let index_size = self.index_size(cps)? as usize;
+        if bytes.len() < index_size {
+            return Err(CodecError::invalid(
+                NAME,
+                format!(
+                    "shard has {} bytes, less than its {index_size}-byte index",
+                    bytes.len()
+                ),
+            ));
+        }
+        let index_bytes = match self.index_location {
+            IndexLocation::Start => bytes.slice(..index_size),
+            IndexLocation::End => bytes.slice(bytes.len() - index_size..),
+        };
+        self.decode_index(index_bytes, cps)
+    }
+}
+
 fn linear(idx: &[u64], shape: &[u64]) -> usize {
     idx.iter().zip(shape).fold(0u64, |acc, (i, s)| acc * s + i) as usize
 }
@@ -253,15 +329,9 @@ impl ArrayToBytesCodec for ShardingCodec {
         self.validate(repr)?;
         check_data(NAME, &data, repr)?;
         let cps = self.chunks_per_shard(&repr.shape);
-        let n: u64 = cps.iter().product();
-        let index_size = self.index_size(&cps)? as usize;
         let inner_repr = self.inner_repr(repr);
-        let mut out = match self.index_location {
-            IndexLocation::Start => vec![0u8; index_size],
-            IndexLocation::End => Vec::new(),
-        };
-        let mut index = vec![EMPTY; 2 * n as usize];
-        for (i, idx) in indices_in(&vec![0; cps.len()], &cps).enumerate() {
+        let mut inner = Vec::new();
+        for idx in indices_in(&vec![0; cps.len()], &cps) {
             let region = ArraySubset::new(
                 idx.iter()
                     .zip(&self.chunk_shape)
@@ -270,49 +340,110 @@ impl ArrayToBytesCodec for ShardingCodec {
                 self.chunk_shape.clone(),
             );
             let chunk = data.extract(&repr.data_type, &repr.shape, &region);
-            if chunk.is_fill(&repr.fill_value) {
-                continue;
-            }
-            let enc = self.inner.encode(chunk, &inner_repr)?;
-            index[2 * i] = out.len() as u64;
-            index[2 * i + 1] = enc.len() as u64;
-            out.extend_from_slice(&enc);
+            inner.push(if chunk.is_fill(&repr.fill_value) {
+                None
+            } else {
+                Some(InnerBytes::Owned(self.inner.encode(chunk, &inner_repr)?))
+            });
         }
-        let index_bytes: Vec<u8> = index.iter().flat_map(|v| v.to_ne_bytes()).collect();
-        let enc_index = self
-            .index
-            .encode(ArrayBytes::Fixed(index_bytes), &self.index_repr(&cps))?;
-        if enc_index.len() != index_size {
+        self.assemble(&cps, inner).map(|(bytes, _)| bytes)
+    }
+
+    fn supports_partial_encode(&self) -> bool {
+        true
+    }
+
+    fn partial_encode(
+        &self,
+        existing: Option<::bytes::Bytes>,
+        repr: &ChunkRepr,
+        region: &ArraySubset,
+        part: &ArrayBytes,
+    ) -> Result<(Vec<u8>, bool), CodecError> {
+        self.validate(repr)?;
+        if !region.within(&repr.shape) {
             return Err(CodecError::unsupported(
                 NAME,
-                "index encoding has an unexpected size",
+                format!(
+                    "region {region:?} is outside the shard shape {:?}",
+                    repr.shape
+                ),
             ));
         }
-        match self.index_location {
-            IndexLocation::Start => out[..index_size].copy_from_slice(&enc_index),
-            IndexLocation::End => out.extend_from_slice(&enc_index),
+        let expected = ChunkRepr {
+            shape: region.shape.clone(),
+            ..repr.clone()
+        };
+        check_data(NAME, part, &expected)?;
+        let cps = self.chunks_per_shard(&repr.shape);
+        let (bytes, index) = match existing {
+            Some(bytes) => {
+                let index = self.read_index(&bytes, &cps)?;
+                (bytes, Some(index))
+            }
+            None => (::bytes::Bytes::new(), None),
+        };
+        let inner_repr = self.inner_repr(repr);
+        let elem = repr.data_type.fixed_size().unwrap_or(0);
+        let zeros = vec![0; cps.len()];
+        let mut inner = Vec::new();
+        for (i, idx) in indices_in(&zeros, &cps).enumerate() {
+            let chunk_region = ArraySubset::new(
+                idx.iter()
+                    .zip(&self.chunk_shape)
+                    .map(|(a, b)| a * b)
+                    .collect(),
+                self.chunk_shape.clone(),
+            );
+            let old = match &index {
+                Some(index) => Self::entry(index, i, bytes.len() as u64)?
+                    .map(|(off, n)| bytes.slice(off as usize..(off + n) as usize)),
+                None => None,
+            };
+            let Some(inter) = chunk_region.intersect(region) else {
+                // Untouched: keep the encoded inner chunk as it is.
+                inner.push(old.map(InnerBytes::Shared));
+                continue;
+            };
+            let chunk = if inter == chunk_region {
+                part.extract(
+                    &repr.data_type,
+                    &region.shape,
+                    &inter.relative_to(&region.start),
+                )
+            } else {
+                let mut chunk = match old {
+                    Some(old) => {
+                        let d = self.inner.decode(old, &inner_repr)?;
+                        check_data(NAME, &d, &inner_repr)?;
+                        d
+                    }
+                    None => fill_for(repr, inner_repr.num_elements())?,
+                };
+                chunk.copy_from(
+                    &self.chunk_shape,
+                    &inter.relative_to(&chunk_region.start).start,
+                    part,
+                    &region.shape,
+                    &inter.relative_to(&region.start).start,
+                    &inter.shape,
+                    elem,
+                );
+                chunk
+            };
+            inner.push(if chunk.is_fill(&repr.fill_value) {
+                None
+            } else {
+                Some(InnerBytes::Owned(self.inner.encode(chunk, &inner_repr)?))
+            });
         }
-        Ok(out)
+        self.assemble(&cps, inner)
     }
 
     fn decode(&self, bytes: ::bytes::Bytes, repr: &ChunkRepr) -> Result<ArrayBytes, CodecError> {
         self.validate(repr)?;
         let cps = self.chunks_per_shard(&repr.shape);
-        let index_size = self.index_size(&cps)? as usize;
-        if bytes.len() < index_size {
-            return Err(CodecError::invalid(
-                NAME,
-                format!(
-                    "shard has {} bytes, less than its {index_size}-byte index",
-                    bytes.len()
-                ),
-            ));
-        }
-        let index_bytes = match self.index_location {
-            IndexLocation::Start => bytes.slice(..index_size),
-            IndexLocation::End => bytes.slice(bytes.len() - index_size..),
-        };
-        let index = self.decode_index(index_bytes, &cps)?;
+        let index = self.read_index(&bytes, &cps)?;
         let inner_repr = self.inner_repr(repr);
         let elem = repr.data_type.fixed_size().unwrap_or(0);
         let mut out = fill_for(repr, repr.num_elements())?;
@@ -523,6 +654,54 @@ mod tests {
             ..repr()
         };
         assert!(c.validate(&r).is_err());
+    }
+
+    #[test]
+    fn partial_encode_touches_only_needed_inner_chunks() {
+        for location in ["end", "start"] {
+            let c = codec(location);
+            let r = repr();
+            let vals: Vec<u16> = (0..16).collect();
+            let data = ArrayBytes::Fixed(vals.iter().flat_map(|v| v.to_ne_bytes()).collect());
+            let enc: ::bytes::Bytes = c.encode(data, &r).unwrap().into();
+            // Overwrite elements (1,1) and (1,2): inner chunks (0,0) and (0,1).
+            let region = ArraySubset::new(vec![1, 1], vec![1, 2]);
+            let part =
+                ArrayBytes::Fixed([100u16, 200].iter().flat_map(|v| v.to_ne_bytes()).collect());
+            let (new, all_fill) = c
+                .partial_encode(Some(enc.clone()), &r, &region, &part)
+                .unwrap();
+            assert!(!all_fill);
+            let mut expected = vals.clone();
+            expected[5] = 100;
+            expected[6] = 200;
+            let dec = c.decode(new.clone().into(), &r).unwrap();
+            assert_eq!(
+                dec,
+                ArrayBytes::Fixed(expected.iter().flat_map(|v| v.to_ne_bytes()).collect())
+            );
+            // Inner chunk (1,1) (elements 10, 11, 14, 15) is carried over verbatim.
+            let carried: Vec<u8> = [10u16, 11, 14, 15]
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect();
+            assert!(new.windows(8).any(|w| w == carried.as_slice()));
+            // Missing shard: starts from the fill value (7).
+            let (fresh, _) = c.partial_encode(None, &r, &region, &part).unwrap();
+            let dec = c.decode(fresh.into(), &r).unwrap();
+            let mut exp = [7u16; 16];
+            exp[5] = 100;
+            exp[6] = 200;
+            assert_eq!(
+                dec,
+                ArrayBytes::Fixed(exp.iter().flat_map(|v| v.to_ne_bytes()).collect())
+            );
+            // Writing the fill value everywhere empties the shard.
+            let all = ArraySubset::new(vec![0, 0], vec![4, 4]);
+            let fill = ArrayBytes::Fixed(7u16.to_ne_bytes().repeat(16));
+            let (_, empty) = c.partial_encode(Some(enc), &r, &all, &fill).unwrap();
+            assert!(empty);
+        }
     }
 
     #[tokio::test]
