@@ -63,7 +63,9 @@ impl Default for CommitOptions {
 #[derive(Debug)]
 struct State {
     base: Arc<Snapshot>,
-    changes: ChangeSet,
+    /// Shared with an in-flight commit, which then needs no deep copy; writes copy
+    /// on write (`Arc::make_mut`).
+    changes: Arc<ChangeSet>,
 }
 
 #[derive(Debug)]
@@ -94,7 +96,7 @@ impl Session {
                 branch,
                 state: RwLock::new(State {
                     base,
-                    changes: ChangeSet::default(),
+                    changes: Arc::default(),
                 }),
             }),
         }
@@ -141,12 +143,12 @@ impl Session {
 
     /// A copy of the uncommitted changes.
     pub fn change_set(&self) -> ChangeSet {
-        self.read().changes.clone()
+        self.read().changes.as_ref().clone()
     }
 
     /// Forgets every uncommitted change (chunks already written become garbage).
     pub fn discard_changes(&self) {
-        self.write().changes = ChangeSet::default();
+        self.write().changes = Arc::default();
     }
 
     /// A Zarr store view of this session.
@@ -254,9 +256,7 @@ impl Session {
         let mut state = self.write();
         Self::check_new_path(&state, path)?;
         let id = NodeId::random();
-        state
-            .changes
-            .add_node(path.clone(), id, NewNode::Group(user_data));
+        Arc::make_mut(&mut state.changes).add_node(path.clone(), id, NewNode::Group(user_data));
         Ok(id)
     }
 
@@ -269,9 +269,7 @@ impl Session {
         let mut state = self.write();
         Self::check_new_path(&state, path)?;
         let id = NodeId::random();
-        state
-            .changes
-            .add_node(path.clone(), id, NewNode::Array(def));
+        Arc::make_mut(&mut state.changes).add_node(path.clone(), id, NewNode::Array(def));
         Ok(id)
     }
 
@@ -287,7 +285,7 @@ impl Session {
         if !node.is_group() {
             return Err(Error::NotAGroup { path: path.clone() });
         }
-        state.changes.update_group(path, node.id, user_data);
+        Arc::make_mut(&mut state.changes).update_group(path, node.id, user_data);
         Ok(())
     }
 
@@ -304,7 +302,7 @@ impl Session {
         if node.is_group() {
             return Err(Error::NotAnArray { path: path.clone() });
         }
-        state.changes.update_array(path, node.id, def);
+        Arc::make_mut(&mut state.changes).update_array(path, node.id, def);
         Ok(())
     }
 
@@ -323,7 +321,7 @@ impl Session {
             .filter(|n| n.path.starts_with(path))
             .collect();
         for n in doomed.iter().rev() {
-            state.changes.delete_node(&n.path, n.id, n.is_group());
+            Arc::make_mut(&mut state.changes).delete_node(&n.path, n.id, n.is_group());
         }
         Ok(())
     }
@@ -508,7 +506,7 @@ impl Session {
             Some(n) if n.id == node.id => {}
             _ => return Err(Error::NodeNotFound { path: path.clone() }),
         }
-        state.changes.set_chunk(node.id, index.to_vec(), payload);
+        Arc::make_mut(&mut state.changes).set_chunk(node.id, index.to_vec(), payload);
         Ok(())
     }
 
@@ -599,7 +597,7 @@ impl Session {
         };
         let (mut base, changes) = {
             let state = self.read();
-            (Arc::clone(&state.base), state.changes.clone())
+            (Arc::clone(&state.base), Arc::clone(&state.changes))
         };
         if changes.is_empty() && !options.allow_empty {
             return Err(Error::NoChangesToCommit);
@@ -636,7 +634,7 @@ impl Session {
                 commit::RefUpdate::Moved => {
                     let mut state = self.write();
                     state.base = Arc::clone(&snapshot);
-                    state.changes = ChangeSet::default();
+                    state.changes = Arc::default();
                     return Ok(snapshot.id);
                 }
                 commit::RefUpdate::Lost => {
@@ -668,7 +666,7 @@ impl Session {
         let (tip, _) = refs::fetch_branch(repo.storage().as_ref(), &branch).await?;
         let (base, changes) = {
             let state = self.read();
-            (Arc::clone(&state.base), state.changes.clone())
+            (Arc::clone(&state.base), Arc::clone(&state.changes))
         };
         if tip == base.id {
             return Ok(());
