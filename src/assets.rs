@@ -157,22 +157,26 @@ impl AssetManager {
         Ok(())
     }
 
-    /// Encodes and writes a manifest; returns its file info (size in bytes, ref count).
+    /// Writes an encoded manifest file (see [`crate::format::manifest::ManifestWriter`]);
+    /// returns its file info. The manifest is not cached: it is decoded when first
+    /// read, so large manifests do not stay in memory after a commit.
     ///
     /// # Errors
-    /// Encoding and storage errors.
-    pub async fn write_manifest(&self, manifest: Arc<Manifest>) -> Result<ManifestFileInfo> {
-        let m = Arc::clone(&manifest);
-        let bytes = blocking(move || m.encode()).await?;
+    /// Storage errors.
+    pub async fn write_manifest_bytes(
+        &self,
+        id: ManifestId,
+        bytes: Vec<u8>,
+        num_chunk_refs: u64,
+    ) -> Result<ManifestFileInfo> {
         let info = ManifestFileInfo {
-            id: manifest.id,
+            id,
             size_bytes: bytes.len() as u64,
-            num_chunk_refs: u32::try_from(manifest.num_chunk_refs()).unwrap_or(u32::MAX),
+            num_chunk_refs: u32::try_from(num_chunk_refs).unwrap_or(u32::MAX),
         };
         self.storage
-            .put(&manifest_key(&manifest.id), Bytes::from(bytes))
+            .put(&manifest_key(&id), Bytes::from(bytes))
             .await?;
-        self.manifests.insert(manifest.id, manifest);
         Ok(info)
     }
 

@@ -81,17 +81,11 @@ impl Manifest {
     /// The half-open chunk index extents of `node`'s refs, one range per dimension;
     /// `None` when the manifest holds no refs of `node`.
     pub fn extents(&self, node: &NodeId) -> Option<Vec<Range<u32>>> {
-        let refs = self.arrays.get(node)?;
-        let ndim = refs.keys().next()?.len();
-        let mut lo = vec![u32::MAX; ndim];
-        let mut hi = vec![0u32; ndim];
-        for idx in refs.keys() {
-            for (d, &i) in idx.iter().enumerate().take(ndim) {
-                lo[d] = lo[d].min(i);
-                hi[d] = hi[d].max(i.saturating_add(1));
-            }
+        let mut ext = Extents::default();
+        for idx in self.arrays.get(node)?.keys() {
+            ext.add(idx);
         }
-        Some(lo.into_iter().zip(hi).map(|(a, b)| a..b).collect())
+        ext.finish()
     }
 
     /// Encodes into a full manifest file (envelope + zstd + flatbuffer).
@@ -99,34 +93,11 @@ impl Manifest {
     /// # Errors
     /// [`FormatError::Compression`].
     pub fn encode(&self) -> Result<Vec<u8>, FormatError> {
-        let mut b = FlatBufferBuilder::with_capacity(1024 + self.num_chunk_refs() * 48);
-        let mut arrays = Vec::with_capacity(self.arrays.len());
+        let mut w = ManifestWriter::new(self.id, self.num_chunk_refs());
         for (node, refs) in &self.arrays {
-            let refs: Vec<_> = refs
-                .iter()
-                .map(|(index, payload)| write_ref(&mut b, index, payload))
-                .collect();
-            let refs = b.create_vector(&refs);
-            let node_id = fb::fb8(node);
-            arrays.push(gen::ArrayManifest::create(
-                &mut b,
-                &gen::ArrayManifestArgs {
-                    node_id: Some(&node_id),
-                    refs: Some(refs),
-                },
-            ));
+            w.add_array(*node, refs.iter().map(|(k, v)| (k.as_slice(), v)));
         }
-        let arrays = b.create_vector(&arrays);
-        let id = fb::fb12(&self.id);
-        let root = gen::Manifest::create(
-            &mut b,
-            &gen::ManifestArgs {
-                id: Some(&id),
-                arrays: Some(arrays),
-            },
-        );
-        b.finish(root, Some(fb::IDENTIFIER));
-        envelope::seal(FileType::Manifest, b.finished_data())
+        Ok(w.finish()?.0)
     }
 
     /// Decodes a manifest file.
@@ -157,6 +128,121 @@ impl Manifest {
             id: fb::id12(root.id()),
             arrays,
         })
+    }
+}
+
+/// Running chunk index extents: the smallest box holding every index added.
+#[derive(Clone, Debug, Default)]
+pub struct Extents {
+    lo: Vec<u32>,
+    hi: Vec<u32>,
+    any: bool,
+}
+
+impl Extents {
+    /// Adds one chunk index.
+    pub fn add(&mut self, index: &[u32]) {
+        if !self.any {
+            self.lo = index.to_vec();
+            self.hi = index.iter().map(|i| i.saturating_add(1)).collect();
+            self.any = true;
+            return;
+        }
+        for (d, &i) in index.iter().enumerate().take(self.lo.len()) {
+            self.lo[d] = self.lo[d].min(i);
+            self.hi[d] = self.hi[d].max(i.saturating_add(1));
+        }
+    }
+
+    /// One half-open range per dimension; `None` when nothing was added.
+    pub fn finish(self) -> Option<Vec<Range<u32>>> {
+        self.any.then(|| {
+            self.lo
+                .into_iter()
+                .zip(self.hi)
+                .map(|(a, b)| a..b)
+                .collect()
+        })
+    }
+}
+
+/// Streams chunk refs into a manifest file without materializing a [`Manifest`]:
+/// arrays are added in node id order, each with its refs sorted by chunk index.
+pub struct ManifestWriter {
+    id: ManifestId,
+    builder: FlatBufferBuilder<'static>,
+    arrays: Vec<flatbuffers::WIPOffset<gen::ArrayManifest<'static>>>,
+    count: u64,
+}
+
+impl ManifestWriter {
+    /// A writer for manifest `id`, sized for about `estimated_refs` refs.
+    pub fn new(id: ManifestId, estimated_refs: usize) -> Self {
+        ManifestWriter {
+            id,
+            builder: FlatBufferBuilder::with_capacity(1024 + estimated_refs.saturating_mul(48)),
+            arrays: Vec::new(),
+            count: 0,
+        }
+    }
+
+    /// Adds the refs of array `node` (sorted by index; arrays added in node id order).
+    /// Returns the extents of the refs added, `None` when there were none (and then
+    /// the array is not recorded).
+    pub fn add_array<'r>(
+        &mut self,
+        node: NodeId,
+        refs: impl IntoIterator<Item = (&'r [u32], &'r ChunkPayload)>,
+    ) -> Option<Vec<Range<u32>>> {
+        let b = &mut self.builder;
+        let mut ext = Extents::default();
+        let offsets: Vec<_> = refs
+            .into_iter()
+            .map(|(index, payload)| {
+                ext.add(index);
+                write_ref(b, index, payload)
+            })
+            .collect();
+        if offsets.is_empty() {
+            return None;
+        }
+        self.count += offsets.len() as u64;
+        let refs = b.create_vector(&offsets);
+        let node_id = fb::fb8(&node);
+        self.arrays.push(gen::ArrayManifest::create(
+            b,
+            &gen::ArrayManifestArgs {
+                node_id: Some(&node_id),
+                refs: Some(refs),
+            },
+        ));
+        ext.finish()
+    }
+
+    /// Number of refs added so far.
+    pub fn num_chunk_refs(&self) -> u64 {
+        self.count
+    }
+
+    /// Finishes the file: returns its bytes and the number of refs.
+    ///
+    /// # Errors
+    /// [`FormatError::Compression`].
+    pub fn finish(mut self) -> Result<(Vec<u8>, u64), FormatError> {
+        let arrays = self.builder.create_vector(&self.arrays);
+        let id = fb::fb12(&self.id);
+        let root = gen::Manifest::create(
+            &mut self.builder,
+            &gen::ManifestArgs {
+                id: Some(&id),
+                arrays: Some(arrays),
+            },
+        );
+        self.builder.finish(root, Some(fb::IDENTIFIER));
+        Ok((
+            envelope::seal(FileType::Manifest, self.builder.finished_data())?,
+            self.count,
+        ))
     }
 }
 

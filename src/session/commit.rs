@@ -9,16 +9,17 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use futures::{StreamExt, TryStreamExt};
+use itertools::{EitherOrBoth, Itertools};
 
 use crate::assets::AssetManager;
 use crate::error::Result;
-use crate::format::manifest::{ChunkPayload, Manifest};
+use crate::format::manifest::{ChunkPayload, Manifest, ManifestWriter};
 use crate::format::refs;
 use crate::format::snapshot::{
     now_micros, ArrayData, DimensionShape, ManifestFileInfo, ManifestRef, NodeData, NodeSnapshot,
     Snapshot,
 };
-use crate::format::{ChunkIndices, ManifestId, NodePath, SnapshotId};
+use crate::format::{ManifestId, NodeId, NodePath, SnapshotId};
 use crate::storage::{ObjectVersion, Storage};
 
 use super::change_set::{ChangeSet, NewNode};
@@ -87,26 +88,47 @@ pub fn apply_node_changes(
     nodes
 }
 
-/// All chunk refs of array `node` in snapshot `base` (empty for a new array).
-pub async fn committed_refs(
+/// The manifests of `base` holding refs of array `node` (none for a new array).
+pub async fn committed_manifests(
     assets: &AssetManager,
     base: &Snapshot,
     node: &NodeSnapshot,
-) -> Result<BTreeMap<ChunkIndices, ChunkPayload>> {
-    let mut out = BTreeMap::new();
+) -> Result<Vec<Arc<Manifest>>> {
+    let mut out = Vec::new();
     let Some(old) = base.nodes.get(&node.path).filter(|n| n.id == node.id) else {
         return Ok(out);
     };
     if let Some(a) = old.array() {
         for mref in &a.manifests {
             let size = base.manifest_info(&mref.object_id).map(|i| i.size_bytes);
-            let manifest = assets.fetch_manifest(&mref.object_id, size).await?;
-            if let Some(refs) = manifest.arrays.get(&node.id) {
-                out.extend(refs.iter().map(|(k, v)| (k.clone(), v.clone())));
-            }
+            out.push(assets.fetch_manifest(&mref.object_id, size).await?);
         }
     }
     Ok(out)
+}
+
+/// The refs of array `node` after `changes`: the committed refs of `manifests`
+/// (merged in index order) overlaid with the change set's writes and deletions,
+/// sorted by chunk index, without copying any of them.
+pub fn merged_refs<'a>(
+    manifests: &'a [Arc<Manifest>],
+    changes: &'a ChangeSet,
+    node: &NodeId,
+) -> impl Iterator<Item = (&'a [u32], &'a ChunkPayload)> + 'a {
+    let committed = manifests
+        .iter()
+        .filter_map(|m| m.arrays.get(node))
+        .map(|refs| refs.iter())
+        .kmerge_by(|a, b| a.0 < b.0);
+    let changed = changes.array_chunks(node).into_iter().flatten();
+    committed
+        .merge_join_by(changed, |a, b| a.0.cmp(b.0))
+        .filter_map(|entry| match entry {
+            EitherOrBoth::Left((k, v)) => Some((k.as_slice(), v)),
+            EitherOrBoth::Right((k, v)) | EitherOrBoth::Both(_, (k, v)) => {
+                v.as_ref().map(|v| (k.as_slice(), v))
+            }
+        })
 }
 
 /// Builds and writes the new snapshot `new_id` for `changes` on top of `base`: writes
@@ -119,7 +141,7 @@ pub async fn committed_refs(
 pub async fn flush(
     assets: &AssetManager,
     base: &Snapshot,
-    changes: &ChangeSet,
+    changes: &Arc<ChangeSet>,
     new_id: SnapshotId,
     message: &str,
     metadata: BTreeMap<String, serde_json::Value>,
@@ -148,28 +170,35 @@ pub async fn flush(
         futures::stream::iter(rewrite.into_iter().map(|path| {
             let node = nodes[&path].clone();
             async move {
-                let mut refs = committed_refs(assets, base, &node).await?;
-                if let Some(ch) = changes.array_chunks(&node.id) {
-                    for (idx, payload) in ch {
-                        match payload {
-                            Some(p) => refs.insert(idx.clone(), p.clone()),
-                            None => refs.remove(idx),
-                        };
-                    }
-                }
+                let manifests = committed_manifests(assets, base, &node).await?;
+                let changes = Arc::clone(changes);
                 let shape = node.array().map(|a| a.shape.clone()).unwrap_or_default();
-                refs.retain(|idx, _| index_in_bounds(&shape, idx));
-                if refs.is_empty() {
+                let id = ManifestId::random();
+                let node_id = node.id;
+                // Merging and encoding are CPU work: off the async executor.
+                let (extents, bytes, count) = tokio::task::spawn_blocking(move || {
+                    let estimate = manifests.iter().map(|m| m.num_chunk_refs()).sum::<usize>()
+                        + changes.array_chunks(&node_id).map_or(0, BTreeMap::len);
+                    let mut writer = ManifestWriter::new(id, estimate);
+                    let refs = merged_refs(&manifests, &changes, &node_id)
+                        .filter(|(idx, _)| index_in_bounds(&shape, idx));
+                    let extents = writer.add_array(node_id, refs);
+                    let (bytes, count) = writer.finish()?;
+                    Ok::<_, crate::format::FormatError>((extents, bytes, count))
+                })
+                .await
+                .map_err(|e| {
+                    crate::error::Error::Format(crate::format::FormatError::InvalidData {
+                        what: "manifest",
+                        reason: format!("encoding task failed: {e}"),
+                    })
+                })??;
+                let Some(extents) = extents else {
                     return Ok::<_, crate::error::Error>((path, None));
-                }
-                let manifest = Manifest {
-                    id: ManifestId::random(),
-                    arrays: BTreeMap::from([(node.id, refs)]),
                 };
-                let extents = manifest.extents(&node.id).unwrap_or_default();
-                let info = assets.write_manifest(Arc::new(manifest)).await?;
+                let info = assets.write_manifest_bytes(id, bytes, count).await?;
                 let mref = ManifestRef {
-                    object_id: info.id,
+                    object_id: id,
                     extents,
                 };
                 Ok((path, Some((mref, info))))

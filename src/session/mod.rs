@@ -515,35 +515,7 @@ impl Session {
     /// # Errors
     /// [`Error::NodeNotFound`], [`Error::NotAnArray`]; storage and format errors.
     pub async fn list_chunks(&self, path: &NodePath) -> Result<Vec<ChunkIndices>> {
-        let node = self.get_node(path)?;
-        let Some(a) = node.array() else {
-            return Err(Error::NotAnArray { path: path.clone() });
-        };
-        let (base, changes, is_new) = {
-            let state = self.read();
-            (
-                Arc::clone(&state.base),
-                state.changes.array_chunks(&node.id).cloned(),
-                state.changes.is_new(&node.id),
-            )
-        };
-        let mut refs: BTreeMap<ChunkIndices, bool> = BTreeMap::new();
-        if !is_new {
-            for idx in commit::committed_refs(self.inner.repo.assets(), &base, &node)
-                .await?
-                .into_keys()
-            {
-                refs.insert(idx, true);
-            }
-        }
-        for (idx, p) in changes.into_iter().flatten() {
-            refs.insert(idx, p.is_some());
-        }
-        Ok(refs
-            .into_iter()
-            .filter(|(idx, present)| *present && index_in_bounds(&a.shape, idx))
-            .map(|(idx, _)| idx)
-            .collect())
+        self.collect_refs(path, |idx, _| idx.to_vec()).await
     }
 
     /// Every chunk ref of the array at `path`, sorted by index.
@@ -551,13 +523,28 @@ impl Session {
     /// # Errors
     /// As [`Session::list_chunks`].
     pub async fn chunk_refs(&self, path: &NodePath) -> Result<Vec<(ChunkIndices, ChunkPayload)>> {
-        let mut out = Vec::new();
-        for idx in self.list_chunks(path).await? {
-            if let Some(p) = self.get_chunk_ref(path, &idx).await? {
-                out.push((idx, p));
-            }
-        }
-        Ok(out)
+        self.collect_refs(path, |idx, p| (idx.to_vec(), p.clone()))
+            .await
+    }
+
+    async fn collect_refs<T>(
+        &self,
+        path: &NodePath,
+        f: impl Fn(&[u32], &ChunkPayload) -> T,
+    ) -> Result<Vec<T>> {
+        let node = self.get_node(path)?;
+        let Some(a) = node.array() else {
+            return Err(Error::NotAnArray { path: path.clone() });
+        };
+        let (base, changes) = {
+            let state = self.read();
+            (Arc::clone(&state.base), Arc::clone(&state.changes))
+        };
+        let manifests = commit::committed_manifests(self.inner.repo.assets(), &base, &node).await?;
+        Ok(commit::merged_refs(&manifests, &changes, &node.id)
+            .filter(|(idx, _)| index_in_bounds(&a.shape, idx))
+            .map(|(idx, p)| f(idx, p))
+            .collect())
     }
 
     /// What the uncommitted changes do, by path.
