@@ -493,6 +493,37 @@ impl Session {
         self.record_chunk(path, &node, index, payload)
     }
 
+    /// Sets (or with `None`, deletes) many chunk refs of the array at `path` under one
+    /// lock: the fast path for importers writing millions of refs.
+    ///
+    /// # Errors
+    /// As [`Session::set_chunk_ref`]; on an out-of-grid index nothing is recorded.
+    pub fn set_chunk_refs(
+        &self,
+        path: &NodePath,
+        refs: impl IntoIterator<Item = (ChunkIndices, Option<ChunkPayload>)>,
+    ) -> Result<()> {
+        self.check_writable()?;
+        let mut state = self.write();
+        let node = Self::node_in(&state, path)
+            .ok_or_else(|| Error::NodeNotFound { path: path.clone() })?;
+        let Some(shape) = node.array().map(|a| a.shape.clone()) else {
+            return Err(Error::NotAnArray { path: path.clone() });
+        };
+        let refs: Vec<_> = refs.into_iter().collect();
+        if let Some((bad, _)) = refs.iter().find(|(idx, _)| !index_in_bounds(&shape, idx)) {
+            return Err(Error::InvalidChunkIndex {
+                path: path.clone(),
+                index: bad.clone(),
+            });
+        }
+        let changes = Arc::make_mut(&mut state.changes);
+        for (idx, payload) in refs {
+            changes.set_chunk(node.id, idx, payload);
+        }
+        Ok(())
+    }
+
     fn record_chunk(
         &self,
         path: &NodePath,

@@ -16,7 +16,7 @@ use bytes::Bytes;
 use serde_json::Value;
 
 use super::authorization::{normalize_url, under_prefix};
-use super::kerchunk::{read_references, KerchunkError, Reference};
+use super::kerchunk::{read_references_where, KerchunkError, Reference};
 use super::{VirtualAccess, VirtualChunkResolver};
 use crate::error::{Error, Result};
 use crate::format::config::{ContainerStore, VirtualChunkContainer};
@@ -89,11 +89,24 @@ fn default_container(url: &str) -> Option<VirtualChunkContainer> {
     }
 }
 
+/// What the importer learned about one referenced object.
+#[derive(Clone, Debug)]
+struct Source {
+    /// The normalized URL.
+    location: String,
+    /// Size in bytes.
+    size: u64,
+    /// Its checksum at import time.
+    checksum: Option<Checksum>,
+}
+
+/// Looks up referenced objects once each (by the URL as written in the references),
+/// adding virtual chunk containers for URLs no container covers.
 struct Probe {
     containers: Vec<VirtualChunkContainer>,
     added: Vec<String>,
     resolver: Arc<VirtualChunkResolver>,
-    checksums: HashMap<String, (u64, Option<Checksum>)>,
+    sources: HashMap<String, Source>,
 }
 
 impl Probe {
@@ -103,7 +116,7 @@ impl Probe {
             containers,
             added: Vec::new(),
             resolver,
-            checksums: HashMap::new(),
+            sources: HashMap::new(),
         }
     }
 
@@ -114,41 +127,51 @@ impl Probe {
         Arc::new(VirtualChunkResolver::new(containers.to_vec(), access, None))
     }
 
-    /// Size and checksum of the object at `url`, making sure a container covers it.
-    async fn object(&mut self, url: &str) -> Result<(u64, Option<Checksum>)> {
-        if let Some(c) = self.checksums.get(url) {
-            return Ok(c.clone());
+    /// The object at `raw_url` (as written in the references): normalized URL, size
+    /// and checksum, making sure a container covers it.
+    async fn object(&mut self, raw_url: &str) -> Result<&Source> {
+        if !self.sources.contains_key(raw_url) {
+            let source = self.look_up(raw_url).await?;
+            self.sources.insert(raw_url.to_string(), source);
         }
+        self.sources
+            .get(raw_url)
+            .ok_or_else(|| Error::InvalidConfig {
+                reason: format!("source `{raw_url}` vanished from the import cache"),
+            })
+    }
+
+    async fn look_up(&mut self, raw_url: &str) -> Result<Source> {
+        let virtual_err = |source| Error::VirtualChunk {
+            path: NodePath::root(),
+            index: Vec::new(),
+            source,
+        };
+        let url = normalize_url(raw_url).map_err(virtual_err)?;
         let covered = self.containers.iter().any(|c| {
             normalize_url(&c.url_prefix)
-                .is_ok_and(|p| under_prefix(url, &keep_slash(&c.url_prefix, p)))
+                .is_ok_and(|p| under_prefix(&url, &keep_slash(&c.url_prefix, p)))
         });
         if !covered {
-            let c = default_container(url).ok_or_else(|| Error::InvalidConfig {
+            let c = default_container(&url).ok_or_else(|| Error::InvalidConfig {
                 reason: format!("no virtual chunk container can be made for `{url}`"),
             })?;
             self.added.push(c.url_prefix.clone());
             self.containers.push(c);
             self.resolver = Self::resolver(&self.containers);
         }
-        let meta = self
-            .resolver
-            .head(url)
-            .await
-            .map_err(|source| Error::VirtualChunk {
-                path: NodePath::root(),
-                index: Vec::new(),
-                source,
-            })?;
+        let meta = self.resolver.head(&url).await.map_err(virtual_err)?;
         let checksum = match (&meta.e_tag, url.starts_with("file:")) {
             (Some(e), false) => Some(Checksum::ETag(e.clone())),
             _ => u32::try_from(meta.last_modified.timestamp())
                 .ok()
                 .map(Checksum::LastModified),
         };
-        let out = (meta.size, checksum);
-        self.checksums.insert(url.to_string(), out.clone());
-        Ok(out)
+        Ok(Source {
+            location: url,
+            size: meta.size,
+            checksum,
+        })
     }
 }
 
@@ -172,6 +195,11 @@ fn json_of(key: &str, bytes: &[u8]) -> Result<Value> {
     })
 }
 
+/// Whether a reference key names a Zarr v2 metadata document.
+fn is_metadata(key: &str) -> bool {
+    matches!(split_key(key).1, ".zarray" | ".zgroup" | ".zattrs")
+}
+
 /// Splits `a/b/.zarray` into (`a/b`, `.zarray`).
 fn split_key(key: &str) -> (&str, &str) {
     match key.rfind('/') {
@@ -187,55 +215,57 @@ struct ArrayTarget {
     separator: char,
 }
 
-/// Writes one chunk reference into the session.
-async fn place_chunk(
+/// Chunk refs to set on one array.
+type RefUpdates = Vec<(Vec<u32>, Option<ChunkPayload>)>;
+
+/// Writes a batch of chunk references into the session: inline data one by one,
+/// virtual refs of each array under one lock.
+async fn place_batch(
     session: &Session,
     probe: &mut Probe,
     summary: &mut ImportSummary,
-    path: &NodePath,
-    idx: &[u32],
-    r: Reference,
+    paths: &[NodePath],
+    batch: Vec<(usize, Vec<u32>, Reference)>,
 ) -> Result<()> {
-    let normalized = |url: &str| {
-        normalize_url(url).map_err(|source| Error::VirtualChunk {
-            path: path.clone(),
-            index: idx.to_vec(),
-            source,
-        })
-    };
-    let vref = match r {
-        Reference::Data(bytes) => {
-            session.set_chunk(path, idx, bytes).await?;
-            summary.inline_chunks += 1;
-            return Ok(());
-        }
-        Reference::Url(url) => {
-            let location = normalized(&url)?;
-            let (length, checksum) = probe.object(&location).await?;
-            VirtualChunkRef {
-                location,
-                offset: 0,
-                length,
-                checksum,
+    let mut virtual_refs: BTreeMap<usize, RefUpdates> = BTreeMap::new();
+    for (target, idx, r) in batch {
+        let path = &paths[target];
+        let (url, offset, length) = match r {
+            Reference::Data(bytes) => {
+                session.set_chunk(path, &idx, bytes).await?;
+                summary.inline_chunks += 1;
+                continue;
             }
-        }
-        Reference::Range {
-            url,
-            offset,
-            length,
-        } => {
-            let location = normalized(&url)?;
-            let (_, checksum) = probe.object(&location).await?;
-            VirtualChunkRef {
-                location,
+            Reference::Url(url) => (url, 0, None),
+            Reference::Range {
+                url,
                 offset,
                 length,
-                checksum,
-            }
-        }
-    };
-    session.set_chunk_ref(path, idx, Some(ChunkPayload::Virtual(vref)))?;
-    summary.virtual_chunks += 1;
+            } => (url, offset, Some(length)),
+        };
+        let source = probe.object(&url).await.map_err(|e| match e {
+            Error::VirtualChunk { source, .. } => Error::VirtualChunk {
+                path: path.clone(),
+                index: idx.clone(),
+                source,
+            },
+            other => other,
+        })?;
+        let vref = VirtualChunkRef {
+            location: source.location.clone(),
+            offset,
+            length: length.unwrap_or(source.size),
+            checksum: source.checksum.clone(),
+        };
+        virtual_refs
+            .entry(target)
+            .or_default()
+            .push((idx, Some(ChunkPayload::Virtual(vref))));
+    }
+    for (target, refs) in virtual_refs {
+        summary.virtual_chunks += refs.len() as u64;
+        session.set_chunk_refs(&paths[target], refs)?;
+    }
     Ok(())
 }
 
@@ -257,26 +287,27 @@ pub async fn import_kerchunk(
     let mut summary = ImportSummary::default();
     // Pass 1: metadata documents only.
     let mut meta: BTreeMap<String, Bytes> = BTreeMap::new();
-    let mut total = 0u64;
-    read_references(refs, |key, r| {
-        total += 1;
-        let (_, name) = split_key(&key);
-        if matches!(name, ".zarray" | ".zgroup" | ".zattrs") {
-            match r {
-                Reference::Data(b) => {
-                    meta.insert(key, b);
-                }
-                _ => {
-                    return Err(KerchunkError::InvalidReference {
-                        key,
-                        reason: "metadata must be inline data".into(),
-                    })
-                }
-            }
+    // Chunk references are only counted here (for progress), never decoded.
+    let chunk_count = std::cell::Cell::new(0u64);
+    let want_metadata = |key: &str| {
+        let wanted = is_metadata(key);
+        if !wanted {
+            chunk_count.set(chunk_count.get() + 1);
         }
-        Ok(())
+        wanted
+    };
+    read_references_where(refs, &want_metadata, |key, r| match r {
+        Reference::Data(b) => {
+            meta.insert(key, b);
+            Ok(())
+        }
+        _ => Err(KerchunkError::InvalidReference {
+            key,
+            reason: "metadata must be inline data".into(),
+        }),
     })
     .map_err(kerchunk_err)?;
+    let total = chunk_count.get();
 
     // Create groups and arrays, parents first.
     let join = |prefix: &str| -> Result<NodePath> {
@@ -378,25 +409,32 @@ pub async fn import_kerchunk(
         }
     }
 
-    // Pass 2: chunk references, read on a blocking thread and handed over through a
-    // bounded channel, so only a few thousand are in flight at any time.
+    // Pass 2: chunk references, read on a blocking thread and handed over in batches
+    // through a bounded channel, so only a few thousand are in flight at any time.
     let repo = session.repository().clone();
     let mut probe = Probe::new(repo.config().virtual_chunk_containers()?);
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<(NodePath, Vec<u32>, Reference)>(4096);
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<(usize, Vec<u32>, Reference)>>(8);
     let refs_path = refs.to_path_buf();
+    let targets: Vec<(String, ArrayTarget)> = arrays.into_iter().collect();
+    let paths: Vec<NodePath> = targets.iter().map(|(_, t)| t.path.clone()).collect();
     let reader = tokio::task::spawn_blocking(move || -> std::result::Result<u64, KerchunkError> {
+        const BATCH: usize = 4096;
         let mut skipped = 0u64;
-        read_references(&refs_path, |key, r| {
-            if split_key(&key).1.starts_with('.') {
-                return Ok(());
-            }
+        let mut batch = Vec::with_capacity(BATCH);
+        let not_metadata = |key: &str| !is_metadata(key);
+        read_references_where(&refs_path, &not_metadata, |key, r| {
             // The array owning the key: the longest array prefix of the key.
-            let target = arrays
+            let target = targets
                 .iter()
-                .filter(|(p, _)| p.is_empty() || key.starts_with(&format!("{p}/")))
-                .max_by_key(|(p, _)| p.len())
-                .map(|(p, t)| {
+                .enumerate()
+                .filter(|(_, (p, _))| {
+                    p.is_empty()
+                        || key.starts_with(p.as_str()) && key.as_bytes().get(p.len()) == Some(&b'/')
+                })
+                .max_by_key(|(_, (p, _))| p.len())
+                .map(|(i, (p, t))| {
                     (
+                        i,
                         t,
                         if p.is_empty() {
                             key.as_str()
@@ -405,7 +443,7 @@ pub async fn import_kerchunk(
                         },
                     )
                 });
-            let Some((t, chunk_key)) = target else {
+            let Some((i, t, chunk_key)) = target else {
                 skipped += 1;
                 return Ok(());
             };
@@ -418,29 +456,34 @@ pub async fn import_kerchunk(
                     .collect()
             };
             match index {
-                Some(idx) if idx.len() == t.ndim => tx
-                    .blocking_send((t.path.clone(), idx, r))
-                    .map_err(|_| KerchunkError::Sink("import stopped".into())),
-                _ => {
-                    skipped += 1;
-                    Ok(())
+                Some(idx) if idx.len() == t.ndim => {
+                    batch.push((i, idx, r));
+                    if batch.len() >= BATCH {
+                        tx.blocking_send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH)))
+                            .map_err(|_| KerchunkError::Sink("import stopped".into()))?;
+                    }
                 }
+                _ => skipped += 1,
             }
+            Ok(())
         })?;
+        if !batch.is_empty() {
+            tx.blocking_send(batch)
+                .map_err(|_| KerchunkError::Sink("import stopped".into()))?;
+        }
         Ok(skipped)
     });
     let mut done = 0u64;
     let mut failure = None;
-    while let Some((path, idx, r)) = rx.recv().await {
-        if let Err(e) = place_chunk(session, &mut probe, &mut summary, &path, &idx, r).await {
+    while let Some(batch) = rx.recv().await {
+        let n = batch.len() as u64;
+        if let Err(e) = place_batch(session, &mut probe, &mut summary, &paths, batch).await {
             failure = Some(e);
             break;
         }
-        done += 1;
+        done += n;
         if let Some(p) = progress {
-            if done.is_multiple_of(1000) {
-                p(done, total);
-            }
+            p(done, total);
         }
     }
     drop(rx);

@@ -186,10 +186,66 @@ impl Renderer {
     }
 }
 
+/// A reference value as it appears in JSON: a string, or a list of a URL and
+/// optionally an offset and a length. Parsed without building a JSON tree.
+enum RawRef {
+    Str(String),
+    List(Vec<Value>),
+    /// Anything else (numbers, objects, null): an invalid reference.
+    Other,
+}
+
+struct RawRefVisitor;
+
+impl<'de> Visitor<'de> for RawRefVisitor {
+    type Value = RawRef;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string or a list")
+    }
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<RawRef, E> {
+        Ok(RawRef::Str(v.to_string()))
+    }
+    fn visit_string<E: serde::de::Error>(self, v: String) -> Result<RawRef, E> {
+        Ok(RawRef::Str(v))
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<RawRef, A::Error> {
+        let mut items = Vec::with_capacity(3);
+        while let Some(v) = seq.next_element::<Value>()? {
+            items.push(v);
+        }
+        Ok(RawRef::List(items))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawRef, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(RawRef::Other)
+    }
+    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<RawRef, E> {
+        Ok(RawRef::Other)
+    }
+    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<RawRef, E> {
+        Ok(RawRef::Other)
+    }
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<RawRef, E> {
+        Ok(RawRef::Other)
+    }
+    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<RawRef, E> {
+        Ok(RawRef::Other)
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> Result<RawRef, E> {
+        Ok(RawRef::Other)
+    }
+}
+
+impl<'de> Deserialize<'de> for RawRef {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(RawRefVisitor)
+    }
+}
+
 /// Parses one reference value.
 fn parse_reference(
     key: &str,
-    value: Value,
+    value: RawRef,
     renderer: &Renderer,
 ) -> Result<Reference, KerchunkError> {
     let invalid = |reason: &str| KerchunkError::InvalidReference {
@@ -198,14 +254,14 @@ fn parse_reference(
     };
     let none = BTreeMap::new();
     match value {
-        Value::String(s) => match s.strip_prefix("base64:") {
+        RawRef::Str(s) => match s.strip_prefix("base64:") {
             Some(b64) => base64::engine::general_purpose::STANDARD
                 .decode(b64)
                 .map(|b| Reference::Data(Bytes::from(b)))
                 .map_err(|e| invalid(&format!("bad base64 data: {e}"))),
             None => Ok(Reference::Data(Bytes::from(s.into_bytes()))),
         },
-        Value::Array(parts) => {
+        RawRef::List(parts) => {
             let url = parts
                 .first()
                 .and_then(Value::as_str)
@@ -236,6 +292,7 @@ fn parse_reference(
 
 /// Streams the entries of a refs object into a sink.
 struct RefsSeed<'a, F> {
+    want: &'a dyn Fn(&str) -> bool,
     renderer: &'a Renderer,
     sink: &'a mut F,
     error: &'a mut Option<KerchunkError>,
@@ -252,10 +309,11 @@ where
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         while let Some(key) = map.next_key::<String>()? {
-            let value: Value = map.next_value()?;
-            if self.error.is_some() {
+            if self.error.is_some() || !(self.want)(&key) {
+                map.next_value::<IgnoredAny>()?;
                 continue;
             }
+            let value: RawRef = map.next_value()?;
             let result =
                 parse_reference(&key, value, self.renderer).and_then(|r| (self.sink)(key, r));
             match result {
@@ -455,6 +513,20 @@ fn open(
 /// references, templates or generators, or the sink's own error.
 pub fn read_references(
     path: &Path,
+    sink: impl FnMut(String, Reference) -> Result<(), KerchunkError>,
+) -> Result<u64, KerchunkError> {
+    read_references_where(path, &|_| true, sink)
+}
+
+/// Like [`read_references`], but only references whose key passes `want` are parsed
+/// and handed to `sink` (the others are skipped without being decoded). Returns how
+/// many were handed over.
+///
+/// # Errors
+/// As [`read_references`].
+pub fn read_references_where(
+    path: &Path,
+    want: &dyn Fn(&str) -> bool,
     mut sink: impl FnMut(String, Reference) -> Result<(), KerchunkError>,
 ) -> Result<u64, KerchunkError> {
     let json_err = |e: serde_json::Error| KerchunkError::Json {
@@ -481,6 +553,7 @@ pub fn read_references(
     let mut count = 0u64;
     let mut de = open(path)?;
     let seed = RefsSeed {
+        want,
         renderer: &renderer,
         sink: &mut sink,
         error: &mut error,
@@ -495,8 +568,16 @@ pub fn read_references(
         return Err(e);
     }
     if v1 {
+        let mut filtered = |key: String, r: Reference| {
+            if want(&key) {
+                count += 1;
+                sink(key, r)
+            } else {
+                Ok(())
+            }
+        };
         for (i, spec) in header.gen.iter().enumerate() {
-            count += expand_gen(i, spec, &renderer, &mut sink)?;
+            expand_gen(i, spec, &renderer, &mut filtered)?;
         }
     }
     Ok(count)
