@@ -35,12 +35,32 @@ fn filesystem() -> BenchStore {
     }
 }
 
+/// A writable session of a new repository on the local filesystem: writes become
+/// native (or inline) chunk refs in the change set, reads go through the session.
+fn repository() -> BenchStore {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let store = rt.block_on(async {
+        let storage = Arc::new(floe::storage::LocalStorage::new(dir.path()).expect("storage"));
+        let repo = floe::Repository::create(storage, None).await.expect("repository");
+        repo.writable_session("main").await.expect("session").store()
+    });
+    BenchStore {
+        store: Arc::new(store),
+        _guard: Some(dir),
+    }
+}
+
 /// Makes a fresh store for one benchmark.
 type MakeStore = fn() -> BenchStore;
 
 /// The stores benchmarked: one line per store.
 fn stores() -> Vec<(&'static str, MakeStore)> {
-    vec![("memory", memory), ("filesystem", filesystem)]
+    vec![
+        ("memory", memory),
+        ("filesystem", filesystem),
+        ("repository", repository),
+    ]
 }
 
 fn codecs(name: &str) -> Vec<Value> {
