@@ -42,8 +42,13 @@ fn repository() -> BenchStore {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let store = rt.block_on(async {
         let storage = Arc::new(floe::storage::LocalStorage::new(dir.path()).expect("storage"));
-        let repo = floe::Repository::create(storage, None).await.expect("repository");
-        repo.writable_session("main").await.expect("session").store()
+        let repo = floe::Repository::create(storage, None)
+            .await
+            .expect("repository");
+        repo.writable_session("main")
+            .await
+            .expect("session")
+            .store()
     });
     BenchStore {
         store: Arc::new(store),

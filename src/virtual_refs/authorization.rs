@@ -55,6 +55,19 @@ pub fn normalize_url(url: &str) -> Result<String, VirtualChunkError> {
     Ok(parsed.to_string())
 }
 
+/// Normalizes a URL prefix like [`normalize_url`], keeping a trailing `/` (which
+/// the URL parser may drop) so that the prefix still ends on a segment boundary.
+///
+/// # Errors
+/// As [`normalize_url`].
+pub fn normalize_prefix(prefix: &str) -> Result<String, VirtualChunkError> {
+    let mut p = normalize_url(prefix)?;
+    if prefix.ends_with('/') && !p.ends_with('/') {
+        p.push('/');
+    }
+    Ok(p)
+}
+
 /// Which virtual chunk URL prefixes the caller trusts this repository to read.
 /// Nothing is authorized by default.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -89,11 +102,7 @@ impl VirtualAccess {
     /// # Errors
     /// [`VirtualChunkError::InvalidUrl`] for an unparseable prefix.
     pub fn authorize(&mut self, prefix: &str) -> Result<(), VirtualChunkError> {
-        let mut p = normalize_url(prefix)?;
-        if prefix.ends_with('/') && !p.ends_with('/') {
-            p.push('/');
-        }
-        self.prefixes.push(p);
+        self.prefixes.push(normalize_prefix(prefix)?);
         Ok(())
     }
 

@@ -12,7 +12,7 @@ use object_store::path::Path;
 use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
 use url::Url;
 
-use super::authorization::{normalize_url, under_prefix, VirtualAccess};
+use super::authorization::{normalize_prefix, normalize_url, under_prefix, VirtualAccess};
 use super::VirtualChunkError;
 use crate::format::config::{ContainerStore, VirtualChunkContainer};
 use crate::format::manifest::{Checksum, VirtualChunkRef};
@@ -22,7 +22,8 @@ use crate::storage::S3Options;
 /// reads chunk bytes.
 #[derive(Debug)]
 pub struct VirtualChunkResolver {
-    containers: Vec<VirtualChunkContainer>,
+    /// Containers with their normalized URL prefix, longest prefix first.
+    containers: Vec<(String, VirtualChunkContainer)>,
     access: VirtualAccess,
     s3_credentials: Option<S3Options>,
     stores: Mutex<HashMap<String, Arc<dyn ObjectStore>>>,
@@ -38,9 +39,16 @@ impl VirtualChunkResolver {
         access: VirtualAccess,
         s3_credentials: Option<S3Options>,
     ) -> Self {
-        let mut containers = containers;
+        let mut containers: Vec<(String, VirtualChunkContainer)> = containers
+            .into_iter()
+            .map(|c| {
+                let prefix =
+                    normalize_prefix(&c.url_prefix).unwrap_or_else(|_| c.url_prefix.clone());
+                (prefix, c)
+            })
+            .collect();
         // Longest prefix first, so the most specific container wins.
-        containers.sort_by_key(|c| std::cmp::Reverse(c.url_prefix.len()));
+        containers.sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
         VirtualChunkResolver {
             containers,
             access,
@@ -54,15 +62,10 @@ impl VirtualChunkResolver {
     /// # Errors
     /// [`VirtualChunkError::NoContainer`], [`VirtualChunkError::Unauthorized`].
     pub fn container_for(&self, url: &str) -> Result<&VirtualChunkContainer, VirtualChunkError> {
-        let container = self
+        let (_, container) = self
             .containers
             .iter()
-            .find(|c| {
-                let p = normalize_url(&c.url_prefix)
-                    .map(|n| keep_slash(&c.url_prefix, n))
-                    .unwrap_or_else(|_| c.url_prefix.clone());
-                under_prefix(url, &p)
-            })
+            .find(|(prefix, _)| under_prefix(url, prefix))
             .ok_or_else(|| VirtualChunkError::NoContainer {
                 url: url.to_string(),
             })?;
@@ -229,13 +232,6 @@ impl VirtualChunkResolver {
         }
         Ok(bytes)
     }
-}
-
-fn keep_slash(original: &str, mut normalized: String) -> String {
-    if original.ends_with('/') && !normalized.ends_with('/') {
-        normalized.push('/');
-    }
-    normalized
 }
 
 fn map_err(url: &str, e: object_store::Error) -> VirtualChunkError {

@@ -15,9 +15,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde_json::Value;
 
-use super::authorization::{normalize_url, under_prefix};
+use super::authorization::normalize_url;
 use super::kerchunk::{read_references_where, KerchunkError, Reference};
-use super::{VirtualAccess, VirtualChunkResolver};
+use super::{VirtualAccess, VirtualChunkError, VirtualChunkResolver};
 use crate::error::{Error, Result};
 use crate::format::config::{ContainerStore, VirtualChunkContainer};
 use crate::format::manifest::{Checksum, ChunkPayload, VirtualChunkRef};
@@ -148,11 +148,11 @@ impl Probe {
             source,
         };
         let url = normalize_url(raw_url).map_err(virtual_err)?;
-        let covered = self.containers.iter().any(|c| {
-            normalize_url(&c.url_prefix)
-                .is_ok_and(|p| under_prefix(&url, &keep_slash(&c.url_prefix, p)))
-        });
-        if !covered {
+        let uncovered = matches!(
+            self.resolver.container_for(&url),
+            Err(VirtualChunkError::NoContainer { .. })
+        );
+        if uncovered {
             let c = default_container(&url).ok_or_else(|| Error::InvalidConfig {
                 reason: format!("no virtual chunk container can be made for `{url}`"),
             })?;
@@ -173,13 +173,6 @@ impl Probe {
             checksum,
         })
     }
-}
-
-fn keep_slash(original: &str, mut normalized: String) -> String {
-    if original.ends_with('/') && !normalized.ends_with('/') {
-        normalized.push('/');
-    }
-    normalized
 }
 
 fn kerchunk_err(e: KerchunkError) -> Error {

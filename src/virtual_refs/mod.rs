@@ -16,7 +16,7 @@ pub mod fetch;
 pub mod import;
 pub mod kerchunk;
 
-pub use authorization::{normalize_url, VirtualAccess};
+pub use authorization::{normalize_prefix, normalize_url, VirtualAccess};
 pub use fetch::VirtualChunkResolver;
 pub use import::{import_kerchunk, ImportSummary};
 
