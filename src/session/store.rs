@@ -17,6 +17,9 @@ use crate::error::Error;
 use crate::format::manifest::ChunkPayload;
 use crate::format::snapshot::{DimensionShape, NodeSnapshot};
 use crate::format::{ChunkIndices, NodePath};
+use crate::zarr::chunk_key_encoding::{
+    chunk_key_encoding_from_json, ChunkKeyEncoding, DefaultChunkKeyEncoding, Separator,
+};
 use crate::zarr::store::{ByteRange, ListDirResult, Store, StoreError};
 
 use super::{ArrayDefinition, Session};
@@ -27,63 +30,6 @@ const METADATA_FILE: &str = "zarr.json";
 #[derive(Clone, Debug)]
 pub struct SessionStore {
     session: Session,
-}
-
-/// How an array names its chunks: the chunk key encoding of its `zarr.json`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum KeyEncoding {
-    /// `default`: `c/0/1` (or `c.0.1`); `c` for 0-d arrays.
-    Default(char),
-    /// `v2`: `0.1` (or `0/1`); `0` for 0-d arrays.
-    V2(char),
-}
-
-impl KeyEncoding {
-    fn from_metadata(meta: &Value) -> Self {
-        let enc = meta.get("chunk_key_encoding");
-        let name = enc
-            .and_then(|e| e.get("name"))
-            .and_then(Value::as_str)
-            .unwrap_or("default");
-        let sep = enc
-            .and_then(|e| e.get("configuration"))
-            .and_then(|c| c.get("separator"))
-            .and_then(Value::as_str)
-            .and_then(|s| s.chars().next());
-        match name {
-            "v2" => KeyEncoding::V2(sep.unwrap_or('.')),
-            _ => KeyEncoding::Default(sep.unwrap_or('/')),
-        }
-    }
-
-    fn encode(&self, index: &[u32]) -> String {
-        let join = |sep: char| {
-            index
-                .iter()
-                .map(u32::to_string)
-                .collect::<Vec<_>>()
-                .join(&sep.to_string())
-        };
-        match *self {
-            KeyEncoding::Default(_) if index.is_empty() => "c".to_string(),
-            KeyEncoding::Default(sep) => format!("c{sep}{}", join(sep)),
-            KeyEncoding::V2(_) if index.is_empty() => "0".to_string(),
-            KeyEncoding::V2(sep) => join(sep),
-        }
-    }
-
-    fn decode(&self, rest: &str, ndim: usize) -> Option<ChunkIndices> {
-        let parse = |s: &str, sep: char| -> Option<ChunkIndices> {
-            s.split(sep).map(|p| p.parse::<u32>().ok()).collect()
-        };
-        let idx = match *self {
-            KeyEncoding::Default(_) if rest == "c" => Some(Vec::new()),
-            KeyEncoding::Default(sep) => parse(rest.strip_prefix('c')?.strip_prefix(sep)?, sep),
-            KeyEncoding::V2(_) if ndim == 0 && rest == "0" => Some(Vec::new()),
-            KeyEncoding::V2(sep) => parse(rest, sep),
-        }?;
-        (idx.len() == ndim).then_some(idx)
-    }
 }
 
 /// What a store key refers to.
@@ -175,10 +121,18 @@ impl SessionStore {
         &self.session
     }
 
-    fn encoding_of(node: &NodeSnapshot) -> KeyEncoding {
+    /// The array's chunk key encoding (the default `c/...` encoding when its
+    /// zarr.json names none or cannot be read).
+    fn encoding_of(node: &NodeSnapshot) -> Box<dyn ChunkKeyEncoding> {
         serde_json::from_slice::<Value>(&node.user_data)
-            .map(|m| KeyEncoding::from_metadata(&m))
-            .unwrap_or(KeyEncoding::Default('/'))
+            .ok()
+            .and_then(|m| m.get("chunk_key_encoding").cloned())
+            .and_then(|e| chunk_key_encoding_from_json(&e).ok())
+            .unwrap_or_else(|| {
+                Box::new(DefaultChunkKeyEncoding {
+                    separator: Separator::Slash,
+                })
+            })
     }
 
     fn resolve(&self, key: &str) -> Result<Target, StoreError> {
@@ -210,12 +164,13 @@ impl SessionStore {
             };
             if let Some(a) = node.array() {
                 let rest = segments[i..].join("/");
-                return Ok(
-                    match Self::encoding_of(&node).decode(&rest, a.shape.len()) {
-                        Some(idx) => Target::Chunk(path, idx),
-                        None => Target::Nothing,
-                    },
-                );
+                let index: Option<Vec<u32>> = Self::encoding_of(&node)
+                    .decode(&rest, a.shape.len())
+                    .and_then(|idx| idx.into_iter().map(|i| u32::try_from(i).ok()).collect());
+                return Ok(match index {
+                    Some(idx) => Target::Chunk(path, idx),
+                    None => Target::Nothing,
+                });
             }
         }
         Ok(Target::Nothing)
@@ -226,7 +181,8 @@ impl SessionStore {
         chunks
             .iter()
             .map(|idx| {
-                let k = enc.encode(idx);
+                let wide: Vec<u64> = idx.iter().map(|&i| u64::from(i)).collect();
+                let k = enc.encode(&wide);
                 if node.path.is_root() {
                     k
                 } else {
@@ -427,29 +383,5 @@ impl Store for SessionStore {
 
     fn is_writable(&self) -> bool {
         self.session.is_writable()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn key_encodings() {
-        let d = KeyEncoding::Default('/');
-        assert_eq!(d.encode(&[1, 2]), "c/1/2");
-        assert_eq!(d.encode(&[]), "c");
-        assert_eq!(d.decode("c/1/2", 2), Some(vec![1, 2]));
-        assert_eq!(d.decode("c/1/2", 3), None);
-        assert_eq!(d.decode("c", 0), Some(vec![]));
-        assert_eq!(d.decode("x/1", 1), None);
-        let dot = KeyEncoding::Default('.');
-        assert_eq!(dot.encode(&[3, 4]), "c.3.4");
-        assert_eq!(dot.decode("c.3.4", 2), Some(vec![3, 4]));
-        let v2 = KeyEncoding::V2('.');
-        assert_eq!(v2.encode(&[3, 4]), "3.4");
-        assert_eq!(v2.encode(&[]), "0");
-        assert_eq!(v2.decode("0", 0), Some(vec![]));
-        assert_eq!(v2.decode("3.4", 2), Some(vec![3, 4]));
     }
 }
