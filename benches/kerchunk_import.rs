@@ -15,7 +15,7 @@ use floe::Repository;
 /// Chunks per side: SIDE x SIDE chunk refs.
 const SIDE: u64 = 1000;
 /// Peak resident memory allowed for the whole benchmark process, in bytes.
-const MEMORY_TARGET: u64 = 1536 << 20;
+const MEMORY_TARGET: u64 = 1024 << 20;
 
 fn write_refs(dir: &Path) -> std::path::PathBuf {
     let data = dir.join("data.bin");
