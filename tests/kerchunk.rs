@@ -258,3 +258,67 @@ async fn missing_sources_are_import_errors() {
         .unwrap_err();
     assert!(matches!(err, Error::VirtualChunk { .. }), "{err}");
 }
+
+#[tokio::test]
+async fn large_generated_reference_sets_import_with_progress() {
+    // 50,000 refs from one `gen` entry (a 250 x 200 chunk grid), each 4 bytes of a file.
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("big.bin");
+    let values: Vec<i32> = (0..50_000).collect();
+    std::fs::write(&data, le_i32(values.iter().copied())).unwrap();
+    let doc = json!({
+        "version": 1,
+        "templates": {"f": data.display().to_string()},
+        "refs": {
+            ".zgroup": r#"{"zarr_format": 2}"#,
+            "v/.zarray": json!({"zarr_format": 2, "shape": [250, 200], "chunks": [1, 1], "dtype": "<i4",
+                "compressor": null, "filters": null, "fill_value": 0, "order": "C"}).to_string(),
+        },
+        "gen": [{"key": "v/{{i}}.{{j}}", "url": "{{f}}", "offset": "{{(i * 200 + j) * 4}}", "length": "4",
+                 "dimensions": {"i": {"stop": 250}, "j": {"stop": 200}}}],
+    });
+    let refs = dir.path().join("refs.json");
+    std::fs::write(&refs, serde_json::to_vec(&doc).unwrap()).unwrap();
+    let repo_dir = dir.path().join("repo");
+    let repo = Repository::create(Arc::new(LocalStorage::new(&repo_dir).unwrap()), None)
+        .await
+        .unwrap();
+    let s = repo.writable_session("main").await.unwrap();
+    let seen = std::sync::Mutex::new(Vec::new());
+    let progress = |done: u64, total: u64| seen.lock().unwrap().push((done, total));
+    let summary = import_kerchunk(&s, &refs, &p("/"), Some(&progress))
+        .await
+        .unwrap();
+    assert_eq!(summary.virtual_chunks, 50_000);
+    let seen = seen.into_inner().unwrap();
+    assert!(seen.len() > 1, "progress is reported along the way");
+    assert!(
+        seen.windows(2).all(|w| w[0].0 <= w[1].0),
+        "progress only grows"
+    );
+    assert_eq!(seen.last(), Some(&(50_000, 50_000)));
+    s.commit("50k refs").await.unwrap();
+
+    let prefix = format!("file://{}/", dir.path().display());
+    let opts = OpenOptions {
+        virtual_access: VirtualAccess::prefixes([prefix]).unwrap(),
+        virtual_s3_credentials: None,
+    };
+    let repo = Repository::open_with(Arc::new(LocalStorage::new(&repo_dir).unwrap()), opts)
+        .await
+        .unwrap();
+    let r = repo
+        .readonly_session(&VersionSelector::Branch("main".into()))
+        .await
+        .unwrap();
+    let v = Array::open(Arc::new(r.store()), "v").await.unwrap();
+    let region: Vec<i32> = v
+        .read_region(&ArraySubset::new(vec![100, 50], vec![3, 4]))
+        .await
+        .unwrap();
+    let want: Vec<i32> = (100..103)
+        .flat_map(|i| (50..54).map(move |j| i * 200 + j))
+        .collect();
+    assert_eq!(region, want);
+    assert_eq!(r.list_chunks(&p("/v")).await.unwrap().len(), 50_000);
+}
