@@ -525,21 +525,26 @@ impl Repository {
         Ok(Session::new(self.clone(), snap, Some(branch.to_string())))
     }
 
-    /// What changed from snapshot `from` to snapshot `to`, where `from` is an ancestor
-    /// of `to` (from the transaction logs of the commits in between).
+    /// What changed from snapshot `from` to snapshot `to`. When `from` is an ancestor
+    /// of `to`, from the transaction logs of the commits in between (what was done);
+    /// otherwise by comparing the two snapshots' trees and chunk refs.
     ///
     /// # Errors
-    /// [`Error::SnapshotNotFound`]; [`Error::RefNotFound`] when `from` is not an
-    /// ancestor of `to`; storage and format errors.
+    /// [`Error::SnapshotNotFound`]; storage and format errors.
     pub async fn diff(&self, from: SnapshotId, to: SnapshotId) -> Result<Diff> {
         let mut chain = Vec::new();
         let mut cur = to;
         while cur != from {
             let snap = self.inner.assets.fetch_snapshot(&cur).await?;
             let Some(parent) = snap.parent_id else {
-                return Err(Error::RefNotFound {
-                    reference: format!("{from} (not an ancestor of {to})"),
-                });
+                let from_snap = self.inner.assets.fetch_snapshot(&from).await?;
+                let to_snap = self.inner.assets.fetch_snapshot(&to).await?;
+                return crate::session::diff::structural_diff(
+                    &self.inner.assets,
+                    &from_snap,
+                    &to_snap,
+                )
+                .await;
             };
             chain.push(snap);
             cur = parent;

@@ -150,3 +150,80 @@ impl Diff {
         }
     }
 }
+
+/// The diff between two arbitrary snapshots, by comparing their node trees and chunk
+/// refs (for snapshots where neither is an ancestor of the other). Nodes replaced by
+/// a new node at the same path count as deleted and created.
+///
+/// # Errors
+/// Storage and format errors reading manifests.
+pub async fn structural_diff(
+    assets: &crate::assets::AssetManager,
+    from: &Snapshot,
+    to: &Snapshot,
+) -> crate::error::Result<Diff> {
+    use itertools::{EitherOrBoth, Itertools};
+
+    let mut d = Diff::default();
+    let empty = std::sync::Arc::new(ChangeSet::default());
+    for entry in from
+        .nodes
+        .values()
+        .merge_join_by(to.nodes.values(), |a, b| a.path.cmp(&b.path))
+    {
+        let (old, new) = match entry {
+            EitherOrBoth::Left(old) => (Some(old), None),
+            EitherOrBoth::Right(new) => (None, Some(new)),
+            EitherOrBoth::Both(old, new) if old.id != new.id => (Some(old), Some(new)),
+            EitherOrBoth::Both(old, new) => {
+                let path = new.path.to_string();
+                if old.user_data != new.user_data {
+                    if new.is_group() {
+                        d.updated_groups.insert(path.clone());
+                    } else {
+                        d.updated_arrays.insert(path.clone());
+                    }
+                }
+                let (Some(a), Some(b)) = (old.array(), new.array()) else {
+                    continue;
+                };
+                if a.manifests == b.manifests {
+                    continue;
+                }
+                let before = super::commit::committed_manifests(assets, from, old).await?;
+                let after = super::commit::committed_manifests(assets, to, new).await?;
+                let changed: BTreeSet<ChunkIndices> =
+                    super::commit::merged_refs(&before, &empty, &old.id)
+                        .merge_join_by(
+                            super::commit::merged_refs(&after, &empty, &new.id),
+                            |x, y| x.0.cmp(y.0),
+                        )
+                        .filter_map(|e| match e {
+                            EitherOrBoth::Both(x, y) if x.1 == y.1 => None,
+                            EitherOrBoth::Both(x, _) | EitherOrBoth::Left(x) => Some(x.0.to_vec()),
+                            EitherOrBoth::Right(y) => Some(y.0.to_vec()),
+                        })
+                        .collect();
+                if !changed.is_empty() {
+                    d.updated_chunks.insert(path, changed);
+                }
+                continue;
+            }
+        };
+        if let Some(old) = old {
+            if old.is_group() {
+                d.deleted_groups.insert(old.path.to_string());
+            } else {
+                d.deleted_arrays.insert(old.path.to_string());
+            }
+        }
+        if let Some(new) = new {
+            if new.is_group() {
+                d.new_groups.insert(new.path.to_string());
+            } else {
+                d.new_arrays.insert(new.path.to_string());
+            }
+        }
+    }
+    Ok(d)
+}
