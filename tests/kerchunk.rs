@@ -140,21 +140,7 @@ async fn reader(f: &Fixture, authorize: bool) -> Arc<dyn Store> {
     } else {
         vec![]
     };
-    let opts = OpenOptions {
-        virtual_access: VirtualAccess::prefixes(prefixes).unwrap(),
-        virtual_s3_credentials: None,
-    };
-    let repo = Repository::open_with(
-        Arc::new(LocalStorage::new(&f.dir.path().join("repo")).unwrap()),
-        opts,
-    )
-    .await
-    .unwrap();
-    let s = repo
-        .readonly_session(&VersionSelector::Branch("main".into()))
-        .await
-        .unwrap();
-    Arc::new(s.store())
+    common::main_store(&f.dir.path().join("repo"), &prefixes).await
 }
 
 #[tokio::test]
@@ -238,8 +224,7 @@ async fn modified_sources_fail_with_a_checksum_error() {
     file.set_modified(later).unwrap();
     drop(file);
     let store = reader(&f, true).await;
-    let temp = Array::open(Arc::clone(&store), "temp").await.unwrap();
-    let err = temp.read_all::<i32>().await.unwrap_err().to_string();
+    let err = common::read_error(&store, "temp").await;
     assert!(
         err.contains("checksum mismatch") && err.contains("source.bin"),
         "{err}"

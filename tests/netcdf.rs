@@ -12,9 +12,9 @@ use std::sync::Arc;
 use base64::Engine;
 use common::p;
 use floe::storage::LocalStorage;
-use floe::virtual_refs::{import_kerchunk, VirtualAccess};
+use floe::virtual_refs::import_kerchunk;
 use floe::zarr::{Array, ArraySubset, Store};
-use floe::{OpenOptions, Repository, VersionSelector};
+use floe::Repository;
 use serde_json::Value;
 
 /// Runs the fixture script; returns the expected values by variable path.
@@ -65,21 +65,6 @@ async fn check_values(store: Arc<dyn Store>, expected: &BTreeMap<String, Value>)
     }
 }
 
-async fn open_store(repo_dir: &Path, prefixes: &[String]) -> Arc<dyn Store> {
-    let opts = OpenOptions {
-        virtual_access: VirtualAccess::prefixes(prefixes).unwrap(),
-        virtual_s3_credentials: None,
-    };
-    let repo = Repository::open_with(Arc::new(LocalStorage::new(repo_dir).unwrap()), opts)
-        .await
-        .unwrap();
-    let s = repo
-        .readonly_session(&VersionSelector::Branch("main".into()))
-        .await
-        .unwrap();
-    Arc::new(s.store())
-}
-
 #[tokio::test]
 async fn netcdf4_via_kerchunk_reads_identical_raw_values() {
     let dir = tempfile::tempdir().unwrap();
@@ -100,7 +85,7 @@ async fn netcdf4_via_kerchunk_reads_identical_raw_values() {
     assert_eq!(repo.ancestry(id).await.unwrap().len(), 2, "one snapshot");
 
     let data_prefix = format!("file://{}/", dir.path().join("data").display());
-    let store = open_store(&repo_dir, std::slice::from_ref(&data_prefix)).await;
+    let store = common::main_store(&repo_dir, std::slice::from_ref(&data_prefix)).await;
     check_values(Arc::clone(&store), &expected).await;
     // Metadata carried over: attributes, dimension names, subgroup attributes.
     let temp = Array::open(Arc::clone(&store), "temperature")
@@ -122,7 +107,7 @@ async fn netcdf4_via_kerchunk_reads_identical_raw_values() {
     assert_eq!(sub["attributes"]["source"], "model");
 
     // Unauthorized: reading a virtual chunk fails and names the prefix.
-    let store = open_store(&repo_dir, &[]).await;
+    let store = common::main_store(&repo_dir, &[]).await;
     let temp = Array::open(Arc::clone(&store), "temperature")
         .await
         .unwrap();
@@ -134,11 +119,8 @@ async fn netcdf4_via_kerchunk_reads_identical_raw_values() {
 
     // Modifying the source after import makes reads fail with the checksum error.
     let nc = dir.path().join("data/sample.nc");
-    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(10);
-    let file = std::fs::File::options().write(true).open(&nc).unwrap();
-    file.set_modified(later).unwrap();
-    drop(file);
-    let store = open_store(&repo_dir, &[data_prefix]).await;
+    common::touch_future(&nc);
+    let store = common::main_store(&repo_dir, &[data_prefix]).await;
     let temp = Array::open(Arc::clone(&store), "temperature")
         .await
         .unwrap();
@@ -182,13 +164,13 @@ async fn netcdf4_on_s3_with_authorized_prefixes() {
     s.commit("import from s3").await.unwrap();
 
     check_values(
-        open_store(&repo_dir, std::slice::from_ref(&prefix)).await,
+        common::main_store(&repo_dir, std::slice::from_ref(&prefix)).await,
         &expected,
     )
     .await;
 
     // Refs outside the authorized prefixes are refused.
-    let store = open_store(&repo_dir, &[format!("{base}/elsewhere/")]).await;
+    let store = common::main_store(&repo_dir, &[format!("{base}/elsewhere/")]).await;
     let temp = Array::open(Arc::clone(&store), "temperature")
         .await
         .unwrap();
@@ -204,7 +186,7 @@ async fn netcdf4_on_s3_with_authorized_prefixes() {
     data.put("sample.nc", bytes::Bytes::from(changed))
         .await
         .unwrap();
-    let store = open_store(&repo_dir, &[prefix]).await;
+    let store = common::main_store(&repo_dir, &[prefix]).await;
     let temp = Array::open(Arc::clone(&store), "temperature")
         .await
         .unwrap();

@@ -146,6 +146,13 @@ impl VirtualChunkResolver {
     /// # Errors
     /// As [`VirtualChunkResolver::fetch`].
     pub async fn head(&self, url: &str) -> Result<object_store::ObjectMeta, VirtualChunkError> {
+        let (url, store, path) = self.locate(url)?;
+        store.head(&path).await.map_err(|e| map_err(&url, e))
+    }
+
+    /// Normalizes `url`, checks it is covered and authorized, and finds the object
+    /// store and path to read it through.
+    fn locate(&self, url: &str) -> Result<(String, Arc<dyn ObjectStore>, Path), VirtualChunkError> {
         let url = normalize_url(url)?;
         let container = self.container_for(&url)?;
         let parsed = Url::parse(&url).map_err(|e| VirtualChunkError::InvalidUrl {
@@ -153,7 +160,7 @@ impl VirtualChunkResolver {
             reason: e.to_string(),
         })?;
         let (store, path) = self.store_for(container, &parsed)?;
-        store.head(&path).await.map_err(|e| map_err(&url, e))
+        Ok((url, store, path))
     }
 
     /// Reads the bytes of a virtual chunk ref.
@@ -175,13 +182,7 @@ impl VirtualChunkResolver {
         start: u64,
         end: u64,
     ) -> Result<Bytes, VirtualChunkError> {
-        let url = normalize_url(&r.location)?;
-        let container = self.container_for(&url)?;
-        let parsed = Url::parse(&url).map_err(|e| VirtualChunkError::InvalidUrl {
-            url: url.clone(),
-            reason: e.to_string(),
-        })?;
-        let (store, path) = self.store_for(container, &parsed)?;
+        let (url, store, path) = self.locate(&r.location)?;
         let from = r.offset.saturating_add(start);
         let to = r.offset.saturating_add(end.min(r.length));
         if from >= to {

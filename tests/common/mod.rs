@@ -114,3 +114,43 @@ fn rand_u64() -> u64 {
         .as_nanos() as u64;
     t ^ (u64::from(std::process::id()) << 32)
 }
+
+/// Moves a file's modification time 10 seconds into the future, as an edit would
+/// (without depending on the file system's time granularity).
+pub fn touch_future(path: &std::path::Path) {
+    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(10);
+    let file = std::fs::File::options().write(true).open(path).unwrap();
+    file.set_modified(later).unwrap();
+}
+
+/// The Zarr store of a read-only session on `main` of the local repository at
+/// `repo_dir`, with virtual chunk reads authorized under `prefixes`.
+pub async fn main_store(
+    repo_dir: &std::path::Path,
+    prefixes: &[String],
+) -> std::sync::Arc<dyn floe::zarr::Store> {
+    let opts = floe::OpenOptions {
+        virtual_access: floe::virtual_refs::VirtualAccess::prefixes(prefixes).unwrap(),
+        virtual_s3_credentials: None,
+    };
+    let storage = std::sync::Arc::new(floe::storage::LocalStorage::new(repo_dir).unwrap());
+    let repo = floe::Repository::open_with(storage, opts).await.unwrap();
+    let s = repo
+        .readonly_session(&floe::VersionSelector::Branch("main".into()))
+        .await
+        .unwrap();
+    std::sync::Arc::new(s.store())
+}
+
+/// Reads the whole array at `path` and returns the error it fails with.
+pub async fn read_error(store: &std::sync::Arc<dyn floe::zarr::Store>, path: &str) -> String {
+    let array = floe::zarr::Array::open(std::sync::Arc::clone(store), path)
+        .await
+        .unwrap();
+    let all = floe::zarr::ArraySubset::full(array.shape());
+    array
+        .read_region_le_bytes(&all)
+        .await
+        .unwrap_err()
+        .to_string()
+}
