@@ -258,3 +258,36 @@ async fn missing_sources_are_import_errors() {
         .unwrap_err();
     assert!(matches!(err, Error::VirtualChunk { .. }), "{err}");
 }
+
+#[tokio::test]
+async fn local_sources_get_a_last_modified_checksum_rounded_up() {
+    // Icechunk reads with If-Unmodified-Since the recorded second: a truncated time
+    // would reject every file whose mtime has a fraction of a second.
+    let f = fixture();
+    let mtime = std::time::UNIX_EPOCH + std::time::Duration::from_millis(1_700_000_000_250);
+    std::fs::File::options()
+        .write(true)
+        .open(&f.source)
+        .unwrap()
+        .set_modified(mtime)
+        .unwrap();
+    let repo = import(&f, "/").await;
+    let s = repo
+        .readonly_session(&VersionSelector::Branch("main".into()))
+        .await
+        .unwrap();
+    let refs = s.chunk_refs(&p("/temp")).await.unwrap();
+    assert!(!refs.is_empty());
+    for (idx, payload) in refs {
+        match payload {
+            floe::format::manifest::ChunkPayload::Virtual(v) => assert_eq!(
+                v.checksum,
+                Some(floe::format::manifest::Checksum::LastModified(
+                    1_700_000_001
+                )),
+                "chunk {idx:?}"
+            ),
+            other => panic!("chunk {idx:?} is not virtual: {other:?}"),
+        }
+    }
+}

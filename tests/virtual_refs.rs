@@ -229,3 +229,61 @@ async fn checksums_reject_modified_sources() {
     );
     assert!(e.to_string().contains("source.bin"));
 }
+
+#[tokio::test]
+async fn local_etags_match_with_or_without_quotes() {
+    // object_store 0.14 (floe, Icechunk 2.x) quotes the etag it derives for local files;
+    // 0.13 (Icechunk 1.x) does not, and Icechunk 1.x records it bare in chunk refs.
+    use std::os::unix::fs::MetadataExt;
+    let f = fixture().await;
+    let meta = std::fs::metadata(&f.source).unwrap();
+    let micros = meta
+        .modified()
+        .unwrap()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros();
+    let bare = format!("{:x}-{micros:x}-{:x}", meta.ino(), meta.len());
+    let repo = Repository::open_with(
+        Arc::new(LocalStorage::new(&f.repo_path).unwrap()),
+        OpenOptions {
+            virtual_access: VirtualAccess::prefixes([format!("{}/", file_url(&f.data_dir))])
+                .unwrap(),
+            virtual_s3_credentials: None,
+        },
+    )
+    .await
+    .unwrap();
+    let s = repo.writable_session("main").await.unwrap();
+    let url = file_url(&f.source);
+    let all = std::fs::read(&f.source).unwrap();
+    for (i, etag) in [bare.clone(), format!("\"{bare}\"")]
+        .into_iter()
+        .enumerate()
+    {
+        s.set_chunk_ref(
+            &p("/v"),
+            &[i as u32],
+            vref(url.clone(), 8, 4, Some(Checksum::ETag(etag))),
+        )
+        .unwrap();
+        assert_eq!(
+            s.get_chunk(&p("/v"), &[i as u32], None)
+                .await
+                .unwrap()
+                .unwrap(),
+            &all[8..12]
+        );
+    }
+    s.set_chunk_ref(
+        &p("/v"),
+        &[2],
+        vref(url, 8, 4, Some(Checksum::ETag(format!("{bare}0")))),
+    )
+    .unwrap();
+    let e = virtual_err(s.get_chunk(&p("/v"), &[2], None).await.unwrap_err());
+    assert!(
+        matches!(e, VirtualChunkError::ChecksumMismatch { .. }),
+        "{e}"
+    );
+}

@@ -186,7 +186,9 @@ impl VirtualChunkResolver {
         }
         let mut opts = GetOptions::new().with_range(Some(GetRange::Bounded(from..to)));
         match &r.checksum {
-            Some(Checksum::ETag(e)) => opts = opts.with_if_match(Some(e.clone())),
+            Some(Checksum::ETag(e)) => {
+                opts = opts.with_if_match(Some(if_match_value(&container.store, e)));
+            }
             Some(Checksum::LastModified(secs)) => {
                 // The checksum has whole seconds; accept any time within that second.
                 let t = Utc
@@ -228,6 +230,20 @@ impl VirtualChunkResolver {
             });
         }
         Ok(bytes)
+    }
+}
+
+/// The `If-Match` value for an etag checksum. Local files have no real etag:
+/// object_store derives one from inode, mtime and size, quoted since 0.14 but bare in
+/// the 0.13 that Icechunk 1.x uses (and stores in chunk refs). Compare those without
+/// regard to quotes; other stores get the etag exactly as recorded.
+fn if_match_value(store: &ContainerStore, etag: &str) -> String {
+    match store {
+        ContainerStore::LocalFileSystem(_) => {
+            let bare = etag.strip_prefix("W/").unwrap_or(etag).trim_matches('"');
+            format!("\"{bare}\"")
+        }
+        _ => etag.to_string(),
     }
 }
 

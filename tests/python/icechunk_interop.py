@@ -19,8 +19,13 @@ Facts (JSON):
   {"branches": {name: snapshot id}, "tags": {name: snapshot id},
    "deleted_branches": [...], "deleted_tags": [...],          (checked to be absent)
    "ancestry": {"branch.NAME" | "tag.NAME": [snapshot ids, newest first]},
+   "virtual_chunk_containers": [url prefixes of config.yaml's containers],
    "snapshots": {id: {"parent_id", "message", "metadata", "written_at_us",
-                      "nodes": {path: NODE}}}}
+                      "nodes": {path: NODE},
+                      "diff_from_parent": {"new_groups": [paths], "new_arrays", "deleted_groups",
+                                           "deleted_arrays", "updated_groups", "updated_arrays",
+                                           "updated_chunks": {path: [chunk indices]}}}}}
+                      (diff_from_parent: what the transaction log says; absent on the root)
   NODE: {"node_type": "group" | "array", "zarr_json": the parsed zarr.json,
          arrays also: "shape", "chunks": {"i/j": "native" | "inline" | "virtual"},
                       "values": {"le_b64": base64 of C-order little-endian bytes}
@@ -165,7 +170,23 @@ def dump(repo, deleted_branches=(), deleted_tags=()):
             "written_at_us": micros(info.written_at),
             "nodes": asyncio.run(dump_session(session)),
         }
+        if info.parent_id is not None:
+            d = repo.diff(from_snapshot_id=info.parent_id, to_snapshot_id=sid)
+            facts["snapshots"][sid]["diff_from_parent"] = diff_facts(d)
+    containers = repo.config.virtual_chunk_containers or {}
+    facts["virtual_chunk_containers"] = sorted(containers.keys())
     return facts
+
+
+def diff_facts(d):
+    """What a diff (read from the transaction log) reports, as sorted lists."""
+    out = {k: sorted(getattr(d, k)) for k in (
+        "new_groups", "new_arrays", "deleted_groups", "deleted_arrays",
+        "updated_groups", "updated_arrays")}
+    out["updated_chunks"] = {
+        p: sorted([list(c) for c in cs]) for p, cs in sorted(d.updated_chunks.items())
+    }
+    return out
 
 
 # ---------------------------------------------------------------------------------------
@@ -296,10 +317,19 @@ def write(outdir):
         b[...] = (np.arange(n) % 251 + 1).astype("uint8")
     gone = tmp.create_array("gone", shape=(4,), chunks=(2,), dtype="uint8", fill_value=0)
     gone[...] = np.arange(4, dtype="uint8")
-    virt = root.create_array("virt", shape=(12,), chunks=(4,), dtype="int32", fill_value=-5, **raw)
+    virt = root.create_array("virt", shape=(16,), chunks=(4,), dtype="int32", fill_value=-5, **raw)
     st.set_virtual_ref("virt/c/0", src_url, offset=0, length=16)
-    st.set_virtual_ref("virt/c/1", src_url, offset=400, length=16,
-                       checksum=dt.datetime.fromtimestamp(SOURCE_MTIME, tz=dt.timezone.utc))
+    mtime = dt.datetime.fromtimestamp(SOURCE_MTIME, tz=dt.timezone.utc)
+    st.set_virtual_ref("virt/c/1", src_url, offset=400, length=16, checksum=mtime)
+    if IC_MAJOR == 1:
+        # icechunk 1.x checks local files against object_store 0.13's etag: inode, mtime
+        # (microseconds) and size in hex, unquoted. (icechunk 2.3 cannot verify local
+        # etags at all: it strips the quotes that object_store 0.14 puts around them.)
+        stat = os.stat(src)
+        etag = f"{stat.st_ino:x}-{stat.st_mtime_ns // 1000:x}-{stat.st_size:x}"
+        st.set_virtual_ref("virt/c/3", src_url, offset=800, length=16, checksum=etag)
+    else:
+        st.set_virtual_ref("virt/c/3", src_url, offset=800, length=16, checksum=mtime)
     first = s.commit("first: groups and arrays",
                      metadata={"author": "py", "n": 1, "pi": 3.25, "ok": True, "none": None,
                                "list": [1, "two", [3.5]], "nested": {"a": {"b": "c"}}})
