@@ -358,8 +358,63 @@ async fn icechunk_writes_floe_reads(py: &Path) {
         "too little was checked: {snaps} snapshots, {arrays} arrays"
     );
     assert_spec1_files(&repo_dir);
+
+    // floe commits into the icechunk-made repository and rewrites its config.yaml
+    // (keys floe does not know are kept); the same icechunk reads it all back.
+    let mut config = repo.config();
+    config.set_virtual_chunk_container(VirtualChunkContainer {
+        name: None,
+        url_prefix: "https://example.com/more/".into(),
+        store: ContainerStore::Http,
+    });
+    repo.save_config(config).await.unwrap();
+    let s = repo.writable_session("main").await.unwrap();
+    let st: Arc<dyn Store> = Arc::new(s.store());
+    let i32a = Array::open(st.clone(), "g1/i32").await.unwrap();
+    i32a.write_region(&ArraySubset::new(vec![4, 0], vec![2, 7]), &[42i32; 14])
+        .await
+        .unwrap();
+    let strs = Array::open(st.clone(), "strs").await.unwrap();
+    strs.write_region(&ArraySubset::new(vec![0], vec![1]), &["floe ✓".to_string()])
+        .await
+        .unwrap();
+    let a = ArrayBuilder::new(vec![3, 3], vec![2, 2], DataType::UInt32)
+        .fill_value(json!(9))
+        .create(st.clone(), "g1/g2/from_floe")
+        .await
+        .unwrap();
+    a.write_region(
+        &ArraySubset::new(vec![0, 0], vec![2, 3]),
+        &[1u32, 2, 3, 4, 5, 6],
+    )
+    .await
+    .unwrap();
+    delete_node(st.as_ref(), "flags").await.unwrap();
+    s.commit_with(
+        "floe commit on an icechunk repository",
+        BTreeMap::from([
+            ("by".to_string(), json!("floe")),
+            ("n".to_string(), json!(-3)),
+        ]),
+        CommitOptions::default(),
+    )
+    .await
+    .unwrap();
+    let facts = floe_facts(&repo, &["doomed"], &["gone"]).await;
+    let facts_path = out.join("floe.json");
+    write_facts(&facts_path, &facts);
+    assert_spec1_files(&repo_dir);
+    let report = run_py(
+        py,
+        &[
+            "verify",
+            repo_dir.to_str().unwrap(),
+            facts_path.to_str().unwrap(),
+            &file_prefix(&out.join("data")),
+        ],
+    );
     eprintln!(
-        "{}: floe read {snaps} snapshots, {arrays} array states as icechunk does",
+        "{}: floe read {snaps} snapshots, {arrays} array states as icechunk does; then {report}",
         py.display()
     );
 }
@@ -488,6 +543,16 @@ async fn build_floe_repo(root: &Path) -> FloeRepo {
     Group::create(st.clone(), "tmp", attrs(json!({"doomed": true})))
         .await
         .unwrap();
+    // Paths whose byte order differs from their component order: `/a-b` < `/a/b`.
+    for name in ["a/b", "a-b", "a.b"] {
+        let a = ArrayBuilder::new(vec![2], vec![2], DataType::Int8)
+            .create(st.clone(), name)
+            .await
+            .unwrap();
+        a.write_region(&ArraySubset::full(&[2]), &[1i8, -1])
+            .await
+            .unwrap();
+    }
 
     let zstd = json!({"name": "zstd", "configuration": {"level": 1, "checksum": false}});
     let i32a = ArrayBuilder::new(vec![10, 7], vec![4, 3], DataType::Int32)
@@ -953,4 +1018,27 @@ async fn spec2_repository_is_refused_clearly() {
             Ok(()) => panic!("a spec-2 repository was opened"),
         }
     }
+}
+
+#[test]
+fn facts_comparison_reports_every_difference() {
+    let expected = json!({"a": {"b": [1, 2, {"c": "x"}], "d": 1.5}, "gone": true});
+    let got = json!({"a": {"b": [1, 3, {"c": "y"}], "d": 1.5}, "new": null});
+    let mut out = Vec::new();
+    json_diff(&expected, &got, "", &mut out);
+    assert_eq!(
+        out,
+        vec![
+            "/a/b[1]: expected 2, got 3",
+            "/a/b[2]/c: expected \"x\", got \"y\"",
+            "/gone: missing (expected true)",
+            "/new: unexpected null",
+        ]
+    );
+    let mut same = Vec::new();
+    json_diff(&expected, &expected.clone(), "", &mut same);
+    assert!(same.is_empty());
+    let mut lens = Vec::new();
+    json_diff(&json!([1, 2]), &json!([1]), "", &mut lens);
+    assert_eq!(lens.len(), 1, "{lens:?}");
 }

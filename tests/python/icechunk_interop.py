@@ -285,6 +285,11 @@ def write(outdir):
     g2 = g1.create_group("g2", attributes={"deep": {"x": 1.5, "y": None}})
     tmp = root.create_group("tmp", attributes={"doomed": True})
     raw = dict(serializer=BytesCodec(endian="little"), compressors=None)
+    # Paths whose byte order differs from their component order: `/a-b` < `/a/b`.
+    root.create_group("a")
+    for name in ("a/b", "a-b", "a.b"):
+        x = root.create_array(name, shape=(2,), chunks=(2,), dtype="int8", fill_value=0)
+        x[...] = np.array([1, -1], dtype="int8")
 
     i32 = g1.create_array("i32", shape=(10, 7), chunks=(4, 3), dtype="int32",
                           fill_value=-1, compressors=[ZstdCodec(level=1)])
