@@ -902,6 +902,15 @@ async fn mixed_writers_keep_spec1() {
     let dir = tempfile::tempdir().unwrap();
     let f = build_floe_repo(dir.path()).await;
     let before = f.repo.lookup_branch("main").await.unwrap();
+    // A floe session opened before icechunk commits: it will have to rebase over
+    // icechunk's commit, reading icechunk's transaction log to find no conflict.
+    let stale = f.repo.writable_session("main").await.unwrap();
+    let st: Arc<dyn Store> = Arc::new(stale.store());
+    let i32a = Array::open(st.clone(), "g1/i32").await.unwrap();
+    i32a.write_region(&ArraySubset::new(vec![4, 3], vec![2, 4]), &[-7i32; 8])
+        .await
+        .unwrap();
+    delete_node(st.as_ref(), "g1/i16_be").await.unwrap();
 
     // icechunk 2.x commits on top of floe's main; floe reads what icechunk reads.
     let ic_facts_path = dir.path().join("icechunk.json");
@@ -929,7 +938,18 @@ async fn mixed_writers_keep_spec1() {
         "after icechunk 2.x committed to a floe repository",
     );
 
-    // floe commits on top of icechunk's commit.
+    // The stale floe session commits: rebased onto icechunk's commit.
+    let rebased = stale
+        .commit("floe commit rebased over icechunk's")
+        .await
+        .unwrap();
+    assert_eq!(
+        repo.ancestry(rebased).await.unwrap()[1].id,
+        ic_commit,
+        "the stale floe session was not rebased onto icechunk's commit"
+    );
+
+    // floe commits on top.
     let s = repo.writable_session("main").await.unwrap();
     let st: Arc<dyn Store> = Arc::new(s.store());
     let a = Array::open(st.clone(), "from_icechunk").await.unwrap();
@@ -946,7 +966,6 @@ async fn mixed_writers_keep_spec1() {
     )
     .await
     .unwrap();
-    delete_node(st.as_ref(), "g1/i16_be").await.unwrap();
     let mut root = Group::open(st.clone(), "").await.unwrap();
     root.update_attributes(attrs(json!({"floe_was_here": 2})))
         .await
@@ -961,8 +980,8 @@ async fn mixed_writers_keep_spec1() {
         .unwrap();
     assert_eq!(
         repo.ancestry(floe_commit).await.unwrap()[1].id,
-        ic_commit,
-        "floe's commit is a child of icechunk's"
+        rebased,
+        "floe's second commit is a child of its first"
     );
     let facts = floe_facts(&repo, &[], &[]).await;
     let facts_path = dir.path().join("expected.json");
