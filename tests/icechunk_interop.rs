@@ -70,6 +70,21 @@ fn run_py(py: &Path, args: &[&str]) -> String {
     stdout
 }
 
+/// A fresh temporary directory; kept (and its path printed) when `FLOE_INTEROP_KEEP`
+/// is set, to look at the repositories and facts by hand.
+fn workdir() -> tempfile::TempDir {
+    let keep = std::env::var_os("FLOE_INTEROP_KEEP").is_some();
+    let dir = tempfile::Builder::new()
+        .prefix("floe-interop-")
+        .disable_cleanup(keep)
+        .tempdir()
+        .unwrap();
+    if keep {
+        eprintln!("FLOE_INTEROP_KEEP: keeping {}", dir.path().display());
+    }
+    dir
+}
+
 fn file_prefix(dir: &Path) -> String {
     format!("file://{}/", dir.canonicalize().unwrap().display())
 }
@@ -266,7 +281,12 @@ fn json_diff(expected: &Value, got: &Value, path: &str, out: &mut Vec<String>) {
                 json_diff(ev, gv, &format!("{path}[{i}]"), out);
             }
         }
-        (Value::Number(e), Value::Number(g)) if e.as_f64() == g.as_f64() => {}
+        // Integers must stay integers and floats floats (MessagePack keeps the kind).
+        (Value::Number(e), Value::Number(g))
+            if e.is_f64() == g.is_f64()
+                && (e.as_i64().zip(g.as_i64()).is_some_and(|(a, b)| a == b)
+                    || e.as_u64().zip(g.as_u64()).is_some_and(|(a, b)| a == b)
+                    || (e.is_f64() && e.as_f64() == g.as_f64())) => {}
         (e, g) if e == g => {}
         (e, g) => out.push(format!("{path}: expected {}, got {}", short(e), short(g))),
     }
@@ -332,7 +352,7 @@ fn assert_spec1_files(dir: &Path) {
 // icechunk writes, floe reads
 
 async fn icechunk_writes_floe_reads(py: &Path) {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = workdir();
     let out = dir.path().join("out");
     run_py(py, &["write", out.to_str().unwrap()]);
     let expected = read_json(&out.join("expected.json"));
@@ -758,11 +778,37 @@ async fn build_floe_repo(root: &Path) -> FloeRepo {
         ("none", Value::Null),
         ("list", json!([1, "two", [3.5]])),
         ("nested", json!({"a": {"b": "c"}})),
+        ("unicode", json!("ü🧊")),
+        ("empty", json!({})),
+        ("whole", json!(2.0)),
+        ("big", json!(i64::MAX)),
+        ("neg", json!(-(1i64 << 40))),
     ] {
         meta.insert(k.to_string(), v);
     }
+    // Unnamed dimensions, an empty array, a fill value of -infinity.
+    ArrayBuilder::new(vec![0, 3], vec![4, 3], DataType::Float32)
+        .fill_value(json!("-Infinity"))
+        .dimension_names(vec![Some("t".into()), None])
+        .create(st.clone(), "empty")
+        .await
+        .unwrap();
+    // More than ten chunks along a dimension: index order is numeric, not textual.
+    let many = ArrayBuilder::new(vec![12, 2], vec![1, 1], DataType::UInt8)
+        .fill_value(json!(0))
+        .create(st.clone(), "many")
+        .await
+        .unwrap();
+    let v: Vec<u8> = (1..=24).collect();
+    many.write_region(&ArraySubset::full(&[12, 2]), &v)
+        .await
+        .unwrap();
     let first = s
-        .commit_with("first: groups and arrays", meta, CommitOptions::default())
+        .commit_with(
+            "first: groups and arrays\nsecond line ✓",
+            meta,
+            CommitOptions::default(),
+        )
         .await
         .unwrap();
 
@@ -862,7 +908,7 @@ async fn floe_writes_icechunk_reads() {
     if py1.is_none() && py2.is_none() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
+    let dir = workdir();
     let f = build_floe_repo(dir.path()).await;
     let facts = floe_facts(&f.repo, &["doomed"], &["gone"]).await;
     let (snaps, arrays) = facts_size(&facts);
@@ -899,7 +945,7 @@ async fn mixed_writers_keep_spec1() {
         return;
     };
     let py1 = common::require(common::python(), "Python with icechunk 1.1.x (FLOE_PYTHON)");
-    let dir = tempfile::tempdir().unwrap();
+    let dir = workdir();
     let f = build_floe_repo(dir.path()).await;
     let before = f.repo.lookup_branch("main").await.unwrap();
     // A floe session opened before icechunk commits: it will have to rebase over
@@ -1013,7 +1059,7 @@ async fn spec2_repository_is_refused_clearly() {
     ) else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
+    let dir = workdir();
     let repo_dir = dir.path().join("spec2");
     let out = run_py(&py2, &["spec2", repo_dir.to_str().unwrap()]);
     assert!(
@@ -1057,6 +1103,14 @@ fn facts_comparison_reports_every_difference() {
     let mut same = Vec::new();
     json_diff(&expected, &expected.clone(), "", &mut same);
     assert!(same.is_empty());
+    let mut nums = Vec::new();
+    json_diff(
+        &json!([i64::MAX, 2.0, 2, u64::MAX]),
+        &json!([i64::MAX - 1, 2, 2.0, u64::MAX]),
+        "",
+        &mut nums,
+    );
+    assert_eq!(nums.len(), 3, "{nums:?}");
     let mut lens = Vec::new();
     json_diff(&json!([1, 2]), &json!([1]), "", &mut lens);
     assert_eq!(lens.len(), 1, "{lens:?}");

@@ -217,7 +217,8 @@ def json_equal(a, b):
     if isinstance(a, bool) or isinstance(b, bool):
         return type(a) is type(b) and a == b
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return a == b or (a != a and b != b)
+        # Integers must stay integers and floats floats (MessagePack keeps the kind).
+        return type(a) is type(b) and (a == b or (a != a and b != b))
     return a == b
 
 
@@ -335,9 +336,17 @@ def write(outdir):
         st.set_virtual_ref("virt/c/3", src_url, offset=800, length=16, checksum=etag)
     else:
         st.set_virtual_ref("virt/c/3", src_url, offset=800, length=16, checksum=mtime)
-    first = s.commit("first: groups and arrays",
+    # Unnamed dimensions, an empty array, a fill value of -infinity.
+    e = root.create_array("empty", shape=(0, 3), chunks=(4, 3), dtype="float32",
+                          fill_value=float("-inf"), dimension_names=["t", None])
+    # More than ten chunks along a dimension: index order is numeric, not textual.
+    many = root.create_array("many", shape=(12, 2), chunks=(1, 1), dtype="uint8", fill_value=0)
+    many[...] = (np.arange(24) + 1).astype("uint8").reshape(12, 2)
+    first = s.commit("first: groups and arrays\nsecond line ✓",
                      metadata={"author": "py", "n": 1, "pi": 3.25, "ok": True, "none": None,
-                               "list": [1, "two", [3.5]], "nested": {"a": {"b": "c"}}})
+                               "list": [1, "two", [3.5]], "nested": {"a": {"b": "c"}},
+                               "unicode": "ü🧊", "empty": {}, "whole": 2.0,
+                               "big": 2**63 - 1, "neg": -(2**40)})
 
     # Commit 2: resize, node deletion, a chunk back to fill values, a virtual ref moved.
     s = repo.writable_session("main")
