@@ -379,6 +379,15 @@ async fn icechunk_writes_floe_reads(py: &Path) {
     );
     assert_spec1_files(&repo_dir);
 
+    // icechunk split the manifests of `/many`: floe read an array spread over several.
+    let tip = repo
+        .readonly_session(&VersionSelector::Branch("main".into()))
+        .await
+        .unwrap();
+    let many = tip.get_node(&NodePath::new("/many").unwrap()).unwrap();
+    let n_manifests = many.array().map_or(0, |a| a.manifests.len());
+    assert!(n_manifests >= 3, "/many has {n_manifests} manifests");
+
     // floe commits into the icechunk-made repository and rewrites its config.yaml
     // (keys floe does not know are kept); the same icechunk reads it all back.
     let mut config = repo.config();
@@ -409,6 +418,10 @@ async fn icechunk_writes_floe_reads(py: &Path) {
     )
     .await
     .unwrap();
+    let many = Array::open(st.clone(), "many").await.unwrap();
+    many.write_region(&ArraySubset::new(vec![11, 0], vec![1, 2]), &[77u8, 78])
+        .await
+        .unwrap();
     delete_node(st.as_ref(), "flags").await.unwrap();
     s.commit_with(
         "floe commit on an icechunk repository",

@@ -276,6 +276,17 @@ def write(outdir):
     config.set_virtual_chunk_container(
         ic.VirtualChunkContainer(prefix, ic.local_filesystem_store(os.path.abspath(data_dir)))
     )
+    # Split the manifests of `many` every 4 chunks along axis 0: an array with several
+    # manifests, each with its own extents. (icechunk 2.x may also compress virtual
+    # chunk locations; ask for it: spec-1 readers must still get plain locations.)
+    split = ic.ManifestSplittingConfig.from_dict(
+        {ic.ManifestSplitCondition.name_matches("many"): {ic.ManifestSplitDimCondition.Axis(0): 4}}
+    )
+    extra = {}
+    if IC_MAJOR >= 2:
+        extra["virtual_chunk_location_compression"] = (
+            ic.ManifestVirtualChunkLocationCompressionConfig())
+    config.manifest = ic.ManifestConfig(splitting=split, **extra)
     repo = create_repo(repo_path, config, prefix)
 
     # Commit 1: groups with attributes and arrays of many kinds.
@@ -355,6 +366,7 @@ def write(outdir):
     i32 = root["g1/i32"]
     i32.resize((6, 7))
     i32[0:4, 0:3] = -1  # the whole chunk (0, 0) is the fill value: the chunk goes away
+    root["many"][5, :] = np.array([200, 201], dtype="uint8")  # one split manifest changes
     f64 = root["f64"]
     f64.resize((44, 30))
     f64[40:44, :] = rng_values(7, (4, 30), "float64")
