@@ -1,23 +1,31 @@
 //! Interoperability with the icechunk Python library, 1.1.x and 2.x, both ways
-//! (`tests/python/icechunk_interop.py`).
+//! (`tests/python/icechunk_interop.py`). Each side dumps the same "facts" JSON from
+//! its own reading of a repository: branches, tags (deleted ones absent), ancestry
+//! (ids, parents, messages, metadata, times), and per snapshot the node tree, every
+//! zarr.json, chunk kinds (inline / native / virtual), every array's values and the
+//! diff its transaction log records, plus config.yaml's virtual chunk containers.
 //!
-//! - icechunk 1.1.x and 2.x build spec-1 repositories (nested groups with attributes,
-//!   many data types and codecs incl. sharding, big-endian, strings, 0-d, inline and
-//!   native chunks; a resize, a node deletion, a chunk removed by writing fill values,
-//!   an attributes-only commit; a second branch, tags, a deleted tag and branch; virtual
-//!   refs into a local file with a container in config.yaml) and dump what icechunk
-//!   itself reads back; floe reproduces every fact: refs, ancestry (ids, parents,
-//!   messages, metadata, times), the node tree, every zarr.json, chunk kinds and every
-//!   array's values at every snapshot.
-//! - floe builds a repository with the same kinds of content and history and dumps
-//!   the same facts; icechunk 1.1.x and 2.x read it and must agree.
-//! - Mixed writers: icechunk 2.x commits to a floe repository, floe reads it, floe
-//!   commits on top, icechunk 1.1.x and 2.x read that; the repository stays spec 1.
+//! - icechunk writes, floe reads: icechunk 1.1.x and 2.x build spec-1 repositories
+//!   (nested groups with attributes; many data types and codecs incl. sharding,
+//!   big-endian, transpose, blosc, strings, 0-d and empty arrays; inline, native and
+//!   virtual chunks incl. both checksum kinds; split manifests; a resize, a node
+//!   deletion, a chunk removed by writing fill values, an attributes-only commit; a
+//!   second branch, tags, a deleted tag and branch). floe must read exactly what
+//!   icechunk reads. Then floe commits into the repository and rewrites its
+//!   config.yaml, and the same icechunk must read floe's facts.
+//! - floe writes, icechunk reads: floe builds a repository with the same kinds of
+//!   content and history (plus a kerchunk import); icechunk 1.1.x and 2.x must read
+//!   floe's facts.
+//! - Mixed writers: icechunk 2.x commits to a floe repository while a floe session is
+//!   open; floe reads icechunk's commit, the stale session rebases over it, floe
+//!   commits again, and icechunk 1.1.x and 2.x read it all. The repository stays
+//!   spec 1: no `repo` object, every format file with spec version byte 1.
 //! - A spec-2 repository (icechunk 2.x default) is refused with
 //!   `Error::UnsupportedSpecVersion`.
 //!
 //! Interpreters come from `common::python()` / `common::python312()`; without them the
-//! tests are skipped, except under `CI=true`, where they fail.
+//! tests are skipped, except under `CI=true`, where they fail. Set `FLOE_INTEROP_KEEP`
+//! to keep the work directories.
 
 mod common;
 
@@ -378,6 +386,24 @@ async fn icechunk_writes_floe_reads(py: &Path) {
         "too little was checked: {snaps} snapshots, {arrays} arrays"
     );
     assert_spec1_files(&repo_dir);
+
+    // Time travel over icechunk's commit times: each commit of main is main as of then.
+    for info in repo
+        .ancestry(repo.lookup_branch("main").await.unwrap())
+        .await
+        .unwrap()
+    {
+        let at = VersionSelector::AsOf {
+            branch: "main".into(),
+            time: info.flushed_at,
+        };
+        assert_eq!(
+            repo.resolve(&at).await.unwrap(),
+            info.id,
+            "{}",
+            info.message
+        );
+    }
 
     // icechunk split the manifests of `/many`: floe read an array spread over several.
     let tip = repo
