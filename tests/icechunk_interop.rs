@@ -958,6 +958,23 @@ async fn floe_writes_icechunk_reads() {
     let facts_path = dir.path().join("expected.json");
     write_facts(&facts_path, &facts);
     assert_spec1_files(&f.repo_dir);
+
+    // A repository with the default configuration has no config.yaml at all.
+    let plain_dir = dir.path().join("plain");
+    let plain = Repository::create(local(&plain_dir), None).await.unwrap();
+    assert!(!plain_dir.join("config.yaml").exists());
+    let s = plain.writable_session("main").await.unwrap();
+    let a = ArrayBuilder::new(vec![3], vec![2], DataType::Float64)
+        .create(Arc::new(s.store()), "x")
+        .await
+        .unwrap();
+    a.write_region(&ArraySubset::full(&[3]), &[0.5f64, -1.0, 1e300])
+        .await
+        .unwrap();
+    s.commit("plain").await.unwrap();
+    let plain_facts = dir.path().join("plain.json");
+    write_facts(&plain_facts, &floe_facts(&plain, &[], &[]).await);
+
     for py in [py1, py2].into_iter().flatten() {
         let out = run_py(
             &py,
@@ -966,6 +983,9 @@ async fn floe_writes_icechunk_reads() {
                 f.repo_dir.to_str().unwrap(),
                 facts_path.to_str().unwrap(),
                 &f.data_prefix,
+                plain_dir.to_str().unwrap(),
+                plain_facts.to_str().unwrap(),
+                "-",
             ],
         );
         eprint!("{out}");

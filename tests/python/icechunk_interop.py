@@ -5,10 +5,10 @@ Usage:
       Builds a spec-1 repository at OUTDIR/repo with icechunk (virtual chunks point into
       OUTDIR/data/source.bin), then opens it afresh and writes what icechunk itself reads
       back to OUTDIR/expected.json (the "facts", format below).
-  icechunk_interop.py verify REPO FACTS [DATA_PREFIX]
-      Opens REPO with icechunk (authorizing DATA_PREFIX for virtual chunks), dumps its facts
-      and compares them with the JSON file FACTS (written by floe). Exits 1 with every
-      difference on stderr on mismatch.
+  icechunk_interop.py verify REPO FACTS DATA_PREFIX [REPO FACTS DATA_PREFIX ...]
+      Opens each REPO with icechunk (authorizing DATA_PREFIX for virtual chunks; `-` for
+      none), dumps its facts and compares them with the JSON file FACTS (written by floe).
+      Exits 1 with every difference on stderr on mismatch.
   icechunk_interop.py mixed-commit REPO OUT [DATA_PREFIX]
       Commits on top of `main` of REPO (a floe-written repository), then dumps the facts of
       the repository as icechunk reads it to OUT.
@@ -457,7 +457,11 @@ def main(argv):
     if mode == "write":
         write(argv[2])
     elif mode == "verify":
-        verify(argv[2], argv[3], argv[4] if len(argv) > 4 else None)
+        args = argv[2:]
+        if len(args) % 3:
+            fail("verify takes REPO FACTS DATA_PREFIX triples")
+        for i in range(0, len(args), 3):
+            verify(args[i], args[i + 1], None if args[i + 2] == "-" else args[i + 2])
     elif mode == "mixed-commit":
         mixed_commit(argv[2], argv[3], argv[4] if len(argv) > 4 else None)
     elif mode == "spec2":
