@@ -307,3 +307,36 @@ async fn large_generated_reference_sets_import_with_progress() {
     assert_eq!(region, want);
     assert_eq!(r.list_chunks(&p("/v")).await.unwrap().len(), 50_000);
 }
+
+#[tokio::test]
+async fn local_sources_get_a_last_modified_checksum_rounded_up() {
+    // Icechunk reads with If-Unmodified-Since the recorded second: a truncated time
+    // would reject every file whose mtime has a fraction of a second.
+    let f = fixture();
+    let mtime = std::time::UNIX_EPOCH + std::time::Duration::from_millis(1_700_000_000_250);
+    std::fs::File::options()
+        .write(true)
+        .open(&f.source)
+        .unwrap()
+        .set_modified(mtime)
+        .unwrap();
+    let repo = import(&f, "/").await;
+    let s = repo
+        .readonly_session(&VersionSelector::Branch("main".into()))
+        .await
+        .unwrap();
+    let refs = s.chunk_refs(&p("/temp")).await.unwrap();
+    assert!(!refs.is_empty());
+    for (idx, payload) in refs {
+        match payload {
+            floe::format::manifest::ChunkPayload::Virtual(v) => assert_eq!(
+                v.checksum,
+                Some(floe::format::manifest::Checksum::LastModified(
+                    1_700_000_001
+                )),
+                "chunk {idx:?}"
+            ),
+            other => panic!("chunk {idx:?} is not virtual: {other:?}"),
+        }
+    }
+}

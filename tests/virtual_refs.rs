@@ -67,10 +67,9 @@ async fn fixture() -> Fixture {
         .unwrap();
     let url = file_url(&source);
     let mtime = std::fs::metadata(&source).unwrap().modified().unwrap();
-    let secs = mtime
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as u32;
+    // Whole seconds, rounded up as writers do.
+    let since_epoch = mtime.duration_since(std::time::UNIX_EPOCH).unwrap();
+    let secs = (since_epoch.as_secs() + u64::from(since_epoch.subsec_nanos() > 0)) as u32;
     s.set_chunk_ref(&p("/v"), &[0], vref(url.clone(), 0, 16, None))
         .unwrap();
     s.set_chunk_ref(
@@ -215,17 +214,69 @@ async fn checksums_reject_modified_sources() {
     // Chunk 1 carries the last-modified time of the source: it reads until the file
     // changes.
     assert!(s.get_chunk(&p("/v"), &[1], None).await.is_ok());
-    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(5);
-    let file = std::fs::File::options()
-        .write(true)
-        .open(&f.source)
-        .unwrap();
-    file.set_modified(later).unwrap();
-    drop(file);
+    common::touch_future(&f.source);
     let e = virtual_err(s.get_chunk(&p("/v"), &[1], None).await.unwrap_err());
     assert!(
         matches!(&e, VirtualChunkError::ChecksumMismatch { url } if url.ends_with("source.bin")),
         "{e}"
     );
     assert!(e.to_string().contains("source.bin"));
+}
+
+#[tokio::test]
+async fn local_etags_match_with_or_without_quotes() {
+    // object_store 0.14 (floe, Icechunk 2.x) quotes the etag it derives for local files;
+    // 0.13 (Icechunk 1.x) does not, and Icechunk 1.x records it bare in chunk refs.
+    use std::os::unix::fs::MetadataExt;
+    let f = fixture().await;
+    let meta = std::fs::metadata(&f.source).unwrap();
+    let micros = meta
+        .modified()
+        .unwrap()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros();
+    let bare = format!("{:x}-{micros:x}-{:x}", meta.ino(), meta.len());
+    let repo = Repository::open_with(
+        Arc::new(LocalStorage::new(&f.repo_path).unwrap()),
+        OpenOptions {
+            virtual_access: VirtualAccess::prefixes([format!("{}/", file_url(&f.data_dir))])
+                .unwrap(),
+            virtual_s3_credentials: None,
+        },
+    )
+    .await
+    .unwrap();
+    let s = repo.writable_session("main").await.unwrap();
+    let url = file_url(&f.source);
+    let all = std::fs::read(&f.source).unwrap();
+    for (i, etag) in [bare.clone(), format!("\"{bare}\"")]
+        .into_iter()
+        .enumerate()
+    {
+        s.set_chunk_ref(
+            &p("/v"),
+            &[i as u32],
+            vref(url.clone(), 8, 4, Some(Checksum::ETag(etag))),
+        )
+        .unwrap();
+        assert_eq!(
+            s.get_chunk(&p("/v"), &[i as u32], None)
+                .await
+                .unwrap()
+                .unwrap(),
+            &all[8..12]
+        );
+    }
+    s.set_chunk_ref(
+        &p("/v"),
+        &[2],
+        vref(url, 8, 4, Some(Checksum::ETag(format!("{bare}0")))),
+    )
+    .unwrap();
+    let e = virtual_err(s.get_chunk(&p("/v"), &[2], None).await.unwrap_err());
+    assert!(
+        matches!(e, VirtualChunkError::ChecksumMismatch { .. }),
+        "{e}"
+    );
 }

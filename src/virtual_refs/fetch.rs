@@ -18,6 +18,18 @@ use crate::format::config::{ContainerStore, VirtualChunkContainer};
 use crate::format::manifest::{Checksum, VirtualChunkRef};
 use crate::storage::S3Options;
 
+/// Where a virtual chunk URL is read from.
+struct Located<'a> {
+    /// The normalized URL.
+    url: String,
+    /// The container covering it.
+    container: &'a VirtualChunkContainer,
+    /// The object store to read through.
+    store: Arc<dyn ObjectStore>,
+    /// The object's path in that store.
+    path: Path,
+}
+
 /// Resolves virtual chunk URLs to containers, enforces the caller's authorization and
 /// reads chunk bytes.
 #[derive(Debug)]
@@ -146,13 +158,15 @@ impl VirtualChunkResolver {
     /// # Errors
     /// As [`VirtualChunkResolver::fetch`].
     pub async fn head(&self, url: &str) -> Result<object_store::ObjectMeta, VirtualChunkError> {
-        let (url, store, path) = self.locate(url)?;
+        let Located {
+            url, store, path, ..
+        } = self.locate(url)?;
         store.head(&path).await.map_err(|e| map_err(&url, e))
     }
 
     /// Normalizes `url`, checks it is covered and authorized, and finds the object
     /// store and path to read it through.
-    fn locate(&self, url: &str) -> Result<(String, Arc<dyn ObjectStore>, Path), VirtualChunkError> {
+    fn locate(&self, url: &str) -> Result<Located<'_>, VirtualChunkError> {
         let url = normalize_url(url)?;
         let container = self.container_for(&url)?;
         let parsed = Url::parse(&url).map_err(|e| VirtualChunkError::InvalidUrl {
@@ -160,7 +174,12 @@ impl VirtualChunkResolver {
             reason: e.to_string(),
         })?;
         let (store, path) = self.store_for(container, &parsed)?;
-        Ok((url, store, path))
+        Ok(Located {
+            url,
+            container,
+            store,
+            path,
+        })
     }
 
     /// Reads the bytes of a virtual chunk ref.
@@ -182,7 +201,12 @@ impl VirtualChunkResolver {
         start: u64,
         end: u64,
     ) -> Result<Bytes, VirtualChunkError> {
-        let (url, store, path) = self.locate(&r.location)?;
+        let Located {
+            url,
+            container,
+            store,
+            path,
+        } = self.locate(&r.location)?;
         let from = r.offset.saturating_add(start);
         let to = r.offset.saturating_add(end.min(r.length));
         if from >= to {
@@ -190,11 +214,14 @@ impl VirtualChunkResolver {
         }
         let mut opts = GetOptions::new().with_range(Some(GetRange::Bounded(from..to)));
         match &r.checksum {
-            Some(Checksum::ETag(e)) => opts = opts.with_if_match(Some(e.clone())),
+            Some(Checksum::ETag(e)) => {
+                opts = opts.with_if_match(Some(if_match_value(&container.store, e)));
+            }
             Some(Checksum::LastModified(secs)) => {
-                // The checksum has whole seconds; accept any time within that second.
+                // As Icechunk: the object must not be modified after that second
+                // (writers round sub-second modification times up).
                 let t = Utc
-                    .timestamp_opt(i64::from(*secs), 999_999_999)
+                    .timestamp_opt(i64::from(*secs), 0)
                     .single()
                     .unwrap_or_else(Utc::now);
                 opts = opts.with_if_unmodified_since(Some(t));
@@ -232,6 +259,20 @@ impl VirtualChunkResolver {
             });
         }
         Ok(bytes)
+    }
+}
+
+/// The `If-Match` value for an etag checksum. Local files have no real etag:
+/// object_store derives one from inode, mtime and size, quoted since 0.14 but bare in
+/// the 0.13 that Icechunk 1.x uses (and stores in chunk refs). Compare those without
+/// regard to quotes; other stores get the etag exactly as recorded.
+fn if_match_value(store: &ContainerStore, etag: &str) -> String {
+    match store {
+        ContainerStore::LocalFileSystem(_) => {
+            let bare = etag.strip_prefix("W/").unwrap_or(etag).trim_matches('"');
+            format!("\"{bare}\"")
+        }
+        _ => etag.to_string(),
     }
 }
 

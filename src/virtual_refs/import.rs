@@ -161,11 +161,16 @@ impl Probe {
             self.resolver = Self::resolver(&self.containers);
         }
         let meta = self.resolver.head(&url).await.map_err(virtual_err)?;
+        // Local files get a last-modified checksum in whole seconds, rounded up: Icechunk
+        // rejects an object modified after the recorded second (If-Unmodified-Since),
+        // so a truncated time would fail every file whose mtime has a fraction.
         let checksum = match (&meta.e_tag, url.starts_with("file:")) {
             (Some(e), false) => Some(Checksum::ETag(e.clone())),
-            _ => u32::try_from(meta.last_modified.timestamp())
-                .ok()
-                .map(Checksum::LastModified),
+            _ => {
+                let t = meta.last_modified;
+                let secs = t.timestamp() + i64::from(t.timestamp_subsec_nanos() > 0);
+                u32::try_from(secs).ok().map(Checksum::LastModified)
+            }
         };
         Ok(Source {
             location: url,
