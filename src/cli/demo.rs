@@ -68,7 +68,11 @@ async fn create_datasets(session: &Session) -> CliResult<()> {
             bytes_codec(),
             json!({"name": "zstd", "configuration": {"level": 3, "checksum": false}}),
         ])
-        .dimension_names(vec![Some("time".into()), Some("lat".into()), Some("lon".into())])
+        .dimension_names(vec![
+            Some("time".into()),
+            Some("lat".into()),
+            Some("lon".into()),
+        ])
         .attributes(attrs(json!({"units": "K", "long_name": "air temperature"})))
         .create(Arc::clone(&store), "climate/temperature")
         .await?;
@@ -89,7 +93,11 @@ async fn create_datasets(session: &Session) -> CliResult<()> {
             bytes_codec(),
             json!({"name": "gzip", "configuration": {"level": 5}}),
         ])
-        .dimension_names(vec![Some("time".into()), Some("lat".into()), Some("lon".into())])
+        .dimension_names(vec![
+            Some("time".into()),
+            Some("lat".into()),
+            Some("lon".into()),
+        ])
         .attributes(attrs(json!({"units": "mm/day"})))
         .create(Arc::clone(&store), "climate/precipitation")
         .await?;
@@ -122,7 +130,14 @@ async fn create_datasets(session: &Session) -> CliResult<()> {
         .create(Arc::clone(&store), "climate/station_name")
         .await?;
     let station_names: Vec<String> = [
-        "Aberdeen", "Bergen", "Cork", "Dublin", "Edinburgh", "Faro", "Gdańsk", "Helsinki",
+        "Aberdeen",
+        "Bergen",
+        "Cork",
+        "Dublin",
+        "Edinburgh",
+        "Faro",
+        "Gdańsk",
+        "Helsinki",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -239,9 +254,23 @@ pub async fn demo(out: &mut impl Write, dir: &Path) -> CliResult<()> {
     history::log(out, &repo, &at("main"), false).await?;
 
     writeln!(out, "$ floe branch list {q}")?;
-    refs::branch(out, super::args::BranchCommand::List { repo: location.clone(), json: false }).await?;
+    refs::branch(
+        out,
+        super::args::BranchCommand::List {
+            repo: location.clone(),
+            json: false,
+        },
+    )
+    .await?;
     writeln!(out, "\n$ floe tag list {q}")?;
-    refs::tag(out, super::args::TagCommand::List { repo: location.clone(), json: false }).await?;
+    refs::tag(
+        out,
+        super::args::TagCommand::List {
+            repo: location.clone(),
+            json: false,
+        },
+    )
+    .await?;
 
     writeln!(out, "\n$ floe ls {q}")?;
     ls::ls(out, &location, None, &at("main"), false).await?;

@@ -4,8 +4,9 @@
 
 use std::io::Write;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use serde_json::Value;
 
 use super::args::RefArgs;
@@ -139,20 +140,34 @@ async fn write_all(session: &Session, dest: &Path) -> CliResult<(usize, usize, u
     }
     let chunks = jobs.len();
     let bar = progress::bar(chunks as u64, "chunks");
-    futures::stream::iter(jobs)
+    // After a failure no new chunk is started, but the ones under way are awaited, so
+    // nothing is written into `dest` after this returns (and its clean-up).
+    let failed = AtomicBool::new(false);
+    let results: Vec<CliResult<()>> = futures::stream::iter(jobs)
         .map(|job| {
-            let (store, bar) = (&store, &bar);
+            let (store, bar, failed) = (&store, &bar, &failed);
             async move {
-                if let Some(bytes) = session.get_chunk(&job.path, &job.index, None).await? {
-                    store.set(&job.key, bytes).await?;
+                if failed.load(Ordering::Relaxed) {
+                    return Ok(());
+                }
+                let result = async {
+                    if let Some(bytes) = session.get_chunk(&job.path, &job.index, None).await? {
+                        store.set(&job.key, bytes).await?;
+                    }
+                    Ok::<(), CliError>(())
+                }
+                .await;
+                if result.is_err() {
+                    failed.store(true, Ordering::Relaxed);
                 }
                 bar.inc(1);
-                Ok::<(), CliError>(())
+                result
             }
         })
         .buffer_unordered(CONCURRENCY)
-        .try_collect::<()>()
-        .await?;
+        .collect()
+        .await;
+    results.into_iter().collect::<CliResult<()>>()?;
     bar.finish_and_clear();
     Ok((nodes.len(), arrays, chunks))
 }

@@ -67,7 +67,12 @@ pub async fn info(out: &mut impl Write, repo: &Repository, json: bool) -> CliRes
 ///
 /// # Errors
 /// Unknown refs, bad `--as-of`; repository errors.
-pub async fn log(out: &mut impl Write, repo: &Repository, at: &RefArgs, json: bool) -> CliResult<()> {
+pub async fn log(
+    out: &mut impl Write,
+    repo: &Repository,
+    at: &RefArgs,
+    json: bool,
+) -> CliResult<()> {
     let id = repo.resolve(&selector(repo, at).await?).await?;
     for info in repo.ancestry(id).await? {
         if json {
@@ -105,4 +110,3 @@ pub async fn diff(
     }
     Ok(())
 }
-

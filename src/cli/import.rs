@@ -157,7 +157,9 @@ pub async fn import_zarr(
                     let Some(idx) = source_keys.decode(&key[prefix.len()..], a.ndim()) else {
                         continue;
                     };
-                    if idx.iter().zip(&grid).any(|(i, g)| i >= g) || idx.iter().any(|&i| i > u64::from(u32::MAX)) {
+                    if idx.iter().zip(&grid).any(|(i, g)| i >= g)
+                        || idx.iter().any(|&i| i > u64::from(u32::MAX))
+                    {
                         tracing::warn!("skipping `{key}`: outside the chunk grid of `{path}`");
                         continue;
                     }

@@ -102,4 +102,3 @@ fn print_ref_map(
     }
     Ok(())
 }
-

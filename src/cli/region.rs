@@ -42,7 +42,9 @@ pub fn parse_region(text: Option<&str>, shape: &[u64], array: &str) -> CliResult
         .iter()
         .zip(shape)
         .enumerate()
-        .map(|(dim, (item, &len))| parse_item(item, len).map_err(|r| bad(format!("dimension {dim}: {r}"))))
+        .map(|(dim, (item, &len))| {
+            parse_item(item, len).map_err(|r| bad(format!("dimension {dim}: {r}")))
+        })
         .collect::<CliResult<Vec<Range<u64>>>>()?;
     Ok(ArraySubset::from_ranges(&ranges))
 }
@@ -79,10 +81,7 @@ fn parse_item(item: &str, len: u64) -> Result<Range<u64>, String> {
         }
     };
     if range.start > range.end {
-        return Err(format!(
-            "start {} is past stop {}",
-            range.start, range.end
-        ));
+        return Err(format!("start {} is past stop {}", range.start, range.end));
     }
     if range.end > len {
         return Err(format!(
@@ -136,7 +135,9 @@ mod tests {
             ("0:1:2,1", &[4, 6], "steps"),
             (",1", &[4, 6], "empty item"),
         ] {
-            let e = parse_region(Some(text), shape, "/grp/a").unwrap_err().to_string();
+            let e = parse_region(Some(text), shape, "/grp/a")
+                .unwrap_err()
+                .to_string();
             assert!(e.contains("`/grp/a`") && e.contains(what), "{text}: {e}");
         }
     }

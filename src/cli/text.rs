@@ -93,16 +93,27 @@ pub async fn print(
             let offsets: Vec<usize> = combo
                 .iter()
                 .zip(&segments)
-                .map(|(r, segs)| if r.start == segs[0].start { 0 } else { EDGE_ITEMS as usize })
+                .map(|(r, segs)| {
+                    if r.start == segs[0].start {
+                        0
+                    } else {
+                        EDGE_ITEMS as usize
+                    }
+                })
                 .collect();
             place(&mut cells, &shape, &offsets, &box_shape, texts);
         }
     }
-    let width = cells.iter().map(|c| c.chars().count()).max().unwrap_or(0);
-    let left = matches!(
+    // Numbers are right-aligned in columns; strings are not padded (as numpy).
+    let strings = matches!(
         array.data_type(),
         DataType::String | DataType::FixedLengthUtf32 { .. }
     );
+    let width = if strings {
+        0
+    } else {
+        cells.iter().map(|c| c.chars().count()).max().unwrap_or(0)
+    };
     let mut text = String::new();
     if shape.is_empty() {
         text.push_str(cells.first().map(String::as_str).unwrap_or(""));
@@ -113,7 +124,6 @@ pub async fn print(
             shape: &shape,
             split: &split,
             width,
-            left,
         };
         layout.render(&cells, 0, &mut text);
     }
@@ -170,16 +180,11 @@ struct Layout<'a> {
     /// Where a summarized dimension shows `...` (index of the first trailing item).
     split: &'a [Option<usize>],
     width: usize,
-    left: bool,
 }
 
 impl Layout<'_> {
     fn cell(&self, s: &str) -> String {
-        if self.left {
-            format!("{s:<w$}", w = self.width)
-        } else {
-            format!("{s:>w$}", w = self.width)
-        }
+        format!("{s:>w$}", w = self.width)
     }
 
     /// Renders the sub-array at `dim` whose cells are `cells` (C order).
@@ -235,7 +240,10 @@ fn format_elements(data: &ArrayBytes, dt: &DataType) -> Vec<String> {
     match data {
         ArrayBytes::Strings(v) => v.iter().map(|s| quote(s)).collect(),
         ArrayBytes::Fixed(b) => match dt.fixed_size() {
-            Some(size) if size > 0 => b.chunks_exact(size).map(|e| format_element(dt, e)).collect(),
+            Some(size) if size > 0 => b
+                .chunks_exact(size)
+                .map(|e| format_element(dt, e))
+                .collect(),
             _ => Vec::new(),
         },
     }
@@ -317,7 +325,6 @@ mod tests {
             shape,
             split,
             width,
-            left: false,
         };
         let mut s = String::new();
         l.render(&cells, 0, &mut s);
@@ -347,13 +354,22 @@ mod tests {
 
     #[test]
     fn elements() {
-        assert_eq!(format_element(&DataType::Float32, &0.1f32.to_ne_bytes()), "0.1");
-        assert_eq!(format_element(&DataType::Float64, &1.0f64.to_ne_bytes()), "1.0");
+        assert_eq!(
+            format_element(&DataType::Float32, &0.1f32.to_ne_bytes()),
+            "0.1"
+        );
+        assert_eq!(
+            format_element(&DataType::Float64, &1.0f64.to_ne_bytes()),
+            "1.0"
+        );
         assert_eq!(
             format_element(&DataType::Float64, &f64::NAN.to_ne_bytes()),
             "nan"
         );
-        assert_eq!(format_element(&DataType::Int16, &(-7i16).to_ne_bytes()), "-7");
+        assert_eq!(
+            format_element(&DataType::Int16, &(-7i16).to_ne_bytes()),
+            "-7"
+        );
         assert_eq!(format_element(&DataType::Bool, &[1]), "true");
         let mut c = 1.5f32.to_ne_bytes().to_vec();
         c.extend((-2.0f32).to_ne_bytes());
