@@ -63,7 +63,7 @@ pub async fn print(
             if summarize && len > 2 * EDGE_ITEMS {
                 vec![0..EDGE_ITEMS, len - EDGE_ITEMS..len]
             } else {
-                vec![0..len]
+                std::iter::once(0..len).collect()
             }
         })
         .collect();
@@ -194,12 +194,12 @@ impl Layout<'_> {
         out.push('[');
         if dim + 1 == self.shape.len() {
             let mut line_len = dim + 1;
-            for i in 0..n {
+            for (i, cell) in cells.iter().enumerate().take(n) {
                 let mut tokens = Vec::with_capacity(2);
                 if self.split[dim] == Some(i) {
                     tokens.push("...".to_string());
                 }
-                tokens.push(self.cell(&cells[i]));
+                tokens.push(self.cell(cell));
                 for tok in tokens {
                     let first = out.ends_with('[');
                     let need = tok.chars().count() + usize::from(!first);
