@@ -10,7 +10,8 @@ Usage:
       `floe export` of it to OUTDIR/export: zarr-python reads the export and checks
       values, data types and attributes against the data it wrote; `floe cat --format
       json` and `--format raw` (of the repository and of the plain source stores) are
-      checked against the same values, and so is a region.
+      checked against the same values, and so is a region. When icechunk is installed,
+      it opens OUTDIR/repo and reads the same values too.
 
 Data is regenerated from fixed seeds, so `verify` needs nothing saved by `write`.
 Exits non-zero on the first mismatch.
@@ -215,10 +216,25 @@ def verify(outdir, floe_bin):
             check_cat(floe_bin, f"{outdir}/repo", f"/{node}", want)
             check_cat(floe_bin, f"{outdir}/{prefix}.zarr", f"/{path}", want)
             check_cat(floe_bin, f"{outdir}/export", f"/{node}", want)
+    verify_icechunk(outdir)
     dims = export["v2/g/f"].metadata.dimension_names
     if tuple(dims or ()) != ("y", "x"):
         fail(f"/v2/g/f dimension names {dims}")
     print("ok")
+
+
+def verify_icechunk(outdir):
+    try:
+        import icechunk
+    except ImportError:
+        print("icechunk not installed: repository not checked with icechunk", file=sys.stderr)
+        return
+    repo = icechunk.Repository.open(icechunk.local_filesystem_storage(f"{outdir}/repo"))
+    root = zarr.open_group(repo.readonly_session("main").store, mode="r")
+    for prefix, specs in (("v3", V3), ("v2", V2)):
+        for i, spec in enumerate(specs):
+            node = f"{prefix}/{spec[0]}"
+            same(f"icechunk {node}", root[node][...], expected(spec, i))
 
 
 def main():
