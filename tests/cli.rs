@@ -1106,8 +1106,29 @@ fn kerchunk_import_and_virtual_authorization() {
             "-m",
             "x",
         ],
-        &[],
+        &["bad.json", "kerchunk"],
     );
+    // A reference to a missing source names the chunk and the source.
+    let gone = dir.path().join("gone.json");
+    let doc = json!({"version": 1, "refs": {
+        "g/.zarray": json!({"zarr_format": 2, "shape": [2], "chunks": [2], "dtype": "<i4",
+            "compressor": null, "filters": null, "fill_value": 0, "order": "C"}).to_string(),
+        "g/0": [s(&dir.path().join("gone.nc")), 0, 8]}});
+    std::fs::write(&gone, doc.to_string()).unwrap();
+    fails(
+        &[
+            "import",
+            "kerchunk",
+            &s(&gone),
+            &repo,
+            "--path",
+            "/gone",
+            "-m",
+            "x",
+        ],
+        &["/gone/g", "gone.nc", "not found"],
+    );
+    assert_eq!(json_lines(&ok(&["log", &repo, "--json"])).len(), 2);
 }
 
 #[test]

@@ -203,6 +203,15 @@ async fn place_chunk(
             source,
         })
     };
+    // Probe errors name the chunk whose reference points at the source.
+    let at_chunk = |e: Error| match e {
+        Error::VirtualChunk { source, .. } => Error::VirtualChunk {
+            path: path.clone(),
+            index: idx.to_vec(),
+            source,
+        },
+        other => other,
+    };
     let vref = match r {
         Reference::Data(bytes) => {
             session.set_chunk(path, idx, bytes).await?;
@@ -211,7 +220,7 @@ async fn place_chunk(
         }
         Reference::Url(url) => {
             let location = normalized(&url)?;
-            let (length, checksum) = probe.object(&location).await?;
+            let (length, checksum) = probe.object(&location).await.map_err(at_chunk)?;
             VirtualChunkRef {
                 location,
                 offset: 0,
@@ -225,7 +234,7 @@ async fn place_chunk(
             length,
         } => {
             let location = normalized(&url)?;
-            let (_, checksum) = probe.object(&location).await?;
+            let (_, checksum) = probe.object(&location).await.map_err(at_chunk)?;
             VirtualChunkRef {
                 location,
                 offset,
