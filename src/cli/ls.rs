@@ -16,7 +16,7 @@ use crate::format::NodePath;
 ///
 /// # Errors
 /// Repository, ref and store errors; [`crate::Error::NodeNotFound`] when nothing is
-/// at `path`.
+/// at `path` (an empty repository's root lists nothing, without error).
 pub async fn ls(
     out: &mut impl Write,
     location: &str,
