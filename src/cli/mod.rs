@@ -3,17 +3,35 @@
 //!
 //! Other tools drive this interface, so command names, arguments and output forms are
 //! stable: see each subcommand's help and the README.
+//!
+//! Modules, one job each: [`args`] (clap), `commands` (dispatch), `history` (info,
+//! log, diff), `refs` (branches and tags), `ls`, `cat` and `text` (values),
+//! `region` (`--region`), `import`, `export`, `demo`, `plain_store` (plain Zarr
+//! directories), `target` (what REPO points at), `progress`, `output`.
 
 mod args;
+mod cat;
 mod commands;
+mod demo;
+mod export;
+mod history;
+mod import;
+mod ls;
 mod output;
+mod plain_store;
+mod progress;
+mod refs;
+mod region;
 mod target;
+mod text;
 
 use std::process::ExitCode;
 
 use clap::Parser;
 
 pub use args::{Cli, Command};
+
+use crate::virtual_refs::VirtualChunkError;
 
 /// Errors of CLI commands: the library's, plus usage problems found after parsing.
 #[derive(Debug, thiserror::Error)]
@@ -24,19 +42,69 @@ pub enum CliError {
     /// A storage location could not be opened.
     #[error(transparent)]
     Storage(#[from] crate::storage::StorageError),
-    /// The Zarr layer failed.
+    /// A Zarr store operation failed.
     #[error(transparent)]
-    Zarr(#[from] crate::zarr::store::StoreError),
-    /// Bad arguments (region syntax, time format, ...).
+    Store(#[from] crate::zarr::store::StoreError),
+    /// The Zarr layer (metadata, arrays, codecs) failed.
+    #[error(transparent)]
+    Zarr(#[from] crate::zarr::ZarrError),
+    /// Bad arguments or input (region syntax, time format, not a Zarr store, ...).
     #[error("{0}")]
     Usage(String),
     /// Writing output failed.
-    #[error("cannot write output: {0}")]
+    #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
 }
 
 /// Result of CLI commands.
 pub type CliResult<T> = Result<T, CliError>;
+
+impl CliError {
+    /// The one-line message printed on stderr. A virtual chunk read refused for want
+    /// of authorization names the `--allow-virtual` prefix that allows it.
+    pub fn message(&self) -> String {
+        let msg = match unauthorized_virtual(self) {
+            Some((array, url, prefix)) => format!(
+                "{}reading virtual chunks from `{url}` is not authorized: pass \
+                 `--allow-virtual {prefix}` to read them",
+                array.map(|a| format!("array `{a}`: ")).unwrap_or_default()
+            ),
+            None => self.to_string(),
+        };
+        msg.replace(['\n', '\r'], " ")
+    }
+}
+
+/// Finds an unauthorized virtual chunk read in the error's source chain: (array path,
+/// URL, container prefix).
+fn unauthorized_virtual(err: &CliError) -> Option<(Option<String>, String, String)> {
+    let first: &(dyn std::error::Error + 'static) = match err {
+        CliError::Floe(e) => e,
+        CliError::Storage(e) => e,
+        CliError::Store(e) => e,
+        CliError::Zarr(e) => e,
+        CliError::Usage(_) | CliError::Io(_) => return None,
+    };
+    let mut array = None;
+    let mut cur = Some(first);
+    while let Some(e) = cur {
+        if let Some(crate::Error::VirtualChunk { path, source, .. }) =
+            e.downcast_ref::<crate::Error>()
+        {
+            array = Some(path.to_string());
+            if let VirtualChunkError::Unauthorized { url, container } = source {
+                return Some((array, url.clone(), container.clone()));
+            }
+        }
+        if let Some(VirtualChunkError::Unauthorized { url, container }) =
+            e.downcast_ref::<VirtualChunkError>()
+        {
+            return Some((array, url.clone(), container.clone()));
+        }
+        cur = e.source();
+    }
+    None
+}
 
 /// Runs the CLI with the process arguments; returns the exit status.
 pub fn main() -> ExitCode {
@@ -54,10 +122,11 @@ pub fn main() -> ExitCode {
     };
     match runtime.block_on(commands::run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
+        // A closed pipe (`floe cat ... | head`) is not an error worth a message.
+        Err(CliError::Io(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(e) => {
             // One clear line on stderr.
-            let msg = e.to_string().replace('\n', " ");
-            eprintln!("floe: error: {msg}");
+            eprintln!("floe: error: {}", e.message());
             ExitCode::FAILURE
         }
     }

@@ -1,14 +1,18 @@
 //! What a REPO argument points at, and resolving `--ref` / `--as-of`.
 
+use std::sync::Arc;
+
 use chrono::{DateTime, Utc};
 
 use super::args::RefArgs;
 use super::{CliError, CliResult};
 use crate::repository::{OpenOptions, Repository, VersionSelector};
+use crate::session::Session;
 use crate::storage::{
     create_storage, open_storage, parse_storage_url, StorageError, StorageLocation,
 };
 use crate::virtual_refs::VirtualAccess;
+use crate::zarr::Store;
 
 /// Opens the repository at `location`.
 ///
@@ -45,7 +49,6 @@ pub async fn create_repo(location: &str) -> CliResult<Repository> {
 
 /// Whether `location` is a plain Zarr filesystem store (a local directory with
 /// `zarr.json`, `.zgroup` or `.zarray` at its root) rather than a repository.
-#[allow(dead_code)] // used once `ls`/`cat` read plain stores
 pub fn plain_zarr_store(location: &str) -> Option<std::path::PathBuf> {
     let Ok(StorageLocation::Local(path)) = parse_storage_url(location) else {
         return None;
@@ -53,10 +56,7 @@ pub fn plain_zarr_store(location: &str) -> Option<std::path::PathBuf> {
     if path.join("refs/branch.main/ref.json").exists() {
         return None;
     }
-    ["zarr.json", ".zgroup", ".zarray"]
-        .iter()
-        .any(|f| path.join(f).is_file())
-        .then_some(path)
+    super::plain_store::is_zarr_dir(&path).then_some(path)
 }
 
 /// Parses an RFC 3339 time.
@@ -86,4 +86,41 @@ pub async fn selector(repo: &Repository, at: &RefArgs) -> CliResult<VersionSelec
             at.reference
         ))),
     }
+}
+
+/// What `ls` and `cat` read: a snapshot of a repository, or a plain Zarr store.
+pub enum Source {
+    /// A read-only session of a repository at `--ref` / `--as-of`.
+    Repo(Session),
+    /// A plain Zarr v3/v2 filesystem store (`--ref` does not apply).
+    Plain(Arc<dyn Store>),
+}
+
+impl Source {
+    /// The Zarr store view.
+    pub fn store(&self) -> Arc<dyn Store> {
+        match self {
+            Source::Repo(s) => Arc::new(s.store()),
+            Source::Plain(s) => Arc::clone(s),
+        }
+    }
+}
+
+/// Opens `location` for reading: a plain Zarr store when it is one (see
+/// [`plain_zarr_store`]), else a repository session at `at`, authorized to read
+/// virtual chunks under `allow_virtual`.
+///
+/// # Errors
+/// As [`open_repo`] and [`selector`]; plain store errors.
+pub async fn open_source(
+    location: &str,
+    at: &RefArgs,
+    allow_virtual: &[String],
+) -> CliResult<Source> {
+    if let Some(dir) = plain_zarr_store(location) {
+        return Ok(Source::Plain(super::plain_store::open(&dir)?));
+    }
+    let repo = open_repo(location, allow_virtual).await?;
+    let session = repo.readonly_session(&selector(&repo, at).await?).await?;
+    Ok(Source::Repo(session))
 }

@@ -1,0 +1,112 @@
+//! `floe info`, `floe log` and `floe diff`: a repository's state and history.
+
+use std::io::Write;
+
+use serde_json::{json, Value};
+
+use super::args::RefArgs;
+use super::output;
+use super::refs::ref_map;
+use super::target::selector;
+use super::CliResult;
+use crate::repository::Repository;
+
+/// Prints spec version, branches, tags and configuration (text, or one JSON object).
+///
+/// # Errors
+/// Repository and storage errors.
+pub async fn info(out: &mut impl Write, repo: &Repository, json: bool) -> CliResult<()> {
+    let branches = ref_map(repo, repo.list_branches().await?, false).await?;
+    let tags = ref_map(repo, repo.list_tags().await?, true).await?;
+    let config = repo.config();
+    if json {
+        let cfg: Value = serde_json::to_value(config.raw()).unwrap_or(Value::Null);
+        output::json_line(
+            out,
+            &json!({
+                "location": repo.storage().root_url(),
+                "spec_version": 1,
+                "branches": branches,
+                "tags": tags,
+                "config": cfg,
+            }),
+        )?;
+        return Ok(());
+    }
+    writeln!(out, "Repository:   {}", repo.storage().root_url())?;
+    writeln!(out, "Spec version: 1")?;
+    writeln!(out, "Branches:")?;
+    for (n, id) in &branches {
+        writeln!(out, "    {n}  {id}")?;
+    }
+    writeln!(out, "Tags:")?;
+    for (n, id) in &tags {
+        writeln!(out, "    {n}  {id}")?;
+    }
+    writeln!(out, "Config:")?;
+    writeln!(
+        out,
+        "    inline_chunk_threshold_bytes: {}",
+        config.inline_chunk_threshold_bytes()
+    )?;
+    for c in config
+        .virtual_chunk_containers()
+        .map_err(crate::Error::from)?
+    {
+        writeln!(
+            out,
+            "    virtual chunk container: {} ({:?})",
+            c.url_prefix, c.store
+        )?;
+    }
+    Ok(())
+}
+
+/// Prints the commits of `at`, newest first, down to the initial snapshot (text, or
+/// JSON Lines with id, parent_id, flushed_at, message, metadata).
+///
+/// # Errors
+/// Unknown refs, bad `--as-of`; repository errors.
+pub async fn log(
+    out: &mut impl Write,
+    repo: &Repository,
+    at: &RefArgs,
+    json: bool,
+) -> CliResult<()> {
+    let id = repo.resolve(&selector(repo, at).await?).await?;
+    for info in repo.ancestry(id).await? {
+        if json {
+            output::json_line(out, &output::commit_json(&info))?;
+        } else {
+            output::commit_text(out, &info)?;
+        }
+    }
+    Ok(())
+}
+
+/// Prints what changed between two refs: nodes added, deleted and updated, and
+/// chunks changed per array (text, or one JSON object).
+///
+/// # Errors
+/// Unknown refs; repository errors.
+pub async fn diff(
+    out: &mut impl Write,
+    repo: &Repository,
+    from: &str,
+    to: &str,
+    json: bool,
+) -> CliResult<()> {
+    let from_id = repo.resolve(&repo.resolve_ref(from).await?).await?;
+    let to_id = repo.resolve(&repo.resolve_ref(to).await?).await?;
+    let d = repo.diff(from_id, to_id).await?;
+    if json {
+        let mut v = serde_json::to_value(&d).unwrap_or(Value::Null);
+        v["from"] = json!(from_id.to_string());
+        v["to"] = json!(to_id.to_string());
+        output::json_line(out, &v)?;
+    } else {
+        writeln!(out, "diff {from_id}..{to_id}")?;
+        output::diff_text(out, &d)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,76 @@
+//! Plain Zarr v3/v2 filesystem stores (directories, not repositories): detecting,
+//! opening read-only and listing them.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::{CliError, CliResult};
+use crate::zarr::{walk, FilesystemStore, NodeMetadata, Store, ZarrError};
+
+/// The metadata files that mark the root of a Zarr store.
+const ROOT_MARKERS: [&str; 3] = ["zarr.json", ".zgroup", ".zarray"];
+
+/// Whether `dir` is the root of a Zarr v3 or v2 store (holds `zarr.json`, `.zgroup`
+/// or `.zarray`).
+pub fn is_zarr_dir(dir: &Path) -> bool {
+    ROOT_MARKERS.iter().any(|f| dir.join(f).is_file())
+}
+
+/// Opens the plain store at `dir` read-only.
+///
+/// # Errors
+/// [`CliError::Usage`] when `dir` is missing, not a directory or not a Zarr store.
+pub fn open(dir: &Path) -> CliResult<Arc<dyn Store>> {
+    if !dir.is_dir() {
+        return Err(CliError::Usage(format!(
+            "`{}` does not exist or is not a directory",
+            dir.display()
+        )));
+    }
+    if !is_zarr_dir(dir) {
+        return Err(CliError::Usage(format!(
+            "`{}` is not a Zarr store: it has no zarr.json, .zgroup or .zarray at its root",
+            dir.display()
+        )));
+    }
+    let store = FilesystemStore::open_read_only(dir)?;
+    Ok(Arc::new(store))
+}
+
+/// One node of a listing: absolute path (`/a/b`), whether it is a group, and its
+/// metadata as a v3 `zarr.json` object (v2 metadata translated).
+pub struct ListedNode {
+    /// Absolute path, `/` for the root.
+    pub path: String,
+    /// Group (`true`) or array.
+    pub is_group: bool,
+    /// The v3 metadata document.
+    pub metadata: Value,
+}
+
+/// Every node at or below `path` of a plain store, depth-first in path order.
+///
+/// # Errors
+/// [`CliError::Usage`] when no node exists at `path`; metadata and store errors.
+pub async fn list(store: &dyn Store, path: &str) -> CliResult<Vec<ListedNode>> {
+    let nodes = match walk(store, path).await {
+        Ok(n) => n,
+        Err(ZarrError::NodeNotFound { .. }) => {
+            return Err(CliError::Usage(format!(
+                "no Zarr node at `/{}` in this store",
+                path.trim_matches('/')
+            )))
+        }
+        Err(e) => return Err(e.into()),
+    };
+    Ok(nodes
+        .into_iter()
+        .map(|(p, m)| ListedNode {
+            path: format!("/{p}"),
+            is_group: matches!(m, NodeMetadata::Group(_)),
+            metadata: m.to_json(),
+        })
+        .collect())
+}

@@ -1,0 +1,104 @@
+//! `floe branch ...` and `floe tag ...`.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use serde_json::Value;
+
+use super::args::{BranchCommand, TagCommand};
+use super::output;
+use super::target::{open_repo, selector};
+use super::CliResult;
+use crate::repository::Repository;
+
+/// The snapshot ids of branches (or tags, with `tags`) `names`.
+///
+/// # Errors
+/// Repository errors.
+pub async fn ref_map(
+    repo: &Repository,
+    names: Vec<String>,
+    tags: bool,
+) -> CliResult<BTreeMap<String, String>> {
+    let mut map = BTreeMap::new();
+    for n in names {
+        let id = if tags {
+            repo.lookup_tag(&n).await?
+        } else {
+            repo.lookup_branch(&n).await?
+        };
+        map.insert(n, id.to_string());
+    }
+    Ok(map)
+}
+
+/// Runs a `floe branch` subcommand.
+///
+/// # Errors
+/// Unknown refs, existing or missing branches, repository errors.
+pub async fn branch(out: &mut impl Write, cmd: BranchCommand) -> CliResult<()> {
+    match cmd {
+        BranchCommand::List { repo, json } => {
+            let repo = open_repo(&repo, &[]).await?;
+            let map = ref_map(&repo, repo.list_branches().await?, false).await?;
+            print_ref_map(out, &map, json)?;
+        }
+        BranchCommand::Create { repo, name, at } => {
+            let repo = open_repo(&repo, &[]).await?;
+            let id = repo.resolve(&selector(&repo, &at).await?).await?;
+            repo.create_branch(&name, id).await?;
+            writeln!(out, "Created branch {name} at {id}")?;
+        }
+        BranchCommand::Delete { repo, name } => {
+            open_repo(&repo, &[]).await?.delete_branch(&name).await?;
+            writeln!(out, "Deleted branch {name}")?;
+        }
+        BranchCommand::Reset { repo, name, at } => {
+            let repo = open_repo(&repo, &[]).await?;
+            let id = repo.resolve(&selector(&repo, &at).await?).await?;
+            repo.reset_branch(&name, id, None).await?;
+            writeln!(out, "Reset branch {name} to {id}")?;
+        }
+    }
+    Ok(())
+}
+
+/// Runs a `floe tag` subcommand.
+///
+/// # Errors
+/// Unknown refs, existing, missing or deleted tags, repository errors.
+pub async fn tag(out: &mut impl Write, cmd: TagCommand) -> CliResult<()> {
+    match cmd {
+        TagCommand::List { repo, json } => {
+            let repo = open_repo(&repo, &[]).await?;
+            let map = ref_map(&repo, repo.list_tags().await?, true).await?;
+            print_ref_map(out, &map, json)?;
+        }
+        TagCommand::Create { repo, name, at } => {
+            let repo = open_repo(&repo, &[]).await?;
+            let id = repo.resolve(&selector(&repo, &at).await?).await?;
+            repo.create_tag(&name, id).await?;
+            writeln!(out, "Created tag {name} at {id}")?;
+        }
+        TagCommand::Delete { repo, name } => {
+            open_repo(&repo, &[]).await?.delete_tag(&name).await?;
+            writeln!(out, "Deleted tag {name}")?;
+        }
+    }
+    Ok(())
+}
+
+fn print_ref_map(
+    out: &mut impl Write,
+    map: &BTreeMap<String, String>,
+    json: bool,
+) -> CliResult<()> {
+    if json {
+        output::json_line(out, &serde_json::to_value(map).unwrap_or(Value::Null))?;
+    } else {
+        for (n, id) in map {
+            writeln!(out, "{n}  {id}")?;
+        }
+    }
+    Ok(())
+}
