@@ -7,6 +7,7 @@ use chrono::{DateTime, Utc};
 pub use crate::format::FormatError;
 pub use crate::session::conflict::{Conflict, ConflictError};
 pub use crate::storage::StorageError;
+pub use crate::virtual_refs::kerchunk::KerchunkError;
 pub use crate::virtual_refs::VirtualChunkError;
 
 use crate::format::{ChunkIndices, NodePath, SnapshotId};
@@ -188,6 +189,9 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// A kerchunk reference set that cannot be read or imported.
+    #[error(transparent)]
+    Kerchunk(#[from] Box<KerchunkError>),
     /// A configuration value that cannot be used.
     #[error("invalid configuration: {reason}")]
     InvalidConfig {

@@ -722,3 +722,52 @@ async fn diff_between_diverged_branches_compares_snapshots() {
     assert_eq!(along.new_arrays.iter().collect::<Vec<_>>(), ["/b"]);
     assert_eq!(along.updated_chunks.get("/a").unwrap().len(), 1);
 }
+
+#[tokio::test]
+async fn identical_new_groups_merge_on_rebase_but_different_ones_conflict() {
+    let repo = Repository::create(new_in_memory_storage(), None)
+        .await
+        .unwrap();
+    let s1 = repo.writable_session("main").await.unwrap();
+    let s2 = repo.writable_session("main").await.unwrap();
+    let s3 = repo.writable_session("main").await.unwrap();
+    // Two writers both create the root group (as two first imports do) plus their own
+    // arrays; a third creates the root group with other attributes.
+    for (s, name) in [(&s1, "/a"), (&s2, "/b"), (&s3, "/c")] {
+        s.add_array(&p(name), array_def(name, &[2], &[1], "uint8"))
+            .unwrap();
+    }
+    s1.add_group(&p("/"), group_json(serde_json::json!({})))
+        .unwrap();
+    s2.add_group(&p("/"), group_json(serde_json::json!({})))
+        .unwrap();
+    s3.add_group(&p("/"), group_json(serde_json::json!({"other": true})))
+        .unwrap();
+    let c1 = s1.commit("first").await.unwrap();
+    let c2 = s2.commit("second").await.unwrap();
+    let r = repo
+        .readonly_session(&VersionSelector::Snapshot(c2))
+        .await
+        .unwrap();
+    let nodes = r.list_nodes();
+    let paths: Vec<String> = nodes.iter().map(|n| n.path.to_string()).collect();
+    assert_eq!(paths, vec!["/", "/a", "/b"]);
+    let root_before = repo
+        .readonly_session(&VersionSelector::Snapshot(c1))
+        .await
+        .unwrap();
+    assert_eq!(
+        nodes[0].id,
+        root_before.get_node(&p("/")).unwrap().id,
+        "the first root group is kept"
+    );
+    // The transaction log of the second commit does not claim a new root group.
+    let d = repo.diff(c1, c2).await.unwrap();
+    assert!(d.new_groups.is_empty(), "{d:?}");
+    assert_eq!(d.new_arrays.iter().collect::<Vec<_>>(), ["/b"]);
+    let err = s3.commit("third").await.unwrap_err();
+    assert!(
+        matches!(&err, Error::Conflict(c) if c.conflicts == vec![Conflict::NewNodeAtExistingPath { path: p("/") }]),
+        "{err}"
+    );
+}

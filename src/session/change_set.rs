@@ -63,6 +63,14 @@ impl ChangeSet {
         self.new_nodes.get(path)
     }
 
+    /// Forgets the node created at `path` (with its chunk changes), as if it had never
+    /// been added; its children, if any, stay.
+    pub fn forget_new_node(&mut self, path: &NodePath) {
+        if let Some((id, _)) = self.new_nodes.remove(path) {
+            self.chunks.remove(&id);
+        }
+    }
+
     /// Nodes created in this session, by path.
     pub fn new_nodes(&self) -> &BTreeMap<NodePath, (NodeId, NewNode)> {
         &self.new_nodes

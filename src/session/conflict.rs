@@ -9,13 +9,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::sync::Arc;
 
 use crate::assets::AssetManager;
 use crate::error::{Error, Result};
 use crate::format::snapshot::Snapshot;
 use crate::format::{ChunkIndices, NodeId, NodePath, SnapshotId};
 
-use super::change_set::ChangeSet;
+use super::change_set::{ChangeSet, NewNode};
 
 /// One reason a change set cannot be re-applied on a branch tip.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -143,8 +144,18 @@ async fn commits_since(
     Ok(Some(out))
 }
 
+/// The result of a successful rebase check.
+#[derive(Clone, Debug)]
+pub struct Rebased {
+    /// The branch tip the changes now apply to.
+    pub tip: Arc<Snapshot>,
+    /// The changes to apply: those given, less new groups the other side created
+    /// identically (same path, same `zarr.json`), which are merged rather than
+    /// reported as conflicts.
+    pub changes: Arc<ChangeSet>,
+}
+
 /// Checks whether `changes` (made on top of `base`) can be re-applied on top of `tip`.
-/// Returns the tip snapshot when they can.
 ///
 /// # Errors
 /// [`Error::Conflict`] listing every conflict; storage and format errors.
@@ -152,9 +163,9 @@ pub async fn rebase_check(
     assets: &AssetManager,
     branch: &str,
     base: &Snapshot,
-    changes: &ChangeSet,
+    changes: &Arc<ChangeSet>,
     tip: SnapshotId,
-) -> Result<std::sync::Arc<Snapshot>> {
+) -> Result<Rebased> {
     let conflict = |conflicts| {
         Error::Conflict(Box::new(ConflictError {
             branch: branch.to_string(),
@@ -194,14 +205,25 @@ pub async fn rebase_check(
     let their_touch = |id: &NodeId| their_meta.contains(id) || their_chunks.contains_key(id);
 
     let mut conflicts = Vec::new();
-    for path in changes.new_nodes().keys() {
-        let blocked = tip_snapshot.nodes.contains_key(path)
-            || path
-                .parent()
-                .and_then(|p| tip_snapshot.nodes.get(&p))
-                .is_some_and(|p| !p.is_group());
-        if blocked {
-            conflicts.push(Conflict::NewNodeAtExistingPath { path: path.clone() });
+    let mut merged_groups = Vec::new();
+    for (path, (_, new)) in changes.new_nodes() {
+        match (tip_snapshot.nodes.get(path), new) {
+            // Both sides created the same group: keep theirs.
+            (Some(existing), NewNode::Group(ud))
+                if existing.is_group() && existing.user_data == *ud =>
+            {
+                merged_groups.push(path.clone());
+            }
+            (Some(_), _) => conflicts.push(Conflict::NewNodeAtExistingPath { path: path.clone() }),
+            (None, _) => {
+                let under_array = path
+                    .parent()
+                    .and_then(|p| tip_snapshot.nodes.get(&p))
+                    .is_some_and(|p| !p.is_group());
+                if under_array {
+                    conflicts.push(Conflict::NewNodeAtExistingPath { path: path.clone() });
+                }
+            }
         }
     }
     let mut ours_meta: BTreeSet<NodeId> = changes.updated_group_ids().copied().collect();
@@ -245,9 +267,20 @@ pub async fn rebase_check(
             conflicts.push(Conflict::DeletedNodeWasChanged { path: path.clone() });
         }
     }
-    if conflicts.is_empty() {
-        Ok(tip_snapshot)
-    } else {
-        Err(conflict(conflicts))
+    if !conflicts.is_empty() {
+        return Err(conflict(conflicts));
     }
+    let changes = if merged_groups.is_empty() {
+        Arc::clone(changes)
+    } else {
+        let mut c = ChangeSet::clone(changes);
+        for path in &merged_groups {
+            c.forget_new_node(path);
+        }
+        Arc::new(c)
+    };
+    Ok(Rebased {
+        tip: tip_snapshot,
+        changes,
+    })
 }

@@ -613,7 +613,7 @@ impl Session {
         let Some(branch) = self.inner.branch.clone() else {
             return Err(Error::ReadOnlySession);
         };
-        let (mut base, changes) = {
+        let (mut base, mut changes) = {
             let state = self.read();
             (Arc::clone(&state.base), Arc::clone(&state.changes))
         };
@@ -635,7 +635,10 @@ impl Session {
                         conflicts: Vec::new(),
                     })));
                 }
-                base = conflict::rebase_check(repo.assets(), &branch, &base, &changes, tip).await?;
+                let rebased =
+                    conflict::rebase_check(repo.assets(), &branch, &base, &changes, tip).await?;
+                base = rebased.tip;
+                changes = rebased.changes;
             }
             let snapshot = commit::flush(
                 repo.assets(),
@@ -689,8 +692,13 @@ impl Session {
         if tip == base.id {
             return Ok(());
         }
-        let new_base = conflict::rebase_check(repo.assets(), &branch, &base, &changes, tip).await?;
-        self.write().base = new_base;
+        let rebased = conflict::rebase_check(repo.assets(), &branch, &base, &changes, tip).await?;
+        let mut state = self.write();
+        state.base = rebased.tip;
+        // Unless the changes were modified meanwhile, drop the merged duplicates.
+        if Arc::ptr_eq(&state.changes, &changes) {
+            state.changes = rebased.changes;
+        }
         Ok(())
     }
 }

@@ -181,9 +181,7 @@ impl Probe {
 }
 
 fn kerchunk_err(e: KerchunkError) -> Error {
-    Error::InvalidConfig {
-        reason: e.to_string(),
-    }
+    Error::Kerchunk(Box::new(e))
 }
 
 fn json_of(key: &str, bytes: &[u8]) -> Result<Value> {
@@ -272,7 +270,7 @@ async fn place_batch(
 /// repository configuration (saved before returning).
 ///
 /// # Errors
-/// [`Error::InvalidConfig`] wrapping kerchunk parse errors; [`Error::InvalidNodeMetadata`]
+/// [`Error::Kerchunk`] for unreadable or malformed references; [`Error::InvalidNodeMetadata`]
 /// for bad `.zarray`/`.zgroup` documents; [`Error::VirtualChunk`] when a referenced
 /// source cannot be read (missing object, no container); session errors
 /// ([`Error::NodeExists`], [`Error::ReadOnlySession`]); storage errors.
@@ -485,9 +483,9 @@ pub async fn import_kerchunk(
         }
     }
     drop(rx);
-    let read = reader.await.map_err(|e| Error::InvalidConfig {
-        reason: format!("reference reader failed: {e}"),
-    })?;
+    let read = reader
+        .await
+        .map_err(|e| kerchunk_err(KerchunkError::Sink(format!("reference reader failed: {e}"))))?;
     if let Some(e) = failure {
         return Err(e);
     }
