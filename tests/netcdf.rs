@@ -193,3 +193,60 @@ async fn netcdf4_on_s3_with_authorized_prefixes() {
     let err = temp.read_all::<f32>().await.unwrap_err().to_string();
     assert!(err.contains("checksum mismatch"), "{err}");
 }
+
+/// Runs the `floe` binary; returns stdout, panicking with stderr on failure.
+fn floe(args: &[&str]) -> Vec<u8> {
+    let out = Command::new(env!("CARGO_BIN_EXE_floe"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "floe {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+#[test]
+fn netcdf4_via_kerchunk_through_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(expected) = make_fixture(dir.path(), None) else {
+        return;
+    };
+    let repo = dir.path().join("repo").display().to_string();
+    let refs = dir.path().join("refs.json").display().to_string();
+    floe(&["init", &repo]);
+    floe(&["import", "kerchunk", &refs, &repo, "-m", "import sample.nc"]);
+    let log = String::from_utf8(floe(&["log", &repo, "--json"])).unwrap();
+    assert_eq!(
+        log.lines().count(),
+        2,
+        "one commit on top of the initial snapshot"
+    );
+    let prefix = format!("file://{}/", dir.path().join("data").display());
+    for (path, facts) in &expected {
+        let raw = floe(&[
+            "cat",
+            &repo,
+            path,
+            "--format",
+            "raw",
+            "--allow-virtual",
+            &prefix,
+        ]);
+        let want = base64::engine::general_purpose::STANDARD
+            .decode(facts["raw_b64"].as_str().unwrap())
+            .unwrap();
+        assert_eq!(raw, want, "{path}: raw values differ");
+    }
+    // Without --allow-virtual, reading a virtual chunk fails with one line naming it.
+    let out = Command::new(env!("CARGO_BIN_EXE_floe"))
+        .args(["cat", &repo, "temperature"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("--allow-virtual"), "{err}");
+}
