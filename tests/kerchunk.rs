@@ -340,3 +340,72 @@ async fn local_sources_get_a_last_modified_checksum_rounded_up() {
         }
     }
 }
+
+#[tokio::test]
+async fn http_sources_import_and_read_by_range() {
+    // The S3 test server also answers plain HTTP GETs (path-style URLs) with ranges.
+    let Some(base) = common::s3_url("http-source") else {
+        return;
+    };
+    let endpoint = std::env::var("AWS_ENDPOINT_URL").unwrap();
+    let bucket = base
+        .trim_start_matches("s3://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    let key_prefix = base
+        .trim_start_matches("s3://")
+        .splitn(2, '/')
+        .nth(1)
+        .unwrap()
+        .to_string();
+    let data: Vec<u8> = le_i32(0..24);
+    let storage = floe::storage::create_storage(&base, None).unwrap();
+    storage
+        .put("data.bin", bytes::Bytes::from(data))
+        .await
+        .unwrap();
+    let url = format!("{endpoint}/{bucket}/{key_prefix}/data.bin");
+    let mut refs = serde_json::Map::new();
+    refs.insert(".zgroup".into(), json!(r#"{"zarr_format": 2}"#));
+    refs.insert(
+        "v/.zarray".into(),
+        json!(
+            json!({"zarr_format": 2, "shape": [24], "chunks": [6], "dtype": "<i4",
+            "compressor": null, "filters": null, "fill_value": 0, "order": "C"})
+            .to_string()
+        ),
+    );
+    for c in 0..4 {
+        refs.insert(format!("v/{c}"), json!([url, c * 24, 24]));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let refs_path = dir.path().join("refs.json");
+    std::fs::write(
+        &refs_path,
+        serde_json::to_vec(&json!({"version": 1, "refs": refs})).unwrap(),
+    )
+    .unwrap();
+    let repo_dir = dir.path().join("repo");
+    let repo = Repository::create(Arc::new(LocalStorage::new(&repo_dir).unwrap()), None)
+        .await
+        .unwrap();
+    let s = repo.writable_session("main").await.unwrap();
+    let summary = import_kerchunk(&s, &refs_path, &p("/"), None)
+        .await
+        .unwrap();
+    assert_eq!(summary.virtual_chunks, 4);
+    assert_eq!(summary.containers_added, vec![format!("{endpoint}/")]);
+    s.commit("http refs").await.unwrap();
+    let store = common::main_store(&repo_dir, &[format!("{endpoint}/{bucket}/")]).await;
+    let v = Array::open(Arc::clone(&store), "v").await.unwrap();
+    assert_eq!(
+        v.read_all::<i32>().await.unwrap(),
+        (0..24).collect::<Vec<i32>>()
+    );
+    let refused = common::main_store(&repo_dir, &[format!("{endpoint}/other-bucket/")]).await;
+    assert!(common::read_error(&refused, "v")
+        .await
+        .contains("not authorized"));
+}

@@ -9,7 +9,7 @@ use chrono::{TimeZone, Utc};
 use object_store::http::HttpBuilder;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
-use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
+use object_store::{ClientOptions, GetOptions, GetRange, ObjectStore, ObjectStoreExt};
 use url::Url;
 
 use super::authorization::{normalize_prefix, normalize_url, under_prefix, VirtualAccess};
@@ -135,12 +135,19 @@ impl VirtualChunkResolver {
                 opts.force_path_style = opts.force_path_style || *force_path_style;
                 Arc::new(opts.build(bucket).map_err(|e| invalid(e.to_string()))?)
             }
-            ContainerStore::Http => Arc::new(HttpBuilder::new().with_url(base).build().map_err(
-                |source| VirtualChunkError::Backend {
-                    url: raw.clone(),
-                    source: Box::new(source),
-                },
-            )?),
+            ContainerStore::Http => Arc::new(
+                HttpBuilder::new()
+                    // The container's URL says whether it is plain HTTP.
+                    .with_client_options(
+                        ClientOptions::new().with_allow_http(url.scheme() == "http"),
+                    )
+                    .with_url(base)
+                    .build()
+                    .map_err(|source| VirtualChunkError::Backend {
+                        url: raw.clone(),
+                        source: Box::new(source),
+                    })?,
+            ),
             ContainerStore::Other(kind) => {
                 return Err(VirtualChunkError::UnsupportedStore {
                     container: container.url_prefix.clone(),
