@@ -348,18 +348,7 @@ async fn http_sources_import_and_read_by_range() {
         return;
     };
     let endpoint = std::env::var("AWS_ENDPOINT_URL").unwrap();
-    let bucket = base
-        .trim_start_matches("s3://")
-        .split('/')
-        .next()
-        .unwrap()
-        .to_string();
-    let key_prefix = base
-        .trim_start_matches("s3://")
-        .splitn(2, '/')
-        .nth(1)
-        .unwrap()
-        .to_string();
+    let (bucket, key_prefix) = base.trim_start_matches("s3://").split_once('/').unwrap();
     let data: Vec<u8> = le_i32(0..24);
     let storage = floe::storage::create_storage(&base, None).unwrap();
     storage
