@@ -771,3 +771,77 @@ async fn identical_new_groups_merge_on_rebase_but_different_ones_conflict() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn large_arrays_are_split_into_manifests_and_commits_rewrite_only_changed_ones() {
+    use floe::session::manifest_split::MAX_REFS_PER_MANIFEST;
+    let repo = Repository::create(new_in_memory_storage(), None)
+        .await
+        .unwrap();
+    let s = repo.writable_session("main").await.unwrap();
+    let n = 2 * MAX_REFS_PER_MANIFEST + 10;
+    s.add_array(&p("/big"), array_def("/big", &[n], &[1], "uint8"))
+        .unwrap();
+    s.add_array(&p("/small"), array_def("/small", &[4], &[1], "uint8"))
+        .unwrap();
+    let refs = (0..n as u32).map(|i| {
+        (
+            vec![i],
+            Some(ChunkPayload::Inline(Bytes::from(vec![(i % 251) as u8]))),
+        )
+    });
+    s.set_chunk_refs(&p("/big"), refs).unwrap();
+    s.set_chunk(&p("/small"), &[0], Bytes::from_static(b"\x01"))
+        .await
+        .unwrap();
+    let first = s.commit("big").await.unwrap();
+    let snap1 = repo.assets().fetch_snapshot(&first).await.unwrap();
+    let m1 = snap1.nodes[&p("/big")].array().unwrap().manifests.clone();
+    assert_eq!(m1.len(), 3, "{m1:?}");
+    assert!(snap1
+        .manifest_files
+        .iter()
+        .all(|f| u64::from(f.num_chunk_refs) <= MAX_REFS_PER_MANIFEST));
+
+    // One chunk in the middle block: only that block's manifest is rewritten.
+    let mid = MAX_REFS_PER_MANIFEST as u32 + 5;
+    s.set_chunk(&p("/big"), &[mid], Bytes::from_static(b"\xee"))
+        .await
+        .unwrap();
+    let second = s.commit("one chunk").await.unwrap();
+    let snap2 = repo.assets().fetch_snapshot(&second).await.unwrap();
+    let m2 = snap2.nodes[&p("/big")].array().unwrap().manifests.clone();
+    assert_eq!(m2.len(), 3);
+    let kept = m2.iter().filter(|m| m1.contains(m)).count();
+    assert_eq!(kept, 2, "two of three manifests are reused");
+    assert_eq!(
+        snap2.nodes[&p("/small")].array().unwrap().manifests,
+        snap1.nodes[&p("/small")].array().unwrap().manifests
+    );
+
+    let r = repo
+        .readonly_session(&VersionSelector::Snapshot(second))
+        .await
+        .unwrap();
+    for i in [0u32, mid - 1, mid, mid + 1, n as u32 - 1] {
+        let want = if i == mid { 0xee } else { (i % 251) as u8 };
+        assert_eq!(
+            r.get_chunk(&p("/big"), &[i], None).await.unwrap().unwrap()[..],
+            [want],
+            "chunk {i}"
+        );
+    }
+    assert_eq!(r.list_chunks(&p("/big")).await.unwrap().len() as u64, n);
+
+    // Shrinking the array rewrites and drops refs outside the new shape.
+    s.update_array(&p("/big"), array_def("/big", &[10], &[1], "uint8"))
+        .unwrap();
+    let third = s.commit("shrink").await.unwrap();
+    let r = repo
+        .readonly_session(&VersionSelector::Snapshot(third))
+        .await
+        .unwrap();
+    assert_eq!(r.list_chunks(&p("/big")).await.unwrap().len(), 10);
+    let snap3 = repo.assets().fetch_snapshot(&third).await.unwrap();
+    assert_eq!(snap3.nodes[&p("/big")].array().unwrap().manifests.len(), 1);
+}

@@ -13,7 +13,7 @@ use itertools::{EitherOrBoth, Itertools};
 
 use crate::assets::AssetManager;
 use crate::error::Result;
-use crate::format::manifest::{ChunkPayload, Manifest, ManifestWriter};
+use crate::format::manifest::{ChunkPayload, Manifest};
 use crate::format::refs;
 use crate::format::snapshot::{
     now_micros, ArrayData, DimensionShape, ManifestFileInfo, ManifestRef, NodeData, NodeSnapshot,
@@ -23,6 +23,7 @@ use crate::format::{ManifestId, NodeId, NodePath, SnapshotId};
 use crate::storage::{ObjectVersion, Storage};
 
 use super::change_set::{ChangeSet, NewNode};
+use super::manifest_split::{write_array_manifests, ArrayManifests, SplitLayout};
 
 /// How many manifests are written at once.
 const MANIFEST_WRITE_CONCURRENCY: usize = 8;
@@ -148,60 +149,56 @@ pub async fn flush(
 ) -> Result<Arc<Snapshot>> {
     let mut nodes = apply_node_changes(base, changes);
 
-    // Arrays that need a rewritten manifest.
-    let mut rewrite: Vec<NodePath> = Vec::new();
+    // Arrays whose manifests change: those with chunk changes, and those resized so
+    // that refs fall outside the new shape or the manifest layout moved.
+    let mut rewrite: Vec<(NodePath, bool)> = Vec::new();
     for (path, node) in &nodes {
         let Some(a) = node.array() else { continue };
         let chunk_changes = changes
             .array_chunks(&node.id)
             .is_some_and(|c| !c.is_empty());
-        let shrunk = changes.updated_array(&node.id).is_some()
-            && base
-                .nodes
-                .get(path)
-                .and_then(NodeSnapshot::array)
-                .is_some_and(|old| old.shape != a.shape);
-        if chunk_changes || shrunk {
-            rewrite.push(path.clone());
+        let old = base
+            .nodes
+            .get(path)
+            .filter(|o| o.id == node.id)
+            .and_then(NodeSnapshot::array);
+        let rewrite_all = old.is_some_and(|o| {
+            let shrunk = o
+                .shape
+                .iter()
+                .zip(&a.shape)
+                .any(|(before, after)| after.num_chunks() < before.num_chunks());
+            o.shape != a.shape
+                && (shrunk || SplitLayout::for_shape(&o.shape) != SplitLayout::for_shape(&a.shape))
+        });
+        if chunk_changes || rewrite_all {
+            rewrite.push((path.clone(), rewrite_all));
         }
     }
 
-    let new_manifests: Vec<(NodePath, Option<(ManifestRef, ManifestFileInfo)>)> =
-        futures::stream::iter(rewrite.into_iter().map(|path| {
+    let new_manifests: Vec<(NodePath, ArrayManifests)> =
+        futures::stream::iter(rewrite.into_iter().map(|(path, rewrite_all)| {
             let node = nodes[&path].clone();
             async move {
-                let manifests = committed_manifests(assets, base, &node).await?;
-                let changes = Arc::clone(changes);
+                let old: Vec<ManifestRef> = base
+                    .nodes
+                    .get(&path)
+                    .filter(|o| o.id == node.id)
+                    .and_then(NodeSnapshot::array)
+                    .map(|a| a.manifests.clone())
+                    .unwrap_or_default();
                 let shape = node.array().map(|a| a.shape.clone()).unwrap_or_default();
-                let id = ManifestId::random();
-                let node_id = node.id;
-                // Merging and encoding are CPU work: off the async executor.
-                let (extents, bytes, count) = tokio::task::spawn_blocking(move || {
-                    let estimate = manifests.iter().map(|m| m.num_chunk_refs()).sum::<usize>()
-                        + changes.array_chunks(&node_id).map_or(0, BTreeMap::len);
-                    let mut writer = ManifestWriter::new(id, estimate);
-                    let refs = merged_refs(&manifests, &changes, &node_id)
-                        .filter(|(idx, _)| index_in_bounds(&shape, idx));
-                    let extents = writer.add_array(node_id, refs);
-                    let (bytes, count) = writer.finish()?;
-                    Ok::<_, crate::format::FormatError>((extents, bytes, count))
-                })
-                .await
-                .map_err(|e| {
-                    crate::error::Error::Format(crate::format::FormatError::InvalidData {
-                        what: "manifest",
-                        reason: format!("encoding task failed: {e}"),
-                    })
-                })??;
-                let Some(extents) = extents else {
-                    return Ok::<_, crate::error::Error>((path, None));
-                };
-                let info = assets.write_manifest_bytes(id, bytes, count).await?;
-                let mref = ManifestRef {
-                    object_id: id,
-                    extents,
-                };
-                Ok((path, Some((mref, info))))
+                let written = write_array_manifests(
+                    assets,
+                    base,
+                    node.id,
+                    &old,
+                    &shape,
+                    changes,
+                    rewrite_all,
+                )
+                .await?;
+                Ok::<_, crate::error::Error>((path, written))
             }
         }))
         .buffer_unordered(MANIFEST_WRITE_CONCURRENCY)
@@ -212,13 +209,8 @@ pub async fn flush(
         base.manifest_files.iter().map(|i| (i.id, *i)).collect();
     for (path, new) in new_manifests {
         if let Some(NodeData::Array(a)) = nodes.get_mut(&path).map(|n| &mut n.node_data) {
-            a.manifests = match new {
-                Some((mref, info)) => {
-                    infos.insert(info.id, info);
-                    vec![mref]
-                }
-                None => Vec::new(),
-            };
+            infos.extend(new.written.iter().map(|i| (i.id, *i)));
+            a.manifests = new.refs;
         }
     }
     let mut manifest_files: Vec<ManifestFileInfo> = Vec::new();

@@ -9,6 +9,7 @@ pub mod change_set;
 pub mod commit;
 pub mod conflict;
 pub mod diff;
+pub mod manifest_split;
 pub mod store;
 
 use std::collections::BTreeMap;
