@@ -7,7 +7,8 @@
 //! Spec: Zarr v3 core, "Abstract store interface" and "Storage keys"; chunk key
 //! encodings `default` and `v2` (`../shared/specs/zarr/v3/chunk-key-encodings/`).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -16,7 +17,7 @@ use serde_json::Value;
 use crate::error::Error;
 use crate::format::manifest::ChunkPayload;
 use crate::format::snapshot::{DimensionShape, NodeSnapshot};
-use crate::format::{ChunkIndices, NodePath};
+use crate::format::{ChunkIndices, NodeId, NodePath};
 use crate::zarr::chunk_key_encoding::{
     chunk_key_encoding_from_json, ChunkKeyEncoding, DefaultChunkKeyEncoding, Separator,
 };
@@ -30,6 +31,10 @@ const METADATA_FILE: &str = "zarr.json";
 #[derive(Clone, Debug)]
 pub struct SessionStore {
     session: Session,
+    /// Chunk key encodings of arrays, by node id, with the zarr.json they were read
+    /// from (so that a changed zarr.json is read again): parsing JSON on every chunk
+    /// access would dominate the cost of small reads.
+    encodings: Arc<Mutex<HashMap<NodeId, (Bytes, Arc<dyn ChunkKeyEncoding>)>>>,
 }
 
 /// What a store key refers to.
@@ -113,7 +118,10 @@ pub fn array_definition(path: &NodePath, user_data: Bytes) -> Result<ArrayDefini
 impl SessionStore {
     /// The store view of `session`.
     pub fn new(session: Session) -> Self {
-        SessionStore { session }
+        SessionStore {
+            session,
+            encodings: Arc::default(),
+        }
     }
 
     /// The session behind the store.
@@ -123,16 +131,27 @@ impl SessionStore {
 
     /// The array's chunk key encoding (the default `c/...` encoding when its
     /// zarr.json names none or cannot be read).
-    fn encoding_of(node: &NodeSnapshot) -> Box<dyn ChunkKeyEncoding> {
-        serde_json::from_slice::<Value>(&node.user_data)
+    fn encoding_of(&self, node: &NodeSnapshot) -> Arc<dyn ChunkKeyEncoding> {
+        let mut cache = self.encodings.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((user_data, enc)) = cache.get(&node.id) {
+            if *user_data == node.user_data {
+                return Arc::clone(enc);
+            }
+        }
+        let enc: Arc<dyn ChunkKeyEncoding> = serde_json::from_slice::<Value>(&node.user_data)
             .ok()
             .and_then(|m| m.get("chunk_key_encoding").cloned())
             .and_then(|e| chunk_key_encoding_from_json(&e).ok())
-            .unwrap_or_else(|| {
-                Box::new(DefaultChunkKeyEncoding {
-                    separator: Separator::Slash,
-                })
-            })
+            .map_or_else(
+                || -> Arc<dyn ChunkKeyEncoding> {
+                    Arc::new(DefaultChunkKeyEncoding {
+                        separator: Separator::Slash,
+                    })
+                },
+                Arc::from,
+            );
+        cache.insert(node.id, (node.user_data.clone(), Arc::clone(&enc)));
+        enc
     }
 
     fn resolve(&self, key: &str) -> Result<Target, StoreError> {
@@ -164,7 +183,8 @@ impl SessionStore {
             };
             if let Some(a) = node.array() {
                 let rest = segments[i..].join("/");
-                let index: Option<Vec<u32>> = Self::encoding_of(&node)
+                let index: Option<Vec<u32>> = self
+                    .encoding_of(&node)
                     .decode(&rest, a.shape.len())
                     .and_then(|idx| idx.into_iter().map(|i| u32::try_from(i).ok()).collect());
                 return Ok(match index {
@@ -176,8 +196,8 @@ impl SessionStore {
         Ok(Target::Nothing)
     }
 
-    fn chunk_keys(node: &NodeSnapshot, chunks: &[ChunkIndices]) -> Vec<String> {
-        let enc = Self::encoding_of(node);
+    fn chunk_keys(&self, node: &NodeSnapshot, chunks: &[ChunkIndices]) -> Vec<String> {
+        let enc = self.encoding_of(node);
         chunks
             .iter()
             .map(|idx| {
@@ -214,7 +234,7 @@ impl SessionStore {
                     .await
                     .map_err(|e| backend(prefix, e))?;
                 keys.extend(
-                    Self::chunk_keys(&node, &chunks)
+                    self.chunk_keys(&node, &chunks)
                         .into_iter()
                         .filter(|k| k.starts_with(prefix)),
                 );
