@@ -34,8 +34,11 @@ pub struct SessionStore {
     /// Chunk key encodings of arrays, by node id, with the zarr.json they were read
     /// from (so that a changed zarr.json is read again): parsing JSON on every chunk
     /// access would dominate the cost of small reads.
-    encodings: Arc<Mutex<HashMap<NodeId, (Bytes, Arc<dyn ChunkKeyEncoding>)>>>,
+    encodings: Arc<Mutex<EncodingCache>>,
 }
+
+/// Chunk key encodings by array node id, with the zarr.json bytes they came from.
+type EncodingCache = HashMap<NodeId, (Bytes, Arc<dyn ChunkKeyEncoding>)>;
 
 /// What a store key refers to.
 enum Target {
