@@ -41,6 +41,21 @@ fn make_fixture(dir: &Path, url_prefix: Option<&str>) -> Option<BTreeMap<String,
     Some(expected)
 }
 
+/// Creates a repository at `repo_dir` and imports the references at `refs` into a
+/// writable session on `main` (not committed); checks the eight variables arrived.
+async fn import_refs(
+    repo_dir: &Path,
+    refs: &Path,
+) -> (Repository, floe::Session, floe::virtual_refs::ImportSummary) {
+    let repo = Repository::create(Arc::new(LocalStorage::new(repo_dir).unwrap()), None)
+        .await
+        .unwrap();
+    let s = repo.writable_session("main").await.unwrap();
+    let summary = import_kerchunk(&s, refs, &p("/"), None).await.unwrap();
+    assert_eq!(summary.arrays, 8);
+    (repo, s, summary)
+}
+
 /// Reads every expected variable from `store` and compares raw little-endian bytes.
 async fn check_values(store: Arc<dyn Store>, expected: &BTreeMap<String, Value>) {
     for (path, facts) in expected {
@@ -72,14 +87,7 @@ async fn netcdf4_via_kerchunk_reads_identical_raw_values() {
         return;
     };
     let repo_dir = dir.path().join("repo");
-    let repo = Repository::create(Arc::new(LocalStorage::new(&repo_dir).unwrap()), None)
-        .await
-        .unwrap();
-    let s = repo.writable_session("main").await.unwrap();
-    let summary = import_kerchunk(&s, &dir.path().join("refs.json"), &p("/"), None)
-        .await
-        .unwrap();
-    assert_eq!(summary.arrays, 8);
+    let (repo, s, summary) = import_refs(&repo_dir, &dir.path().join("refs.json")).await;
     assert!(summary.virtual_chunks >= 18, "{summary:?}");
     let id = s.commit("import sample.nc").await.unwrap();
     assert_eq!(repo.ancestry(id).await.unwrap().len(), 2, "one snapshot");
@@ -151,14 +159,7 @@ async fn netcdf4_on_s3_with_authorized_prefixes() {
     std::fs::remove_file(dir.path().join("data/sample.nc")).unwrap();
 
     let repo_dir = dir.path().join("repo");
-    let repo = Repository::create(Arc::new(LocalStorage::new(&repo_dir).unwrap()), None)
-        .await
-        .unwrap();
-    let s = repo.writable_session("main").await.unwrap();
-    let summary = import_kerchunk(&s, &dir.path().join("refs.json"), &p("/"), None)
-        .await
-        .unwrap();
-    assert_eq!(summary.arrays, 8);
+    let (_repo, s, summary) = import_refs(&repo_dir, &dir.path().join("refs.json")).await;
     let bucket = base.trim_start_matches("s3://").split('/').next().unwrap();
     assert_eq!(summary.containers_added, vec![format!("s3://{bucket}/")]);
     s.commit("import from s3").await.unwrap();

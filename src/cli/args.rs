@@ -215,32 +215,30 @@ pub enum ImportCommand {
     Zarr {
         /// Source store directory.
         src: PathBuf,
-        /// Repository path or URL.
-        repo: String,
-        /// Node path to import under (default: the root).
-        #[arg(long)]
-        path: Option<String>,
-        /// Branch to commit to.
-        #[arg(long, default_value = "main")]
-        branch: String,
-        /// Commit message.
-        #[arg(short = 'm', long = "message")]
-        message: String,
+        #[command(flatten)]
+        target: ImportTarget,
     },
     /// Import a kerchunk reference set (JSON) as virtual chunk refs, as one commit.
     Kerchunk {
         /// Reference file (kerchunk JSON, version 0 or 1).
         refs: PathBuf,
-        /// Repository path or URL.
-        repo: String,
-        /// Node path to import under (default: the root).
-        #[arg(long)]
-        path: Option<String>,
-        /// Branch to commit to.
-        #[arg(long, default_value = "main")]
-        branch: String,
-        /// Commit message.
-        #[arg(short = 'm', long = "message")]
-        message: String,
+        #[command(flatten)]
+        target: ImportTarget,
     },
+}
+
+/// Where an import goes: repository, node path, branch, commit message.
+#[derive(Debug, Clone, Args)]
+pub struct ImportTarget {
+    /// Repository path or URL.
+    pub repo: String,
+    /// Node path to import under (default: the root).
+    #[arg(long)]
+    pub path: Option<String>,
+    /// Branch to commit to.
+    #[arg(long, default_value = "main")]
+    pub branch: String,
+    /// Commit message.
+    #[arg(short = 'm', long = "message")]
+    pub message: String,
 }

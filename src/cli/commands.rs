@@ -4,7 +4,7 @@ use std::io::Write;
 
 use super::args::{Cli, Command, ImportCommand};
 use super::cat::{cat, CatRequest};
-use super::import::{import_kerchunk, import_zarr, ImportTarget};
+use super::import::{import_kerchunk, import_zarr};
 use super::target::{create_repo, open_repo};
 use super::{demo, export, history, ls, refs, CliResult};
 
@@ -59,34 +59,10 @@ pub async fn run(cli: Cli) -> CliResult<()> {
             };
             cat(&mut out, &repo, &at, &allow_virtual, &request).await?
         }
-        Command::Import(ImportCommand::Zarr {
-            src,
-            repo,
-            path,
-            branch,
-            message,
-        }) => {
-            let target = ImportTarget {
-                repo: &repo,
-                path: path.as_deref(),
-                branch: &branch,
-                message: &message,
-            };
+        Command::Import(ImportCommand::Zarr { src, target }) => {
             import_zarr(&mut out, &src, &target).await?
         }
-        Command::Import(ImportCommand::Kerchunk {
-            refs,
-            repo,
-            path,
-            branch,
-            message,
-        }) => {
-            let target = ImportTarget {
-                repo: &repo,
-                path: path.as_deref(),
-                branch: &branch,
-                message: &message,
-            };
+        Command::Import(ImportCommand::Kerchunk { refs, target }) => {
             import_kerchunk(&mut out, &refs, &target).await?
         }
         Command::Export {

@@ -13,6 +13,7 @@ use std::path::Path;
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 
+use super::args::ImportTarget;
 use super::target::open_repo;
 use super::{plain_store, progress, CliError, CliResult};
 use crate::error::Error;
@@ -26,26 +27,14 @@ use crate::zarr::{walk, ChunkKeyEncodingKind, NodeMetadata};
 /// Chunks copied concurrently.
 const CONCURRENCY: usize = 16;
 
-/// Where an import goes and how it is committed.
-pub struct ImportTarget<'a> {
-    /// Repository path or URL.
-    pub repo: &'a str,
-    /// Node path to import under (`None`: the root).
-    pub path: Option<&'a str>,
-    /// Branch to commit to.
-    pub branch: &'a str,
-    /// Commit message.
-    pub message: &'a str,
-}
-
-impl ImportTarget<'_> {
+impl ImportTarget {
     fn dest(&self) -> CliResult<NodePath> {
-        Ok(NodePath::new(self.path.unwrap_or("/")).map_err(Error::from)?)
+        Ok(NodePath::new(self.path.as_deref().unwrap_or("/")).map_err(Error::from)?)
     }
 
     async fn session(&self) -> CliResult<Session> {
-        let repo = open_repo(self.repo, &[]).await?;
-        Ok(repo.writable_session(self.branch).await?)
+        let repo = open_repo(&self.repo, &[]).await?;
+        Ok(repo.writable_session(&self.branch).await?)
     }
 }
 
@@ -93,11 +82,7 @@ fn ensure_parents(session: &Session, dest: &NodePath) -> CliResult<()> {
 /// [`CliError::Usage`] when `src` is not a Zarr store, its root is an array imported
 /// at the repository root, or a node already exists where one would be imported;
 /// metadata errors of the source; repository, storage and commit errors.
-pub async fn import_zarr(
-    out: &mut impl Write,
-    src: &Path,
-    target: &ImportTarget<'_>,
-) -> CliResult<()> {
+pub async fn import_zarr(out: &mut impl Write, src: &Path, target: &ImportTarget) -> CliResult<()> {
     let store = plain_store::open(src)?;
     let nodes = walk(store.as_ref(), "").await?;
     let dest = target.dest()?;
@@ -191,7 +176,7 @@ pub async fn import_zarr(
         .await?;
     bar.finish_and_clear();
 
-    let id = session.commit(target.message).await?;
+    let id = session.commit(&target.message).await?;
     writeln!(
         out,
         "Imported {groups} group(s), {arrays} array(s) and {chunks} chunk(s) from {} into {dest}",
@@ -209,7 +194,7 @@ pub async fn import_zarr(
 pub async fn import_kerchunk(
     out: &mut impl Write,
     refs: &Path,
-    target: &ImportTarget<'_>,
+    target: &ImportTarget,
 ) -> CliResult<()> {
     if !refs.is_file() {
         return Err(CliError::Usage(format!(
@@ -227,7 +212,7 @@ pub async fn import_kerchunk(
     let summary =
         crate::virtual_refs::import_kerchunk(&session, refs, &dest, Some(&report)).await?;
     bar.finish_and_clear();
-    let id = session.commit(target.message).await?;
+    let id = session.commit(&target.message).await?;
     writeln!(
         out,
         "Imported {} group(s), {} array(s), {} virtual and {} inline chunk(s) from {} into {dest}",
