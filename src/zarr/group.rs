@@ -229,14 +229,7 @@ impl Group {
     /// # Errors
     /// As [`Group::set_attributes`].
     pub async fn update_attributes(&mut self, attributes: Map<String, Value>) -> ZarrResult<()> {
-        let mut merged = self.metadata.attributes.clone();
-        for (k, v) in attributes {
-            if v.is_null() {
-                merged.remove(&k);
-            } else {
-                merged.insert(k, v);
-            }
-        }
+        let merged = crate::zarr::node::merge_attributes(&self.metadata.attributes, attributes);
         self.set_attributes(merged).await
     }
 }

@@ -240,3 +240,20 @@ mod tests {
         assert_eq!(node_prefix("foo"), "foo/");
     }
 }
+
+/// `attributes` with `update` merged in: keys with a `null` value are removed, the
+/// others inserted or replaced (the merge rule of `update_attributes`).
+pub fn merge_attributes(
+    attributes: &serde_json::Map<String, serde_json::Value>,
+    update: serde_json::Map<String, serde_json::Value>,
+) -> serde_json::Map<String, serde_json::Value> {
+    let mut merged = attributes.clone();
+    for (k, v) in update {
+        if v.is_null() {
+            merged.remove(&k);
+        } else {
+            merged.insert(k, v);
+        }
+    }
+    merged
+}
