@@ -225,22 +225,6 @@ pub async fn delete_node(store: &dyn Store, path: &str) -> ZarrResult<()> {
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn paths() {
-        assert_eq!(normalize_path("/").unwrap(), "");
-        assert_eq!(normalize_path("/a/b/").unwrap(), "a/b");
-        assert!(normalize_path("a//b").is_err());
-        assert!(normalize_path("a/../b").is_err());
-        assert_eq!(metadata_key(""), "zarr.json");
-        assert_eq!(metadata_key("foo/bar"), "foo/bar/zarr.json");
-        assert_eq!(node_prefix("foo"), "foo/");
-    }
-}
-
 /// `attributes` with `update` merged in: keys with a `null` value are removed, the
 /// others inserted or replaced (the merge rule of `update_attributes`).
 pub fn merge_attributes(
@@ -256,4 +240,20 @@ pub fn merge_attributes(
         }
     }
     merged
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths() {
+        assert_eq!(normalize_path("/").unwrap(), "");
+        assert_eq!(normalize_path("/a/b/").unwrap(), "a/b");
+        assert!(normalize_path("a//b").is_err());
+        assert!(normalize_path("a/../b").is_err());
+        assert_eq!(metadata_key(""), "zarr.json");
+        assert_eq!(metadata_key("foo/bar"), "foo/bar/zarr.json");
+        assert_eq!(node_prefix("foo"), "foo/");
+    }
 }
