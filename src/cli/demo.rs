@@ -13,6 +13,7 @@ use serde_json::{json, Map, Value};
 use super::args::{CatFormat, RefArgs};
 use super::cat::{cat, CatRequest};
 use super::target::create_repo;
+use super::CliError;
 use super::{history, ls, refs, CliResult};
 use crate::repository::Repository;
 use crate::session::Session;
@@ -174,7 +175,15 @@ async fn create_datasets(session: &Session) -> CliResult<()> {
 
 /// Builds the demo repository in `dir`; returns the repository.
 async fn build(location: &str) -> CliResult<Repository> {
-    let repo = create_repo(location).await?;
+    let repo = match create_repo(location).await {
+        Err(CliError::Floe(crate::Error::RepositoryExists { .. })) => {
+            return Err(CliError::Usage(format!(
+                "`{location}` already holds a repository (from an earlier demo?): \
+                 remove it or choose another directory"
+            )))
+        }
+        other => other?,
+    };
 
     let s = repo.writable_session("main").await?;
     create_datasets(&s).await?;
