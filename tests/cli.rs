@@ -1181,7 +1181,10 @@ fn demo_builds_and_shows_a_repository() {
         "4,0,0:2",
     ]));
     assert_eq!(temp, json!([[[271.0, 271.5]]]));
-    fails(&["demo", &repo], &["already holds a repository", "remove it"]);
+    fails(
+        &["demo", &repo],
+        &["already holds a repository", "remove it"],
+    );
 }
 
 #[test]
