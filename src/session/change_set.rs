@@ -1,7 +1,7 @@
 //! The change set of a writable session: groups and arrays created, updated and
 //! deleted, and chunk refs written or deleted, not yet committed.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use bytes::Bytes;
 
@@ -35,6 +35,8 @@ pub enum NewNode {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ChangeSet {
     new_nodes: BTreeMap<NodePath, (NodeId, NewNode)>,
+    /// Ids of `new_nodes`, for constant-time [`ChangeSet::is_new`].
+    new_ids: HashSet<NodeId>,
     updated_groups: HashMap<NodeId, Bytes>,
     updated_arrays: HashMap<NodeId, ArrayDefinition>,
     deleted_groups: BTreeMap<NodeId, NodePath>,
@@ -55,7 +57,10 @@ impl ChangeSet {
 
     /// Records a new node.
     pub fn add_node(&mut self, path: NodePath, id: NodeId, node: NewNode) {
-        self.new_nodes.insert(path, (id, node));
+        if let Some((old, _)) = self.new_nodes.insert(path, (id, node)) {
+            self.new_ids.remove(&old);
+        }
+        self.new_ids.insert(id);
     }
 
     /// The node created at `path` in this session, if any.
@@ -67,6 +72,7 @@ impl ChangeSet {
     /// been added; its children, if any, stay.
     pub fn forget_new_node(&mut self, path: &NodePath) {
         if let Some((id, _)) = self.new_nodes.remove(path) {
+            self.new_ids.remove(&id);
             self.chunks.remove(&id);
         }
     }
@@ -78,7 +84,7 @@ impl ChangeSet {
 
     /// Whether node `id` was created in this session.
     pub fn is_new(&self, id: &NodeId) -> bool {
-        self.new_nodes.values().any(|(i, _)| i == id)
+        self.new_ids.contains(id)
     }
 
     /// Replaces a group's `zarr.json`.
@@ -119,6 +125,7 @@ impl ChangeSet {
         self.updated_arrays.remove(&id);
         if matches!(self.new_nodes.get(path), Some((nid, _)) if *nid == id) {
             self.new_nodes.remove(path);
+            self.new_ids.remove(&id);
             return;
         }
         if is_group {
