@@ -195,12 +195,12 @@ pub async fn rebase_check(
         }
     }
     let tip_ids: BTreeSet<NodeId> = tip_snapshot.nodes.values().map(|n| n.id).collect();
+    let base_paths: std::collections::HashMap<NodeId, &NodePath> =
+        base.nodes.values().map(|n| (n.id, &n.path)).collect();
     let path_of = |id: &NodeId| -> NodePath {
-        base.nodes
-            .values()
-            .find(|n| n.id == *id)
-            .map(|n| n.path.clone())
-            .unwrap_or_else(NodePath::root)
+        base_paths
+            .get(id)
+            .map_or_else(NodePath::root, |p| (*p).clone())
     };
     let their_touch = |id: &NodeId| their_meta.contains(id) || their_chunks.contains_key(id);
 
