@@ -19,7 +19,7 @@ use half::f16;
 use num_complex::Complex;
 
 use crate::zarr::array_bytes::ArrayBytes;
-use crate::zarr::data_type::{decode_utf32, encode_utf32, DataType};
+use crate::zarr::data_type::{encode_utf32, DataType};
 use crate::zarr::error::{ZarrError, ZarrResult};
 
 /// A Rust type usable as the element type of a Zarr array.
@@ -151,18 +151,8 @@ impl Element for String {
     fn from_array_bytes(bytes: ArrayBytes, dt: &DataType) -> ZarrResult<Vec<Self>> {
         match (bytes, dt) {
             (ArrayBytes::Strings(v), DataType::String) => Ok(v),
-            (ArrayBytes::Fixed(b), DataType::FixedLengthUtf32 { length_bytes }) => {
-                if *length_bytes == 0 {
-                    return Ok(Vec::new());
-                }
-                b.chunks_exact(*length_bytes)
-                    .map(|c| {
-                        decode_utf32(c).map_err(|reason| ZarrError::InvalidValue {
-                            data_type: dt.name(),
-                            reason,
-                        })
-                    })
-                    .collect()
+            (fixed @ ArrayBytes::Fixed(_), DataType::FixedLengthUtf32 { .. }) => {
+                fixed.to_strings(dt)
             }
             _ => Err(repr_error(dt)),
         }

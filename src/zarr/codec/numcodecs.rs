@@ -132,16 +132,27 @@ impl NumcodecsCodec {
     }
 }
 
-/// numcodecs byte shuffle: byte `j` of element `i` goes to `j * count + i`.
-fn shuffle(src: &[u8], es: usize) -> Result<Vec<u8>, CodecError> {
+/// Whether (un)shuffling `src` with element size `es` moves bytes (`es > 1`).
+///
+/// # Errors
+/// [`CodecError`] when `src` is not a whole number of elements.
+fn needs_shuffle(src: &[u8], es: usize) -> Result<bool, CodecError> {
     if es <= 1 {
-        return Ok(src.to_vec());
+        return Ok(false);
     }
     if !src.len().is_multiple_of(es) {
         return Err(CodecError::invalid(
             "numcodecs.shuffle",
             format!("{} bytes are not a multiple of elementsize {es}", src.len()),
         ));
+    }
+    Ok(true)
+}
+
+/// numcodecs byte shuffle: byte `j` of element `i` goes to `j * count + i`.
+fn shuffle(src: &[u8], es: usize) -> Result<Vec<u8>, CodecError> {
+    if !needs_shuffle(src, es)? {
+        return Ok(src.to_vec());
     }
     let count = src.len() / es;
     let mut out = vec![0u8; src.len()];
@@ -154,14 +165,8 @@ fn shuffle(src: &[u8], es: usize) -> Result<Vec<u8>, CodecError> {
 }
 
 fn unshuffle(src: &[u8], es: usize) -> Result<Vec<u8>, CodecError> {
-    if es <= 1 {
+    if !needs_shuffle(src, es)? {
         return Ok(src.to_vec());
-    }
-    if !src.len().is_multiple_of(es) {
-        return Err(CodecError::invalid(
-            "numcodecs.shuffle",
-            format!("{} bytes are not a multiple of elementsize {es}", src.len()),
-        ));
     }
     let count = src.len() / es;
     let mut out = vec![0u8; src.len()];
