@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use bytes::Bytes;
 
 use crate::format::manifest::ChunkPayload;
-use crate::format::snapshot::DimensionShape;
+use crate::format::snapshot::{ArrayData, DimensionShape, NodeData, NodeSnapshot};
 use crate::format::transaction_log::TransactionLog;
 use crate::format::{ChunkIndices, NodeId, NodePath, SnapshotId};
 
@@ -29,6 +29,29 @@ pub enum NewNode {
     Group(Bytes),
     /// An array.
     Array(ArrayDefinition),
+}
+
+impl NewNode {
+    /// The node snapshot of this new node with id `id` at `path` (no manifests yet).
+    pub fn snapshot(&self, id: NodeId, path: &NodePath) -> NodeSnapshot {
+        let (user_data, node_data) = match self {
+            NewNode::Group(ud) => (ud.clone(), NodeData::Group),
+            NewNode::Array(def) => (
+                def.user_data.clone(),
+                NodeData::Array(ArrayData {
+                    shape: def.shape.clone(),
+                    dimension_names: def.dimension_names.clone(),
+                    manifests: Vec::new(),
+                }),
+            ),
+        };
+        NodeSnapshot {
+            id,
+            path: path.clone(),
+            user_data,
+            node_data,
+        }
+    }
 }
 
 /// Uncommitted changes, keyed by node id (and by path for new nodes).
@@ -107,14 +130,28 @@ impl ChangeSet {
         }
     }
 
-    /// The updated `zarr.json` of existing group `id`.
-    pub fn updated_group(&self, id: &NodeId) -> Option<&Bytes> {
-        self.updated_groups.get(id)
-    }
-
-    /// The updated definition of existing array `id`.
-    pub fn updated_array(&self, id: &NodeId) -> Option<&ArrayDefinition> {
-        self.updated_arrays.get(id)
+    /// The committed `node` as these changes leave it (new `zarr.json`, shape and
+    /// dimension names applied); `None` when it was deleted.
+    pub fn apply(&self, node: &NodeSnapshot) -> Option<NodeSnapshot> {
+        if self.is_deleted(&node.id) {
+            return None;
+        }
+        let mut node = node.clone();
+        match &mut node.node_data {
+            NodeData::Group => {
+                if let Some(ud) = self.updated_groups.get(&node.id) {
+                    node.user_data = ud.clone();
+                }
+            }
+            NodeData::Array(a) => {
+                if let Some(def) = self.updated_arrays.get(&node.id) {
+                    node.user_data = def.user_data.clone();
+                    a.shape = def.shape.clone();
+                    a.dimension_names = def.dimension_names.clone();
+                }
+            }
+        }
+        Some(node)
     }
 
     /// Deletes a node (group or array) with its chunk changes. Deleting a node created

@@ -16,13 +16,12 @@ use crate::error::Result;
 use crate::format::manifest::{ChunkPayload, Manifest};
 use crate::format::refs;
 use crate::format::snapshot::{
-    now_micros, ArrayData, DimensionShape, ManifestFileInfo, ManifestRef, NodeData, NodeSnapshot,
-    Snapshot,
+    now_micros, DimensionShape, ManifestFileInfo, ManifestRef, NodeData, NodeSnapshot, Snapshot,
 };
 use crate::format::{ManifestId, NodeId, NodePath, SnapshotId};
 use crate::storage::{ObjectVersion, Storage};
 
-use super::change_set::{ChangeSet, NewNode};
+use super::change_set::ChangeSet;
 use super::manifest_split::{write_array_manifests, ArrayManifests, SplitLayout};
 
 /// How many manifests are written at once.
@@ -42,49 +41,14 @@ pub fn apply_node_changes(
     base: &Snapshot,
     changes: &ChangeSet,
 ) -> BTreeMap<NodePath, NodeSnapshot> {
-    let mut nodes = BTreeMap::new();
-    for (path, node) in &base.nodes {
-        if changes.is_deleted(&node.id) {
-            continue;
-        }
-        let mut node = node.clone();
-        match &mut node.node_data {
-            NodeData::Group => {
-                if let Some(ud) = changes.updated_group(&node.id) {
-                    node.user_data = ud.clone();
-                }
-            }
-            NodeData::Array(a) => {
-                if let Some(def) = changes.updated_array(&node.id) {
-                    node.user_data = def.user_data.clone();
-                    a.shape = def.shape.clone();
-                    a.dimension_names = def.dimension_names.clone();
-                }
-            }
-        }
-        nodes.insert(path.clone(), node);
-    }
+    let mut nodes: BTreeMap<NodePath, NodeSnapshot> = base
+        .nodes
+        .values()
+        .filter_map(|n| changes.apply(n))
+        .map(|n| (n.path.clone(), n))
+        .collect();
     for (path, (id, new)) in changes.new_nodes() {
-        let (user_data, node_data) = match new {
-            NewNode::Group(ud) => (ud.clone(), NodeData::Group),
-            NewNode::Array(def) => (
-                def.user_data.clone(),
-                NodeData::Array(ArrayData {
-                    shape: def.shape.clone(),
-                    dimension_names: def.dimension_names.clone(),
-                    manifests: Vec::new(),
-                }),
-            ),
-        };
-        nodes.insert(
-            path.clone(),
-            NodeSnapshot {
-                id: *id,
-                path: path.clone(),
-                user_data,
-                node_data,
-            },
-        );
+        nodes.insert(path.clone(), new.snapshot(*id, path));
     }
     nodes
 }

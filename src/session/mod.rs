@@ -22,7 +22,7 @@ use bytes::Bytes;
 use crate::error::{Error, Result};
 use crate::format::manifest::{ChunkPayload, NativeChunkRef};
 use crate::format::refs;
-use crate::format::snapshot::{NodeData, NodeSnapshot, Snapshot};
+use crate::format::snapshot::{NodeSnapshot, Snapshot};
 use crate::format::{ChunkId, ChunkIndices, NodeId, NodePath, SnapshotId};
 use crate::repository::Repository;
 use crate::storage::StorageError;
@@ -166,45 +166,10 @@ impl Session {
     }
 
     fn node_in(state: &State, path: &NodePath) -> Option<NodeSnapshot> {
-        if let Some((id, new)) = state.changes.new_node(path) {
-            let (user_data, node_data) = match new {
-                NewNode::Group(ud) => (ud.clone(), NodeData::Group),
-                NewNode::Array(def) => (
-                    def.user_data.clone(),
-                    NodeData::Array(crate::format::snapshot::ArrayData {
-                        shape: def.shape.clone(),
-                        dimension_names: def.dimension_names.clone(),
-                        manifests: Vec::new(),
-                    }),
-                ),
-            };
-            return Some(NodeSnapshot {
-                id: *id,
-                path: path.clone(),
-                user_data,
-                node_data,
-            });
+        match state.changes.new_node(path) {
+            Some((id, new)) => Some(new.snapshot(*id, path)),
+            None => state.changes.apply(state.base.nodes.get(path)?),
         }
-        let node = state.base.nodes.get(path)?;
-        if state.changes.is_deleted(&node.id) {
-            return None;
-        }
-        let mut node = node.clone();
-        match &mut node.node_data {
-            NodeData::Group => {
-                if let Some(ud) = state.changes.updated_group(&node.id) {
-                    node.user_data = ud.clone();
-                }
-            }
-            NodeData::Array(a) => {
-                if let Some(def) = state.changes.updated_array(&node.id) {
-                    node.user_data = def.user_data.clone();
-                    a.shape = def.shape.clone();
-                    a.dimension_names = def.dimension_names.clone();
-                }
-            }
-        }
-        Some(node)
     }
 
     /// The node at `path`, with uncommitted changes applied.
