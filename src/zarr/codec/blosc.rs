@@ -199,6 +199,11 @@ impl BloscCodec {
             codec: name.to_string(),
             reason,
         };
+        if self.cname == BloscCompressor::Snappy {
+            return Err(failed(
+                "compressor snappy is not available in this build of c-blosc".to_string(),
+            ));
+        }
         if data.len() > MAX_BUFFER_SIZE {
             return Err(failed(format!(
                 "{} bytes is more than blosc's limit of {MAX_BUFFER_SIZE}",
@@ -231,10 +236,6 @@ impl BloscCodec {
                 out.truncate(n);
                 Ok(out)
             }
-            _ if written == -1 || self.cname == BloscCompressor::Snappy => Err(failed(format!(
-                "compressor {} is not available in this build of c-blosc",
-                self.cname.as_str()
-            ))),
             _ => Err(failed(format!("c-blosc returned {written}"))),
         }
     }
@@ -334,6 +335,16 @@ mod tests {
                 .unwrap()
                 .len(),
             0
+        );
+    }
+
+    #[test]
+    fn snappy_is_a_typed_error() {
+        let c = BloscCodec::new(BloscCompressor::Snappy, 5, BloscShuffle::Shuffle, 4, 0).unwrap();
+        let err = c.encode(vec![1u8; 1024]).unwrap_err();
+        assert!(
+            matches!(&err, CodecError::EncodeFailed { reason, .. } if reason.contains("snappy")),
+            "{err:?}"
         );
     }
 
