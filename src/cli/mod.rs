@@ -56,6 +56,18 @@ pub enum CliError {
     Io(#[from] std::io::Error),
 }
 
+impl From<crate::ops::OpsError> for CliError {
+    fn from(e: crate::ops::OpsError) -> Self {
+        use crate::ops::OpsError;
+        match e {
+            OpsError::Floe(e) => CliError::Floe(e),
+            OpsError::Zarr(e) => CliError::Zarr(e),
+            OpsError::Store(e) => CliError::Store(e),
+            other => CliError::Usage(other.to_string()),
+        }
+    }
+}
+
 /// Result of CLI commands.
 pub type CliResult<T> = Result<T, CliError>;
 

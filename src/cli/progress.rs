@@ -22,3 +22,12 @@ pub fn bar(total: u64, what: &str) -> ProgressBar {
     }
     pb
 }
+
+/// A progress callback for [`crate::ops`] operations that moves `bar`: called with
+/// (items done, items in all).
+pub fn follow(bar: &ProgressBar) -> impl Fn(u64, u64) + Sync + '_ {
+    move |done, total| {
+        bar.set_length(total);
+        bar.set_position(done);
+    }
+}
