@@ -8,6 +8,8 @@
 //! write-if-not-exists, conditional update (compare-and-swap on a version token),
 //! seekable (ranged) reads, deletes and lexicographically sorted listing.
 
+#[cfg(feature = "testing")]
+pub mod conformance;
 mod local;
 mod memory;
 mod object;

@@ -1,0 +1,598 @@
+//! The [`Storage`] contract as a reusable conformance suite: what the repository
+//! engine relies on from every backend. Run [`storage_contract`] against a new
+//! backend's empty storage from a test; floe runs it against the memory, local
+//! filesystem and S3 backends (`tests/storage_conformance.rs`), where multi-process
+//! compare-and-swap races are also checked.
+//!
+//! Available with the `testing` cargo feature.
+
+#![allow(clippy::missing_panics_doc)]
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use chrono::Utc;
+use futures::{StreamExt, TryStreamExt};
+
+use super::{
+    open_storage, parse_storage_url, ObjectVersion, Storage, StorageError, StorageLocation,
+    WriteOutcome,
+};
+
+fn b(s: &str) -> Bytes {
+    Bytes::copy_from_slice(s.as_bytes())
+}
+
+async fn content(s: &dyn Storage, key: &str) -> Bytes {
+    s.get(key)
+        .await
+        .unwrap_or_else(|e| panic!("{s}: get `{key}`: {e}"))
+        .bytes
+}
+
+async fn version(s: &dyn Storage, key: &str) -> ObjectVersion {
+    s.head(key)
+        .await
+        .unwrap_or_else(|e| panic!("{s}: head `{key}`: {e}"))
+        .version
+        .unwrap_or_else(|| panic!("{s}: `{key}` has no version"))
+}
+
+fn written(s: &dyn Storage, what: &str, outcome: WriteOutcome) -> ObjectVersion {
+    match outcome {
+        WriteOutcome::Written(Some(v)) => v,
+        other => panic!("{s}: {what}: expected Written(Some(version)), got {other:?}"),
+    }
+}
+
+/// The keys listed under `prefix`, in listing order.
+///
+/// # Panics
+/// When listing fails.
+pub async fn keys(s: &dyn Storage, prefix: &str) -> Vec<String> {
+    s.list(prefix)
+        .await
+        .unwrap_or_else(|e| panic!("{s}: list `{prefix}`: {e}"))
+        .into_iter()
+        .map(|i| i.key)
+        .collect()
+}
+
+fn is_not_found(e: &StorageError, key: &str) -> bool {
+    matches!(e, StorageError::NotFound { key: k } if k == key)
+}
+
+// ---------------------------------------------------------------------------------
+// The contract, one check per function; `storage_contract` runs them all.
+// ---------------------------------------------------------------------------------
+
+async fn missing_objects_are_not_found(s: &dyn Storage) {
+    let key = "get/missing/key";
+    let e = s.get(key).await.unwrap_err();
+    assert!(is_not_found(&e, key), "{s}: get of a missing key: {e:?}");
+    assert!(
+        e.to_string().contains(key),
+        "{s}: the error names the key: {e}"
+    );
+    let e = s.head(key).await.unwrap_err();
+    assert!(is_not_found(&e, key), "{s}: head of a missing key: {e:?}");
+    let e = s.get_range(key, 0..4).await.unwrap_err();
+    assert!(
+        is_not_found(&e, key),
+        "{s}: get_range of a missing key: {e:?}"
+    );
+}
+
+async fn put_get_head(s: &dyn Storage) {
+    let key = "get/obj";
+    let before = Utc::now() - chrono::Duration::minutes(10);
+    let v1 = s.put(key, b("0123456789")).await.unwrap();
+    let got = s.get(key).await.unwrap();
+    assert_eq!(got.bytes, b("0123456789"), "{s}: get after put");
+    assert!(got.version.is_some(), "{s}: get reports a version");
+    assert_eq!(v1, got.version, "{s}: put and get report the same version");
+
+    let info = s.head(key).await.unwrap();
+    assert_eq!(info.key, key, "{s}: head key");
+    assert_eq!(info.size, 10, "{s}: head size");
+    assert_eq!(
+        info.version, got.version,
+        "{s}: head and get report the same version"
+    );
+    let after = Utc::now() + chrono::Duration::minutes(10);
+    assert!(
+        info.last_modified > before && info.last_modified < after,
+        "{s}: last_modified {} is not about now",
+        info.last_modified
+    );
+
+    // An unconditional put replaces the object and moves its version.
+    let v2 = s.put(key, b("abcdefghijklmnop")).await.unwrap();
+    assert_eq!(
+        content(s, key).await,
+        b("abcdefghijklmnop"),
+        "{s}: overwrite"
+    );
+    assert_ne!(v1, v2, "{s}: overwriting moves the version");
+    assert_eq!(
+        s.head(key).await.unwrap().size,
+        16,
+        "{s}: size after overwrite"
+    );
+
+    // Empty objects exist.
+    s.put("get/empty", Bytes::new()).await.unwrap();
+    assert!(
+        content(s, "get/empty").await.is_empty(),
+        "{s}: empty object"
+    );
+    assert_eq!(
+        s.head("get/empty").await.unwrap().size,
+        0,
+        "{s}: empty size"
+    );
+}
+
+async fn ranged_reads(s: &dyn Storage) {
+    let key = "range/obj";
+    s.put(key, b("0123456789")).await.unwrap();
+    for (range, want) in [
+        (0..3, "012"),
+        (2..5, "234"),
+        (9..10, "9"),
+        (0..10, "0123456789"),
+        (5..5, ""),
+    ] {
+        let got = s.get_range(key, range.clone()).await;
+        assert_eq!(
+            got.unwrap_or_else(|e| panic!("{s}: get_range {range:?}: {e}")),
+            b(want),
+            "{s}: get_range {range:?}"
+        );
+    }
+    // Past the end: a typed short read naming the key, the request and the size.
+    for range in [8..20, 10..12, 15..20] {
+        match s.get_range(key, range.clone()).await {
+            Err(StorageError::ShortRead {
+                key: k,
+                requested,
+                size,
+            }) => {
+                assert_eq!(k, key, "{s}: short read key");
+                assert_eq!(requested, range, "{s}: short read range");
+                assert_eq!(size, 10, "{s}: short read size");
+            }
+            other => panic!("{s}: get_range {range:?} of a 10-byte object: {other:?}"),
+        }
+    }
+}
+
+async fn put_if_absent_creates_once(s: &dyn Storage) {
+    let key = "absent/obj";
+    let v = written(
+        s,
+        "first put_if_absent",
+        s.put_if_absent(key, b("first")).await.unwrap(),
+    );
+    assert_eq!(
+        version(s, key).await,
+        v,
+        "{s}: reported version is the stored one"
+    );
+    assert_eq!(
+        s.put_if_absent(key, b("second")).await.unwrap(),
+        WriteOutcome::PreconditionFailed,
+        "{s}: second put_if_absent"
+    );
+    assert_eq!(content(s, key).await, b("first"), "{s}: content unchanged");
+    assert_eq!(version(s, key).await, v, "{s}: version unchanged");
+}
+
+async fn put_if_match_compares_and_swaps(s: &dyn Storage) {
+    let key = "cas/obj";
+    let v0 = s
+        .put(key, b("v0"))
+        .await
+        .unwrap()
+        .expect("put reports a version");
+    let v1 = written(
+        s,
+        "put_if_match",
+        s.put_if_match(key, b("v1"), &v0).await.unwrap(),
+    );
+    assert_ne!(v0, v1, "{s}: a swap moves the version");
+    assert_eq!(content(s, key).await, b("v1"), "{s}: swapped content");
+    assert_eq!(
+        version(s, key).await,
+        v1,
+        "{s}: reported version is the stored one"
+    );
+
+    // A stale version fails and changes nothing.
+    assert_eq!(
+        s.put_if_match(key, b("stale"), &v0).await.unwrap(),
+        WriteOutcome::PreconditionFailed,
+        "{s}: put_if_match with a stale version"
+    );
+    assert_eq!(content(s, key).await, b("v1"), "{s}: content unchanged");
+    assert_eq!(version(s, key).await, v1, "{s}: version unchanged");
+
+    // A version that never existed fails too.
+    let bogus = ObjectVersion("\"not-a-version\"".into());
+    assert_eq!(
+        s.put_if_match(key, b("bogus"), &bogus).await.unwrap(),
+        WriteOutcome::PreconditionFailed,
+        "{s}: put_if_match with a made-up version"
+    );
+
+    // On a missing key (even in a missing directory) the precondition fails and
+    // nothing is created.
+    for missing in ["cas/missing", "cas/no/such/dir/obj"] {
+        assert_eq!(
+            s.put_if_match(missing, b("x"), &v1).await.unwrap(),
+            WriteOutcome::PreconditionFailed,
+            "{s}: put_if_match on missing `{missing}`"
+        );
+        let e = s.head(missing).await.unwrap_err();
+        assert!(
+            is_not_found(&e, missing),
+            "{s}: `{missing}` was created: {e:?}"
+        );
+    }
+
+    // Chains of swaps with bodies of one size: every superseded version stays stale.
+    let key = "cas/chain";
+    for round in 0..30 {
+        let a = s
+            .put(key, b(&format!("A{round:04}")))
+            .await
+            .unwrap()
+            .unwrap();
+        let bv = written(
+            s,
+            "swap 1",
+            s.put_if_match(key, b(&format!("B{round:04}")), &a)
+                .await
+                .unwrap(),
+        );
+        let cv = written(
+            s,
+            "swap 2",
+            s.put_if_match(key, b(&format!("C{round:04}")), &bv)
+                .await
+                .unwrap(),
+        );
+        for stale in [&a, &bv] {
+            assert_eq!(
+                s.put_if_match(key, b(&format!("D{round:04}")), stale)
+                    .await
+                    .unwrap(),
+                WriteOutcome::PreconditionFailed,
+                "{s}: round {round}: superseded version {stale:?} matched (current {cv:?})"
+            );
+        }
+        assert_eq!(
+            content(s, key).await,
+            b(&format!("C{round:04}")),
+            "{s}: round {round}"
+        );
+    }
+}
+
+async fn deletes_are_idempotent(s: &dyn Storage) {
+    let key = "delete/obj";
+    let v = s.put(key, b("x")).await.unwrap().unwrap();
+    s.delete(key).await.unwrap();
+    assert!(
+        is_not_found(&s.get(key).await.unwrap_err(), key),
+        "{s}: get after delete"
+    );
+    assert!(
+        is_not_found(&s.head(key).await.unwrap_err(), key),
+        "{s}: head after delete"
+    );
+    assert!(
+        keys(s, "delete/").await.is_empty(),
+        "{s}: listed after delete"
+    );
+    s.delete(key).await.unwrap();
+    s.delete("delete/never/existed").await.unwrap();
+    assert_eq!(
+        s.put_if_match(key, b("y"), &v).await.unwrap(),
+        WriteOutcome::PreconditionFailed,
+        "{s}: put_if_match with the version of a deleted object"
+    );
+    written(
+        s,
+        "put_if_absent after delete",
+        s.put_if_absent(key, b("z")).await.unwrap(),
+    );
+    assert_eq!(content(s, key).await, b("z"), "{s}: recreated");
+}
+
+async fn listing_filters_by_raw_prefix_in_key_order(s: &dyn Storage) {
+    // Byte order: '-' (2d) < '/' (2f) < '0' (30) < 'B' (42) < '_' (5f) < 'a' (61).
+    let names = [
+        "list/refs/branch.main/ref.json",
+        "list/refs/branch.main2/ref.json",
+        "list/refs/branch.m/ref.json",
+        "list/refs/tag.x/ref.json",
+        "list/refs/tag.x/ref.json.deleted",
+        "list/a-b",
+        "list/a/b",
+        "list/a/c/d/e",
+        "list/a0",
+        "list/aB",
+        "list/a_b",
+        "list/aa",
+        "list/snapshots/0123456789ABCDEFGHJK",
+        "list/manifests/ZZZZ",
+    ];
+    for (i, n) in names.iter().enumerate() {
+        s.put(n, Bytes::from(vec![b'x'; i + 1])).await.unwrap();
+    }
+    let sorted = |mut v: Vec<&str>| {
+        v.sort_by(|x, y| x.as_bytes().cmp(y.as_bytes()));
+        v.into_iter().map(String::from).collect::<Vec<_>>()
+    };
+    let expect = |prefix: &str| {
+        sorted(
+            names
+                .iter()
+                .copied()
+                .filter(|n| n.starts_with(prefix))
+                .collect(),
+        )
+    };
+    for prefix in [
+        "list/",
+        "list/refs/",
+        "list/refs/branch.",
+        "list/refs/branch.main",
+        "list/refs/branch.main/",
+        "list/refs/tag.",
+        "list/refs/tag.x/ref.json",
+        "list/a",
+        "list/a/",
+        "list/a/c/d/e",
+        "list/snapshots/",
+        "list/nothing",
+        "list/nothing/",
+        "list/refs/branch.main/ref.json/",
+    ] {
+        assert_eq!(
+            keys(s, prefix).await,
+            expect(prefix),
+            "{s}: list `{prefix}`"
+        );
+    }
+    assert!(!keys(s, "list/refs/branch.")
+        .await
+        .iter()
+        .any(|k| k.contains("tag.")));
+
+    // Listed facts agree with head.
+    for info in s.list("list/").await.unwrap() {
+        let head = s.head(&info.key).await.unwrap();
+        assert_eq!(info.size, head.size, "{s}: listed size of {}", info.key);
+        assert_eq!(
+            info.version, head.version,
+            "{s}: listed version of {}",
+            info.key
+        );
+    }
+
+    // The whole store, from the root, is sorted and includes these keys.
+    let all = keys(s, "").await;
+    let mut again = all.clone();
+    again.sort_by(|x, y| x.as_bytes().cmp(y.as_bytes()));
+    assert_eq!(all, again, "{s}: list of the root is sorted");
+    for n in names {
+        assert!(
+            all.iter().any(|k| k == n),
+            "{s}: `{n}` missing from the root listing"
+        );
+    }
+}
+
+async fn long_listings_are_complete(s: &dyn Storage) {
+    // More than one page of S3's ListObjectsV2 (1000 keys).
+    let n = 1050;
+    futures::stream::iter(0..n)
+        .map(|i| async move { s.put(&format!("many/k{i:05}"), b("x")).await })
+        .buffer_unordered(32)
+        .try_collect::<Vec<_>>()
+        .await
+        .unwrap();
+    let got = keys(s, "many/").await;
+    let want: Vec<String> = (0..n).map(|i| format!("many/k{i:05}")).collect();
+    assert_eq!(got.len(), n, "{s}: listed {} of {n} keys", got.len());
+    assert_eq!(got, want, "{s}: long listing");
+    assert_eq!(
+        keys(s, "many/k0104").await.len(),
+        10,
+        "{s}: prefix inside a long listing"
+    );
+}
+
+async fn deep_and_unusual_keys(s: &dyn Storage) {
+    for key in [
+        "deep/1/2/3/4/5/6/obj",
+        "deep/chunks/0A1B2C3D4E5F6G7H8J9K",
+        "deep/x.json",
+        "deep/with=equals,comma+plus",
+        "deep/a b",
+    ] {
+        written(s, key, s.put_if_absent(key, b(key)).await.unwrap());
+        assert_eq!(content(s, key).await, b(key), "{s}: `{key}`");
+        let v = version(s, key).await;
+        written(s, key, s.put_if_match(key, b("2"), &v).await.unwrap());
+        assert_eq!(
+            keys(s, key).await,
+            vec![key.to_string()],
+            "{s}: list `{key}`"
+        );
+        s.delete(key).await.unwrap();
+        assert!(
+            is_not_found(&s.head(key).await.unwrap_err(), key),
+            "{s}: `{key}` deleted"
+        );
+    }
+}
+
+async fn root_url_reopens_the_same_storage(s: &Arc<dyn Storage>) {
+    let url = s.root_url();
+    assert_eq!(url, s.to_string(), "{s}: Display is the root URL");
+    match parse_storage_url(&url).unwrap() {
+        StorageLocation::Memory => assert_eq!(url, "memory://"),
+        _ => {
+            let again = open_storage(&url, None).unwrap();
+            assert_eq!(again.root_url(), url, "{s}: reopened root URL");
+            s.put("url/probe", b("seen")).await.unwrap();
+            assert_eq!(
+                content(again.as_ref(), "url/probe").await,
+                b("seen"),
+                "{s}: reopened"
+            );
+        }
+    }
+}
+
+const TASKS: usize = 16;
+
+async fn racing_put_if_absent_has_one_winner(s: &Arc<dyn Storage>) {
+    for round in 0..5 {
+        let key = format!("race/absent/{round}");
+        let barrier = Arc::new(tokio::sync::Barrier::new(TASKS));
+        let handles: Vec<_> = (0..TASKS)
+            .map(|t| {
+                let (s, key, barrier) = (s.clone(), key.clone(), barrier.clone());
+                tokio::spawn(async move {
+                    barrier.wait().await;
+                    s.put_if_absent(&key, b(&format!("task {t}")))
+                        .await
+                        .unwrap()
+                })
+            })
+            .collect();
+        let mut winners = Vec::new();
+        for (t, h) in handles.into_iter().enumerate() {
+            if let WriteOutcome::Written(_) = h.await.unwrap() {
+                winners.push(t);
+            }
+        }
+        assert_eq!(winners.len(), 1, "{s}: round {round}: winners {winners:?}");
+        assert_eq!(
+            content(s.as_ref(), &key).await,
+            b(&format!("task {}", winners[0]))
+        );
+    }
+}
+
+async fn racing_put_if_match_has_one_winner(s: &Arc<dyn Storage>) {
+    let key = "race/cas/obj";
+    for round in 0..5 {
+        let v = s
+            .put(key, b(&format!("initial {round}")))
+            .await
+            .unwrap()
+            .unwrap();
+        let barrier = Arc::new(tokio::sync::Barrier::new(TASKS));
+        let handles: Vec<_> = (0..TASKS)
+            .map(|t| {
+                let (s, v, barrier) = (s.clone(), v.clone(), barrier.clone());
+                tokio::spawn(async move {
+                    barrier.wait().await;
+                    s.put_if_match(key, b(&format!("task {t} round {round}")), &v)
+                        .await
+                        .unwrap()
+                })
+            })
+            .collect();
+        let mut winners = Vec::new();
+        for (t, h) in handles.into_iter().enumerate() {
+            if let WriteOutcome::Written(nv) = h.await.unwrap() {
+                winners.push((t, nv));
+            }
+        }
+        assert_eq!(winners.len(), 1, "{s}: round {round}: winners {winners:?}");
+        let (w, nv) = &winners[0];
+        assert_eq!(
+            content(s.as_ref(), key).await,
+            b(&format!("task {w} round {round}"))
+        );
+        assert_eq!(
+            Some(version(s.as_ref(), key).await),
+            *nv,
+            "{s}: winner's version"
+        );
+    }
+}
+
+/// Read-increment-swap loops from many tasks: the counter equals the number of
+/// successful swaps (no lost update).
+async fn racing_increments_lose_no_update(s: &Arc<dyn Storage>) {
+    let key = "race/counter";
+    s.put(key, b("0")).await.unwrap();
+    let handles: Vec<_> = (0..8)
+        .map(|t| {
+            let s = s.clone();
+            tokio::spawn(async move {
+                let mut wins = 0u64;
+                for attempt in 0..15 {
+                    let cur = s.get(key).await.unwrap();
+                    let text = String::from_utf8(cur.bytes.to_vec()).unwrap();
+                    let n: u64 = text.split(':').next().unwrap().parse().unwrap();
+                    let next = b(&format!("{}:task {t}:attempt {attempt}", n + 1));
+                    if let WriteOutcome::Written(_) = s
+                        .put_if_match(key, next, cur.version.as_ref().unwrap())
+                        .await
+                        .unwrap()
+                    {
+                        wins += 1;
+                    }
+                }
+                wins
+            })
+        })
+        .collect();
+    let mut total = 0;
+    for h in handles {
+        total += h.await.unwrap();
+    }
+    let text = String::from_utf8(content(s.as_ref(), key).await.to_vec()).unwrap();
+    let n: u64 = text.split(':').next().unwrap().parse().unwrap();
+    assert_eq!(n, total, "{s}: counter {n} after {total} successful swaps");
+    assert!(total >= 15, "{s}: only {total} successful swaps");
+}
+
+/// Runs the whole [`Storage`] contract against `s`, which must be empty (a fresh
+/// prefix of a bucket or directory): reads and typed errors, ranged reads,
+/// create-if-absent and compare-and-swap (each with exactly one winner among 16
+/// racing tasks), idempotent deletes, listing by raw key prefix in key-byte order,
+/// long listings, unusual keys, and reopening from the root URL.
+///
+/// # Panics
+/// On the first behaviour that breaks the contract, naming the backend, the
+/// operation and the key.
+pub async fn storage_contract(s: Arc<dyn Storage>) {
+    let started = Instant::now();
+    missing_objects_are_not_found(s.as_ref()).await;
+    put_get_head(s.as_ref()).await;
+    ranged_reads(s.as_ref()).await;
+    put_if_absent_creates_once(s.as_ref()).await;
+    put_if_match_compares_and_swaps(s.as_ref()).await;
+    deletes_are_idempotent(s.as_ref()).await;
+    listing_filters_by_raw_prefix_in_key_order(s.as_ref()).await;
+    long_listings_are_complete(s.as_ref()).await;
+    deep_and_unusual_keys(s.as_ref()).await;
+    root_url_reopens_the_same_storage(&s).await;
+    racing_put_if_absent_has_one_winner(&s).await;
+    racing_put_if_match_has_one_winner(&s).await;
+    racing_increments_lose_no_update(&s).await;
+    eprintln!(
+        "{s}: storage contract holds ({:.1}s)",
+        started.elapsed().as_secs_f64()
+    );
+}
