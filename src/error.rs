@@ -198,6 +198,11 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// `config.yaml` was written by another writer after this repository handle read
+    /// it (the conditional write lost); reopen the repository and apply the change
+    /// again.
+    #[error("config.yaml was changed by another writer; reopen the repository and retry")]
+    ConfigChanged,
 }
 
 /// Result of repository and session operations.

@@ -277,7 +277,7 @@ impl Repository {
     /// file was read with a version, the write is conditional on it.
     ///
     /// # Errors
-    /// [`Error::InvalidConfig`] when another writer changed the file since it was read;
+    /// [`Error::ConfigChanged`] when another writer wrote the file since it was read;
     /// [`Error::Format`]; storage errors.
     pub async fn save_config(&self, config: RepositoryConfig) -> Result<()> {
         let yaml = Bytes::from(config.to_yaml()?);
@@ -290,11 +290,7 @@ impl Repository {
                 .await?
             {
                 WriteOutcome::Written(nv) => nv,
-                WriteOutcome::PreconditionFailed => return Err(Error::InvalidConfig {
-                    reason:
-                        "config.yaml was changed by another writer; reopen the repository and retry"
-                            .into(),
-                }),
+                WriteOutcome::PreconditionFailed => return Err(Error::ConfigChanged),
             },
             None => match self
                 .inner
@@ -303,11 +299,7 @@ impl Repository {
                 .await?
             {
                 WriteOutcome::Written(nv) => nv,
-                WriteOutcome::PreconditionFailed => return Err(Error::InvalidConfig {
-                    reason:
-                        "config.yaml was created by another writer; reopen the repository and retry"
-                            .into(),
-                }),
+                WriteOutcome::PreconditionFailed => return Err(Error::ConfigChanged),
             },
         };
         let resolver = Arc::new(VirtualChunkResolver::new(

@@ -845,3 +845,21 @@ async fn large_arrays_are_split_into_manifests_and_commits_rewrite_only_changed_
     let snap3 = repo.assets().fetch_snapshot(&third).await.unwrap();
     assert_eq!(snap3.nodes[&p("/big")].array().unwrap().manifests.len(), 1);
 }
+
+#[tokio::test]
+async fn a_lost_config_write_is_its_own_error() {
+    let storage = new_in_memory_storage();
+    let first = Repository::create(Arc::clone(&storage), None)
+        .await
+        .unwrap();
+    let second = Repository::open(Arc::clone(&storage)).await.unwrap();
+    // Neither handle has seen a config.yaml: the first creates it, the second loses.
+    first.save_config(first.config()).await.unwrap();
+    let err = second.save_config(second.config()).await.unwrap_err();
+    assert!(matches!(err, Error::ConfigChanged), "{err}");
+    // Both have now seen a version: the first swaps it, the stale second loses again.
+    let reopened = Repository::open(Arc::clone(&storage)).await.unwrap();
+    first.save_config(first.config()).await.unwrap();
+    let err = reopened.save_config(reopened.config()).await.unwrap_err();
+    assert!(matches!(err, Error::ConfigChanged), "{err}");
+}
