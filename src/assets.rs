@@ -69,6 +69,13 @@ impl AssetManager {
         }
     }
 
+    /// Forgets every cached object (after garbage collection deleted some).
+    pub fn clear_caches(&self) {
+        self.snapshots.clear();
+        self.manifests.clear();
+        self.transaction_logs.clear();
+    }
+
     /// The storage objects are read from and written to.
     pub fn storage(&self) -> &Arc<dyn Storage> {
         &self.storage

@@ -95,6 +95,13 @@ pub enum Error {
         /// The snapshot id.
         id: SnapshotId,
     },
+    /// The parent chain of a snapshot reaches the same snapshot twice: the repository's
+    /// history is corrupt (a snapshot names itself or a descendant as its parent).
+    #[error("corrupt history: snapshot {snapshot} is its own ancestor (the parent chain loops)")]
+    AncestryLoop {
+        /// The first snapshot seen twice.
+        snapshot: SnapshotId,
+    },
     /// No snapshot of the branch was committed at or before the time.
     #[error("branch `{branch}` has no snapshot at or before {time}")]
     NoSnapshotAtTime {

@@ -56,6 +56,7 @@ pub mod assets;
 pub mod cli;
 pub mod error;
 pub mod format;
+pub mod lifecycle;
 pub mod ops;
 pub mod repository;
 pub mod session;

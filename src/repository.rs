@@ -497,6 +497,55 @@ impl Repository {
         Ok(out)
     }
 
+    /// Expires, in the history of every branch and tag, the snapshots flushed before
+    /// `older_than`, as Icechunk's `expire_snapshots` does on spec-1 repositories (see
+    /// [`crate::lifecycle::expire`]): the oldest snapshot of each history that is not
+    /// expired is rewritten with the initial snapshot as its parent. Nothing is
+    /// deleted until [`Repository::garbage_collect`] runs. Refs whose own snapshot is
+    /// expired are deleted when `options` say so (`main` never is).
+    ///
+    /// # Errors
+    /// [`Error::AncestryLoop`] for a corrupt history; [`Error::SnapshotNotFound`];
+    /// storage and format errors.
+    pub async fn expire_snapshots(
+        &self,
+        older_than: DateTime<Utc>,
+        options: crate::lifecycle::ExpireOptions,
+    ) -> Result<crate::lifecycle::ExpireResult> {
+        crate::lifecycle::expire::expire_snapshots(
+            &self.inner.assets,
+            self.inner.storage.as_ref(),
+            older_than,
+            options,
+        )
+        .await
+    }
+
+    /// Deletes the snapshots, transaction logs, manifests and native chunks that no
+    /// branch or tag reaches and that were last modified before
+    /// `delete_object_older_than` (see [`crate::lifecycle::gc`] for the rules and why
+    /// the cut-off keeps in-flight commits safe). Returns counts and bytes deleted, or
+    /// that would be deleted when `options.dry_run` is set.
+    ///
+    /// # Errors
+    /// [`Error::AncestryLoop`]; [`Error::SnapshotNotFound`] and format errors for
+    /// objects the refs reach (then nothing is deleted); storage errors.
+    pub async fn garbage_collect(
+        &self,
+        delete_object_older_than: DateTime<Utc>,
+        options: crate::lifecycle::GcOptions,
+        progress: Option<crate::lifecycle::gc::GcProgress<'_>>,
+    ) -> Result<crate::lifecycle::GcSummary> {
+        crate::lifecycle::gc::garbage_collect(
+            &self.inner.assets,
+            self.inner.storage.as_ref(),
+            delete_object_older_than,
+            options,
+            progress,
+        )
+        .await
+    }
+
     /// A read-only session at the selected snapshot.
     ///
     /// # Errors

@@ -133,6 +133,42 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Expire snapshots flushed before a time from every branch's and tag's history
+    /// (nothing is deleted until `floe gc`).
+    Expire {
+        /// Repository path or URL.
+        repo: String,
+        /// Cut-off time (RFC 3339, e.g. 2024-05-01T12:00:00Z).
+        #[arg(long, value_name = "TIME")]
+        older_than: String,
+        /// Also delete branches (never `main`) whose tip is expired.
+        #[arg(long)]
+        delete_expired_branches: bool,
+        /// Also delete tags whose snapshot is expired.
+        #[arg(long)]
+        delete_expired_tags: bool,
+        /// Print one JSON object (`expired`, `edited`, `deleted_branches`,
+        /// `deleted_tags`).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete snapshots, transaction logs, manifests and chunks that no branch or tag
+    /// reaches and that were last modified before a time.
+    Gc {
+        /// Repository path or URL.
+        repo: String,
+        /// Cut-off time (RFC 3339): only objects older than this are deleted.
+        #[arg(long, value_name = "TIME")]
+        older_than: String,
+        /// Report what would be deleted without deleting anything.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print one JSON object with the summary fields (`chunks_deleted`,
+        /// `manifests_deleted`, `snapshots_deleted`, `transaction_logs_deleted`,
+        /// `attributes_deleted`, `bytes_deleted`).
+        #[arg(long)]
+        json: bool,
+    },
     /// Build a demo repository (several arrays, commits, a branch, a tag) and show its
     /// log, tree, values and a diff: floe's main job on the local filesystem.
     Demo {

@@ -6,7 +6,7 @@ use super::args::{Cli, Command, ImportCommand};
 use super::cat::{cat, CatRequest};
 use super::import::{import_kerchunk, import_zarr};
 use super::target::{create_repo, open_repo};
-use super::{demo, export, history, ls, refs, CliResult};
+use super::{demo, export, history, lifecycle, ls, refs, CliResult};
 
 /// Runs one parsed command line.
 ///
@@ -71,6 +71,29 @@ pub async fn run(cli: Cli) -> CliResult<()> {
             at,
             allow_virtual,
         } => export::export(&mut out, &repo, &dest, &at, &allow_virtual).await?,
+        Command::Expire {
+            repo,
+            older_than,
+            delete_expired_branches,
+            delete_expired_tags,
+            json,
+        } => {
+            let options = crate::lifecycle::ExpireOptions::default()
+                .delete_expired_branches(delete_expired_branches)
+                .delete_expired_tags(delete_expired_tags);
+            let repo = open_repo(&repo, &[]).await?;
+            lifecycle::expire(&mut out, &repo, &older_than, options, json).await?
+        }
+        Command::Gc {
+            repo,
+            older_than,
+            dry_run,
+            json,
+        } => {
+            let options = crate::lifecycle::GcOptions::default().dry_run(dry_run);
+            let repo = open_repo(&repo, &[]).await?;
+            lifecycle::gc(&mut out, &repo, &older_than, options, json).await?
+        }
         Command::Demo { dir } => demo::demo(&mut out, &dir).await?,
     }
     out.flush()?;

@@ -6,7 +6,7 @@
 //!
 //! Modules, one job each: [`args`] (clap), `commands` (dispatch), `history` (info,
 //! log, diff), `refs` (branches and tags), `ls`, `cat` and `text` (values),
-//! `region` (`--region`), `import`, `export`, `demo`, `plain_store` (plain Zarr
+//! `region` (`--region`), `import`, `export`, `lifecycle` (expire, gc), `demo`, `plain_store` (plain Zarr
 //! directories), `target` (what REPO points at), `progress`, `output`.
 
 mod args;
@@ -16,6 +16,7 @@ mod demo;
 mod export;
 mod history;
 mod import;
+mod lifecycle;
 mod ls;
 mod output;
 mod plain_store;

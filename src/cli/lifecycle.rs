@@ -1,0 +1,99 @@
+//! `floe expire` and `floe gc`: repository maintenance (see [`crate::lifecycle`]).
+
+use std::io::Write;
+
+use serde_json::json;
+
+use super::target::parse_time;
+use super::{output, progress, CliResult};
+use crate::lifecycle::{ExpireOptions, GcOptions};
+use crate::repository::Repository;
+
+/// Expires snapshots older than `older_than` (RFC 3339) and prints what it did.
+///
+/// # Errors
+/// [`super::CliError::Usage`] for a bad time; repository and storage errors.
+pub async fn expire(
+    out: &mut impl Write,
+    repo: &Repository,
+    older_than: &str,
+    options: ExpireOptions,
+    json: bool,
+) -> CliResult<()> {
+    let result = repo
+        .expire_snapshots(parse_time(older_than)?, options)
+        .await?;
+    if json {
+        let ids = |set: &std::collections::BTreeSet<crate::SnapshotId>| {
+            set.iter().map(ToString::to_string).collect::<Vec<_>>()
+        };
+        output::json_line(
+            out,
+            &json!({
+                "expired": ids(&result.expired),
+                "edited": ids(&result.edited),
+                "deleted_branches": result.deleted_branches,
+                "deleted_tags": result.deleted_tags,
+            }),
+        )?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "Expired {} snapshot(s); rewrote {} snapshot(s) to start history at the initial snapshot",
+        result.expired.len(),
+        result.edited.len()
+    )?;
+    for b in &result.deleted_branches {
+        writeln!(out, "Deleted expired branch {b}")?;
+    }
+    for t in &result.deleted_tags {
+        writeln!(out, "Deleted expired tag {t}")?;
+    }
+    if !result.expired.is_empty() {
+        writeln!(out, "Run `floe gc` to delete what is no longer reachable")?;
+    }
+    Ok(())
+}
+
+/// Garbage-collects objects older than `older_than` (RFC 3339) and prints the summary.
+///
+/// # Errors
+/// [`super::CliError::Usage`] for a bad time; repository and storage errors.
+pub async fn gc(
+    out: &mut impl Write,
+    repo: &Repository,
+    older_than: &str,
+    options: GcOptions,
+    json: bool,
+) -> CliResult<()> {
+    let cut_off = parse_time(older_than)?;
+    let bar = progress::bar(0, "objects deleted");
+    let report = |done: u64, phase: &str| {
+        bar.set_message(phase.to_string());
+        bar.set_position(done);
+    };
+    let summary = repo
+        .garbage_collect(cut_off, options, Some(&report))
+        .await?;
+    bar.finish_and_clear();
+    if json {
+        output::json_line(out, &serde_json::to_value(summary).unwrap_or_default())?;
+        return Ok(());
+    }
+    let verb = if options.dry_run {
+        "Would delete"
+    } else {
+        "Deleted"
+    };
+    writeln!(
+        out,
+        "{verb} {} snapshot(s), {} transaction log(s), {} manifest(s) and {} chunk(s): {} bytes",
+        summary.snapshots_deleted,
+        summary.transaction_logs_deleted,
+        summary.manifests_deleted,
+        summary.chunks_deleted,
+        summary.bytes_deleted
+    )?;
+    Ok(())
+}

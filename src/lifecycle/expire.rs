@@ -1,0 +1,175 @@
+//! Snapshot expiry on spec-1 repositories (Icechunk design document 007, "basic
+//! expiration").
+//!
+//! For every ref — live tags first, then branches, each in name order — the ancestry
+//! from the ref's snapshot down to the initial snapshot is walked. Snapshots flushed
+//! before the cut-off are *expired*; the oldest snapshot that is not expired is
+//! rewritten in place (same id, same content) with the initial snapshot as its parent,
+//! so the expired snapshots drop out of that ref's history. Nothing is deleted: the
+//! expired snapshots, their manifests and chunks stay until [`super::gc`] finds them
+//! unreachable and older than its own cut-off. An expired snapshot may still be
+//! reachable from another ref.
+//!
+//! A ref whose own snapshot is expired is an *expired ref*: with the options it is
+//! deleted (tags get a tombstone; `main` is never deleted).
+
+use std::collections::{BTreeSet, HashSet};
+
+use chrono::{DateTime, Utc};
+
+use crate::assets::AssetManager;
+use crate::error::{Error, Result};
+use crate::format::refs;
+use crate::format::SnapshotId;
+use crate::storage::Storage;
+
+/// What [`crate::Repository::expire_snapshots`] does with refs whose own snapshot
+/// is expired. Both default to keeping them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ExpireOptions {
+    /// Delete branches (other than `main`) whose tip is expired.
+    pub delete_expired_branches: bool,
+    /// Delete tags whose snapshot is expired (a tombstone is written, as by
+    /// [`crate::Repository::delete_tag`]).
+    pub delete_expired_tags: bool,
+}
+
+impl ExpireOptions {
+    /// Options that delete expired branches (`yes`) or keep them.
+    pub fn delete_expired_branches(mut self, yes: bool) -> Self {
+        self.delete_expired_branches = yes;
+        self
+    }
+
+    /// Options that delete expired tags (`yes`) or keep them.
+    pub fn delete_expired_tags(mut self, yes: bool) -> Self {
+        self.delete_expired_tags = yes;
+        self
+    }
+}
+
+/// What an expiry did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ExpireResult {
+    /// Snapshots that dropped out of some ref's history (Icechunk's
+    /// `released_snapshots`, what its `expire_snapshots` returns). Some may still be
+    /// reachable from other refs.
+    pub expired: BTreeSet<SnapshotId>,
+    /// Snapshots rewritten with the initial snapshot as their new parent.
+    pub edited: BTreeSet<SnapshotId>,
+    /// Branches deleted because their tip was expired.
+    pub deleted_branches: Vec<String>,
+    /// Tags deleted because their snapshot was expired.
+    pub deleted_tags: Vec<String>,
+}
+
+/// The outcome of expiring one ref's history.
+struct RefExpiry {
+    /// Snapshots that left the history (empty when nothing was edited).
+    released: HashSet<SnapshotId>,
+    /// The snapshot rewritten, if any.
+    edited: Option<SnapshotId>,
+    /// Whether the ref's own snapshot is older than the cut-off.
+    ref_is_expired: bool,
+}
+
+/// Expires the history of the ref at snapshot `tip`.
+async fn expire_ref(
+    assets: &AssetManager,
+    tip: SnapshotId,
+    older_than: DateTime<Utc>,
+) -> Result<RefExpiry> {
+    // One pass down the ancestry: `editable` ends at the oldest snapshot that is not
+    // expired, `root` at the oldest expired one (normally the initial snapshot).
+    let mut editable = tip;
+    let mut root = tip;
+    let mut released = HashSet::new();
+    let mut ref_is_expired = false;
+    let mut seen = HashSet::new();
+    let mut next = Some(tip);
+    while let Some(id) = next {
+        if !seen.insert(id) {
+            return Err(Error::AncestryLoop { snapshot: id });
+        }
+        let snap = assets.fetch_snapshot(&id).await?;
+        let expired = snap.flushed_at_time() < older_than;
+        if id == tip {
+            ref_is_expired = expired;
+        }
+        if expired {
+            released.insert(id);
+            root = id;
+        } else {
+            editable = id;
+        }
+        next = snap.parent_id;
+    }
+    released.remove(&root);
+    let nothing = RefExpiry {
+        released: HashSet::new(),
+        edited: None,
+        ref_is_expired,
+    };
+    let editable_snap = assets.fetch_snapshot(&editable).await?;
+    if editable == root || editable_snap.parent_id == Some(root) || root == tip {
+        return Ok(nothing);
+    }
+    let root_snap = assets.fetch_snapshot(&root).await?;
+    if root_snap.parent_id.is_some() || editable_snap.parent_id.is_none() {
+        // Flush times out of order along the chain: re-parenting onto a snapshot that
+        // has a parent could make a loop, so this history is left as it is.
+        tracing::warn!(
+            "not expiring the history of {tip}: snapshot {root} is expired but has a parent \
+             that is not"
+        );
+        return Ok(nothing);
+    }
+    let mut adopted = (*editable_snap).clone();
+    adopted.parent_id = Some(root);
+    assets.write_snapshot(std::sync::Arc::new(adopted)).await?;
+    Ok(RefExpiry {
+        released,
+        edited: Some(editable),
+        ref_is_expired,
+    })
+}
+
+/// Expires, in every ref's history, the snapshots flushed before `older_than`.
+///
+/// # Errors
+/// [`Error::AncestryLoop`] for a corrupt history; [`Error::SnapshotNotFound`];
+/// storage and format errors. Refs already processed stay processed.
+pub(crate) async fn expire_snapshots(
+    assets: &AssetManager,
+    storage: &dyn Storage,
+    older_than: DateTime<Utc>,
+    options: ExpireOptions,
+) -> Result<ExpireResult> {
+    let listing = refs::list_refs(storage).await?;
+    let mut result = ExpireResult::default();
+    let tags = listing.tags.iter().map(|t| (true, t));
+    let branches = listing.branches.iter().map(|b| (false, b));
+    for (is_tag, name) in tags.chain(branches) {
+        let tip = if is_tag {
+            refs::fetch_tag(storage, name).await?
+        } else {
+            refs::fetch_branch(storage, name).await?.0
+        };
+        let done = expire_ref(assets, tip, older_than).await?;
+        result.expired.extend(done.released);
+        result.edited.extend(done.edited);
+        if !done.ref_is_expired {
+            continue;
+        }
+        if is_tag && options.delete_expired_tags {
+            refs::delete_tag(storage, name).await?;
+            result.deleted_tags.push(name.clone());
+        } else if !is_tag && options.delete_expired_branches && name != "main" {
+            refs::delete_branch(storage, name).await?;
+            result.deleted_branches.push(name.clone());
+        }
+    }
+    Ok(result)
+}

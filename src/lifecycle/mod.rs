@@ -1,0 +1,15 @@
+//! Repository maintenance for repositories that live for years: expiring old
+//! snapshots from history ([`expire`]) and deleting objects nothing reaches any more
+//! ([`gc`]). Both follow Icechunk's semantics on spec-1 repositories (Icechunk's
+//! design documents 007 "basic expiration" and its garbage collector), so floe and
+//! Icechunk leave the same objects behind on the same repository.
+//!
+//! The usual sequence is [`crate::Repository::expire_snapshots`] (which only edits
+//! history) followed by [`crate::Repository::garbage_collect`] (which deletes what
+//! expiry made unreachable, once it is older than the cut-off).
+
+pub mod expire;
+pub mod gc;
+
+pub use expire::{ExpireOptions, ExpireResult};
+pub use gc::{GcOptions, GcSummary};

@@ -1,0 +1,385 @@
+//! Snapshot expiry and garbage collection: the rules on a scenario whose outcome
+//! follows from them, dry runs, the CLI, and Icechunk 2.3.0 as the oracle on copies of
+//! the same repository (same expired snapshots, same summary, same objects left).
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use common::{array_def, p};
+use floe::lifecycle::{ExpireOptions, GcOptions, GcSummary};
+use floe::storage::LocalStorage;
+use floe::{Repository, SnapshotId, VersionSelector};
+
+/// Chunk bytes of one value, large enough to be stored as a native chunk object.
+fn chunk(v: u8) -> Bytes {
+    Bytes::from(vec![v; 1024])
+}
+
+/// The snapshots of the scenario, oldest first, and the cut-off between c2 and c3.
+struct Scenario {
+    c1: SnapshotId,
+    c2: SnapshotId,
+    c3: SnapshotId,
+    c4: SnapshotId,
+    cut_off: DateTime<Utc>,
+}
+
+/// `main`: init ← c1 ← c2 ← c3 ← c4, with the cut-off between c2 and c3; tag `old` and
+/// branch `gone` at c1, branch `side` at c2. One array `/a` of four 1 KiB chunks.
+async fn scenario(dir: &Path) -> Scenario {
+    let repo = Repository::create(Arc::new(LocalStorage::new(dir).unwrap()), None)
+        .await
+        .unwrap();
+    let s = repo.writable_session("main").await.unwrap();
+    s.add_array(&p("/a"), array_def("/a", &[4096], &[1024], "uint8"))
+        .unwrap();
+    s.set_chunk(&p("/a"), &[0], chunk(1)).await.unwrap();
+    let c1 = s.commit("c1").await.unwrap();
+    s.set_chunk(&p("/a"), &[0], chunk(2)).await.unwrap();
+    s.set_chunk(&p("/a"), &[1], chunk(3)).await.unwrap();
+    let c2 = s.commit("c2").await.unwrap();
+    repo.create_tag("old", c1).await.unwrap();
+    repo.create_branch("gone", c1).await.unwrap();
+    repo.create_branch("side", c2).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let cut_off = Utc::now();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    s.set_chunk(&p("/a"), &[0], chunk(4)).await.unwrap();
+    let c3 = s.commit("c3").await.unwrap();
+    s.set_chunk(&p("/a"), &[1], chunk(5)).await.unwrap();
+    let c4 = s.commit("c4").await.unwrap();
+    Scenario {
+        c1,
+        c2,
+        c3,
+        c4,
+        cut_off,
+    }
+}
+
+/// Every object key under `dir`, relative and `/`-separated.
+fn objects(dir: &Path) -> BTreeSet<String> {
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeSet<String>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let path = e.unwrap().path();
+            if path.is_dir() {
+                walk(root, &path, out);
+            } else {
+                let rel = path.strip_prefix(root).unwrap().to_string_lossy();
+                out.insert(rel.replace('\\', "/"));
+            }
+        }
+    }
+    let mut out = BTreeSet::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+async fn open(dir: &Path) -> Repository {
+    Repository::open(Arc::new(LocalStorage::new(dir).unwrap()))
+        .await
+        .unwrap()
+}
+
+async fn ancestry(repo: &Repository, branch: &str) -> Vec<SnapshotId> {
+    let tip = repo.lookup_branch(branch).await.unwrap();
+    repo.ancestry(tip)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|i| i.id)
+        .collect()
+}
+
+#[tokio::test]
+async fn expiry_and_collection_follow_the_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let sc = scenario(dir.path()).await;
+    let repo = open(dir.path()).await;
+    let init = *ancestry(&repo, "main").await.last().unwrap();
+
+    let before = objects(dir.path());
+    let expired = repo
+        .expire_snapshots(
+            sc.cut_off,
+            ExpireOptions::default()
+                .delete_expired_branches(true)
+                .delete_expired_tags(true),
+        )
+        .await
+        .unwrap();
+    assert_eq!(expired.expired, BTreeSet::from([sc.c1, sc.c2]));
+    // main's oldest live snapshot, and side's tip (whose own history was all expired).
+    assert_eq!(expired.edited, BTreeSet::from([sc.c3, sc.c2]));
+    assert_eq!(expired.deleted_branches, vec!["gone", "side"]);
+    assert_eq!(expired.deleted_tags, vec!["old"]);
+    assert_eq!(repo.list_branches().await.unwrap(), vec!["main"]);
+    assert!(repo.list_tags().await.unwrap().is_empty());
+    // Expiry only edits history: no object but the deleted branches' refs is deleted
+    // (a tag tombstone is added).
+    let removed: Vec<String> = before.difference(&objects(dir.path())).cloned().collect();
+    assert_eq!(
+        removed,
+        vec!["refs/branch.gone/ref.json", "refs/branch.side/ref.json"]
+    );
+    let fresh = open(dir.path()).await;
+    assert_eq!(ancestry(&fresh, "main").await, vec![sc.c4, sc.c3, init]);
+    // The values of the live snapshots are unchanged.
+    let main = fresh
+        .readonly_session(&VersionSelector::Branch("main".into()))
+        .await
+        .unwrap();
+    assert_eq!(
+        main.get_chunk(&p("/a"), &[0], None).await.unwrap(),
+        Some(chunk(4))
+    );
+    assert_eq!(
+        main.get_chunk(&p("/a"), &[1], None).await.unwrap(),
+        Some(chunk(5))
+    );
+
+    // A dry run reports what a real run deletes, and deletes nothing.
+    let before_gc = objects(dir.path());
+    let before_sizes: BTreeMap<String, u64> = before_gc
+        .iter()
+        .map(|k| {
+            (
+                k.clone(),
+                std::fs::metadata(dir.path().join(k)).unwrap().len(),
+            )
+        })
+        .collect();
+    let dry = fresh
+        .garbage_collect(sc.cut_off, GcOptions::default().dry_run(true), None)
+        .await
+        .unwrap();
+    assert_eq!(objects(dir.path()), before_gc);
+    let real = fresh
+        .garbage_collect(sc.cut_off, GcOptions::default(), None)
+        .await
+        .unwrap();
+    assert_eq!(dry, real);
+    // c1's snapshot goes (c2's was rewritten by expiry, so it is newer than the
+    // cut-off), with both transaction logs, both manifests and the chunks only c1 and
+    // c2 reference (values 1 and 2; value 3 is still in c3).
+    assert_eq!(
+        (
+            real.snapshots_deleted,
+            real.transaction_logs_deleted,
+            real.manifests_deleted,
+            real.chunks_deleted,
+            real.attributes_deleted
+        ),
+        (1, 2, 2, 2, 0),
+        "{real:?}"
+    );
+    let gone: BTreeSet<String> = before_gc
+        .difference(&objects(dir.path()))
+        .cloned()
+        .collect();
+    assert_eq!(gone.len(), 7, "{gone:?}");
+    assert!(gone.contains(&format!("snapshots/{}", sc.c1)));
+    assert!(gone.contains(&format!("transactions/{}", sc.c2)));
+    assert!(!gone
+        .iter()
+        .any(|k| k.starts_with("refs/") || k == "config.yaml"));
+    let gone_bytes: u64 = gone.iter().map(|k| before_sizes[k]).sum();
+    assert_eq!(real.bytes_deleted, gone_bytes);
+    // Everything live still reads.
+    let again = open(dir.path()).await;
+    let main = again
+        .readonly_session(&VersionSelector::Branch("main".into()))
+        .await
+        .unwrap();
+    assert_eq!(
+        main.get_chunk(&p("/a"), &[1], None).await.unwrap(),
+        Some(chunk(5))
+    );
+    let c3 = again
+        .readonly_session(&VersionSelector::Snapshot(sc.c3))
+        .await
+        .unwrap();
+    assert_eq!(
+        c3.get_chunk(&p("/a"), &[1], None).await.unwrap(),
+        Some(chunk(3))
+    );
+    // A second collection finds nothing more.
+    let none = again
+        .garbage_collect(sc.cut_off, GcOptions::default(), None)
+        .await
+        .unwrap();
+    assert_eq!(none, GcSummary::default());
+}
+
+#[tokio::test]
+async fn objects_newer_than_the_cut_off_survive_even_when_unreachable() {
+    let dir = tempfile::tempdir().unwrap();
+    let sc = scenario(dir.path()).await;
+    let repo = open(dir.path()).await;
+    // Nothing expired, but everything after c2 is made unreachable by moving main back.
+    repo.delete_branch("side").await.unwrap();
+    repo.reset_branch("main", sc.c2, None).await.unwrap();
+    let summary = repo
+        .garbage_collect(sc.cut_off, GcOptions::default(), None)
+        .await
+        .unwrap();
+    // c3 and c4 are unreachable but newer than the cut-off: kept, as an in-flight
+    // commit's objects would be.
+    assert_eq!(summary, GcSummary::default());
+    let s3 = repo
+        .readonly_session(&VersionSelector::Snapshot(sc.c4))
+        .await
+        .unwrap();
+    assert_eq!(
+        s3.get_chunk(&p("/a"), &[1], None).await.unwrap(),
+        Some(chunk(5))
+    );
+}
+
+fn floe_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_floe"))
+}
+
+#[test]
+fn cli_expire_and_gc_print_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let sc = rt.block_on(scenario(dir.path()));
+    let repo = dir.path().to_str().unwrap();
+    let time = sc.cut_off.to_rfc3339();
+    let run = |args: &[&str]| {
+        let out = Command::new(floe_bin()).args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let expired = run(&["expire", repo, "--older-than", &time, "--json"]);
+    let ids: BTreeSet<String> = expired["expired"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids, BTreeSet::from([sc.c1.to_string(), sc.c2.to_string()]));
+    assert_eq!(expired["deleted_branches"], serde_json::json!([]));
+    // Refs were kept, so everything is still reachable: nothing to collect.
+    let dry = run(&["gc", repo, "--older-than", &time, "--dry-run", "--json"]);
+    for field in [
+        "chunks_deleted",
+        "manifests_deleted",
+        "snapshots_deleted",
+        "transaction_logs_deleted",
+        "attributes_deleted",
+        "bytes_deleted",
+    ] {
+        assert_eq!(dry[field], 0, "{field}: {dry}");
+    }
+    let out = Command::new(floe_bin())
+        .args(["gc", repo, "--older-than", "yesterday"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("yesterday"));
+}
+
+/// Icechunk's report and what it leaves behind, from `lifecycle_oracle.py`.
+fn oracle(py: &Path, repo: &Path, expire: DateTime<Utc>, gc: DateTime<Utc>) -> serde_json::Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/lifecycle_oracle.py");
+    let out = Command::new(py)
+        .arg(script)
+        .arg(repo)
+        .arg(expire.timestamp_micros().to_string())
+        .arg(gc.timestamp_micros().to_string())
+        .args(["--delete-expired-branches", "--delete-expired-tags"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "lifecycle_oracle.py: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    // `cp -a` keeps modification times, which garbage collection compares.
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+#[tokio::test]
+async fn icechunk_agrees_on_expiry_and_collection() {
+    let Some(py) = common::require(common::python312(), "Python 3.12 with icechunk 2.x") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let original = dir.path().join("original");
+    let sc = scenario(&original).await;
+    let (ours, theirs) = (dir.path().join("floe"), dir.path().join("icechunk"));
+    copy_tree(&original, &ours);
+    copy_tree(&original, &theirs);
+
+    let repo = open(&ours).await;
+    let expired = repo
+        .expire_snapshots(
+            sc.cut_off,
+            ExpireOptions::default()
+                .delete_expired_branches(true)
+                .delete_expired_tags(true),
+        )
+        .await
+        .unwrap();
+    let summary = open(&ours)
+        .await
+        .garbage_collect(sc.cut_off, GcOptions::default(), None)
+        .await
+        .unwrap();
+
+    let ice = oracle(&py, &theirs, sc.cut_off, sc.cut_off);
+    let ice_expired: BTreeSet<String> = ice["expired"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    let our_expired: BTreeSet<String> = expired.expired.iter().map(ToString::to_string).collect();
+    assert_eq!(our_expired, ice_expired, "expired snapshots");
+    let ours_summary = serde_json::to_value(summary).unwrap();
+    assert_eq!(ours_summary, ice["gc"], "GC summary");
+    assert_eq!(objects(&ours), objects(&theirs), "objects left behind");
+
+    // Icechunk reads floe's result as floe does: same refs and histories.
+    let epoch = DateTime::<Utc>::from_timestamp(0, 0).unwrap();
+    let seen = oracle(&py, &ours, epoch, epoch);
+    assert_eq!(seen["expired"], serde_json::json!([]));
+    let fresh = open(&ours).await;
+    let mut ours_ancestry = BTreeMap::new();
+    for b in fresh.list_branches().await.unwrap() {
+        let ids: Vec<String> = ancestry(&fresh, &b)
+            .await
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        ours_ancestry.insert(format!("branch.{b}"), ids);
+    }
+    assert_eq!(
+        serde_json::to_value(&ours_ancestry).unwrap(),
+        ice["ancestry"]
+    );
+    assert_eq!(seen["ancestry"], ice["ancestry"]);
+}
