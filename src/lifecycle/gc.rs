@@ -82,6 +82,9 @@ pub struct GcSummary {
 /// Progress callback of a collection: (objects examined, phase name).
 pub type GcProgress<'a> = &'a (dyn Fn(u64, &str) + Sync);
 
+/// Whether an object id (the part of its key after the prefix) is retained.
+type KeepFn<'a> = &'a (dyn Fn(&str) -> bool + Sync);
+
 /// What the roots reach.
 #[derive(Default)]
 struct Retained {
@@ -120,7 +123,7 @@ async fn retained_snapshots(
             let snap = assets.fetch_snapshot(&id).await?;
             for info in &snap.manifest_files {
                 if manifest_ids.insert(info.id) {
-                    manifests.push(info.clone());
+                    manifests.push(*info);
                 }
             }
             next = snap.parent_id;
@@ -170,7 +173,7 @@ async fn find_retained(
 async fn sweep(
     storage: &dyn Storage,
     prefix: &str,
-    keep: &(dyn Fn(&str) -> bool + Sync),
+    keep: KeepFn<'_>,
     cut_off: DateTime<Utc>,
     options: GcOptions,
     progress: Option<GcProgress<'_>>,
@@ -230,7 +233,7 @@ pub(crate) async fn garbage_collect(
     let keep_chunk = |id: &str| !unretained(&retained.chunks, id);
     // Snapshots first and chunks last: a reader never finds a snapshot whose
     // manifests or chunks are gone.
-    let phases: [(&str, &(dyn Fn(&str) -> bool + Sync)); 4] = [
+    let phases: [(&str, KeepFn<'_>); 4] = [
         ("snapshots/", &keep_snapshot),
         ("transactions/", &keep_snapshot),
         ("manifests/", &keep_manifest),
