@@ -223,3 +223,43 @@ impl AssetManager {
         self.storage.get_range(&chunk_key(id), range).await
     }
 }
+
+/// A walk along a snapshot's parent chain, newest first: the snapshot itself, its
+/// parent, and so on to the initial snapshot. Every ancestry walk (log, `--as-of`,
+/// diff, rebase, expiry, garbage collection) goes through it, so a corrupt or hostile
+/// repository whose parent chain loops ends the walk with [`Error::AncestryLoop`]
+/// instead of running forever. Memory grows by one snapshot id (12 bytes) per step.
+#[derive(Debug)]
+pub struct ParentWalk<'a> {
+    assets: &'a AssetManager,
+    next: Option<SnapshotId>,
+    seen: std::collections::HashSet<SnapshotId>,
+}
+
+impl<'a> ParentWalk<'a> {
+    /// A walk starting at `start`.
+    pub fn new(assets: &'a AssetManager, start: SnapshotId) -> Self {
+        ParentWalk {
+            assets,
+            next: Some(start),
+            seen: std::collections::HashSet::new(),
+        }
+    }
+
+    /// The next snapshot along the chain; `None` after the initial snapshot.
+    ///
+    /// # Errors
+    /// [`Error::AncestryLoop`] when a snapshot id repeats; [`Error::SnapshotNotFound`]
+    /// for a missing parent; storage and format errors.
+    pub async fn next(&mut self) -> Result<Option<Arc<Snapshot>>> {
+        let Some(id) = self.next.take() else {
+            return Ok(None);
+        };
+        if !self.seen.insert(id) {
+            return Err(Error::AncestryLoop { snapshot: id });
+        }
+        let snap = self.assets.fetch_snapshot(&id).await?;
+        self.next = snap.parent_id;
+        Ok(Some(snap))
+    }
+}

@@ -12,7 +12,7 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::assets::AssetManager;
+use crate::assets::{AssetManager, ParentWalk};
 use crate::error::{Error, Result};
 use crate::format::config::{RepositoryConfig, CONFIG_KEY};
 use crate::format::refs;
@@ -436,13 +436,12 @@ impl Repository {
                 Ok(*id)
             }
             VersionSelector::AsOf { branch, time } => {
-                let mut cur = Some(self.lookup_branch(branch).await?);
-                while let Some(id) = cur {
-                    let snap = self.inner.assets.fetch_snapshot(&id).await?;
+                let tip = self.lookup_branch(branch).await?;
+                let mut walk = ParentWalk::new(&self.inner.assets, tip);
+                while let Some(snap) = walk.next().await? {
                     if snap.flushed_at_time() <= *time {
-                        return Ok(id);
+                        return Ok(snap.id);
                     }
-                    cur = snap.parent_id;
                 }
                 Err(Error::NoSnapshotAtTime {
                     branch: branch.clone(),
@@ -485,14 +484,13 @@ impl Repository {
     /// The commits from `snapshot` back to the initial snapshot, newest first.
     ///
     /// # Errors
-    /// [`Error::SnapshotNotFound`]; storage and format errors.
+    /// [`Error::AncestryLoop`] for a corrupt history; [`Error::SnapshotNotFound`];
+    /// storage and format errors.
     pub async fn ancestry(&self, snapshot: SnapshotId) -> Result<Vec<SnapshotInfo>> {
         let mut out = Vec::new();
-        let mut cur = Some(snapshot);
-        while let Some(id) = cur {
-            let snap = self.inner.assets.fetch_snapshot(&id).await?;
+        let mut walk = ParentWalk::new(&self.inner.assets, snapshot);
+        while let Some(snap) = walk.next().await? {
             out.push(SnapshotInfo::from(snap.as_ref()));
-            cur = snap.parent_id;
         }
         Ok(out)
     }
@@ -574,10 +572,12 @@ impl Repository {
     /// [`Error::SnapshotNotFound`]; storage and format errors.
     pub async fn diff(&self, from: SnapshotId, to: SnapshotId) -> Result<Diff> {
         let mut chain = Vec::new();
-        let mut cur = to;
-        while cur != from {
-            let snap = self.inner.assets.fetch_snapshot(&cur).await?;
-            let Some(parent) = snap.parent_id else {
+        let mut walk = ParentWalk::new(&self.inner.assets, to);
+        while let Some(snap) = walk.next().await? {
+            if snap.id == from {
+                break;
+            }
+            if snap.parent_id.is_none() {
                 let from_snap = self.inner.assets.fetch_snapshot(&from).await?;
                 let to_snap = self.inner.assets.fetch_snapshot(&to).await?;
                 return crate::session::diff::structural_diff(
@@ -586,9 +586,8 @@ impl Repository {
                     &to_snap,
                 )
                 .await;
-            };
+            }
             chain.push(snap);
-            cur = parent;
         }
         let mut diff = Diff::default();
         for snap in chain.into_iter().rev() {

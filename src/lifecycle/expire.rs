@@ -17,8 +17,8 @@ use std::collections::{BTreeSet, HashSet};
 
 use chrono::{DateTime, Utc};
 
-use crate::assets::AssetManager;
-use crate::error::{Error, Result};
+use crate::assets::{AssetManager, ParentWalk};
+use crate::error::Result;
 use crate::format::refs;
 use crate::format::SnapshotId;
 use crate::storage::Storage;
@@ -87,13 +87,9 @@ async fn expire_ref(
     let mut root = tip;
     let mut released = HashSet::new();
     let mut ref_is_expired = false;
-    let mut seen = HashSet::new();
-    let mut next = Some(tip);
-    while let Some(id) = next {
-        if !seen.insert(id) {
-            return Err(Error::AncestryLoop { snapshot: id });
-        }
-        let snap = assets.fetch_snapshot(&id).await?;
+    let mut walk = ParentWalk::new(assets, tip);
+    while let Some(snap) = walk.next().await? {
+        let id = snap.id;
         let expired = snap.flushed_at_time() < older_than;
         if id == tip {
             ref_is_expired = expired;
@@ -104,7 +100,6 @@ async fn expire_ref(
         } else {
             editable = id;
         }
-        next = snap.parent_id;
     }
     released.remove(&root);
     let nothing = RefExpiry {

@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use chrono::{DateTime, Utc};
 use futures::{StreamExt, TryStreamExt};
 
-use crate::assets::AssetManager;
+use crate::assets::{AssetManager, ParentWalk};
 use crate::error::{Error, Result};
 use crate::format::manifest::ChunkPayload;
 use crate::format::refs;
@@ -111,22 +111,19 @@ async fn retained_snapshots(
     let mut manifests: Vec<ManifestFileInfo> = Vec::new();
     let mut manifest_ids = HashSet::new();
     for root in roots {
-        let mut walked = HashSet::new();
-        let mut next = Some(root);
-        while let Some(id) = next {
-            if !walked.insert(id) {
-                return Err(Error::AncestryLoop { snapshot: id });
-            }
-            if !snapshots.insert(id) {
+        if snapshots.contains(&root) {
+            continue;
+        }
+        let mut walk = ParentWalk::new(assets, root);
+        while let Some(snap) = walk.next().await? {
+            if !snapshots.insert(snap.id) {
                 break;
             }
-            let snap = assets.fetch_snapshot(&id).await?;
             for info in &snap.manifest_files {
                 if manifest_ids.insert(info.id) {
                     manifests.push(*info);
                 }
             }
-            next = snap.parent_id;
         }
     }
     Ok((snapshots, manifests))

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::Arc;
 
-use crate::assets::AssetManager;
+use crate::assets::{AssetManager, ParentWalk};
 use crate::error::{Error, Result};
 use crate::format::snapshot::Snapshot;
 use crate::format::{ChunkIndices, NodeId, NodePath, SnapshotId};
@@ -132,16 +132,15 @@ async fn commits_since(
     tip: SnapshotId,
 ) -> Result<Option<Vec<SnapshotId>>> {
     let mut out = Vec::new();
-    let mut cur = tip;
-    while cur != base {
-        out.push(cur);
-        match assets.fetch_snapshot(&cur).await?.parent_id {
-            Some(p) => cur = p,
-            None => return Ok(None),
+    let mut walk = ParentWalk::new(assets, tip);
+    while let Some(snap) = walk.next().await? {
+        if snap.id == base {
+            out.reverse();
+            return Ok(Some(out));
         }
+        out.push(snap.id);
     }
-    out.reverse();
-    Ok(Some(out))
+    Ok(None)
 }
 
 /// The result of a successful rebase check.
