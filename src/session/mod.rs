@@ -61,12 +61,43 @@ impl Default for CommitOptions {
     }
 }
 
-#[derive(Debug)]
+/// One change made while a commit is in flight, kept to be replayed on the change
+/// set that remains after the commit.
+type Mutation = Box<dyn FnOnce(&mut ChangeSet) + Send + Sync>;
+
 struct State {
     base: Arc<Snapshot>,
     /// Shared with an in-flight commit, which then needs no deep copy; writes copy
     /// on write (`Arc::make_mut`).
     changes: Arc<ChangeSet>,
+    /// While a commit is in flight: the changes made since it took `changes`. A
+    /// commit that lands leaves exactly these (replayed on an empty change set over
+    /// the new base), so writes made during a commit are never lost.
+    replay: Option<Vec<Mutation>>,
+}
+
+impl std::fmt::Debug for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("State")
+            .field("base", &self.base.id)
+            .field("changes", &self.changes)
+            .field("replay", &self.replay.as_ref().map(Vec::len))
+            .finish()
+    }
+}
+
+impl State {
+    /// Applies `m` to the change set, and keeps a copy to replay when a commit is in
+    /// flight.
+    fn change<M>(&mut self, m: M)
+    where
+        M: FnOnce(&mut ChangeSet) + Clone + Send + Sync + 'static,
+    {
+        if let Some(replay) = &mut self.replay {
+            replay.push(Box::new(m.clone()));
+        }
+        m(Arc::make_mut(&mut self.changes));
+    }
 }
 
 #[derive(Debug)]
@@ -74,13 +105,16 @@ struct Inner {
     repo: Repository,
     branch: Option<String>,
     state: RwLock<State>,
+    /// Held by a commit from start to end, so commits of one session run one at a time.
+    commit_lock: tokio::sync::Mutex<()>,
 }
 
 /// A session on a repository. Cheap to clone; clones share state.
 ///
 /// Writes are only allowed on sessions from [`Repository::writable_session`]. Many
-/// tasks may read and write chunks concurrently; do not commit while other tasks are
-/// still writing.
+/// tasks may read and write chunks concurrently, also while one of them commits: a
+/// commit takes the changes made before it started, and the changes made while it
+/// was in flight stay in the session for the next commit.
 #[derive(Clone, Debug)]
 pub struct Session {
     inner: Arc<Inner>,
@@ -98,7 +132,9 @@ impl Session {
                 state: RwLock::new(State {
                     base,
                     changes: Arc::default(),
+                    replay: None,
                 }),
+                commit_lock: tokio::sync::Mutex::new(()),
             }),
         }
     }
@@ -149,7 +185,7 @@ impl Session {
 
     /// Forgets every uncommitted change (chunks already written become garbage).
     pub fn discard_changes(&self) {
-        self.write().changes = Arc::default();
+        self.write().change(|c| *c = ChangeSet::default());
     }
 
     /// A Zarr store view of this session.
@@ -222,7 +258,8 @@ impl Session {
         let mut state = self.write();
         Self::check_new_path(&state, path)?;
         let id = NodeId::random();
-        Arc::make_mut(&mut state.changes).add_node(path.clone(), id, NewNode::Group(user_data));
+        let path = path.clone();
+        state.change(move |c| c.add_node(path, id, NewNode::Group(user_data)));
         Ok(id)
     }
 
@@ -235,7 +272,8 @@ impl Session {
         let mut state = self.write();
         Self::check_new_path(&state, path)?;
         let id = NodeId::random();
-        Arc::make_mut(&mut state.changes).add_node(path.clone(), id, NewNode::Array(def));
+        let path = path.clone();
+        state.change(move |c| c.add_node(path, id, NewNode::Array(def)));
         Ok(id)
     }
 
@@ -251,7 +289,8 @@ impl Session {
         if !node.is_group() {
             return Err(Error::NotAGroup { path: path.clone() });
         }
-        Arc::make_mut(&mut state.changes).update_group(path, node.id, user_data);
+        let path = path.clone();
+        state.change(move |c| c.update_group(&path, node.id, user_data));
         Ok(())
     }
 
@@ -268,7 +307,8 @@ impl Session {
         if node.is_group() {
             return Err(Error::NotAnArray { path: path.clone() });
         }
-        Arc::make_mut(&mut state.changes).update_array(path, node.id, def);
+        let path = path.clone();
+        state.change(move |c| c.update_array(&path, node.id, def));
         Ok(())
     }
 
@@ -282,13 +322,17 @@ impl Session {
         if Self::node_in(&state, path).is_none() {
             return Err(Error::NodeNotFound { path: path.clone() });
         }
-        let doomed: Vec<NodeSnapshot> = commit::apply_node_changes(&state.base, &state.changes)
-            .into_values()
-            .filter(|n| n.path.starts_with(path))
-            .collect();
-        for n in doomed.iter().rev() {
-            Arc::make_mut(&mut state.changes).delete_node(&n.path, n.id, n.is_group());
-        }
+        let doomed: Vec<(NodePath, NodeId, bool)> =
+            commit::apply_node_changes(&state.base, &state.changes)
+                .into_values()
+                .filter(|n| n.path.starts_with(path))
+                .map(|n| (n.path.clone(), n.id, n.is_group()))
+                .collect();
+        state.change(move |c| {
+            for (path, id, is_group) in doomed.iter().rev() {
+                c.delete_node(path, *id, *is_group);
+            }
+        });
         Ok(())
     }
 
@@ -483,10 +527,11 @@ impl Session {
                 index: bad.clone(),
             });
         }
-        let changes = Arc::make_mut(&mut state.changes);
-        for (idx, payload) in refs {
-            changes.set_chunk(node.id, idx, payload);
-        }
+        state.change(move |c| {
+            for (idx, payload) in refs {
+                c.set_chunk(node.id, idx, payload);
+            }
+        });
         Ok(())
     }
 
@@ -503,7 +548,8 @@ impl Session {
             Some(n) if n.id == node.id => {}
             _ => return Err(Error::NodeNotFound { path: path.clone() }),
         }
-        Arc::make_mut(&mut state.changes).set_chunk(node.id, index.to_vec(), payload);
+        let (id, index) = (node.id, index.to_vec());
+        state.change(move |c| c.set_chunk(id, index, payload));
         Ok(())
     }
 
@@ -563,7 +609,8 @@ impl Session {
     /// Commits the changes: writes manifests, transaction log and snapshot, then moves
     /// the branch with compare-and-swap. When the branch moved, rebases (if allowed and
     /// the changes are disjoint) and retries with jittered exponential backoff. On
-    /// success the session continues from the new snapshot with no changes.
+    /// success the session continues from the new snapshot, keeping only the changes
+    /// made by other tasks while the commit was in flight.
     ///
     /// # Errors
     /// [`Error::ReadOnlySession`]; [`Error::NoChangesToCommit`] (unless
@@ -579,19 +626,61 @@ impl Session {
         let Some(branch) = self.inner.branch.clone() else {
             return Err(Error::ReadOnlySession);
         };
-        let (mut base, mut changes) = {
-            let state = self.read();
+        let _one_at_a_time = self.inner.commit_lock.lock().await;
+        let (base, changes) = {
+            let mut state = self.write();
+            state.replay = Some(Vec::new());
             (Arc::clone(&state.base), Arc::clone(&state.changes))
         };
+        // Stops recording changes for replay however this ends (also when the commit's
+        // future is dropped half-way): they are all in `changes` already.
+        struct StopReplay<'a>(&'a Session);
+        impl Drop for StopReplay<'_> {
+            fn drop(&mut self) {
+                self.0.write().replay = None;
+            }
+        }
+        let _stop = StopReplay(self);
+        let snapshot = self
+            .commit_changes(branch, base, changes, message, metadata, options)
+            .await?;
+        let mut state = self.write();
+        let mut rest = ChangeSet::default();
+        for m in state.replay.take().unwrap_or_default() {
+            m(&mut rest);
+        }
+        state.base = Arc::clone(&snapshot);
+        state.changes = Arc::new(rest);
+        Ok(snapshot.id)
+    }
+
+    /// The commit loop of [`Session::commit_with`]: flush, commit point, rebase and
+    /// retry; returns the snapshot that the branch now points to.
+    async fn commit_changes(
+        &self,
+        branch: String,
+        mut base: Arc<Snapshot>,
+        mut changes: Arc<ChangeSet>,
+        message: &str,
+        metadata: BTreeMap<String, serde_json::Value>,
+        options: CommitOptions,
+    ) -> Result<Arc<Snapshot>> {
         if changes.is_empty() && !options.allow_empty {
             return Err(Error::NoChangesToCommit);
         }
         let repo = &self.inner.repo;
         let storage = repo.storage();
         let mut attempt = 0u32;
+        // The last snapshot this commit tried to move the branch to: when a response
+        // was lost (an error, or a retried request that found its own earlier write),
+        // the branch may already point at it, and then the commit has landed.
+        let mut ours: Option<Arc<Snapshot>> = None;
         loop {
             attempt += 1;
             let (tip, version) = refs::fetch_branch(storage.as_ref(), &branch).await?;
+            if let Some(landed) = ours.take().filter(|s| s.id == tip) {
+                return Ok(landed);
+            }
             if tip != base.id {
                 if !options.rebase {
                     return Err(Error::Conflict(Box::new(ConflictError {
@@ -615,15 +704,19 @@ impl Session {
                 metadata.clone(),
             )
             .await?;
-            match commit::commit_point(storage.as_ref(), &branch, snapshot.id, version.as_ref())
-                .await?
-            {
-                commit::RefUpdate::Moved => {
-                    let mut state = self.write();
-                    state.base = Arc::clone(&snapshot);
-                    state.changes = Arc::default();
-                    return Ok(snapshot.id);
-                }
+            let update =
+                commit::commit_point(storage.as_ref(), &branch, snapshot.id, version.as_ref())
+                    .await;
+            ours = Some(Arc::clone(&snapshot));
+            let update = match update {
+                Ok(update) => update,
+                Err(e) => match refs::fetch_branch(storage.as_ref(), &branch).await {
+                    Ok((tip, _)) if tip == snapshot.id => commit::RefUpdate::Moved,
+                    _ => return Err(e),
+                },
+            };
+            match update {
+                commit::RefUpdate::Moved => return Ok(snapshot),
                 commit::RefUpdate::Lost => {
                     if attempt >= options.max_attempts {
                         let (tip, _) = refs::fetch_branch(storage.as_ref(), &branch).await?;

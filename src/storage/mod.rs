@@ -10,6 +10,8 @@
 
 #[cfg(feature = "testing")]
 pub mod conformance;
+#[cfg(feature = "testing")]
+pub mod fault;
 mod local;
 mod memory;
 mod object;

@@ -1,0 +1,185 @@
+//! Fault injection for tests: a [`Storage`] wrapper that fails, delays, or loses the
+//! response of any chosen call, to prove that what the engine promises survives
+//! storage failures (a commit that returned `Ok` is never lost, one that returned an
+//! error landed completely or not at all).
+//!
+//! Available with the `testing` cargo feature.
+
+use std::fmt::{Debug, Display};
+use std::ops::Range;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+use super::{
+    ObjectInfo, ObjectVersion, Storage, StorageError, StorageResult, VersionedBytes, WriteOutcome,
+};
+
+/// Which [`Storage`] method a call is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Call {
+    /// [`Storage::get`]
+    Get,
+    /// [`Storage::get_range`]
+    GetRange,
+    /// [`Storage::head`]
+    Head,
+    /// [`Storage::put`]
+    Put,
+    /// [`Storage::put_if_absent`]
+    PutIfAbsent,
+    /// [`Storage::put_if_match`]
+    PutIfMatch,
+    /// [`Storage::delete`]
+    Delete,
+    /// [`Storage::list`]
+    List,
+}
+
+impl Call {
+    /// Whether the call writes or deletes.
+    pub fn is_write(self) -> bool {
+        matches!(
+            self,
+            Call::Put | Call::PutIfAbsent | Call::PutIfMatch | Call::Delete
+        )
+    }
+}
+
+/// What happens to one call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Fault {
+    /// The call goes through.
+    None,
+    /// The call fails with a backend error before reaching the storage.
+    FailBefore,
+    /// The call reaches the storage (a write is done), then fails with a backend
+    /// error: a lost response.
+    FailAfter,
+    /// The call goes through after this delay.
+    Delay(Duration),
+}
+
+/// Decides the fault of each call from its method and key.
+pub type FaultPlan = Box<dyn FnMut(Call, &str) -> Fault + Send>;
+
+/// A [`Storage`] that applies a [`FaultPlan`] to every call of an inner storage.
+pub struct FaultyStorage {
+    inner: Arc<dyn Storage>,
+    plan: Mutex<FaultPlan>,
+}
+
+impl FaultyStorage {
+    /// Wraps `inner`; `plan` is asked about every call.
+    pub fn new(inner: Arc<dyn Storage>, plan: FaultPlan) -> Self {
+        FaultyStorage {
+            inner,
+            plan: Mutex::new(plan),
+        }
+    }
+
+    /// Replaces the plan.
+    pub fn set_plan(&self, plan: FaultPlan) {
+        *self.plan.lock().unwrap_or_else(|p| p.into_inner()) = plan;
+    }
+
+    fn fault(&self, call: Call, key: &str) -> Fault {
+        (self.plan.lock().unwrap_or_else(|p| p.into_inner()))(call, key)
+    }
+
+    fn injected(call: Call, key: &str) -> StorageError {
+        StorageError::Backend {
+            key: key.to_string(),
+            source: Box::new(object_store::Error::Generic {
+                store: "fault injection",
+                source: format!("injected failure of {call:?}").into(),
+            }),
+        }
+    }
+
+    /// Runs `op` under the plan's fault for (`call`, `key`).
+    async fn run<T, F>(&self, call: Call, key: &str, op: F) -> StorageResult<T>
+    where
+        F: std::future::Future<Output = StorageResult<T>>,
+    {
+        match self.fault(call, key) {
+            Fault::None => op.await,
+            Fault::FailBefore => Err(Self::injected(call, key)),
+            Fault::FailAfter => {
+                op.await?;
+                Err(Self::injected(call, key))
+            }
+            Fault::Delay(d) => {
+                tokio::time::sleep(d).await;
+                op.await
+            }
+        }
+    }
+}
+
+impl Debug for FaultyStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "FaultyStorage({})", self.inner)
+    }
+}
+
+impl Display for FaultyStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        Display::fmt(&self.inner, f)
+    }
+}
+
+#[async_trait]
+impl Storage for FaultyStorage {
+    async fn get(&self, key: &str) -> StorageResult<VersionedBytes> {
+        self.run(Call::Get, key, self.inner.get(key)).await
+    }
+
+    async fn get_range(&self, key: &str, range: Range<u64>) -> StorageResult<Bytes> {
+        self.run(Call::GetRange, key, self.inner.get_range(key, range))
+            .await
+    }
+
+    async fn head(&self, key: &str) -> StorageResult<ObjectInfo> {
+        self.run(Call::Head, key, self.inner.head(key)).await
+    }
+
+    async fn put(&self, key: &str, bytes: Bytes) -> StorageResult<Option<ObjectVersion>> {
+        self.run(Call::Put, key, self.inner.put(key, bytes)).await
+    }
+
+    async fn put_if_absent(&self, key: &str, bytes: Bytes) -> StorageResult<WriteOutcome> {
+        self.run(Call::PutIfAbsent, key, self.inner.put_if_absent(key, bytes))
+            .await
+    }
+
+    async fn put_if_match(
+        &self,
+        key: &str,
+        bytes: Bytes,
+        expected: &ObjectVersion,
+    ) -> StorageResult<WriteOutcome> {
+        self.run(
+            Call::PutIfMatch,
+            key,
+            self.inner.put_if_match(key, bytes, expected),
+        )
+        .await
+    }
+
+    async fn delete(&self, key: &str) -> StorageResult<()> {
+        self.run(Call::Delete, key, self.inner.delete(key)).await
+    }
+
+    async fn list(&self, prefix: &str) -> StorageResult<Vec<ObjectInfo>> {
+        self.run(Call::List, prefix, self.inner.list(prefix)).await
+    }
+
+    fn root_url(&self) -> String {
+        self.inner.root_url()
+    }
+}
