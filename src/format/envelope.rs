@@ -27,6 +27,20 @@ pub const COMPRESSION_ZSTD: u8 = 1;
 const ZSTD_LEVEL: i32 = 3;
 /// Largest decompressed payload accepted, in bytes (guards against zstd bombs).
 const MAX_DECOMPRESSED: u64 = 4 << 30;
+/// Decompressed bytes accepted per compressed byte. Flatbuffers full of random
+/// 8- and 12-byte ids compress far less; a zstd bomb compresses far more.
+const MAX_RATIO: u64 = 1000;
+/// Decompressed size always accepted, whatever the ratio, in bytes.
+const RATIO_FLOOR: u64 = 16 << 20;
+
+/// The most a zstd frame of `compressed` bytes may decompress to, in bytes:
+/// `1000 × compressed`, at least 16 MiB, at most 4 GiB.
+pub fn decompressed_limit(compressed: usize) -> u64 {
+    u64::try_from(compressed)
+        .unwrap_or(u64::MAX)
+        .saturating_mul(MAX_RATIO)
+        .clamp(RATIO_FLOOR, MAX_DECOMPRESSED)
+}
 
 /// What an enveloped file holds (header byte 37).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -145,26 +159,91 @@ pub fn read_header(expected: FileType, bytes: &[u8]) -> Result<Header, FormatErr
 pub fn open(expected: FileType, bytes: &[u8]) -> Result<Vec<u8>, FormatError> {
     read_header(expected, bytes)?;
     let what = expected.name();
-    let decoder = zstd::stream::read::Decoder::new(&bytes[HEADER_LEN..]).map_err(|e| {
-        FormatError::Compression {
-            what,
-            reason: e.to_string(),
-        }
-    })?;
-    let mut out = Vec::new();
+    let frame = &bytes[HEADER_LEN..];
+    let compression = |reason: String| FormatError::Compression { what, reason };
+    let limit = decompressed_limit(frame.len());
+    // A frame that declares its size is checked before anything is allocated.
+    let declared = zstd::zstd_safe::get_frame_content_size(frame)
+        .ok()
+        .flatten();
+    if declared.is_some_and(|n| n > limit) {
+        return Err(FormatError::TooLarge { what, limit });
+    }
+    let decoder =
+        zstd::stream::read::Decoder::new(frame).map_err(|e| compression(e.to_string()))?;
+    let capacity = usize::try_from(declared.unwrap_or(0)).unwrap_or(0);
+    let mut out = Vec::with_capacity(capacity);
+    // One byte past the limit tells a frame that reaches it from one that exceeds it.
     decoder
-        .take(MAX_DECOMPRESSED)
+        .take(limit.saturating_add(1))
         .read_to_end(&mut out)
-        .map_err(|e| FormatError::Compression {
-            what,
-            reason: e.to_string(),
-        })?;
+        .map_err(|e| compression(e.to_string()))?;
+    if u64::try_from(out.len()).unwrap_or(u64::MAX) > limit {
+        return Err(FormatError::TooLarge { what, limit });
+    }
+    if let Some(n) = declared.filter(|&n| usize::try_from(n).ok() != Some(out.len())) {
+        return Err(compression(format!(
+            "the frame declares {n} bytes but holds {}",
+            out.len()
+        )));
+    }
     Ok(out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A header of type `t` followed by `frame`.
+    fn enveloped(t: FileType, frame: &[u8]) -> Vec<u8> {
+        let mut out = seal(t, b"").unwrap()[..HEADER_LEN].to_vec();
+        out.extend_from_slice(frame);
+        out
+    }
+
+    #[test]
+    fn zstd_bombs_are_refused_without_inflating_them() {
+        // 256 MiB of zeros compress to a few KiB: far beyond 1000:1.
+        let size = 256usize << 20;
+        let zeros = std::io::repeat(0).take(size as u64);
+        // With the size declared in the frame header: refused before decoding.
+        let declared = zstd::stream::encode_all(zeros, 1).unwrap();
+        assert!(declared.len() < 64 << 10, "{}", declared.len());
+        let err = open(
+            FileType::Snapshot,
+            &enveloped(FileType::Snapshot, &declared),
+        );
+        assert!(matches!(err, Err(FormatError::TooLarge { limit, .. }) if limit == RATIO_FLOOR));
+        // Without it (a streamed frame): decoding stops one byte past the limit.
+        let mut streamed = Vec::new();
+        let mut enc = zstd::stream::write::Encoder::new(&mut streamed, 1).unwrap();
+        enc.include_contentsize(false).unwrap();
+        std::io::copy(&mut std::io::repeat(0).take(size as u64), &mut enc).unwrap();
+        enc.finish().unwrap();
+        assert_eq!(
+            zstd::zstd_safe::get_frame_content_size(&streamed)
+                .ok()
+                .flatten(),
+            None
+        );
+        let err = open(
+            FileType::Manifest,
+            &enveloped(FileType::Manifest, &streamed),
+        );
+        assert!(matches!(
+            err,
+            Err(FormatError::TooLarge {
+                what: "manifest",
+                ..
+            })
+        ));
+        // Highly compressible but within the ratio: accepted.
+        let ok = zstd::bulk::compress(&[7u8; 1 << 20], 1).unwrap();
+        let opened = open(FileType::Snapshot, &enveloped(FileType::Snapshot, &ok)).unwrap();
+        assert_eq!(opened.len(), 1 << 20);
+        assert_eq!(decompressed_limit(1 << 30), MAX_DECOMPRESSED);
+        assert_eq!(decompressed_limit(100 << 10), (100 << 10) * MAX_RATIO);
+    }
 
     #[test]
     fn seal_open_round_trip() {

@@ -118,6 +118,16 @@ pub enum FormatError {
         /// The parser's message.
         reason: String,
     },
+    /// A compressed object that decompresses to more than floe accepts: more than it
+    /// declares, more than 1000 times its compressed size (and 16 MiB), or more than
+    /// 4 GiB. Real objects never come near; a zstd bomb does.
+    #[error("{what} file decompresses to more than {limit} bytes (limit for its size)")]
+    TooLarge {
+        /// Which file type.
+        what: &'static str,
+        /// The limit it exceeds, in bytes.
+        limit: u64,
+    },
     /// A node path that is not absolute, has empty segments or a trailing `/`.
     #[error("invalid node path `{path}`: {reason}")]
     InvalidPath {
