@@ -137,3 +137,110 @@ fn cli_log_of_a_looping_history_fails_quickly() {
         );
     }
 }
+
+/// Commits a 2-d array with one written chunk; returns the snapshot id.
+async fn two_d(repo: &Repository) -> SnapshotId {
+    let s = repo.writable_session("main").await.unwrap();
+    s.add_array(&p("/b"), array_def("/b", &[4, 4], &[2, 2], "uint8"))
+        .unwrap();
+    s.set_chunk(&p("/b"), &[1, 1], Bytes::from_static(&[1, 2, 3, 4]))
+        .await
+        .unwrap();
+    s.commit("2-d").await.unwrap()
+}
+
+#[tokio::test]
+async fn chunk_refs_of_the_wrong_rank_are_errors_not_fill_values() {
+    use floe::format::manifest::Manifest;
+    use floe::format::snapshot::NodeData;
+    use floe::format::ManifestId;
+
+    let dir = tempfile::tempdir().unwrap();
+    let storage: Arc<dyn floe::storage::Storage> = Arc::new(LocalStorage::new(dir.path()).unwrap());
+    let repo = Repository::create(Arc::clone(&storage), None)
+        .await
+        .unwrap();
+    let id = two_d(&repo).await;
+    let snap = repo.assets().fetch_snapshot(&id).await.unwrap();
+    let node = snap.nodes.get(&p("/b")).unwrap().clone();
+    let mref = node.array().unwrap().manifests[0].clone();
+    let info = *snap.manifest_info(&mref.object_id).unwrap();
+    let manifest = repo
+        .assets()
+        .fetch_manifest(&mref.object_id, Some(info.size_bytes))
+        .await
+        .unwrap();
+
+    // 1. The manifest holds the chunk at index [1] (rank 1) for a rank-2 array.
+    let mut bad: Manifest = (*manifest).clone();
+    bad.id = ManifestId::random();
+    let refs = bad.arrays.get_mut(&node.id).unwrap();
+    *refs = std::mem::take(refs)
+        .into_iter()
+        .map(|(mut idx, payload)| {
+            idx.truncate(1);
+            (idx, payload)
+        })
+        .collect();
+    let bytes = bad.encode().unwrap();
+    let size = bytes.len() as u64;
+    storage
+        .put(&format!("manifests/{}", bad.id), Bytes::from(bytes))
+        .await
+        .unwrap();
+    let mut rewired = (*snap).clone();
+    rewired.manifest_files = vec![floe::format::snapshot::ManifestFileInfo {
+        id: bad.id,
+        size_bytes: size,
+        ..info
+    }];
+    if let NodeData::Array(a) = &mut rewired.nodes.get_mut(&p("/b")).unwrap().node_data {
+        a.manifests[0].object_id = bad.id;
+    }
+    repo.assets()
+        .write_snapshot(Arc::new(rewired.clone()))
+        .await
+        .unwrap();
+    let reader = Repository::open(Arc::clone(&storage)).await.unwrap();
+    let s = reader
+        .readonly_session(&VersionSelector::Snapshot(id))
+        .await
+        .unwrap();
+    let err = s.get_chunk(&p("/b"), &[1, 1], None).await.unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            Error::Format(floe::format::FormatError::InvalidData {
+                what: "manifest",
+                ..
+            })
+        ),
+        "{err}"
+    );
+    let err = s.list_chunks(&p("/b")).await.unwrap_err();
+    assert!(matches!(&err, Error::Format(_)), "{err}");
+
+    // 2. The snapshot gives the manifest extents of rank 1.
+    if let NodeData::Array(a) = &mut rewired.nodes.get_mut(&p("/b")).unwrap().node_data {
+        a.manifests[0].extents = vec![0..2];
+    }
+    repo.assets()
+        .write_snapshot(Arc::new(rewired))
+        .await
+        .unwrap();
+    let reader = Repository::open(Arc::clone(&storage)).await.unwrap();
+    let err = reader
+        .readonly_session(&VersionSelector::Snapshot(id))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            Error::Format(floe::format::FormatError::InvalidData {
+                what: "snapshot",
+                ..
+            })
+        ),
+        "{err}"
+    );
+}

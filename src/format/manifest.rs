@@ -78,6 +78,27 @@ impl Manifest {
         self.arrays.get(node).and_then(|refs| refs.get(index))
     }
 
+    /// Checks that `node`'s chunk refs (all of one rank, as decoding ensures) have
+    /// rank `rank`, the number of dimensions of the array they belong to.
+    ///
+    /// # Errors
+    /// [`FormatError::InvalidData`] when they do not: such refs would never be found
+    /// and the chunks would silently read as fill values.
+    pub fn check_rank(&self, node: &NodeId, rank: usize) -> Result<(), FormatError> {
+        match self.arrays.get(node).and_then(|refs| refs.keys().next()) {
+            Some(index) if index.len() != rank => Err(FormatError::InvalidData {
+                what: "manifest",
+                reason: format!(
+                    "manifest {} holds chunk indices of rank {} for node {node}, an array of \
+                     rank {rank}",
+                    self.id,
+                    index.len()
+                ),
+            }),
+            _ => Ok(()),
+        }
+    }
+
     /// The half-open chunk index extents of `node`'s refs, one range per dimension;
     /// `None` when the manifest holds no refs of `node`.
     pub fn extents(&self, node: &NodeId) -> Option<Vec<Range<u32>>> {
@@ -104,7 +125,8 @@ impl Manifest {
     ///
     /// # Errors
     /// Envelope errors; [`FormatError::InvalidFlatbuffer`];
-    /// [`FormatError::InvalidData`] for a chunk ref that is none of the three kinds.
+    /// [`FormatError::InvalidData`] for a chunk ref that is none of the three kinds, or
+    /// an array whose chunk indices are not all of one rank.
     pub fn decode(bytes: &[u8]) -> Result<Self, FormatError> {
         let buf = envelope::open(FileType::Manifest, bytes)?;
         let root = fb::verified_root::<gen::Manifest>("manifest", &buf)?;
@@ -112,8 +134,19 @@ impl Manifest {
         for a in root.arrays() {
             let node: NodeId = fb::id8(a.node_id());
             let mut refs = BTreeMap::new();
+            let mut rank = None;
             for r in a.refs() {
                 let index: ChunkIndices = r.index().iter().collect();
+                if *rank.get_or_insert(index.len()) != index.len() {
+                    return Err(FormatError::InvalidData {
+                        what: "manifest",
+                        reason: format!(
+                            "chunk refs of node {node} mix indices of rank {} and {}",
+                            rank.unwrap_or_default(),
+                            index.len()
+                        ),
+                    });
+                }
                 let payload = read_ref(&r).ok_or_else(|| FormatError::InvalidData {
                     what: "manifest",
                     reason: format!(

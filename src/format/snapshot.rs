@@ -358,7 +358,7 @@ fn read_node(n: &gen::NodeSnapshot<'_>) -> Result<NodeSnapshot, FormatError> {
                     what: "snapshot",
                     reason: format!("array node `{path}` has no array data"),
                 })?;
-            NodeData::Array(ArrayData {
+            let data = ArrayData {
                 shape: a
                     .shape()
                     .iter()
@@ -378,7 +378,23 @@ fn read_node(n: &gen::NodeSnapshot<'_>) -> Result<NodeSnapshot, FormatError> {
                         extents: m.extents().iter().map(|r| r.from()..r.to()).collect(),
                     })
                     .collect(),
-            })
+            };
+            if let Some(m) = data
+                .manifests
+                .iter()
+                .find(|m| m.extents.len() != data.shape.len())
+            {
+                return Err(FormatError::InvalidData {
+                    what: "snapshot",
+                    reason: format!(
+                        "array `{path}` has rank {} but its manifest {} has extents of rank {}",
+                        data.shape.len(),
+                        m.object_id,
+                        m.extents.len()
+                    ),
+                });
+            }
+            NodeData::Array(data)
         }
         other => {
             return Err(FormatError::InvalidData {

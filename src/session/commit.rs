@@ -66,7 +66,9 @@ pub async fn committed_manifests(
     if let Some(a) = old.array() {
         for mref in &a.manifests {
             let size = base.manifest_info(&mref.object_id).map(|i| i.size_bytes);
-            out.push(assets.fetch_manifest(&mref.object_id, size).await?);
+            let manifest = assets.fetch_manifest(&mref.object_id, size).await?;
+            manifest.check_rank(&node.id, a.shape.len())?;
+            out.push(manifest);
         }
     }
     Ok(out)

@@ -385,6 +385,7 @@ impl Session {
             .assets()
             .fetch_manifest(&mref.object_id, size)
             .await?;
+        manifest.check_rank(&node.id, index.len())?;
         Ok(manifest.get(&node.id, index).cloned())
     }
 
