@@ -50,8 +50,19 @@ impl ObjectStorage {
         }
     }
 
+    /// The key of a listed object: object_store percent-encodes characters it does
+    /// not allow in a path segment (non-ASCII, `%`, `#`, ...) when a key is written,
+    /// so each segment is decoded back to the key that was written.
     fn key_of(&self, path: &Path) -> String {
-        let full = path.as_ref();
+        let decoded: Vec<String> = path
+            .parts()
+            .map(|part| {
+                percent_encoding::percent_decode_str(part.as_ref())
+                    .decode_utf8_lossy()
+                    .into_owned()
+            })
+            .collect();
+        let full = decoded.join("/");
         if self.prefix.is_empty() {
             full.to_string()
         } else {
