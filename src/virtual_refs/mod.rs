@@ -77,6 +77,15 @@ pub enum VirtualChunkError {
         /// The store kind.
         store: String,
     },
+    /// An HTTP server answered with a redirect to a location outside the authorized
+    /// prefixes (another host, port, scheme or path); it was not followed.
+    #[error("`{url}` redirects to `{location}`, outside the authorized prefixes: not followed")]
+    RedirectRefused {
+        /// The URL.
+        url: String,
+        /// Where the server redirected to.
+        location: String,
+    },
     /// The backend failed (network, permissions...).
     #[error("error reading `{url}`: {source}")]
     Backend {
