@@ -586,3 +586,45 @@ fn default_ports_normalize_to_the_same_prefix() {
     assert!(!access.allows(&floe::virtual_refs::normalize_url("http://example.com:8080/data/x").unwrap()));
     assert!(!access.allows(&floe::virtual_refs::normalize_url("https://example.com/data/x").unwrap()));
 }
+
+// --- The CLI ---------------------------------------------------------------------
+
+#[tokio::test]
+async fn cli_allow_virtual_does_not_follow_a_symlink_out() {
+    let f = fixture(vec![]).await;
+    let repo = Repository::open(Arc::new(LocalStorage::new(&f.repo).unwrap()))
+        .await
+        .unwrap();
+    let s = repo.writable_session("main").await.unwrap();
+    // `/v` chunk 0 points through the escaping symlink; `/w` chunk 0 at the real file.
+    s.add_array(&p("/w"), array_def("/w", &[1], &[1], "uint8"))
+        .unwrap();
+    let vref = |name: &str| {
+        Some(ChunkPayload::Virtual(VirtualChunkRef {
+            location: file_url(&f.data.join(name)),
+            offset: 0,
+            length: 1,
+            checksum: None,
+        }))
+    };
+    s.set_chunk_ref(&p("/v"), &[0], vref("escape_link.bin"))
+        .unwrap();
+    s.set_chunk_ref(&p("/w"), &[0], vref("source.bin")).unwrap();
+    s.commit("refs").await.unwrap();
+    let cat = |array: &str, prefix: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_floe"))
+            .args(["cat", &f.repo.display().to_string(), array])
+            .args(["--format", "json", "--allow-virtual", prefix])
+            .output()
+            .unwrap()
+    };
+    let prefix = format!("{}/", f.data.display());
+    let out = cat("/w", &prefix);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "[0]");
+    let out = cat("/v", &prefix);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("not authorized"), "{stderr}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("116"), "disclosed");
+}
