@@ -145,7 +145,10 @@ fn data_prefix(f: &Fixture) -> Vec<String> {
 fn assert_unauthorized(res: Result<Bytes, VirtualChunkError>, what: &str) {
     match res {
         Err(VirtualChunkError::Unauthorized { .. }) => {}
-        Ok(b) => panic!("{what}: read succeeded and disclosed {:?}", String::from_utf8_lossy(&b)),
+        Ok(b) => panic!(
+            "{what}: read succeeded and disclosed {:?}",
+            String::from_utf8_lossy(&b)
+        ),
         Err(e) => panic!("{what}: expected Unauthorized, got {e:?}"),
     }
 }
@@ -154,7 +157,10 @@ fn assert_unauthorized(res: Result<Bytes, VirtualChunkError>, what: &str) {
 fn assert_invalid(res: Result<Bytes, VirtualChunkError>, what: &str) {
     match res {
         Err(VirtualChunkError::InvalidUrl { .. }) => {}
-        Ok(b) => panic!("{what}: read succeeded and disclosed {:?}", String::from_utf8_lossy(&b)),
+        Ok(b) => panic!(
+            "{what}: read succeeded and disclosed {:?}",
+            String::from_utf8_lossy(&b)
+        ),
         Err(e) => panic!("{what}: expected InvalidUrl, got {e:?}"),
     }
 }
@@ -164,17 +170,32 @@ async fn authorized_local_reads_still_work() {
     let f = fixture(vec![]).await;
     let all = pattern();
     let url = file_url(&f.data.join("source.bin"));
-    assert_eq!(read(&f, &data_prefix(&f), &url, 16).await.unwrap(), &all[..16]);
+    assert_eq!(
+        read(&f, &data_prefix(&f), &url, 16).await.unwrap(),
+        &all[..16]
+    );
     // The same file as a plain path, and through a symlink that stays inside.
     let plain = f.data.join("source.bin").display().to_string();
-    assert_eq!(read(&f, &data_prefix(&f), &plain, 8).await.unwrap(), &all[..8]);
+    assert_eq!(
+        read(&f, &data_prefix(&f), &plain, 8).await.unwrap(),
+        &all[..8]
+    );
     let inner = file_url(&f.data.join("inner_link.bin"));
-    assert_eq!(read(&f, &data_prefix(&f), &inner, 8).await.unwrap(), &all[..8]);
+    assert_eq!(
+        read(&f, &data_prefix(&f), &inner, 8).await.unwrap(),
+        &all[..8]
+    );
     // `..` that stays inside, and `file://localhost/`.
     let dots = format!("{}/data/../data/source.bin", f.root.display());
-    assert_eq!(read(&f, &data_prefix(&f), &dots, 4).await.unwrap(), &all[..4]);
+    assert_eq!(
+        read(&f, &data_prefix(&f), &dots, 4).await.unwrap(),
+        &all[..4]
+    );
     let localhost = format!("file://localhost{}", f.data.join("source.bin").display());
-    assert_eq!(read(&f, &data_prefix(&f), &localhost, 4).await.unwrap(), &all[..4]);
+    assert_eq!(
+        read(&f, &data_prefix(&f), &localhost, 4).await.unwrap(),
+        &all[..4]
+    );
     // A prefix given through a symlink authorizes what it points at.
     let alias = vec![format!("{}/", file_url(&f.root.join("alias")))];
     assert_eq!(read(&f, &alias, &url, 4).await.unwrap(), &all[..4]);
@@ -184,7 +205,10 @@ async fn authorized_local_reads_still_work() {
     // A missing file under the prefix is reported missing, not unauthorized.
     let missing = file_url(&f.data.join("missing.bin"));
     let e = read(&f, &data_prefix(&f), &missing, 4).await.unwrap_err();
-    assert!(matches!(e, VirtualChunkError::SourceMissing { .. }), "{e:?}");
+    assert!(
+        matches!(e, VirtualChunkError::SourceMissing { .. }),
+        "{e:?}"
+    );
 }
 
 #[tokio::test]
@@ -193,9 +217,15 @@ async fn plain_path_with_dot_dot_cannot_escape() {
     // Today's escape: the prefix check saw `<root>/data/../secret.txt`, the read went to
     // `<root>/secret.txt`.
     let url = format!("{}/../secret.txt", f.data.display());
-    assert_unauthorized(read(&f, &data_prefix(&f), &url, 10).await, "plain path with ..");
+    assert_unauthorized(
+        read(&f, &data_prefix(&f), &url, 10).await,
+        "plain path with ..",
+    );
     let url = format!("{}/./../secret.txt", f.data.display());
-    assert_unauthorized(read(&f, &data_prefix(&f), &url, 10).await, "plain path with ./..");
+    assert_unauthorized(
+        read(&f, &data_prefix(&f), &url, 10).await,
+        "plain path with ./..",
+    );
 }
 
 #[tokio::test]
@@ -222,7 +252,10 @@ async fn symlink_to_a_file_outside_is_refused() {
 async fn symlinked_directory_outside_is_refused() {
     let f = fixture(vec![]).await;
     let url = file_url(&f.data.join("escape_dir/secret.txt"));
-    assert_unauthorized(read(&f, &data_prefix(&f), &url, 10).await, "directory symlink");
+    assert_unauthorized(
+        read(&f, &data_prefix(&f), &url, 10).await,
+        "directory symlink",
+    );
 }
 
 #[tokio::test]
@@ -230,10 +263,16 @@ async fn dangling_symlink_is_not_followed() {
     let f = fixture(vec![]).await;
     let url = file_url(&f.data.join("dangling.bin"));
     let e = read(&f, &data_prefix(&f), &url, 4).await.unwrap_err();
-    assert!(matches!(e, VirtualChunkError::SourceMissing { .. }), "{e:?}");
+    assert!(
+        matches!(e, VirtualChunkError::SourceMissing { .. }),
+        "{e:?}"
+    );
     // Once its target exists (outside the prefix), it is refused.
     std::fs::write(f.root.join("not-yet"), SECRET).unwrap();
-    assert_unauthorized(read(&f, &data_prefix(&f), &url, 10).await, "dangling symlink");
+    assert_unauthorized(
+        read(&f, &data_prefix(&f), &url, 10).await,
+        "dangling symlink",
+    );
 }
 
 #[tokio::test]
@@ -269,7 +308,10 @@ async fn file_urls_naming_a_host_are_refused() {
     for url in [
         format!("file://otherhost{}", f.root.join("secret.txt").display()),
         format!("file://127.0.0.1{}", f.root.join("secret.txt").display()),
-        format!("file://user@localhost{}", f.root.join("secret.txt").display()),
+        format!(
+            "file://user@localhost{}",
+            f.root.join("secret.txt").display()
+        ),
     ] {
         assert_invalid(read(&f, &data_prefix(&f), &url, 10).await, &url);
     }
@@ -336,7 +378,9 @@ async fn s3_dot_segments_are_resolved_before_the_check() {
         assert_unauthorized(read(&f, &prefix, url, 10).await, url);
     }
     // Bucket names are exact: another bucket is not covered (nor authorized).
-    let e = read(&f, &prefix, "s3://Bucket/data/x", 10).await.unwrap_err();
+    let e = read(&f, &prefix, "s3://Bucket/data/x", 10)
+        .await
+        .unwrap_err();
     assert!(matches!(e, VirtualChunkError::NoContainer { .. }), "{e:?}");
     for url in [
         "s3://bucket/data/..%2fsecret/x",
@@ -494,7 +538,10 @@ async fn bounded<T>(fut: impl std::future::Future<Output = T>) -> T {
 fn assert_redirect_refused(res: Result<Bytes, VirtualChunkError>, what: &str) {
     match res {
         Err(VirtualChunkError::RedirectRefused { .. }) => {}
-        Ok(b) => panic!("{what}: read succeeded and disclosed {:?}", String::from_utf8_lossy(&b)),
+        Ok(b) => panic!(
+            "{what}: read succeeded and disclosed {:?}",
+            String::from_utf8_lossy(&b)
+        ),
         Err(e) => panic!("{what}: expected RedirectRefused, got {e:?}"),
     }
 }
@@ -520,7 +567,10 @@ async fn http_redirect_to_another_host_is_refused() {
     let prefix = vec![format!("{base}/data/")];
     let res = bounded(read(&f, &prefix, &format!("{base}/data/to-host"), 16)).await;
     assert_redirect_refused(res, "redirect to another host");
-    assert!(evil.hits.lock().unwrap().is_empty(), "the other host was contacted");
+    assert!(
+        evil.hits.lock().unwrap().is_empty(),
+        "the other host was contacted"
+    );
 }
 
 #[tokio::test]
@@ -553,7 +603,10 @@ async fn http_userinfo_ports_and_case() {
     let all = pattern();
     // Scheme and host case do not matter.
     let url = format!("HTTP://{host_port}/data/source.bin");
-    assert_eq!(bounded(read(&f, &prefix, &url, 4)).await.unwrap(), &all[..4]);
+    assert_eq!(
+        bounded(read(&f, &prefix, &url, 4)).await.unwrap(),
+        &all[..4]
+    );
     // Path case does.
     let url = format!("{base}/DATA/source.bin");
     assert_unauthorized(bounded(read(&f, &prefix, &url, 4)).await, "path case");
@@ -572,9 +625,17 @@ async fn http_userinfo_ports_and_case() {
     assert_invalid(bounded(read(&f, &prefix, &url, 4)).await, "encoded slash");
     let url = format!("{base}/data\\..\\private/x");
     assert_invalid(bounded(read(&f, &prefix, &url, 4)).await, "backslash");
-    assert!(evil.hits.lock().unwrap().is_empty(), "the other host was contacted");
     assert!(
-        !good.hits.lock().unwrap().iter().any(|h| h.starts_with("/private")),
+        evil.hits.lock().unwrap().is_empty(),
+        "the other host was contacted"
+    );
+    assert!(
+        !good
+            .hits
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|h| h.starts_with("/private")),
         "the unauthorized path was requested"
     );
 }
@@ -583,8 +644,11 @@ async fn http_userinfo_ports_and_case() {
 fn default_ports_normalize_to_the_same_prefix() {
     let access = VirtualAccess::prefixes(["http://example.com:80/data/"]).unwrap();
     assert!(access.allows(&floe::virtual_refs::normalize_url("http://EXAMPLE.com/data/x").unwrap()));
-    assert!(!access.allows(&floe::virtual_refs::normalize_url("http://example.com:8080/data/x").unwrap()));
-    assert!(!access.allows(&floe::virtual_refs::normalize_url("https://example.com/data/x").unwrap()));
+    assert!(!access
+        .allows(&floe::virtual_refs::normalize_url("http://example.com:8080/data/x").unwrap()));
+    assert!(
+        !access.allows(&floe::virtual_refs::normalize_url("https://example.com/data/x").unwrap())
+    );
 }
 
 // --- The CLI ---------------------------------------------------------------------
@@ -620,11 +684,18 @@ async fn cli_allow_virtual_does_not_follow_a_symlink_out() {
     };
     let prefix = format!("{}/", f.data.display());
     let out = cat("/w", &prefix);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "[0]");
     let out = cat("/v", &prefix);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("not authorized"), "{stderr}");
-    assert!(!String::from_utf8_lossy(&out.stdout).contains("116"), "disclosed");
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("116"),
+        "disclosed"
+    );
 }

@@ -458,6 +458,8 @@ mod tests {
         let access = VirtualAccess::prefixes([root.join("data").display().to_string()]).unwrap();
         assert!(!access.allows_local(&root.join("secret")));
         assert!(access.allows_local(&root.join("data/a/b")));
-        assert!(!access.allows(&normalize_url(&root.join("data/link").display().to_string()).unwrap()));
+        assert!(
+            !access.allows(&normalize_url(&root.join("data/link").display().to_string()).unwrap())
+        );
     }
 }

@@ -8,12 +8,12 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use chrono::{TimeZone, Utc};
-use object_store::http::HttpBuilder;
-use object_store::local::LocalFileSystem;
-use object_store::path::Path;
 use object_store::client::{
     HttpClient, HttpConnector, HttpError, HttpErrorKind, HttpRequest, HttpResponse, HttpService,
 };
+use object_store::http::HttpBuilder;
+use object_store::local::LocalFileSystem;
+use object_store::path::Path;
 use object_store::{ClientOptions, GetOptions, GetRange, ObjectStore, ObjectStoreExt};
 use url::Url;
 
