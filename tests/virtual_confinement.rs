@@ -699,3 +699,26 @@ async fn cli_allow_virtual_does_not_follow_a_symlink_out() {
         "disclosed"
     );
 }
+
+#[tokio::test]
+async fn a_local_store_behind_a_remote_prefix_is_refused() {
+    // The writer declares `http://<host>/` read through the local file system: a reader
+    // who authorized that host must not get local files for it.
+    let c = VirtualChunkContainer {
+        name: None,
+        url_prefix: "http://127.0.0.1:1/".into(),
+        store: ContainerStore::LocalFileSystem("/".into()),
+    };
+    let f = fixture(vec![c]).await;
+    let prefix = vec!["http://127.0.0.1:1/".to_string()];
+    let url = format!("http://127.0.0.1:1{}", f.root.join("secret.txt").display());
+    let res = read(&f, &prefix, &url, 10).await;
+    match res {
+        Err(VirtualChunkError::UnsupportedStore { .. }) => {}
+        Ok(b) => panic!(
+            "read succeeded and disclosed {:?}",
+            String::from_utf8_lossy(&b)
+        ),
+        Err(e) => panic!("expected UnsupportedStore, got {e:?}"),
+    }
+}
