@@ -2,17 +2,24 @@
 //! preconditions.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use chrono::{TimeZone, Utc};
+use object_store::client::{
+    HttpClient, HttpConnector, HttpError, HttpErrorKind, HttpRequest, HttpResponse, HttpService,
+};
 use object_store::http::HttpBuilder;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
 use object_store::{ClientOptions, GetOptions, GetRange, ObjectStore, ObjectStoreExt};
 use url::Url;
 
-use super::authorization::{normalize_prefix, normalize_url, under_prefix, VirtualAccess};
+use super::authorization::{
+    normalize_prefix, normalize_url, resolve_local, under_prefix, LocalTarget, VirtualAccess,
+};
 use super::VirtualChunkError;
 use crate::format::config::{ContainerStore, VirtualChunkContainer};
 use crate::format::manifest::{Checksum, VirtualChunkRef};
@@ -69,18 +76,13 @@ impl VirtualChunkResolver {
         }
     }
 
-    /// The container covering a normalized URL, checked against the authorization.
+    /// The container covering a normalized URL, checked against the authorization
+    /// ([`VirtualAccess::allows`]: a local file is judged by its resolved path).
     ///
     /// # Errors
     /// [`VirtualChunkError::NoContainer`], [`VirtualChunkError::Unauthorized`].
     pub fn container_for(&self, url: &str) -> Result<&VirtualChunkContainer, VirtualChunkError> {
-        let (_, container) = self
-            .containers
-            .iter()
-            .find(|(prefix, _)| under_prefix(url, prefix))
-            .ok_or_else(|| VirtualChunkError::NoContainer {
-                url: url.to_string(),
-            })?;
+        let container = self.covering(url)?;
         if !self.access.allows(url) {
             return Err(VirtualChunkError::Unauthorized {
                 url: url.to_string(),
@@ -88,6 +90,32 @@ impl VirtualChunkResolver {
             });
         }
         Ok(container)
+    }
+
+    /// The container covering a normalized URL (longest prefix), authorized or not.
+    fn covering(&self, url: &str) -> Result<&VirtualChunkContainer, VirtualChunkError> {
+        self.containers
+            .iter()
+            .find(|(prefix, _)| under_prefix(url, prefix))
+            .map(|(_, c)| c)
+            .ok_or_else(|| VirtualChunkError::NoContainer {
+                url: url.to_string(),
+            })
+    }
+
+    /// The store cached under `key`, made by `make` the first time.
+    fn cached_store(
+        &self,
+        key: String,
+        make: impl FnOnce() -> Result<Arc<dyn ObjectStore>, VirtualChunkError>,
+    ) -> Result<Arc<dyn ObjectStore>, VirtualChunkError> {
+        let mut stores = self.stores.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = stores.get(&key) {
+            return Ok(Arc::clone(s));
+        }
+        let store = make()?;
+        stores.insert(key, Arc::clone(&store));
+        Ok(store)
     }
 
     fn store_for(
@@ -103,59 +131,67 @@ impl VirtualChunkResolver {
         let path = Path::from_url_path(url.path()).map_err(|e| invalid(e.to_string()))?;
         let base = format!("{}://{}", url.scheme(), url.authority());
         let cache_key = format!("{}|{base}", container.url_prefix);
-        let mut stores = self.stores.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(s) = stores.get(&cache_key) {
-            return Ok((Arc::clone(s), path));
-        }
-        let store: Arc<dyn ObjectStore> = match &container.store {
-            ContainerStore::LocalFileSystem(_) => Arc::new(LocalFileSystem::new()),
-            ContainerStore::S3 {
-                region,
-                endpoint_url,
-                anonymous,
-                allow_http,
-                force_path_style,
-                ..
-            } => {
-                let bucket = url
-                    .host_str()
-                    .ok_or_else(|| invalid("an s3:// URL needs a bucket".into()))?;
-                let mut opts = self
-                    .s3_credentials
-                    .clone()
-                    .unwrap_or_else(S3Options::from_env);
-                if endpoint_url.is_some() {
-                    opts.endpoint = endpoint_url.clone();
+        let store = self.cached_store(cache_key, || {
+            let store: Arc<dyn ObjectStore> = match &container.store {
+                ContainerStore::LocalFileSystem(_) => {
+                    return Err(VirtualChunkError::UnsupportedStore {
+                        container: container.url_prefix.clone(),
+                        store: format!("a local store for a {}:// URL", url.scheme()),
+                    })
                 }
-                if region.is_some() {
-                    opts.region = region.clone();
+                ContainerStore::S3 {
+                    region,
+                    endpoint_url,
+                    anonymous,
+                    allow_http,
+                    force_path_style,
+                    ..
+                } => {
+                    let bucket = url
+                        .host_str()
+                        .ok_or_else(|| invalid("an s3:// URL needs a bucket".into()))?;
+                    let mut opts = self
+                        .s3_credentials
+                        .clone()
+                        .unwrap_or_else(S3Options::from_env);
+                    if endpoint_url.is_some() {
+                        opts.endpoint = endpoint_url.clone();
+                    }
+                    if region.is_some() {
+                        opts.region = region.clone();
+                    }
+                    opts.anonymous = *anonymous;
+                    opts.allow_http = opts.allow_http || *allow_http;
+                    opts.force_path_style = opts.force_path_style || *force_path_style;
+                    Arc::new(opts.build(bucket).map_err(|e| invalid(e.to_string()))?)
                 }
-                opts.anonymous = *anonymous;
-                opts.allow_http = opts.allow_http || *allow_http;
-                opts.force_path_style = opts.force_path_style || *force_path_style;
-                Arc::new(opts.build(bucket).map_err(|e| invalid(e.to_string()))?)
-            }
-            ContainerStore::Http => Arc::new(
-                HttpBuilder::new()
+                ContainerStore::Http => {
                     // The container's URL says whether it is plain HTTP.
-                    .with_client_options(
-                        ClientOptions::new().with_allow_http(url.scheme() == "http"),
+                    let allow_http = url.scheme() == "http";
+                    Arc::new(
+                        HttpBuilder::new()
+                            .with_client_options(ClientOptions::new().with_allow_http(allow_http))
+                            .with_http_connector(ConfinedConnector {
+                                access: self.access.clone(),
+                                allow_http,
+                            })
+                            .with_url(base.clone())
+                            .build()
+                            .map_err(|source| VirtualChunkError::Backend {
+                                url: raw.clone(),
+                                source: Box::new(source),
+                            })?,
                     )
-                    .with_url(base)
-                    .build()
-                    .map_err(|source| VirtualChunkError::Backend {
-                        url: raw.clone(),
-                        source: Box::new(source),
-                    })?,
-            ),
-            ContainerStore::Other(kind) => {
-                return Err(VirtualChunkError::UnsupportedStore {
-                    container: container.url_prefix.clone(),
-                    store: kind.clone(),
-                })
-            }
-        };
-        stores.insert(cache_key, Arc::clone(&store));
+                }
+                ContainerStore::Other(kind) => {
+                    return Err(VirtualChunkError::UnsupportedStore {
+                        container: container.url_prefix.clone(),
+                        store: kind.clone(),
+                    })
+                }
+            };
+            Ok(store)
+        })?;
         Ok((store, path))
     }
 
@@ -172,14 +208,57 @@ impl VirtualChunkResolver {
     }
 
     /// Normalizes `url`, checks it is covered and authorized, and finds the object
-    /// store and path to read it through.
+    /// store and path to read it through. A local file is resolved (symbolic links and
+    /// `..` followed), the resolved path is what is authorized, and it is also the
+    /// path that is read.
     fn locate(&self, url: &str) -> Result<Located<'_>, VirtualChunkError> {
         let url = normalize_url(url)?;
-        let container = self.container_for(&url)?;
-        let parsed = Url::parse(&url).map_err(|e| VirtualChunkError::InvalidUrl {
+        let container = self.covering(&url)?;
+        let invalid = |reason: String| VirtualChunkError::InvalidUrl {
             url: url.clone(),
-            reason: e.to_string(),
-        })?;
+            reason,
+        };
+        let parsed = Url::parse(&url).map_err(|e| invalid(e.to_string()))?;
+        let unauthorized = || VirtualChunkError::Unauthorized {
+            url: url.clone(),
+            container: container.url_prefix.clone(),
+        };
+        if parsed.scheme() == "file" {
+            let file = parsed
+                .to_file_path()
+                .map_err(|()| invalid("not a local file path".into()))?;
+            let target = resolve_local(&file)
+                .map_err(|e| invalid(format!("cannot resolve the local path: {e}")))?;
+            if !self.access.allows_local(target.path()) {
+                return Err(unauthorized());
+            }
+            let real = match target {
+                LocalTarget::Existing(p) => p,
+                // Never opened: its last components might become a link meanwhile.
+                LocalTarget::Missing(_) => {
+                    return Err(VirtualChunkError::SourceMissing { url: url.clone() })
+                }
+            };
+            if !matches!(container.store, ContainerStore::LocalFileSystem(_)) {
+                return Err(VirtualChunkError::UnsupportedStore {
+                    container: container.url_prefix.clone(),
+                    store: "a non-local store for a file:// URL".into(),
+                });
+            }
+            let path = Path::from_absolute_path(&real).map_err(|e| invalid(e.to_string()))?;
+            let store = self.cached_store(format!("{}|file", container.url_prefix), || {
+                Ok(Arc::new(LocalFileSystem::new()))
+            })?;
+            return Ok(Located {
+                url,
+                container,
+                store,
+                path,
+            });
+        }
+        if !self.access.allows(&url) {
+            return Err(unauthorized());
+        }
         let (store, path) = self.store_for(container, &parsed)?;
         Ok(Located {
             url,
@@ -284,6 +363,17 @@ fn if_match_value(store: &ContainerStore, etag: &str) -> String {
 }
 
 fn map_err(url: &str, e: object_store::Error) -> VirtualChunkError {
+    // A redirect our policy refused surfaces as a source of the backend error.
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+    while let Some(err) = cur {
+        if let Some(r) = err.downcast_ref::<RedirectOutside>() {
+            return VirtualChunkError::RedirectRefused {
+                url: url.to_string(),
+                location: r.location.clone(),
+            };
+        }
+        cur = err.source();
+    }
     match e {
         object_store::Error::NotFound { .. } => VirtualChunkError::SourceMissing {
             url: url.to_string(),
@@ -297,5 +387,90 @@ fn map_err(url: &str, e: object_store::Error) -> VirtualChunkError {
             url: url.to_string(),
             source: Box::new(other),
         },
+    }
+}
+
+/// At most this many redirects are followed for one virtual chunk request.
+const MAX_REDIRECTS: usize = 10;
+
+/// The error the redirect policy returns for a location outside the authorization.
+#[derive(Debug, thiserror::Error)]
+#[error("redirect to `{location}` leaves the authorized prefixes")]
+struct RedirectOutside {
+    location: String,
+}
+
+/// Builds the HTTP client of virtual HTTP(S) containers: like object_store's default
+/// (timeouts, no transparent decompression) but following a redirect only when the
+/// new location, normalized, is itself authorized (see the module documentation of
+/// [`super::authorization`]).
+#[derive(Debug)]
+struct ConfinedConnector {
+    access: VirtualAccess,
+    allow_http: bool,
+}
+
+impl HttpConnector for ConfinedConnector {
+    fn connect(&self, _options: &ClientOptions) -> object_store::Result<HttpClient> {
+        let access = self.access.clone();
+        let policy = reqwest::redirect::Policy::custom(move |attempt| {
+            let location = attempt.url().to_string();
+            let inside = normalize_url(&location)
+                .is_ok_and(|n| !n.starts_with("file:") && access.allows(&n));
+            if inside && attempt.previous().len() <= MAX_REDIRECTS {
+                attempt.follow()
+            } else {
+                attempt.error(RedirectOutside { location })
+            }
+        });
+        let client = reqwest::Client::builder()
+            .redirect(policy)
+            .https_only(!self.allow_http)
+            .connect_timeout(std::time::Duration::from_secs(5))
+            .timeout(std::time::Duration::from_secs(30))
+            // As object_store: compression would falsify Content-Length.
+            .no_gzip()
+            .no_brotli()
+            .no_zstd()
+            .no_deflate()
+            .build()
+            .map_err(|e| object_store::Error::Generic {
+                store: "HTTP",
+                source: Box::new(e),
+            })?;
+        Ok(HttpClient::new(ConfinedClient(client)))
+    }
+}
+
+/// The client of [`ConfinedConnector`]: a redirect the client did not follow (one to
+/// a scheme it cannot follow, such as `file://`) becomes a [`RedirectOutside`] error
+/// instead of a bare status.
+#[derive(Debug)]
+struct ConfinedClient(reqwest::Client);
+
+impl HttpService for ConfinedClient {
+    fn call<'a, 'b>(
+        &'a self,
+        req: HttpRequest,
+    ) -> Pin<Box<dyn Future<Output = Result<HttpResponse, HttpError>> + Send + 'b>>
+    where
+        'a: 'b,
+        Self: 'b,
+    {
+        Box::pin(async move {
+            let res = self.0.call(req).await?;
+            let status = res.status();
+            if status.is_redirection() && status.as_u16() != 304 {
+                if let Some(location) = res.headers().get("location") {
+                    return Err(HttpError::new(
+                        HttpErrorKind::Unknown,
+                        RedirectOutside {
+                            location: String::from_utf8_lossy(location.as_bytes()).into_owned(),
+                        },
+                    ));
+                }
+            }
+            Ok(res)
+        })
     }
 }

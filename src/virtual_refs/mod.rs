@@ -4,8 +4,11 @@
 //! A virtual ref is read only through a *virtual chunk container* of the repository's
 //! `config.yaml` (a URL prefix and the store behind it), and only when the caller
 //! authorized that prefix when opening the repository: an untrusted repository can
-//! never make floe read arbitrary local files or hosts. URLs are normalized first, so a
-//! `..` segment cannot escape an authorized prefix.
+//! never make floe read arbitrary local files or hosts. What is authorized is the exact
+//! location read: URLs are normalized first (dot segments, percent-encoding, case,
+//! ports; ambiguous forms are refused), local files are checked after resolving
+//! symbolic links, and HTTP redirects are followed only inside the authorization. The
+//! [`authorization`] module documents the guarantees.
 //!
 //! Checksums: an etag checksum is sent as an `If-Match` precondition; a last-modified
 //! checksum (seconds) rejects a source modified since. Either failure, a missing
@@ -76,6 +79,15 @@ pub enum VirtualChunkError {
         container: String,
         /// The store kind.
         store: String,
+    },
+    /// An HTTP server answered with a redirect to a location outside the authorized
+    /// prefixes (another host, port, scheme or path); it was not followed.
+    #[error("`{url}` redirects to `{location}`, outside the authorized prefixes: not followed")]
+    RedirectRefused {
+        /// The URL.
+        url: String,
+        /// Where the server redirected to.
+        location: String,
     },
     /// The backend failed (network, permissions...).
     #[error("error reading `{url}`: {source}")]
