@@ -222,7 +222,7 @@ async fn chunk_refs_of_the_wrong_rank_are_errors_not_fill_values() {
 
     // 2. The snapshot gives the manifest extents of rank 1.
     if let NodeData::Array(a) = &mut rewired.nodes.get_mut(&p("/b")).unwrap().node_data {
-        a.manifests[0].extents = vec![0..2];
+        a.manifests[0].extents = std::iter::once(0..2).collect();
     }
     repo.assets()
         .write_snapshot(Arc::new(rewired))
