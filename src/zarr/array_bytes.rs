@@ -24,8 +24,20 @@ impl ArrayBytes {
     /// `num_elements` copies of `fill` for data type `dt`.
     ///
     /// # Errors
-    /// [`ZarrError::InvalidFillValue`] when `fill` does not match `dt`.
+    /// [`ZarrError::InvalidFillValue`] when `fill` does not match `dt`;
+    /// [`ZarrError::TooLarge`] when `num_elements` elements exceed `isize::MAX` bytes
+    /// (the buffer could never be allocated).
     pub fn new_fill(num_elements: usize, dt: &DataType, fill: &FillValue) -> ZarrResult<Self> {
+        let per = dt.fixed_size().unwrap_or(std::mem::size_of::<String>());
+        if num_elements
+            .checked_mul(per)
+            .is_none_or(|b| b > isize::MAX as usize)
+        {
+            return Err(ZarrError::TooLarge {
+                path: String::new(),
+                reason: format!("{num_elements} elements of {dt} do not fit in memory"),
+            });
+        }
         match (dt.fixed_size(), fill) {
             (None, FillValue::String(s)) => Ok(ArrayBytes::Strings(vec![s.clone(); num_elements])),
             (Some(size), FillValue::Bytes(b)) if b.len() == size => {
@@ -147,7 +159,13 @@ impl ArrayBytes {
             ArrayBytes::Strings(v) => v.iter().map(|s| Value::String(s.clone())).collect(),
             ArrayBytes::Fixed(b) => match dt.fixed_size() {
                 Some(s) if s > 0 => b.chunks_exact(s).map(|e| element_to_json(dt, e)).collect(),
-                _ => vec![element_to_json(dt, &[]); shape.iter().product::<u64>() as usize],
+                // Zero-sized elements: one per position of `shape` (callers size
+                // regions before reading; the count saturates rather than wraps).
+                _ => vec![
+                    element_to_json(dt, &[]);
+                    usize::try_from(crate::zarr::subset::saturating_product(shape))
+                        .unwrap_or(usize::MAX)
+                ],
             },
         };
         nest(flat, shape)
@@ -370,6 +388,9 @@ mod tests {
         }
         assert!(!zz.is_fill(&dt.default_fill_value()));
         assert!(ArrayBytes::new_fill(2, &DataType::String, &dt.default_fill_value()).is_err());
+        // Sizes that overflow are a typed error, not a capacity-overflow panic.
+        let huge = ArrayBytes::new_fill(usize::MAX / 2, &DataType::Float32, &fill);
+        assert!(matches!(huge, Err(ZarrError::TooLarge { .. })), "{huge:?}");
     }
 
     #[test]
