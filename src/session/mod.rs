@@ -385,7 +385,17 @@ impl Session {
                         n.length
                     )));
                 }
-                let abs = n.offset + r.start..n.offset + r.end;
+                // Offsets come from a manifest: checked, never wrapped to an
+                // empty (or any other) range.
+                let abs = match (n.offset.checked_add(r.start), n.offset.checked_add(r.end)) {
+                    (Some(start), Some(end)) => start..end,
+                    _ => {
+                        return Err(unreadable(format!(
+                            "the ref's offset {} plus byte range {r:?} overflows 64 bits",
+                            n.offset
+                        )))
+                    }
+                };
                 match self.inner.repo.assets().fetch_chunk(&n.id, abs).await {
                     Ok(b) => Ok(Some(b)),
                     Err(StorageError::NotFound { key }) => {

@@ -487,6 +487,10 @@ impl Array {
             ))
         })?;
         ArrayBytes::new_fill(len, &self.metadata.data_type, &self.derived.repr.fill_value)
+            .map_err(|e| match e {
+                ZarrError::TooLarge { reason, .. } => self.too_large(reason),
+                e => e,
+            })
     }
 
     fn too_large(&self, reason: String) -> ZarrError {
@@ -672,7 +676,8 @@ impl Array {
         if n > 1 && dt.fixed_size().is_some() && T::as_fixed_bytes(&[]).is_some() {
             // Decode straight into the caller's vector (no conversion copy).
             if let Some(fill) = T::from_array_bytes(self.fill_bytes(1)?, dt)?.pop() {
-                let mut out = vec![fill; n];
+                let mut out = crate::zarr::array_bytes::try_filled_vec(n, fill)
+                    .ok_or_else(|| self.too_large(format!("cannot allocate {n} elements")))?;
                 if let Some(bytes) = T::as_fixed_bytes_mut(&mut out) {
                     self.read_into(region, ElemsMut::Fixed(bytes)).await?;
                     return Ok(out);

@@ -38,13 +38,22 @@ impl ArrayBytes {
                 reason: format!("{num_elements} elements of {dt} do not fit in memory"),
             });
         }
+        let too_large = || ZarrError::TooLarge {
+            path: String::new(),
+            reason: format!("cannot allocate {num_elements} elements of {dt}"),
+        };
         match (dt.fixed_size(), fill) {
-            (None, FillValue::String(s)) => Ok(ArrayBytes::Strings(vec![s.clone(); num_elements])),
+            (None, FillValue::String(s)) => Ok(ArrayBytes::Strings(
+                try_filled_vec(num_elements, s.clone()).ok_or_else(too_large)?,
+            )),
             (Some(size), FillValue::Bytes(b)) if b.len() == size => {
-                if b.iter().all(|&x| x == 0) {
-                    return Ok(ArrayBytes::Fixed(vec![0; num_elements * size]));
+                let mut v = try_filled_vec(num_elements * size, 0u8).ok_or_else(too_large)?;
+                if size > 0 && b.iter().any(|&x| x != 0) {
+                    for e in v.chunks_exact_mut(size) {
+                        e.copy_from_slice(b);
+                    }
                 }
-                Ok(ArrayBytes::Fixed(b.repeat(num_elements)))
+                Ok(ArrayBytes::Fixed(v))
             }
             _ => Err(ZarrError::InvalidFillValue {
                 value: format!("{fill:?}"),
@@ -343,6 +352,15 @@ fn nest(flat: Vec<Value>, shape: &[u64]) -> Value {
     }
     let mut it = flat.into_iter();
     build(&mut it, shape)
+}
+
+/// `n` copies of `value`, `None` when the allocation fails (instead of aborting the
+/// process, as `vec![value; n]` does).
+pub(crate) fn try_filled_vec<T: Clone>(n: usize, value: T) -> Option<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).ok()?;
+    v.resize(n, value);
+    Some(v)
 }
 
 /// Whether `b` is `f` repeated (an empty `f` matches only an empty `b`).
