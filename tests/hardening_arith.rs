@@ -271,6 +271,20 @@ fn library_reads_of_huge_regions_are_typed_errors() {
             .await
             .unwrap_err();
         assert!(matches!(e, ZarrError::TooLarge { .. }), "{e}");
+        // A shard whose index would have 2^62 entries: invalid metadata naming the
+        // index (the old code overflowed computing the index size).
+        let e = floe::zarr::ArrayBuilder::new(vec![1 << 62], vec![1 << 62], DataType::UInt8)
+            .codecs(vec![serde_json::json!({"name": "sharding_indexed", "configuration": {
+                "chunk_shape": [1],
+                "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+                "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}},
+                                 {"name": "crc32c"}],
+                "index_location": "end"}})])
+            .create(Arc::clone(&store), "sharded")
+            .await
+            .unwrap_err();
+        assert!(matches!(e, ZarrError::InvalidMetadata { .. }), "{e}");
+        assert!(e.to_string().contains("index too large"), "{e}");
         // The last chunk of a [u64::MAX] array.
         let end = floe::zarr::ArrayBuilder::new(vec![u64::MAX], vec![10], DataType::Int32)
             .create(Arc::clone(&store), "end")
@@ -401,6 +415,20 @@ fn native_ref_offset_overflow_is_an_error() {
         assert!(e.to_string().contains("overflow"), "{e}");
         let e = session.get_chunk(&p("/a"), &[1], Some(5..10)).await.unwrap_err();
         assert!(matches!(e, Error::ChunkUnreadable { .. }), "{e}");
+        // A virtual ref at offset u64::MAX is refused before any fetch (the fetcher
+        // saturates offset+length, which turns this range into an empty one).
+        let w = repo.writable_session("main").await.unwrap();
+        let v = floe::format::manifest::VirtualChunkRef {
+            location: "file:///nonexistent/f.nc".into(),
+            offset: u64::MAX,
+            length: 1,
+            checksum: None,
+        };
+        w.set_chunk_ref(&p("/a"), &[1], Some(ChunkPayload::Virtual(v)))
+            .unwrap();
+        let e = w.get_chunk(&p("/a"), &[1], None).await.unwrap_err();
+        assert!(matches!(e, Error::ChunkUnreadable { .. }), "{e}");
+        assert!(e.to_string().contains("overflows"), "{e}");
     });
     let dest = dir.path().join("out");
     fails(
@@ -408,4 +436,87 @@ fn native_ref_offset_overflow_is_an_error() {
         &["/a", "overflow"],
     );
     assert!(!dest.exists(), "a failed export removes its destination");
+}
+
+// ------------------------------------------------------------------ kerchunk gen
+
+/// A repository at `dir/repo` and a reference file `dir/refs.json` holding `doc`.
+fn kerchunk_setup(dir: &Path, doc: &str) -> (String, String) {
+    let repo = dir.join("repo");
+    let r = run(&["init", &s(&repo)]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let refs = dir.join("refs.json");
+    std::fs::write(&refs, doc).unwrap();
+    (s(&repo), s(&refs))
+}
+
+fn gen_refs(dimensions: &str) -> String {
+    format!(
+        r#"{{"version": 1,
+            "refs": {{".zgroup": "{{\"zarr_format\": 2}}",
+                      "a/.zarray": "{{\"zarr_format\": 2, \"shape\": [1000000], \"chunks\": [1], \"dtype\": \"<i4\", \"compressor\": null, \"fill_value\": 0, \"filters\": null, \"order\": \"C\"}}"}},
+            "gen": [{{"key": "a/{{{{i}}}}", "url": "/nonexistent/f.nc", "offset": "0", "length": "4",
+                      "dimensions": {dimensions}}}]}}"#
+    )
+}
+
+/// `gen` with a huge `stop` (the old code panicked collecting the range) and four
+/// 65536-long dimensions (the old product wrapped to 0: nothing imported, exit 0)
+/// fail with one error line naming the limit; nothing is committed.
+#[test]
+fn kerchunk_gen_expansion_is_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, dims, count) in [
+        ("huge_stop", r#"{"i": {"stop": 9223372036854775807}}"#, "9223372036854775807"),
+        (
+            "wrapping_product",
+            r#"{"a": {"stop": 65536}, "b": {"stop": 65536}, "c": {"stop": 65536}, "i": {"stop": 65536}}"#,
+            "more than 2^64",
+        ),
+    ] {
+        let sub = dir.path().join(name);
+        std::fs::create_dir_all(&sub).unwrap();
+        let (repo, refs) = kerchunk_setup(&sub, &gen_refs(dims));
+        fails(
+            &["import", "kerchunk", &refs, &repo, "-m", "x"],
+            &["gen entry 0", count, "10000000", "--max-refs"],
+        );
+        let log = ok(&["log", &repo]);
+        assert!(!log.contains(" x"), "{name}: nothing committed: {log}");
+    }
+}
+
+/// `--max-refs` lowers (and raises) the limit.
+#[test]
+fn kerchunk_max_refs_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let (repo, refs) = kerchunk_setup(dir.path(), &gen_refs(r#"{"i": {"stop": 20}}"#));
+    fails(
+        &["import", "kerchunk", &refs, &repo, "-m", "x", "--max-refs", "19"],
+        &["would generate 20 references", "limit of 19"],
+    );
+    // Within the limit the import proceeds (and fails on the missing source file,
+    // which shows the references were generated).
+    fails(
+        &["import", "kerchunk", &refs, &repo, "-m", "x", "--max-refs", "20"],
+        &["/nonexistent/f.nc"],
+    );
+}
+
+/// Nested Jinja loops stop on the fuel budget with a one-line error, quickly.
+#[test]
+fn kerchunk_templates_have_an_execution_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let doc = r#"{"version": 1,
+        "templates": {"f": "{% for i in range(100000) %}{% for j in range(100000) %}{{c}}{% endfor %}{% endfor %}"},
+        "refs": {".zgroup": "{\"zarr_format\": 2}",
+                 "a/.zarray": "{\"zarr_format\": 2, \"shape\": [1], \"chunks\": [1], \"dtype\": \"<i4\", \"compressor\": null, \"fill_value\": 0, \"filters\": null, \"order\": \"C\"}",
+                 "a/0": ["/data/{{ f(c='x') }}.nc", 0, 4]}}"#;
+    let (repo, refs) = kerchunk_setup(dir.path(), doc);
+    let started = Instant::now();
+    fails(
+        &["import", "kerchunk", &refs, &repo, "-m", "x"],
+        &["exceeds its budget"],
+    );
+    assert!(started.elapsed() < Duration::from_secs(30), "{:?}", started.elapsed());
 }
