@@ -166,11 +166,7 @@ fn plain_store(dir: &Path, shape: &[u64], chunks: &[u64], dtype: &str, fill: ser
         "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
         "attributes": {}
     });
-    std::fs::write(
-        dir.join("a/zarr.json"),
-        serde_json::to_vec(&meta).unwrap(),
-    )
-    .unwrap();
+    std::fs::write(dir.join("a/zarr.json"), serde_json::to_vec(&meta).unwrap()).unwrap();
 }
 
 fn rt() -> tokio::runtime::Runtime {
@@ -192,11 +188,18 @@ fn huge_shape_is_accepted_for_metadata_and_refused_for_whole_reads() {
     for format in ["json", "raw"] {
         fails(
             &["cat", &st, "/a", "--format", format],
-            &["`a`", "too large", "[9223372036854775808, 9223372036854775808]"],
+            &[
+                "`a`",
+                "too large",
+                "[9223372036854775808, 9223372036854775808]",
+            ],
         );
     }
     let text = ok(&["cat", &st, "/a"]);
-    assert!(text.contains("more than 2^64 elements, summarized"), "{text}");
+    assert!(
+        text.contains("more than 2^64 elements, summarized"),
+        "{text}"
+    );
     assert!(text.contains("[[0.0 0.0 0.0 ... 0.0 0.0 0.0]"), "{text}");
     // A small region at the far corner.
     let corner = "9223372036854775806:,9223372036854775807:";
@@ -230,9 +233,23 @@ fn region_at_the_end_of_a_u64_max_array() {
     assert_eq!(json.trim(), "[7,7,7,7,7]");
     let text = ok(&["cat", &st, "/a"]);
     assert!(text.contains("[7 7 7 ... 7 7 7]"), "{text}");
-    let raw = run(&["cat", &st, "/a", "--region", "18446744073709551613:", "--format", "raw"]);
+    let raw = run(&[
+        "cat",
+        &st,
+        "/a",
+        "--region",
+        "18446744073709551613:",
+        "--format",
+        "raw",
+    ]);
     assert_eq!(raw.code, Some(0), "{}", raw.stderr);
-    assert_eq!(raw.stdout, [7i32, 7].iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>());
+    assert_eq!(
+        raw.stdout,
+        [7i32, 7]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect::<Vec<u8>>()
+    );
 }
 
 /// The library: a region read whose size overflows is `ZarrError::TooLarge`, and a
@@ -242,10 +259,11 @@ fn library_reads_of_huge_regions_are_typed_errors() {
     let dir = tempfile::tempdir().unwrap();
     rt().block_on(async {
         let store: Arc<dyn floe::zarr::Store> = Arc::new(FilesystemStore::new(dir.path()).unwrap());
-        let big = floe::zarr::ArrayBuilder::new(vec![1 << 63, 1 << 63], vec![1, 1], DataType::UInt8)
-            .create(Arc::clone(&store), "big")
-            .await
-            .unwrap();
+        let big =
+            floe::zarr::ArrayBuilder::new(vec![1 << 63, 1 << 63], vec![1, 1], DataType::UInt8)
+                .create(Arc::clone(&store), "big")
+                .await
+                .unwrap();
         let all = ArraySubset::full(big.shape());
         for e in [
             big.read_region_bytes(&all).await.unwrap_err(),
@@ -260,10 +278,11 @@ fn library_reads_of_huge_regions_are_typed_errors() {
         let e = big.read_region_bytes(&row).await.unwrap_err();
         assert!(matches!(e, ZarrError::TooLarge { .. }), "{e}");
         // A chunk shape that cannot be held: opening works, chunk I/O is refused.
-        let huge_chunks = floe::zarr::ArrayBuilder::new(vec![1 << 62], vec![1 << 62], DataType::Float64)
-            .create(Arc::clone(&store), "huge_chunks")
-            .await
-            .unwrap();
+        let huge_chunks =
+            floe::zarr::ArrayBuilder::new(vec![1 << 62], vec![1 << 62], DataType::Float64)
+                .create(Arc::clone(&store), "huge_chunks")
+                .await
+                .unwrap();
         let e = huge_chunks.read_chunk::<f64>(&[0]).await.unwrap_err();
         assert!(matches!(e, ZarrError::TooLarge { .. }), "{e}");
         let e = huge_chunks
@@ -274,12 +293,14 @@ fn library_reads_of_huge_regions_are_typed_errors() {
         // A shard whose index would have 2^62 entries: invalid metadata naming the
         // index (the old code overflowed computing the index size).
         let e = floe::zarr::ArrayBuilder::new(vec![1 << 62], vec![1 << 62], DataType::UInt8)
-            .codecs(vec![serde_json::json!({"name": "sharding_indexed", "configuration": {
+            .codecs(vec![
+                serde_json::json!({"name": "sharding_indexed", "configuration": {
                 "chunk_shape": [1],
                 "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
                 "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}},
                                  {"name": "crc32c"}],
-                "index_location": "end"}})])
+                "index_location": "end"}}),
+            ])
             .create(Arc::clone(&store), "sharded")
             .await
             .unwrap_err();
@@ -294,7 +315,10 @@ fn library_reads_of_huge_regions_are_typed_errors() {
         end.write_region::<i32>(&tail, &[1, 2, 3]).await.unwrap();
         assert_eq!(end.read_region::<i32>(&tail).await.unwrap(), vec![1, 2, 3]);
         let last = ArraySubset::new(vec![u64::MAX / 10 * 10], vec![u64::MAX % 10]);
-        assert_eq!(end.read_region::<i32>(&last).await.unwrap(), vec![0, 0, 1, 2, 3]);
+        assert_eq!(
+            end.read_region::<i32>(&last).await.unwrap(),
+            vec![0, 0, 1, 2, 3]
+        );
     });
 }
 
@@ -311,12 +335,20 @@ fn cat_of_a_very_wide_array_reads_only_the_region_in_bounded_memory() {
     let st = s(&store);
 
     let r = run_sampled(
-        &["cat", &st, "/a", "--region", "0:2,1000:1010", "--format", "json"],
+        &[
+            "cat",
+            &st,
+            "/a",
+            "--region",
+            "0:2,1000:1010",
+            "--format",
+            "json",
+        ],
         1 << 20,
         None,
     );
     assert_eq!(r.code, Some(0), "{}", r.stderr);
-    let row = format!("[{}]", vec!["1.5"; 10].join(","));
+    let row = format!("[{}]", ["1.5"; 10].join(","));
     assert_eq!(
         String::from_utf8(r.stdout).unwrap().trim(),
         format!("[{row},{row}]")
@@ -328,13 +360,24 @@ fn cat_of_a_very_wide_array_reads_only_the_region_in_bounded_memory() {
 
     // 32 Mi elements (256 MiB) of raw output: streamed in bounded blocks.
     let r = run_sampled(
-        &["cat", &st, "/a", "--region", "0:2,0:16777216", "--format", "raw"],
+        &[
+            "cat",
+            &st,
+            "/a",
+            "--region",
+            "0:2,0:16777216",
+            "--format",
+            "raw",
+        ],
         16,
         None,
     );
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert_eq!(r.stdout_len, 2 * 16_777_216 * 8);
-    assert_eq!(r.stdout, [1.5f64.to_le_bytes(), 1.5f64.to_le_bytes()].concat());
+    assert_eq!(
+        r.stdout,
+        [1.5f64.to_le_bytes(), 1.5f64.to_le_bytes()].concat()
+    );
     if let Some(kib) = r.peak_kib {
         assert!(kib < 128 * 1024, "peak {kib} KiB streaming 256 MiB");
     }
@@ -413,7 +456,10 @@ fn native_ref_offset_overflow_is_an_error() {
         let e = session.get_chunk(&p("/a"), &[1], None).await.unwrap_err();
         assert!(matches!(e, Error::ChunkUnreadable { .. }), "{e}");
         assert!(e.to_string().contains("overflow"), "{e}");
-        let e = session.get_chunk(&p("/a"), &[1], Some(5..10)).await.unwrap_err();
+        let e = session
+            .get_chunk(&p("/a"), &[1], Some(5..10))
+            .await
+            .unwrap_err();
         assert!(matches!(e, Error::ChunkUnreadable { .. }), "{e}");
         // A virtual ref at offset u64::MAX is refused before any fetch (the fetcher
         // saturates offset+length, which turns this range into an empty one).
@@ -431,10 +477,7 @@ fn native_ref_offset_overflow_is_an_error() {
         assert!(e.to_string().contains("overflows"), "{e}");
     });
     let dest = dir.path().join("out");
-    fails(
-        &["export", &s(&repo_dir), &s(&dest)],
-        &["/a", "overflow"],
-    );
+    fails(&["export", &s(&repo_dir), &s(&dest)], &["/a", "overflow"]);
     assert!(!dest.exists(), "a failed export removes its destination");
 }
 
@@ -467,7 +510,11 @@ fn gen_refs(dimensions: &str) -> String {
 fn kerchunk_gen_expansion_is_bounded() {
     let dir = tempfile::tempdir().unwrap();
     for (name, dims, count) in [
-        ("huge_stop", r#"{"i": {"stop": 9223372036854775807}}"#, "9223372036854775807"),
+        (
+            "huge_stop",
+            r#"{"i": {"stop": 9223372036854775807}}"#,
+            "9223372036854775807",
+        ),
         (
             "wrapping_product",
             r#"{"a": {"stop": 65536}, "b": {"stop": 65536}, "c": {"stop": 65536}, "i": {"stop": 65536}}"#,
@@ -492,13 +539,31 @@ fn kerchunk_max_refs_flag() {
     let dir = tempfile::tempdir().unwrap();
     let (repo, refs) = kerchunk_setup(dir.path(), &gen_refs(r#"{"i": {"stop": 20}}"#));
     fails(
-        &["import", "kerchunk", &refs, &repo, "-m", "x", "--max-refs", "19"],
+        &[
+            "import",
+            "kerchunk",
+            &refs,
+            &repo,
+            "-m",
+            "x",
+            "--max-refs",
+            "19",
+        ],
         &["would generate 20 references", "limit of 19"],
     );
     // Within the limit the import proceeds (and fails on the missing source file,
     // which shows the references were generated).
     fails(
-        &["import", "kerchunk", &refs, &repo, "-m", "x", "--max-refs", "20"],
+        &[
+            "import",
+            "kerchunk",
+            &refs,
+            &repo,
+            "-m",
+            "x",
+            "--max-refs",
+            "20",
+        ],
         &["/nonexistent/f.nc"],
     );
 }
@@ -518,5 +583,9 @@ fn kerchunk_templates_have_an_execution_budget() {
         &["import", "kerchunk", &refs, &repo, "-m", "x"],
         &["exceeds its budget"],
     );
-    assert!(started.elapsed() < Duration::from_secs(30), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
 }

@@ -257,7 +257,11 @@ fn blocks<'a>(
     let rows = (max / inner).max(1);
     let chunk = array.chunk_shape().get(d).copied().unwrap_or(1).max(1);
     // Align runs to chunk boundaries when a run holds at least one chunk length.
-    let height = if rows >= chunk { rows / chunk * chunk } else { rows };
+    let height = if rows >= chunk {
+        rows / chunk * chunk
+    } else {
+        rows
+    };
     let (start, end) = (region.start[d], region.start[d] + region.shape[d]);
     let outer_start = region.start[..d].to_vec();
     let outer_shape = region.shape[..d].to_vec();

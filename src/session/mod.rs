@@ -413,8 +413,7 @@ impl Session {
             }
             ChunkPayload::Virtual(v) => {
                 let r = range.unwrap_or(0..v.length);
-                if r.start > r.end || r.end > v.length || v.offset.checked_add(v.length).is_none()
-                {
+                if r.start > r.end || r.end > v.length || v.offset.checked_add(v.length).is_none() {
                     return Err(unreadable(format!(
                         "byte range {r:?} of the virtual ref at offset {} with {} bytes is \
                          outside it or overflows 64 bits",

@@ -206,12 +206,10 @@ impl Budget {
                 "more than {} instructions in one rendering",
                 self.limits.template_fuel
             ))),
-            Err(_) if e_is_write_failure(&result) => {
-                Err(limit(format!(
-                    "renders to more than {} bytes",
-                    self.limits.max_rendered_bytes
-                )))
-            }
+            Err(_) if e_is_write_failure(&result) => Err(limit(format!(
+                "renders to more than {} bytes",
+                self.limits.max_rendered_bytes
+            ))),
             Err(_) if self.exceeded.load(Ordering::Relaxed) => Err(limit(
                 "a template function it calls exceeded its budget".into(),
             )),
@@ -557,7 +555,11 @@ fn compile<'e, 's>(
 enum Axis {
     List(Vec<i64>),
     /// `len` values `start, start + step, ...` (all within `start..stop`, so in `i64`).
-    Range { start: i64, step: i64, len: u64 },
+    Range {
+        start: i64,
+        step: i64,
+        len: u64,
+    },
 }
 
 impl Axis {
@@ -838,10 +840,7 @@ pub fn read_references_limited(
         check_gen_total(&header.gen, limits.max_generated_refs)?;
     }
     let no_templates = BTreeMap::new();
-    let renderer = Renderer::new(
-        if v1 { &header.templates } else { &no_templates },
-        limits,
-    );
+    let renderer = Renderer::new(if v1 { &header.templates } else { &no_templates }, limits);
     let mut error = None;
     let mut count = 0u64;
     let mut de = open(path)?;
@@ -925,7 +924,14 @@ mod tests {
         ] {
             let e = collect(&gen_doc(dims)).unwrap_err();
             assert!(
-                matches!(e, KerchunkError::TooManyRefs { index: 0, limit: 10_000_000, .. }),
+                matches!(
+                    e,
+                    KerchunkError::TooManyRefs {
+                        index: 0,
+                        limit: 10_000_000,
+                        ..
+                    }
+                ),
                 "{dims}: {e}"
             );
         }
@@ -942,7 +948,11 @@ mod tests {
         let keys: Vec<&String> = refs.keys().collect();
         assert_eq!(
             keys,
-            ["k/-3074457345618258603", "k/-9223372036854775808", "k/3074457345618258602"]
+            [
+                "k/-3074457345618258603",
+                "k/-9223372036854775808",
+                "k/3074457345618258602"
+            ]
         );
     }
 

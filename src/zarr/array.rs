@@ -486,11 +486,12 @@ impl Array {
                 self.metadata.data_type
             ))
         })?;
-        ArrayBytes::new_fill(len, &self.metadata.data_type, &self.derived.repr.fill_value)
-            .map_err(|e| match e {
+        ArrayBytes::new_fill(len, &self.metadata.data_type, &self.derived.repr.fill_value).map_err(
+            |e| match e {
                 ZarrError::TooLarge { reason, .. } => self.too_large(reason),
                 e => e,
-            })
+            },
+        )
     }
 
     fn too_large(&self, reason: String) -> ZarrError {
@@ -846,12 +847,8 @@ impl Array {
         let encoded = run_blocking(size, move || {
             let mut chunk = match existing {
                 Some(c) => c,
-                None => ArrayBytes::new_fill(
-                    chunk_len,
-                    &repr.data_type,
-                    &repr.fill_value,
-                )
-                .map_err(|e| CodecError::unsupported("array", e.to_string()))?,
+                None => ArrayBytes::new_fill(chunk_len, &repr.data_type, &repr.fill_value)
+                    .map_err(|e| CodecError::unsupported("array", e.to_string()))?,
             };
             chunk.copy_from(
                 &repr.shape,
