@@ -213,6 +213,26 @@ fn huge_shape_is_accepted_for_metadata_and_refused_for_whole_reads() {
     assert_eq!(json.trim(), "[]");
 }
 
+/// Text output of a many-dimensional array: 6 cells per summarized dimension still
+/// grow as 6^ndim; past the cell limit it is a typed error (the old code built a grid
+/// of 6^ndim strings: 10^7 for 9 dimensions, 2*10^9 for 12).
+#[test]
+fn text_summary_of_many_dimensions_is_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("nd");
+    plain_store(&store, &[7; 9], &[1; 9], "uint8", 0.into());
+    let st = s(&store);
+    fails(
+        &["cat", &st, "/a"],
+        &["too large", "too many cells", "--format json"],
+    );
+    // Fewer dimensions still summarize.
+    let store = dir.path().join("nd4");
+    plain_store(&store, &[7; 4], &[1; 4], "uint8", 0.into());
+    let text = ok(&["cat", &s(&store), "/a"]);
+    assert!(text.contains("2401 elements, summarized"), "{text}");
+}
+
 /// A region at the end of a `[u64::MAX]` array: its last chunk ends past `u64::MAX`
 /// (the old code overflowed computing the chunk's end and aborted).
 #[test]

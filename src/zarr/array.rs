@@ -376,6 +376,7 @@ impl Array {
         let Some(bytes) = self.store.get(&key).await? else {
             return Ok(None);
         };
+        // Only a stored chunk needs decoding into a whole-chunk buffer.
         let chunk_len = self.chunk_len()?;
         let chain = Arc::clone(&self.derived.chain);
         let repr = self.derived.repr.clone();
