@@ -99,10 +99,12 @@ fn run_sampled(args: &[&str], keep: usize, stop_after: Option<u64>) -> Run {
             let _ = child.kill();
             break child.wait().expect("wait").code();
         }
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "floe {args:?} did not finish in 120 s"
-        );
+        if started.elapsed() > Duration::from_secs(120) {
+            // Stop the child we started before failing, so it does not outlive us.
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("floe {args:?} did not finish in 120 s");
+        }
         std::thread::sleep(Duration::from_millis(5));
     };
     let (stdout, stdout_len) = reader.join().expect("stdout reader");
