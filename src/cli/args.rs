@@ -260,6 +260,9 @@ pub enum ImportCommand {
         refs: PathBuf,
         #[command(flatten)]
         target: ImportTarget,
+        /// Most references the file's `gen` entries may generate together.
+        #[arg(long, value_name = "N", default_value_t = 10_000_000)]
+        max_refs: u64,
     },
 }
 

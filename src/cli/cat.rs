@@ -1,7 +1,8 @@
 //! `floe cat`: an array's values (or a region of them) as text, JSON or raw bytes.
 //!
-//! JSON and raw output are streamed in slabs along the first dimension (aligned to
-//! chunk boundaries), so memory stays bounded for any array size.
+//! JSON and raw output are streamed in C order, in blocks split along every dimension
+//! (aligned to chunk boundaries where a block spans whole chunks), so memory stays
+//! bounded for any array and region shape.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -11,10 +12,12 @@ use super::region::parse_region;
 use super::target::open_source;
 use super::{text, CliError, CliResult};
 use crate::format::NodePath;
-use crate::zarr::{Array, ArraySubset, DataType, Store, ZarrError};
+use crate::zarr::data_type::element_to_json;
+use crate::zarr::subset::{checked_product, indices_in, saturating_product};
+use crate::zarr::{Array, ArrayBytes, ArraySubset, DataType, Store, ZarrError};
+use serde_json::Value;
 
-/// Largest number of elements read at once for JSON and raw output (at least one
-/// row of chunks is always read).
+/// Largest number of elements read at once for JSON and raw output.
 const SLAB_ELEMENTS: u64 = 1 << 22;
 
 /// What to print: the array, the region and the format.
@@ -63,8 +66,14 @@ pub async fn open_array(store: Arc<dyn Store>, path: &str) -> CliResult<Array> {
 
 /// Prints `region` (default: all) of `array` in `format`.
 ///
+/// JSON and raw output stream the region in C order, in blocks of at most
+/// [`SLAB_ELEMENTS`] elements split along every dimension, so memory stays bounded by
+/// one block plus the chunks being decoded, whatever the array's shape.
+///
 /// # Errors
-/// A bad region (naming the array); read errors; `raw` output of `string` arrays.
+/// A bad region (naming the array); read errors; `raw` output of `string` arrays;
+/// [`ZarrError::TooLarge`] when the region's output size (elements times element size)
+/// overflows `u64`.
 pub async fn print_array(
     out: &mut impl Write,
     array: &Array,
@@ -73,6 +82,7 @@ pub async fn print_array(
 ) -> CliResult<()> {
     let name = format!("/{}", array.path());
     let subset = parse_region(region, array.shape(), &name)?;
+    let array = &bounded_concurrency(array);
     match format {
         CatFormat::Text => text::print(out, array, &subset, region.is_some()).await,
         CatFormat::Raw => {
@@ -82,56 +92,200 @@ pub async fn print_array(
                      form: use --format json or text"
                 )));
             }
-            for slab in slabs(array, &subset) {
-                out.write_all(&array.read_region_le_bytes(&slab).await?)?;
+            check_output_size(array, &subset)?;
+            for block in blocks(array, &subset, SLAB_ELEMENTS) {
+                out.write_all(&array.read_region_le_bytes(&block).await?)?;
             }
             Ok(())
         }
         CatFormat::Json => {
-            if subset.ndim() == 0 || subset.shape[0] == 0 {
-                serde_json::to_writer(&mut *out, &array.read_region_json(&subset).await?)
-                    .map_err(std::io::Error::from)?;
-            } else {
-                out.write_all(b"[")?;
-                let mut first = true;
-                for slab in slabs(array, &subset) {
-                    let v = array.read_region_json(&slab).await?;
-                    for item in v.as_array().into_iter().flatten() {
-                        if !first {
-                            out.write_all(b",")?;
-                        }
-                        first = false;
-                        serde_json::to_writer(&mut *out, item).map_err(std::io::Error::from)?;
-                    }
-                }
-                out.write_all(b"]")?;
-            }
+            check_output_size(array, &subset)?;
+            print_json(out, array, &subset).await?;
             out.write_all(b"\n")?;
             Ok(())
         }
     }
 }
 
-/// Splits `region` along its first dimension into slabs that end on chunk boundaries
-/// and hold about [`SLAB_ELEMENTS`] elements (the whole region for 0-d arrays).
-fn slabs(array: &Array, region: &ArraySubset) -> Vec<ArraySubset> {
-    if region.ndim() == 0 || region.num_elements() == 0 {
-        return vec![region.clone()];
+/// Chunks decoded at once are bounded to about [`INFLIGHT_BYTES`] (at least one).
+fn bounded_concurrency(array: &Array) -> Array {
+    let elem = array.data_type().fixed_size().unwrap_or(32).max(1) as u64;
+    let chunk_bytes = saturating_product(array.chunk_shape()).saturating_mul(elem);
+    let limit = usize::try_from(INFLIGHT_BYTES / chunk_bytes.max(1)).unwrap_or(usize::MAX);
+    let mut options = array.options().clone();
+    options.concurrency = options.concurrency.min(limit).max(1);
+    array.clone().with_options(options)
+}
+
+/// Bytes of decoded chunks `cat` keeps in flight (when chunks are smaller than this).
+const INFLIGHT_BYTES: u64 = 64 << 20;
+
+/// Refuses a region whose output size cannot even be computed: elements times element
+/// size (1 for strings and zero-sized elements) must fit in `u64`.
+fn check_output_size(array: &Array, region: &ArraySubset) -> CliResult<()> {
+    let elem = array.data_type().fixed_size().unwrap_or(1).max(1) as u64;
+    // Empty regions print one `[]` per position of the dimensions before the first
+    // zero-length one.
+    let shown = match region.shape.iter().position(|&n| n == 0) {
+        Some(z) => checked_product(&region.shape[..z]),
+        None => region.checked_num_elements(),
+    };
+    if shown.and_then(|n| n.checked_mul(elem)).is_none() {
+        return Err(ZarrError::TooLarge {
+            path: array.path().to_string(),
+            reason: format!(
+                "region of shape {:?} is too large to print (its size overflows 64 bits)",
+                region.shape
+            ),
+        }
+        .into());
     }
-    let row: u64 = region.shape[1..].iter().product::<u64>().max(1);
-    let chunk0 = array.chunk_shape()[0].max(1);
-    let per_chunk_row = chunk0.saturating_mul(row).max(1);
-    let height = chunk0.saturating_mul((SLAB_ELEMENTS / per_chunk_row).max(1));
-    let (start, end) = (region.start[0], region.start[0] + region.shape[0]);
-    let mut out = Vec::new();
-    let mut s = start;
-    while s < end {
-        let e = ((s / height + 1) * height).min(end);
-        let mut slab = region.clone();
-        slab.start[0] = s;
-        slab.shape[0] = e - s;
-        out.push(slab);
-        s = e;
+    Ok(())
+}
+
+/// Prints `region` as nested JSON lists, element by element in C order.
+async fn print_json(out: &mut impl Write, array: &Array, region: &ArraySubset) -> CliResult<()> {
+    let dt = array.data_type();
+    if let Some(z) = region.shape.iter().position(|&n| n == 0) {
+        // No elements: `[]` at the zero-length dimension, nested in the ones before.
+        let mut nest = Nester::new(&region.shape[..z]);
+        for _ in 0..checked_product(&region.shape[..z]).unwrap_or(0) {
+            nest.element(out, b"[]")?;
+        }
+        return Ok(());
     }
-    out
+    let mut nest = Nester::new(&region.shape);
+    let mut text = Vec::new();
+    for block in blocks(array, region, SLAB_ELEMENTS) {
+        let data = array.read_region_bytes(&block).await?;
+        let n = usize::try_from(block.num_elements()).unwrap_or(usize::MAX);
+        for i in 0..n {
+            let value = match &data {
+                ArrayBytes::Strings(v) => v.get(i).cloned().map(Value::String),
+                ArrayBytes::Fixed(b) => match dt.fixed_size() {
+                    Some(size) if size > 0 => b
+                        .get(i * size..(i + 1) * size)
+                        .map(|e| element_to_json(dt, e)),
+                    _ => Some(element_to_json(dt, &[])),
+                },
+            };
+            let Some(value) = value else { break };
+            text.clear();
+            serde_json::to_writer(&mut text, &value).map_err(std::io::Error::from)?;
+            nest.element(out, &text)?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes the brackets and commas around elements given in C order, for a region of
+/// `shape`: `[[a,b],[c,d]]`. Needs no buffer: the bracket structure follows from the
+/// position of each element.
+struct Nester {
+    shape: Vec<u64>,
+    index: Vec<u64>,
+    first: bool,
+}
+
+impl Nester {
+    fn new(shape: &[u64]) -> Self {
+        Nester {
+            shape: shape.to_vec(),
+            index: vec![0; shape.len()],
+            first: true,
+        }
+    }
+
+    /// Writes the next element's text with the brackets that open before it and close
+    /// after it.
+    fn element(&mut self, out: &mut impl Write, text: &[u8]) -> std::io::Result<()> {
+        if !self.first {
+            out.write_all(b",")?;
+        }
+        self.first = false;
+        let ndim = self.shape.len();
+        let opens = self.index.iter().rev().take_while(|&&i| i == 0).count();
+        for _ in 0..opens {
+            out.write_all(b"[")?;
+        }
+        out.write_all(text)?;
+        let closes = self
+            .index
+            .iter()
+            .zip(&self.shape)
+            .rev()
+            .take_while(|(i, n)| **i + 1 == **n)
+            .count();
+        for _ in 0..closes {
+            out.write_all(b"]")?;
+        }
+        // Advance the odometer (last dimension fastest).
+        for d in (0..ndim).rev() {
+            self.index[d] += 1;
+            if self.index[d] < self.shape[d] {
+                break;
+            }
+            self.index[d] = 0;
+        }
+        Ok(())
+    }
+}
+
+/// Splits `region` into boxes that tile it in C order, each of at most `max`
+/// elements (at least 1): dimensions after some split dimension `d` are kept whole,
+/// dimension `d` is cut into runs ending on multiples of a height aligned to the
+/// chunk length where possible, and dimensions before `d` are iterated one index at
+/// a time. The whole region for 0-d arrays; nothing for empty regions.
+fn blocks<'a>(
+    array: &Array,
+    region: &'a ArraySubset,
+    max: u64,
+) -> Box<dyn Iterator<Item = ArraySubset> + 'a> {
+    let ndim = region.ndim();
+    if ndim == 0 {
+        return Box::new(std::iter::once(region.clone()));
+    }
+    if region.shape.contains(&0) {
+        return Box::new(std::iter::empty());
+    }
+    let max = max.max(1);
+    // Split dimension: the first whose trailing dimensions fit in `max` elements.
+    let d = (0..ndim)
+        .find(|&d| saturating_product(&region.shape[d + 1..]) <= max)
+        .unwrap_or(ndim - 1);
+    let inner = saturating_product(&region.shape[d + 1..]).max(1);
+    let rows = (max / inner).max(1);
+    let chunk = array.chunk_shape().get(d).copied().unwrap_or(1).max(1);
+    // Align runs to chunk boundaries when a run holds at least one chunk length.
+    let height = if rows >= chunk {
+        rows / chunk * chunk
+    } else {
+        rows
+    };
+    let (start, end) = (region.start[d], region.start[d] + region.shape[d]);
+    let outer_start = region.start[..d].to_vec();
+    let outer_shape = region.shape[..d].to_vec();
+    Box::new(
+        indices_in(&outer_start, &outer_shape).flat_map(move |outer| {
+            let mut s = start;
+            std::iter::from_fn(move || {
+                if s >= end {
+                    return None;
+                }
+                let next = (s / height)
+                    .checked_add(1)
+                    .and_then(|k| k.checked_mul(height))
+                    .map_or(end, |e| e.min(end));
+                let mut block = region.clone();
+                for (i, &o) in outer.iter().enumerate() {
+                    block.start[i] = o;
+                    block.shape[i] = 1;
+                }
+                block.start[d] = s;
+                block.shape[d] = next - s;
+                s = next;
+                Some(block)
+            })
+        }),
+    )
 }

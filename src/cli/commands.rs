@@ -62,8 +62,16 @@ pub async fn run(cli: Cli) -> CliResult<()> {
         Command::Import(ImportCommand::Zarr { src, target }) => {
             import_zarr(&mut out, &src, &target).await?
         }
-        Command::Import(ImportCommand::Kerchunk { refs, target }) => {
-            import_kerchunk(&mut out, &refs, &target).await?
+        Command::Import(ImportCommand::Kerchunk {
+            refs,
+            target,
+            max_refs,
+        }) => {
+            let limits = crate::virtual_refs::KerchunkLimits {
+                max_generated_refs: max_refs,
+                ..Default::default()
+            };
+            import_kerchunk(&mut out, &refs, &target, &limits).await?
         }
         Command::Export {
             repo,

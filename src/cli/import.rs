@@ -71,11 +71,13 @@ pub async fn import_zarr(out: &mut impl Write, src: &Path, target: &ImportTarget
 ///
 /// # Errors
 /// [`CliError::Usage`] when `refs` is not a readable file; kerchunk parse errors;
-/// missing sources; repository, storage and commit errors.
+/// missing sources; repository, storage and commit errors; a reference set past
+/// `limits` (generated references, template budget).
 pub async fn import_kerchunk(
     out: &mut impl Write,
     refs: &Path,
     target: &ImportTarget,
+    limits: &crate::virtual_refs::KerchunkLimits,
 ) -> CliResult<()> {
     if !refs.is_file() {
         return Err(CliError::Usage(format!(
@@ -87,7 +89,8 @@ pub async fn import_kerchunk(
     let session = target.session().await?;
     let bar = progress::bar(0, "references");
     let report = progress::follow(&bar);
-    let summary = crate::ops::import_kerchunk(&session, refs, &dest, Some(&report)).await?;
+    let summary =
+        crate::ops::import_kerchunk_with(&session, refs, &dest, Some(&report), limits).await?;
     bar.finish_and_clear();
     let id = session.commit(&target.message).await?;
     writeln!(

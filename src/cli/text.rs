@@ -15,12 +15,14 @@ use half::f16;
 use super::region::format_region;
 use super::CliResult;
 use crate::zarr::data_type::element_to_json;
-use crate::zarr::{Array, ArrayBytes, ArraySubset, DataType};
+use crate::zarr::{Array, ArrayBytes, ArraySubset, DataType, ZarrError};
 
 /// Regions with more elements than this are summarized.
 pub const SUMMARY_THRESHOLD: u64 = 1000;
 /// Indices shown at each end of a summarized dimension.
 pub const EDGE_ITEMS: u64 = 3;
+/// Largest number of cells a text rendering holds (6 per summarized dimension).
+const MAX_CELLS: usize = 1 << 20;
 /// Line width for wrapping long rows.
 const LINE_WIDTH: usize = 75;
 
@@ -49,9 +51,11 @@ pub async fn print(
         ));
     }
     if summarize {
+        let count = region
+            .checked_num_elements()
+            .map_or_else(|| "more than 2^64".to_string(), |n| n.to_string());
         header.push_str(&format!(
-            "  [{} elements, summarized: use --region for a part, --format json for all]",
-            region.num_elements()
+            "  [{count} elements, summarized: use --region for a part, --format json for all]"
         ));
     }
     writeln!(out, "{header}")?;
@@ -75,14 +79,27 @@ pub async fn print(
         .iter()
         .map(|s| (s.len() == 2).then_some(EDGE_ITEMS as usize))
         .collect();
-    let total: usize = shape.iter().product();
+    // At most 6 shown per dimension (1000 elements unsummarized), but 6^ndim still
+    // grows without bound: refuse rather than allocate an unprintable grid.
+    let total = shape
+        .iter()
+        .try_fold(1usize, |acc, &n| acc.checked_mul(n))
+        .filter(|&n| n <= MAX_CELLS)
+        .ok_or_else(|| ZarrError::TooLarge {
+            path: array.path().to_string(),
+            reason: format!(
+                "the text summary of a region of shape {:?} has too many cells: use \
+                 --format json",
+                region.shape
+            ),
+        })?;
     let mut cells = vec![String::new(); total];
     if total > 0 {
         for combo in combinations(&segments) {
             let start: Vec<u64> = combo
                 .iter()
                 .zip(&region.start)
-                .map(|(r, s)| s + r.start)
+                .map(|(r, s)| s.saturating_add(r.start))
                 .collect();
             let box_shape: Vec<u64> = combo.iter().map(|r| r.end - r.start).collect();
             let data = array

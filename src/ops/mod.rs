@@ -10,7 +10,10 @@
 mod zarr_export;
 mod zarr_import;
 
-pub use crate::virtual_refs::import::{import_kerchunk, ImportSummary as KerchunkImportSummary};
+pub use crate::virtual_refs::import::{
+    import_kerchunk, import_kerchunk_with, ImportSummary as KerchunkImportSummary,
+};
+pub use crate::virtual_refs::kerchunk::KerchunkLimits;
 pub use zarr_export::{export_zarr, ExportSummary};
 pub use zarr_import::{import_zarr, ZarrImportSummary};
 

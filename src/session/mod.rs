@@ -430,7 +430,17 @@ impl Session {
                         n.length
                     )));
                 }
-                let abs = n.offset + r.start..n.offset + r.end;
+                // Offsets come from a manifest: checked, never wrapped to an
+                // empty (or any other) range.
+                let abs = match (n.offset.checked_add(r.start), n.offset.checked_add(r.end)) {
+                    (Some(start), Some(end)) => start..end,
+                    _ => {
+                        return Err(unreadable(format!(
+                            "the ref's offset {} plus byte range {r:?} overflows 64 bits",
+                            n.offset
+                        )))
+                    }
+                };
                 match self.inner.repo.assets().fetch_chunk(&n.id, abs).await {
                     Ok(b) => Ok(Some(b)),
                     Err(StorageError::NotFound { key }) => {
@@ -448,6 +458,13 @@ impl Session {
             }
             ChunkPayload::Virtual(v) => {
                 let r = range.unwrap_or(0..v.length);
+                if r.start > r.end || r.end > v.length || v.offset.checked_add(v.length).is_none() {
+                    return Err(unreadable(format!(
+                        "byte range {r:?} of the virtual ref at offset {} with {} bytes is \
+                         outside it or overflows 64 bits",
+                        v.offset, v.length
+                    )));
+                }
                 self.inner
                     .repo
                     .virtual_resolver()

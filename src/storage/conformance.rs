@@ -166,6 +166,39 @@ async fn ranged_reads(s: &dyn Storage) {
             other => panic!("{s}: get_range {range:?} of a 10-byte object: {other:?}"),
         }
     }
+    // Empty ranges: empty bytes up to the end, a short read past it, never empty
+    // bytes for an object that does not reach the start or does not exist.
+    assert_eq!(
+        s.get_range(key, 10..10).await.unwrap(),
+        b(""),
+        "{s}: 10..10"
+    );
+    match s.get_range(key, 12..12).await {
+        Err(StorageError::ShortRead {
+            requested, size, ..
+        }) => assert_eq!((requested, size), (12..12, 10), "{s}: 12..12"),
+        other => panic!("{s}: get_range 12..12 of a 10-byte object: {other:?}"),
+    }
+    assert!(
+        matches!(
+            s.get_range("range/missing", 0..0).await,
+            Err(StorageError::NotFound { .. })
+        ),
+        "{s}: empty range of a missing key"
+    );
+    // An inverted range (e.g. an offset+length that wrapped) is an error.
+    #[allow(clippy::reversed_empty_ranges)]
+    let inverted = 7..2;
+    match s.get_range(key, inverted).await {
+        Err(StorageError::InvalidRange { key: k, requested }) => {
+            assert_eq!(
+                (k.as_str(), requested.start, requested.end),
+                (key, 7, 2),
+                "{s}: inverted range"
+            );
+        }
+        other => panic!("{s}: get_range 7..2: {other:?}"),
+    }
 }
 
 async fn put_if_absent_creates_once(s: &dyn Storage) {

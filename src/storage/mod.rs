@@ -87,6 +87,15 @@ pub enum StorageError {
         /// The object's actual size in bytes.
         size: u64,
     },
+    /// A ranged read whose start is past its end (a caller's arithmetic error; never
+    /// answered with empty bytes).
+    #[error("invalid byte range {requested:?} for `{key}`: start is past end")]
+    InvalidRange {
+        /// The key read.
+        key: String,
+        /// The requested byte range.
+        requested: Range<u64>,
+    },
     /// A storage URL or option that cannot be used.
     #[error("invalid storage location `{location}`: {reason}")]
     InvalidLocation {
@@ -135,8 +144,10 @@ pub trait Storage: Send + Sync + Debug + Display {
     /// Reads bytes `range` (`start..end`, in bytes) of an object.
     ///
     /// # Errors
-    /// [`StorageError::NotFound`] when absent; [`StorageError::ShortRead`] when the
-    /// object is shorter than `range.end`; [`StorageError::Backend`] otherwise.
+    /// [`StorageError::NotFound`] when absent (also for an empty range);
+    /// [`StorageError::ShortRead`] when the object is shorter than `range.end` (also
+    /// for an empty range starting past the end); [`StorageError::InvalidRange`] when
+    /// `range.start > range.end`; [`StorageError::Backend`] otherwise.
     async fn get_range(&self, key: &str, range: Range<u64>) -> StorageResult<Bytes>;
 
     /// Size, modification time and version of an object.

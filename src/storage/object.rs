@@ -115,7 +115,23 @@ impl Storage for ObjectStorage {
     }
 
     async fn get_range(&self, key: &str, range: Range<u64>) -> StorageResult<Bytes> {
-        if range.start >= range.end {
+        if range.start > range.end {
+            return Err(StorageError::InvalidRange {
+                key: key.to_string(),
+                requested: range,
+            });
+        }
+        if range.start == range.end {
+            // Nothing to read, but the object must exist and reach the start: an
+            // empty read past the end is a short read, never empty bytes.
+            let size = self.head(key).await?.size;
+            if range.start > size {
+                return Err(StorageError::ShortRead {
+                    key: key.to_string(),
+                    requested: range,
+                    size,
+                });
+            }
             return Ok(Bytes::new());
         }
         let opts = GetOptions::new().with_range(Some(GetRange::Bounded(range.clone())));

@@ -16,7 +16,7 @@ use bytes::Bytes;
 use serde_json::Value;
 
 use super::authorization::normalize_url;
-use super::kerchunk::{read_references_where, KerchunkError, Reference};
+use super::kerchunk::{read_references_limited, KerchunkError, KerchunkLimits, Reference};
 use super::{VirtualAccess, VirtualChunkError, VirtualChunkResolver};
 use crate::error::{Error, Result};
 use crate::format::config::{ContainerStore, VirtualChunkContainer};
@@ -280,6 +280,23 @@ pub async fn import_kerchunk(
     dest: &NodePath,
     progress: Option<Progress<'_>>,
 ) -> Result<ImportSummary> {
+    import_kerchunk_with(session, refs, dest, progress, &KerchunkLimits::default()).await
+}
+
+/// [`import_kerchunk`] within `limits`: at most
+/// [`KerchunkLimits::max_generated_refs`] references from `gen` entries (default
+/// 10^7, checked before any is generated), and templates on a fuel budget.
+///
+/// # Errors
+/// As [`import_kerchunk`]; [`Error::Kerchunk`] wrapping
+/// [`KerchunkError::TooManyRefs`] or [`KerchunkError::TemplateLimit`] past a limit.
+pub async fn import_kerchunk_with(
+    session: &Session,
+    refs: &Path,
+    dest: &NodePath,
+    progress: Option<Progress<'_>>,
+    limits: &KerchunkLimits,
+) -> Result<ImportSummary> {
     let mut summary = ImportSummary::default();
     // Pass 1: metadata documents only.
     let mut meta: BTreeMap<String, Bytes> = BTreeMap::new();
@@ -292,7 +309,7 @@ pub async fn import_kerchunk(
         }
         wanted
     };
-    read_references_where(refs, &want_metadata, |key, r| match r {
+    read_references_limited(refs, &want_metadata, limits, |key, r| match r {
         Reference::Data(b) => {
             meta.insert(key, b);
             Ok(())
@@ -411,6 +428,7 @@ pub async fn import_kerchunk(
     let mut probe = Probe::new(repo.config().virtual_chunk_containers()?);
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<(usize, Vec<u32>, Reference)>>(8);
     let refs_path = refs.to_path_buf();
+    let limits = limits.clone();
     let targets: Vec<(String, ArrayTarget)> = arrays.into_iter().collect();
     let paths: Vec<NodePath> = targets.iter().map(|(_, t)| t.path.clone()).collect();
     let reader = tokio::task::spawn_blocking(move || -> std::result::Result<u64, KerchunkError> {
@@ -418,7 +436,7 @@ pub async fn import_kerchunk(
         let mut skipped = 0u64;
         let mut batch = Vec::with_capacity(BATCH);
         let not_metadata = |key: &str| !is_metadata(key);
-        read_references_where(&refs_path, &not_metadata, |key, r| {
+        read_references_limited(&refs_path, &not_metadata, &limits, |key, r| {
             // The array owning the key: the longest array prefix of the key.
             let target = targets
                 .iter()

@@ -72,6 +72,166 @@ pub enum KerchunkError {
     /// The consumer of references failed (its message).
     #[error("{0}")]
     Sink(String),
+    /// The `gen` entries would generate more references than
+    /// [`KerchunkLimits::max_generated_refs`] (or a number that overflows 64 bits).
+    #[error(
+        "gen entry {index} would generate {count} references, more than the limit of \
+         {limit} (raise it with --max-refs)"
+    )]
+    TooManyRefs {
+        /// Position in the `gen` list of the entry that crosses the limit.
+        index: usize,
+        /// The references all entries up to this one would generate (a decimal
+        /// number, or `more than 2^64`).
+        count: String,
+        /// The limit in force.
+        limit: u64,
+    },
+    /// A template exceeded its execution budget (minijinja fuel, per rendering or
+    /// for the whole document) or rendered a string longer than
+    /// [`KerchunkLimits::max_rendered_bytes`].
+    #[error("template `{template}` exceeds its budget: {reason}")]
+    TemplateLimit {
+        /// The template text.
+        template: String,
+        /// Which limit.
+        reason: String,
+    },
+}
+
+/// Bounds on the work a reference set can make the reader do: the `gen` expansion
+/// and Jinja template rendering (templates are code from the document).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KerchunkLimits {
+    /// Most references all `gen` entries of a document may generate together
+    /// (default 10^7). Checked before anything is generated.
+    pub max_generated_refs: u64,
+    /// Fuel of one template rendering: minijinja instructions (default 100 000).
+    pub template_fuel: u64,
+    /// Fuel of all renderings of the document together (default 10^9).
+    pub total_fuel: u64,
+    /// Longest string one rendering may produce, in bytes (default 64 KiB).
+    pub max_rendered_bytes: usize,
+}
+
+impl Default for KerchunkLimits {
+    fn default() -> Self {
+        KerchunkLimits {
+            max_generated_refs: 10_000_000,
+            template_fuel: 100_000,
+            total_fuel: 1_000_000_000,
+            max_rendered_bytes: 64 << 10,
+        }
+    }
+}
+
+/// A `Write` that keeps at most `max` bytes and fails beyond.
+struct BoundedOutput {
+    buf: Vec<u8>,
+    max: usize,
+}
+
+impl std::io::Write for BoundedOutput {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        if self.buf.len().saturating_add(data.len()) > self.max {
+            return Err(std::io::Error::other("rendered text too long"));
+        }
+        self.buf.extend_from_slice(data);
+        Ok(data.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The execution budget of one document's templates, shared by every rendering
+/// (including template functions rendered from inside other templates).
+#[derive(Debug)]
+struct Budget {
+    limits: KerchunkLimits,
+    /// Fuel consumed so far by all renderings.
+    spent: std::sync::atomic::AtomicU64,
+    /// Set when any rendering hit a limit (so an error surfacing through an outer
+    /// template is still reported as [`KerchunkError::TemplateLimit`]).
+    exceeded: std::sync::atomic::AtomicBool,
+}
+
+impl Budget {
+    fn new(limits: KerchunkLimits) -> Self {
+        Budget {
+            limits,
+            spent: Default::default(),
+            exceeded: Default::default(),
+        }
+    }
+
+    /// A template environment with strict undefined values and per-rendering fuel.
+    fn environment(&self) -> minijinja::Environment<'static> {
+        let mut env = minijinja::Environment::new();
+        env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+        env.set_fuel(Some(self.limits.template_fuel.max(1)));
+        env
+    }
+
+    /// Renders `tpl` (source text `src`) within the limits.
+    fn render(
+        &self,
+        tpl: &minijinja::Template<'_, '_>,
+        ctx: minijinja::Value,
+        src: &str,
+    ) -> Result<String, KerchunkError> {
+        use std::sync::atomic::Ordering;
+        let mut out = BoundedOutput {
+            buf: Vec::new(),
+            max: self.limits.max_rendered_bytes,
+        };
+        let result = tpl.render_captured_to(ctx, &mut out);
+        let consumed = match &result {
+            Ok(c) => c.state().fuel_levels().map_or(0, |(used, _)| used),
+            Err(_) => self.limits.template_fuel,
+        };
+        let spent = self
+            .spent
+            .fetch_add(consumed, Ordering::Relaxed)
+            .saturating_add(consumed);
+        let limit = |reason: String| {
+            self.exceeded.store(true, Ordering::Relaxed);
+            KerchunkError::TemplateLimit {
+                template: src.to_string(),
+                reason,
+            }
+        };
+        match result {
+            Err(e) if e.kind() == minijinja::ErrorKind::OutOfFuel => Err(limit(format!(
+                "more than {} instructions in one rendering",
+                self.limits.template_fuel
+            ))),
+            Err(_) if e_is_write_failure(&result) => Err(limit(format!(
+                "renders to more than {} bytes",
+                self.limits.max_rendered_bytes
+            ))),
+            Err(_) if self.exceeded.load(Ordering::Relaxed) => Err(limit(
+                "a template function it calls exceeded its budget".into(),
+            )),
+            Err(e) => Err(KerchunkError::Template {
+                template: src.to_string(),
+                reason: e.to_string(),
+            }),
+            Ok(_) if spent > self.limits.total_fuel => Err(limit(format!(
+                "the document's templates ran more than {} instructions in total",
+                self.limits.total_fuel
+            ))),
+            Ok(_) => String::from_utf8(out.buf).map_err(|e| KerchunkError::Template {
+                template: src.to_string(),
+                reason: e.to_string(),
+            }),
+        }
+    }
+}
+
+/// Whether a rendering failed writing its output (the [`BoundedOutput`] limit).
+fn e_is_write_failure<T>(result: &Result<T, minijinja::Error>) -> bool {
+    matches!(result, Err(e) if e.kind() == minijinja::ErrorKind::WriteFailure)
 }
 
 /// One reference: inline data, a whole object, or a byte range of an object.
@@ -145,17 +305,20 @@ impl<'de> Deserialize<'de> for Header {
 
 /// Renders Jinja strings with the document's templates: a template without `{{` is a
 /// string variable; one with `{{` is a function whose keyword arguments are its context.
+/// Every rendering (template functions included) runs within the shared [`Budget`].
 struct Renderer {
     env: minijinja::Environment<'static>,
+    budget: std::sync::Arc<Budget>,
 }
 
 impl Renderer {
-    fn new(templates: &BTreeMap<String, String>) -> Self {
-        let mut env = minijinja::Environment::new();
-        env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+    fn new(templates: &BTreeMap<String, String>, limits: &KerchunkLimits) -> Self {
+        let budget = std::sync::Arc::new(Budget::new(limits.clone()));
+        let mut env = budget.environment();
         for (name, text) in templates {
             if text.contains("{{") {
                 let text = text.clone();
+                let budget = std::sync::Arc::clone(&budget);
                 env.add_function(
                     name.clone(),
                     move |kwargs: minijinja::value::Kwargs| -> Result<String, minijinja::Error> {
@@ -163,26 +326,42 @@ impl Renderer {
                         for k in kwargs.args() {
                             ctx.insert(k.to_string(), kwargs.get::<minijinja::Value>(k)?);
                         }
-                        minijinja::Environment::new().render_str(&text, ctx)
+                        let env = budget.environment();
+                        let fail = |e: KerchunkError| {
+                            minijinja::Error::new(
+                                minijinja::ErrorKind::InvalidOperation,
+                                e.to_string(),
+                            )
+                        };
+                        let tpl = compile(&env, &text).map_err(fail)?;
+                        budget
+                            .render(&tpl, minijinja::Value::from(ctx), &text)
+                            .map_err(fail)
                     },
                 );
             } else {
                 env.add_global(name.clone(), text.clone());
             }
         }
-        Renderer { env }
+        Renderer { env, budget }
     }
 
     fn render(&self, text: &str, ctx: &BTreeMap<String, i64>) -> Result<String, KerchunkError> {
         if !text.contains("{{") && !text.contains("{%") {
             return Ok(text.to_string());
         }
-        self.env
-            .render_str(text, ctx)
-            .map_err(|e| KerchunkError::Template {
-                template: text.to_string(),
-                reason: e.to_string(),
-            })
+        let tpl = compile(&self.env, text)?;
+        self.render_compiled(&tpl, ctx, text)
+    }
+
+    fn render_compiled(
+        &self,
+        tpl: &minijinja::Template<'_, '_>,
+        ctx: &BTreeMap<String, i64>,
+        src: &str,
+    ) -> Result<String, KerchunkError> {
+        self.budget
+            .render(tpl, minijinja::Value::from(ctx.clone()), src)
     }
 }
 
@@ -372,6 +551,134 @@ fn compile<'e, 's>(
         })
 }
 
+/// The values of one `gen` dimension: a list, or a range that is never materialized.
+enum Axis {
+    List(Vec<i64>),
+    /// `len` values `start, start + step, ...` (all within `start..stop`, so in `i64`).
+    Range {
+        start: i64,
+        step: i64,
+        len: u64,
+    },
+}
+
+impl Axis {
+    fn len(&self) -> u64 {
+        match self {
+            Axis::List(v) => v.len() as u64,
+            Axis::Range { len, .. } => *len,
+        }
+    }
+
+    /// The `i`-th value (`i < len`).
+    fn value(&self, i: u64) -> i64 {
+        match self {
+            Axis::List(v) => usize::try_from(i)
+                .ok()
+                .and_then(|i| v.get(i))
+                .copied()
+                .unwrap_or_default(),
+            // start + i * step < stop <= i64::MAX, computed without overflow.
+            Axis::Range { start, step, .. } => {
+                let v = i128::from(*start) + i128::from(i) * i128::from(*step);
+                i64::try_from(v).unwrap_or_default()
+            }
+        }
+    }
+}
+
+/// Number of values of the range `start..stop` by `step` (`step > 0`).
+fn range_len(start: i64, stop: i64, step: i64) -> u64 {
+    if stop <= start {
+        return 0;
+    }
+    let span = (i128::from(stop) - i128::from(start) - 1) / i128::from(step) + 1;
+    u64::try_from(span).unwrap_or(u64::MAX)
+}
+
+/// The parsed dimensions of a `gen` entry and the number of references it generates
+/// (`None` when the product overflows `u64`).
+type Axes = (Vec<(String, Axis)>, Option<u64>);
+
+/// Parses the dimensions of `gen` entry `index`.
+fn gen_axes(index: usize, spec: &Value) -> Result<Axes, KerchunkError> {
+    let bad = |reason: String| KerchunkError::InvalidGen { index, reason };
+    let dims = spec
+        .get("dimensions")
+        .and_then(Value::as_object)
+        .ok_or_else(|| bad("`dimensions` is required".into()))?;
+    let mut axes: Vec<(String, Axis)> = Vec::new();
+    for (name, d) in dims {
+        let axis = match d {
+            Value::Array(items) => Axis::List(
+                items
+                    .iter()
+                    .map(|v| {
+                        v.as_i64()
+                            .ok_or_else(|| bad(format!("dimension `{name}` lists a non-integer")))
+                    })
+                    .collect::<Result<_, _>>()?,
+            ),
+            Value::Object(o) => {
+                let get = |k: &str, default: Option<i64>| -> Result<i64, KerchunkError> {
+                    match o.get(k) {
+                        Some(v) => v.as_i64().ok_or_else(|| {
+                            bad(format!("dimension `{name}`: `{k}` must be an integer"))
+                        }),
+                        None => {
+                            default.ok_or_else(|| bad(format!("dimension `{name}` needs `{k}`")))
+                        }
+                    }
+                };
+                let (start, stop, step) = (
+                    get("start", Some(0))?,
+                    get("stop", None)?,
+                    get("step", Some(1))?,
+                );
+                if step <= 0 {
+                    return Err(bad(format!("dimension `{name}`: step must be positive")));
+                }
+                Axis::Range {
+                    start,
+                    step,
+                    len: range_len(start, stop, step),
+                }
+            }
+            _ => return Err(bad(format!("dimension `{name}` must be a list or a range"))),
+        };
+        axes.push((name.clone(), axis));
+    }
+    let total = axes
+        .iter()
+        .try_fold(1u64, |acc, (_, a)| acc.checked_mul(a.len()));
+    Ok((axes, total))
+}
+
+/// Checks that the `gen` entries generate at most `limit` references together,
+/// before any is generated.
+///
+/// # Errors
+/// [`KerchunkError::TooManyRefs`] naming the first entry past the limit;
+/// [`KerchunkError::InvalidGen`] for malformed dimensions.
+fn check_gen_total(gen: &[Value], limit: u64) -> Result<(), KerchunkError> {
+    let mut sum = Some(0u64);
+    for (index, spec) in gen.iter().enumerate() {
+        let (_, n) = gen_axes(index, spec)?;
+        sum = sum.zip(n).and_then(|(a, b)| a.checked_add(b));
+        match sum {
+            Some(total) if total <= limit => {}
+            other => {
+                return Err(KerchunkError::TooManyRefs {
+                    index,
+                    count: other.map_or_else(|| "more than 2^64".to_string(), |n| n.to_string()),
+                    limit,
+                })
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Expands one `gen` entry, calling `emit` for every generated reference.
 fn expand_gen(
     index: usize,
@@ -394,64 +701,29 @@ fn expand_gen(
     if offset_t.is_some() != length_t.is_some() {
         return Err(bad("`offset` and `length` go together".into()));
     }
-    let dims = spec
-        .get("dimensions")
-        .and_then(Value::as_object)
-        .ok_or_else(|| bad("`dimensions` is required".into()))?;
-    let mut axes: Vec<(String, Vec<i64>)> = Vec::new();
-    for (name, d) in dims {
-        let values: Vec<i64> = match d {
-            Value::Array(items) => items
-                .iter()
-                .map(|v| {
-                    v.as_i64()
-                        .ok_or_else(|| bad(format!("dimension `{name}` lists a non-integer")))
-                })
-                .collect::<Result<_, _>>()?,
-            Value::Object(o) => {
-                let get = |k: &str, default: Option<i64>| -> Result<i64, KerchunkError> {
-                    match o.get(k) {
-                        Some(v) => v.as_i64().ok_or_else(|| {
-                            bad(format!("dimension `{name}`: `{k}` must be an integer"))
-                        }),
-                        None => {
-                            default.ok_or_else(|| bad(format!("dimension `{name}` needs `{k}`")))
-                        }
-                    }
-                };
-                let (start, stop, step) = (
-                    get("start", Some(0))?,
-                    get("stop", None)?,
-                    get("step", Some(1))?,
-                );
-                if step <= 0 {
-                    return Err(bad(format!("dimension `{name}`: step must be positive")));
-                }
-                (start..stop).step_by(step as usize).collect()
-            }
-            _ => return Err(bad(format!("dimension `{name}` must be a list or a range"))),
-        };
-        axes.push((name.clone(), values));
-    }
+    let (axes, total) = gen_axes(index, spec)?;
+    // Checked by `check_gen_total` against the limit; an overflow here is an error
+    // too, never a wrapped count.
+    let total = total.ok_or_else(|| KerchunkError::TooManyRefs {
+        index,
+        count: "more than 2^64".into(),
+        limit: u64::MAX,
+    })?;
     let env = &renderer.env;
     let key_tpl = compile(env, &key_t)?;
     let url_tpl = compile(env, &url_t)?;
     let offset_tpl = offset_t.as_deref().map(|t| compile(env, t)).transpose()?;
     let length_tpl = length_t.as_deref().map(|t| compile(env, t)).transpose()?;
     let render = |tpl: &minijinja::Template<'_, '_>, ctx: &BTreeMap<String, i64>, src: &str| {
-        tpl.render(ctx).map_err(|e| KerchunkError::Template {
-            template: src.to_string(),
-            reason: e.to_string(),
-        })
+        renderer.render_compiled(tpl, ctx, src)
     };
-    let total: usize = axes.iter().map(|(_, v)| v.len()).product();
-    let mut positions = vec![0usize; axes.len()];
+    let mut positions = vec![0u64; axes.len()];
     let mut count = 0u64;
     for _ in 0..total {
         let ctx: BTreeMap<String, i64> = axes
             .iter()
             .zip(&positions)
-            .map(|((n, v), &i)| (n.clone(), v[i]))
+            .map(|((n, a), &i)| (n.clone(), a.value(i)))
             .collect();
         let key = render(&key_tpl, &ctx, &key_t)?;
         let url = render(&url_tpl, &ctx, &url_t)?;
@@ -527,6 +799,23 @@ pub fn read_references(
 pub fn read_references_where(
     path: &Path,
     want: &dyn Fn(&str) -> bool,
+    sink: impl FnMut(String, Reference) -> Result<(), KerchunkError>,
+) -> Result<u64, KerchunkError> {
+    read_references_limited(path, want, &KerchunkLimits::default(), sink)
+}
+
+/// Like [`read_references_where`], within `limits`: the `gen` entries together may
+/// generate at most [`KerchunkLimits::max_generated_refs`] references (checked,
+/// before any is generated), and every template rendering runs on a fuel budget
+/// with a bounded output.
+///
+/// # Errors
+/// As [`read_references`]; [`KerchunkError::TooManyRefs`] past the reference limit;
+/// [`KerchunkError::TemplateLimit`] for a template past its budget.
+pub fn read_references_limited(
+    path: &Path,
+    want: &dyn Fn(&str) -> bool,
+    limits: &KerchunkLimits,
     mut sink: impl FnMut(String, Reference) -> Result<(), KerchunkError>,
 ) -> Result<u64, KerchunkError> {
     let json_err = |e: serde_json::Error| KerchunkError::Json {
@@ -547,8 +836,11 @@ pub fn read_references_where(
         // Version 0 has no version key; a key named "version" is then a reference.
         _ => false,
     };
+    if v1 {
+        check_gen_total(&header.gen, limits.max_generated_refs)?;
+    }
     let no_templates = BTreeMap::new();
-    let renderer = Renderer::new(if v1 { &header.templates } else { &no_templates });
+    let renderer = Renderer::new(if v1 { &header.templates } else { &no_templates }, limits);
     let mut error = None;
     let mut count = 0u64;
     let mut de = open(path)?;
@@ -598,6 +890,136 @@ mod tests {
         })?;
         assert_eq!(n as usize, out.len());
         Ok(out)
+    }
+
+    fn collect_limited(
+        json: &str,
+        limits: &KerchunkLimits,
+    ) -> Result<BTreeMap<String, Reference>, KerchunkError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("refs.json");
+        std::fs::write(&path, json).unwrap();
+        let mut out = BTreeMap::new();
+        read_references_limited(&path, &|_| true, limits, |k, r| {
+            out.insert(k, r);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    fn gen_doc(dimensions: &str) -> String {
+        format!(
+            r#"{{"version": 1, "refs": {{}}, "gen": [{{"key": "k/{{{{i}}}}", "url": "/d/f",
+               "dimensions": {dimensions}}}]}}"#
+        )
+    }
+
+    #[test]
+    fn gen_with_a_huge_stop_is_refused_before_expanding() {
+        // The old code collected the range into a Vec (capacity overflow panic).
+        for dims in [
+            r#"{"i": {"stop": 9223372036854775807}}"#,
+            r#"{"i": {"start": -9223372036854775808, "stop": 9223372036854775807}}"#,
+            r#"{"i": {"stop": 10000001}}"#,
+        ] {
+            let e = collect(&gen_doc(dims)).unwrap_err();
+            assert!(
+                matches!(
+                    e,
+                    KerchunkError::TooManyRefs {
+                        index: 0,
+                        limit: 10_000_000,
+                        ..
+                    }
+                ),
+                "{dims}: {e}"
+            );
+        }
+        // Exactly at the limit, and a long range with a big step, are fine.
+        let limits = KerchunkLimits {
+            max_generated_refs: 3,
+            ..Default::default()
+        };
+        let refs = collect_limited(
+            &gen_doc(r#"{"i": {"start": -9223372036854775808, "stop": 9223372036854775807, "step": 6148914691236517205}}"#),
+            &limits,
+        )
+        .unwrap();
+        let keys: Vec<&String> = refs.keys().collect();
+        assert_eq!(
+            keys,
+            [
+                "k/-3074457345618258603",
+                "k/-9223372036854775808",
+                "k/3074457345618258602"
+            ]
+        );
+    }
+
+    #[test]
+    fn gen_product_overflow_is_an_error_not_zero() {
+        // 65536^4 = 2^64 wrapped to 0 (nothing imported, no error) in the old code.
+        let dims = r#"{"a": {"stop": 65536}, "b": {"stop": 65536}, "c": {"stop": 65536}, "d": {"stop": 65536}}"#;
+        let e = collect(&gen_doc(dims)).unwrap_err();
+        match &e {
+            KerchunkError::TooManyRefs { count, .. } => assert_eq!(count, "more than 2^64"),
+            other => panic!("{other}"),
+        }
+        // The limit counts all entries together and can be raised.
+        let two = r#"{"version": 1, "gen": [
+            {"key": "a/{{i}}", "url": "/d/f", "dimensions": {"i": {"stop": 6}}},
+            {"key": "b/{{i}}", "url": "/d/f", "dimensions": {"i": [1, 2, 3, 4, 5]}}]}"#;
+        let small = KerchunkLimits {
+            max_generated_refs: 10,
+            ..Default::default()
+        };
+        let e = collect_limited(two, &small).unwrap_err();
+        assert!(
+            matches!(&e, KerchunkError::TooManyRefs { index: 1, count, limit: 10 } if count == "11"),
+            "{e}"
+        );
+        let raised = KerchunkLimits {
+            max_generated_refs: 11,
+            ..Default::default()
+        };
+        assert_eq!(collect_limited(two, &raised).unwrap().len(), 11);
+    }
+
+    #[test]
+    fn templates_run_on_a_budget() {
+        let is_limit = |r: Result<BTreeMap<String, Reference>, KerchunkError>| {
+            matches!(r, Err(KerchunkError::TemplateLimit { .. }))
+        };
+        // Nested loops in a reference URL: out of fuel, not 10^10 iterations.
+        let nested = r#"{"version": 1, "refs": {"a": ["{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}/x", 0, 1]}}"#;
+        let started = std::time::Instant::now();
+        assert!(is_limit(collect(nested)));
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
+        // ... and inside a template function called from a reference.
+        let in_function = r#"{"version": 1,
+            "templates": {"f": "{% for i in range(100000) %}{% for j in range(100000) %}{{c}}{% endfor %}{% endfor %}"},
+            "refs": {"a": ["/{{f(c='x')}}", 0, 1]}}"#;
+        assert!(is_limit(collect(in_function)));
+        // A rendered string longer than the bound.
+        let long = r#"{"version": 1, "refs": {"a": ["/{{ 'x' * 100000 }}", 0, 1]}}"#;
+        assert!(is_limit(collect(long)));
+        let long_fn = r#"{"version": 1, "templates": {"f": "{{ c * 100000 }}"},
+            "refs": {"a": ["/{{ f(c='x') }}", 0, 1]}}"#;
+        assert!(is_limit(collect(long_fn)));
+        // The whole document's renderings share one budget.
+        let many = r#"{"version": 1, "refs": {}, "gen": [{"key": "k/{{i}}",
+            "url": "/{% for j in range(50) %}{% endfor %}f", "dimensions": {"i": {"stop": 1000}}}]}"#;
+        assert_eq!(collect(many).unwrap().len(), 1000);
+        let tight = KerchunkLimits {
+            total_fuel: 10_000,
+            ..Default::default()
+        };
+        assert!(is_limit(collect_limited(many, &tight)));
+        // Ordinary template errors stay `Template`.
+        assert!(matches!(
+            collect(r#"{"version": 1, "refs": {"a": ["/{{ nope }}", 0, 1]}}"#),
+            Err(KerchunkError::Template { .. })
+        ));
     }
 
     fn range(url: &str, offset: u64, length: u64) -> Reference {

@@ -21,7 +21,8 @@ pub mod kerchunk;
 
 pub use authorization::{normalize_prefix, normalize_url, VirtualAccess};
 pub use fetch::VirtualChunkResolver;
-pub use import::{import_kerchunk, ImportSummary};
+pub use import::{import_kerchunk, import_kerchunk_with, ImportSummary};
+pub use kerchunk::KerchunkLimits;
 
 /// Errors reading virtual chunks. Every variant names the URL.
 #[derive(Debug, thiserror::Error)]

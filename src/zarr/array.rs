@@ -57,17 +57,41 @@ struct Derived {
     repr: ChunkRepr,
     grid: RegularChunkGrid,
     keys: Box<dyn ChunkKeyEncoding>,
+    /// Elements of one chunk, `None` when one chunk cannot be held in memory (its
+    /// element count or byte size overflows; such an array opens, but reading or
+    /// writing a stored chunk fails with [`ZarrError::TooLarge`]).
+    chunk_len: Option<usize>,
 }
 
 impl Derived {
     fn new(meta: &ArrayMetadata) -> ZarrResult<Self> {
+        let repr = meta.chunk_repr()?;
+        let chunk_len = repr
+            .shape
+            .iter()
+            .try_fold(1u64, |acc, &x| acc.checked_mul(x))
+            .and_then(|n| buffer_len(n, &meta.data_type));
         Ok(Derived {
             chain: Arc::new(meta.codec_chain()?),
-            repr: meta.chunk_repr()?,
+            repr,
             grid: RegularChunkGrid::new(meta.chunk_shape.clone())?,
             keys: meta.chunk_key_encoding.encoding(),
+            chunk_len,
         })
     }
+}
+
+/// `n` as a `usize` element count when a buffer of `n` elements of `dt` fits in
+/// memory (at most `isize::MAX` bytes, counting variable-length strings by their
+/// handle size and zero-sized elements as one byte); `None` otherwise.
+fn buffer_len(n: u64, dt: &DataType) -> Option<usize> {
+    let per = match dt.fixed_size() {
+        Some(size) => size.max(1),
+        None => std::mem::size_of::<String>(),
+    };
+    let n = usize::try_from(n).ok()?;
+    let bytes = n.checked_mul(per)?;
+    (bytes <= isize::MAX as usize).then_some(n)
 }
 
 /// A Zarr array in a store.
@@ -352,9 +376,12 @@ impl Array {
         let Some(bytes) = self.store.get(&key).await? else {
             return Ok(None);
         };
+        // Only a stored chunk needs decoding into a whole-chunk buffer.
+        let chunk_len = self.chunk_len()?;
         let chain = Arc::clone(&self.derived.chain);
         let repr = self.derived.repr.clone();
-        let size = bytes.len().max(repr.size_bytes().unwrap_or(0) as usize);
+        let elem = self.metadata.data_type.fixed_size().unwrap_or(0);
+        let size = bytes.len().max(chunk_len.saturating_mul(elem));
         let decoded = run_blocking(size, move || chain.decode(bytes, &repr))
             .await
             .map_err(|e| chunk_err(&self.path, &key, e))?;
@@ -382,7 +409,7 @@ impl Array {
         self.check_element::<T>()?;
         let data = match self.read_chunk_bytes(chunk).await? {
             Some(d) => d,
-            None => self.fill_bytes(self.derived.repr.num_elements())?,
+            None => self.fill_bytes(self.chunk_len()? as u64)?,
         };
         T::from_array_bytes(data, &self.metadata.data_type)
     }
@@ -449,21 +476,76 @@ impl Array {
         Ok(())
     }
 
+    /// `n` elements of the fill value.
+    ///
+    /// # Errors
+    /// [`ZarrError::TooLarge`] when `n` elements cannot be held in one buffer.
     fn fill_bytes(&self, n: u64) -> ZarrResult<ArrayBytes> {
-        ArrayBytes::new_fill(
-            n as usize,
-            &self.metadata.data_type,
-            &self.derived.repr.fill_value,
+        let len = buffer_len(n, &self.metadata.data_type).ok_or_else(|| {
+            self.too_large(format!(
+                "{n} elements of {} do not fit in memory",
+                self.metadata.data_type
+            ))
+        })?;
+        ArrayBytes::new_fill(len, &self.metadata.data_type, &self.derived.repr.fill_value).map_err(
+            |e| match e {
+                ZarrError::TooLarge { reason, .. } => self.too_large(reason),
+                e => e,
+            },
         )
+    }
+
+    fn too_large(&self, reason: String) -> ZarrError {
+        ZarrError::TooLarge {
+            path: self.path.clone(),
+            reason,
+        }
+    }
+
+    /// Elements of one chunk, checked to fit in memory.
+    ///
+    /// # Errors
+    /// [`ZarrError::TooLarge`] when a chunk of the chunk shape cannot be held.
+    fn chunk_len(&self) -> ZarrResult<usize> {
+        self.derived.chunk_len.ok_or_else(|| {
+            self.too_large(format!(
+                "a chunk of shape {:?} and data type {} does not fit in memory",
+                self.metadata.chunk_shape, self.metadata.data_type
+            ))
+        })
+    }
+
+    /// Elements of `region` (already checked to be within the array), checked to fit
+    /// in one buffer.
+    ///
+    /// # Errors
+    /// [`ZarrError::TooLarge`] when the element count overflows `u64` or the region
+    /// does not fit in memory.
+    fn region_len(&self, region: &ArraySubset) -> ZarrResult<usize> {
+        region
+            .checked_num_elements()
+            .and_then(|n| buffer_len(n, &self.metadata.data_type))
+            .ok_or_else(|| {
+                self.too_large(format!(
+                    "region of shape {:?} ({} elements of {}) does not fit in memory",
+                    region.shape,
+                    region
+                        .checked_num_elements()
+                        .map_or_else(|| "more than 2^64".to_string(), |n| n.to_string()),
+                    self.metadata.data_type
+                ))
+            })
     }
 
     /// Encodes `data` (a whole chunk) and stores it, or erases the key when it is
     /// all fill value and empty chunks are not written.
     async fn store_chunk(&self, key: String, data: ArrayBytes) -> ZarrResult<()> {
+        let chunk_len = self.chunk_len()?;
         let chain = Arc::clone(&self.derived.chain);
         let repr = self.derived.repr.clone();
         let write_empty = self.options.write_empty_chunks;
-        let size = repr.size_bytes().unwrap_or(0) as usize;
+        let elem = self.metadata.data_type.fixed_size().unwrap_or(0);
+        let size = chunk_len.saturating_mul(elem);
         let encoded = run_blocking(size, move || encode_chunk(&chain, &repr, write_empty, data))
             .await
             .map_err(|e| chunk_err(&self.path, &key, e))?;
@@ -491,7 +573,7 @@ impl Array {
     /// undecodable chunks; store errors.
     pub async fn read_region_bytes(&self, region: &ArraySubset) -> ZarrResult<ArrayBytes> {
         self.check_region(region)?;
-        let n = region.num_elements();
+        let n = self.region_len(region)? as u64;
         if n == 0 {
             return self.fill_bytes(0);
         }
@@ -592,11 +674,12 @@ impl Array {
         self.check_element::<T>()?;
         self.check_region(region)?;
         let dt = &self.metadata.data_type;
-        let n = region.num_elements();
+        let n = self.region_len(region)?;
         if n > 1 && dt.fixed_size().is_some() && T::as_fixed_bytes(&[]).is_some() {
             // Decode straight into the caller's vector (no conversion copy).
             if let Some(fill) = T::from_array_bytes(self.fill_bytes(1)?, dt)?.pop() {
-                let mut out = vec![fill; n as usize];
+                let mut out = crate::zarr::array_bytes::try_filled_vec(n, fill)
+                    .ok_or_else(|| self.too_large(format!("cannot allocate {n} elements")))?;
                 if let Some(bytes) = T::as_fixed_bytes_mut(&mut out) {
                     self.read_into(region, ElemsMut::Fixed(bytes)).await?;
                     return Ok(out);
@@ -656,6 +739,16 @@ impl Array {
     /// # Errors
     /// As [`Array::read_region_bytes`].
     pub async fn read_region_json(&self, region: &ArraySubset) -> ZarrResult<Value> {
+        self.check_region(region)?;
+        let n = self.region_len(region)?;
+        if n.checked_mul(std::mem::size_of::<Value>())
+            .is_none_or(|b| b > isize::MAX as usize)
+        {
+            return Err(self.too_large(format!(
+                "region of shape {:?} has too many elements for one JSON value",
+                region.shape
+            )));
+        }
         let data = self.read_region_bytes(region).await?;
         Ok(data.to_json(&self.metadata.data_type, &region.shape))
     }
@@ -676,6 +769,7 @@ impl Array {
     ) -> ZarrResult<()> {
         self.check_writable()?;
         self.check_region(region)?;
+        self.region_len(region)?;
         self.check_data_len(region, data.as_view())?;
         let grid = &self.derived.grid;
         let chunks = grid.chunks_intersecting(region);
@@ -745,20 +839,17 @@ impl Array {
         } else {
             self.fetch_chunk(&idx).await?
         };
+        let chunk_len = self.chunk_len()?;
         let repr = self.derived.repr.clone();
         let elem = self.metadata.data_type.fixed_size().unwrap_or(0);
-        let size = repr.size_bytes().unwrap_or(0) as usize;
+        let size = chunk_len.saturating_mul(elem);
         let chain = Arc::clone(&self.derived.chain);
         let write_empty = self.options.write_empty_chunks;
         let encoded = run_blocking(size, move || {
             let mut chunk = match existing {
                 Some(c) => c,
-                None => ArrayBytes::new_fill(
-                    repr.num_elements() as usize,
-                    &repr.data_type,
-                    &repr.fill_value,
-                )
-                .map_err(|e| CodecError::unsupported("array", e.to_string()))?,
+                None => ArrayBytes::new_fill(chunk_len, &repr.data_type, &repr.fill_value)
+                    .map_err(|e| CodecError::unsupported("array", e.to_string()))?,
             };
             chunk.copy_from(
                 &repr.shape,
@@ -818,6 +909,7 @@ impl Array {
             Some(bytes) if dt.fixed_size().is_some() => {
                 self.check_writable()?;
                 self.check_region(region)?;
+                self.region_len(region)?;
                 let view = ElemsRef::Fixed(bytes);
                 self.check_data_len(region, view)?;
                 self.write_from(region, view).await
@@ -982,7 +1074,7 @@ impl Array {
         let chunk_region = self.derived.grid.chunk_region(&idx);
         let local = inside.relative_to(&chunk_region.start);
         let kept = existing.extract(&self.metadata.data_type, &self.derived.repr.shape, &local);
-        let mut fresh = self.fill_bytes(self.derived.repr.num_elements())?;
+        let mut fresh = self.fill_bytes(self.chunk_len()? as u64)?;
         fresh.copy_from(
             &self.derived.repr.shape,
             &local.start,

@@ -24,15 +24,36 @@ impl ArrayBytes {
     /// `num_elements` copies of `fill` for data type `dt`.
     ///
     /// # Errors
-    /// [`ZarrError::InvalidFillValue`] when `fill` does not match `dt`.
+    /// [`ZarrError::InvalidFillValue`] when `fill` does not match `dt`;
+    /// [`ZarrError::TooLarge`] when `num_elements` elements exceed `isize::MAX` bytes
+    /// (the buffer could never be allocated).
     pub fn new_fill(num_elements: usize, dt: &DataType, fill: &FillValue) -> ZarrResult<Self> {
+        let per = dt.fixed_size().unwrap_or(std::mem::size_of::<String>());
+        if num_elements
+            .checked_mul(per)
+            .is_none_or(|b| b > isize::MAX as usize)
+        {
+            return Err(ZarrError::TooLarge {
+                path: String::new(),
+                reason: format!("{num_elements} elements of {dt} do not fit in memory"),
+            });
+        }
+        let too_large = || ZarrError::TooLarge {
+            path: String::new(),
+            reason: format!("cannot allocate {num_elements} elements of {dt}"),
+        };
         match (dt.fixed_size(), fill) {
-            (None, FillValue::String(s)) => Ok(ArrayBytes::Strings(vec![s.clone(); num_elements])),
+            (None, FillValue::String(s)) => Ok(ArrayBytes::Strings(
+                try_filled_vec(num_elements, s.clone()).ok_or_else(too_large)?,
+            )),
             (Some(size), FillValue::Bytes(b)) if b.len() == size => {
-                if b.iter().all(|&x| x == 0) {
-                    return Ok(ArrayBytes::Fixed(vec![0; num_elements * size]));
+                let mut v = try_filled_vec(num_elements * size, 0u8).ok_or_else(too_large)?;
+                if size > 0 && b.iter().any(|&x| x != 0) {
+                    for e in v.chunks_exact_mut(size) {
+                        e.copy_from_slice(b);
+                    }
                 }
-                Ok(ArrayBytes::Fixed(b.repeat(num_elements)))
+                Ok(ArrayBytes::Fixed(v))
             }
             _ => Err(ZarrError::InvalidFillValue {
                 value: format!("{fill:?}"),
@@ -147,7 +168,13 @@ impl ArrayBytes {
             ArrayBytes::Strings(v) => v.iter().map(|s| Value::String(s.clone())).collect(),
             ArrayBytes::Fixed(b) => match dt.fixed_size() {
                 Some(s) if s > 0 => b.chunks_exact(s).map(|e| element_to_json(dt, e)).collect(),
-                _ => vec![element_to_json(dt, &[]); shape.iter().product::<u64>() as usize],
+                // Zero-sized elements: one per position of `shape` (callers size
+                // regions before reading; the count saturates rather than wraps).
+                _ => vec![
+                    element_to_json(dt, &[]);
+                    usize::try_from(crate::zarr::subset::saturating_product(shape))
+                        .unwrap_or(usize::MAX)
+                ],
             },
         };
         nest(flat, shape)
@@ -327,6 +354,15 @@ fn nest(flat: Vec<Value>, shape: &[u64]) -> Value {
     build(&mut it, shape)
 }
 
+/// `n` copies of `value`, `None` when the allocation fails (instead of aborting the
+/// process, as `vec![value; n]` does).
+pub(crate) fn try_filled_vec<T: Clone>(n: usize, value: T) -> Option<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).ok()?;
+    v.resize(n, value);
+    Some(v)
+}
+
 /// Whether `b` is `f` repeated (an empty `f` matches only an empty `b`).
 pub(crate) fn is_repeated(b: &[u8], f: &[u8]) -> bool {
     if f.is_empty() {
@@ -370,6 +406,9 @@ mod tests {
         }
         assert!(!zz.is_fill(&dt.default_fill_value()));
         assert!(ArrayBytes::new_fill(2, &DataType::String, &dt.default_fill_value()).is_err());
+        // Sizes that overflow are a typed error, not a capacity-overflow panic.
+        let huge = ArrayBytes::new_fill(usize::MAX / 2, &DataType::Float32, &fill);
+        assert!(matches!(huge, Err(ZarrError::TooLarge { .. })), "{huge:?}");
     }
 
     #[test]

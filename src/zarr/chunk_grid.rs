@@ -21,7 +21,8 @@ pub trait ChunkGrid: Send + Sync + Debug {
     fn grid_shape(&self, array_shape: &[u64]) -> Vec<u64>;
 
     /// The region of the array space covered by chunk `chunk` (not clipped to the
-    /// array shape: edge chunks overhang, see the regular grid spec).
+    /// array shape: edge chunks overhang, see the regular grid spec). Coordinates
+    /// saturate at `u64::MAX` (an edge chunk of a `[u64::MAX]` array ends past it).
     fn chunk_region(&self, chunk: &[u64]) -> ArraySubset;
 
     /// The box of chunk indices whose chunks intersect `region` (start and shape in
@@ -116,7 +117,7 @@ impl ChunkGrid for RegularChunkGrid {
             chunk
                 .iter()
                 .zip(&self.chunk_shape)
-                .map(|(i, c)| i * c)
+                .map(|(i, c)| i.saturating_mul(*c))
                 .collect(),
             self.chunk_shape.clone(),
         )

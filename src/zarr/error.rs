@@ -223,6 +223,16 @@ pub enum ZarrError {
         /// The join error.
         reason: String,
     },
+    /// A read or write whose size (elements of a region or chunk, bytes of a buffer)
+    /// overflows `u64`/`usize` or exceeds what one buffer can hold. Metadata of such
+    /// arrays is accepted; only reads and writes that would need the size fail.
+    #[error("array `{path}`: too large: {reason}")]
+    TooLarge {
+        /// Hierarchy path of the array.
+        path: String,
+        /// Which size overflows, with the shape involved.
+        reason: String,
+    },
 }
 
 impl ZarrError {

@@ -51,27 +51,34 @@ impl ArraySubset {
         self.shape.len()
     }
 
-    /// One past the last element along each dimension.
+    /// One past the last element along each dimension (saturating at `u64::MAX`,
+    /// which only a region not [`ArraySubset::within`] any array can reach).
     pub fn end(&self) -> Vec<u64> {
         self.start
             .iter()
             .zip(&self.shape)
-            .map(|(s, n)| s + n)
+            .map(|(s, n)| s.saturating_add(*n))
             .collect()
     }
 
-    /// The half-open ranges of the region.
+    /// The half-open ranges of the region (ends saturate as in [`ArraySubset::end`]).
     pub fn ranges(&self) -> Vec<Range<u64>> {
         self.start
             .iter()
             .zip(&self.shape)
-            .map(|(&s, &n)| s..s + n)
+            .map(|(&s, &n)| s..s.saturating_add(n))
             .collect()
     }
 
-    /// Number of elements in the region (1 for 0-d).
+    /// Number of elements in the region (1 for 0-d), saturating at `u64::MAX`: use
+    /// [`ArraySubset::checked_num_elements`] before sizing anything by it.
     pub fn num_elements(&self) -> u64 {
-        self.shape.iter().product()
+        saturating_product(&self.shape)
+    }
+
+    /// Number of elements in the region (1 for 0-d), `None` when it overflows `u64`.
+    pub fn checked_num_elements(&self) -> Option<u64> {
+        checked_product(&self.shape)
     }
 
     /// The intersection with `other` (same dimensionality), or `None` when empty.
@@ -80,7 +87,10 @@ impl ArraySubset {
         let mut shape = Vec::with_capacity(self.ndim());
         for d in 0..self.ndim() {
             let s = self.start[d].max(other.start[d]);
-            let e = (self.start[d] + self.shape[d]).min(other.start[d] + other.shape[d]);
+            // Saturating: a chunk at the end of a `[u64::MAX]` array ends past
+            // `u64::MAX`; the array (the other operand) bounds the result.
+            let e = (self.start[d].saturating_add(self.shape[d]))
+                .min(other.start[d].saturating_add(other.shape[d]));
             if e <= s {
                 return None;
             }
@@ -93,7 +103,12 @@ impl ArraySubset {
     /// This region expressed relative to `origin` (element-wise `start - origin`).
     pub fn relative_to(&self, origin: &[u64]) -> ArraySubset {
         ArraySubset {
-            start: self.start.iter().zip(origin).map(|(s, o)| s - o).collect(),
+            start: self
+                .start
+                .iter()
+                .zip(origin)
+                .map(|(s, o)| s.saturating_sub(*o))
+                .collect(),
             shape: self.shape.clone(),
         }
     }
@@ -113,6 +128,20 @@ impl ArraySubset {
     pub fn is_full(&self, shape: &[u64]) -> bool {
         self.start.iter().all(|&s| s == 0) && self.shape == shape
     }
+}
+
+/// The product of `v` (1 for an empty slice), `None` when it overflows `u64`.
+pub fn checked_product(v: &[u64]) -> Option<u64> {
+    v.iter().try_fold(1u64, |acc, &x| acc.checked_mul(x))
+}
+
+/// The product of `v` (1 for an empty slice), saturating at `u64::MAX` (a zero
+/// factor anywhere gives 0).
+pub fn saturating_product(v: &[u64]) -> u64 {
+    if v.contains(&0) {
+        return 0;
+    }
+    v.iter().fold(1u64, |acc, &x| acc.saturating_mul(x))
 }
 
 /// Converts a shape of `u64` to `usize`.
@@ -226,25 +255,24 @@ pub fn copy_region_bytes(
     );
 }
 
-/// Iterates over all index tuples of a box `start .. start + shape` in C order.
+/// Iterates over all index tuples of a box `start .. start + shape` in C order
+/// (one empty tuple for 0-d, none when any extent is 0). Needs no element count, so
+/// boxes whose count overflows `u64` iterate correctly (if endlessly).
 pub(crate) fn indices_in(start: &[u64], shape: &[u64]) -> impl Iterator<Item = Vec<u64>> {
-    let total: u64 = shape.iter().product();
     let start = start.to_vec();
     let shape = shape.to_vec();
-    let mut cur: Vec<u64> = start.clone();
-    let mut n = 0u64;
+    let mut cur: Option<Vec<u64>> = (!shape.contains(&0)).then(|| start.clone());
     std::iter::from_fn(move || {
-        if n >= total {
-            return None;
-        }
-        let out = cur.clone();
-        n += 1;
+        let out = cur.take()?;
+        let mut next = out.clone();
+        // Odometer, last dimension fastest; `None` after the last tuple.
         for d in (0..shape.len()).rev() {
-            cur[d] += 1;
-            if cur[d] < start[d] + shape[d] {
+            next[d] = next[d].saturating_add(1);
+            if next[d] - start[d] < shape[d] {
+                cur = Some(next);
                 break;
             }
-            cur[d] = start[d];
+            next[d] = start[d];
         }
         Some(out)
     })
@@ -309,5 +337,25 @@ mod tests {
         assert_eq!(v, vec![vec![1, 0], vec![1, 1], vec![2, 0], vec![2, 1]]);
         assert_eq!(indices_in(&[], &[]).count(), 1);
         assert_eq!(indices_in(&[0], &[0]).count(), 0);
+        // A box whose element count overflows u64 iterates in C order (the old
+        // iterator computed the product first and overflowed).
+        let big: Vec<Vec<u64>> = indices_in(&[0, 0], &[u64::MAX, u64::MAX]).take(2).collect();
+        assert_eq!(big, vec![vec![0, 0], vec![0, 1]]);
+        let end: Vec<Vec<u64>> = indices_in(&[u64::MAX - 1], &[1]).collect();
+        assert_eq!(end, vec![vec![u64::MAX - 1]]);
+    }
+
+    #[test]
+    fn overflowing_counts_and_ends_saturate() {
+        let huge = ArraySubset::full(&[1 << 63, 1 << 63]);
+        assert_eq!(huge.checked_num_elements(), None);
+        assert_eq!(huge.num_elements(), u64::MAX);
+        assert_eq!(ArraySubset::full(&[1 << 63, 0]).num_elements(), 0);
+        // The last chunk of a [u64::MAX] array in chunks of 10 ends past u64::MAX.
+        let chunk = ArraySubset::new(vec![u64::MAX / 10 * 10], vec![10]);
+        assert_eq!(chunk.end(), vec![u64::MAX]);
+        let inter = chunk.intersect(&ArraySubset::full(&[u64::MAX])).unwrap();
+        assert_eq!(inter.start, vec![u64::MAX / 10 * 10]);
+        assert_eq!(inter.shape, vec![u64::MAX % 10]);
     }
 }

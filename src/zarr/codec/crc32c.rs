@@ -50,7 +50,7 @@ impl BytesToBytesCodec for Crc32cCodec {
     }
 
     fn encoded_size(&self, decoded_size: u64) -> Option<u64> {
-        Some(decoded_size + 4)
+        decoded_size.checked_add(4)
     }
 }
 

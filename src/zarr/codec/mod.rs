@@ -46,16 +46,18 @@ pub struct ChunkRepr {
 }
 
 impl ChunkRepr {
-    /// Number of elements (1 for 0-d).
+    /// Number of elements (1 for 0-d), saturating at `u64::MAX` (arrays check that
+    /// a chunk fits in memory before any codec sees it).
     pub fn num_elements(&self) -> u64 {
-        self.shape.iter().product()
+        crate::zarr::subset::saturating_product(&self.shape)
     }
 
-    /// Size in bytes of the decoded chunk, `None` for variable-length data types.
+    /// Size in bytes of the decoded chunk, `None` for variable-length data types;
+    /// saturating at `u64::MAX` like [`ChunkRepr::num_elements`].
     pub fn size_bytes(&self) -> Option<u64> {
         self.data_type
             .fixed_size()
-            .map(|s| s as u64 * self.num_elements())
+            .map(|s| (s as u64).saturating_mul(self.num_elements()))
     }
 }
 

@@ -162,15 +162,26 @@ impl ShardingCodec {
     }
 
     fn index_size(&self, cps: &[u64]) -> Result<u64, CodecError> {
+        // 16 bytes per inner chunk before the index codecs: refuse an index that
+        // could never be held (its size must not wrap).
+        crate::zarr::subset::checked_product(cps)
+            .and_then(|n| n.checked_mul(16))
+            .filter(|&b| b <= isize::MAX as u64)
+            .ok_or_else(|| {
+                CodecError::unsupported(
+                    NAME,
+                    format!("a shard of {cps:?} inner chunks has an index too large to hold"),
+                )
+            })?;
         self.index
             .encoded_size(&self.index_repr(cps))
             .ok_or_else(|| CodecError::unsupported(NAME, "index codecs have no fixed size"))
     }
 
     fn decode_index(&self, bytes: ::bytes::Bytes, cps: &[u64]) -> Result<Vec<u64>, CodecError> {
-        let n: u64 = cps.iter().product();
+        let n = crate::zarr::subset::checked_product(cps).and_then(|n| n.checked_mul(16));
         match self.index.decode(bytes, &self.index_repr(cps))? {
-            ArrayBytes::Fixed(b) if b.len() as u64 == n * 16 => Ok(b
+            ArrayBytes::Fixed(b) if Some(b.len() as u64) == n => Ok(b
                 .chunks_exact(8)
                 .map(|c| u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
                 .collect()),
