@@ -10,7 +10,6 @@ mod common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
