@@ -7,7 +7,8 @@
 //! 2.x, and a spec-1 repository Icechunk writes opens in floe.
 //!
 //! Data flows one way through the modules:
-//! [`storage`] → [`format`] → [`repository`] / [`session`] → [`zarr`] → the `floe` CLI.
+//! [`storage`] → [`mod@format`] → [`repository`] / [`session`] (with [`lifecycle`]:
+//! expiry, garbage collection) → [`zarr`] → [`ops`] (import, export) → the `floe` CLI.
 //!
 //! ## Quickstart
 //!

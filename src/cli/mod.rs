@@ -4,10 +4,11 @@
 //! Other tools drive this interface, so command names, arguments and output forms are
 //! stable: see each subcommand's help and the README.
 //!
-//! Modules, one job each: [`args`] (clap), `commands` (dispatch), `history` (info,
+//! Modules, one job each: `args` (clap), `commands` (dispatch), `history` (info,
 //! log, diff), `refs` (branches and tags), `ls`, `cat` and `text` (values),
-//! `region` (`--region`), `import`, `export`, `lifecycle` (expire, gc), `demo`, `plain_store` (plain Zarr
-//! directories), `target` (what REPO points at), `progress`, `output`.
+//! `region` (`--region`), `import`, `export`, `lifecycle` (expire, gc), `demo`,
+//! `plain_store` (plain Zarr directories), `target` (what REPO points at),
+//! `progress`, `output`.
 
 mod args;
 mod cat;
