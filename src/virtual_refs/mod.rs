@@ -19,84 +19,9 @@ pub mod fetch;
 pub mod import;
 pub mod kerchunk;
 
+pub use crate::error::VirtualChunkError;
 pub use authorization::{normalize_prefix, normalize_url, VirtualAccess};
 pub use fetch::VirtualChunkResolver;
 pub use import::{import_kerchunk, import_kerchunk_with, ImportSummary};
 pub use kerchunk::KerchunkLimits;
 
-/// Errors reading virtual chunks. Every variant names the URL.
-#[derive(Debug, thiserror::Error)]
-pub enum VirtualChunkError {
-    /// The URL cannot be parsed or uses an unsupported scheme.
-    #[error("invalid virtual chunk URL `{url}`: {reason}")]
-    InvalidUrl {
-        /// The URL.
-        url: String,
-        /// What is wrong.
-        reason: String,
-    },
-    /// No virtual chunk container of the repository covers the URL.
-    #[error("no virtual chunk container of this repository covers `{url}`")]
-    NoContainer {
-        /// The URL.
-        url: String,
-    },
-    /// A container covers the URL but the caller did not authorize it.
-    #[error("reading `{url}` is not authorized: authorize the prefix `{container}` to read it")]
-    Unauthorized {
-        /// The URL.
-        url: String,
-        /// The container's URL prefix.
-        container: String,
-    },
-    /// The object changed since the ref was made (etag or last-modified mismatch).
-    #[error("checksum mismatch for `{url}`: the object was modified after the reference was made")]
-    ChecksumMismatch {
-        /// The URL.
-        url: String,
-    },
-    /// The object does not exist.
-    #[error("virtual chunk source `{url}` not found")]
-    SourceMissing {
-        /// The URL.
-        url: String,
-    },
-    /// The object is shorter than the ref's byte range.
-    #[error("short read of `{url}`: wanted bytes {offset}..{end}, got {got} bytes")]
-    ShortRead {
-        /// The URL.
-        url: String,
-        /// Start of the wanted range, in bytes.
-        offset: u64,
-        /// End of the wanted range, in bytes.
-        end: u64,
-        /// Bytes received.
-        got: u64,
-    },
-    /// The container's store kind cannot be read by floe (e.g. GCS, Azure).
-    #[error("virtual chunk container `{container}` uses an unsupported store `{store}`")]
-    UnsupportedStore {
-        /// The container prefix.
-        container: String,
-        /// The store kind.
-        store: String,
-    },
-    /// An HTTP server answered with a redirect to a location outside the authorized
-    /// prefixes (another host, port, scheme or path); it was not followed.
-    #[error("`{url}` redirects to `{location}`, outside the authorized prefixes: not followed")]
-    RedirectRefused {
-        /// The URL.
-        url: String,
-        /// Where the server redirected to.
-        location: String,
-    },
-    /// The backend failed (network, permissions...).
-    #[error("error reading `{url}`: {source}")]
-    Backend {
-        /// The URL.
-        url: String,
-        /// The backend error.
-        #[source]
-        source: Box<object_store::Error>,
-    },
-}

@@ -4,11 +4,15 @@
 
 use chrono::{DateTime, Utc};
 
+mod conflict;
+mod kerchunk;
+mod virtual_chunk;
+
 pub use crate::format::FormatError;
-pub use crate::session::conflict::{Conflict, ConflictError};
 pub use crate::storage::StorageError;
-pub use crate::virtual_refs::kerchunk::KerchunkError;
-pub use crate::virtual_refs::VirtualChunkError;
+pub use conflict::{Conflict, ConflictError};
+pub use kerchunk::KerchunkError;
+pub use virtual_chunk::VirtualChunkError;
 
 use crate::format::{ChunkIndices, NodePath, SnapshotId};
 

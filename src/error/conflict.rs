@@ -1,0 +1,113 @@
+//! Commit conflicts: why a change set cannot be re-applied on a branch tip that moved
+//! (defined here, at the bottom of the crate, so that [`super::Error`] depends on no
+//! layer above it; detection lives in `session::conflict`).
+
+use std::fmt;
+
+use crate::format::{ChunkIndices, NodePath, SnapshotId};
+
+/// One reason a change set cannot be re-applied on a branch tip.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Conflict {
+    /// Both sides created a node at this path.
+    NewNodeAtExistingPath {
+        /// The path.
+        path: NodePath,
+    },
+    /// Both sides changed this node's `zarr.json`.
+    NodeMetadataChangedByBoth {
+        /// The path.
+        path: NodePath,
+    },
+    /// Both sides wrote or deleted these chunks of this array.
+    ChunksChangedByBoth {
+        /// The array.
+        path: NodePath,
+        /// The chunk indices written by both, sorted.
+        chunks: Vec<ChunkIndices>,
+    },
+    /// One side changed this array's `zarr.json` (shape, codecs...) while the other
+    /// wrote chunks to it.
+    ChunksWrittenWhileArrayChanged {
+        /// The array.
+        path: NodePath,
+    },
+    /// The other side deleted a node this session changed.
+    ChangedNodeWasDeleted {
+        /// The path.
+        path: NodePath,
+    },
+    /// This session deleted a node the other side changed.
+    DeletedNodeWasChanged {
+        /// The path.
+        path: NodePath,
+    },
+    /// The session's base snapshot is no longer an ancestor of the branch tip (the
+    /// branch was reset).
+    BaseNotAncestor {
+        /// The session's base snapshot.
+        base: SnapshotId,
+    },
+}
+
+impl fmt::Display for Conflict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Conflict::NewNodeAtExistingPath { path } => {
+                write!(f, "{path}: both sides created a node here")
+            }
+            Conflict::NodeMetadataChangedByBoth { path } => {
+                write!(f, "{path}: both sides changed the node's metadata")
+            }
+            Conflict::ChunksChangedByBoth { path, chunks } => {
+                write!(f, "{path}: both sides changed chunks {chunks:?}")
+            }
+            Conflict::ChunksWrittenWhileArrayChanged { path } => write!(
+                f,
+                "{path}: chunks were written while the array's metadata changed"
+            ),
+            Conflict::ChangedNodeWasDeleted { path } => {
+                write!(f, "{path}: changed here but deleted by the other commit")
+            }
+            Conflict::DeletedNodeWasChanged { path } => {
+                write!(f, "{path}: deleted here but changed by the other commit")
+            }
+            Conflict::BaseNotAncestor { base } => write!(
+                f,
+                "the session's base snapshot {base} is no longer an ancestor of the branch"
+            ),
+        }
+    }
+}
+
+/// A commit that cannot land: its branch moved and the changes overlap.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConflictError {
+    /// The branch committed to.
+    pub branch: String,
+    /// The snapshot the session started from.
+    pub base: SnapshotId,
+    /// The branch tip that won.
+    pub winning_snapshot: SnapshotId,
+    /// Every conflict found (empty when rebasing was not allowed).
+    pub conflicts: Vec<Conflict>,
+}
+
+impl fmt::Display for ConflictError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "commit conflict on branch `{}`: it moved from {} to {}",
+            self.branch, self.base, self.winning_snapshot
+        )?;
+        if self.conflicts.is_empty() {
+            write!(f, " (rebase not attempted)")?;
+        }
+        for c in &self.conflicts {
+            write!(f, "; {c}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConflictError {}
