@@ -11,28 +11,12 @@ use bytes::Bytes;
 use quick_cache::sync::Cache;
 
 use crate::error::{Error, Result};
+use crate::format::keys;
 use crate::format::manifest::Manifest;
 use crate::format::snapshot::{ManifestFileInfo, Snapshot};
 use crate::format::transaction_log::TransactionLog;
 use crate::format::{ChunkId, FormatError, ManifestId, SnapshotId};
 use crate::storage::{Storage, StorageError};
-
-/// Key of snapshot `id`.
-pub fn snapshot_key(id: &SnapshotId) -> String {
-    format!("snapshots/{id}")
-}
-/// Key of manifest `id`.
-pub fn manifest_key(id: &ManifestId) -> String {
-    format!("manifests/{id}")
-}
-/// Key of the transaction log of snapshot `id`.
-pub fn transaction_log_key(id: &SnapshotId) -> String {
-    format!("transactions/{id}")
-}
-/// Key of native chunk `id`.
-pub fn chunk_key(id: &ChunkId) -> String {
-    format!("chunks/{id}")
-}
 
 /// Reads and writes format objects through a [`Storage`], with caches.
 #[derive(Debug)]
@@ -89,7 +73,7 @@ impl AssetManager {
         if let Some(s) = self.snapshots.get(id) {
             return Ok(s);
         }
-        let bytes = match self.storage.get(&snapshot_key(id)).await {
+        let bytes = match self.storage.get(&keys::snapshot(id)).await {
             Ok(v) => v.bytes,
             Err(StorageError::NotFound { .. }) => return Err(Error::SnapshotNotFound { id: *id }),
             Err(e) => return Err(e.into()),
@@ -118,7 +102,7 @@ impl AssetManager {
         if let Some(m) = self.manifests.get(id) {
             return Ok(m);
         }
-        let key = manifest_key(id);
+        let key = keys::manifest(id);
         let bytes = match size_bytes {
             Some(size) if size > 0 => self.storage.get_range(&key, 0..size).await?,
             _ => self.storage.get(&key).await?.bytes,
@@ -143,7 +127,7 @@ impl AssetManager {
         if let Some(t) = self.transaction_logs.get(id) {
             return Ok(t);
         }
-        let bytes = self.storage.get(&transaction_log_key(id)).await?.bytes;
+        let bytes = self.storage.get(&keys::transaction_log(id)).await?.bytes;
         let log = Arc::new(blocking(move || TransactionLog::decode(&bytes)).await?);
         self.transaction_logs.insert(*id, Arc::clone(&log));
         Ok(log)
@@ -158,7 +142,7 @@ impl AssetManager {
         let s = Arc::clone(&snapshot);
         let bytes = blocking(move || s.encode()).await?;
         self.storage
-            .put(&snapshot_key(&snapshot.id), Bytes::from(bytes))
+            .put(&keys::snapshot(&snapshot.id), Bytes::from(bytes))
             .await?;
         self.snapshots.insert(snapshot.id, snapshot);
         Ok(())
@@ -182,7 +166,7 @@ impl AssetManager {
             num_chunk_refs: u32::try_from(num_chunk_refs).unwrap_or(u32::MAX),
         };
         self.storage
-            .put(&manifest_key(&id), Bytes::from(bytes))
+            .put(&keys::manifest(&id), Bytes::from(bytes))
             .await?;
         Ok(info)
     }
@@ -195,7 +179,7 @@ impl AssetManager {
         let l = Arc::clone(&log);
         let bytes = blocking(move || l.encode()).await?;
         self.storage
-            .put(&transaction_log_key(&log.id), Bytes::from(bytes))
+            .put(&keys::transaction_log(&log.id), Bytes::from(bytes))
             .await?;
         self.transaction_logs.insert(log.id, log);
         Ok(())
@@ -206,7 +190,7 @@ impl AssetManager {
     /// # Errors
     /// Storage errors.
     pub async fn write_chunk(&self, id: &ChunkId, bytes: Bytes) -> Result<()> {
-        self.storage.put(&chunk_key(id), bytes).await?;
+        self.storage.put(&keys::chunk(id), bytes).await?;
         Ok(())
     }
 
@@ -220,7 +204,7 @@ impl AssetManager {
         id: &ChunkId,
         range: std::ops::Range<u64>,
     ) -> std::result::Result<Bytes, StorageError> {
-        self.storage.get_range(&chunk_key(id), range).await
+        self.storage.get_range(&keys::chunk(id), range).await
     }
 }
 

@@ -59,6 +59,7 @@ pub mod error;
 pub mod format;
 pub mod lifecycle;
 pub mod ops;
+pub mod refs;
 pub mod repository;
 pub mod session;
 pub mod storage;

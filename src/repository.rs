@@ -15,15 +15,13 @@ use serde::Serialize;
 use crate::assets::{AssetManager, ParentWalk};
 use crate::error::{Error, Result};
 use crate::format::config::{RepositoryConfig, CONFIG_KEY};
-use crate::format::refs;
+use crate::format::keys;
 use crate::format::snapshot::Snapshot;
 use crate::format::SnapshotId;
+use crate::refs;
 use crate::session::{Diff, Session};
 use crate::storage::{ObjectVersion, S3Options, Storage, StorageError, WriteOutcome};
 use crate::virtual_refs::{VirtualAccess, VirtualChunkResolver};
-
-/// Key whose presence marks an Icechunk spec-2 repository.
-const SPEC2_REPO_KEY: &str = "repo";
 
 /// Which snapshot to read.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -132,7 +130,7 @@ impl Repository {
     /// # Errors
     /// Storage errors.
     pub async fn exists(storage: &dyn Storage) -> Result<bool> {
-        match storage.head(&refs::branch_key("main")).await {
+        match storage.head(&keys::branch("main")).await {
             Ok(_) => Ok(true),
             Err(StorageError::NotFound { .. }) => Ok(false),
             Err(e) => Err(e.into()),
@@ -140,7 +138,7 @@ impl Repository {
     }
 
     async fn check_not_spec2(storage: &dyn Storage) -> Result<()> {
-        match storage.head(SPEC2_REPO_KEY).await {
+        match storage.head(keys::SPEC2_REPO).await {
             Ok(_) => Err(Error::UnsupportedSpecVersion {
                 location: storage.root_url(),
             }),

@@ -53,7 +53,7 @@ pub fn plain_zarr_store(location: &str) -> Option<std::path::PathBuf> {
     let Ok(StorageLocation::Local(path)) = parse_storage_url(location) else {
         return None;
     };
-    if path.join("refs/branch.main/ref.json").exists() {
+    if path.join(crate::format::keys::branch("main")).exists() {
         return None;
     }
     super::plain_store::is_zarr_dir(&path).then_some(path)

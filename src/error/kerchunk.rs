@@ -57,7 +57,7 @@ pub enum KerchunkError {
     #[error("{0}")]
     Sink(String),
     /// The `gen` entries would generate more references than
-    /// [`KerchunkLimits::max_generated_refs`] (or a number that overflows 64 bits).
+    /// [`crate::virtual_refs::KerchunkLimits::max_generated_refs`] (or a number that overflows 64 bits).
     #[error(
         "gen entry {index} would generate {count} references, more than the limit of \
          {limit} (raise it with --max-refs)"
@@ -73,7 +73,7 @@ pub enum KerchunkError {
     },
     /// A template exceeded its execution budget (minijinja fuel, per rendering or
     /// for the whole document) or rendered a string longer than
-    /// [`KerchunkLimits::max_rendered_bytes`].
+    /// [`crate::virtual_refs::KerchunkLimits::max_rendered_bytes`].
     #[error("template `{template}` exceeds its budget: {reason}")]
     TemplateLimit {
         /// The template text.

@@ -14,7 +14,7 @@ use serde_yaml::{Mapping, Value};
 use crate::format::FormatError;
 
 /// Key of the configuration object.
-pub const CONFIG_KEY: &str = "config.yaml";
+pub const CONFIG_KEY: &str = super::keys::CONFIG;
 /// Default largest encoded chunk size stored inline in manifests, in bytes.
 pub const DEFAULT_INLINE_CHUNK_THRESHOLD_BYTES: u64 = 512;
 

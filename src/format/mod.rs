@@ -20,6 +20,7 @@ pub mod envelope;
 mod generated;
 mod fb;
 pub mod ids;
+pub mod keys;
 pub mod manifest;
 pub mod path;
 pub mod refs;

@@ -1,19 +1,15 @@
-//! Refs: branches (`refs/branch.<name>/ref.json`, moved by compare-and-swap), tags
-//! (`refs/tag.<name>/ref.json`, create-if-not-exists only) and tag tombstones
-//! (`refs/tag.<name>/ref.json.deleted`, an empty object marking a deleted tag whose
-//! name can never be reused).
+//! Ref files: the content of a branch or tag ref (`{"snapshot": "<id>"}`) and the rules
+//! for branch and tag names. Reading and writing them is `crate::refs`; their keys are
+//! in [`super::keys`].
 //!
 //! Spec: Icechunk specification, "Reference Files", "Creating and Updating Branches",
 //! "Tags"; tombstone naming as in `../shared/docs/icechunk-format-v1.md`.
-
-use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::format::{FormatError, SnapshotId};
-use crate::storage::{ObjectVersion, Storage, StorageError, WriteOutcome};
 
 /// The content of a ref file: `{"snapshot":"<20-character id>"}`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -41,21 +37,6 @@ impl RefData {
     }
 }
 
-/// Key of branch `name`'s ref file.
-pub fn branch_key(name: &str) -> String {
-    format!("refs/branch.{name}/ref.json")
-}
-
-/// Key of tag `name`'s ref file.
-pub fn tag_key(name: &str) -> String {
-    format!("refs/tag.{name}/ref.json")
-}
-
-/// Key of tag `name`'s tombstone.
-pub fn tag_tombstone_key(name: &str) -> String {
-    format!("refs/tag.{name}/ref.json.deleted")
-}
-
 /// Checks a branch or tag name: non-empty, no `/`, no control characters.
 ///
 /// # Errors
@@ -79,211 +60,4 @@ pub fn validate_ref_name(kind: &'static str, name: &str) -> Result<()> {
         return Err(invalid("`.` and `..` are not names"));
     }
     Ok(())
-}
-
-/// Reads branch `name`: its snapshot and the version of its ref file (for a later
-/// compare-and-swap).
-///
-/// # Errors
-/// [`Error::BranchNotFound`]; [`Error::Format`] for a corrupt ref file; storage errors.
-pub async fn fetch_branch(
-    storage: &dyn Storage,
-    name: &str,
-) -> Result<(SnapshotId, Option<ObjectVersion>)> {
-    validate_ref_name("branch", name)?;
-    let key = branch_key(name);
-    match storage.get(&key).await {
-        Ok(v) => Ok((RefData::parse(&key, &v.bytes)?.snapshot, v.version)),
-        Err(StorageError::NotFound { .. }) => Err(Error::BranchNotFound {
-            name: name.to_string(),
-        }),
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// Reads tag `name`.
-///
-/// # Errors
-/// [`Error::TagNotFound`]; [`Error::TagDeleted`] when it has a tombstone;
-/// [`Error::Format`] for a corrupt ref file; storage errors.
-pub async fn fetch_tag(storage: &dyn Storage, name: &str) -> Result<SnapshotId> {
-    validate_ref_name("tag", name)?;
-    let key = tag_key(name);
-    let data = match storage.get(&key).await {
-        Ok(v) => RefData::parse(&key, &v.bytes)?,
-        Err(StorageError::NotFound { .. }) => {
-            return Err(Error::TagNotFound {
-                name: name.to_string(),
-            })
-        }
-        Err(e) => return Err(e.into()),
-    };
-    if tombstone_exists(storage, name).await? {
-        return Err(Error::TagDeleted {
-            name: name.to_string(),
-        });
-    }
-    Ok(data.snapshot)
-}
-
-async fn tombstone_exists(storage: &dyn Storage, name: &str) -> Result<bool> {
-    match storage.head(&tag_tombstone_key(name)).await {
-        Ok(_) => Ok(true),
-        Err(StorageError::NotFound { .. }) => Ok(false),
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// All refs of a repository.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RefListing {
-    /// Branch names (sorted).
-    pub branches: Vec<String>,
-    /// Live tag names (sorted); deleted tags are absent.
-    pub tags: Vec<String>,
-    /// Deleted tag names (sorted).
-    pub deleted_tags: Vec<String>,
-}
-
-/// Lists branches and tags: lists `refs/` and takes each key's first segment
-/// (`branch.X` / `tag.X`); tags with a tombstone are reported as deleted.
-///
-/// # Errors
-/// Storage errors.
-pub async fn list_refs(storage: &dyn Storage) -> Result<RefListing> {
-    let mut branches = BTreeMap::new();
-    let mut tags = BTreeMap::new();
-    for info in storage.list("refs/").await? {
-        let Some(rest) = info.key.strip_prefix("refs/") else {
-            continue;
-        };
-        let Some((dir, file)) = rest.split_once('/') else {
-            continue;
-        };
-        if let Some(name) = dir.strip_prefix("branch.") {
-            if file == "ref.json" {
-                branches.insert(name.to_string(), ());
-            }
-        } else if let Some(name) = dir.strip_prefix("tag.") {
-            let entry = tags.entry(name.to_string()).or_insert((false, false));
-            match file {
-                "ref.json" => entry.0 = true,
-                "ref.json.deleted" => entry.1 = true,
-                _ => {}
-            }
-        }
-    }
-    let mut out = RefListing {
-        branches: branches.into_keys().collect(),
-        ..Default::default()
-    };
-    for (name, (has_ref, deleted)) in tags {
-        if deleted {
-            out.deleted_tags.push(name);
-        } else if has_ref {
-            out.tags.push(name);
-        }
-    }
-    Ok(out)
-}
-
-/// Creates branch `name` at `snapshot` (create-if-not-exists).
-///
-/// # Errors
-/// [`Error::BranchExists`]; [`Error::InvalidRefName`]; storage errors.
-pub async fn create_branch(storage: &dyn Storage, name: &str, snapshot: SnapshotId) -> Result<()> {
-    validate_ref_name("branch", name)?;
-    match storage
-        .put_if_absent(&branch_key(name), RefData { snapshot }.to_bytes())
-        .await?
-    {
-        WriteOutcome::Written(_) => Ok(()),
-        WriteOutcome::PreconditionFailed => Err(Error::BranchExists {
-            name: name.to_string(),
-        }),
-    }
-}
-
-/// Moves branch `name` to `new` if its ref file is still at `expected_version`
-/// (compare-and-swap; `None` = the branch must not exist yet). Returns whether the
-/// update happened; `false` means another writer moved the branch first.
-///
-/// # Errors
-/// Storage errors.
-pub async fn update_branch(
-    storage: &dyn Storage,
-    name: &str,
-    new: SnapshotId,
-    expected_version: Option<&ObjectVersion>,
-) -> Result<bool> {
-    validate_ref_name("branch", name)?;
-    let key = branch_key(name);
-    let bytes = RefData { snapshot: new }.to_bytes();
-    let outcome = match expected_version {
-        Some(v) => storage.put_if_match(&key, bytes, v).await?,
-        None => storage.put_if_absent(&key, bytes).await?,
-    };
-    Ok(matches!(outcome, WriteOutcome::Written(_)))
-}
-
-/// Deletes branch `name` by removing its ref file.
-///
-/// # Errors
-/// [`Error::BranchNotFound`]; [`Error::CannotDeleteMain`]; storage errors.
-pub async fn delete_branch(storage: &dyn Storage, name: &str) -> Result<()> {
-    if name == "main" {
-        return Err(Error::CannotDeleteMain);
-    }
-    fetch_branch(storage, name).await?;
-    storage.delete(&branch_key(name)).await?;
-    Ok(())
-}
-
-/// Creates tag `name` at `snapshot` (create-if-not-exists; tags never move).
-///
-/// # Errors
-/// [`Error::TagExists`]; [`Error::TagDeleted`] when the name belonged to a deleted
-/// tag; [`Error::InvalidRefName`]; storage errors.
-pub async fn create_tag(storage: &dyn Storage, name: &str, snapshot: SnapshotId) -> Result<()> {
-    validate_ref_name("tag", name)?;
-    if tombstone_exists(storage, name).await? {
-        return Err(Error::TagDeleted {
-            name: name.to_string(),
-        });
-    }
-    match storage
-        .put_if_absent(&tag_key(name), RefData { snapshot }.to_bytes())
-        .await?
-    {
-        WriteOutcome::Written(_) => Ok(()),
-        WriteOutcome::PreconditionFailed => {
-            if tombstone_exists(storage, name).await? {
-                Err(Error::TagDeleted {
-                    name: name.to_string(),
-                })
-            } else {
-                Err(Error::TagExists {
-                    name: name.to_string(),
-                })
-            }
-        }
-    }
-}
-
-/// Deletes tag `name` by writing its tombstone (create-if-not-exists); the ref file
-/// stays, so the name can never be used again.
-///
-/// # Errors
-/// [`Error::TagNotFound`]; [`Error::TagDeleted`] when already deleted; storage errors.
-pub async fn delete_tag(storage: &dyn Storage, name: &str) -> Result<()> {
-    fetch_tag(storage, name).await?;
-    match storage
-        .put_if_absent(&tag_tombstone_key(name), Bytes::new())
-        .await?
-    {
-        WriteOutcome::Written(_) => Ok(()),
-        WriteOutcome::PreconditionFailed => Err(Error::TagDeleted {
-            name: name.to_string(),
-        }),
-    }
 }

@@ -19,8 +19,8 @@ use chrono::{DateTime, Utc};
 
 use crate::assets::{AssetManager, ParentWalk};
 use crate::error::Result;
-use crate::format::refs;
 use crate::format::SnapshotId;
+use crate::refs;
 use crate::storage::Storage;
 
 /// What [`crate::Repository::expire_snapshots`] does with refs whose own snapshot

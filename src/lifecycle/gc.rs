@@ -24,10 +24,11 @@ use futures::{StreamExt, TryStreamExt};
 
 use crate::assets::{AssetManager, ParentWalk};
 use crate::error::{Error, Result};
+use crate::format::keys;
 use crate::format::manifest::ChunkPayload;
-use crate::format::refs;
 use crate::format::snapshot::ManifestFileInfo;
 use crate::format::{ChunkId, ManifestId, SnapshotId};
+use crate::refs;
 use crate::storage::{ObjectInfo, Storage};
 
 /// Options of [`crate::Repository::garbage_collect`].
@@ -231,10 +232,10 @@ pub(crate) async fn garbage_collect(
     // Snapshots first and chunks last: a reader never finds a snapshot whose
     // manifests or chunks are gone.
     let phases: [(&str, KeepFn<'_>); 4] = [
-        ("snapshots/", &keep_snapshot),
-        ("transactions/", &keep_snapshot),
-        ("manifests/", &keep_manifest),
-        ("chunks/", &keep_chunk),
+        (keys::SNAPSHOTS, &keep_snapshot),
+        (keys::TRANSACTIONS, &keep_snapshot),
+        (keys::MANIFESTS, &keep_manifest),
+        (keys::CHUNKS, &keep_chunk),
     ];
     let mut deleted = [0u64; 4];
     let mut summary = GcSummary::default();

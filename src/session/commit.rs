@@ -14,11 +14,11 @@ use itertools::{EitherOrBoth, Itertools};
 use crate::assets::AssetManager;
 use crate::error::Result;
 use crate::format::manifest::{ChunkPayload, Manifest};
-use crate::format::refs;
 use crate::format::snapshot::{
     now_micros, DimensionShape, ManifestFileInfo, ManifestRef, NodeData, NodeSnapshot, Snapshot,
 };
 use crate::format::{ManifestId, NodeId, NodePath, SnapshotId};
+use crate::refs;
 use crate::storage::{ObjectVersion, Storage};
 
 use super::change_set::ChangeSet;

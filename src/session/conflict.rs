@@ -18,7 +18,6 @@ use crate::format::{ChunkIndices, NodeId, NodePath, SnapshotId};
 
 use super::change_set::{ChangeSet, NewNode};
 
-
 /// Snapshot ids from `tip` back to (excluding) `base`, oldest first; `None` when
 /// `base` is not an ancestor of `tip`.
 async fn commits_since(

@@ -21,9 +21,9 @@ use bytes::Bytes;
 
 use crate::error::{Error, Result};
 use crate::format::manifest::{ChunkPayload, NativeChunkRef};
-use crate::format::refs;
 use crate::format::snapshot::{NodeSnapshot, Snapshot};
 use crate::format::{ChunkId, ChunkIndices, NodeId, NodePath, SnapshotId};
+use crate::refs;
 use crate::repository::Repository;
 use crate::storage::StorageError;
 

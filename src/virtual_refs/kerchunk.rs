@@ -20,7 +20,6 @@ use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde::Deserialize;
 use serde_json::Value;
 
-
 /// Bounds on the work a reference set can make the reader do: the `gen` expansion
 /// and Jinja template rendering (templates are code from the document).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -24,4 +24,3 @@ pub use authorization::{normalize_prefix, normalize_url, VirtualAccess};
 pub use fetch::VirtualChunkResolver;
 pub use import::{import_kerchunk, import_kerchunk_with, ImportSummary};
 pub use kerchunk::KerchunkLimits;
-

@@ -1,0 +1,74 @@
+//! Every storage key of an Icechunk spec-1 repository, in one place
+//! (`../shared/docs/icechunk-format-v1.md`, "Layout"). Keys are `/`-separated and
+//! relative to the repository root.
+//!
+//! | object | key |
+//! |---|---|
+//! | snapshot | `snapshots/<SnapshotId>` |
+//! | manifest | `manifests/<ManifestId>` |
+//! | transaction log | `transactions/<SnapshotId>` (of the snapshot it produced) |
+//! | native chunk | `chunks/<ChunkId>` |
+//! | branch | `refs/branch.<name>/ref.json` |
+//! | tag | `refs/tag.<name>/ref.json`, and `ref.json.deleted` beside it once deleted |
+//! | configuration | `config.yaml` |
+//! | spec-2 repository object (recognized, not read) | `repo` |
+
+use super::{ChunkId, ManifestId, SnapshotId};
+
+/// Prefix of snapshot keys.
+pub const SNAPSHOTS: &str = "snapshots/";
+/// Prefix of manifest keys.
+pub const MANIFESTS: &str = "manifests/";
+/// Prefix of transaction log keys.
+pub const TRANSACTIONS: &str = "transactions/";
+/// Prefix of native chunk keys.
+pub const CHUNKS: &str = "chunks/";
+/// Prefix of branch and tag keys.
+pub const REFS: &str = "refs/";
+/// The file name of a ref inside its directory.
+pub const REF_FILE: &str = "ref.json";
+/// The file name of a deleted tag's tombstone inside its directory.
+pub const TOMBSTONE_FILE: &str = "ref.json.deleted";
+/// Prefix of a branch's directory name under [`REFS`].
+pub const BRANCH_DIR: &str = "branch.";
+/// Prefix of a tag's directory name under [`REFS`].
+pub const TAG_DIR: &str = "tag.";
+/// The repository configuration.
+pub const CONFIG: &str = "config.yaml";
+/// The spec-2 repository object, whose presence marks a spec-2 repository.
+pub const SPEC2_REPO: &str = "repo";
+
+/// Key of snapshot `id`.
+pub fn snapshot(id: &SnapshotId) -> String {
+    format!("{SNAPSHOTS}{id}")
+}
+
+/// Key of manifest `id`.
+pub fn manifest(id: &ManifestId) -> String {
+    format!("{MANIFESTS}{id}")
+}
+
+/// Key of the transaction log of snapshot `id`.
+pub fn transaction_log(id: &SnapshotId) -> String {
+    format!("{TRANSACTIONS}{id}")
+}
+
+/// Key of native chunk `id`.
+pub fn chunk(id: &ChunkId) -> String {
+    format!("{CHUNKS}{id}")
+}
+
+/// Key of branch `name`'s ref.
+pub fn branch(name: &str) -> String {
+    format!("{REFS}{BRANCH_DIR}{name}/{REF_FILE}")
+}
+
+/// Key of tag `name`'s ref.
+pub fn tag(name: &str) -> String {
+    format!("{REFS}{TAG_DIR}{name}/{REF_FILE}")
+}
+
+/// Key of tag `name`'s tombstone (present once the tag is deleted).
+pub fn tag_tombstone(name: &str) -> String {
+    format!("{REFS}{TAG_DIR}{name}/{TOMBSTONE_FILE}")
+}
