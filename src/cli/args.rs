@@ -62,6 +62,7 @@ pub enum Command {
     Log {
         /// Repository path or URL.
         repo: String,
+        /// Which snapshot.
         #[command(flatten)]
         at: RefArgs,
         /// Print JSON Lines (id, parent_id, flushed_at, message, metadata).
@@ -80,6 +81,7 @@ pub enum Command {
         repo: String,
         /// Node path to list below (default: the root).
         path: Option<String>,
+        /// Which snapshot.
         #[command(flatten)]
         at: RefArgs,
         /// Print JSON Lines (path, node_type, metadata).
@@ -92,6 +94,7 @@ pub enum Command {
         repo: String,
         /// Array path.
         array: String,
+        /// Which snapshot.
         #[command(flatten)]
         at: RefArgs,
         /// Region per dimension, e.g. `0:10,5:7` (`:` for a whole dimension, `3` for
@@ -114,6 +117,7 @@ pub enum Command {
         repo: String,
         /// Destination directory (must not exist or be empty).
         dest: PathBuf,
+        /// Which snapshot.
         #[command(flatten)]
         at: RefArgs,
         /// Authorize reading virtual chunks under this URL prefix (repeatable).
@@ -194,6 +198,7 @@ pub enum BranchCommand {
         repo: String,
         /// New branch name.
         name: String,
+        /// Which snapshot.
         #[command(flatten)]
         at: RefArgs,
     },
@@ -210,6 +215,7 @@ pub enum BranchCommand {
         repo: String,
         /// Branch name.
         name: String,
+        /// Which snapshot.
         #[command(flatten)]
         at: RefArgs,
     },
@@ -232,6 +238,7 @@ pub enum TagCommand {
         repo: String,
         /// New tag name.
         name: String,
+        /// Which snapshot.
         #[command(flatten)]
         at: RefArgs,
     },

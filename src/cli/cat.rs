@@ -21,7 +21,7 @@ use serde_json::Value;
 const SLAB_ELEMENTS: u64 = 1 << 22;
 
 /// What to print: the array, the region and the format.
-pub struct CatRequest<'a> {
+pub(super) struct CatRequest<'a> {
     /// Array path (`/a/b` or `a/b`).
     pub array: &'a str,
     /// `--region`, if given.
@@ -35,7 +35,7 @@ pub struct CatRequest<'a> {
 /// # Errors
 /// Repository, ref and store errors; a missing array or a group; a bad region;
 /// virtual chunks outside the `allow_virtual` prefixes; `raw` output of strings.
-pub async fn cat(
+pub(super) async fn cat(
     out: &mut impl Write,
     location: &str,
     at: &RefArgs,
@@ -52,7 +52,7 @@ pub async fn cat(
 /// # Errors
 /// [`crate::Error::NodeNotFound`], [`crate::Error::NotAnArray`]; metadata and store
 /// errors.
-pub async fn open_array(store: Arc<dyn Store>, path: &str) -> CliResult<Array> {
+pub(super) async fn open_array(store: Arc<dyn Store>, path: &str) -> CliResult<Array> {
     let node = NodePath::new(path).map_err(crate::Error::from)?;
     match Array::open(store, node.key_prefix()).await {
         Ok(a) => Ok(a),
@@ -74,7 +74,7 @@ pub async fn open_array(store: Arc<dyn Store>, path: &str) -> CliResult<Array> {
 /// A bad region (naming the array); read errors; `raw` output of `string` arrays;
 /// [`ZarrError::TooLarge`] when the region's output size (elements times element size)
 /// overflows `u64`.
-pub async fn print_array(
+pub(super) async fn print_array(
     out: &mut impl Write,
     array: &Array,
     region: Option<&str>,

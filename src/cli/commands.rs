@@ -12,7 +12,7 @@ use super::{demo, export, history, lifecycle, ls, refs, CliResult};
 ///
 /// # Errors
 /// Whatever the command fails with; printed as one line by the caller.
-pub async fn run(cli: Cli) -> CliResult<()> {
+pub(super) async fn run(cli: Cli) -> CliResult<()> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     match cli.command {

@@ -246,7 +246,7 @@ fn at(reference: &str) -> RefArgs {
 ///
 /// # Errors
 /// [`crate::Error::RepositoryExists`] when `dir` holds a repository; storage errors.
-pub async fn demo(out: &mut impl Write, dir: &Path) -> CliResult<()> {
+pub(super) async fn demo(out: &mut impl Write, dir: &Path) -> CliResult<()> {
     let location = dir.display().to_string();
     let repo = build(&location).await?;
     writeln!(

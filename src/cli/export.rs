@@ -15,7 +15,7 @@ use super::{progress, CliResult};
 /// [`super::CliError::Usage`] when `dest` exists and is not empty or cannot be created;
 /// unauthorized virtual chunks; repository, storage and file system errors. A failed
 /// export removes what it wrote.
-pub async fn export(
+pub(super) async fn export(
     out: &mut impl Write,
     location: &str,
     dest: &Path,

@@ -15,7 +15,7 @@ use crate::repository::Repository;
 ///
 /// # Errors
 /// Repository and storage errors.
-pub async fn info(out: &mut impl Write, repo: &Repository, json: bool) -> CliResult<()> {
+pub(super) async fn info(out: &mut impl Write, repo: &Repository, json: bool) -> CliResult<()> {
     let branches = ref_map(repo, repo.list_branches().await?, false).await?;
     let tags = ref_map(repo, repo.list_tags().await?, true).await?;
     let config = repo.config();
@@ -67,7 +67,7 @@ pub async fn info(out: &mut impl Write, repo: &Repository, json: bool) -> CliRes
 ///
 /// # Errors
 /// Unknown refs, bad `--as-of`; repository errors.
-pub async fn log(
+pub(super) async fn log(
     out: &mut impl Write,
     repo: &Repository,
     at: &RefArgs,
@@ -89,7 +89,7 @@ pub async fn log(
 ///
 /// # Errors
 /// Unknown refs; repository errors.
-pub async fn diff(
+pub(super) async fn diff(
     out: &mut impl Write,
     repo: &Repository,
     from: &str,

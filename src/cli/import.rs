@@ -32,7 +32,11 @@ impl ImportTarget {
 /// [`CliError::Usage`] when `src` is not a Zarr store, its root is an array imported
 /// at the repository root, or a node already exists where one would be imported;
 /// metadata errors of the source; repository, storage and commit errors.
-pub async fn import_zarr(out: &mut impl Write, src: &Path, target: &ImportTarget) -> CliResult<()> {
+pub(super) async fn import_zarr(
+    out: &mut impl Write,
+    src: &Path,
+    target: &ImportTarget,
+) -> CliResult<()> {
     let store = plain_store::open(src)?;
     let dest = target.dest()?;
     let session = target.session().await?;
@@ -73,7 +77,7 @@ pub async fn import_zarr(out: &mut impl Write, src: &Path, target: &ImportTarget
 /// [`CliError::Usage`] when `refs` is not a readable file; kerchunk parse errors;
 /// missing sources; repository, storage and commit errors; a reference set past
 /// `limits` (generated references, template budget).
-pub async fn import_kerchunk(
+pub(super) async fn import_kerchunk(
     out: &mut impl Write,
     refs: &Path,
     target: &ImportTarget,

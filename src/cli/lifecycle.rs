@@ -13,7 +13,7 @@ use crate::repository::Repository;
 ///
 /// # Errors
 /// [`super::CliError::Usage`] for a bad time; repository and storage errors.
-pub async fn expire(
+pub(super) async fn expire(
     out: &mut impl Write,
     repo: &Repository,
     older_than: &str,
@@ -60,7 +60,7 @@ pub async fn expire(
 ///
 /// # Errors
 /// [`super::CliError::Usage`] for a bad time; repository and storage errors.
-pub async fn gc(
+pub(super) async fn gc(
     out: &mut impl Write,
     repo: &Repository,
     older_than: &str,

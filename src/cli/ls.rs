@@ -17,7 +17,7 @@ use crate::format::NodePath;
 /// # Errors
 /// Repository, ref and store errors; [`crate::Error::NodeNotFound`] when nothing is
 /// at `path` (an empty repository's root lists nothing, without error).
-pub async fn ls(
+pub(super) async fn ls(
     out: &mut impl Write,
     location: &str,
     path: Option<&str>,

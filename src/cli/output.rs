@@ -8,14 +8,14 @@ use crate::repository::SnapshotInfo;
 use crate::session::Diff;
 
 /// Prints one JSON value on one line.
-pub fn json_line(out: &mut impl Write, value: &Value) -> std::io::Result<()> {
+pub(super) fn json_line(out: &mut impl Write, value: &Value) -> std::io::Result<()> {
     serde_json::to_writer(&mut *out, value)?;
     out.write_all(b"\n")
 }
 
 /// The JSON Lines record of one commit: id, parent_id, flushed_at (RFC 3339),
 /// message, metadata.
-pub fn commit_json(info: &SnapshotInfo) -> Value {
+pub(super) fn commit_json(info: &SnapshotInfo) -> Value {
     json!({
         "id": info.id.to_string(),
         "parent_id": info.parent_id.map(|p| p.to_string()),
@@ -26,7 +26,7 @@ pub fn commit_json(info: &SnapshotInfo) -> Value {
 }
 
 /// Prints one commit as text.
-pub fn commit_text(out: &mut impl Write, info: &SnapshotInfo) -> std::io::Result<()> {
+pub(super) fn commit_text(out: &mut impl Write, info: &SnapshotInfo) -> std::io::Result<()> {
     writeln!(out, "snapshot {}", info.id)?;
     if let Some(p) = info.parent_id {
         writeln!(out, "Parent:  {p}")?;
@@ -81,7 +81,7 @@ fn compact(v: Option<&Value>) -> String {
 }
 
 /// A one-line human summary of a node's metadata.
-pub fn node_summary(path: &str, meta: &Value) -> String {
+pub(super) fn node_summary(path: &str, meta: &Value) -> String {
     let node_type = meta.get("node_type").and_then(Value::as_str).unwrap_or("?");
     let attrs = compact(meta.get("attributes"));
     if node_type == "array" {
@@ -110,7 +110,7 @@ pub fn node_summary(path: &str, meta: &Value) -> String {
 }
 
 /// Prints a diff as text.
-pub fn diff_text(out: &mut impl Write, d: &Diff) -> std::io::Result<()> {
+pub(super) fn diff_text(out: &mut impl Write, d: &Diff) -> std::io::Result<()> {
     if d.is_empty() {
         return writeln!(out, "no changes");
     }

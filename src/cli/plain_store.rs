@@ -14,7 +14,7 @@ const ROOT_MARKERS: [&str; 3] = ["zarr.json", ".zgroup", ".zarray"];
 
 /// Whether `dir` is the root of a Zarr v3 or v2 store (holds `zarr.json`, `.zgroup`
 /// or `.zarray`).
-pub fn is_zarr_dir(dir: &Path) -> bool {
+pub(super) fn is_zarr_dir(dir: &Path) -> bool {
     ROOT_MARKERS.iter().any(|f| dir.join(f).is_file())
 }
 
@@ -22,7 +22,7 @@ pub fn is_zarr_dir(dir: &Path) -> bool {
 ///
 /// # Errors
 /// [`CliError::Usage`] when `dir` is missing, not a directory or not a Zarr store.
-pub fn open(dir: &Path) -> CliResult<Arc<dyn Store>> {
+pub(super) fn open(dir: &Path) -> CliResult<Arc<dyn Store>> {
     if !dir.is_dir() {
         return Err(CliError::Usage(format!(
             "`{}` does not exist or is not a directory",
@@ -41,7 +41,7 @@ pub fn open(dir: &Path) -> CliResult<Arc<dyn Store>> {
 
 /// One node of a listing: absolute path (`/a/b`), whether it is a group, and its
 /// metadata as a v3 `zarr.json` object (v2 metadata translated).
-pub struct ListedNode {
+pub(super) struct ListedNode {
     /// Absolute path, `/` for the root.
     pub path: String,
     /// Group (`true`) or array.
@@ -54,7 +54,7 @@ pub struct ListedNode {
 ///
 /// # Errors
 /// [`CliError::Usage`] when no node exists at `path`; metadata and store errors.
-pub async fn list(store: &dyn Store, path: &str) -> CliResult<Vec<ListedNode>> {
+pub(super) async fn list(store: &dyn Store, path: &str) -> CliResult<Vec<ListedNode>> {
     let nodes = match walk(store, path).await {
         Ok(n) => n,
         Err(ZarrError::NodeNotFound { .. }) => {

@@ -7,7 +7,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// A progress bar of `total` steps labelled `what` (e.g. `chunks`); hidden unless
 /// stderr is a terminal.
-pub fn bar(total: u64, what: &str) -> ProgressBar {
+pub(super) fn bar(total: u64, what: &str) -> ProgressBar {
     let target = if std::io::stderr().is_terminal() {
         ProgressDrawTarget::stderr()
     } else {
@@ -25,7 +25,7 @@ pub fn bar(total: u64, what: &str) -> ProgressBar {
 
 /// A progress callback for [`crate::ops`] operations that moves `bar`: called with
 /// (items done, items in all).
-pub fn follow(bar: &ProgressBar) -> impl Fn(u64, u64) + Sync + '_ {
+pub(super) fn follow(bar: &ProgressBar) -> impl Fn(u64, u64) + Sync + '_ {
     move |done, total| {
         bar.set_length(total);
         bar.set_position(done);

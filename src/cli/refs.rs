@@ -15,7 +15,7 @@ use crate::repository::Repository;
 ///
 /// # Errors
 /// Repository errors.
-pub async fn ref_map(
+pub(super) async fn ref_map(
     repo: &Repository,
     names: Vec<String>,
     tags: bool,
@@ -36,7 +36,7 @@ pub async fn ref_map(
 ///
 /// # Errors
 /// Unknown refs, existing or missing branches, repository errors.
-pub async fn branch(out: &mut impl Write, cmd: BranchCommand) -> CliResult<()> {
+pub(super) async fn branch(out: &mut impl Write, cmd: BranchCommand) -> CliResult<()> {
     match cmd {
         BranchCommand::List { repo, json } => {
             let repo = open_repo(&repo, &[]).await?;
@@ -67,7 +67,7 @@ pub async fn branch(out: &mut impl Write, cmd: BranchCommand) -> CliResult<()> {
 ///
 /// # Errors
 /// Unknown refs, existing, missing or deleted tags, repository errors.
-pub async fn tag(out: &mut impl Write, cmd: TagCommand) -> CliResult<()> {
+pub(super) async fn tag(out: &mut impl Write, cmd: TagCommand) -> CliResult<()> {
     match cmd {
         TagCommand::List { repo, json } => {
             let repo = open_repo(&repo, &[]).await?;

@@ -16,7 +16,11 @@ use crate::zarr::ArraySubset;
 /// # Errors
 /// [`CliError::Usage`] for bad syntax, the wrong number of dimensions, a start past
 /// its stop, or a range outside the array.
-pub fn parse_region(text: Option<&str>, shape: &[u64], array: &str) -> CliResult<ArraySubset> {
+pub(super) fn parse_region(
+    text: Option<&str>,
+    shape: &[u64],
+    array: &str,
+) -> CliResult<ArraySubset> {
     let Some(text) = text else {
         return Ok(ArraySubset::full(shape));
     };
@@ -93,7 +97,7 @@ fn parse_item(item: &str, len: u64) -> Result<Range<u64>, String> {
 }
 
 /// Formats a region as `a:b,c:d` (empty for 0-d).
-pub fn format_region(region: &ArraySubset) -> String {
+pub(super) fn format_region(region: &ArraySubset) -> String {
     region
         .ranges()
         .iter()

@@ -18,7 +18,7 @@ use crate::zarr::Store;
 ///
 /// # Errors
 /// Storage errors for a bad URL; [`crate::Error::RepositoryNotFound`] and friends.
-pub async fn open_repo(location: &str, allow_virtual: &[String]) -> CliResult<Repository> {
+pub(super) async fn open_repo(location: &str, allow_virtual: &[String]) -> CliResult<Repository> {
     let storage = match open_storage(location, None) {
         Ok(s) => s,
         Err(StorageError::NotFound { .. }) => {
@@ -42,14 +42,14 @@ pub async fn open_repo(location: &str, allow_virtual: &[String]) -> CliResult<Re
 ///
 /// # Errors
 /// As [`Repository::create`].
-pub async fn create_repo(location: &str) -> CliResult<Repository> {
+pub(super) async fn create_repo(location: &str) -> CliResult<Repository> {
     let storage = create_storage(location, None)?;
     Ok(Repository::create(storage, None).await?)
 }
 
 /// Whether `location` is a plain Zarr filesystem store (a local directory with
 /// `zarr.json`, `.zgroup` or `.zarray` at its root) rather than a repository.
-pub fn plain_zarr_store(location: &str) -> Option<std::path::PathBuf> {
+pub(super) fn plain_zarr_store(location: &str) -> Option<std::path::PathBuf> {
     let Ok(StorageLocation::Local(path)) = parse_storage_url(location) else {
         return None;
     };
@@ -63,7 +63,7 @@ pub fn plain_zarr_store(location: &str) -> Option<std::path::PathBuf> {
 ///
 /// # Errors
 /// [`CliError::Usage`] naming the bad value.
-pub fn parse_time(text: &str) -> CliResult<DateTime<Utc>> {
+pub(super) fn parse_time(text: &str) -> CliResult<DateTime<Utc>> {
     DateTime::parse_from_rfc3339(text)
         .map(|t| t.with_timezone(&Utc))
         .map_err(|e| CliError::Usage(format!("--as-of `{text}` is not an RFC 3339 time: {e}")))
@@ -73,7 +73,7 @@ pub fn parse_time(text: &str) -> CliResult<DateTime<Utc>> {
 ///
 /// # Errors
 /// Unknown refs, deleted tags, `--as-of` on something other than a branch.
-pub async fn selector(repo: &Repository, at: &RefArgs) -> CliResult<VersionSelector> {
+pub(super) async fn selector(repo: &Repository, at: &RefArgs) -> CliResult<VersionSelector> {
     let sel = repo.resolve_ref(&at.reference).await?;
     match (&at.as_of, sel) {
         (None, sel) => Ok(sel),
@@ -89,7 +89,7 @@ pub async fn selector(repo: &Repository, at: &RefArgs) -> CliResult<VersionSelec
 }
 
 /// What `ls` and `cat` read: a snapshot of a repository, or a plain Zarr store.
-pub enum Source {
+pub(super) enum Source {
     /// A read-only session of a repository at `--ref` / `--as-of`.
     Repo(Session),
     /// A plain Zarr v3/v2 filesystem store (`--ref` does not apply).
@@ -98,7 +98,7 @@ pub enum Source {
 
 impl Source {
     /// The Zarr store view.
-    pub fn store(&self) -> Arc<dyn Store> {
+    pub(super) fn store(&self) -> Arc<dyn Store> {
         match self {
             Source::Repo(s) => Arc::new(s.store()),
             Source::Plain(s) => Arc::clone(s),
@@ -112,7 +112,7 @@ impl Source {
 ///
 /// # Errors
 /// As [`open_repo`] and [`selector`]; plain store errors.
-pub async fn open_source(
+pub(super) async fn open_source(
     location: &str,
     at: &RefArgs,
     allow_virtual: &[String],

@@ -18,9 +18,9 @@ use crate::zarr::data_type::element_to_json;
 use crate::zarr::{Array, ArrayBytes, ArraySubset, DataType, ZarrError};
 
 /// Regions with more elements than this are summarized.
-pub const SUMMARY_THRESHOLD: u64 = 1000;
+pub(super) const SUMMARY_THRESHOLD: u64 = 1000;
 /// Indices shown at each end of a summarized dimension.
-pub const EDGE_ITEMS: u64 = 3;
+pub(super) const EDGE_ITEMS: u64 = 3;
 /// Largest number of cells a text rendering holds (6 per summarized dimension).
 const MAX_CELLS: usize = 1 << 20;
 /// Line width for wrapping long rows.
@@ -30,7 +30,7 @@ const LINE_WIDTH: usize = 75;
 ///
 /// # Errors
 /// Array read errors.
-pub async fn print(
+pub(super) async fn print(
     out: &mut impl Write,
     array: &Array,
     region: &ArraySubset,

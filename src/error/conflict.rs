@@ -8,6 +8,7 @@ use crate::format::{ChunkIndices, NodePath, SnapshotId};
 
 /// One reason a change set cannot be re-applied on a branch tip.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Conflict {
     /// Both sides created a node at this path.
     NewNodeAtExistingPath {

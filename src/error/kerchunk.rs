@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 /// Errors reading a reference set. Every variant says where.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum KerchunkError {
     /// The file cannot be read.
     #[error("cannot read references `{path}`: {source}")]

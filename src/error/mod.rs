@@ -18,6 +18,7 @@ use crate::format::{ChunkIndices, NodePath, SnapshotId};
 
 /// Errors of repository and session operations.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The storage backend failed.
     #[error(transparent)]

@@ -3,6 +3,7 @@
 
 /// Errors reading virtual chunks. Every variant names the URL.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum VirtualChunkError {
     /// The URL cannot be parsed or uses an unsupported scheme.
     #[error("invalid virtual chunk URL `{url}`: {reason}")]

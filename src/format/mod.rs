@@ -14,7 +14,8 @@ pub mod envelope;
     missing_docs,
     unsafe_op_in_unsafe_fn,
     non_camel_case_types,
-    mismatched_lifetime_syntaxes
+    mismatched_lifetime_syntaxes,
+    unreachable_pub
 )]
 #[rustfmt::skip]
 mod generated;
@@ -36,6 +37,7 @@ pub type ChunkIndices = Vec<u32>;
 /// Errors decoding or validating format objects. Corrupt or truncated input always
 /// gives one of these, never a panic.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum FormatError {
     /// An id's text form is not valid Crockford base32 of the right length.
     #[error("invalid id `{text}`: expected the Crockford base32 form of {expected_bytes} bytes")]

@@ -54,6 +54,10 @@ pub fn apply_node_changes(
 }
 
 /// The manifests of `base` holding refs of array `node` (none for a new array).
+///
+/// # Errors
+/// Storage and format errors fetching them; [`crate::format::FormatError::InvalidData`]
+/// when a manifest holds chunk indices of another rank than the array's.
 pub async fn committed_manifests(
     assets: &AssetManager,
     base: &Snapshot,

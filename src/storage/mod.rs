@@ -70,6 +70,7 @@ pub enum WriteOutcome {
 
 /// Errors of storage operations. Every variant names the key involved.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StorageError {
     /// No object is stored at the key.
     #[error("object not found: `{key}`")]

@@ -220,7 +220,10 @@ pub enum ElemsRef<'a> {
 }
 
 impl ElemsRef<'_> {
-    /// Checks that this holds `n` elements of data type `dt` (`Err(found)` otherwise).
+    /// Checks that this holds `n` elements of data type `dt`.
+    ///
+    /// # Errors
+    /// The number of elements found when it is not `n`.
     pub fn check_len(&self, dt: &DataType, n: u64) -> Result<(), u64> {
         let found = match (self, dt.fixed_size()) {
             (ElemsRef::Fixed(b), Some(s)) if s > 0 => {

@@ -9,6 +9,7 @@ use crate::zarr::store::StoreError;
 
 /// An error raised while encoding or decoding one chunk (or shard index) by a codec.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CodecError {
     /// The encoded bytes are not a valid encoding for this codec (corrupt, truncated,
     /// checksum mismatch, wrong size, ...).
@@ -63,6 +64,7 @@ impl CodecError {
 
 /// Errors of the Zarr layer (metadata, arrays, groups, hierarchy).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ZarrError {
     /// A store operation failed (the store error names the key).
     #[error(transparent)]

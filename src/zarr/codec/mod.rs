@@ -295,11 +295,11 @@ pub(crate) struct Config<'a> {
 }
 
 impl<'a> Config<'a> {
-    pub fn new(name: &'a str, map: &'a Map<String, Value>) -> Self {
+    pub(crate) fn new(name: &'a str, map: &'a Map<String, Value>) -> Self {
         Config { name, map }
     }
 
-    pub fn err(&self, reason: impl Into<String>) -> ZarrError {
+    pub(crate) fn err(&self, reason: impl Into<String>) -> ZarrError {
         ZarrError::InvalidCodec {
             codec: self.name.to_string(),
             reason: reason.into(),
@@ -307,18 +307,18 @@ impl<'a> Config<'a> {
     }
 
     /// Fails on configuration keys not in `allowed`.
-    pub fn only(&self, allowed: &[&str]) -> ZarrResult<()> {
+    pub(crate) fn only(&self, allowed: &[&str]) -> ZarrResult<()> {
         match self.map.keys().find(|k| !allowed.contains(&k.as_str())) {
             Some(k) => Err(self.err(format!("unknown configuration key `{k}`"))),
             None => Ok(()),
         }
     }
 
-    pub fn get(&self, key: &str) -> Option<&'a Value> {
+    pub(crate) fn get(&self, key: &str) -> Option<&'a Value> {
         self.map.get(key).filter(|v| !v.is_null())
     }
 
-    pub fn i64(&self, key: &str) -> ZarrResult<Option<i64>> {
+    pub(crate) fn i64(&self, key: &str) -> ZarrResult<Option<i64>> {
         match self.get(key) {
             None => Ok(None),
             Some(v) => v
@@ -328,7 +328,7 @@ impl<'a> Config<'a> {
         }
     }
 
-    pub fn u64(&self, key: &str) -> ZarrResult<Option<u64>> {
+    pub(crate) fn u64(&self, key: &str) -> ZarrResult<Option<u64>> {
         match self.get(key) {
             None => Ok(None),
             Some(v) => v
@@ -338,7 +338,7 @@ impl<'a> Config<'a> {
         }
     }
 
-    pub fn str(&self, key: &str) -> ZarrResult<Option<&'a str>> {
+    pub(crate) fn str(&self, key: &str) -> ZarrResult<Option<&'a str>> {
         match self.get(key) {
             None => Ok(None),
             Some(v) => v
@@ -348,7 +348,7 @@ impl<'a> Config<'a> {
         }
     }
 
-    pub fn bool(&self, key: &str) -> ZarrResult<Option<bool>> {
+    pub(crate) fn bool(&self, key: &str) -> ZarrResult<Option<bool>> {
         match self.get(key) {
             None => Ok(None),
             Some(v) => v

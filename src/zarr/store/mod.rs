@@ -75,6 +75,7 @@ pub struct ListDirResult {
 
 /// Errors of store operations. Every variant names the key involved.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StoreError {
     /// A byte range that does not lie within the stored value.
     #[error("byte range {range:?} is outside the {size} bytes stored at key `{key}`")]
