@@ -53,6 +53,21 @@
 //!
 //! [Icechunk]: https://icechunk.io
 
+/// Test assertion: `$e` is an `Err` matching `$p` (prints what it was otherwise).
+#[cfg(test)]
+macro_rules! assert_err {
+    ($e:expr, $p:pat) => {
+        match $e {
+            Err($p) => {}
+            other => panic!(
+                "expected Err({}), got {:?}",
+                stringify!($p),
+                other.map(|_| ())
+            ),
+        }
+    };
+}
+
 pub mod assets;
 pub mod cli;
 pub mod error;

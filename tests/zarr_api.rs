@@ -191,10 +191,11 @@ async fn corrupt_chunk_error_names_path_and_key() {
         .set("grp/arr/c/0", Bytes::from_static(b"abc"))
         .await
         .unwrap();
-    assert!(a
+    let err = a
         .read_region::<i64>(&ArraySubset::new(vec![0], vec![1]))
         .await
-        .is_err());
+        .unwrap_err();
+    assert!(matches!(err, ZarrError::Chunk { .. }), "{err:?}");
 }
 
 #[tokio::test]
@@ -323,10 +324,11 @@ async fn raw_and_json_output() {
         s.read_region_json(&ArraySubset::full(&[2])).await.unwrap(),
         json!(["x", "yé"])
     );
-    assert!(s
+    let err = s
         .read_region_le_bytes(&ArraySubset::full(&[2]))
         .await
-        .is_err());
+        .unwrap_err();
+    assert!(matches!(err, ZarrError::InvalidValue { .. }), "{err:?}");
     let c = ArrayBuilder::new(vec![], vec![], DataType::Complex64)
         .fill_value(json!([1.0, "-Infinity"]))
         .create(store.clone(), "c")
@@ -426,8 +428,10 @@ async fn whole_chunk_api() {
     assert_eq!(a.read_chunk::<u32>(&[0, 0]).await.unwrap(), vec![0; 4]);
     assert!(a.read_chunk_bytes(&[0, 0]).await.unwrap().is_none());
     assert_eq!(a.read_all::<u32>().await.unwrap()[8], 1);
-    assert!(a.read_chunk::<u32>(&[2, 0]).await.is_err());
-    assert!(a.write_chunk(&[0, 0], &[1u32]).await.is_err());
+    let err = a.read_chunk::<u32>(&[2, 0]).await.unwrap_err();
+    assert!(matches!(err, ZarrError::InvalidRegion { .. }), "{err:?}");
+    let err = a.write_chunk(&[0, 0], &[1u32]).await.unwrap_err();
+    assert!(matches!(err, ZarrError::DataLength { .. }), "{err:?}");
     let enc = a.read_encoded_chunk(&[1, 1]).await.unwrap().unwrap();
     a.write_encoded_chunk(&[0, 0], enc).await.unwrap();
     assert_eq!(
@@ -465,7 +469,8 @@ async fn resize_erases_and_trims() {
     let v: Vec<i16> = a.read_all().await.unwrap();
     assert_eq!(&v[..18], &(0..18).collect::<Vec<i16>>()[..]);
     assert!(v[18..].iter().all(|&x| x == -1), "{v:?}");
-    assert!(a.resize(vec![6]).await.is_err());
+    let err = a.resize(vec![6]).await.unwrap_err();
+    assert!(matches!(err, ZarrError::InvalidRegion { .. }), "{err:?}");
 }
 
 #[tokio::test]

@@ -178,10 +178,22 @@ mod tests {
                 id
             );
         }
-        assert!("1CECHNKREP0F1RSTCMT".parse::<SnapshotId>().is_err());
-        assert!("1CECHNKREP0F1RSTCMTU".parse::<SnapshotId>().is_err());
+        assert_err!(
+            "1CECHNKREP0F1RSTCMT".parse::<SnapshotId>(),
+            crate::format::FormatError::InvalidId { .. }
+        );
+        assert_err!(
+            "1CECHNKREP0F1RSTCMTU".parse::<SnapshotId>(),
+            crate::format::FormatError::InvalidId { .. }
+        );
         // Last character carries 4 padding bits that must be zero.
-        assert!("1CECHNKREP0F1RSTCMT1".parse::<SnapshotId>().is_err());
-        assert!("".parse::<NodeId>().is_err());
+        assert_err!(
+            "1CECHNKREP0F1RSTCMT1".parse::<SnapshotId>(),
+            crate::format::FormatError::InvalidId { .. }
+        );
+        assert_err!(
+            "".parse::<NodeId>(),
+            crate::format::FormatError::InvalidId { .. }
+        );
     }
 }

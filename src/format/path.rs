@@ -136,8 +136,14 @@ mod tests {
         assert_eq!(NodePath::new("").unwrap(), NodePath::root());
         assert_eq!(NodePath::new("a/b").unwrap().as_str(), "/a/b");
         assert_eq!(NodePath::new("/a/b/").unwrap().as_str(), "/a/b");
-        assert!(NodePath::new("/a//b").is_err());
-        assert!(NodePath::new("/a/../b").is_err());
+        assert_err!(
+            NodePath::new("/a//b"),
+            crate::format::FormatError::InvalidPath { .. }
+        );
+        assert_err!(
+            NodePath::new("/a/../b"),
+            crate::format::FormatError::InvalidPath { .. }
+        );
         let p = NodePath::new("/a/b").unwrap();
         assert_eq!(p.parent().unwrap().as_str(), "/a");
         assert_eq!(p.parent().unwrap().parent().unwrap(), NodePath::root());

@@ -107,6 +107,9 @@ mod tests {
             parse_storage_url("gs://b/x"),
             Err(StorageError::InvalidLocation { .. })
         ));
-        assert!(parse_storage_url("").is_err());
+        assert_err!(
+            parse_storage_url(""),
+            crate::storage::StorageError::InvalidLocation { .. }
+        );
     }
 }

@@ -408,7 +408,10 @@ mod tests {
             b[3999] = 1;
         }
         assert!(!zz.is_fill(&dt.default_fill_value()));
-        assert!(ArrayBytes::new_fill(2, &DataType::String, &dt.default_fill_value()).is_err());
+        assert_err!(
+            ArrayBytes::new_fill(2, &DataType::String, &dt.default_fill_value()),
+            crate::zarr::ZarrError::InvalidFillValue { .. }
+        );
         // Sizes that overflow are a typed error, not a capacity-overflow panic.
         let huge = ArrayBytes::new_fill(usize::MAX / 2, &DataType::Float32, &fill);
         assert!(matches!(huge, Err(ZarrError::TooLarge { .. })), "{huge:?}");

@@ -171,10 +171,15 @@ mod tests {
             RegularChunkGrid::from_json(&json!({"name": "rectilinear", "configuration": {}})),
             Err(ZarrError::UnsupportedExtension { .. })
         ));
-        assert!(RegularChunkGrid::from_json(
-            &json!({"name": "regular", "configuration": {"chunk_shape": [0]}})
-        )
-        .is_err());
-        assert!(RegularChunkGrid::from_json(&json!({"name": "regular"})).is_err());
+        assert_err!(
+            RegularChunkGrid::from_json(
+                &json!({"name": "regular", "configuration": {"chunk_shape": [0]}})
+            ),
+            crate::zarr::ZarrError::InvalidMetadata { .. }
+        );
+        assert_err!(
+            RegularChunkGrid::from_json(&json!({"name": "regular"})),
+            crate::zarr::ZarrError::InvalidMetadata { .. }
+        );
     }
 }

@@ -231,10 +231,12 @@ mod tests {
         )
         .unwrap();
         assert_eq!(e.encode(&[0, 1]), "c.0.1");
-        assert!(chunk_key_encoding_from_json(
-            &json!({"name": "default", "configuration": {"separator": "-"}})
-        )
-        .is_err());
+        assert_err!(
+            chunk_key_encoding_from_json(
+                &json!({"name": "default", "configuration": {"separator": "-"}})
+            ),
+            crate::zarr::ZarrError::InvalidMetadata { .. }
+        );
         assert!(matches!(
             chunk_key_encoding_from_json(&json!({"name": "fanout"})),
             Err(ZarrError::UnsupportedExtension { .. })

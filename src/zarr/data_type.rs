@@ -679,10 +679,12 @@ mod tests {
             DataType::from_json(&j).unwrap(),
             DataType::RawBytes { length_bytes: 3 }
         );
-        assert!(DataType::from_json(
-            &json!({"name": "fixed_length_utf32", "configuration": {"length_bytes": 6}})
-        )
-        .is_err());
+        assert_err!(
+            DataType::from_json(
+                &json!({"name": "fixed_length_utf32", "configuration": {"length_bytes": 6}})
+            ),
+            crate::zarr::ZarrError::InvalidDataType { .. }
+        );
     }
 
     #[test]
@@ -706,7 +708,10 @@ mod tests {
                 "{bad}"
             );
         }
-        assert!(DataType::from_json(&json!({"name": "int8", "configuration": {"a": 1}})).is_err());
+        assert_err!(
+            DataType::from_json(&json!({"name": "int8", "configuration": {"a": 1}})),
+            crate::zarr::ZarrError::InvalidDataType { .. }
+        );
     }
 
     fn fv(dt: &DataType, j: Value) -> Vec<u8> {
@@ -815,8 +820,14 @@ mod tests {
         assert_eq!(fv(&c, json!([1.0, "NaN"])), expected);
         let f = c.fill_value_from_json(&json!(["-Infinity", 2.5])).unwrap();
         assert_eq!(c.fill_value_to_json(&f).unwrap(), json!(["-Infinity", 2.5]));
-        assert!(c.fill_value_from_json(&json!([1.0])).is_err());
-        assert!(c.fill_value_from_json(&json!(1.0)).is_err());
+        assert_err!(
+            c.fill_value_from_json(&json!([1.0])),
+            crate::zarr::ZarrError::InvalidFillValue { .. }
+        );
+        assert_err!(
+            c.fill_value_from_json(&json!(1.0)),
+            crate::zarr::ZarrError::InvalidFillValue { .. }
+        );
 
         let r = DataType::RawBits { bytes: 2 };
         assert_eq!(fv(&r, json!([1, 255])), [1, 255]);
@@ -825,8 +836,14 @@ mod tests {
                 .unwrap(),
             json!([1, 255])
         );
-        assert!(r.fill_value_from_json(&json!([1, 256])).is_err());
-        assert!(r.fill_value_from_json(&json!([1, 2, 3])).is_err());
+        assert_err!(
+            r.fill_value_from_json(&json!([1, 256])),
+            crate::zarr::ZarrError::InvalidFillValue { .. }
+        );
+        assert_err!(
+            r.fill_value_from_json(&json!([1, 2, 3])),
+            crate::zarr::ZarrError::InvalidFillValue { .. }
+        );
 
         let rb = DataType::RawBytes { length_bytes: 3 };
         assert_eq!(fv(&rb, json!("AAAA")), [0, 0, 0]);
@@ -841,11 +858,17 @@ mod tests {
             s.fill_value_from_json(&json!("ab")).unwrap(),
             FillValue::String("ab".into())
         );
-        assert!(s.fill_value_from_json(&json!(1)).is_err());
+        assert_err!(
+            s.fill_value_from_json(&json!(1)),
+            crate::zarr::ZarrError::InvalidFillValue { .. }
+        );
         let u = DataType::FixedLengthUtf32 { length_bytes: 8 };
         let f = u.fill_value_from_json(&json!("é")).unwrap();
         assert_eq!(f.as_bytes().len(), 8);
         assert_eq!(u.fill_value_to_json(&f).unwrap(), json!("é"));
-        assert!(u.fill_value_from_json(&json!("abc")).is_err());
+        assert_err!(
+            u.fill_value_from_json(&json!("abc")),
+            crate::zarr::ZarrError::InvalidFillValue { .. }
+        );
     }
 }

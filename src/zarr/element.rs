@@ -272,10 +272,16 @@ mod tests {
         let b = String::to_array_bytes(&v, &dt).unwrap();
         assert_eq!(b.num_elements(Some(8)), 3);
         assert_eq!(String::from_array_bytes(b, &dt).unwrap(), v);
-        assert!(String::to_array_bytes(&["abc".to_string()], &dt).is_err());
+        assert_err!(
+            String::to_array_bytes(&["abc".to_string()], &dt),
+            crate::zarr::ZarrError::InvalidValue { .. }
+        );
 
         let raw = DataType::RawBits { bytes: 2 };
-        assert!(Vec::<u8>::to_array_bytes(&[vec![1, 2, 3]], &raw).is_err());
+        assert_err!(
+            Vec::<u8>::to_array_bytes(&[vec![1, 2, 3]], &raw),
+            crate::zarr::ZarrError::InvalidValue { .. }
+        );
         let b = Vec::<u8>::to_array_bytes(&[vec![1, 2]], &raw).unwrap();
         assert_eq!(<[u8; 2]>::from_array_bytes(b, &raw).unwrap(), vec![[1, 2]]);
         assert!(<[u8; 3]>::matches(&DataType::RawBytes { length_bytes: 3 }));

@@ -250,8 +250,14 @@ mod tests {
     fn paths() {
         assert_eq!(normalize_path("/").unwrap(), "");
         assert_eq!(normalize_path("/a/b/").unwrap(), "a/b");
-        assert!(normalize_path("a//b").is_err());
-        assert!(normalize_path("a/../b").is_err());
+        assert_err!(
+            normalize_path("a//b"),
+            crate::zarr::ZarrError::InvalidPath { .. }
+        );
+        assert_err!(
+            normalize_path("a/../b"),
+            crate::zarr::ZarrError::InvalidPath { .. }
+        );
         assert_eq!(metadata_key(""), "zarr.json");
         assert_eq!(metadata_key("foo/bar"), "foo/bar/zarr.json");
         assert_eq!(node_prefix("foo"), "foo/");

@@ -304,10 +304,16 @@ mod tests {
         let py = hex_bytes("020133012000000020000000300000000000000001000000020000000300000004000000050000000600000007000000");
         let expected: Vec<u8> = (0i32..8).flat_map(|v| v.to_le_bytes()).collect();
         assert_eq!(blosc_decompress("blosc", &py).unwrap(), expected);
-        assert!(blosc_decompress("blosc", b"nonsense").is_err());
+        assert_err!(
+            blosc_decompress("blosc", b"nonsense"),
+            crate::zarr::CodecError::InvalidData { .. }
+        );
         let mut truncated = py.clone();
         truncated.truncate(20);
-        assert!(blosc_decompress("blosc", &truncated).is_err());
+        assert_err!(
+            blosc_decompress("blosc", &truncated),
+            crate::zarr::CodecError::InvalidData { .. }
+        );
     }
 
     #[test]
@@ -355,16 +361,20 @@ mod tests {
         let c = BloscCodec::from_config(&Config::new("blosc", map), &DataType::Float16).unwrap();
         assert_eq!(c.to_json()["configuration"], m);
         let bad = serde_json::json!({"cname": "brotli"});
-        assert!(BloscCodec::from_config(
-            &Config::new("blosc", bad.as_object().unwrap()),
-            &DataType::Int8
-        )
-        .is_err());
+        assert_err!(
+            BloscCodec::from_config(
+                &Config::new("blosc", bad.as_object().unwrap()),
+                &DataType::Int8
+            ),
+            crate::zarr::ZarrError::InvalidCodec { .. }
+        );
         let bad = serde_json::json!({"cname": "lz4", "clevel": 10});
-        assert!(BloscCodec::from_config(
-            &Config::new("blosc", bad.as_object().unwrap()),
-            &DataType::Int8
-        )
-        .is_err());
+        assert_err!(
+            BloscCodec::from_config(
+                &Config::new("blosc", bad.as_object().unwrap()),
+                &DataType::Int8
+            ),
+            crate::zarr::ZarrError::InvalidCodec { .. }
+        );
     }
 }

@@ -178,18 +178,24 @@ mod tests {
     #[test]
     fn errors() {
         let r = repr(DataType::Int32, 2);
-        assert!(BytesCodec::little()
-            .decode(vec![0u8; 7].into(), &r)
-            .is_err());
-        assert!(BytesCodec::new(None).validate(&r).is_err());
+        assert_err!(
+            BytesCodec::little().decode(vec![0u8; 7].into(), &r),
+            crate::zarr::CodecError::InvalidData { .. }
+        );
+        assert_err!(
+            BytesCodec::new(None).validate(&r),
+            crate::zarr::CodecError::Unsupported { .. }
+        );
         assert!(BytesCodec::new(None)
             .validate(&repr(DataType::Bool, 2))
             .is_ok());
-        assert!(BytesCodec::little()
-            .validate(&repr(DataType::String, 2))
-            .is_err());
-        assert!(BytesCodec::little()
-            .encode(ArrayBytes::Fixed(vec![0; 4]), &r)
-            .is_err());
+        assert_err!(
+            BytesCodec::little().validate(&repr(DataType::String, 2)),
+            crate::zarr::CodecError::Unsupported { .. }
+        );
+        assert_err!(
+            BytesCodec::little().encode(ArrayBytes::Fixed(vec![0; 4]), &r),
+            crate::zarr::CodecError::InvalidData { .. }
+        );
     }
 }

@@ -69,8 +69,14 @@ mod tests {
         );
         let mut bad = enc;
         bad[0] ^= 1;
-        assert!(Crc32cCodec.decode(bad.into()).is_err());
-        assert!(Crc32cCodec.decode(vec![1u8, 2].into()).is_err());
+        assert_err!(
+            Crc32cCodec.decode(bad.into()),
+            crate::zarr::CodecError::InvalidData { .. }
+        );
+        assert_err!(
+            Crc32cCodec.decode(vec![1u8, 2].into()),
+            crate::zarr::CodecError::InvalidData { .. }
+        );
         assert_eq!(Crc32cCodec.encoded_size(10), Some(14));
     }
 }

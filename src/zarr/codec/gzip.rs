@@ -92,8 +92,14 @@ pub(crate) mod tests {
         // Python: gzip.compress(b'abc', mtime=0)
         let py = hex_bytes("1f8b08000000000002034b4c4a0600c241243503000000");
         assert_eq!(c.decode(py.into()).unwrap(), b"abc".to_vec());
-        assert!(c.decode(b"not gzip".to_vec().into()).is_err());
-        assert!(GzipCodec::new(10).is_err());
+        assert_err!(
+            c.decode(b"not gzip".to_vec().into()),
+            crate::zarr::CodecError::InvalidData { .. }
+        );
+        assert_err!(
+            GzipCodec::new(10),
+            crate::zarr::ZarrError::InvalidCodec { .. }
+        );
     }
 
     pub(crate) fn hex_bytes(s: &str) -> Vec<u8> {

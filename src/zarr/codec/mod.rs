@@ -719,10 +719,19 @@ mod tests {
             json!({"name": "bytes", "configuration": {"endian": "little"}}),
             json!({"name": "bytes", "configuration": {"endian": "little"}}),
         ];
-        assert!(CodecChain::from_json(&two, &r).is_err());
-        assert!(CodecChain::from_json(&[], &r).is_err());
+        assert_err!(
+            CodecChain::from_json(&two, &r),
+            crate::zarr::ZarrError::InvalidCodec { .. }
+        );
+        assert_err!(
+            CodecChain::from_json(&[], &r),
+            crate::zarr::ZarrError::InvalidCodec { .. }
+        );
         let no_endian = [json!({"name": "bytes"})];
-        assert!(CodecChain::from_json(&no_endian, &r).is_err());
+        assert_err!(
+            CodecChain::from_json(&no_endian, &r),
+            crate::zarr::ZarrError::InvalidCodec { .. }
+        );
         assert!(CodecChain::from_json(&no_endian, &repr(DataType::UInt8, vec![4])).is_ok());
         let unknown = [
             json!({"name": "bytes", "configuration": {"endian": "little"}}),
@@ -744,7 +753,10 @@ mod tests {
             1
         );
         let wrong_type = [json!({"name": "vlen-utf8"})];
-        assert!(CodecChain::from_json(&wrong_type, &r).is_err());
+        assert_err!(
+            CodecChain::from_json(&wrong_type, &r),
+            crate::zarr::ZarrError::InvalidCodec { .. }
+        );
     }
 
     #[test]

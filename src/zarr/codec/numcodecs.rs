@@ -241,7 +241,10 @@ mod tests {
         let enc = s.encode(src.clone()).unwrap();
         assert_eq!(enc, hex_bytes("00010203000000000000000000000000"));
         assert_eq!(s.decode(enc.into()).unwrap(), src);
-        assert!(s.encode(vec![1, 2, 3]).is_err());
+        assert_err!(
+            s.encode(vec![1, 2, 3]),
+            crate::zarr::CodecError::InvalidData { .. }
+        );
         // zlib.compress(b'abc', 1)
         let z = NumcodecsCodec::zlib(1);
         assert_eq!(
@@ -253,7 +256,10 @@ mod tests {
             z.decode(z.encode(b"xyz".to_vec()).unwrap().into()).unwrap(),
             &b"xyz"[..]
         );
-        assert!(z.decode(b"nope".to_vec().into()).is_err());
+        assert_err!(
+            z.decode(b"nope".to_vec().into()),
+            crate::zarr::CodecError::InvalidData { .. }
+        );
     }
 
     #[test]
@@ -264,8 +270,14 @@ mod tests {
             .unwrap();
         assert_eq!(c.to_json(), j);
         let j = json!({"name": "numcodecs.lzma", "configuration": {}});
-        assert!(crate::zarr::codec::codec_from_json(&j, &DataType::Int32).is_err());
+        assert_err!(
+            crate::zarr::codec::codec_from_json(&j, &DataType::Int32),
+            crate::zarr::ZarrError::UnsupportedExtension { .. }
+        );
         let j = json!({"name": "numcodecs.zlib", "configuration": {"level": 12}});
-        assert!(crate::zarr::codec::codec_from_json(&j, &DataType::Int32).is_err());
+        assert_err!(
+            crate::zarr::codec::codec_from_json(&j, &DataType::Int32),
+            crate::zarr::ZarrError::InvalidCodec { .. }
+        );
     }
 }

@@ -654,17 +654,23 @@ mod tests {
         let c = codec("end");
         let data = ArrayBytes::Fixed((0u16..16).flat_map(|v| v.to_ne_bytes()).collect());
         let enc = c.encode(data, &repr()).unwrap();
-        assert!(c.decode(enc[..10].to_vec().into(), &repr()).is_err());
+        assert_err!(
+            c.decode(enc[..10].to_vec().into(), &repr()),
+            crate::zarr::CodecError::InvalidData { .. }
+        );
         let mut bad = enc.clone();
         let n = bad.len();
         bad[n - 10] ^= 0xff; // index corrupted -> crc mismatch
-        assert!(c.decode(bad.into(), &repr()).is_err());
+        assert_err!(
+            c.decode(bad.into(), &repr()),
+            crate::zarr::CodecError::InvalidData { .. }
+        );
         // non-divisible shard shape
         let r = ChunkRepr {
             shape: vec![3, 4],
             ..repr()
         };
-        assert!(c.validate(&r).is_err());
+        assert_err!(c.validate(&r), crate::zarr::CodecError::Unsupported { .. });
     }
 
     #[test]

@@ -125,9 +125,15 @@ mod tests {
         assert_eq!(VlenUtf8Codec.decode(py.clone().into(), &r).unwrap(), v);
         let mut bad = py.clone();
         bad.truncate(10);
-        assert!(VlenUtf8Codec.decode(bad.into(), &r).is_err());
+        assert_err!(
+            VlenUtf8Codec.decode(bad.into(), &r),
+            crate::zarr::CodecError::InvalidData { .. }
+        );
         let mut bad = py;
         bad[9] = 0xff; // invalid UTF-8
-        assert!(VlenUtf8Codec.decode(bad.into(), &r).is_err());
+        assert_err!(
+            VlenUtf8Codec.decode(bad.into(), &r),
+            crate::zarr::CodecError::InvalidData { .. }
+        );
     }
 }

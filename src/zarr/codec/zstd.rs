@@ -107,7 +107,13 @@ mod tests {
         assert_eq!(c.decode(enc.into()).unwrap(), expected);
         let nock = ZstdCodec::new(1, false).unwrap().encode(expected).unwrap();
         assert_eq!(nock[4] & 0x04, 0);
-        assert!(c.decode(b"garbage!".to_vec().into()).is_err());
-        assert!(ZstdCodec::new(23, false).is_err());
+        assert_err!(
+            c.decode(b"garbage!".to_vec().into()),
+            crate::zarr::CodecError::InvalidData { .. }
+        );
+        assert_err!(
+            ZstdCodec::new(23, false),
+            crate::zarr::ZarrError::InvalidCodec { .. }
+        );
     }
 }

@@ -594,7 +594,18 @@ mod tests {
         for (name, f) in cases {
             let mut d = spec_example();
             f(&mut d);
-            assert!(ArrayMetadata::from_json(&d).is_err(), "{name} should fail");
+            let e = ArrayMetadata::from_json(&d).map(|_| ()).unwrap_err();
+            assert!(
+                matches!(
+                    e,
+                    ZarrError::InvalidMetadata { .. }
+                        | ZarrError::InvalidDataType { .. }
+                        | ZarrError::InvalidFillValue { .. }
+                        | ZarrError::InvalidCodec { .. }
+                        | ZarrError::UnsupportedExtension { .. }
+                ),
+                "{name}: {e:?}"
+            );
         }
         assert!(matches!(
             ArrayMetadata::from_bytes(b"{not json"),
@@ -625,11 +636,14 @@ mod tests {
         .unwrap();
         assert_eq!(g.attributes["a"], json!(1));
         assert_eq!(GroupMetadata::from_json(&g.to_json()).unwrap(), g);
-        assert!(
-            GroupMetadata::from_json(&json!({"zarr_format": 3, "node_type": "group", "x": 1}))
-                .is_err()
+        assert_err!(
+            GroupMetadata::from_json(&json!({"zarr_format": 3, "node_type": "group", "x": 1})),
+            ZarrError::UnsupportedExtension { .. }
         );
-        assert!(GroupMetadata::from_json(&json!({"zarr_format": 3})).is_err());
+        assert_err!(
+            GroupMetadata::from_json(&json!({"zarr_format": 3})),
+            crate::zarr::ZarrError::InvalidMetadata { .. }
+        );
         let n = NodeMetadata::from_json(&json!({"zarr_format": 3, "node_type": "group"})).unwrap();
         assert_eq!(n.node_type(), "group");
     }

@@ -391,8 +391,14 @@ mod tests {
             parse_v2_dtype("<M8[ns]"),
             Err(ZarrError::UnsupportedExtension { .. })
         ));
-        assert!(parse_v2_dtype("f4").is_err());
-        assert!(parse_v2_dtype("<f3").is_err());
+        assert_err!(
+            parse_v2_dtype("f4"),
+            crate::zarr::ZarrError::InvalidMetadata { .. }
+        );
+        assert_err!(
+            parse_v2_dtype("<f3"),
+            crate::zarr::ZarrError::UnsupportedExtension { .. }
+        );
     }
 
     #[test]
@@ -483,9 +489,18 @@ mod tests {
         assert_eq!(m.data_type, DataType::String);
         assert_eq!(m.codecs[0]["name"], json!("vlen-utf8"));
         // errors
-        assert!(translate_v2_array(&base("|O", json!(""), Value::Null), None).is_err());
-        assert!(translate_v2_array(&base("<i4", json!("x"), Value::Null), None).is_err());
-        assert!(translate_v2_array(&base("<i4", json!(0), json!({"id": "lzma"})), None).is_err());
+        assert_err!(
+            translate_v2_array(&base("|O", json!(""), Value::Null), None),
+            crate::zarr::ZarrError::UnsupportedExtension { .. }
+        );
+        assert_err!(
+            translate_v2_array(&base("<i4", json!("x"), Value::Null), None),
+            crate::zarr::ZarrError::InvalidFillValue { .. }
+        );
+        assert_err!(
+            translate_v2_array(&base("<i4", json!(0), json!({"id": "lzma"})), None),
+            crate::zarr::ZarrError::UnsupportedExtension { .. }
+        );
         let mut f = base("<i4", json!(0), Value::Null);
         f["filters"] = json!([{"id": "delta", "dtype": "<i4"}]);
         assert!(matches!(
@@ -494,7 +509,10 @@ mod tests {
         ));
         let mut bad = base("<i4", json!(0), Value::Null);
         bad["zarr_format"] = json!(3);
-        assert!(translate_v2_array(&bad, None).is_err());
+        assert_err!(
+            translate_v2_array(&bad, None),
+            crate::zarr::ZarrError::InvalidMetadata { .. }
+        );
         // 0-d array
         let mut z = base("<i8", json!(5), Value::Null);
         z["shape"] = json!([]);
@@ -507,6 +525,9 @@ mod tests {
     fn groups() {
         let g = translate_v2_group(&json!({"zarr_format": 2}), Some(&json!({"a": 1}))).unwrap();
         assert_eq!(g.attributes["a"], json!(1));
-        assert!(translate_v2_group(&json!({"zarr_format": 3}), None).is_err());
+        assert_err!(
+            translate_v2_group(&json!({"zarr_format": 3}), None),
+            crate::zarr::ZarrError::InvalidMetadata { .. }
+        );
     }
 }
