@@ -122,13 +122,7 @@ async fn check(url: &str, committed: &[(SnapshotId, u32, u8)], round: usize) {
         .await
         .unwrap_or_else(|e| panic!("round {round}: the repository does not open: {e}"));
     let tip = repo.lookup_branch("main").await.unwrap();
-    let history: Vec<SnapshotId> = repo
-        .ancestry(tip)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|i| i.id)
-        .collect();
+    let history = common::history(&repo, tip).await;
     for (id, index, value) in committed {
         assert!(history.contains(id), "round {round}: commit {id} was lost");
         let s = repo

@@ -181,13 +181,7 @@ async fn check(inner: &Arc<dyn Storage>, model: &Model, seed: u64, step: usize) 
     let repo = Repository::open(Arc::clone(inner)).await.unwrap();
     let tip = repo.lookup_branch("main").await.unwrap();
     assert_eq!(values_at(&repo, tip).await, model.values, "{ctx}: main");
-    let history: Vec<SnapshotId> = repo
-        .ancestry(tip)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|i| i.id)
-        .collect();
+    let history = common::history(&repo, tip).await;
     let mut messages: Vec<String> = repo
         .ancestry(tip)
         .await

@@ -89,13 +89,22 @@ async fn open(dir: &Path) -> Repository {
 }
 
 async fn ancestry(repo: &Repository, branch: &str) -> Vec<SnapshotId> {
-    let tip = repo.lookup_branch(branch).await.unwrap();
-    repo.ancestry(tip)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|i| i.id)
-        .collect()
+    common::history(repo, repo.lookup_branch(branch).await.unwrap()).await
+}
+
+/// Expires before `cut_off`, deleting expired branches and tags.
+async fn expire_deleting_refs(
+    repo: &Repository,
+    cut_off: DateTime<Utc>,
+) -> floe::lifecycle::ExpireResult {
+    repo.expire_snapshots(
+        cut_off,
+        ExpireOptions::default()
+            .delete_expired_branches(true)
+            .delete_expired_tags(true),
+    )
+    .await
+    .unwrap()
 }
 
 #[tokio::test]
@@ -106,15 +115,7 @@ async fn expiry_and_collection_follow_the_rules() {
     let init = *ancestry(&repo, "main").await.last().unwrap();
 
     let before = objects(dir.path());
-    let expired = repo
-        .expire_snapshots(
-            sc.cut_off,
-            ExpireOptions::default()
-                .delete_expired_branches(true)
-                .delete_expired_tags(true),
-        )
-        .await
-        .unwrap();
+    let expired = expire_deleting_refs(&repo, sc.cut_off).await;
     assert_eq!(expired.expired, BTreeSet::from([sc.c1, sc.c2]));
     // main's oldest live snapshot, and side's tip (whose own history was all expired).
     assert_eq!(expired.edited, BTreeSet::from([sc.c3, sc.c2]));
@@ -335,15 +336,7 @@ async fn icechunk_agrees_on_expiry_and_collection() {
     copy_tree(&original, &theirs);
 
     let repo = open(&ours).await;
-    let expired = repo
-        .expire_snapshots(
-            sc.cut_off,
-            ExpireOptions::default()
-                .delete_expired_branches(true)
-                .delete_expired_tags(true),
-        )
-        .await
-        .unwrap();
+    let expired = expire_deleting_refs(&repo, sc.cut_off).await;
     let summary = open(&ours)
         .await
         .garbage_collect(sc.cut_off, GcOptions::default(), None)

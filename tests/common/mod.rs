@@ -154,3 +154,13 @@ pub async fn read_error(store: &std::sync::Arc<dyn floe::zarr::Store>, path: &st
         .unwrap_err()
         .to_string()
 }
+
+/// The snapshot ids of `tip`'s history, newest first.
+pub async fn history(repo: &floe::Repository, tip: floe::SnapshotId) -> Vec<floe::SnapshotId> {
+    repo.ancestry(tip)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|i| i.id)
+        .collect()
+}
