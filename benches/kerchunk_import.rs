@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use floe::format::NodePath;
+use floe::ops::import_kerchunk;
 use floe::storage::LocalStorage;
-use floe::virtual_refs::import_kerchunk;
 use floe::Repository;
 
 /// Chunks per side: SIDE x SIDE chunk refs.
@@ -74,7 +74,7 @@ fn import_million(c: &mut Criterion) {
                         .await
                         .unwrap();
                 let s = repo.writable_session("main").await.unwrap();
-                let summary = import_kerchunk(&s, &refs, &NodePath::root(), None)
+                let summary = import_kerchunk(&repo, &s, &refs, &NodePath::root(), None)
                     .await
                     .unwrap();
                 assert_eq!(summary.virtual_chunks, SIDE * SIDE);

@@ -19,6 +19,7 @@ use crate::format::keys;
 use crate::format::snapshot::Snapshot;
 use crate::format::SnapshotId;
 use crate::refs;
+use crate::session::context::SessionContext;
 use crate::session::{Diff, Session};
 use crate::storage::{ObjectVersion, S3Options, Storage, StorageError, WriteOutcome};
 use crate::virtual_refs::{VirtualAccess, VirtualChunkResolver};
@@ -88,7 +89,7 @@ struct ConfigState {
 #[derive(Debug)]
 struct Inner {
     storage: Arc<dyn Storage>,
-    assets: AssetManager,
+    assets: Arc<AssetManager>,
     options: OpenOptions,
     config: RwLock<ConfigState>,
 }
@@ -113,7 +114,7 @@ impl Repository {
         ));
         Ok(Repository {
             inner: Arc::new(Inner {
-                assets: AssetManager::new(Arc::clone(&storage)),
+                assets: Arc::new(AssetManager::new(Arc::clone(&storage))),
                 storage,
                 options,
                 config: RwLock::new(ConfigState {
@@ -549,7 +550,7 @@ impl Repository {
     pub async fn readonly_session(&self, selector: &VersionSelector) -> Result<Session> {
         let id = self.resolve(selector).await?;
         let snap = self.inner.assets.fetch_snapshot(&id).await?;
-        Ok(Session::new(self.clone(), snap, None))
+        Ok(Session::read_only(self.session_context(), snap))
     }
 
     /// A writable session on the tip of `branch`.
@@ -559,7 +560,35 @@ impl Repository {
     pub async fn writable_session(&self, branch: &str) -> Result<Session> {
         let id = self.lookup_branch(branch).await?;
         let snap = self.inner.assets.fetch_snapshot(&id).await?;
-        Ok(Session::new(self.clone(), snap, Some(branch.to_string())))
+        Ok(Session::on_branch(
+            self.session_context(),
+            snap,
+            branch.to_string(),
+        ))
+    }
+
+    /// The fork serialized in `bytes` by [`Session::to_fork_bytes`], on this
+    /// repository: how a worker resumes a fork sent to it, with storage and
+    /// credentials from its own environment.
+    ///
+    /// # Errors
+    /// [`Error::InvalidFork`] for bytes that are not a fork of this version;
+    /// [`Error::SnapshotNotFound`] when the fork's base snapshot is not in this
+    /// repository; storage and format errors.
+    pub async fn fork_from_bytes(&self, bytes: &[u8]) -> Result<Session> {
+        Session::from_fork_bytes(self.session_context(), bytes).await
+    }
+
+    /// What a new session uses of this repository: its storage, caches, current
+    /// configuration and virtual chunk resolver.
+    fn session_context(&self) -> Arc<SessionContext> {
+        let state = self.config_state();
+        Arc::new(SessionContext::new(
+            Arc::clone(&self.inner.storage),
+            Arc::clone(&self.inner.assets),
+            state.config.clone(),
+            Arc::clone(&state.resolver),
+        ))
     }
 
     /// What changed from snapshot `from` to snapshot `to`. When `from` is an ancestor

@@ -45,10 +45,7 @@ fn chunk_value(worker: usize, seq: usize) -> Bytes {
 async fn commit_worker(url: &str, worker: usize, go: &Path) -> i32 {
     let repo = Repository::open(storage(url)).await.expect("open");
     wait_for(go);
-    let opts = CommitOptions {
-        max_attempts: 10_000,
-        ..Default::default()
-    };
+    let opts = CommitOptions::default().max_attempts(10_000);
     for seq in 0..COMMITS_PER_PROCESS {
         let s = repo.writable_session("main").await.expect("session");
         let index = (worker * COMMITS_PER_PROCESS + seq) as u32;

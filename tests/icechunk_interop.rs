@@ -805,9 +805,15 @@ async fn build_floe_repo(root: &Path) -> FloeRepo {
     }});
     let refs_path = root.join("refs.json");
     std::fs::write(&refs_path, refs.to_string()).unwrap();
-    floe::virtual_refs::import_kerchunk(&s, &refs_path, &NodePath::new("/imported").unwrap(), None)
-        .await
-        .unwrap();
+    floe::ops::import_kerchunk(
+        &repo,
+        &s,
+        &refs_path,
+        &NodePath::new("/imported").unwrap(),
+        None,
+    )
+    .await
+    .unwrap();
     let mut meta = BTreeMap::new();
     for (k, v) in [
         ("author", json!("floe")),

@@ -8,8 +8,9 @@ use std::sync::Arc;
 
 use base64::Engine;
 use common::p;
+use floe::ops::import_kerchunk;
 use floe::storage::LocalStorage;
-use floe::virtual_refs::{import_kerchunk, VirtualAccess};
+use floe::virtual_refs::VirtualAccess;
 use floe::zarr::{Array, ArraySubset, Store};
 use floe::{Error, OpenOptions, Repository, VersionSelector};
 use serde_json::json;
@@ -122,7 +123,9 @@ async fn import(f: &Fixture, dest: &str) -> Repository {
     let storage = Arc::new(LocalStorage::new(&f.dir.path().join("repo")).unwrap());
     let repo = Repository::create(storage, None).await.unwrap();
     let s = repo.writable_session("main").await.unwrap();
-    let summary = import_kerchunk(&s, &f.refs, &p(dest), None).await.unwrap();
+    let summary = import_kerchunk(&repo, &s, &f.refs, &p(dest), None)
+        .await
+        .unwrap();
     assert_eq!(summary.arrays, 3);
     assert_eq!(summary.virtual_chunks, 4);
     assert_eq!(summary.inline_chunks, 1);
@@ -238,7 +241,7 @@ async fn missing_sources_are_import_errors() {
     let storage = Arc::new(LocalStorage::new(&f.dir.path().join("repo")).unwrap());
     let repo = Repository::create(storage, None).await.unwrap();
     let s = repo.writable_session("main").await.unwrap();
-    let err = import_kerchunk(&s, &f.refs, &p("/"), None)
+    let err = import_kerchunk(&repo, &s, &f.refs, &p("/"), None)
         .await
         .unwrap_err();
     assert!(matches!(err, Error::VirtualChunk { .. }), "{err}");
@@ -271,7 +274,7 @@ async fn large_generated_reference_sets_import_with_progress() {
     let s = repo.writable_session("main").await.unwrap();
     let seen = std::sync::Mutex::new(Vec::new());
     let progress = |done: u64, total: u64| seen.lock().unwrap().push((done, total));
-    let summary = import_kerchunk(&s, &refs, &p("/"), Some(&progress))
+    let summary = import_kerchunk(&repo, &s, &refs, &p("/"), Some(&progress))
         .await
         .unwrap();
     assert_eq!(summary.virtual_chunks, 50_000);
@@ -381,7 +384,7 @@ async fn http_sources_import_and_read_by_range() {
         .await
         .unwrap();
     let s = repo.writable_session("main").await.unwrap();
-    let summary = import_kerchunk(&s, &refs_path, &p("/"), None)
+    let summary = import_kerchunk(&repo, &s, &refs_path, &p("/"), None)
         .await
         .unwrap();
     assert_eq!(summary.virtual_chunks, 4);

@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use base64::Engine;
 use common::p;
+use floe::ops::import_kerchunk;
 use floe::storage::LocalStorage;
-use floe::virtual_refs::import_kerchunk;
 use floe::zarr::{Array, ArraySubset, Store};
 use floe::Repository;
 use serde_json::Value;
@@ -46,12 +46,14 @@ fn make_fixture(dir: &Path, url_prefix: Option<&str>) -> Option<BTreeMap<String,
 async fn import_refs(
     repo_dir: &Path,
     refs: &Path,
-) -> (Repository, floe::Session, floe::virtual_refs::ImportSummary) {
+) -> (Repository, floe::Session, floe::ops::KerchunkImportSummary) {
     let repo = Repository::create(Arc::new(LocalStorage::new(repo_dir).unwrap()), None)
         .await
         .unwrap();
     let s = repo.writable_session("main").await.unwrap();
-    let summary = import_kerchunk(&s, refs, &p("/"), None).await.unwrap();
+    let summary = import_kerchunk(&repo, &s, refs, &p("/"), None)
+        .await
+        .unwrap();
     assert_eq!(summary.arrays, 8);
     (repo, s, summary)
 }

@@ -205,10 +205,7 @@ async fn empty_commits_are_refused_unless_allowed() {
         s.commit("nothing").await,
         Err(Error::NoChangesToCommit)
     ));
-    let opts = CommitOptions {
-        allow_empty: true,
-        ..Default::default()
-    };
+    let opts = CommitOptions::default().allow_empty(true);
     let id = s.commit_with("empty", BTreeMap::new(), opts).await.unwrap();
     assert_eq!(repo.lookup_branch("main").await.unwrap(), id);
 }
@@ -497,6 +494,7 @@ async fn disjoint_changes_rebase_and_overlapping_changes_conflict() {
         c.conflicts,
         vec![Conflict::ChunksChangedByBoth {
             path: p("/a"),
+            node: s4.get_node(&p("/a")).unwrap().id,
             chunks: vec![vec![2]]
         }]
     );
@@ -545,10 +543,7 @@ async fn disjoint_changes_rebase_and_overlapping_changes_conflict() {
     s10.add_group(&p("/g10"), group_json(serde_json::json!({})))
         .unwrap();
     s9.commit("g9").await.unwrap();
-    let no_rebase = CommitOptions {
-        rebase: false,
-        ..Default::default()
-    };
+    let no_rebase = CommitOptions::default().rebase(false);
     assert!(matches!(
         s10.commit_with("g10", BTreeMap::new(), no_rebase).await,
         Err(Error::Conflict(_))

@@ -13,6 +13,7 @@ use super::{plain_store, progress, CliError, CliResult};
 use crate::error::Error;
 use crate::format::NodePath;
 use crate::ops::OpsError;
+use crate::repository::Repository;
 use crate::session::Session;
 
 impl ImportTarget {
@@ -21,8 +22,13 @@ impl ImportTarget {
     }
 
     async fn session(&self) -> CliResult<Session> {
+        Ok(self.open().await?.1)
+    }
+
+    async fn open(&self) -> CliResult<(Repository, Session)> {
         let repo = open_repo(&self.repo, &[]).await?;
-        Ok(repo.writable_session(&self.branch).await?)
+        let session = repo.writable_session(&self.branch).await?;
+        Ok((repo, session))
     }
 }
 
@@ -90,11 +96,12 @@ pub(super) async fn import_kerchunk(
         )));
     }
     let dest = target.dest()?;
-    let session = target.session().await?;
+    let (repo, session) = target.open().await?;
     let bar = progress::bar(0, "references");
     let report = progress::follow(&bar);
     let summary =
-        crate::ops::import_kerchunk_with(&session, refs, &dest, Some(&report), limits).await?;
+        crate::ops::import_kerchunk_with(&repo, &session, refs, &dest, Some(&report), limits)
+            .await?;
     bar.finish_and_clear();
     let id = session.commit(&target.message).await?;
     writeln!(

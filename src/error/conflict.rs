@@ -4,7 +4,8 @@
 
 use std::fmt;
 
-use crate::format::{ChunkIndices, NodePath, SnapshotId};
+use crate::format::snapshot::NodeKind;
+use crate::format::{ChunkIndices, NodeId, NodePath, SnapshotId};
 
 /// One reason a change set cannot be re-applied on a branch tip.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -20,10 +21,14 @@ pub enum Conflict {
         /// The path.
         path: NodePath,
     },
-    /// Both sides wrote or deleted these chunks of this array.
+    /// Both sides wrote or deleted these chunks of this array. A
+    /// [`BasicConflictSolver`](crate::session::BasicConflictSolver) can resolve it by
+    /// keeping either side's chunks.
     ChunksChangedByBoth {
         /// The array.
         path: NodePath,
+        /// The array's node id.
+        node: NodeId,
         /// The chunk indices written by both, sorted.
         chunks: Vec<ChunkIndices>,
     },
@@ -38,10 +43,16 @@ pub enum Conflict {
         /// The path.
         path: NodePath,
     },
-    /// This session deleted a node the other side changed.
+    /// This session deleted a node the other side changed (its metadata, or for an
+    /// array its chunks). A [`BasicConflictSolver`](crate::session::BasicConflictSolver)
+    /// can resolve it by deleting the node anyway.
     DeletedNodeWasChanged {
         /// The path.
         path: NodePath,
+        /// The node's id.
+        node: NodeId,
+        /// Group or array.
+        kind: NodeKind,
     },
     /// The session's base snapshot is no longer an ancestor of the branch tip (the
     /// branch was reset).
@@ -60,7 +71,7 @@ impl fmt::Display for Conflict {
             Conflict::NodeMetadataChangedByBoth { path } => {
                 write!(f, "{path}: both sides changed the node's metadata")
             }
-            Conflict::ChunksChangedByBoth { path, chunks } => {
+            Conflict::ChunksChangedByBoth { path, chunks, .. } => {
                 write!(f, "{path}: both sides changed chunks {chunks:?}")
             }
             Conflict::ChunksWrittenWhileArrayChanged { path } => write!(
@@ -70,8 +81,11 @@ impl fmt::Display for Conflict {
             Conflict::ChangedNodeWasDeleted { path } => {
                 write!(f, "{path}: changed here but deleted by the other commit")
             }
-            Conflict::DeletedNodeWasChanged { path } => {
-                write!(f, "{path}: deleted here but changed by the other commit")
+            Conflict::DeletedNodeWasChanged { path, kind, .. } => {
+                write!(
+                    f,
+                    "{path}: {kind} deleted here but changed by the other commit"
+                )
             }
             Conflict::BaseNotAncestor { base } => write!(
                 f,
@@ -112,3 +126,12 @@ impl fmt::Display for ConflictError {
 }
 
 impl std::error::Error for ConflictError {}
+
+/// `c1; c2; ...` for error messages.
+pub(super) fn list(conflicts: &[Conflict]) -> String {
+    conflicts
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}

@@ -128,6 +128,39 @@ pub enum Error {
     /// Commit conflicts that a rebase cannot resolve.
     #[error(transparent)]
     Conflict(#[from] Box<ConflictError>),
+    /// Forks whose changes overlap each other or the changes the session made since
+    /// they were forked: nothing was merged.
+    #[error("cannot merge: {}", conflict::list(conflicts))]
+    MergeConflict {
+        /// Every conflict found, over all the forks given.
+        conflicts: Vec<Conflict>,
+    },
+    /// The fork's changes were already merged into this session.
+    #[error("fork {fork} was already merged into this session")]
+    ForkAlreadyMerged {
+        /// The fork's change id (hex).
+        fork: String,
+    },
+    /// Only a fork can be serialized or merged: a session on a branch holds the right
+    /// to commit to it and does not travel; call `Session::fork` and send the fork.
+    #[error(
+        "only a fork session can be serialized or merged; call Session::fork() and send the fork"
+    )]
+    NotAFork,
+    /// A fork cannot commit: merge it into the session it was forked from, which
+    /// commits.
+    #[error("a fork cannot commit; merge it into the session it came from and commit there")]
+    ForkCannotCommit,
+    /// Serialized fork bytes that cannot be read (corrupt, truncated, another version,
+    /// or chunk indices outside their arrays).
+    #[error("invalid fork: {reason}")]
+    InvalidFork {
+        /// What is wrong.
+        reason: String,
+    },
+    /// The branch tip is the initial snapshot, which has no parent to amend onto.
+    #[error("the first commit of a repository cannot be amended; make a new commit")]
+    NoAmendForInitialCommit,
     /// The node does not exist.
     #[error("node `{path}` not found")]
     NodeNotFound {

@@ -76,6 +76,24 @@ pub struct ArrayData {
     pub manifests: Vec<ManifestRef>,
 }
 
+/// The two kinds of node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum NodeKind {
+    /// A group.
+    Group,
+    /// An array.
+    Array,
+}
+
+impl std::fmt::Display for NodeKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            NodeKind::Group => "group",
+            NodeKind::Array => "array",
+        })
+    }
+}
+
 /// Whether a node is a group or an array.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NodeData {
@@ -110,6 +128,14 @@ impl NodeSnapshot {
     /// Whether this node is a group.
     pub fn is_group(&self) -> bool {
         matches!(self.node_data, NodeData::Group)
+    }
+
+    /// Group or array.
+    pub fn kind(&self) -> NodeKind {
+        match self.node_data {
+            NodeData::Group => NodeKind::Group,
+            NodeData::Array(_) => NodeKind::Array,
+        }
     }
 }
 

@@ -49,6 +49,51 @@ impl TransactionLog {
         }
     }
 
+    /// This log followed by `later`, as one log: what an amended commit records (the
+    /// changes of the commit it replaces plus the new ones). A node created here and
+    /// deleted in `later` appears in neither list; a node deleted in `later` keeps no
+    /// metadata or chunk updates.
+    pub fn then(&self, later: &TransactionLog, id: SnapshotId) -> TransactionLog {
+        let mut out = self.clone();
+        out.id = id;
+        let gone: BTreeSet<NodeId> = later
+            .deleted_groups
+            .iter()
+            .chain(&later.deleted_arrays)
+            .copied()
+            .collect();
+        for id in &gone {
+            out.updated_groups.remove(id);
+            out.updated_arrays.remove(id);
+            out.updated_chunks.remove(id);
+        }
+        let mut deleted_groups = later.deleted_groups.clone();
+        let mut deleted_arrays = later.deleted_arrays.clone();
+        for (created, deleted) in [
+            (&mut out.new_groups, &mut deleted_groups),
+            (&mut out.new_arrays, &mut deleted_arrays),
+        ] {
+            let both: Vec<NodeId> = created.intersection(deleted).copied().collect();
+            for id in &both {
+                created.remove(id);
+                deleted.remove(id);
+            }
+        }
+        out.deleted_groups.extend(deleted_groups);
+        out.deleted_arrays.extend(deleted_arrays);
+        out.new_groups.extend(&later.new_groups);
+        out.new_arrays.extend(&later.new_arrays);
+        out.updated_groups.extend(&later.updated_groups);
+        out.updated_arrays.extend(&later.updated_arrays);
+        for (node, chunks) in &later.updated_chunks {
+            out.updated_chunks
+                .entry(*node)
+                .or_default()
+                .extend(chunks.iter().cloned());
+        }
+        out
+    }
+
     /// Whether the log records no change at all.
     pub fn is_empty(&self) -> bool {
         self.new_groups.is_empty()

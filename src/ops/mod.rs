@@ -7,13 +7,14 @@
 //! and the caller commits, so an import can be combined with other changes into one
 //! snapshot.
 
+mod kerchunk_import;
 mod zarr_export;
 mod zarr_import;
 
-pub use crate::virtual_refs::import::{
+pub use crate::virtual_refs::kerchunk::KerchunkLimits;
+pub use kerchunk_import::{
     import_kerchunk, import_kerchunk_with, ImportSummary as KerchunkImportSummary,
 };
-pub use crate::virtual_refs::kerchunk::KerchunkLimits;
 pub use zarr_export::{export_zarr, ExportSummary};
 pub use zarr_import::{import_zarr, ZarrImportSummary};
 

@@ -17,6 +17,7 @@ use crate::format::manifest::{ChunkPayload, Manifest};
 use crate::format::snapshot::{
     now_micros, DimensionShape, ManifestFileInfo, ManifestRef, NodeData, NodeSnapshot, Snapshot,
 };
+use crate::format::transaction_log::TransactionLog;
 use crate::format::{ManifestId, NodeId, NodePath, SnapshotId};
 use crate::refs;
 use crate::storage::{ObjectVersion, Storage};
@@ -37,7 +38,7 @@ pub fn index_in_bounds(shape: &[DimensionShape], index: &[u32]) -> bool {
 }
 
 /// The node tree of `base` with `changes` applied (manifests not yet updated).
-pub fn apply_node_changes(
+pub(crate) fn apply_node_changes(
     base: &Snapshot,
     changes: &ChangeSet,
 ) -> BTreeMap<NodePath, NodeSnapshot> {
@@ -58,7 +59,7 @@ pub fn apply_node_changes(
 /// # Errors
 /// Storage and format errors fetching them; [`crate::format::FormatError::InvalidData`]
 /// when a manifest holds chunk indices of another rank than the array's.
-pub async fn committed_manifests(
+pub(crate) async fn committed_manifests(
     assets: &AssetManager,
     base: &Snapshot,
     node: &NodeSnapshot,
@@ -81,7 +82,7 @@ pub async fn committed_manifests(
 /// The refs of array `node` after `changes`: the committed refs of `manifests`
 /// (merged in index order) overlaid with the change set's writes and deletions,
 /// sorted by chunk index, without copying any of them.
-pub fn merged_refs<'a>(
+pub(crate) fn merged_refs<'a>(
     manifests: &'a [Arc<Manifest>],
     changes: &'a ChangeSet,
     node: &NodeId,
@@ -102,6 +103,17 @@ pub fn merged_refs<'a>(
         })
 }
 
+/// Where a new snapshot goes in the history.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum CommitMethod<'a> {
+    /// A child of the base snapshot.
+    NewCommit,
+    /// A replacement of the base snapshot (the branch tip), given with its transaction
+    /// log: the new snapshot's parent is the base's parent, and its transaction log
+    /// records the base's changes followed by the new ones.
+    Amend(&'a TransactionLog),
+}
+
 /// Builds and writes the new snapshot `new_id` for `changes` on top of `base`: writes
 /// one new manifest per array whose chunks changed (or whose shape shrank), reuses
 /// every other manifest as it is, then writes the transaction log and the snapshot.
@@ -109,13 +121,14 @@ pub fn merged_refs<'a>(
 ///
 /// # Errors
 /// Storage and format errors.
-pub async fn flush(
+pub(crate) async fn flush(
     assets: &AssetManager,
     base: &Snapshot,
     changes: &Arc<ChangeSet>,
     new_id: SnapshotId,
     message: &str,
     metadata: BTreeMap<String, serde_json::Value>,
+    method: CommitMethod<'_>,
 ) -> Result<Arc<Snapshot>> {
     let mut nodes = apply_node_changes(base, changes);
 
@@ -198,25 +211,30 @@ pub async fn flush(
     }
     manifest_files.sort_by_key(|i| i.id);
 
+    let (parent_id, log) = match method {
+        CommitMethod::NewCommit => (Some(base.id), changes.transaction_log(new_id)),
+        CommitMethod::Amend(previous) => (
+            base.parent_id,
+            previous.then(&changes.transaction_log(new_id), new_id),
+        ),
+    };
     let snapshot = Arc::new(Snapshot {
         id: new_id,
-        parent_id: Some(base.id),
+        parent_id,
         flushed_at: now_micros().max(base.flushed_at + 1),
         message: message.to_string(),
         metadata,
         manifest_files,
         nodes,
     });
-    assets
-        .write_transaction_log(Arc::new(changes.transaction_log(new_id)))
-        .await?;
+    assets.write_transaction_log(Arc::new(log)).await?;
     assets.write_snapshot(Arc::clone(&snapshot)).await?;
     Ok(snapshot)
 }
 
 /// The outcome of trying to move a branch at the commit point.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum RefUpdate {
+pub(crate) enum RefUpdate {
     /// The branch now points at the new snapshot.
     Moved,
     /// Another writer moved the branch first; nothing was changed.
@@ -229,7 +247,7 @@ pub enum RefUpdate {
 ///
 /// # Errors
 /// Storage errors.
-pub async fn commit_point(
+pub(crate) async fn commit_point(
     storage: &dyn Storage,
     branch: &str,
     new: SnapshotId,

@@ -1,179 +1,175 @@
-//! Conflict detection and rebase.
+//! Conflict detection: which changes of a change set ("ours") overlap changes made
+//! elsewhere ("theirs") since both started from the same snapshot.
 //!
-//! When a commit finds its branch moved, the session's change set is checked against
-//! the transaction log of every commit between the session's base snapshot and the
-//! branch tip (oldest first). Changes are disjoint when the two sides wrote different
-//! chunks and touched no node in common otherwise; then the change set is re-applied
-//! on the tip. Anything else is a [`Conflict`], reported with the paths and chunk
-//! indices involved and the id of the winning snapshot.
+//! The same rules serve a rebase (theirs: the commits that landed on the branch,
+//! read from their transaction logs) and a merge of forks (theirs: what the session
+//! and the forks merged before changed since the fork was made). Two sides conflict
+//! when they changed the same chunk, the same node's metadata, or when one changed a
+//! node the other deleted; see [`Conflict`] for every case. Where Icechunk's
+//! `ConflictDetector` defines a case floe does the same, with two stricter rules:
+//! metadata changed here while chunks were written there is a conflict (a shrink
+//! could silently drop their chunks), and a node created at a path the other side
+//! also created is one unless both created the same group.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::collections::{BTreeSet, HashMap};
 
-use crate::assets::{AssetManager, ParentWalk};
 pub use crate::error::{Conflict, ConflictError};
-use crate::error::{Error, Result};
-use crate::format::snapshot::Snapshot;
-use crate::format::{ChunkIndices, NodeId, NodePath, SnapshotId};
+use crate::format::snapshot::{NodeKind, NodeSnapshot};
+use crate::format::{ChunkIndices, NodeId, NodePath};
 
 use super::change_set::{ChangeSet, NewNode};
 
-/// Snapshot ids from `tip` back to (excluding) `base`, oldest first; `None` when
-/// `base` is not an ancestor of `tip`.
-async fn commits_since(
-    assets: &AssetManager,
-    base: SnapshotId,
-    tip: SnapshotId,
-) -> Result<Option<Vec<SnapshotId>>> {
-    let mut out = Vec::new();
-    let mut walk = ParentWalk::new(assets, tip);
-    while let Some(snap) = walk.next().await? {
-        if snap.id == base {
-            out.reverse();
-            return Ok(Some(out));
-        }
-        out.push(snap.id);
-    }
-    Ok(None)
+/// What the other side did, asked node by node.
+pub(crate) trait TheirChanges {
+    /// Whether they changed node `id`'s metadata (`zarr.json`).
+    fn changed_metadata(&self, id: &NodeId) -> bool;
+    /// Whether node `id` no longer exists on their side.
+    fn deleted(&self, id: &NodeId) -> bool;
+    /// Whether they wrote or deleted chunk `index` of array `id`.
+    fn changed_chunk(&self, id: &NodeId, index: &[u32]) -> bool;
+    /// Whether they wrote or deleted any chunk of array `id`.
+    fn changed_any_chunk(&self, id: &NodeId) -> bool;
 }
 
-/// The result of a successful rebase check.
-#[derive(Clone, Debug)]
-pub struct Rebased {
-    /// The branch tip the changes now apply to.
-    pub tip: Arc<Snapshot>,
-    /// The changes to apply: those given, less new groups the other side created
-    /// identically (same path, same `zarr.json`), which are merged rather than
-    /// reported as conflicts.
-    pub changes: Arc<ChangeSet>,
+/// Either side's changes count (e.g. commits on the branch, then the session's own).
+pub(crate) struct Either<'a>(
+    pub(crate) &'a dyn TheirChanges,
+    pub(crate) &'a dyn TheirChanges,
+);
+
+impl TheirChanges for Either<'_> {
+    fn changed_metadata(&self, id: &NodeId) -> bool {
+        self.0.changed_metadata(id) || self.1.changed_metadata(id)
+    }
+    fn deleted(&self, id: &NodeId) -> bool {
+        self.0.deleted(id) || self.1.deleted(id)
+    }
+    fn changed_chunk(&self, id: &NodeId, index: &[u32]) -> bool {
+        self.0.changed_chunk(id, index) || self.1.changed_chunk(id, index)
+    }
+    fn changed_any_chunk(&self, id: &NodeId) -> bool {
+        self.0.changed_any_chunk(id) || self.1.changed_any_chunk(id)
+    }
 }
 
-/// Checks whether `changes` (made on top of `base`) can be re-applied on top of `tip`.
-///
-/// # Errors
-/// [`Error::Conflict`] listing every conflict; storage and format errors.
-pub async fn rebase_check(
-    assets: &AssetManager,
-    branch: &str,
-    base: &Snapshot,
-    changes: &Arc<ChangeSet>,
-    tip: SnapshotId,
-) -> Result<Rebased> {
-    let conflict = |conflicts| {
-        Error::Conflict(Box::new(ConflictError {
-            branch: branch.to_string(),
-            base: base.id,
-            winning_snapshot: tip,
-            conflicts,
-        }))
-    };
-    let Some(commits) = commits_since(assets, base.id, tip).await? else {
-        return Err(conflict(vec![Conflict::BaseNotAncestor { base: base.id }]));
-    };
-    let tip_snapshot = assets.fetch_snapshot(&tip).await?;
+/// The tree on their side, for checks by path.
+pub(crate) struct TheirTree<'a> {
+    /// Their nodes by path.
+    pub(crate) nodes: &'a std::collections::BTreeMap<NodePath, NodeSnapshot>,
+}
 
-    // What the other side did, merged over all its commits.
-    let mut their_meta: BTreeSet<NodeId> = BTreeSet::new();
-    let mut their_deleted: BTreeSet<NodeId> = BTreeSet::new();
-    let mut their_chunks: BTreeMap<NodeId, BTreeSet<ChunkIndices>> = BTreeMap::new();
-    for id in &commits {
-        let log = assets.fetch_transaction_log(id).await?;
-        their_meta.extend(log.updated_arrays.iter().chain(&log.updated_groups));
-        their_deleted.extend(log.deleted_arrays.iter().chain(&log.deleted_groups));
-        for (node, chunks) in &log.updated_chunks {
-            their_chunks
-                .entry(*node)
-                .or_default()
-                .extend(chunks.iter().cloned());
-        }
-    }
-    let tip_ids: BTreeSet<NodeId> = tip_snapshot.nodes.values().map(|n| n.id).collect();
-    let base_paths: std::collections::HashMap<NodeId, &NodePath> =
-        base.nodes.values().map(|n| (n.id, &n.path)).collect();
-    let path_of = |id: &NodeId| -> NodePath {
-        base_paths
-            .get(id)
-            .map_or_else(NodePath::root, |p| (*p).clone())
-    };
-    let their_touch = |id: &NodeId| their_meta.contains(id) || their_chunks.contains_key(id);
+/// The outcome of [`detect`].
+#[derive(Debug, Default)]
+pub(crate) struct Detected {
+    /// Every conflict, in a stable order (new nodes, metadata, chunks, deletions).
+    pub(crate) conflicts: Vec<Conflict>,
+    /// New groups both sides created identically: ours is dropped, theirs kept.
+    pub(crate) same_new_groups: Vec<NodePath>,
+}
 
-    let mut conflicts = Vec::new();
-    let mut merged_groups = Vec::new();
-    for (path, (_, new)) in changes.new_nodes() {
-        match (tip_snapshot.nodes.get(path), new) {
-            // Both sides created the same group: keep theirs.
-            (Some(existing), NewNode::Group(ud))
-                if existing.is_group() && existing.user_data == *ud =>
-            {
-                merged_groups.push(path.clone());
+/// Finds every conflict between `ours` and `theirs`; `path_of` names committed nodes.
+pub(crate) fn detect(
+    ours: &ChangeSet,
+    theirs: &dyn TheirChanges,
+    their_tree: &TheirTree<'_>,
+    path_of: &dyn Fn(&NodeId) -> NodePath,
+) -> Detected {
+    let mut out = Detected::default();
+    let deleted_paths: BTreeSet<&NodePath> = ours.deleted_nodes().map(|(_, p, _)| p).collect();
+    for (path, (_, new)) in ours.new_nodes() {
+        // A node deleted and created again at the same path is judged by its deletion.
+        let existing = their_tree
+            .nodes
+            .get(path)
+            .filter(|_| !deleted_paths.contains(path));
+        match (existing, new) {
+            (Some(e), NewNode::Group(ud)) if e.is_group() && e.user_data == *ud => {
+                out.same_new_groups.push(path.clone());
             }
-            (Some(_), _) => conflicts.push(Conflict::NewNodeAtExistingPath { path: path.clone() }),
+            (Some(_), _) => out
+                .conflicts
+                .push(Conflict::NewNodeAtExistingPath { path: path.clone() }),
             (None, _) => {
                 let under_array = path
                     .parent()
-                    .and_then(|p| tip_snapshot.nodes.get(&p))
+                    .and_then(|p| their_tree.nodes.get(&p))
                     .is_some_and(|p| !p.is_group());
                 if under_array {
-                    conflicts.push(Conflict::NewNodeAtExistingPath { path: path.clone() });
+                    out.conflicts
+                        .push(Conflict::NewNodeAtExistingPath { path: path.clone() });
                 }
             }
         }
     }
-    let mut ours_meta: BTreeSet<NodeId> = changes.updated_group_ids().copied().collect();
-    ours_meta.extend(changes.updated_array_ids().copied());
+    let mut ours_meta: BTreeSet<NodeId> = ours.updated_group_ids().copied().collect();
+    ours_meta.extend(ours.updated_array_ids().copied());
     for id in &ours_meta {
         let path = path_of(id);
-        if their_deleted.contains(id) || !tip_ids.contains(id) {
-            conflicts.push(Conflict::ChangedNodeWasDeleted { path });
-        } else if their_meta.contains(id) {
-            conflicts.push(Conflict::NodeMetadataChangedByBoth { path });
-        } else if their_chunks.contains_key(id) {
-            conflicts.push(Conflict::ChunksWrittenWhileArrayChanged { path });
+        if theirs.deleted(id) {
+            out.conflicts.push(Conflict::ChangedNodeWasDeleted { path });
+        } else if theirs.changed_metadata(id) {
+            out.conflicts
+                .push(Conflict::NodeMetadataChangedByBoth { path });
+        } else if theirs.changed_any_chunk(id) {
+            out.conflicts
+                .push(Conflict::ChunksWrittenWhileArrayChanged { path });
         }
     }
-    for id in changes.arrays_with_chunk_changes() {
-        if changes.is_new(id) || ours_meta.contains(id) {
+    for id in ours.arrays_with_chunk_changes() {
+        if ours.is_new(id) || ours_meta.contains(id) {
             continue;
         }
         let path = path_of(id);
-        if their_deleted.contains(id) || !tip_ids.contains(id) {
-            conflicts.push(Conflict::ChangedNodeWasDeleted { path });
+        if theirs.deleted(id) {
+            out.conflicts.push(Conflict::ChangedNodeWasDeleted { path });
             continue;
         }
-        if their_meta.contains(id) {
-            conflicts.push(Conflict::ChunksWrittenWhileArrayChanged { path });
+        if theirs.changed_metadata(id) {
+            out.conflicts
+                .push(Conflict::ChunksWrittenWhileArrayChanged { path });
             continue;
         }
-        if let (Some(theirs), Some(ours)) = (their_chunks.get(id), changes.array_chunks(id)) {
-            let both: Vec<ChunkIndices> = ours
-                .keys()
-                .filter(|k| theirs.contains(*k))
-                .cloned()
-                .collect();
-            if !both.is_empty() {
-                conflicts.push(Conflict::ChunksChangedByBoth { path, chunks: both });
-            }
+        let both: Vec<ChunkIndices> = ours
+            .array_chunks(id)
+            .into_iter()
+            .flat_map(|m| m.keys())
+            .filter(|k| theirs.changed_chunk(id, k))
+            .cloned()
+            .collect();
+        if !both.is_empty() {
+            out.conflicts.push(Conflict::ChunksChangedByBoth {
+                path,
+                node: *id,
+                chunks: both,
+            });
         }
     }
-    for (id, path, _) in changes.deleted_nodes() {
-        if their_deleted.contains(id) || !tip_ids.contains(id) || their_touch(id) {
-            conflicts.push(Conflict::DeletedNodeWasChanged { path: path.clone() });
+    for (id, path, is_group) in ours.deleted_nodes() {
+        // Deleted on both sides is no conflict (as in Icechunk).
+        if theirs.deleted(id) {
+            continue;
+        }
+        let kind = if is_group {
+            NodeKind::Group
+        } else {
+            NodeKind::Array
+        };
+        let changed = theirs.changed_metadata(id)
+            || (kind == NodeKind::Array && theirs.changed_any_chunk(id));
+        if changed {
+            out.conflicts.push(Conflict::DeletedNodeWasChanged {
+                path: path.clone(),
+                node: *id,
+                kind,
+            });
         }
     }
-    if !conflicts.is_empty() {
-        return Err(conflict(conflicts));
-    }
-    let changes = if merged_groups.is_empty() {
-        Arc::clone(changes)
-    } else {
-        let mut c = ChangeSet::clone(changes);
-        for path in &merged_groups {
-            c.forget_new_node(path);
-        }
-        Arc::new(c)
-    };
-    Ok(Rebased {
-        tip: tip_snapshot,
-        changes,
-    })
+    out
+}
+
+/// Paths of committed nodes by id, for naming them in conflicts.
+pub(crate) fn paths_by_id<'a>(
+    nodes: impl IntoIterator<Item = &'a NodeSnapshot>,
+) -> HashMap<NodeId, NodePath> {
+    nodes.into_iter().map(|n| (n.id, n.path.clone())).collect()
 }

@@ -6,10 +6,17 @@
 //! Spec: Icechunk specification, "Read from Repository" and "Write New Snapshot".
 
 pub mod change_set;
-pub mod commit;
+pub(crate) mod commit;
 pub mod conflict;
+pub(crate) mod context;
 pub mod diff;
+mod fork;
+#[cfg(feature = "testing")]
 pub mod manifest_split;
+#[cfg(not(feature = "testing"))]
+pub(crate) mod manifest_split;
+mod rebase;
+mod solver;
 pub mod store;
 
 use std::collections::BTreeMap;
@@ -20,27 +27,36 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::error::{Error, Result};
+use crate::format::config::RepositoryConfig;
 use crate::format::manifest::{ChunkPayload, NativeChunkRef};
 use crate::format::snapshot::{NodeSnapshot, Snapshot};
 use crate::format::{ChunkId, ChunkIndices, NodeId, NodePath, SnapshotId};
 use crate::refs;
-use crate::repository::Repository;
 use crate::storage::StorageError;
 
 pub use change_set::{ArrayDefinition, ChangeSet, NewNode};
 pub use commit::index_in_bounds;
 pub use conflict::{Conflict, ConflictError};
+use context::SessionContext;
 pub use diff::Diff;
+pub use fork::ForkId;
+pub use solver::{BasicConflictSolver, ConflictDetector, ConflictSolver, VersionSelection};
 pub use store::SessionStore;
 
-/// Options of [`Session::commit_with`].
+/// Options of [`Session::commit_with`]: whether and how a commit rebases when its
+/// branch moved (Icechunk's `rebase_with` / `rebase_tries`), and the back-off between
+/// attempts.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct CommitOptions {
     /// Allow a commit with no change (default `false`).
     pub allow_empty: bool,
-    /// Rebase onto the branch tip and retry when the branch moved and the changes are
-    /// disjoint (default `true`); when `false`, a moved branch is a conflict.
+    /// Rebase onto the branch tip and retry when the branch moved (default `true`);
+    /// when `false`, a moved branch is a conflict.
     pub rebase: bool,
+    /// What a rebase does with conflicts (default [`ConflictDetector`]: any conflict
+    /// fails the commit).
+    pub solver: Arc<dyn ConflictSolver>,
     /// Largest number of attempts at the commit point (default 100).
     pub max_attempts: u32,
     /// First retry delay; doubles each attempt up to `max_backoff`, with full jitter.
@@ -54,10 +70,44 @@ impl Default for CommitOptions {
         CommitOptions {
             allow_empty: false,
             rebase: true,
+            solver: Arc::new(ConflictDetector),
             max_attempts: 100,
             initial_backoff: Duration::from_millis(5),
             max_backoff: Duration::from_millis(500),
         }
+    }
+}
+
+impl CommitOptions {
+    /// These options allowing (`true`) or refusing empty commits.
+    pub fn allow_empty(mut self, yes: bool) -> Self {
+        self.allow_empty = yes;
+        self
+    }
+
+    /// These options rebasing (`true`) or failing when the branch moved.
+    pub fn rebase(mut self, yes: bool) -> Self {
+        self.rebase = yes;
+        self
+    }
+
+    /// These options rebasing with `solver`.
+    pub fn solver(mut self, solver: impl ConflictSolver + 'static) -> Self {
+        self.solver = Arc::new(solver);
+        self
+    }
+
+    /// These options with at most `n` attempts at the commit point (at least 1).
+    pub fn max_attempts(mut self, n: u32) -> Self {
+        self.max_attempts = n.max(1);
+        self
+    }
+
+    /// These options with back-off from `initial`, doubling up to `max`.
+    pub fn backoff(mut self, initial: Duration, max: Duration) -> Self {
+        self.initial_backoff = initial;
+        self.max_backoff = max;
+        self
     }
 }
 
@@ -74,6 +124,8 @@ struct State {
     /// commit that lands leaves exactly these (replayed on an empty change set over
     /// the new base), so writes made during a commit are never lost.
     replay: Option<Vec<Mutation>>,
+    /// Forks and merges (see `fork.rs`).
+    forks: fork::ForkState,
 }
 
 impl std::fmt::Debug for State {
@@ -93,17 +145,41 @@ impl State {
     where
         M: FnOnce(&mut ChangeSet) + Clone + Send + Sync + 'static,
     {
-        if let Some(replay) = &mut self.replay {
-            replay.push(Box::new(m.clone()));
-        }
+        self.record(m.clone());
         m(Arc::make_mut(&mut self.changes));
     }
+
+    /// Keeps `m` to replay after the commit in flight, if any; and, in a fork, marks
+    /// the fork as changed.
+    fn record<M>(&mut self, m: M)
+    where
+        M: FnOnce(&mut ChangeSet) + Send + Sync + 'static,
+    {
+        if let Some(replay) = &mut self.replay {
+            replay.push(Box::new(m));
+        }
+        self.forks.changed();
+    }
+}
+
+/// What a session may do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Mode {
+    /// Read only.
+    ReadOnly,
+    /// Write and commit to this branch.
+    Branch(String),
+    /// Write, then be merged into the session it was forked from; never commit.
+    Fork {
+        /// The forking session's base snapshot when the fork was made.
+        origin: SnapshotId,
+    },
 }
 
 #[derive(Debug)]
 struct Inner {
-    repo: Repository,
-    branch: Option<String>,
+    ctx: Arc<SessionContext>,
+    mode: Mode,
     state: RwLock<State>,
     /// Held by a commit from start to end, so commits of one session run one at a time.
     commit_lock: tokio::sync::Mutex<()>,
@@ -111,10 +187,11 @@ struct Inner {
 
 /// A session on a repository. Cheap to clone; clones share state.
 ///
-/// Writes are only allowed on sessions from [`Repository::writable_session`]. Many
-/// tasks may read and write chunks concurrently, also while one of them commits: a
-/// commit takes the changes made before it started, and the changes made while it
-/// was in flight stay in the session for the next commit.
+/// Writes are only allowed on sessions from
+/// [`Repository::writable_session`](crate::Repository::writable_session) and on their
+/// forks ([`Session::fork`]). Many tasks may read and write chunks concurrently, also
+/// while one of them commits: a commit takes the changes made before it started, and
+/// the changes made while it was in flight stay in the session for the next commit.
 #[derive(Clone, Debug)]
 pub struct Session {
     inner: Arc<Inner>,
@@ -124,15 +201,31 @@ pub struct Session {
 pub type Node = NodeSnapshot;
 
 impl Session {
-    pub(crate) fn new(repo: Repository, base: Arc<Snapshot>, branch: Option<String>) -> Self {
+    /// A read-only session at `base`.
+    pub(crate) fn read_only(ctx: Arc<SessionContext>, base: Arc<Snapshot>) -> Self {
+        Self::with_mode(ctx, base, Mode::ReadOnly, ChangeSet::default())
+    }
+
+    /// A writable session on `branch`, whose tip is `base`.
+    pub(crate) fn on_branch(ctx: Arc<SessionContext>, base: Arc<Snapshot>, branch: String) -> Self {
+        Self::with_mode(ctx, base, Mode::Branch(branch), ChangeSet::default())
+    }
+
+    fn with_mode(
+        ctx: Arc<SessionContext>,
+        base: Arc<Snapshot>,
+        mode: Mode,
+        changes: ChangeSet,
+    ) -> Self {
         Session {
             inner: Arc::new(Inner {
-                repo,
-                branch,
+                ctx,
+                mode,
                 state: RwLock::new(State {
                     base,
-                    changes: Arc::default(),
+                    changes: Arc::new(changes),
                     replay: None,
+                    forks: fork::ForkState::default(),
                 }),
                 commit_lock: tokio::sync::Mutex::new(()),
             }),
@@ -147,9 +240,9 @@ impl Session {
         self.inner.state.write().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The repository.
-    pub fn repository(&self) -> &Repository {
-        &self.inner.repo
+    /// The repository configuration as it was when the session started.
+    pub fn config(&self) -> &RepositoryConfig {
+        &self.inner.ctx.config
     }
 
     /// The snapshot the session reads from (for a writable session, the base its
@@ -163,14 +256,22 @@ impl Session {
         Arc::clone(&self.read().base)
     }
 
-    /// The branch of a writable session; `None` for read-only sessions.
+    /// The branch of a writable session; `None` for read-only sessions and forks.
     pub fn branch(&self) -> Option<&str> {
-        self.inner.branch.as_deref()
+        match &self.inner.mode {
+            Mode::Branch(b) => Some(b),
+            Mode::ReadOnly | Mode::Fork { .. } => None,
+        }
     }
 
-    /// Whether the session accepts writes.
+    /// Whether the session accepts writes (a session on a branch, or a fork).
     pub fn is_writable(&self) -> bool {
-        self.inner.branch.is_some()
+        !matches!(self.inner.mode, Mode::ReadOnly)
+    }
+
+    /// Whether the session is a fork ([`Session::fork`]).
+    pub fn is_fork(&self) -> bool {
+        matches!(self.inner.mode, Mode::Fork { .. })
     }
 
     /// Whether the session has uncommitted changes.
@@ -381,8 +482,8 @@ impl Session {
         let size = base.manifest_info(&mref.object_id).map(|i| i.size_bytes);
         let manifest = self
             .inner
-            .repo
-            .assets()
+            .ctx
+            .assets
             .fetch_manifest(&mref.object_id, size)
             .await?;
         manifest.check_rank(&node.id, index.len())?;
@@ -441,7 +542,7 @@ impl Session {
                         )))
                     }
                 };
-                match self.inner.repo.assets().fetch_chunk(&n.id, abs).await {
+                match self.inner.ctx.assets.fetch_chunk(&n.id, abs).await {
                     Ok(b) => Ok(Some(b)),
                     Err(StorageError::NotFound { key }) => {
                         Err(unreadable(format!("chunk object `{key}` is missing")))
@@ -466,8 +567,8 @@ impl Session {
                     )));
                 }
                 self.inner
-                    .repo
-                    .virtual_resolver()
+                    .ctx
+                    .virtual_resolver
                     .fetch_range(&v, r.start, r.end)
                     .await
                     .map(Some)
@@ -490,13 +591,12 @@ impl Session {
     pub async fn set_chunk(&self, path: &NodePath, index: &[u32], bytes: Bytes) -> Result<()> {
         self.check_writable()?;
         let node = self.array_node(path, index)?;
-        let threshold = self.inner.repo.config().inline_chunk_threshold_bytes();
-        let payload = if (bytes.len() as u64) <= threshold {
+        let payload = if (bytes.len() as u64) <= self.inner.ctx.inline_threshold_bytes {
             ChunkPayload::Inline(bytes)
         } else {
             let id = ChunkId::random();
             let length = bytes.len() as u64;
-            self.inner.repo.assets().write_chunk(&id, bytes).await?;
+            self.inner.ctx.assets.write_chunk(&id, bytes).await?;
             ChunkPayload::Native(NativeChunkRef {
                 id,
                 offset: 0,
@@ -601,7 +701,7 @@ impl Session {
             let state = self.read();
             (Arc::clone(&state.base), Arc::clone(&state.changes))
         };
-        let manifests = commit::committed_manifests(self.inner.repo.assets(), &base, &node).await?;
+        let manifests = commit::committed_manifests(&self.inner.ctx.assets, &base, &node).await?;
         Ok(commit::merged_refs(&manifests, &changes, &node.id)
             .filter(|(idx, _)| index_in_bounds(&a.shape, idx))
             .map(|(idx, p)| f(idx, p))
@@ -624,26 +724,112 @@ impl Session {
             .await
     }
 
+    /// The branch of a session that may commit.
+    fn commit_branch(&self) -> Result<String> {
+        match &self.inner.mode {
+            Mode::Branch(b) => Ok(b.clone()),
+            Mode::ReadOnly => Err(Error::ReadOnlySession),
+            Mode::Fork { .. } => Err(Error::ForkCannotCommit),
+        }
+    }
+
     /// Commits the changes: writes manifests, transaction log and snapshot, then moves
-    /// the branch with compare-and-swap. When the branch moved, rebases (if allowed and
-    /// the changes are disjoint) and retries with jittered exponential backoff. On
-    /// success the session continues from the new snapshot, keeping only the changes
-    /// made by other tasks while the commit was in flight.
+    /// the branch with compare-and-swap. When the branch moved, rebases (if allowed)
+    /// with the options' [`ConflictSolver`] and retries with jittered exponential
+    /// backoff. On success the session continues from the new snapshot, keeping only
+    /// the changes made by other tasks while the commit was in flight.
     ///
     /// # Errors
-    /// [`Error::ReadOnlySession`]; [`Error::NoChangesToCommit`] (unless
-    /// `allow_empty`); [`Error::Conflict`] with every conflicting path and chunk and
-    /// the winning snapshot; [`Error::BranchNotFound`] if the branch was deleted;
-    /// storage and format errors. Nothing partial is ever visible.
+    /// [`Error::ReadOnlySession`]; [`Error::ForkCannotCommit`];
+    /// [`Error::NoChangesToCommit`] (unless `allow_empty`); [`Error::Conflict`] with
+    /// every conflict the solver could not resolve and the winning snapshot;
+    /// [`Error::BranchNotFound`] if the branch was deleted; storage and format errors.
+    /// Nothing partial is ever visible.
     pub async fn commit_with(
         &self,
         message: &str,
         metadata: BTreeMap<String, serde_json::Value>,
         options: CommitOptions,
     ) -> Result<SnapshotId> {
-        let Some(branch) = self.inner.branch.clone() else {
-            return Err(Error::ReadOnlySession);
-        };
+        let branch = self.commit_branch()?;
+        self.commit_guarded(|base, changes| async move {
+            self.commit_changes(branch, base, changes, message, metadata, options)
+                .await
+        })
+        .await
+    }
+
+    /// Replaces the branch tip (this session's base) with a snapshot holding its
+    /// content plus this session's changes, whose parent is the tip's parent; the
+    /// replaced snapshot leaves the branch's history. Its transaction log records the
+    /// replaced commit's changes and the new ones. The branch moves with
+    /// compare-and-swap from the tip this session started from, so a branch that
+    /// moved meanwhile is a conflict, never a lost commit. Empty changes are allowed
+    /// (to change only the message).
+    ///
+    /// Icechunk 2.3.0 offers amend on spec-2 repositories only (it records amends in
+    /// its ops log); on spec 1 floe writes exactly what a spec-1 reader expects: a
+    /// branch whose tip has the amended commit's parent.
+    ///
+    /// # Errors
+    /// [`Error::ReadOnlySession`]; [`Error::ForkCannotCommit`];
+    /// [`Error::NoAmendForInitialCommit`]; [`Error::Conflict`] (with no conflict
+    /// listed) when the branch moved; storage and format errors.
+    pub async fn amend(
+        &self,
+        message: &str,
+        metadata: BTreeMap<String, serde_json::Value>,
+    ) -> Result<SnapshotId> {
+        let branch = self.commit_branch()?;
+        self.commit_guarded(|base, changes| async move {
+            if base.parent_id.is_none() {
+                return Err(Error::NoAmendForInitialCommit);
+            }
+            let assets = &self.inner.ctx.assets;
+            let storage = self.inner.ctx.storage.as_ref();
+            let (tip, version) = refs::fetch_branch(storage, &branch).await?;
+            let moved = || {
+                Error::Conflict(Box::new(ConflictError {
+                    branch: branch.clone(),
+                    base: base.id,
+                    winning_snapshot: tip,
+                    conflicts: Vec::new(),
+                }))
+            };
+            if tip != base.id {
+                return Err(moved());
+            }
+            let previous = assets.fetch_transaction_log(&base.id).await?;
+            let snapshot = commit::flush(
+                assets,
+                &base,
+                &changes,
+                SnapshotId::random(),
+                message,
+                metadata,
+                commit::CommitMethod::Amend(&previous),
+            )
+            .await?;
+            match commit::commit_point(storage, &branch, snapshot.id, version.as_ref()).await {
+                Ok(commit::RefUpdate::Moved) => Ok(snapshot),
+                Ok(commit::RefUpdate::Lost) => Err(moved()),
+                Err(e) => match refs::fetch_branch(storage, &branch).await {
+                    Ok((now, _)) if now == snapshot.id => Ok(snapshot),
+                    _ => Err(e),
+                },
+            }
+        })
+        .await
+    }
+
+    /// Runs `commit` on the session's base and changes, one commit at a time; when it
+    /// lands, continues from the snapshot it returns, keeping the changes made while
+    /// it was in flight.
+    async fn commit_guarded<'s, F, Fut>(&'s self, commit: F) -> Result<SnapshotId>
+    where
+        F: FnOnce(Arc<Snapshot>, Arc<ChangeSet>) -> Fut,
+        Fut: std::future::Future<Output = Result<Arc<Snapshot>>> + 's,
+    {
         let _one_at_a_time = self.inner.commit_lock.lock().await;
         let (base, changes) = {
             let mut state = self.write();
@@ -659,9 +845,7 @@ impl Session {
             }
         }
         let _stop = StopReplay(self);
-        let snapshot = self
-            .commit_changes(branch, base, changes, message, metadata, options)
-            .await?;
+        let snapshot = commit(base, changes).await?;
         let mut state = self.write();
         let mut rest = ChangeSet::default();
         for m in state.replay.take().unwrap_or_default() {
@@ -686,8 +870,8 @@ impl Session {
         if changes.is_empty() && !options.allow_empty {
             return Err(Error::NoChangesToCommit);
         }
-        let repo = &self.inner.repo;
-        let storage = repo.storage();
+        let assets = &self.inner.ctx.assets;
+        let storage = self.inner.ctx.storage.as_ref();
         let mut attempt = 0u32;
         // The last snapshot this commit tried to move the branch to: when a response
         // was lost (an error, or a retried request that found its own earlier write),
@@ -695,7 +879,7 @@ impl Session {
         let mut ours: Option<Arc<Snapshot>> = None;
         loop {
             attempt += 1;
-            let (tip, version) = refs::fetch_branch(storage.as_ref(), &branch).await?;
+            let (tip, version) = refs::fetch_branch(storage, &branch).await?;
             if let Some(landed) = ours.take().filter(|s| s.id == tip) {
                 return Ok(landed);
             }
@@ -708,27 +892,34 @@ impl Session {
                         conflicts: Vec::new(),
                     })));
                 }
-                let rebased =
-                    conflict::rebase_check(repo.assets(), &branch, &base, &changes, tip).await?;
+                let rebased = rebase::rebase(
+                    assets,
+                    &branch,
+                    &base,
+                    &changes,
+                    tip,
+                    options.solver.as_ref(),
+                )
+                .await?;
                 base = rebased.tip;
                 changes = rebased.changes;
             }
             let snapshot = commit::flush(
-                repo.assets(),
+                assets,
                 &base,
                 &changes,
                 SnapshotId::random(),
                 message,
                 metadata.clone(),
+                commit::CommitMethod::NewCommit,
             )
             .await?;
             let update =
-                commit::commit_point(storage.as_ref(), &branch, snapshot.id, version.as_ref())
-                    .await;
+                commit::commit_point(storage, &branch, snapshot.id, version.as_ref()).await;
             ours = Some(Arc::clone(&snapshot));
             let update = match update {
                 Ok(update) => update,
-                Err(e) => match refs::fetch_branch(storage.as_ref(), &branch).await {
+                Err(e) => match refs::fetch_branch(storage, &branch).await {
                     Ok((tip, _)) if tip == snapshot.id => commit::RefUpdate::Moved,
                     _ => return Err(e),
                 },
@@ -737,7 +928,7 @@ impl Session {
                 commit::RefUpdate::Moved => return Ok(snapshot),
                 commit::RefUpdate::Lost => {
                     if attempt >= options.max_attempts {
-                        let (tip, _) = refs::fetch_branch(storage.as_ref(), &branch).await?;
+                        let (tip, _) = refs::fetch_branch(storage, &branch).await?;
                         return Err(Error::Conflict(Box::new(ConflictError {
                             branch,
                             base: base.id,
@@ -752,16 +943,25 @@ impl Session {
     }
 
     /// Moves a writable session's base to the tip of its branch, keeping its changes,
-    /// when they do not conflict with the commits made since.
+    /// when they do not conflict with the commits made since
+    /// ([`Session::rebase_with`] a [`ConflictDetector`]).
     ///
     /// # Errors
-    /// [`Error::ReadOnlySession`], [`Error::Conflict`]; storage and format errors.
+    /// As [`Session::rebase_with`].
     pub async fn rebase(&self) -> Result<()> {
-        let Some(branch) = self.inner.branch.clone() else {
-            return Err(Error::ReadOnlySession);
-        };
-        let repo = &self.inner.repo;
-        let (tip, _) = refs::fetch_branch(repo.storage().as_ref(), &branch).await?;
+        self.rebase_with(&ConflictDetector).await
+    }
+
+    /// Moves a writable session's base to the tip of its branch, keeping its changes
+    /// as `solver` resolves their conflicts with the commits made since.
+    ///
+    /// # Errors
+    /// [`Error::ReadOnlySession`], [`Error::ForkCannotCommit`] (a fork has no branch);
+    /// [`Error::Conflict`] with the conflicts `solver` left; storage and format errors.
+    pub async fn rebase_with(&self, solver: &dyn ConflictSolver) -> Result<()> {
+        let branch = self.commit_branch()?;
+        let ctx = &self.inner.ctx;
+        let (tip, _) = refs::fetch_branch(ctx.storage.as_ref(), &branch).await?;
         let (base, changes) = {
             let state = self.read();
             (Arc::clone(&state.base), Arc::clone(&state.changes))
@@ -769,13 +969,15 @@ impl Session {
         if tip == base.id {
             return Ok(());
         }
-        let rebased = conflict::rebase_check(repo.assets(), &branch, &base, &changes, tip).await?;
+        let rebased = rebase::rebase(&ctx.assets, &branch, &base, &changes, tip, solver).await?;
         let mut state = self.write();
-        state.base = rebased.tip;
-        // Unless the changes were modified meanwhile, drop the merged duplicates.
-        if Arc::ptr_eq(&state.changes, &changes) {
-            state.changes = rebased.changes;
+        if !Arc::ptr_eq(&state.changes, &changes) {
+            // Changed meanwhile: the rebase was judged on other changes; try again.
+            drop(state);
+            return Box::pin(self.rebase_with(solver)).await;
         }
+        state.base = rebased.tip;
+        state.changes = rebased.changes;
         Ok(())
     }
 }

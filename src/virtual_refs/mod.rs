@@ -16,11 +16,9 @@
 
 pub mod authorization;
 pub mod fetch;
-pub mod import;
 pub mod kerchunk;
 
 pub use crate::error::VirtualChunkError;
 pub use authorization::{normalize_prefix, normalize_url, VirtualAccess};
 pub use fetch::VirtualChunkResolver;
-pub use import::{import_kerchunk, import_kerchunk_with, ImportSummary};
 pub use kerchunk::KerchunkLimits;

@@ -15,16 +15,20 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde_json::Value;
 
-use super::authorization::normalize_url;
-use super::kerchunk::{read_references_limited, KerchunkError, KerchunkLimits, Reference};
-use super::{VirtualAccess, VirtualChunkError, VirtualChunkResolver};
+use super::Progress;
 use crate::error::{Error, Result};
 use crate::format::config::{ContainerStore, VirtualChunkContainer};
 use crate::format::manifest::{Checksum, ChunkPayload, VirtualChunkRef};
 use crate::format::NodePath;
+use crate::repository::Repository;
 use crate::session::store::array_definition;
 use crate::session::Session;
 use crate::storage::S3Options;
+use crate::virtual_refs::authorization::normalize_url;
+use crate::virtual_refs::kerchunk::{
+    read_references_limited, KerchunkError, KerchunkLimits, Reference,
+};
+use crate::virtual_refs::{VirtualAccess, VirtualChunkError, VirtualChunkResolver};
 use crate::zarr::chunk_key_encoding::Separator;
 use crate::zarr::metadata::v2::{translate_v2_array, translate_v2_group};
 use crate::zarr::metadata::ChunkKeyEncodingKind;
@@ -46,9 +50,6 @@ pub struct ImportSummary {
     /// Virtual chunk containers added to the configuration.
     pub containers_added: Vec<String>,
 }
-
-/// Progress callback: called with (references processed, total references).
-pub type Progress<'a> = &'a (dyn Fn(u64, u64) + Sync);
 
 /// The container floe creates for a URL nobody configured: the file's directory for
 /// local files, the bucket for S3, the host for HTTP.
@@ -265,9 +266,9 @@ async fn place_batch(
     Ok(())
 }
 
-/// Imports the kerchunk references in `refs` under node `dest` of a writable session,
-/// without committing. Adds virtual chunk containers for uncovered URLs to the
-/// repository configuration (saved before returning).
+/// Imports the kerchunk references in `refs` under node `dest` of a writable session
+/// of `repo`, without committing. Adds virtual chunk containers for uncovered URLs to
+/// the repository configuration (saved before returning).
 ///
 /// # Errors
 /// [`Error::Kerchunk`] for unreadable or malformed references; [`Error::InvalidNodeMetadata`]
@@ -275,12 +276,21 @@ async fn place_batch(
 /// source cannot be read (missing object, no container); session errors
 /// ([`Error::NodeExists`], [`Error::ReadOnlySession`]); storage errors.
 pub async fn import_kerchunk(
+    repo: &Repository,
     session: &Session,
     refs: &Path,
     dest: &NodePath,
     progress: Option<Progress<'_>>,
 ) -> Result<ImportSummary> {
-    import_kerchunk_with(session, refs, dest, progress, &KerchunkLimits::default()).await
+    import_kerchunk_with(
+        repo,
+        session,
+        refs,
+        dest,
+        progress,
+        &KerchunkLimits::default(),
+    )
+    .await
 }
 
 /// [`import_kerchunk`] within `limits`: at most
@@ -291,6 +301,7 @@ pub async fn import_kerchunk(
 /// As [`import_kerchunk`]; [`Error::Kerchunk`] wrapping
 /// [`KerchunkError::TooManyRefs`] or [`KerchunkError::TemplateLimit`] past a limit.
 pub async fn import_kerchunk_with(
+    repo: &Repository,
     session: &Session,
     refs: &Path,
     dest: &NodePath,
@@ -424,8 +435,7 @@ pub async fn import_kerchunk_with(
 
     // Pass 2: chunk references, read on a blocking thread and handed over in batches
     // through a bounded channel, so only a few thousand are in flight at any time.
-    let repo = session.repository().clone();
-    let mut probe = Probe::new(repo.config().virtual_chunk_containers()?);
+    let mut probe = Probe::new(session.config().virtual_chunk_containers()?);
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<(usize, Vec<u32>, Reference)>>(8);
     let refs_path = refs.to_path_buf();
     let limits = limits.clone();

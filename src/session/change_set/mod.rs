@@ -1,7 +1,9 @@
 //! The change set of a writable session: groups and arrays created, updated and
 //! deleted, and chunk refs written or deleted, not yet committed.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+pub(crate) mod wire;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use bytes::Bytes;
 
@@ -58,8 +60,8 @@ impl NewNode {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ChangeSet {
     new_nodes: BTreeMap<NodePath, (NodeId, NewNode)>,
-    /// Ids of `new_nodes`, for constant-time [`ChangeSet::is_new`].
-    new_ids: HashSet<NodeId>,
+    /// Paths of `new_nodes` by id, for constant-time [`ChangeSet::is_new`].
+    new_ids: HashMap<NodeId, NodePath>,
     updated_groups: HashMap<NodeId, Bytes>,
     updated_arrays: HashMap<NodeId, ArrayDefinition>,
     deleted_groups: BTreeMap<NodeId, NodePath>,
@@ -80,10 +82,10 @@ impl ChangeSet {
 
     /// Records a new node.
     pub fn add_node(&mut self, path: NodePath, id: NodeId, node: NewNode) {
-        if let Some((old, _)) = self.new_nodes.insert(path, (id, node)) {
+        if let Some((old, _)) = self.new_nodes.insert(path.clone(), (id, node)) {
             self.new_ids.remove(&old);
         }
-        self.new_ids.insert(id);
+        self.new_ids.insert(id, path);
     }
 
     /// The node created at `path` in this session, if any.
@@ -107,7 +109,71 @@ impl ChangeSet {
 
     /// Whether node `id` was created in this session.
     pub fn is_new(&self, id: &NodeId) -> bool {
-        self.new_ids.contains(id)
+        self.new_ids.contains_key(id)
+    }
+
+    /// The node created in this session with id `id`, if any.
+    pub fn new_node_by_id(&self, id: &NodeId) -> Option<&NewNode> {
+        let path = self.new_ids.get(id)?;
+        self.new_nodes.get(path).map(|(_, n)| n)
+    }
+
+    /// The new `zarr.json` of existing group `id`, if this session changed it.
+    pub fn updated_group(&self, id: &NodeId) -> Option<&Bytes> {
+        self.updated_groups.get(id)
+    }
+
+    /// The new definition of existing array `id`, if this session changed it.
+    pub fn updated_array(&self, id: &NodeId) -> Option<&ArrayDefinition> {
+        self.updated_arrays.get(id)
+    }
+
+    /// Forgets the chunk changes of array `id` at `chunks` (the committed refs stay).
+    pub fn drop_chunk_changes(&mut self, id: &NodeId, chunks: &[ChunkIndices]) {
+        if let Some(m) = self.chunks.get_mut(id) {
+            for c in chunks {
+                m.remove(c);
+            }
+        }
+    }
+
+    /// Applies `other`'s changes on top of these, as if they had been made here
+    /// after these (how a fork's changes are merged into the session it came from):
+    /// deletions, then new nodes, then metadata updates, then chunk changes.
+    pub fn absorb(&mut self, other: &ChangeSet) {
+        for (id, path, is_group) in other.deleted_nodes() {
+            self.delete_node(path, *id, is_group);
+        }
+        for (path, (id, node)) in &other.new_nodes {
+            self.add_node(path.clone(), *id, node.clone());
+        }
+        for (id, ud) in &other.updated_groups {
+            match self.new_ids.get(id).cloned() {
+                Some(path) => self.update_group(&path, *id, ud.clone()),
+                None => {
+                    self.updated_groups.insert(*id, ud.clone());
+                }
+            }
+        }
+        for (id, def) in &other.updated_arrays {
+            match self.new_ids.get(id).cloned() {
+                Some(path) => self.update_array(&path, *id, def.clone()),
+                None => {
+                    self.updated_arrays.insert(*id, def.clone());
+                }
+            }
+        }
+        for (id, chunks) in &other.chunks {
+            let mine = self.chunks.entry(*id).or_default();
+            for (index, payload) in chunks {
+                mine.insert(index.clone(), payload.clone());
+            }
+        }
+    }
+
+    /// Number of chunk changes (writes and deletions) over all arrays.
+    pub fn num_chunk_changes(&self) -> usize {
+        self.chunks.values().map(BTreeMap::len).sum()
     }
 
     /// Replaces a group's `zarr.json`.

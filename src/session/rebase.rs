@@ -1,0 +1,187 @@
+//! Rebase: re-applying a change set made on top of one snapshot on top of a newer
+//! branch tip.
+//!
+//! The commits between the session's base and the tip are read from their
+//! transaction logs (oldest first) and merged into one summary of what the other
+//! side did; [`super::conflict::detect`] compares the change set with it, and the
+//! [`ConflictSolver`] decides what happens with the conflicts found. When the base is
+//! not an ancestor of the tip (the branch was reset), the rebase fails with
+//! [`Conflict::BaseNotAncestor`].
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::Arc;
+
+use crate::assets::{AssetManager, ParentWalk};
+use crate::error::{Conflict, ConflictError, Error, Result};
+use crate::format::snapshot::Snapshot;
+use crate::format::transaction_log::TransactionLog;
+use crate::format::{ChunkIndices, NodeId, NodePath, SnapshotId};
+
+use super::change_set::ChangeSet;
+use super::conflict::{detect, paths_by_id, TheirChanges, TheirTree};
+use super::solver::ConflictSolver;
+
+/// Snapshot ids from `tip` back to (excluding) `base`, oldest first; `None` when
+/// `base` is not an ancestor of `tip`.
+///
+/// # Errors
+/// [`Error::AncestryLoop`]; storage and format errors.
+pub(crate) async fn commits_since(
+    assets: &AssetManager,
+    base: SnapshotId,
+    tip: SnapshotId,
+) -> Result<Option<Vec<SnapshotId>>> {
+    let mut out = Vec::new();
+    let mut walk = ParentWalk::new(assets, tip);
+    while let Some(snap) = walk.next().await? {
+        if snap.id == base {
+            out.reverse();
+            return Ok(Some(out));
+        }
+        out.push(snap.id);
+    }
+    Ok(None)
+}
+
+/// What a run of commits did, merged from their transaction logs, with the node ids
+/// of the tree they left.
+#[derive(Debug, Default)]
+pub(crate) struct CommitsSummary {
+    metadata: BTreeSet<NodeId>,
+    deleted: BTreeSet<NodeId>,
+    chunks: BTreeMap<NodeId, BTreeSet<ChunkIndices>>,
+    /// Node ids of the tree after the commits; `None` to judge deletions by the logs
+    /// only.
+    alive: Option<HashSet<NodeId>>,
+}
+
+impl CommitsSummary {
+    /// Adds one commit's transaction log.
+    pub(crate) fn add(&mut self, log: &TransactionLog) {
+        self.metadata
+            .extend(log.updated_arrays.iter().chain(&log.updated_groups));
+        self.deleted
+            .extend(log.deleted_arrays.iter().chain(&log.deleted_groups));
+        for (node, chunks) in &log.updated_chunks {
+            self.chunks
+                .entry(*node)
+                .or_default()
+                .extend(chunks.iter().cloned());
+        }
+    }
+
+    /// Reads the logs of `commits` (snapshot ids) into a summary that judges deletions
+    /// by the logs alone.
+    ///
+    /// # Errors
+    /// Storage and format errors.
+    pub(crate) async fn read_logs(assets: &AssetManager, commits: &[SnapshotId]) -> Result<Self> {
+        let mut summary = CommitsSummary::default();
+        for id in commits {
+            summary.add(&*assets.fetch_transaction_log(id).await?);
+        }
+        Ok(summary)
+    }
+
+    /// Reads the logs of `commits` (snapshot ids) into a summary whose tree is `tip`'s.
+    ///
+    /// # Errors
+    /// Storage and format errors.
+    pub(crate) async fn read(
+        assets: &AssetManager,
+        commits: &[SnapshotId],
+        tip: &Snapshot,
+    ) -> Result<Self> {
+        let mut summary = CommitsSummary {
+            alive: Some(tip.nodes.values().map(|n| n.id).collect()),
+            ..CommitsSummary::default()
+        };
+        for id in commits {
+            summary.add(&*assets.fetch_transaction_log(id).await?);
+        }
+        Ok(summary)
+    }
+}
+
+impl TheirChanges for CommitsSummary {
+    fn changed_metadata(&self, id: &NodeId) -> bool {
+        self.metadata.contains(id)
+    }
+    fn deleted(&self, id: &NodeId) -> bool {
+        self.deleted.contains(id) || self.alive.as_ref().is_some_and(|a| !a.contains(id))
+    }
+    fn changed_chunk(&self, id: &NodeId, index: &[u32]) -> bool {
+        self.chunks.get(id).is_some_and(|c| c.contains(index))
+    }
+    fn changed_any_chunk(&self, id: &NodeId) -> bool {
+        self.chunks.get(id).is_some_and(|c| !c.is_empty())
+    }
+}
+
+/// The result of a successful rebase.
+#[derive(Clone, Debug)]
+pub(crate) struct Rebased {
+    /// The branch tip the changes now apply to.
+    pub(crate) tip: Arc<Snapshot>,
+    /// The changes to apply: those given as the solver resolved them, less new groups
+    /// the other side created identically (same path, same `zarr.json`).
+    pub(crate) changes: Arc<ChangeSet>,
+}
+
+/// Re-applies `changes` (made on top of `base`) on top of `tip`, resolving conflicts
+/// with `solver`.
+///
+/// # Errors
+/// [`Error::Conflict`] listing every conflict when the solver cannot resolve them
+/// (or [`Conflict::BaseNotAncestor`]); storage and format errors.
+pub(crate) async fn rebase(
+    assets: &AssetManager,
+    branch: &str,
+    base: &Snapshot,
+    changes: &Arc<ChangeSet>,
+    tip: SnapshotId,
+    solver: &dyn ConflictSolver,
+) -> Result<Rebased> {
+    let conflict = |conflicts| {
+        Error::Conflict(Box::new(ConflictError {
+            branch: branch.to_string(),
+            base: base.id,
+            winning_snapshot: tip,
+            conflicts,
+        }))
+    };
+    let Some(commits) = commits_since(assets, base.id, tip).await? else {
+        return Err(conflict(vec![Conflict::BaseNotAncestor { base: base.id }]));
+    };
+    let tip_snapshot = assets.fetch_snapshot(&tip).await?;
+    let theirs = CommitsSummary::read(assets, &commits, &tip_snapshot).await?;
+    let paths = paths_by_id(base.nodes.values());
+    let path_of = |id: &NodeId| paths.get(id).cloned().unwrap_or_else(NodePath::root);
+    let found = detect(
+        changes,
+        &theirs,
+        &TheirTree {
+            nodes: &tip_snapshot.nodes,
+        },
+        &path_of,
+    );
+    let mut resolved = if found.conflicts.is_empty() && found.same_new_groups.is_empty() {
+        return Ok(Rebased {
+            tip: tip_snapshot,
+            changes: Arc::clone(changes),
+        });
+    } else if found.conflicts.is_empty() {
+        ChangeSet::clone(changes)
+    } else {
+        solver
+            .solve(found.conflicts, ChangeSet::clone(changes))
+            .map_err(conflict)?
+    };
+    for path in &found.same_new_groups {
+        resolved.forget_new_node(path);
+    }
+    Ok(Rebased {
+        tip: tip_snapshot,
+        changes: Arc::new(resolved),
+    })
+}
