@@ -1,5 +1,6 @@
-//! Multi-process concurrency: several OS processes commit to one branch, or race to
-//! create one tag, on the local filesystem and on the S3 test server.
+//! Multi-process concurrency: several OS processes commit to one branch, race to
+//! create one tag, or write forks of one session that are merged and committed once,
+//! on the local filesystem and on the S3 test server.
 //!
 //! This test binary has its own `main` (`harness = false`): run without arguments it
 //! is the parent and runs every scenario; run with `--worker ...` it is one of the
@@ -79,6 +80,33 @@ async fn tag_worker(url: &str, snapshot: &str, go: &Path) -> i32 {
             1
         }
     }
+}
+
+/// Chunks each fork worker writes.
+const CHUNKS_PER_FORK: usize = 50;
+
+fn fork_value(worker: usize, i: usize) -> Bytes {
+    Bytes::from(vec![(worker * 7 + i) as u8; 300])
+}
+
+/// A fork worker: resumes the fork in `fork_in` from its own handle on `url`, writes
+/// its region of `/data` and of the uncommitted `/fresh`, and returns the fork in
+/// `fork_out`.
+async fn fork_worker(url: &str, worker: usize, fork_in: &Path, fork_out: &Path) -> i32 {
+    let repo = Repository::open(storage(url)).await.expect("open");
+    let bytes = std::fs::read(fork_in).expect("read fork");
+    let fork = repo.fork_from_bytes(&bytes).await.expect("resume fork");
+    for i in 0..CHUNKS_PER_FORK {
+        let index = (worker * CHUNKS_PER_FORK + i) as u32;
+        fork.set_chunk(&p("/data"), &[index], fork_value(worker, i))
+            .await
+            .expect("set chunk");
+    }
+    fork.set_chunk(&p("/fresh"), &[worker as u32], fork_value(worker, 99))
+        .await
+        .expect("set chunk of the new array");
+    std::fs::write(fork_out, fork.to_fork_bytes().expect("serialize")).expect("write fork");
+    0
 }
 
 fn spawn_workers(args: Vec<Vec<String>>) -> (PathBuf, Vec<std::process::Child>, tempfile::TempDir) {
@@ -175,6 +203,80 @@ async fn commit_race(url: &str) {
     }
 }
 
+async fn fork_merge(url: &str) {
+    let repo = Repository::create(storage(url), None).await.unwrap();
+    let n = (PROCESSES * CHUNKS_PER_FORK) as u64;
+    let s = repo.writable_session("main").await.unwrap();
+    s.add_array(&p("/data"), array_def("/data", &[n], &[1], "uint8"))
+        .unwrap();
+    let setup = s.commit("create array").await.unwrap();
+    // Not committed: the forks see it and write to it.
+    s.add_array(
+        &p("/fresh"),
+        array_def("/fresh", &[PROCESSES as u64], &[1], "uint8"),
+    )
+    .unwrap();
+    let fork = s.fork().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let fork_in = dir.path().join("fork.in");
+    std::fs::write(&fork_in, fork.to_fork_bytes().unwrap()).unwrap();
+    let outs: Vec<PathBuf> = (0..PROCESSES)
+        .map(|w| dir.path().join(format!("fork.{w}.out")))
+        .collect();
+    let args = (0..PROCESSES)
+        .map(|w| {
+            vec![
+                "fork".to_string(),
+                url.to_string(),
+                w.to_string(),
+                fork_in.display().to_string(),
+                outs[w].display().to_string(),
+            ]
+        })
+        .collect();
+    let (go, children, _dir) = spawn_workers(args);
+    let codes = release_and_wait(&go, children);
+    assert!(codes.iter().all(|&c| c == 0), "worker exit codes {codes:?}");
+
+    let mut forks = Vec::new();
+    for out in &outs {
+        let bytes = std::fs::read(out).unwrap();
+        forks.push(repo.fork_from_bytes(&bytes).await.unwrap());
+    }
+    s.merge(forks).await.unwrap();
+    // A result delivered twice is refused, not applied twice.
+    let again = repo
+        .fork_from_bytes(&std::fs::read(&outs[0]).unwrap())
+        .await
+        .unwrap();
+    assert!(matches!(
+        s.merge([again]).await,
+        Err(Error::ForkAlreadyMerged { .. })
+    ));
+    let id = s.commit("merged forks").await.unwrap();
+
+    let repo = Repository::open(storage(url)).await.unwrap();
+    let log = repo
+        .ancestry(repo.lookup_branch("main").await.unwrap())
+        .await
+        .unwrap();
+    assert_eq!(log.len(), 3, "one commit for all the workers");
+    assert_eq!((log[0].id, log[1].id), (id, setup));
+    let r = repo
+        .readonly_session(&VersionSelector::Branch("main".into()))
+        .await
+        .unwrap();
+    for w in 0..PROCESSES {
+        for i in 0..CHUNKS_PER_FORK {
+            let index = (w * CHUNKS_PER_FORK + i) as u32;
+            let got = r.get_chunk(&p("/data"), &[index], None).await.unwrap();
+            assert_eq!(got, Some(fork_value(w, i)), "chunk {index}");
+        }
+        let got = r.get_chunk(&p("/fresh"), &[w as u32], None).await.unwrap();
+        assert_eq!(got, Some(fork_value(w, 99)), "new array chunk {w}");
+    }
+}
+
 async fn tag_race(url: &str) {
     let repo = Repository::create(storage(url), None).await.unwrap();
     let s = repo.writable_session("main").await.unwrap();
@@ -221,6 +323,14 @@ async fn tag_race(url: &str) {
     );
 }
 
+/// The multi-process scenarios.
+#[derive(Clone, Copy)]
+enum Scenario {
+    Commit,
+    Tag,
+    Fork,
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -230,6 +340,15 @@ fn main() {
             match args[2].as_str() {
                 "commit" => commit_worker(&args[3], args[4].parse().unwrap(), &go).await,
                 "tag" => tag_worker(&args[3], &args[4], &go).await,
+                "fork" => {
+                    fork_worker(
+                        &args[3],
+                        args[4].parse().unwrap(),
+                        Path::new(&args[5]),
+                        Path::new(&args[6]),
+                    )
+                    .await
+                }
                 other => panic!("unknown worker {other}"),
             }
         });
@@ -240,22 +359,37 @@ fn main() {
     let tmp = tempfile::tempdir().unwrap();
     let local_commit = tmp.path().join("commit-race").display().to_string();
     let local_tag = tmp.path().join("tag-race").display().to_string();
-    let scenarios: Vec<(&str, Option<String>, bool)> = vec![
+    let local_fork = tmp.path().join("fork-merge").display().to_string();
+    let scenarios: Vec<(&str, Option<String>, Scenario)> = vec![
         (
             "local_commit_race_8_processes_x_25_commits",
             Some(local_commit),
-            true,
+            Scenario::Commit,
         ),
-        ("local_tag_race_8_processes", Some(local_tag), false),
+        ("local_tag_race_8_processes", Some(local_tag), Scenario::Tag),
+        (
+            "local_fork_merge_8_processes",
+            Some(local_fork),
+            Scenario::Fork,
+        ),
         (
             "s3_commit_race_8_processes_x_25_commits",
             common::s3_url("commit-race"),
-            true,
+            Scenario::Commit,
         ),
-        ("s3_tag_race_8_processes", common::s3_url("tag-race"), false),
+        (
+            "s3_tag_race_8_processes",
+            common::s3_url("tag-race"),
+            Scenario::Tag,
+        ),
+        (
+            "s3_fork_merge_8_processes",
+            common::s3_url("fork-merge"),
+            Scenario::Fork,
+        ),
     ];
     let (mut passed, mut failed, mut skipped) = (0, 0, 0);
-    for (name, url, is_commit) in scenarios {
+    for (name, url, scenario) in scenarios {
         if !filters.is_empty() && !filters.iter().any(|f| name.contains(f.as_str())) {
             continue;
         }
@@ -267,10 +401,10 @@ fn main() {
         let started = Instant::now();
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             rt.block_on(async {
-                if is_commit {
-                    commit_race(&url).await
-                } else {
-                    tag_race(&url).await
+                match scenario {
+                    Scenario::Commit => commit_race(&url).await,
+                    Scenario::Tag => tag_race(&url).await,
+                    Scenario::Fork => fork_merge(&url).await,
                 }
             })
         }));
