@@ -5,11 +5,12 @@
 //! read from their transaction logs) and a merge of forks (theirs: what the session
 //! and the forks merged before changed since the fork was made). Two sides conflict
 //! when they changed the same chunk, the same node's metadata, or when one changed a
-//! node the other deleted; see [`Conflict`] for every case. Where Icechunk's
-//! `ConflictDetector` defines a case floe does the same, with two stricter rules:
-//! metadata changed here while chunks were written there is a conflict (a shrink
-//! could silently drop their chunks), and a node created at a path the other side
-//! also created is one unless both created the same group.
+//! node the other deleted; see [`Conflict`] for every case. A rebase judges as
+//! Icechunk's `ConflictDetector` does, with one difference: the same group created
+//! on both sides (same path, same `zarr.json`) is merged, not a conflict. A merge of
+//! forks is symmetric, so it also counts metadata changed on one side while chunks
+//! were written on the other (whichever side merges first), which a rebase, like
+//! Icechunk's, only counts when this side wrote the chunks.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -67,12 +68,22 @@ pub(crate) struct Detected {
     pub(crate) same_new_groups: Vec<NodePath>,
 }
 
+/// How strictly [`detect`] judges metadata changes against chunk writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Rules {
+    /// As Icechunk's rebase: our metadata change beside their chunk writes is fine.
+    Rebase,
+    /// Symmetric: our metadata change beside their chunk writes is a conflict too.
+    Merge,
+}
+
 /// Finds every conflict between `ours` and `theirs`; `path_of` names committed nodes.
 pub(crate) fn detect(
     ours: &ChangeSet,
     theirs: &dyn TheirChanges,
     their_tree: &TheirTree<'_>,
     path_of: &dyn Fn(&NodeId) -> NodePath,
+    rules: Rules,
 ) -> Detected {
     let mut out = Detected::default();
     let deleted_paths: BTreeSet<&NodePath> = ours.deleted_nodes().map(|(_, p, _)| p).collect();
@@ -110,7 +121,7 @@ pub(crate) fn detect(
         } else if theirs.changed_metadata(id) {
             out.conflicts
                 .push(Conflict::NodeMetadataChangedByBoth { path });
-        } else if theirs.changed_any_chunk(id) {
+        } else if rules == Rules::Merge && theirs.changed_any_chunk(id) {
             out.conflicts
                 .push(Conflict::ChunksWrittenWhileArrayChanged { path });
         }

@@ -33,7 +33,7 @@ use crate::format::{NodeId, NodePath, SnapshotId};
 use super::change_set::wire::Wire;
 use super::change_set::ChangeSet;
 use super::commit::{self, apply_node_changes, index_in_bounds};
-use super::conflict::{detect, paths_by_id, Either, TheirChanges, TheirTree};
+use super::conflict::{detect, paths_by_id, Either, Rules, TheirChanges, TheirTree};
 use super::context::SessionContext;
 use super::rebase::{commits_since, CommitsSummary};
 use super::{Mode, Session};
@@ -394,7 +394,13 @@ impl Session {
                     };
                 let paths = paths_by_id(fork.base.nodes.values());
                 let path_of = |id: &NodeId| paths.get(id).cloned().unwrap_or_else(NodePath::root);
-                let found = detect(&fork.changes, theirs, &TheirTree { nodes: &tree }, &path_of);
+                let found = detect(
+                    &fork.changes,
+                    theirs,
+                    &TheirTree { nodes: &tree },
+                    &path_of,
+                    Rules::Merge,
+                );
                 if !found.conflicts.is_empty() {
                     conflicts.extend(found.conflicts);
                     continue;

@@ -18,7 +18,7 @@ use crate::format::transaction_log::TransactionLog;
 use crate::format::{ChunkIndices, NodeId, NodePath, SnapshotId};
 
 use super::change_set::ChangeSet;
-use super::conflict::{detect, paths_by_id, TheirChanges, TheirTree};
+use super::conflict::{detect, paths_by_id, Rules, TheirChanges, TheirTree};
 use super::solver::ConflictSolver;
 
 /// Snapshot ids from `tip` back to (excluding) `base`, oldest first; `None` when
@@ -164,6 +164,7 @@ pub(crate) async fn rebase(
             nodes: &tip_snapshot.nodes,
         },
         &path_of,
+        Rules::Rebase,
     );
     let mut resolved = if found.conflicts.is_empty() && found.same_new_groups.is_empty() {
         return Ok(Rebased {
