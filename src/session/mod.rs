@@ -970,15 +970,21 @@ impl Session {
             return Ok(());
         }
         let rebased = rebase::rebase(&ctx.assets, &branch, &base, &changes, tip, solver).await?;
-        let mut state = self.write();
-        if !Arc::ptr_eq(&state.changes, &changes) {
+        let landed = {
+            let mut state = self.write();
+            let unchanged = Arc::ptr_eq(&state.changes, &changes);
+            if unchanged {
+                state.base = rebased.tip;
+                state.changes = rebased.changes;
+            }
+            unchanged
+        };
+        if landed {
+            Ok(())
+        } else {
             // Changed meanwhile: the rebase was judged on other changes; try again.
-            drop(state);
-            return Box::pin(self.rebase_with(solver)).await;
+            Box::pin(self.rebase_with(solver)).await
         }
-        state.base = rebased.tip;
-        state.changes = rebased.changes;
-        Ok(())
     }
 }
 

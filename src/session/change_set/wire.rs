@@ -21,6 +21,8 @@ use super::{ArrayDefinition, ChangeSet, NewNode};
 
 type Node = u64;
 type Chunk = (u64, u32);
+/// The chunk changes of one array.
+type ArrayChunks = (Node, Vec<(ChunkIndices, Option<Payload>)>);
 
 #[derive(Serialize, Deserialize)]
 enum Payload {
@@ -56,7 +58,7 @@ pub(crate) struct Wire {
     updated_arrays: Vec<(Node, Definition)>,
     deleted_groups: Vec<(Node, String)>,
     deleted_arrays: Vec<(Node, String)>,
-    chunks: Vec<(Node, Vec<(ChunkIndices, Option<Payload>)>)>,
+    chunks: Vec<ArrayChunks>,
 }
 
 fn bin(b: &Bytes) -> ByteBuf {
