@@ -68,7 +68,13 @@ macro_rules! assert_err {
     };
 }
 
+/// The asset manager is internal; the `testing` feature exposes it for tests that
+/// inspect or plant objects.
+#[cfg(feature = "testing")]
 pub mod assets;
+#[cfg(not(feature = "testing"))]
+#[allow(unreachable_pub)]
+pub(crate) mod assets;
 pub mod cli;
 pub mod error;
 pub mod format;

@@ -12,9 +12,26 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 
 use crate::error::{Error, Result};
-pub use crate::format::refs::{validate_ref_name, RefData};
+use crate::format::refs::ref_name_problem;
+pub use crate::format::refs::RefData;
 use crate::format::{keys, SnapshotId};
 use crate::storage::{ObjectVersion, Storage, StorageError, WriteOutcome};
+
+/// Checks a branch or tag name (`kind` is `branch` or `tag`, for the message).
+///
+/// # Errors
+/// [`Error::InvalidRefName`]: empty, `.` or `..`, or holding `/` or control
+/// characters.
+pub fn validate_ref_name(kind: &'static str, name: &str) -> Result<()> {
+    match ref_name_problem(name) {
+        None => Ok(()),
+        Some(reason) => Err(Error::InvalidRefName {
+            kind,
+            name: name.to_string(),
+            reason,
+        }),
+    }
+}
 
 /// Reads branch `name`: its snapshot and the version of its ref file (for a later
 /// compare-and-swap).

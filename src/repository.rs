@@ -256,7 +256,8 @@ impl Repository {
         &self.inner.storage
     }
 
-    /// The object fetcher and cache.
+    /// The object fetcher and cache (public with the `testing` feature).
+    #[cfg(feature = "testing")]
     pub fn assets(&self) -> &AssetManager {
         &self.inner.assets
     }

@@ -769,7 +769,7 @@ async fn identical_new_groups_merge_on_rebase_but_different_ones_conflict() {
 
 #[tokio::test]
 async fn large_arrays_are_split_into_manifests_and_commits_rewrite_only_changed_ones() {
-    use floe::session::manifest_split::MAX_REFS_PER_MANIFEST;
+    use floe::session::MAX_REFS_PER_MANIFEST;
     let repo = Repository::create(new_in_memory_storage(), None)
         .await
         .unwrap();

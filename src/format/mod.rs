@@ -5,7 +5,13 @@
 //! `../shared/specs/icechunk-spec.txt`. This module knows nothing of sessions.
 
 pub mod config;
+/// Envelope encoding is internal; the `testing` feature exposes it for building
+/// hostile fixtures.
+#[cfg(feature = "testing")]
 pub mod envelope;
+#[cfg(not(feature = "testing"))]
+#[allow(unreachable_pub)]
+pub(crate) mod envelope;
 #[allow(
     clippy::all,
     clippy::pedantic,

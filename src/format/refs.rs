@@ -8,7 +8,6 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
 use crate::format::{FormatError, SnapshotId};
 
 /// The content of a ref file: `{"snapshot":"<20-character id>"}`.
@@ -37,27 +36,18 @@ impl RefData {
     }
 }
 
-/// Checks a branch or tag name: non-empty, no `/`, no control characters.
-///
-/// # Errors
-/// [`Error::InvalidRefName`].
-pub fn validate_ref_name(kind: &'static str, name: &str) -> Result<()> {
-    let invalid = |reason| Error::InvalidRefName {
-        kind,
-        name: name.to_string(),
-        reason,
-    };
+/// What is wrong with a branch or tag name, if anything: it must be non-empty, not
+/// `.` or `..`, and hold no `/` and no control characters.
+pub fn ref_name_problem(name: &str) -> Option<&'static str> {
     if name.is_empty() {
-        return Err(invalid("names cannot be empty"));
+        Some("names cannot be empty")
+    } else if name.contains('/') {
+        Some("names cannot contain `/`")
+    } else if name.chars().any(char::is_control) {
+        Some("names cannot contain control characters")
+    } else if name == "." || name == ".." {
+        Some("`.` and `..` are not names")
+    } else {
+        None
     }
-    if name.contains('/') {
-        return Err(invalid("names cannot contain `/`"));
-    }
-    if name.chars().any(char::is_control) {
-        return Err(invalid("names cannot contain control characters"));
-    }
-    if name == "." || name == ".." {
-        return Err(invalid("`.` and `..` are not names"));
-    }
-    Ok(())
 }

@@ -246,7 +246,7 @@ impl Snapshot {
     /// Decodes a snapshot file.
     ///
     /// # Errors
-    /// Envelope errors ([`envelope::open`]); [`FormatError::InvalidFlatbuffer`] when
+    /// Envelope errors (bad magic, version, file type or compression); [`FormatError::InvalidFlatbuffer`] when
     /// the flatbuffer fails verification; [`FormatError::InvalidData`] for content that
     /// breaks a format rule (bad path, unknown node type, undecodable metadata).
     pub fn decode(bytes: &[u8]) -> Result<Self, FormatError> {

@@ -28,18 +28,18 @@ pub const MAX_REFS_PER_MANIFEST: u64 = 100_000;
 
 /// How an array's chunk grid is cut into blocks, one manifest per block.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SplitLayout {
+pub(crate) struct SplitLayout {
     /// Chunks per block along each dimension.
     block: Vec<u64>,
 }
 
 /// A block of the layout: its position in units of blocks along each dimension.
-pub type BlockId = Vec<u64>;
+pub(crate) type BlockId = Vec<u64>;
 
 impl SplitLayout {
     /// The layout for a chunk grid of `num_chunks` chunks per dimension, with at most
     /// `max_refs` chunk positions per block (trailing dimensions are kept whole first).
-    pub fn new(num_chunks: &[u64], max_refs: u64) -> Self {
+    pub(crate) fn new(num_chunks: &[u64], max_refs: u64) -> Self {
         let mut budget = max_refs.max(1);
         let mut block = vec![1; num_chunks.len()];
         for d in (0..num_chunks.len()).rev() {
@@ -50,13 +50,13 @@ impl SplitLayout {
     }
 
     /// The layout of an array of this shape.
-    pub fn for_shape(shape: &[DimensionShape]) -> Self {
+    pub(crate) fn for_shape(shape: &[DimensionShape]) -> Self {
         let n: Vec<u64> = shape.iter().map(DimensionShape::num_chunks).collect();
         Self::new(&n, MAX_REFS_PER_MANIFEST)
     }
 
     /// The block holding chunk `index`.
-    pub fn block_of(&self, index: &[u32]) -> BlockId {
+    pub(crate) fn block_of(&self, index: &[u32]) -> BlockId {
         index
             .iter()
             .zip(&self.block)
@@ -65,7 +65,7 @@ impl SplitLayout {
     }
 
     /// Whether `block` overlaps a manifest's chunk index `extents`.
-    pub fn overlaps(&self, block: &[u64], extents: &[Range<u32>]) -> bool {
+    pub(crate) fn overlaps(&self, block: &[u64], extents: &[Range<u32>]) -> bool {
         block
             .iter()
             .zip(&self.block)
@@ -79,11 +79,11 @@ impl SplitLayout {
 
 /// The new manifests of one array.
 #[derive(Clone, Debug, Default)]
-pub struct ArrayManifests {
+pub(crate) struct ArrayManifests {
     /// The array's manifest refs after the commit (kept and new).
-    pub refs: Vec<ManifestRef>,
+    pub(crate) refs: Vec<ManifestRef>,
     /// File infos of the manifests written.
-    pub written: Vec<ManifestFileInfo>,
+    pub(crate) written: Vec<ManifestFileInfo>,
 }
 
 /// Writes the manifests of array `node` for a commit: keeps the committed manifests
@@ -94,7 +94,7 @@ pub struct ArrayManifests {
 ///
 /// # Errors
 /// Storage and format errors.
-pub async fn write_array_manifests(
+pub(crate) async fn write_array_manifests(
     assets: &AssetManager,
     base: &Snapshot,
     node: NodeId,

@@ -11,9 +11,6 @@ pub mod conflict;
 pub(crate) mod context;
 pub mod diff;
 mod fork;
-#[cfg(feature = "testing")]
-pub mod manifest_split;
-#[cfg(not(feature = "testing"))]
 pub(crate) mod manifest_split;
 mod rebase;
 mod solver;
@@ -40,6 +37,7 @@ pub use conflict::{Conflict, ConflictError};
 use context::SessionContext;
 pub use diff::Diff;
 pub use fork::ForkId;
+pub use manifest_split::MAX_REFS_PER_MANIFEST;
 pub use solver::{BasicConflictSolver, ConflictDetector, ConflictSolver, VersionSelection};
 pub use store::SessionStore;
 
