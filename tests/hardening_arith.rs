@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use common::{array_def, p};
+use floe::cli::formats::RegionFormats;
 use floe::format::manifest::{ChunkPayload, NativeChunkRef};
 use floe::storage::{LocalStorage, Storage};
 use floe::zarr::{ArraySubset, DataType, FilesystemStore, ZarrError};

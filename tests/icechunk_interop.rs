@@ -35,6 +35,7 @@ use std::process::Command;
 use std::sync::Arc;
 
 use base64::Engine as _;
+use floe::cli::formats::RegionFormats;
 use floe::format::config::{ContainerStore, RepositoryConfig, VirtualChunkContainer};
 use floe::format::manifest::{Checksum, ChunkPayload, VirtualChunkRef};
 use floe::format::snapshot::NodeData;

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
+use floe::cli::formats::RegionFormats;
 use floe::zarr::store::conformance::store_conformance;
 use floe::zarr::{
     delete_node, list_children, open_node, walk, Array, ArrayBuilder, ArrayBytes, ArrayOptions,

@@ -8,6 +8,7 @@ use std::io::Write;
 use std::sync::Arc;
 
 use super::args::{CatFormat, RefArgs};
+use super::formats::RegionFormats;
 use super::region::parse_region;
 use super::target::open_source;
 use super::{text, CliError, CliResult};

@@ -15,6 +15,7 @@ mod cat;
 mod commands;
 mod demo;
 mod export;
+pub mod formats;
 mod history;
 mod import;
 mod lifecycle;

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use bytes::Bytes;
+use floe::cli::formats::RegionFormats;
 use floe::format::NodePath;
 use floe::session::ArrayDefinition;
 

@@ -1,0 +1,208 @@
+//! Chunk I/O of an [`Array`]: reading, decoding, encoding and writing whole chunks
+//! (decoded or as stored), and the size checks they share.
+
+use super::*;
+
+impl Array {
+    /// Reads and decodes a whole chunk (shape [`Array::chunk_shape`], including any
+    /// overhang past the array edge); `None` when the chunk is not stored.
+    ///
+    /// # Errors
+    /// [`ZarrError::InvalidRegion`] for an index outside the grid;
+    /// [`ZarrError::Chunk`] / [`ZarrError::ChunkSize`] for undecodable chunks;
+    /// store errors.
+    pub async fn read_chunk_bytes(&self, chunk: &[u64]) -> ZarrResult<Option<ArrayBytes>> {
+        self.check_chunk_index(chunk)?;
+        self.fetch_chunk(chunk).await
+    }
+
+    pub(super) async fn fetch_chunk(&self, chunk: &[u64]) -> ZarrResult<Option<ArrayBytes>> {
+        let key = self.key_of(chunk);
+        let Some(bytes) = self.store.get(&key).await? else {
+            return Ok(None);
+        };
+        // Only a stored chunk needs decoding into a whole-chunk buffer.
+        let chunk_len = self.chunk_len()?;
+        let chain = Arc::clone(&self.derived.chain);
+        let repr = self.derived.repr.clone();
+        let elem = self.metadata.data_type.fixed_size().unwrap_or(0);
+        let size = bytes.len().max(chunk_len.saturating_mul(elem));
+        let decoded = run_blocking(size, move || chain.decode(bytes, &repr))
+            .await
+            .map_err(|e| chunk_err(&self.path, &key, e))?;
+        self.check_decoded(&key, &decoded, self.derived.repr.num_elements())?;
+        Ok(Some(decoded))
+    }
+
+    pub(super) fn check_decoded(&self, key: &str, data: &ArrayBytes, n: u64) -> ZarrResult<()> {
+        data.check_len(&self.metadata.data_type, n)
+            .map_err(|got| ZarrError::ChunkSize {
+                path: self.path.clone(),
+                key: key.to_string(),
+                expected: n,
+                got,
+            })
+    }
+
+    /// Reads a whole chunk as elements of `T` (C order, chunk shape), the fill value
+    /// when it is not stored.
+    ///
+    /// # Errors
+    /// [`ZarrError::ElementType`] when `T` does not match the data type; otherwise as
+    /// [`Array::read_chunk_bytes`].
+    pub async fn read_chunk<T: Element>(&self, chunk: &[u64]) -> ZarrResult<Vec<T>> {
+        self.check_element::<T>()?;
+        let data = match self.read_chunk_bytes(chunk).await? {
+            Some(d) => d,
+            None => self.fill_bytes(self.chunk_len()? as u64)?,
+        };
+        T::from_array_bytes(data, &self.metadata.data_type)
+    }
+
+    /// Encodes and stores a whole chunk (`data` has the chunk shape, C order); a
+    /// chunk equal to the fill value is erased unless `write_empty_chunks`.
+    ///
+    /// # Errors
+    /// [`ZarrError::DataLength`] for the wrong number of elements;
+    /// [`ZarrError::Chunk`] on encoding failures; store errors.
+    pub async fn write_chunk_bytes(&self, chunk: &[u64], data: ArrayBytes) -> ZarrResult<()> {
+        self.check_writable()?;
+        self.check_chunk_index(chunk)?;
+        let n = self.derived.repr.num_elements();
+        data.check_len(&self.metadata.data_type, n)
+            .map_err(|got| ZarrError::DataLength {
+                path: self.path.clone(),
+                expected: n,
+                got,
+            })?;
+        let key = self.key_of(chunk);
+        self.store_chunk(key, data).await
+    }
+
+    /// [`Array::write_chunk_bytes`] from elements of `T`.
+    ///
+    /// # Errors
+    /// [`ZarrError::ElementType`], [`ZarrError::InvalidValue`]; otherwise as
+    /// [`Array::write_chunk_bytes`].
+    pub async fn write_chunk<T: Element>(&self, chunk: &[u64], data: &[T]) -> ZarrResult<()> {
+        self.check_element::<T>()?;
+        let bytes = T::to_array_bytes(data, &self.metadata.data_type)?;
+        self.write_chunk_bytes(chunk, bytes).await
+    }
+
+    /// Removes a stored chunk (it then reads as the fill value).
+    ///
+    /// # Errors
+    /// [`ZarrError::InvalidRegion`] for an index outside the grid; store errors.
+    pub async fn erase_chunk(&self, chunk: &[u64]) -> ZarrResult<()> {
+        self.check_writable()?;
+        self.check_chunk_index(chunk)?;
+        self.store.erase(&self.key_of(chunk)).await?;
+        Ok(())
+    }
+
+    /// The encoded bytes of a chunk as stored, `None` when absent.
+    ///
+    /// # Errors
+    /// [`ZarrError::InvalidRegion`]; store errors.
+    pub async fn read_encoded_chunk(&self, chunk: &[u64]) -> ZarrResult<Option<Bytes>> {
+        self.check_chunk_index(chunk)?;
+        Ok(self.store.get(&self.key_of(chunk)).await?)
+    }
+
+    /// Stores already-encoded chunk bytes verbatim (no validation of the encoding).
+    ///
+    /// # Errors
+    /// [`ZarrError::InvalidRegion`]; store errors.
+    pub async fn write_encoded_chunk(&self, chunk: &[u64], bytes: Bytes) -> ZarrResult<()> {
+        self.check_writable()?;
+        self.check_chunk_index(chunk)?;
+        self.store.set(&self.key_of(chunk), bytes).await?;
+        Ok(())
+    }
+
+    /// `n` elements of the fill value.
+    ///
+    /// # Errors
+    /// [`ZarrError::TooLarge`] when `n` elements cannot be held in one buffer.
+    pub(super) fn fill_bytes(&self, n: u64) -> ZarrResult<ArrayBytes> {
+        let len = buffer_len(n, &self.metadata.data_type).ok_or_else(|| {
+            self.too_large(format!(
+                "{n} elements of {} do not fit in memory",
+                self.metadata.data_type
+            ))
+        })?;
+        ArrayBytes::new_fill(len, &self.metadata.data_type, &self.derived.repr.fill_value).map_err(
+            |e| match e {
+                ZarrError::TooLarge { reason, .. } => self.too_large(reason),
+                e => e,
+            },
+        )
+    }
+
+    pub(super) fn too_large(&self, reason: String) -> ZarrError {
+        ZarrError::TooLarge {
+            path: self.path.clone(),
+            reason,
+        }
+    }
+
+    /// Elements of one chunk, checked to fit in memory.
+    ///
+    /// # Errors
+    /// [`ZarrError::TooLarge`] when a chunk of the chunk shape cannot be held.
+    pub(super) fn chunk_len(&self) -> ZarrResult<usize> {
+        self.derived.chunk_len.ok_or_else(|| {
+            self.too_large(format!(
+                "a chunk of shape {:?} and data type {} does not fit in memory",
+                self.metadata.chunk_shape, self.metadata.data_type
+            ))
+        })
+    }
+
+    /// Elements of `region` (already checked to be within the array), checked to fit
+    /// in one buffer.
+    ///
+    /// # Errors
+    /// [`ZarrError::TooLarge`] when the element count overflows `u64` or the region
+    /// does not fit in memory.
+    pub(super) fn region_len(&self, region: &ArraySubset) -> ZarrResult<usize> {
+        region
+            .checked_num_elements()
+            .and_then(|n| buffer_len(n, &self.metadata.data_type))
+            .ok_or_else(|| {
+                self.too_large(format!(
+                    "region of shape {:?} ({} elements of {}) does not fit in memory",
+                    region.shape,
+                    region
+                        .checked_num_elements()
+                        .map_or_else(|| "more than 2^64".to_string(), |n| n.to_string()),
+                    self.metadata.data_type
+                ))
+            })
+    }
+
+    /// Encodes `data` (a whole chunk) and stores it, or erases the key when it is
+    /// all fill value and empty chunks are not written.
+    pub(super) async fn store_chunk(&self, key: String, data: ArrayBytes) -> ZarrResult<()> {
+        let chunk_len = self.chunk_len()?;
+        let chain = Arc::clone(&self.derived.chain);
+        let repr = self.derived.repr.clone();
+        let write_empty = self.options.write_empty_chunks;
+        let elem = self.metadata.data_type.fixed_size().unwrap_or(0);
+        let size = chunk_len.saturating_mul(elem);
+        let encoded = run_blocking(size, move || encode_chunk(&chain, &repr, write_empty, data))
+            .await
+            .map_err(|e| chunk_err(&self.path, &key, e))?;
+        self.put_encoded(&key, encoded).await
+    }
+
+    /// Stores encoded chunk bytes, or erases the key for `None`.
+    pub(super) async fn put_encoded(&self, key: &str, encoded: Option<Vec<u8>>) -> ZarrResult<()> {
+        match encoded {
+            Some(bytes) => self.store.set(key, Bytes::from(bytes)).await?,
+            None => self.store.erase(key).await?,
+        }
+        Ok(())
+    }
+}

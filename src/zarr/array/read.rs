@@ -1,0 +1,160 @@
+//! Region reads of an [`Array`]: the chunks a region touches are fetched
+//! concurrently and decoded into one C-order buffer; missing chunks read as the fill
+//! value.
+
+use super::*;
+
+impl Array {
+    /// Reads `region` as decoded elements (C order, native-endian for fixed-size
+    /// types). Missing chunks read as the fill value; chunks are fetched and decoded
+    /// concurrently; with sharding only the needed inner chunks are read.
+    ///
+    /// # Errors
+    /// [`ZarrError::InvalidRegion`] when the region is not within the array;
+    /// [`ZarrError::Chunk`] / [`ZarrError::ChunkSize`] naming the chunk key for
+    /// undecodable chunks; store errors.
+    pub async fn read_region_bytes(&self, region: &ArraySubset) -> ZarrResult<ArrayBytes> {
+        self.check_region(region)?;
+        let n = self.region_len(region)? as u64;
+        if n == 0 {
+            return self.fill_bytes(0);
+        }
+        let grid = &self.derived.grid;
+        let chunks = grid.chunks_intersecting(region);
+        // Fast path: the region is exactly one whole chunk.
+        if chunks.num_elements() == 1 && grid.chunk_region(&chunks.start) == *region {
+            return match self.fetch_chunk(&chunks.start).await? {
+                Some(d) => Ok(d),
+                None => self.fill_bytes(n),
+            };
+        }
+        let mut out = self.fill_bytes(n)?;
+        self.read_into(region, out.as_view_mut()).await?;
+        Ok(out)
+    }
+
+    /// Reads `region` into `out` (C order, shape `region.shape`, already holding the
+    /// fill value): chunks are fetched and decoded concurrently and copied in as they
+    /// arrive; missing chunks are skipped.
+    pub(super) async fn read_into(
+        &self,
+        region: &ArraySubset,
+        mut out: ElemsMut<'_>,
+    ) -> ZarrResult<()> {
+        let chunks = self.derived.grid.chunks_intersecting(region);
+        let elem = self.metadata.data_type.fixed_size().unwrap_or(0);
+        let mut results = futures::stream::iter(indices_in(&chunks.start, &chunks.shape))
+            .map(|idx| self.read_chunk_part(idx, region))
+            .buffer_unordered(self.options.concurrency.max(1));
+        while let Some(r) = results.next().await {
+            let Some(part) = r? else {
+                continue;
+            };
+            out.copy_from(
+                &region.shape,
+                &part.inter.relative_to(&region.start).start,
+                part.data.as_view(),
+                &part.data_shape,
+                &part.data_start,
+                &part.inter.shape,
+                elem,
+            );
+        }
+        Ok(())
+    }
+
+    /// Reads the part of chunk `idx` inside `region`, `None` when the chunk is
+    /// missing. The data is the whole decoded chunk when the chain cannot decode
+    /// partially (the caller copies the intersection out of it, saving a copy), else
+    /// just the intersection.
+    pub(super) async fn read_chunk_part(
+        &self,
+        idx: Vec<u64>,
+        region: &ArraySubset,
+    ) -> ZarrResult<Option<ChunkPart>> {
+        let chunk_region = self.derived.grid.chunk_region(&idx);
+        let Some(inter) = chunk_region.intersect(region) else {
+            return Ok(None);
+        };
+        let local = inter.relative_to(&chunk_region.start);
+        let repr = &self.derived.repr;
+        if local.is_full(&repr.shape) || !self.derived.chain.supports_partial_decode() {
+            return Ok(self.fetch_chunk(&idx).await?.map(|data| ChunkPart {
+                inter,
+                data,
+                data_shape: repr.shape.clone(),
+                data_start: local.start,
+            }));
+        }
+        let key = self.key_of(&idx);
+        let source = StoreSource {
+            store: Arc::clone(&self.store),
+            key: key.clone(),
+        };
+        let part = self
+            .derived
+            .chain
+            .partial_decode(&source, repr, &local)
+            .await
+            .map_err(|e| chunk_err(&self.path, &key, e))?;
+        match part {
+            None => Ok(None),
+            Some(data) => {
+                self.check_decoded(&key, &data, local.num_elements())?;
+                Ok(Some(ChunkPart {
+                    data_start: vec![0; inter.ndim()],
+                    data_shape: inter.shape.clone(),
+                    inter,
+                    data,
+                }))
+            }
+        }
+    }
+
+    /// Reads `region` as elements of `T` in C order.
+    ///
+    /// # Errors
+    /// [`ZarrError::ElementType`] when `T` does not match the data type; otherwise
+    /// as [`Array::read_region_bytes`].
+    pub async fn read_region<T: Element>(&self, region: &ArraySubset) -> ZarrResult<Vec<T>> {
+        self.check_element::<T>()?;
+        self.check_region(region)?;
+        let dt = &self.metadata.data_type;
+        let n = self.region_len(region)?;
+        if n > 1 && dt.fixed_size().is_some() && T::as_fixed_bytes(&[]).is_some() {
+            // Decode straight into the caller's vector (no conversion copy).
+            if let Some(fill) = T::from_array_bytes(self.fill_bytes(1)?, dt)?.pop() {
+                let mut out = crate::zarr::array_bytes::try_filled_vec(n, fill)
+                    .ok_or_else(|| self.too_large(format!("cannot allocate {n} elements")))?;
+                if let Some(bytes) = T::as_fixed_bytes_mut(&mut out) {
+                    self.read_into(region, ElemsMut::Fixed(bytes)).await?;
+                    return Ok(out);
+                }
+            }
+        }
+        let data = self.read_region_bytes(region).await?;
+        T::from_array_bytes(data, dt)
+    }
+
+    /// Reads `region` as an `ndarray` of shape `region.shape`.
+    ///
+    /// # Errors
+    /// As [`Array::read_region`].
+    pub async fn read_region_ndarray<T: Element>(
+        &self,
+        region: &ArraySubset,
+    ) -> ZarrResult<ArrayD<T>> {
+        let v = self.read_region::<T>(region).await?;
+        let shape: Vec<usize> = region.shape.iter().map(|&x| x as usize).collect();
+        ArrayD::from_shape_vec(IxDyn(&shape), v).map_err(|e| self.region_err(e.to_string()))
+    }
+
+    /// Reads the whole array as elements of `T`.
+    ///
+    /// # Errors
+    /// As [`Array::read_region`].
+    pub async fn read_all<T: Element>(&self) -> ZarrResult<Vec<T>> {
+        self.read_region(&ArraySubset::full(&self.metadata.shape))
+            .await
+    }
+}
