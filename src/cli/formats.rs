@@ -1,7 +1,7 @@
 //! The output formats of `floe cat` as a reading API: a region of an array as raw
 //! little-endian bytes or as JSON. They live here, beside the command that prints
 //! them, not in the array type: the Zarr layer reads decoded elements
-//! ([`ArrayBytes`]), and what a program prints them as is the program's business.
+//! ([`ArrayBytes`](crate::zarr::ArrayBytes)), and what a program prints them as is the program's business.
 
 use async_trait::async_trait;
 use serde_json::Value;

@@ -1,0 +1,265 @@
+//! [`CodecChain`]: an ordered list of codecs applied to encode and decode chunks
+//! (core spec, "Encoding procedure" / "Decoding procedure"), with CPU-heavy work on
+//! the blocking thread pool.
+
+use super::*;
+
+/// Runs CPU-bound work on tokio's blocking pool when `size` (bytes of work) is large
+/// and a runtime is available; inline otherwise.
+pub(crate) async fn run_blocking<T, F>(size: usize, f: F) -> Result<T, CodecError>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, CodecError> + Send + 'static,
+{
+    const INLINE_LIMIT: usize = 64 * 1024;
+    if size <= INLINE_LIMIT || tokio::runtime::Handle::try_current().is_err() {
+        return f();
+    }
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| CodecError::Task(e.to_string()))?
+}
+
+/// An ordered codec list: zero or more `array -> array` codecs, exactly one
+/// `array -> bytes` codec, zero or more `bytes -> bytes` codecs (core spec, "Codecs").
+#[derive(Clone, Debug)]
+pub struct CodecChain {
+    array_to_array: Vec<Arc<dyn ArrayToArrayCodec>>,
+    array_to_bytes: Arc<dyn ArrayToBytesCodec>,
+    bytes_to_bytes: Vec<Arc<dyn BytesToBytesCodec>>,
+}
+
+impl CodecChain {
+    /// Builds a chain from codecs in order.
+    ///
+    /// # Errors
+    /// [`ZarrError::InvalidCodec`] when the kinds are out of order or the chain does not
+    /// have exactly one `array -> bytes` codec.
+    pub fn new(codecs: Vec<Codec>) -> ZarrResult<Self> {
+        let bad = |reason: &str| ZarrError::InvalidCodec {
+            codec: "codecs".into(),
+            reason: reason.to_string(),
+        };
+        let mut a2a = Vec::new();
+        let mut a2b = None;
+        let mut b2b = Vec::new();
+        for c in codecs {
+            match c {
+                Codec::ArrayToArray(c) => {
+                    if a2b.is_some() {
+                        return Err(bad(
+                            "an array -> array codec follows the array -> bytes codec",
+                        ));
+                    }
+                    a2a.push(c);
+                }
+                Codec::ArrayToBytes(c) => {
+                    if a2b.is_some() {
+                        return Err(bad("more than one array -> bytes codec"));
+                    }
+                    a2b = Some(c);
+                }
+                Codec::BytesToBytes(c) => {
+                    if a2b.is_none() {
+                        return Err(bad(
+                            "a bytes -> bytes codec precedes the array -> bytes codec",
+                        ));
+                    }
+                    b2b.push(c);
+                }
+            }
+        }
+        let array_to_bytes = a2b.ok_or_else(|| bad("no array -> bytes codec"))?;
+        Ok(CodecChain {
+            array_to_array: a2a,
+            array_to_bytes,
+            bytes_to_bytes: b2b,
+        })
+    }
+
+    /// Parses the `codecs` metadata list for chunks of representation `repr` and
+    /// checks that the chain can encode them.
+    ///
+    /// # Errors
+    /// As [`codec_from_json`] and [`CodecChain::new`]; [`ZarrError::InvalidCodec`] when
+    /// the chain cannot encode `repr` (e.g. `bytes` without `endian` for `int32`,
+    /// `vlen-utf8` for numbers).
+    pub fn from_json(codecs: &[Value], repr: &ChunkRepr) -> ZarrResult<Self> {
+        let mut list = Vec::new();
+        for c in codecs {
+            if let Some(codec) = codec_from_json(c, &repr.data_type)? {
+                list.push(codec);
+            }
+        }
+        let chain = CodecChain::new(list)?;
+        chain.validate(repr)?;
+        Ok(chain)
+    }
+
+    /// Checks that the chain can encode chunks of representation `repr`.
+    ///
+    /// # Errors
+    /// [`ZarrError::InvalidCodec`] naming the first codec that cannot.
+    pub fn validate(&self, repr: &ChunkRepr) -> ZarrResult<()> {
+        let mut r = repr.clone();
+        for c in &self.array_to_array {
+            r = c.encoded_repr(&r).map_err(|e| ZarrError::InvalidCodec {
+                codec: c.to_json().to_string(),
+                reason: e.to_string(),
+            })?;
+        }
+        self.array_to_bytes
+            .validate(&r)
+            .map_err(|e| ZarrError::InvalidCodec {
+                codec: self.array_to_bytes.to_json().to_string(),
+                reason: e.to_string(),
+            })
+    }
+
+    /// The `codecs` metadata list.
+    pub fn to_json(&self) -> Vec<Value> {
+        self.array_to_array
+            .iter()
+            .map(|c| c.to_json())
+            .chain(std::iter::once(self.array_to_bytes.to_json()))
+            .chain(self.bytes_to_bytes.iter().map(|c| c.to_json()))
+            .collect()
+    }
+
+    /// The `array -> bytes` codec.
+    pub fn array_to_bytes(&self) -> &Arc<dyn ArrayToBytesCodec> {
+        &self.array_to_bytes
+    }
+
+    /// Encodes a whole chunk of representation `repr` (core spec, "Encoding
+    /// procedure").
+    ///
+    /// # Errors
+    /// [`CodecError`] from any codec.
+    pub fn encode(&self, data: ArrayBytes, repr: &ChunkRepr) -> Result<Vec<u8>, CodecError> {
+        let mut data = data;
+        let mut r = repr.clone();
+        for c in &self.array_to_array {
+            let next = c.encoded_repr(&r)?;
+            data = c.encode(data, &r)?;
+            r = next;
+        }
+        let mut bytes = self.array_to_bytes.encode(data, &r)?;
+        for c in &self.bytes_to_bytes {
+            bytes = c.encode(bytes)?;
+        }
+        Ok(bytes)
+    }
+
+    /// Decodes a whole chunk into representation `repr` (core spec, "Decoding
+    /// procedure").
+    ///
+    /// # Errors
+    /// [`CodecError`] from any codec (corrupt data, wrong sizes).
+    pub fn decode(
+        &self,
+        bytes: ::bytes::Bytes,
+        repr: &ChunkRepr,
+    ) -> Result<ArrayBytes, CodecError> {
+        let mut bytes = bytes;
+        for c in self.bytes_to_bytes.iter().rev() {
+            bytes = c.decode(bytes)?;
+        }
+        let mut reprs = Vec::with_capacity(self.array_to_array.len() + 1);
+        let mut r = repr.clone();
+        for c in &self.array_to_array {
+            let next = c.encoded_repr(&r)?;
+            reprs.push(r);
+            r = next;
+        }
+        let mut data = self.array_to_bytes.decode(bytes, &r)?;
+        for (c, r) in self.array_to_array.iter().zip(reprs).rev() {
+            data = c.decode(data, &r)?;
+        }
+        Ok(data)
+    }
+
+    /// The encoded size of a chunk of representation `repr` when fixed (used for shard
+    /// indexes: `bytes` + `crc32c`).
+    pub fn encoded_size(&self, repr: &ChunkRepr) -> Option<u64> {
+        if !self.array_to_array.is_empty() {
+            return None;
+        }
+        let mut size = self.array_to_bytes.encoded_size(repr)?;
+        for c in &self.bytes_to_bytes {
+            size = c.encoded_size(size)?;
+        }
+        Some(size)
+    }
+
+    /// Whether a partial read of a chunk can fetch less than the whole value (the
+    /// chain is a lone `sharding_indexed` codec).
+    pub fn supports_partial_decode(&self) -> bool {
+        self.array_to_array.is_empty()
+            && self.bytes_to_bytes.is_empty()
+            && self.array_to_bytes.supports_partial_decode()
+    }
+
+    /// Whether a partial chunk write can avoid decoding and re-encoding the whole
+    /// chunk (the chain is a lone `sharding_indexed` codec).
+    pub fn supports_partial_encode(&self) -> bool {
+        self.array_to_array.is_empty()
+            && self.bytes_to_bytes.is_empty()
+            && self.array_to_bytes.supports_partial_encode()
+    }
+
+    /// Re-encodes a chunk with `region` replaced by `part`; see
+    /// [`ArrayToBytesCodec::partial_encode`]. Returns the encoding and whether the
+    /// chunk is now entirely the fill value.
+    ///
+    /// # Errors
+    /// [`CodecError::Unsupported`] unless [`CodecChain::supports_partial_encode`];
+    /// codec errors.
+    pub fn partial_encode(
+        &self,
+        existing: Option<::bytes::Bytes>,
+        repr: &ChunkRepr,
+        region: &ArraySubset,
+        part: &ArrayBytes,
+    ) -> Result<(Vec<u8>, bool), CodecError> {
+        if !self.supports_partial_encode() {
+            return Err(CodecError::unsupported("codecs", "partial encoding"));
+        }
+        self.array_to_bytes
+            .partial_encode(existing, repr, region, part)
+    }
+
+    /// Decodes `region` (relative to the chunk) of the chunk behind `source`;
+    /// `Ok(None)` when the chunk is absent. With a lone `sharding_indexed` codec only
+    /// the shard index and the needed inner chunks are read; otherwise the whole
+    /// chunk is read and decoded on the blocking thread pool.
+    ///
+    /// # Errors
+    /// [`CodecError`] from codecs or the source.
+    pub async fn partial_decode(
+        self: &Arc<Self>,
+        source: &dyn ByteSource,
+        repr: &ChunkRepr,
+        region: &ArraySubset,
+    ) -> Result<Option<ArrayBytes>, CodecError> {
+        if self.supports_partial_decode() {
+            return self
+                .array_to_bytes
+                .partial_decode(source, repr, region)
+                .await;
+        }
+        let Some(bytes) = source.get().await? else {
+            return Ok(None);
+        };
+        let chain = Arc::clone(self);
+        let repr = repr.clone();
+        let region = region.clone();
+        let size = bytes.len().max(repr.size_bytes().unwrap_or(0) as usize);
+        run_blocking(size, move || {
+            let decoded = chain.decode(bytes, &repr)?;
+            Ok(decoded.extract(&repr.data_type, &repr.shape, &region))
+        })
+        .await
+        .map(Some)
+    }
+}

@@ -1,0 +1,244 @@
+//! The codec traits, one per codec kind (core spec, "Codecs"), the chunk
+//! representation they work on, and [`ByteSource`], through which partial decoding
+//! reads without knowing stores.
+
+use super::*;
+
+/// The decoded representation a codec works on (core spec, "Codecs"): the shape,
+/// data type and fill value of the chunk.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChunkRepr {
+    /// Chunk shape in elements.
+    pub shape: Vec<u64>,
+    /// Element data type.
+    pub data_type: DataType,
+    /// Fill value (used by sharding for empty inner chunks).
+    pub fill_value: FillValue,
+}
+
+impl ChunkRepr {
+    /// Number of elements (1 for 0-d), saturating at `u64::MAX` (arrays check that
+    /// a chunk fits in memory before any codec sees it).
+    pub fn num_elements(&self) -> u64 {
+        crate::zarr::subset::saturating_product(&self.shape)
+    }
+
+    /// Size in bytes of the decoded chunk, `None` for variable-length data types;
+    /// saturating at `u64::MAX` like [`ChunkRepr::num_elements`].
+    pub fn size_bytes(&self) -> Option<u64> {
+        self.data_type
+            .fixed_size()
+            .map(|s| (s as u64).saturating_mul(self.num_elements()))
+    }
+}
+
+/// A source of encoded bytes that can be read in parts (for partial decoding).
+#[async_trait]
+pub trait ByteSource: Send + Sync {
+    /// The whole value, `None` when absent.
+    ///
+    /// # Errors
+    /// [`CodecError::Source`] on store failures.
+    async fn get(&self) -> Result<Option<::bytes::Bytes>, CodecError>;
+
+    /// Parts of the value, one per range; `None` when absent.
+    ///
+    /// # Errors
+    /// [`CodecError::Source`] on store failures or ranges outside the value.
+    async fn get_ranges(
+        &self,
+        ranges: &[ByteRange],
+    ) -> Result<Option<Vec<::bytes::Bytes>>, CodecError>;
+}
+
+/// An in-memory [`ByteSource`].
+#[derive(Clone, Debug)]
+pub struct BytesSource(pub Option<::bytes::Bytes>);
+
+#[async_trait]
+impl ByteSource for BytesSource {
+    async fn get(&self) -> Result<Option<::bytes::Bytes>, CodecError> {
+        Ok(self.0.clone())
+    }
+
+    async fn get_ranges(
+        &self,
+        ranges: &[ByteRange],
+    ) -> Result<Option<Vec<::bytes::Bytes>>, CodecError> {
+        let Some(b) = &self.0 else { return Ok(None) };
+        let mut out = Vec::with_capacity(ranges.len());
+        for r in ranges {
+            let range = r.to_range("<memory>", b.len() as u64)?;
+            out.push(b.slice(range.start as usize..range.end as usize));
+        }
+        Ok(Some(out))
+    }
+}
+
+/// An `array -> array` codec (e.g. `transpose`).
+pub trait ArrayToArrayCodec: Send + Sync + Debug {
+    /// The codec's metadata JSON (`{"name": ..., "configuration": ...}`).
+    fn to_json(&self) -> Value;
+
+    /// The encoded representation produced from `decoded`.
+    ///
+    /// # Errors
+    /// [`CodecError::Unsupported`] when the codec cannot apply to `decoded`.
+    fn encoded_repr(&self, decoded: &ChunkRepr) -> Result<ChunkRepr, CodecError>;
+
+    /// Encodes `data` (of representation `decoded`).
+    ///
+    /// # Errors
+    /// [`CodecError`] when the data does not match the representation.
+    fn encode(&self, data: ArrayBytes, decoded: &ChunkRepr) -> Result<ArrayBytes, CodecError>;
+
+    /// Decodes `data` back into representation `decoded`.
+    ///
+    /// # Errors
+    /// [`CodecError`] when the data does not match the representation.
+    fn decode(&self, data: ArrayBytes, decoded: &ChunkRepr) -> Result<ArrayBytes, CodecError>;
+}
+
+/// An `array -> bytes` codec (e.g. `bytes`, `sharding_indexed`, `vlen-utf8`).
+#[async_trait]
+pub trait ArrayToBytesCodec: Send + Sync + Debug {
+    /// The codec's metadata JSON.
+    fn to_json(&self) -> Value;
+
+    /// Checks that the codec can encode chunks of representation `repr`.
+    ///
+    /// # Errors
+    /// [`CodecError::Unsupported`] otherwise.
+    fn validate(&self, repr: &ChunkRepr) -> Result<(), CodecError>;
+
+    /// Encodes a whole chunk.
+    ///
+    /// # Errors
+    /// [`CodecError`] on failures of inner codecs or mismatched data.
+    fn encode(&self, data: ArrayBytes, repr: &ChunkRepr) -> Result<Vec<u8>, CodecError>;
+
+    /// Decodes a whole chunk.
+    ///
+    /// # Errors
+    /// [`CodecError::InvalidData`] for corrupt or mis-sized input.
+    fn decode(&self, bytes: ::bytes::Bytes, repr: &ChunkRepr) -> Result<ArrayBytes, CodecError>;
+
+    /// The encoded size in bytes when it depends only on `repr` (fixed-size
+    /// encodings), else `None`.
+    fn encoded_size(&self, repr: &ChunkRepr) -> Option<u64>;
+
+    /// Decodes only `region` (relative to the chunk) of the chunk in `source`;
+    /// `Ok(None)` when the chunk is absent. The default reads and decodes the whole
+    /// chunk; `sharding_indexed` reads only the index and the inner chunks needed.
+    ///
+    /// # Errors
+    /// As [`ArrayToBytesCodec::decode`], plus source failures.
+    async fn partial_decode(
+        &self,
+        source: &dyn ByteSource,
+        repr: &ChunkRepr,
+        region: &ArraySubset,
+    ) -> Result<Option<ArrayBytes>, CodecError> {
+        let Some(bytes) = source.get().await? else {
+            return Ok(None);
+        };
+        let decoded = self.decode(bytes, repr)?;
+        Ok(Some(decoded.extract(&repr.data_type, &repr.shape, region)))
+    }
+
+    /// Whether [`ArrayToBytesCodec::partial_decode`] reads less than the whole chunk.
+    fn supports_partial_decode(&self) -> bool {
+        false
+    }
+
+    /// Re-encodes a chunk with `region` (relative to the chunk) replaced by `part`
+    /// (shape `region.shape`), given the chunk's current encoding `existing` (`None`
+    /// when absent). Returns the new encoding and whether every element is now the
+    /// fill value. Only codecs that can do better than decode-modify-encode
+    /// (`sharding_indexed`: untouched inner chunks are copied, not re-encoded)
+    /// support it; see [`ArrayToBytesCodec::supports_partial_encode`].
+    ///
+    /// # Errors
+    /// [`CodecError::Unsupported`] by default; codec errors otherwise.
+    fn partial_encode(
+        &self,
+        _existing: Option<::bytes::Bytes>,
+        _repr: &ChunkRepr,
+        _region: &ArraySubset,
+        _part: &ArrayBytes,
+    ) -> Result<(Vec<u8>, bool), CodecError> {
+        Err(CodecError::unsupported("codec", "partial encoding"))
+    }
+
+    /// Whether [`ArrayToBytesCodec::partial_encode`] is implemented.
+    fn supports_partial_encode(&self) -> bool {
+        false
+    }
+}
+
+/// A `bytes -> bytes` codec (e.g. `gzip`, `zstd`, `blosc`, `crc32c`).
+pub trait BytesToBytesCodec: Send + Sync + Debug {
+    /// The codec's metadata JSON.
+    fn to_json(&self) -> Value;
+
+    /// Encodes bytes.
+    ///
+    /// # Errors
+    /// [`CodecError::EncodeFailed`] when the underlying library fails.
+    fn encode(&self, bytes: Vec<u8>) -> Result<Vec<u8>, CodecError>;
+
+    /// Decodes bytes.
+    ///
+    /// # Errors
+    /// [`CodecError::InvalidData`] for corrupt input.
+    fn decode(&self, bytes: ::bytes::Bytes) -> Result<::bytes::Bytes, CodecError>;
+
+    /// The encoded size for a decoded size, when it is fixed (e.g. `crc32c`: +4).
+    fn encoded_size(&self, _decoded_size: u64) -> Option<u64> {
+        None
+    }
+}
+
+/// One codec of any kind.
+#[derive(Clone, Debug)]
+pub enum Codec {
+    /// An `array -> array` codec.
+    ArrayToArray(Arc<dyn ArrayToArrayCodec>),
+    /// An `array -> bytes` codec.
+    ArrayToBytes(Arc<dyn ArrayToBytesCodec>),
+    /// A `bytes -> bytes` codec.
+    BytesToBytes(Arc<dyn BytesToBytesCodec>),
+}
+
+impl Codec {
+    /// The codec's metadata JSON.
+    pub fn to_json(&self) -> Value {
+        match self {
+            Codec::ArrayToArray(c) => c.to_json(),
+            Codec::ArrayToBytes(c) => c.to_json(),
+            Codec::BytesToBytes(c) => c.to_json(),
+        }
+    }
+}
+
+/// Checks that `data` holds exactly the elements of `repr`.
+///
+/// # Errors
+/// [`CodecError::InvalidData`] naming `codec` otherwise.
+pub(crate) fn check_data(
+    codec: &str,
+    data: &ArrayBytes,
+    repr: &ChunkRepr,
+) -> Result<(), CodecError> {
+    data.check_len(&repr.data_type, repr.num_elements())
+        .map_err(|found| {
+            CodecError::invalid(
+                codec,
+                format!(
+                    "expected {} elements of {}, got {found}",
+                    repr.num_elements(),
+                    repr.data_type
+                ),
+            )
+        })
+}
