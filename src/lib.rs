@@ -90,4 +90,5 @@ pub mod zarr;
 pub use error::{Error, Result};
 pub use format::{NodePath, SnapshotId};
 pub use repository::{OpenOptions, Repository, SnapshotInfo, VersionSelector};
-pub use session::{CommitOptions, Session, SessionStore};
+pub use session::{CommitOptions, Session};
+pub use zarr::store::SessionStore;

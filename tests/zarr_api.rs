@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use floe::cli::formats::RegionFormats;
-use floe::zarr::store::conformance::store_conformance;
+use floe::zarr::store::conformance::{store_conformance, zarr_store_conformance};
 use floe::zarr::{
     delete_node, list_children, open_node, walk, Array, ArrayBuilder, ArrayBytes, ArrayOptions,
     ArraySubset, ChunkKeyEncodingKind, DataType, FilesystemStore, Group, MemoryStore, Node,
@@ -26,8 +26,11 @@ fn attrs(v: Value) -> Map<String, Value> {
 #[tokio::test]
 async fn stores_conform() {
     store_conformance(&MemoryStore::new()).await;
+    zarr_store_conformance(&MemoryStore::new()).await;
     let dir = tempfile::tempdir().unwrap();
     store_conformance(&FilesystemStore::new(dir.path()).unwrap()).await;
+    let dir2 = tempfile::tempdir().unwrap();
+    zarr_store_conformance(&FilesystemStore::new(dir2.path()).unwrap()).await;
 }
 
 #[tokio::test]

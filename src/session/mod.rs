@@ -14,7 +14,6 @@ mod fork;
 pub(crate) mod manifest_split;
 mod rebase;
 mod solver;
-pub mod store;
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -39,7 +38,6 @@ pub use diff::Diff;
 pub use fork::ForkId;
 pub use manifest_split::MAX_REFS_PER_MANIFEST;
 pub use solver::{BasicConflictSolver, ConflictDetector, ConflictSolver, VersionSelection};
-pub use store::SessionStore;
 
 /// Options of [`Session::commit_with`]: whether and how a commit rebases when its
 /// branch moved (Icechunk's `rebase_with` / `rebase_tries`), and the back-off between
@@ -285,11 +283,6 @@ impl Session {
     /// Forgets every uncommitted change (chunks already written become garbage).
     pub fn discard_changes(&self) {
         self.write().change(|c| *c = ChangeSet::default());
-    }
-
-    /// A Zarr store view of this session.
-    pub fn store(&self) -> SessionStore {
-        SessionStore::new(self.clone())
     }
 
     fn check_writable(&self) -> Result<()> {

@@ -3,17 +3,11 @@
 //! [`store_conformance`] exercises every operation of the core spec's abstract store
 //! interface ("Abstract store interface": `get`, `get_partial_values`, `set`,
 //! `erase`, `erase_prefix`, `list`, `list_prefix`, `list_dir`) and panics with a
-//! descriptive message on the first violation. It is public (but hidden from the
-//! docs) so other stores — e.g. a repository session store — can run it from their
-//! own tests:
-//!
-//! ```ignore
-//! #[tokio::test]
-//! async fn session_store_conforms() {
-//!     let store = make_empty_session_store().await;
-//!     floe::zarr::store::conformance::store_conformance(&store).await;
-//! }
-//! ```
+//! descriptive message on the first violation. [`zarr_store_conformance`] runs the
+//! same operations with valid Zarr keys only (node metadata and chunk keys of
+//! existing arrays), for stores that refuse anything else, such as
+//! [`SessionStore`](super::SessionStore); `tests/session_store.rs` runs it on a
+//! repository session, `tests/zarr_api.rs` on the memory and filesystem stores.
 
 use bytes::Bytes;
 use futures::future::join_all;
@@ -372,4 +366,146 @@ async fn concurrency(store: &dyn Store) {
         }
     }
     store.erase_prefix("conc/").await.expect("erase_prefix");
+}
+
+/// The conformance suite restricted to valid Zarr hierarchies: every key is a node's
+/// `zarr.json` (valid v3 group or array metadata) or a chunk key of an existing array
+/// under the default chunk key encoding. Stores that accept only such keys (a
+/// repository session store) run this one; generic stores run it too. `store` must
+/// be empty and writable, and is left empty.
+///
+/// # Panics
+/// On the first behaviour that does not conform, naming the operation and key.
+pub async fn zarr_store_conformance(store: &dyn Store) {
+    assert!(store.is_writable(), "conformance needs a writable store");
+    assert!(
+        store.list().await.expect("list").is_empty(),
+        "conformance needs an empty store"
+    );
+    let group = b(r#"{"zarr_format":3,"node_type":"group","attributes":{"k":1}}"#);
+    let array = b(concat!(
+        r#"{"zarr_format":3,"node_type":"array","shape":[4,4],"data_type":"uint8","#,
+        r#""chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2,2]}},"#,
+        r#""chunk_key_encoding":{"name":"default","configuration":{"separator":"/"}},"#,
+        r#""fill_value":0,"codecs":[{"name":"bytes"}],"attributes":{}}"#
+    ));
+    // Metadata round trips byte for byte; chunks too, small and large.
+    store
+        .set("zarr.json", group.clone())
+        .await
+        .expect("set root");
+    store
+        .set("g/zarr.json", group.clone())
+        .await
+        .expect("set group");
+    store
+        .set("g/a/zarr.json", array.clone())
+        .await
+        .expect("set array");
+    assert_eq!(store.get("g/a/zarr.json").await.expect("get"), Some(array));
+    assert_eq!(store.get("g/zarr.json").await.expect("get"), Some(group));
+    let big = Bytes::from(
+        (0..1u32 << 20)
+            .map(|i| (i % 251) as u8)
+            .collect::<Vec<u8>>(),
+    );
+    store
+        .set("g/a/c/0/0", b("0123456789"))
+        .await
+        .expect("set chunk");
+    store
+        .set("g/a/c/1/1", big.clone())
+        .await
+        .expect("set 1 MiB chunk");
+    assert_eq!(store.get("g/a/c/1/1").await.expect("get"), Some(big));
+    assert_eq!(store.get("g/a/c/0/1").await.expect("get missing"), None);
+    assert_eq!(store.get("g/b/zarr.json").await.expect("get missing"), None);
+    // Partial reads of a chunk.
+    let ranges = [
+        ByteRange::FromStart {
+            offset: 0,
+            length: Some(3),
+        },
+        ByteRange::FromStart {
+            offset: 7,
+            length: None,
+        },
+        ByteRange::Suffix(2),
+    ];
+    let parts = store
+        .get_partial_values("g/a/c/0/0", &ranges)
+        .await
+        .expect("partial")
+        .expect("present");
+    let want: [&[u8]; 3] = [b"012", b"789", b"89"];
+    for (got, want) in parts.iter().zip(want) {
+        assert_eq!(got.as_ref(), want);
+    }
+    assert_eq!(
+        store
+            .get_partial_values("g/a/c/0/1", &ranges)
+            .await
+            .expect("partial of missing"),
+        None
+    );
+    match store
+        .get_partial_values(
+            "g/a/c/0/0",
+            &[ByteRange::FromStart {
+                offset: 8,
+                length: Some(3),
+            }],
+        )
+        .await
+    {
+        Err(StoreError::InvalidRange { .. }) => {}
+        other => panic!("a range outside the chunk must be InvalidRange, got {other:?}"),
+    }
+    // Listing.
+    let all = store.list().await.expect("list");
+    assert_eq!(
+        all,
+        [
+            "g/a/c/0/0",
+            "g/a/c/1/1",
+            "g/a/zarr.json",
+            "g/zarr.json",
+            "zarr.json"
+        ]
+    );
+    assert_eq!(
+        store.list_prefix("g/a/").await.expect("list_prefix"),
+        ["g/a/c/0/0", "g/a/c/1/1", "g/a/zarr.json"]
+    );
+    let root = store.list_dir("").await.expect("list_dir root");
+    assert_eq!(
+        (root.keys, root.prefixes),
+        (vec!["zarr.json".to_string()], vec!["g/".to_string()])
+    );
+    let grid = store.list_dir("g/a/c/").await.expect("list_dir grid");
+    assert_eq!(
+        (grid.keys, grid.prefixes),
+        (vec![], vec!["g/a/c/0/".to_string(), "g/a/c/1/".to_string()])
+    );
+    // Concurrent writes of one chunk: one of them wins, whole.
+    let writes = (0..16u8).map(|i| store.set("g/a/c/1/0", Bytes::from(vec![i; 4096])));
+    for r in join_all(writes).await {
+        r.expect("concurrent set");
+    }
+    let got = store.get("g/a/c/1/0").await.expect("get").expect("present");
+    assert!(
+        got.len() == 4096 && got.iter().all(|&x| x == got[0]),
+        "a torn write"
+    );
+    // Erasing a chunk, a missing key, then everything.
+    store.erase("g/a/c/0/0").await.expect("erase chunk");
+    assert_eq!(store.get("g/a/c/0/0").await.expect("get"), None);
+    store
+        .erase("g/a/c/0/0")
+        .await
+        .expect("erasing a missing key is not an error");
+    store.erase_prefix("g/").await.expect("erase_prefix");
+    assert_eq!(store.list().await.expect("list"), ["zarr.json"]);
+    store.erase("zarr.json").await.expect("erase root");
+    assert!(store.list().await.expect("list").is_empty(), "left empty");
 }

@@ -6,16 +6,18 @@
 //!
 //! A store knows nothing of arrays or codecs: keys are `/`-separated strings without a
 //! leading `/` (e.g. `zarr.json`, `temp/zarr.json`, `temp/c/0/1`), values are bytes.
-//! Implementations: [`memory::MemoryStore`], [`filesystem::FilesystemStore`]; a
-//! repository session provides a third one (`floe::session::SessionStore`).
+//! Implementations: [`memory::MemoryStore`], [`filesystem::FilesystemStore`], and
+//! [`session::SessionStore`], the view of a repository session.
 
 #[doc(hidden)]
 pub mod conformance;
 pub mod filesystem;
 pub mod memory;
+pub mod session;
 
 pub use filesystem::FilesystemStore;
 pub use memory::MemoryStore;
+pub use session::{array_definition, SessionStore};
 
 use std::fmt::Debug;
 
@@ -110,8 +112,17 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
-    /// A failure of the backend behind the store (for example a repository session),
-    /// carrying its typed error.
+    /// A repository or session operation behind a [`SessionStore`] failed (a
+    /// read-only session, a conflict, a missing node, storage...): match on `source`.
+    #[error("repository error at key `{key}`: {source}")]
+    Repository {
+        /// The key involved.
+        key: String,
+        /// The repository's error.
+        #[source]
+        source: Box<crate::Error>,
+    },
+    /// A failure of another backend behind a store, carrying its error.
     #[error("store backend error at key `{key}`: {source}")]
     Backend {
         /// The key involved.

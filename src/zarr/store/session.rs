@@ -23,7 +23,7 @@ use crate::zarr::chunk_key_encoding::{
 };
 use crate::zarr::store::{ByteRange, ListDirResult, Store, StoreError};
 
-use super::{ArrayDefinition, Session};
+use crate::session::{ArrayDefinition, Session};
 
 const METADATA_FILE: &str = "zarr.json";
 
@@ -48,7 +48,7 @@ enum Target {
 }
 
 fn backend(key: &str, e: Error) -> StoreError {
-    StoreError::Backend {
+    StoreError::Repository {
         key: key.to_string(),
         source: Box::new(e),
     }
@@ -116,6 +116,14 @@ pub fn array_definition(path: &NodePath, user_data: Bytes) -> Result<ArrayDefini
         dimension_names,
         user_data,
     })
+}
+
+impl Session {
+    /// A Zarr store view of this session (the Zarr layer's view, defined there so the
+    /// session module knows nothing of Zarr).
+    pub fn store(&self) -> SessionStore {
+        SessionStore::new(self.clone())
+    }
 }
 
 impl SessionStore {
