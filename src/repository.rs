@@ -57,6 +57,21 @@ pub struct SnapshotInfo {
     pub metadata: BTreeMap<String, serde_json::Value>,
 }
 
+impl OpenOptions {
+    /// These options authorizing virtual chunk reads under `access`.
+    pub fn virtual_access(mut self, access: VirtualAccess) -> Self {
+        self.virtual_access = access;
+        self
+    }
+
+    /// These options with credentials for S3 virtual chunk containers (`None`: read
+    /// `AWS_*` variables).
+    pub fn virtual_s3_credentials(mut self, credentials: Option<S3Options>) -> Self {
+        self.virtual_s3_credentials = credentials;
+        self
+    }
+}
+
 impl From<&Snapshot> for SnapshotInfo {
     fn from(s: &Snapshot) -> Self {
         SnapshotInfo {
@@ -71,6 +86,7 @@ impl From<&Snapshot> for SnapshotInfo {
 
 /// What a caller allows when opening a repository.
 #[derive(Clone, Debug, Default)]
+#[non_exhaustive]
 pub struct OpenOptions {
     /// Virtual chunk URL prefixes the caller trusts this repository to read
     /// (nothing by default).

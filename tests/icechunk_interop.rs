@@ -103,10 +103,8 @@ fn local(path: &Path) -> Arc<LocalStorage> {
 }
 
 async fn open_repo(path: &Path, data_prefix: &str) -> Repository {
-    let opts = OpenOptions {
-        virtual_access: VirtualAccess::prefixes([data_prefix]).unwrap(),
-        virtual_s3_credentials: None,
-    };
+    let opts =
+        OpenOptions::default().virtual_access(VirtualAccess::prefixes([data_prefix]).unwrap());
     Repository::open_with(local(path), opts).await.unwrap()
 }
 

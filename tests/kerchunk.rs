@@ -288,10 +288,7 @@ async fn large_generated_reference_sets_import_with_progress() {
     s.commit("50k refs").await.unwrap();
 
     let prefix = format!("file://{}/", dir.path().display());
-    let opts = OpenOptions {
-        virtual_access: VirtualAccess::prefixes([prefix]).unwrap(),
-        virtual_s3_credentials: None,
-    };
+    let opts = OpenOptions::default().virtual_access(VirtualAccess::prefixes([prefix]).unwrap());
     let repo = Repository::open_with(Arc::new(LocalStorage::new(&repo_dir).unwrap()), opts)
         .await
         .unwrap();

@@ -110,10 +110,7 @@ async fn read(
     location: &str,
     length: u64,
 ) -> Result<Bytes, VirtualChunkError> {
-    let opts = OpenOptions {
-        virtual_access: VirtualAccess::prefixes(prefixes).unwrap(),
-        virtual_s3_credentials: None,
-    };
+    let opts = OpenOptions::default().virtual_access(VirtualAccess::prefixes(prefixes).unwrap());
     let repo = Repository::open_with(Arc::new(LocalStorage::new(&f.repo).unwrap()), opts)
         .await
         .unwrap();

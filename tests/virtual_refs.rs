@@ -121,10 +121,7 @@ async fn fixture() -> Fixture {
 }
 
 async fn open(f: &Fixture, prefixes: &[String]) -> floe::Session {
-    let opts = OpenOptions {
-        virtual_access: VirtualAccess::prefixes(prefixes).unwrap(),
-        virtual_s3_credentials: None,
-    };
+    let opts = OpenOptions::default().virtual_access(VirtualAccess::prefixes(prefixes).unwrap());
     let repo = Repository::open_with(Arc::new(LocalStorage::new(&f.repo_path).unwrap()), opts)
         .await
         .unwrap();
@@ -239,11 +236,9 @@ async fn local_etags_match_with_or_without_quotes() {
     let bare = format!("{:x}-{micros:x}-{:x}", meta.ino(), meta.len());
     let repo = Repository::open_with(
         Arc::new(LocalStorage::new(&f.repo_path).unwrap()),
-        OpenOptions {
-            virtual_access: VirtualAccess::prefixes([format!("{}/", file_url(&f.data_dir))])
-                .unwrap(),
-            virtual_s3_credentials: None,
-        },
+        OpenOptions::default().virtual_access(
+            VirtualAccess::prefixes([format!("{}/", file_url(&f.data_dir))]).unwrap(),
+        ),
     )
     .await
     .unwrap();

@@ -106,10 +106,9 @@ async fn fill_chunks_are_erased_unless_configured() {
     let v: Vec<f32> = a.read_all().await.unwrap();
     assert!(v[0].is_nan() && v[1].is_nan());
     assert_eq!(&v[2..], &[3.0, 4.0]);
-    let keep = a.clone().with_options(ArrayOptions {
-        write_empty_chunks: true,
-        ..ArrayOptions::default()
-    });
+    let keep = a
+        .clone()
+        .with_options(ArrayOptions::default().write_empty_chunks(true));
     keep.write_region(&ArraySubset::new(vec![0], vec![2]), &[f32::NAN, f32::NAN])
         .await
         .unwrap();

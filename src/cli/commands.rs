@@ -67,10 +67,8 @@ pub(super) async fn run(cli: Cli) -> CliResult<()> {
             target,
             max_refs,
         }) => {
-            let limits = crate::virtual_refs::KerchunkLimits {
-                max_generated_refs: max_refs,
-                ..Default::default()
-            };
+            let limits =
+                crate::virtual_refs::KerchunkLimits::default().max_generated_refs(max_refs);
             import_kerchunk(&mut out, &refs, &target, &limits).await?
         }
         Command::Export {

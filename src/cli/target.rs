@@ -31,10 +31,7 @@ pub(super) async fn open_repo(location: &str, allow_virtual: &[String]) -> CliRe
     };
     let access = VirtualAccess::prefixes(allow_virtual)
         .map_err(|e| CliError::Usage(format!("--allow-virtual: {e}")))?;
-    let opts = OpenOptions {
-        virtual_access: access,
-        virtual_s3_credentials: None,
-    };
+    let opts = OpenOptions::default().virtual_access(access);
     Ok(Repository::open_with(storage, opts).await?)
 }
 

@@ -23,6 +23,7 @@ use serde_json::Value;
 /// Bounds on the work a reference set can make the reader do: the `gen` expansion
 /// and Jinja template rendering (templates are code from the document).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct KerchunkLimits {
     /// Most references all `gen` entries of a document may generate together
     /// (default 10^7). Checked before anything is generated.
@@ -33,6 +34,28 @@ pub struct KerchunkLimits {
     pub total_fuel: u64,
     /// Longest string one rendering may produce, in bytes (default 64 KiB).
     pub max_rendered_bytes: usize,
+}
+
+impl KerchunkLimits {
+    /// These limits with at most `n` references from `gen` entries.
+    pub fn max_generated_refs(mut self, n: u64) -> Self {
+        self.max_generated_refs = n;
+        self
+    }
+
+    /// These limits with `per_render` fuel per template rendering and `total` over
+    /// the document.
+    pub fn template_fuel(mut self, per_render: u64, total: u64) -> Self {
+        self.template_fuel = per_render;
+        self.total_fuel = total;
+        self
+    }
+
+    /// These limits with renderings of at most `n` bytes.
+    pub fn max_rendered_bytes(mut self, n: usize) -> Self {
+        self.max_rendered_bytes = n;
+        self
+    }
 }
 
 impl Default for KerchunkLimits {

@@ -130,10 +130,8 @@ pub async fn main_store(
     repo_dir: &std::path::Path,
     prefixes: &[String],
 ) -> std::sync::Arc<dyn floe::zarr::Store> {
-    let opts = floe::OpenOptions {
-        virtual_access: floe::virtual_refs::VirtualAccess::prefixes(prefixes).unwrap(),
-        virtual_s3_credentials: None,
-    };
+    let opts = floe::OpenOptions::default()
+        .virtual_access(floe::virtual_refs::VirtualAccess::prefixes(prefixes).unwrap());
     let storage = std::sync::Arc::new(floe::storage::LocalStorage::new(repo_dir).unwrap());
     let repo = floe::Repository::open_with(storage, opts).await.unwrap();
     let s = repo

@@ -45,12 +45,27 @@ use crate::zarr::subset::{indices_in, ArraySubset};
 
 /// Runtime options of an [`Array`] (not stored in metadata).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ArrayOptions {
     /// Store chunks that are entirely the fill value (default `false`: such chunks
     /// are erased, like zarr-python's `write_empty_chunks=False`).
     pub write_empty_chunks: bool,
     /// Maximum number of chunks read or written concurrently (default 32).
     pub concurrency: usize,
+}
+
+impl ArrayOptions {
+    /// These options storing (`true`) or erasing all-fill-value chunks.
+    pub fn write_empty_chunks(mut self, yes: bool) -> Self {
+        self.write_empty_chunks = yes;
+        self
+    }
+
+    /// These options with at most `n` chunks in flight (at least 1).
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.concurrency = n.max(1);
+        self
+    }
 }
 
 impl Default for ArrayOptions {
