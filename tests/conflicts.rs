@@ -139,7 +139,7 @@ async fn outcome(repo: &Repository) -> Value {
 async fn run_floe(base: &Path, scenario: &Value, solver_name: &str) -> Value {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("repo");
-    copy_dir(base, &dir);
+    common::copy_tree(base, &dir);
     let repo = Repository::open(Arc::new(LocalStorage::new(&dir).unwrap()))
         .await
         .unwrap();
@@ -158,16 +158,6 @@ async fn run_floe(base: &Path, scenario: &Value, solver_name: &str) -> Value {
         }
         Err(e) => panic!("{e}"),
     }
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    let status = Command::new("cp")
-        .arg("-a")
-        .arg(from)
-        .arg(to)
-        .status()
-        .unwrap();
-    assert!(status.success());
 }
 
 fn scenarios() -> Value {

@@ -312,17 +312,6 @@ fn oracle(py: &Path, repo: &Path, expire: DateTime<Utc>, gc: DateTime<Utc>) -> s
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-fn copy_tree(from: &Path, to: &Path) {
-    // `cp -a` keeps modification times, which garbage collection compares.
-    let status = Command::new("cp")
-        .arg("-a")
-        .arg(from)
-        .arg(to)
-        .status()
-        .unwrap();
-    assert!(status.success());
-}
-
 #[tokio::test]
 async fn icechunk_agrees_on_expiry_and_collection() {
     let Some(py) = common::require(common::python312(), "Python 3.12 with icechunk 2.x") else {
@@ -332,8 +321,8 @@ async fn icechunk_agrees_on_expiry_and_collection() {
     let original = dir.path().join("original");
     let sc = scenario(&original).await;
     let (ours, theirs) = (dir.path().join("floe"), dir.path().join("icechunk"));
-    copy_tree(&original, &ours);
-    copy_tree(&original, &theirs);
+    common::copy_tree(&original, &ours);
+    common::copy_tree(&original, &theirs);
 
     let repo = open(&ours).await;
     let expired = expire_deleting_refs(&repo, sc.cut_off).await;

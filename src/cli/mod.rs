@@ -103,9 +103,11 @@ fn unauthorized_virtual(err: &CliError) -> Option<(Option<String>, String, Strin
     let mut array = None;
     let mut cur = Some(first);
     while let Some(e) = cur {
-        if let Some(crate::Error::VirtualChunk { path, source, .. }) =
-            e.downcast_ref::<crate::Error>()
-        {
+        // Stores carry repository errors boxed (`StoreError::Repository`).
+        let floe_error = e
+            .downcast_ref::<crate::Error>()
+            .or_else(|| e.downcast_ref::<Box<crate::Error>>().map(|b| &**b));
+        if let Some(crate::Error::VirtualChunk { path, source, .. }) = floe_error {
             array = Some(path.to_string());
             if let VirtualChunkError::Unauthorized { url, container } = source {
                 return Some((array, url.clone(), container.clone()));

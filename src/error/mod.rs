@@ -250,5 +250,23 @@ pub enum Error {
     ConfigChanged,
 }
 
+impl Error {
+    /// [`Error::Conflict`]: `branch` moved from `base` to `winning_snapshot`, with the
+    /// `conflicts` found (none when no rebase was tried).
+    pub(crate) fn conflict(
+        branch: &str,
+        base: SnapshotId,
+        winning_snapshot: SnapshotId,
+        conflicts: Vec<Conflict>,
+    ) -> Error {
+        Error::Conflict(Box::new(ConflictError {
+            branch: branch.to_string(),
+            base,
+            winning_snapshot,
+            conflicts,
+        }))
+    }
+}
+
 /// Result of repository and session operations.
 pub type Result<T> = std::result::Result<T, Error>;

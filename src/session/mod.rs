@@ -779,14 +779,7 @@ impl Session {
             let assets = &self.inner.ctx.assets;
             let storage = self.inner.ctx.storage.as_ref();
             let (tip, version) = refs::fetch_branch(storage, &branch).await?;
-            let moved = || {
-                Error::Conflict(Box::new(ConflictError {
-                    branch: branch.clone(),
-                    base: base.id,
-                    winning_snapshot: tip,
-                    conflicts: Vec::new(),
-                }))
-            };
+            let moved = || Error::conflict(&branch, base.id, tip, Vec::new());
             if tip != base.id {
                 return Err(moved());
             }
@@ -876,12 +869,7 @@ impl Session {
             }
             if tip != base.id {
                 if !options.rebase {
-                    return Err(Error::Conflict(Box::new(ConflictError {
-                        branch,
-                        base: base.id,
-                        winning_snapshot: tip,
-                        conflicts: Vec::new(),
-                    })));
+                    return Err(Error::conflict(&branch, base.id, tip, Vec::new()));
                 }
                 let rebased = rebase::rebase(
                     assets,
@@ -920,12 +908,7 @@ impl Session {
                 commit::RefUpdate::Lost => {
                     if attempt >= options.max_attempts {
                         let (tip, _) = refs::fetch_branch(storage, &branch).await?;
-                        return Err(Error::Conflict(Box::new(ConflictError {
-                            branch,
-                            base: base.id,
-                            winning_snapshot: tip,
-                            conflicts: Vec::new(),
-                        })));
+                        return Err(Error::conflict(&branch, base.id, tip, Vec::new()));
                     }
                     tokio::time::sleep(backoff(&options, attempt)).await;
                 }

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
 use crate::assets::{AssetManager, ParentWalk};
-use crate::error::{Conflict, ConflictError, Error, Result};
+use crate::error::{Conflict, Error, Result};
 use crate::format::snapshot::Snapshot;
 use crate::format::transaction_log::TransactionLog;
 use crate::format::{ChunkIndices, NodeId, NodePath, SnapshotId};
@@ -142,14 +142,7 @@ pub(crate) async fn rebase(
     tip: SnapshotId,
     solver: &dyn ConflictSolver,
 ) -> Result<Rebased> {
-    let conflict = |conflicts| {
-        Error::Conflict(Box::new(ConflictError {
-            branch: branch.to_string(),
-            base: base.id,
-            winning_snapshot: tip,
-            conflicts,
-        }))
-    };
+    let conflict = |conflicts| Error::conflict(&branch, base.id, tip, conflicts);
     let Some(commits) = commits_since(assets, base.id, tip).await? else {
         return Err(conflict(vec![Conflict::BaseNotAncestor { base: base.id }]));
     };

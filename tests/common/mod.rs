@@ -163,3 +163,15 @@ pub async fn history(repo: &floe::Repository, tip: floe::SnapshotId) -> Vec<floe
         .map(|i| i.id)
         .collect()
 }
+
+/// Copies the directory `from` to `to` with `cp -a`, keeping modification times
+/// (which garbage collection compares).
+pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    let status = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
