@@ -142,7 +142,7 @@ pub(crate) async fn rebase(
     tip: SnapshotId,
     solver: &dyn ConflictSolver,
 ) -> Result<Rebased> {
-    let conflict = |conflicts| Error::conflict(&branch, base.id, tip, conflicts);
+    let conflict = |conflicts| Error::conflict(branch, base.id, tip, conflicts);
     let Some(commits) = commits_since(assets, base.id, tip).await? else {
         return Err(conflict(vec![Conflict::BaseNotAncestor { base: base.id }]));
     };
