@@ -102,19 +102,42 @@ impl AssetManager {
         if let Some(m) = self.manifests.get(id) {
             return Ok(m);
         }
+        let manifest = Arc::new(self.load_manifest(id, size_bytes).await?);
+        self.manifests.insert(*id, Arc::clone(&manifest));
+        Ok(manifest)
+    }
+
+    /// Fetches and decodes manifest `id` without keeping it in the cache (for walks
+    /// over every manifest, such as garbage collection, whose memory must stay
+    /// bounded).
+    ///
+    /// # Errors
+    /// As [`AssetManager::fetch_manifest`].
+    pub async fn fetch_manifest_uncached(
+        &self,
+        id: &ManifestId,
+        size_bytes: Option<u64>,
+    ) -> Result<Manifest> {
+        if let Some(m) = self.manifests.get(id) {
+            return Ok(Manifest::clone(&m));
+        }
+        self.load_manifest(id, size_bytes).await
+    }
+
+    /// Reads and decodes manifest `id` from storage, checking the id it holds.
+    async fn load_manifest(&self, id: &ManifestId, size_bytes: Option<u64>) -> Result<Manifest> {
         let key = keys::manifest(id);
         let bytes = match size_bytes {
             Some(size) if size > 0 => self.storage.get_range(&key, 0..size).await?,
             _ => self.storage.get(&key).await?.bytes,
         };
-        let manifest = Arc::new(blocking(move || Manifest::decode(&bytes)).await?);
+        let manifest = blocking(move || Manifest::decode(&bytes)).await?;
         if manifest.id != *id {
             return Err(Error::Format(FormatError::InvalidData {
                 what: "manifest",
                 reason: format!("file manifests/{id} holds manifest {}", manifest.id),
             }));
         }
-        self.manifests.insert(*id, Arc::clone(&manifest));
         Ok(manifest)
     }
 

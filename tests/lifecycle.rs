@@ -365,3 +365,108 @@ async fn icechunk_agrees_on_expiry_and_collection() {
     );
     assert_eq!(seen["ancestry"], ice["ancestry"]);
 }
+
+/// A repository with 200 native chunks in `c1`, 150 of them overwritten in `c2`, and
+/// a cut-off after `c2`; returns the cut-off.
+async fn many_chunks(dir: &Path) -> DateTime<Utc> {
+    let repo = Repository::create(Arc::new(LocalStorage::new(dir).unwrap()), None)
+        .await
+        .unwrap();
+    let s = repo.writable_session("main").await.unwrap();
+    s.add_array(&p("/b"), array_def("/b", &[200], &[1], "uint8"))
+        .unwrap();
+    for i in 0..200u32 {
+        s.set_chunk(&p("/b"), &[i], chunk(i as u8)).await.unwrap();
+    }
+    s.commit("c1").await.unwrap();
+    for i in 0..150u32 {
+        s.set_chunk(&p("/b"), &[i], chunk(200 - i as u8 / 2))
+            .await
+            .unwrap();
+    }
+    s.commit("c2").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    Utc::now()
+}
+
+#[tokio::test]
+async fn collection_in_passes_deletes_exactly_what_one_pass_deletes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().join("base");
+    let cut_off = many_chunks(&base).await;
+    let mut results = Vec::new();
+    // One pass; 1-character slices of the id space; 2-character slices (ids
+    // budgeted one at a time).
+    for (name, budget) in [("one", 1u64 << 30), ("some", 20), ("many", 1)] {
+        let dir = tmp.path().join(name);
+        common::copy_tree(&base, &dir);
+        let repo = open(&dir).await;
+        expire_deleting_refs(&repo, cut_off).await;
+        let options = GcOptions::default().max_chunk_ids_in_memory(budget);
+        let summary = repo.garbage_collect(cut_off, options, None).await.unwrap();
+        // Every value still reads after collection.
+        let r = repo
+            .readonly_session(&VersionSelector::Branch("main".into()))
+            .await
+            .unwrap();
+        for i in 0..200u32 {
+            let want = if i < 150 {
+                chunk(200 - i as u8 / 2)
+            } else {
+                chunk(i as u8)
+            };
+            assert_eq!(r.get_chunk(&p("/b"), &[i], None).await.unwrap(), Some(want));
+        }
+        results.push((summary, objects(&dir)));
+    }
+    assert_eq!(results[0].0.chunks_deleted, 150, "{:?}", results[0].0);
+    for (summary, objects) in &results[1..] {
+        assert_eq!(*summary, results[0].0);
+        assert_eq!(*objects, results[0].1);
+    }
+}
+
+#[tokio::test]
+async fn collection_retries_transient_delete_failures() {
+    use floe::storage::fault::{Call, Fault, FaultyStorage};
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().join("base");
+    let cut_off = many_chunks(&base).await;
+    let clean = tmp.path().join("clean");
+    let faulty = tmp.path().join("faulty");
+    common::copy_tree(&base, &clean);
+    common::copy_tree(&base, &faulty);
+    let repo = open(&clean).await;
+    expire_deleting_refs(&repo, cut_off).await;
+    let want = repo
+        .garbage_collect(cut_off, GcOptions::default(), None)
+        .await
+        .unwrap();
+
+    // Every object delete fails twice before it goes through.
+    let mut failures: BTreeMap<String, u32> = BTreeMap::new();
+    let storage = Arc::new(FaultyStorage::new(
+        Arc::new(LocalStorage::new(&faulty).unwrap()),
+        Box::new(move |call, key| {
+            // Expiry deletes refs (not retried); collection deletes objects.
+            if call != Call::Delete || key.starts_with("refs/") {
+                return Fault::None;
+            }
+            let n = failures.entry(key.to_string()).or_insert(0);
+            *n += 1;
+            if *n <= 2 {
+                Fault::FailBefore
+            } else {
+                Fault::None
+            }
+        }),
+    ));
+    let repo = Repository::open(storage).await.unwrap();
+    expire_deleting_refs(&repo, cut_off).await;
+    let got = repo
+        .garbage_collect(cut_off, GcOptions::default(), None)
+        .await
+        .unwrap();
+    assert_eq!(got, want);
+    assert_eq!(objects(&faulty), objects(&clean));
+}

@@ -29,7 +29,16 @@ use crate::format::manifest::ChunkPayload;
 use crate::format::snapshot::ManifestFileInfo;
 use crate::format::{ChunkId, ManifestId, SnapshotId};
 use crate::refs;
-use crate::storage::{ObjectInfo, Storage};
+use crate::storage::{ObjectInfo, Storage, StorageError};
+
+/// The directory part of a listing prefix (`chunks/` of `chunks/AB`): what object ids
+/// are relative to.
+fn object_dir(prefix: &str) -> &str {
+    match prefix.rfind('/') {
+        Some(i) => &prefix[..=i],
+        None => "",
+    }
+}
 
 /// Options of [`crate::Repository::garbage_collect`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,6 +50,13 @@ pub struct GcOptions {
     pub manifest_concurrency: usize,
     /// Deletes in flight at once.
     pub delete_concurrency: usize,
+    /// Most retained chunk ids held in memory at once (about 40 bytes each; default
+    /// 4 Mi, ~160 MiB). Repositories with more native chunk refs are collected in
+    /// several passes, each over a slice of the chunk id space.
+    pub max_chunk_ids_in_memory: u64,
+    /// Attempts at each delete before giving up (transient storage errors are
+    /// retried with jittered exponential back-off; default 5).
+    pub delete_attempts: u32,
 }
 
 impl Default for GcOptions {
@@ -49,6 +65,8 @@ impl Default for GcOptions {
             dry_run: false,
             manifest_concurrency: 8,
             delete_concurrency: 32,
+            max_chunk_ids_in_memory: 4 << 20,
+            delete_attempts: 5,
         }
     }
 }
@@ -57,6 +75,12 @@ impl GcOptions {
     /// Options for a dry run (`yes`) or a real one.
     pub fn dry_run(mut self, yes: bool) -> Self {
         self.dry_run = yes;
+        self
+    }
+
+    /// Options holding at most `n` retained chunk ids in memory at once (at least 1).
+    pub fn max_chunk_ids_in_memory(mut self, n: u64) -> Self {
+        self.max_chunk_ids_in_memory = n.max(1);
         self
     }
 }
@@ -86,12 +110,10 @@ pub type GcProgress<'a> = &'a (dyn Fn(u64, &str) + Sync);
 /// Whether an object id (the part of its key after the prefix) is retained.
 type KeepFn<'a> = &'a (dyn Fn(&str) -> bool + Sync);
 
-/// What the roots reach.
-#[derive(Default)]
+/// What the roots reach, but chunks (collected pass by pass, see [`chunk_pass`]).
 struct Retained {
     snapshots: HashSet<SnapshotId>,
-    manifests: HashSet<ManifestId>,
-    chunks: HashSet<ChunkId>,
+    manifests: Vec<ManifestFileInfo>,
 }
 
 /// Walks every root's ancestry (stopping where an earlier root's walk already went)
@@ -130,23 +152,47 @@ async fn retained_snapshots(
     Ok((snapshots, manifests))
 }
 
-/// Everything the roots reach: snapshots, manifests, and the native chunks of those
-/// manifests (fetched `concurrency` at a time).
-async fn find_retained(
+/// The base32 text of chunk ids starts with one of 32 characters (5 bits of the
+/// first byte); a pass covers a set of such prefixes of `len` characters.
+const ALPHABET: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+
+/// The id-text prefixes each pass covers: one pass when `refs` (an upper bound of
+/// the retained chunk ids) fits in `budget`, else the 32 one-character prefixes (or
+/// 1024 two-character ones) grouped into as few passes as the budget allows.
+fn chunk_passes(refs: u64, budget: u64) -> Vec<Vec<String>> {
+    let passes = refs.div_ceil(budget.max(1)).max(1);
+    let len = if passes <= 32 { 1 } else { 2 };
+    let mut prefixes: Vec<String> = ALPHABET.iter().map(|c| (*c as char).to_string()).collect();
+    if len == 2 {
+        prefixes = prefixes
+            .iter()
+            .flat_map(|a| ALPHABET.iter().map(move |c| format!("{a}{}", *c as char)))
+            .collect();
+    }
+    if passes == 1 {
+        return vec![prefixes];
+    }
+    let per_pass = (prefixes.len() as u64).div_ceil(passes.min(prefixes.len() as u64));
+    prefixes
+        .chunks(usize::try_from(per_pass).unwrap_or(1).max(1))
+        .map(<[String]>::to_vec)
+        .collect()
+}
+
+/// The retained native chunk ids whose text starts with one of `prefixes`: every
+/// retained manifest is fetched (`concurrency` at a time, not cached) and dropped
+/// once its ids are taken, so memory holds only this pass's ids.
+async fn chunk_pass(
     assets: &AssetManager,
-    storage: &dyn Storage,
+    manifests: &[ManifestFileInfo],
+    prefixes: &HashSet<String>,
+    prefix_len: usize,
     concurrency: usize,
-) -> Result<Retained> {
-    let (snapshots, manifests) = retained_snapshots(assets, storage).await?;
-    let mut retained = Retained {
-        snapshots,
-        manifests: manifests.iter().map(|m| m.id).collect(),
-        chunks: HashSet::new(),
-    };
-    let mut chunk_lists = futures::stream::iter(manifests)
+) -> Result<HashSet<ChunkId>> {
+    let mut lists = futures::stream::iter(manifests.iter().copied())
         .map(|info| async move {
             let manifest = assets
-                .fetch_manifest(&info.id, Some(info.size_bytes))
+                .fetch_manifest_uncached(&info.id, Some(info.size_bytes))
                 .await?;
             let ids: Vec<ChunkId> = manifest
                 .arrays
@@ -156,14 +202,39 @@ async fn find_retained(
                     ChunkPayload::Native(r) => Some(r.id),
                     _ => None,
                 })
+                .filter(|id| {
+                    let text = id.to_string();
+                    text.get(..prefix_len).is_some_and(|p| prefixes.contains(p))
+                })
                 .collect();
             Ok::<_, Error>(ids)
         })
         .buffer_unordered(concurrency.max(1));
-    while let Some(ids) = chunk_lists.try_next().await? {
-        retained.chunks.extend(ids);
+    let mut out = HashSet::new();
+    while let Some(ids) = lists.try_next().await? {
+        out.extend(ids);
     }
-    Ok(retained)
+    Ok(out)
+}
+
+/// Deletes `key`, retrying transient failures with jittered exponential back-off.
+async fn delete_with_retry(storage: &dyn Storage, key: &str, attempts: u32) -> Result<()> {
+    let mut attempt = 0u32;
+    loop {
+        attempt += 1;
+        match storage.delete(key).await {
+            Ok(()) => return Ok(()),
+            Err(e @ (StorageError::Backend { .. } | StorageError::Io { .. }))
+                if attempt < attempts.max(1) =>
+            {
+                let ceiling = 20u64.saturating_mul(1 << attempt.min(10));
+                tracing::debug!(key, attempt, error = %e, "retrying a delete");
+                let wait = rand::random_range(0..=ceiling);
+                tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
 }
 
 /// Deletes (or counts, in a dry run) the objects under `prefix` whose id `keep` does
@@ -176,12 +247,17 @@ async fn sweep(
     options: GcOptions,
     progress: Option<GcProgress<'_>>,
 ) -> Result<(u64, u64)> {
-    let listed = storage.list(prefix).await?;
-    let doomed: Vec<ObjectInfo> = listed
-        .into_iter()
-        .filter(|o| o.last_modified < cut_off)
-        .filter(|o| o.key.strip_prefix(prefix).is_some_and(|id| !keep(id)))
-        .collect();
+    let doomed: Vec<ObjectInfo> = storage
+        .list_stream(prefix)
+        .try_filter(|o| {
+            let doomed = o.last_modified < cut_off
+                && o.key
+                    .strip_prefix(object_dir(prefix))
+                    .is_some_and(|id| !keep(id));
+            futures::future::ready(doomed)
+        })
+        .try_collect()
+        .await?;
     let count = doomed.len() as u64;
     let bytes = doomed.iter().fold(0u64, |b, o| b.saturating_add(o.size));
     if options.dry_run {
@@ -192,7 +268,7 @@ async fn sweep(
         .map(|o| {
             let done = &done;
             async move {
-                storage.delete(&o.key).await?;
+                delete_with_retry(storage, &o.key, options.delete_attempts).await?;
                 let n = done.fetch_add(1, Ordering::Relaxed) + 1;
                 if let Some(report) = progress {
                     report(n, prefix);
@@ -225,17 +301,20 @@ pub(crate) async fn garbage_collect(
     options: GcOptions,
     progress: Option<GcProgress<'_>>,
 ) -> Result<GcSummary> {
-    let retained = find_retained(assets, storage, options.manifest_concurrency).await?;
+    let (snapshots, manifests) = retained_snapshots(assets, storage).await?;
+    let retained = Retained {
+        snapshots,
+        manifests,
+    };
+    let manifest_ids: HashSet<ManifestId> = retained.manifests.iter().map(|m| m.id).collect();
     let keep_snapshot = |id: &str| !unretained(&retained.snapshots, id);
-    let keep_manifest = |id: &str| !unretained(&retained.manifests, id);
-    let keep_chunk = |id: &str| !unretained(&retained.chunks, id);
+    let keep_manifest = |id: &str| !unretained(&manifest_ids, id);
     // Snapshots first and chunks last: a reader never finds a snapshot whose
     // manifests or chunks are gone.
-    let phases: [(&str, KeepFn<'_>); 4] = [
+    let phases: [(&str, KeepFn<'_>); 3] = [
         (keys::SNAPSHOTS, &keep_snapshot),
         (keys::TRANSACTIONS, &keep_snapshot),
         (keys::MANIFESTS, &keep_manifest),
-        (keys::CHUNKS, &keep_chunk),
     ];
     let mut deleted = [0u64; 4];
     let mut summary = GcSummary::default();
@@ -243,6 +322,33 @@ pub(crate) async fn garbage_collect(
         let (n, bytes) = sweep(storage, prefix, keep, cut_off, options, progress).await?;
         *count = n;
         summary.bytes_deleted = summary.bytes_deleted.saturating_add(bytes);
+    }
+    // Chunks, in passes over slices of the id space when the retained ids would not
+    // fit the memory budget.
+    let refs: u64 = retained
+        .manifests
+        .iter()
+        .map(|m| u64::from(m.num_chunk_refs))
+        .sum();
+    for pass in chunk_passes(refs, options.max_chunk_ids_in_memory) {
+        let prefix_len = pass.first().map_or(1, String::len);
+        let set: HashSet<String> = pass.iter().cloned().collect();
+        let chunks = chunk_pass(
+            assets,
+            &retained.manifests,
+            &set,
+            prefix_len,
+            options.manifest_concurrency,
+        )
+        .await?;
+        let keep_chunk = |id: &str| !unretained(&chunks, id);
+        for p in &pass {
+            let prefix = format!("{}{p}", keys::CHUNKS);
+            let (n, bytes) =
+                sweep(storage, &prefix, &keep_chunk, cut_off, options, progress).await?;
+            deleted[3] += n;
+            summary.bytes_deleted = summary.bytes_deleted.saturating_add(bytes);
+        }
     }
     [
         summary.snapshots_deleted,

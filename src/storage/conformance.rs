@@ -399,6 +399,16 @@ async fn listing_filters_by_raw_prefix_in_key_order(s: &dyn Storage) {
             expect(prefix),
             "{s}: list `{prefix}`"
         );
+        // The streaming listing holds the same objects, in any order.
+        let mut streamed: Vec<String> =
+            futures::TryStreamExt::try_collect::<Vec<_>>(s.list_stream(prefix))
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|i| i.key)
+                .collect();
+        streamed.sort_by(|x, y| x.as_bytes().cmp(y.as_bytes()));
+        assert_eq!(streamed, expect(prefix), "{s}: list_stream `{prefix}`");
     }
     assert!(!keys(s, "list/refs/branch.")
         .await

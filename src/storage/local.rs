@@ -254,6 +254,29 @@ impl Storage for LocalStorage {
         Ok(all)
     }
 
+    fn list_stream<'a>(
+        &'a self,
+        prefix: &'a str,
+    ) -> futures::stream::BoxStream<'a, StorageResult<ObjectInfo>> {
+        use futures::StreamExt;
+        self.inner
+            .list_stream(prefix)
+            .filter(|r| {
+                let keep = match r {
+                    // A directory that does not exist lists nothing.
+                    Err(StorageError::NotFound { .. }) => false,
+                    Err(_) => true,
+                    Ok(i) => {
+                        let name = i.key.rsplit('/').next().unwrap_or("");
+                        let temporary = name.starts_with('.') && name.contains(".floe-tmp-");
+                        !temporary && !name.contains('#')
+                    }
+                };
+                futures::future::ready(keep)
+            })
+            .boxed()
+    }
+
     fn root_url(&self) -> String {
         self.inner.root_url()
     }

@@ -195,6 +195,24 @@ pub trait Storage: Send + Sync + Debug + Display {
     /// [`StorageError::Backend`].
     async fn list(&self, prefix: &str) -> StorageResult<Vec<ObjectInfo>>;
 
+    /// Every object whose key starts with `prefix`, as a stream in no particular
+    /// order that holds only what is in flight: for listings too large for memory
+    /// (garbage collection of large repositories). The default collects
+    /// [`Storage::list`]; object_store-backed storages stream page by page.
+    ///
+    /// # Errors
+    /// Items are [`StorageError::Backend`] / [`StorageError::Io`] errors.
+    fn list_stream<'a>(
+        &'a self,
+        prefix: &'a str,
+    ) -> futures::stream::BoxStream<'a, StorageResult<ObjectInfo>> {
+        use futures::{StreamExt, TryStreamExt};
+        futures::stream::once(self.list(prefix))
+            .map_ok(|all| futures::stream::iter(all.into_iter().map(Ok)))
+            .try_flatten()
+            .boxed()
+    }
+
     /// The URL of the storage root (`file:///...`, `memory://`, `s3://bucket/prefix`).
     fn root_url(&self) -> String;
 }

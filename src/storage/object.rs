@@ -256,6 +256,28 @@ impl Storage for ObjectStorage {
         Ok(out)
     }
 
+    fn list_stream<'a>(
+        &'a self,
+        prefix: &'a str,
+    ) -> futures::stream::BoxStream<'a, StorageResult<ObjectInfo>> {
+        use futures::StreamExt;
+        let dir = match prefix.rfind('/') {
+            Some(i) => &prefix[..i],
+            None => "",
+        };
+        let dir_path = if dir.is_empty() && self.prefix.is_empty() {
+            None
+        } else {
+            Some(self.path(dir))
+        };
+        self.store
+            .list(dir_path.as_ref())
+            .map_err(move |e| map_err(prefix, e))
+            .map_ok(move |m| self.info(m))
+            .try_filter(move |i| futures::future::ready(i.key.starts_with(prefix)))
+            .boxed()
+    }
+
     fn root_url(&self) -> String {
         self.url.clone()
     }
