@@ -341,14 +341,23 @@ pub(crate) async fn garbage_collect(
             options.manifest_concurrency,
         )
         .await?;
-        let keep_chunk = |id: &str| !unretained(&chunks, id);
-        for p in &pass {
-            let prefix = format!("{}{p}", keys::CHUNKS);
-            let (n, bytes) =
-                sweep(storage, &prefix, &keep_chunk, cut_off, options, progress).await?;
-            deleted[3] += n;
-            summary.bytes_deleted = summary.bytes_deleted.saturating_add(bytes);
-        }
+        // One listing of `chunks/` per pass; ids outside this pass's slice are kept
+        // (another pass judges them).
+        let keep_chunk = |id: &str| {
+            let in_pass = id.get(..prefix_len).is_some_and(|p| set.contains(p));
+            !in_pass || !unretained(&chunks, id)
+        };
+        let (n, bytes) = sweep(
+            storage,
+            keys::CHUNKS,
+            &keep_chunk,
+            cut_off,
+            options,
+            progress,
+        )
+        .await?;
+        deleted[3] += n;
+        summary.bytes_deleted = summary.bytes_deleted.saturating_add(bytes);
     }
     [
         summary.snapshots_deleted,
