@@ -230,28 +230,7 @@ impl Storage for ObjectStorage {
     }
 
     async fn list(&self, prefix: &str) -> StorageResult<Vec<ObjectInfo>> {
-        // object_store lists whole path segments; list the enclosing directory and
-        // filter by the raw key prefix.
-        let dir = match prefix.rfind('/') {
-            Some(i) => &prefix[..i],
-            None => "",
-        };
-        let dir_path = if dir.is_empty() && self.prefix.is_empty() {
-            None
-        } else {
-            Some(self.path(dir))
-        };
-        let metas: Vec<object_store::ObjectMeta> = self
-            .store
-            .list(dir_path.as_ref())
-            .try_collect()
-            .await
-            .map_err(|e| map_err(prefix, e))?;
-        let mut out: Vec<ObjectInfo> = metas
-            .into_iter()
-            .map(|m| self.info(m))
-            .filter(|i| i.key.starts_with(prefix))
-            .collect();
+        let mut out: Vec<ObjectInfo> = self.list_stream(prefix).try_collect().await?;
         out.sort_by(|a, b| a.key.as_bytes().cmp(b.key.as_bytes()));
         Ok(out)
     }
@@ -261,6 +240,8 @@ impl Storage for ObjectStorage {
         prefix: &'a str,
     ) -> futures::stream::BoxStream<'a, StorageResult<ObjectInfo>> {
         use futures::StreamExt;
+        // object_store lists whole path segments; list the enclosing directory and
+        // filter by the raw key prefix.
         let dir = match prefix.rfind('/') {
             Some(i) => &prefix[..i],
             None => "",
