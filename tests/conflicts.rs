@@ -459,3 +459,50 @@ async fn amend_replaces_the_tip() {
         Err(Error::ReadOnlySession)
     ));
 }
+
+#[tokio::test]
+async fn icechunk_reads_an_amended_repository() {
+    let Some(py) = common::require(common::python312(), "Python 3.12 with icechunk 2.x") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = setup(tmp.path()).await;
+    let s = repo.writable_session("main").await.unwrap();
+    s.set_chunk(&p("/a"), &[0], int(1)).await.unwrap();
+    s.commit("first try").await.unwrap();
+    s.set_chunk(&p("/a"), &[1], int(2)).await.unwrap();
+    let amended = s.amend("first, fixed", BTreeMap::new()).await.unwrap();
+    let script = r#"
+import json, sys, icechunk, zarr
+repo = icechunk.Repository.open(icechunk.local_filesystem_storage(sys.argv[1]))
+log = [(s.id, s.message) for s in repo.ancestry(branch="main")]
+s = repo.readonly_session(branch="main")
+a = [int(x) for x in zarr.open_array(s.store, path="a", mode="r")[:]]
+print(json.dumps({"log": log, "a": a}))
+"#;
+    let out = Command::new(py)
+        .arg("-c")
+        .arg(script)
+        .arg(tmp.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let floe_log: Vec<Value> = repo
+        .ancestry(amended)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|i| json!([i.id.to_string(), i.message]))
+        .collect();
+    assert_eq!(
+        got["log"],
+        json!(floe_log),
+        "Icechunk sees the amended history"
+    );
+    assert_eq!(got["a"], json!([1, 2, 12, 13]));
+}
