@@ -48,7 +48,8 @@ pub struct GcOptions {
     pub dry_run: bool,
     /// Manifests fetched at once while finding retained chunks.
     pub manifest_concurrency: usize,
-    /// Deletes in flight at once.
+    /// Delete batches (of up to 1,000 keys, one bulk request on S3) in flight at
+    /// once.
     pub delete_concurrency: usize,
     /// Most retained chunk ids held in memory at once (about 40 bytes each; default
     /// 4 Mi, ~160 MiB). Repositories with more native chunk refs are collected in
@@ -217,18 +218,22 @@ async fn chunk_pass(
     Ok(out)
 }
 
-/// Deletes `key`, retrying transient failures with jittered exponential back-off.
-async fn delete_with_retry(storage: &dyn Storage, key: &str, attempts: u32) -> Result<()> {
+/// Keys deleted in one bulk request.
+const DELETE_BATCH: usize = 1000;
+
+/// Deletes `keys` in one bulk call, retrying transient failures (of the whole batch:
+/// deleting is idempotent) with jittered exponential back-off.
+async fn delete_with_retry(storage: &dyn Storage, keys: &[String], attempts: u32) -> Result<()> {
     let mut attempt = 0u32;
     loop {
         attempt += 1;
-        match storage.delete(key).await {
+        match storage.delete_many(keys).await {
             Ok(()) => return Ok(()),
             Err(e @ (StorageError::Backend { .. } | StorageError::Io { .. }))
                 if attempt < attempts.max(1) =>
             {
                 let ceiling = 20u64.saturating_mul(1 << attempt.min(10));
-                tracing::debug!(key, attempt, error = %e, "retrying a delete");
+                tracing::debug!(attempt, error = %e, "retrying a batch of deletes");
                 let wait = rand::random_range(0..=ceiling);
                 tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
             }
@@ -264,12 +269,13 @@ async fn sweep(
         return Ok((count, bytes));
     }
     let done = AtomicU64::new(0);
-    futures::stream::iter(doomed)
-        .map(|o| {
+    let keys: Vec<String> = doomed.into_iter().map(|o| o.key).collect();
+    futures::stream::iter(keys.chunks(DELETE_BATCH))
+        .map(|batch| {
             let done = &done;
             async move {
-                delete_with_retry(storage, &o.key, options.delete_attempts).await?;
-                let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+                delete_with_retry(storage, batch, options.delete_attempts).await?;
+                let n = done.fetch_add(batch.len() as u64, Ordering::Relaxed) + batch.len() as u64;
                 if let Some(report) = progress {
                     report(n, prefix);
                 }

@@ -342,6 +342,19 @@ async fn deletes_are_idempotent(s: &dyn Storage) {
         s.put_if_absent(key, b("z")).await.unwrap(),
     );
     assert_eq!(content(s, key).await, b("z"), "{s}: recreated");
+
+    // Bulk deletes: present and absent keys, more than one bulk request.
+    let many: Vec<String> = (0..1100).map(|i| format!("delete/many/{i:04}")).collect();
+    for k in many.iter().step_by(3) {
+        s.put(k, b("m")).await.unwrap();
+    }
+    s.delete_many(&many).await.unwrap();
+    assert!(
+        keys(s, "delete/many/").await.is_empty(),
+        "{s}: delete_many left objects"
+    );
+    s.delete_many(&many).await.unwrap();
+    s.delete_many(&[]).await.unwrap();
 }
 
 async fn listing_filters_by_raw_prefix_in_key_order(s: &dyn Storage) {

@@ -189,6 +189,22 @@ pub trait Storage: Send + Sync + Debug + Display {
     /// [`StorageError::Backend`] / [`StorageError::Io`].
     async fn delete(&self, key: &str) -> StorageResult<()>;
 
+    /// Deletes many objects, in bulk requests where the backend has them (S3's
+    /// `DeleteObjects`, 1,000 keys a request); absent objects are not an error. Every
+    /// key is tried even when some fail.
+    ///
+    /// # Errors
+    /// The first failure, after trying every key.
+    async fn delete_many(&self, keys: &[String]) -> StorageResult<()> {
+        let mut first = None;
+        for key in keys {
+            if let Err(e) = self.delete(key).await {
+                first.get_or_insert(e);
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+
     /// Every object whose key starts with `prefix`, sorted by key bytes.
     ///
     /// # Errors

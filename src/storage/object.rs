@@ -229,6 +229,23 @@ impl Storage for ObjectStorage {
         }
     }
 
+    async fn delete_many(&self, keys: &[String]) -> StorageResult<()> {
+        use futures::StreamExt;
+        let paths: Vec<Path> = keys.iter().map(|k| self.path(k)).collect();
+        let paths = futures::stream::iter(paths.into_iter().map(Ok)).boxed();
+        let mut results = self.store.delete_stream(paths);
+        let mut first = None;
+        while let Some(r) = results.next().await {
+            match r {
+                Ok(_) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => {
+                    first.get_or_insert(map_err("", e));
+                }
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+
     async fn list(&self, prefix: &str) -> StorageResult<Vec<ObjectInfo>> {
         let mut out: Vec<ObjectInfo> = self.list_stream(prefix).try_collect().await?;
         out.sort_by(|a, b| a.key.as_bytes().cmp(b.key.as_bytes()));
