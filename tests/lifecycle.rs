@@ -7,7 +7,7 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -423,6 +423,63 @@ async fn collection_in_passes_deletes_exactly_what_one_pass_deletes() {
     for (summary, objects) in &results[1..] {
         assert_eq!(*summary, results[0].0);
         assert_eq!(*objects, results[0].1);
+    }
+}
+
+/// Where storage lists key ranges cheaply, every object directory is listed as one
+/// range per first id character, concurrently: the result is the same as one listing
+/// per directory, with and without passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ranged_listings_collect_exactly_what_one_listing_collects() {
+    use floe::storage::fault::{Call, Fault, FaultyStorage};
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().join("base");
+    let cut_off = many_chunks(&base).await;
+    let plain = tmp.path().join("plain");
+    common::copy_tree(&base, &plain);
+    let repo = open(&plain).await;
+    expire_deleting_refs(&repo, cut_off).await;
+    let want = repo
+        .garbage_collect(cut_off, GcOptions::default(), None)
+        .await
+        .unwrap();
+    assert_eq!(want.chunks_deleted, 150, "{want:?}");
+
+    for (name, budget) in [("ranged", 1u64 << 30), ("ranged-passes", 20)] {
+        let dir = tmp.path().join(name);
+        common::copy_tree(&base, &dir);
+        let listed: Arc<Mutex<Vec<String>>> = Arc::default();
+        let seen = listed.clone();
+        let storage = Arc::new(
+            FaultyStorage::new(
+                Arc::new(LocalStorage::new(&dir).unwrap()),
+                Box::new(move |call, key| {
+                    if call == Call::List {
+                        seen.lock().unwrap().push(key.to_string());
+                    }
+                    Fault::None
+                }),
+            )
+            .with_ranged_listing(true),
+        );
+        let repo = Repository::open(storage).await.unwrap();
+        expire_deleting_refs(&repo, cut_off).await;
+        listed.lock().unwrap().clear();
+        let options = GcOptions::default()
+            .max_chunk_ids_in_memory(budget)
+            .list_concurrency(4);
+        let summary = repo.garbage_collect(cut_off, options, None).await.unwrap();
+        assert_eq!(summary, want, "{name}");
+        assert_eq!(objects(&dir), objects(&plain), "{name}");
+        let listed = listed.lock().unwrap().clone();
+        for dir in ["snapshots/", "transactions/", "manifests/", "chunks/"] {
+            assert!(
+                !listed.iter().any(|k| k == dir),
+                "{name}: {dir} listed whole: {listed:?}"
+            );
+            let ranges = listed.iter().filter(|k| k.starts_with(dir)).count();
+            assert!(ranges >= 32, "{name}: {dir} in {ranges} ranges: {listed:?}");
+        }
     }
 }
 

@@ -20,7 +20,7 @@ use chrono::Utc;
 use floe::storage::conformance::{keys, storage_contract};
 use floe::storage::{
     create_storage, new_in_memory_storage, open_storage, parse_storage_url, LocalStorage,
-    ObjectVersion, S3Options, Storage, StorageLocation, WriteOutcome,
+    ObjectStorage, ObjectVersion, S3Options, Storage, StorageLocation, WriteOutcome,
 };
 
 fn b(s: &str) -> Bytes {
@@ -34,6 +34,16 @@ fn local(dir: &Path) -> Arc<dyn Storage> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn memory_storage_conformance() {
     storage_contract(new_in_memory_storage()).await;
+}
+
+/// The ranged-listing path (start after a key, stop after the prefix) on a backend
+/// that lists in key order, without an S3 server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn ranged_listing_conformance() {
+    let store = Arc::new(object_store::memory::InMemory::new());
+    let s = ObjectStorage::new(store, "root", "memory://".to_string()).with_ranged_listing(true);
+    assert!(s.ranged_listing());
+    storage_contract(Arc::new(s)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -29,16 +29,7 @@ use crate::format::manifest::ChunkPayload;
 use crate::format::snapshot::ManifestFileInfo;
 use crate::format::{ChunkId, ManifestId, SnapshotId};
 use crate::refs;
-use crate::storage::{ObjectInfo, Storage, StorageError};
-
-/// The directory part of a listing prefix (`chunks/` of `chunks/AB`): what object ids
-/// are relative to.
-fn object_dir(prefix: &str) -> &str {
-    match prefix.rfind('/') {
-        Some(i) => &prefix[..=i],
-        None => "",
-    }
-}
+use crate::storage::{Storage, StorageError};
 
 /// Options of [`crate::Repository::garbage_collect`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,6 +42,11 @@ pub struct GcOptions {
     /// Delete batches (of up to 1,000 keys, one bulk request on S3) in flight at
     /// once.
     pub delete_concurrency: usize,
+    /// Listings in flight at once. Where the storage lists key ranges cheaply
+    /// ([`crate::storage::Storage::ranged_listing`]: S3), each object directory is
+    /// listed as 32 ranges, one per first character of the base32 object ids;
+    /// elsewhere each directory is one listing.
+    pub list_concurrency: usize,
     /// Most retained chunk ids held in memory at once (about 40 bytes each; default
     /// 4 Mi, ~160 MiB). Repositories with more native chunk refs are collected in
     /// several passes, each over a slice of the chunk id space.
@@ -66,6 +62,7 @@ impl Default for GcOptions {
             dry_run: false,
             manifest_concurrency: 8,
             delete_concurrency: 32,
+            list_concurrency: 8,
             max_chunk_ids_in_memory: 4 << 20,
             delete_attempts: 5,
         }
@@ -76,6 +73,12 @@ impl GcOptions {
     /// Options for a dry run (`yes`) or a real one.
     pub fn dry_run(mut self, yes: bool) -> Self {
         self.dry_run = yes;
+        self
+    }
+
+    /// Options listing at most `n` key ranges at once (at least 1).
+    pub fn list_concurrency(mut self, n: usize) -> Self {
+        self.list_concurrency = n.max(1);
         self
     }
 
@@ -242,50 +245,68 @@ async fn delete_with_retry(storage: &dyn Storage, keys: &[String], attempts: u32
     }
 }
 
-/// Deletes (or counts, in a dry run) the objects under `prefix` whose id `keep` does
-/// not retain and that were modified before `cut_off`; returns (objects, bytes).
+/// The listings that cover the ids under `dir` starting with one of `id_prefixes`
+/// (each `dir` + prefix): one per prefix where the storage lists ranges cheaply, so
+/// they run concurrently; else one listing of the whole directory (a local walk
+/// would otherwise repeat per prefix), filtered by `keep`.
+fn listings(storage: &dyn Storage, dir: &str, id_prefixes: &[String]) -> Vec<String> {
+    if storage.ranged_listing() && !id_prefixes.is_empty() {
+        id_prefixes.iter().map(|p| format!("{dir}{p}")).collect()
+    } else {
+        vec![dir.to_string()]
+    }
+}
+
+/// Deletes (or counts, in a dry run) the objects under `dir` (`chunks/`, ...) whose id
+/// `keep` does not retain and that were modified before `cut_off`; returns
+/// (objects, bytes). `id_prefixes` (one-character base32 prefixes, or empty for all
+/// of `dir`) split the listing into ranges listed `list_concurrency` at a time where
+/// the storage supports it. Doomed objects stream into delete batches as they are
+/// listed, so memory holds one batch per delete in flight, not the whole listing.
 async fn sweep(
     storage: &dyn Storage,
-    prefix: &str,
+    dir: &str,
+    id_prefixes: &[String],
     keep: KeepFn<'_>,
     cut_off: DateTime<Utc>,
     options: GcOptions,
     progress: Option<GcProgress<'_>>,
 ) -> Result<(u64, u64)> {
-    let doomed: Vec<ObjectInfo> = storage
-        .list_stream(prefix)
+    let prefixes = listings(storage, dir, id_prefixes);
+    let listed = futures::stream::iter(prefixes.iter())
+        .map(|p| storage.list_stream(p))
+        .flatten_unordered(options.list_concurrency.max(1))
+        .map_err(Error::from)
         .try_filter(|o| {
-            let doomed = o.last_modified < cut_off
-                && o.key
-                    .strip_prefix(object_dir(prefix))
-                    .is_some_and(|id| !keep(id));
+            let doomed =
+                o.last_modified < cut_off && o.key.strip_prefix(dir).is_some_and(|id| !keep(id));
             futures::future::ready(doomed)
-        })
-        .try_collect()
-        .await?;
-    let count = doomed.len() as u64;
-    let bytes = doomed.iter().fold(0u64, |b, o| b.saturating_add(o.size));
-    if options.dry_run {
-        return Ok((count, bytes));
-    }
-    let done = AtomicU64::new(0);
-    let keys: Vec<String> = doomed.into_iter().map(|o| o.key).collect();
-    futures::stream::iter(keys.chunks(DELETE_BATCH))
-        .map(|batch| {
-            let done = &done;
+        });
+    let count = AtomicU64::new(0);
+    let bytes = AtomicU64::new(0);
+    listed
+        .try_chunks(DELETE_BATCH)
+        .map_err(|e| e.1)
+        .map_ok(|batch| {
+            let (count, bytes) = (&count, &bytes);
             async move {
-                delete_with_retry(storage, batch, options.delete_attempts).await?;
-                let n = done.fetch_add(batch.len() as u64, Ordering::Relaxed) + batch.len() as u64;
+                let size = batch.iter().fold(0u64, |b, o| b.saturating_add(o.size));
+                if !options.dry_run {
+                    let keys: Vec<String> = batch.iter().map(|o| o.key.clone()).collect();
+                    delete_with_retry(storage, &keys, options.delete_attempts).await?;
+                }
+                bytes.fetch_add(size, Ordering::Relaxed);
+                let n = count.fetch_add(batch.len() as u64, Ordering::Relaxed) + batch.len() as u64;
                 if let Some(report) = progress {
-                    report(n, prefix);
+                    report(n, dir);
                 }
                 Ok::<(), Error>(())
             }
         })
-        .buffer_unordered(options.delete_concurrency.max(1))
+        .try_buffer_unordered(options.delete_concurrency.max(1))
         .try_collect::<()>()
         .await?;
-    Ok((count, bytes))
+    Ok((count.into_inner(), bytes.into_inner()))
 }
 
 /// Whether `id` parses as an object id that `set` does not contain. Keys that are
@@ -322,10 +343,14 @@ pub(crate) async fn garbage_collect(
         (keys::TRANSACTIONS, &keep_snapshot),
         (keys::MANIFESTS, &keep_manifest),
     ];
+    let all_ids: Vec<String> = ALPHABET
+        .iter()
+        .map(|c| char::from(*c).to_string())
+        .collect();
     let mut deleted = [0u64; 4];
     let mut summary = GcSummary::default();
     for (count, (prefix, keep)) in deleted.iter_mut().zip(phases) {
-        let (n, bytes) = sweep(storage, prefix, keep, cut_off, options, progress).await?;
+        let (n, bytes) = sweep(storage, prefix, &all_ids, keep, cut_off, options, progress).await?;
         *count = n;
         summary.bytes_deleted = summary.bytes_deleted.saturating_add(bytes);
     }
@@ -347,7 +372,8 @@ pub(crate) async fn garbage_collect(
             options.manifest_concurrency,
         )
         .await?;
-        // One listing of `chunks/` per pass; ids outside this pass's slice are kept
+        // One listing of `chunks/` per pass (where ranges list cheaply, one per id
+        // prefix of the pass, concurrently); ids outside this pass's slice are kept
         // (another pass judges them).
         let keep_chunk = |id: &str| {
             let in_pass = id.get(..prefix_len).is_some_and(|p| set.contains(p));
@@ -356,6 +382,7 @@ pub(crate) async fn garbage_collect(
         let (n, bytes) = sweep(
             storage,
             keys::CHUNKS,
+            &pass,
             &keep_chunk,
             cut_off,
             options,

@@ -374,6 +374,15 @@ async fn listing_filters_by_raw_prefix_in_key_order(s: &dyn Storage) {
         "list/aa",
         "list/snapshots/0123456789ABCDEFGHJK",
         "list/manifests/ZZZZ",
+        "list/A",
+        "list/AB",
+        "list/0x",
+        "list/@z",
+        "list/`z",
+        "list/%41",
+        "list/\u{e9}a",
+        "list/\u{e9}",
+        "list/\u{ea}",
     ];
     for (i, n) in names.iter().enumerate() {
         s.put(n, Bytes::from(vec![b'x'; i + 1])).await.unwrap();
@@ -406,6 +415,14 @@ async fn listing_filters_by_raw_prefix_in_key_order(s: &dyn Storage) {
         "list/nothing",
         "list/nothing/",
         "list/refs/branch.main/ref.json/",
+        "list/A",
+        "list/0",
+        "list/a",
+        "list/aB",
+        "list/a_",
+        "list/%",
+        "list/\u{e9}",
+        "list/@",
     ] {
         assert_eq!(
             keys(s, prefix).await,

@@ -71,6 +71,7 @@ pub type FaultPlan = Box<dyn FnMut(Call, &str) -> Fault + Send>;
 pub struct FaultyStorage {
     inner: Arc<dyn Storage>,
     plan: Mutex<FaultPlan>,
+    ranged_listing: Option<bool>,
 }
 
 impl FaultyStorage {
@@ -79,7 +80,16 @@ impl FaultyStorage {
         FaultyStorage {
             inner,
             plan: Mutex::new(plan),
+            ranged_listing: None,
         }
+    }
+
+    /// Reports `yes` from [`Storage::ranged_listing`] whatever the inner storage
+    /// reports, so that callers' ranged-listing paths (one listing per key range)
+    /// run over any backend; what listings return is still the inner storage's.
+    pub fn with_ranged_listing(mut self, yes: bool) -> Self {
+        self.ranged_listing = Some(yes);
+        self
     }
 
     /// Replaces the plan.
@@ -177,6 +187,11 @@ impl Storage for FaultyStorage {
 
     async fn list(&self, prefix: &str) -> StorageResult<Vec<ObjectInfo>> {
         self.run(Call::List, prefix, self.inner.list(prefix)).await
+    }
+
+    fn ranged_listing(&self) -> bool {
+        self.ranged_listing
+            .unwrap_or_else(|| self.inner.ranged_listing())
     }
 
     fn root_url(&self) -> String {

@@ -229,6 +229,16 @@ pub trait Storage: Send + Sync + Debug + Display {
             .boxed()
     }
 
+    /// Whether [`Storage::list_stream`] of a prefix that ends inside a key segment
+    /// (`chunks/A`) costs in proportion to the objects it returns, as a ranged
+    /// listing does (S3's `start-after` over keys listed in byte order), rather than
+    /// to the whole enclosing directory (a local directory walk). Callers split a
+    /// large listing into concurrent listings of narrower prefixes only when it does:
+    /// elsewhere each of them would walk the whole directory again.
+    fn ranged_listing(&self) -> bool {
+        false
+    }
+
     /// The URL of the storage root (`file:///...`, `memory://`, `s3://bucket/prefix`).
     fn root_url(&self) -> String;
 }

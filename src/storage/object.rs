@@ -24,6 +24,9 @@ pub struct ObjectStorage {
     store: Arc<dyn ObjectStore>,
     prefix: String,
     url: String,
+    /// Whether the backend lists keys in byte order and starts a listing after a
+    /// given key cheaply (S3's `ListObjectsV2` with `start-after`).
+    ranged_listing: bool,
 }
 
 impl ObjectStorage {
@@ -34,7 +37,17 @@ impl ObjectStorage {
             store,
             prefix: prefix.trim_matches('/').to_string(),
             url,
+            ranged_listing: false,
         }
+    }
+
+    /// Declares that the backend lists keys in byte order and starts a listing
+    /// after a given key without reading the keys before it (S3's `ListObjectsV2`
+    /// with `start-after`): prefix listings then read only the keys they return
+    /// (see [`Storage::ranged_listing`]).
+    pub fn with_ranged_listing(mut self, yes: bool) -> Self {
+        self.ranged_listing = yes;
+        self
     }
 
     /// The underlying object store.
@@ -80,6 +93,24 @@ impl ObjectStorage {
             version: meta.e_tag.map(ObjectVersion),
         }
     }
+}
+
+/// A key just below every key that starts with `encoded` (a backend path ending
+/// inside a segment): its last character decremented when that gives a plain
+/// character, else dropped. `None` when no such key shortens the listing.
+fn listing_offset(encoded: &str) -> Option<Path> {
+    let last = encoded.chars().last()?;
+    let stem = &encoded[..encoded.len() - last.len_utf8()];
+    let below = u8::try_from(last)
+        .ok()
+        .and_then(|b| b.checked_sub(1))
+        .filter(|b| b.is_ascii_graphic() && *b != b'/' && *b != b'.');
+    let candidate = match below {
+        Some(b) => format!("{stem}{}", char::from(b)),
+        None if !stem.ends_with('/') && !stem.is_empty() => stem.to_string(),
+        None => return None,
+    };
+    Path::parse(candidate).ok()
 }
 
 /// Maps an object_store error to a [`StorageError`] naming `key`.
@@ -268,12 +299,39 @@ impl Storage for ObjectStorage {
         } else {
             Some(self.path(dir))
         };
-        self.store
-            .list(dir_path.as_ref())
+        let partial = prefix
+            .get(dir.len()..)
+            .unwrap_or("")
+            .trim_start_matches('/');
+        let listing = if self.ranged_listing && !partial.is_empty() {
+            // Keys in byte order: start just before the first key with the prefix and
+            // stop after the last one. Both bounds are compared in the backend's
+            // (percent-encoded) key space, where the listing is ordered.
+            let encoded = self.path(prefix).to_string();
+            let offset = listing_offset(&encoded);
+            let stream = match offset {
+                Some(offset) => self.store.list_with_offset(dir_path.as_ref(), &offset),
+                None => self.store.list(dir_path.as_ref()),
+            };
+            stream
+                .try_take_while(move |m| {
+                    let loc = m.location.as_ref();
+                    let before_or_in = loc.starts_with(encoded.as_str()) || loc < encoded.as_str();
+                    futures::future::ready(Ok(before_or_in))
+                })
+                .boxed()
+        } else {
+            self.store.list(dir_path.as_ref())
+        };
+        listing
             .map_err(move |e| map_err(prefix, e))
             .map_ok(move |m| self.info(m))
             .try_filter(move |i| futures::future::ready(i.key.starts_with(prefix)))
             .boxed()
+    }
+
+    fn ranged_listing(&self) -> bool {
+        self.ranged_listing
     }
 
     fn root_url(&self) -> String {

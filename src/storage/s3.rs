@@ -105,5 +105,8 @@ pub fn new_s3_storage(
     } else {
         format!("s3://{bucket}/{prefix}")
     };
-    Ok(Arc::new(ObjectStorage::new(Arc::new(store), prefix, url)))
+    // S3 lists keys in byte order and starts after a given key (`start-after`).
+    Ok(Arc::new(
+        ObjectStorage::new(Arc::new(store), prefix, url).with_ranged_listing(true),
+    ))
 }
