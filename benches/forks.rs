@@ -60,7 +60,7 @@ fn main() {
 
         // 1. One fork with `refs` chunk refs.
         let fork = s.fork().await.unwrap();
-        fork.set_chunk_refs(&path, (0..refs).map(|i| (vec![i as u32], native(i))))
+        fork.set_chunk_refs(&path, (0..refs).map(|i| (vec![i], native(i))))
             .unwrap();
         let t = Instant::now();
         let bytes = fork.to_fork_bytes().unwrap();
@@ -85,7 +85,7 @@ fn main() {
             let start = f * per_fork;
             w.set_chunk_refs(
                 &path,
-                (start..start + per_fork).map(|i| (vec![i as u32], native(i))),
+                (start..start + per_fork).map(|i| (vec![i], native(i))),
             )
             .unwrap();
             returned.push(w.to_fork_bytes().unwrap());

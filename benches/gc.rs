@@ -78,7 +78,7 @@ async fn build(dir: &Path, objects: u64, snapshots: u64) -> chrono::DateTime<Utc
             let s = &s;
             let path = &path;
             let payload = payload.clone();
-            async move { s.set_chunk(path, &[i as u32], payload).await }
+            async move { s.set_chunk(path, &[i], payload).await }
         });
         futures::future::try_join_all(writes).await.unwrap();
         s.commit(&format!("commit {k}")).await.unwrap();

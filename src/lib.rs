@@ -10,6 +10,20 @@
 //! [`storage`] → [`mod@format`] → [`repository`] / [`session`] (with [`lifecycle`]:
 //! expiry, garbage collection) → [`zarr`] → [`ops`] (import, export) → the `floe` CLI.
 //!
+//! ## Paths and chunk indices
+//!
+//! One convention runs through every layer:
+//!
+//! - **Node paths.** Sessions, diffs, conflicts and errors name nodes with
+//!   [`NodePath`] (absolute: `/`, `/a/b`). The Zarr API takes the same paths in
+//!   store form (`a/b`, `""` for the root; a leading `/` is accepted), checked by the
+//!   same rules ([`zarr::node::normalize_path`]), and `Array::node_path` /
+//!   `Group::node_path` give the [`NodePath`] back.
+//! - **Chunk indices.** Chunk grid coordinates are `u64` everywhere (`&[u64]` in,
+//!   [`format::ChunkIndices`] = `Vec<u64>` out), in the session as in Zarr arrays.
+//!   Icechunk files store `u32` coordinates, so a session refuses coordinates above
+//!   [`format::MAX_CHUNK_COORDINATE`] when they are set.
+//!
 //! ## Quickstart
 //!
 //! ```

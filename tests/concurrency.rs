@@ -49,7 +49,7 @@ async fn commit_worker(url: &str, worker: usize, go: &Path) -> i32 {
     let opts = CommitOptions::default().max_attempts(10_000);
     for seq in 0..COMMITS_PER_PROCESS {
         let s = repo.writable_session("main").await.expect("session");
-        let index = (worker * COMMITS_PER_PROCESS + seq) as u32;
+        let index = (worker * COMMITS_PER_PROCESS + seq) as u64;
         s.set_chunk(&p("/data"), &[index], chunk_value(worker, seq))
             .await
             .expect("set chunk");
@@ -97,12 +97,12 @@ async fn fork_worker(url: &str, worker: usize, fork_in: &Path, fork_out: &Path) 
     let bytes = std::fs::read(fork_in).expect("read fork");
     let fork = repo.fork_from_bytes(&bytes).await.expect("resume fork");
     for i in 0..CHUNKS_PER_FORK {
-        let index = (worker * CHUNKS_PER_FORK + i) as u32;
+        let index = (worker * CHUNKS_PER_FORK + i) as u64;
         fork.set_chunk(&p("/data"), &[index], fork_value(worker, i))
             .await
             .expect("set chunk");
     }
-    fork.set_chunk(&p("/fresh"), &[worker as u32], fork_value(worker, 99))
+    fork.set_chunk(&p("/fresh"), &[worker as u64], fork_value(worker, 99))
         .await
         .expect("set chunk of the new array");
     std::fs::write(fork_out, fork.to_fork_bytes().expect("serialize")).expect("write fork");
@@ -196,7 +196,7 @@ async fn commit_race(url: &str) {
     );
     for w in 0..PROCESSES {
         for q in 0..COMMITS_PER_PROCESS {
-            let idx = (w * COMMITS_PER_PROCESS + q) as u32;
+            let idx = (w * COMMITS_PER_PROCESS + q) as u64;
             let got = r.get_chunk(&p("/data"), &[idx], None).await.unwrap();
             assert_eq!(got, Some(chunk_value(w, q)), "chunk {idx}");
         }
@@ -268,11 +268,11 @@ async fn fork_merge(url: &str) {
         .unwrap();
     for w in 0..PROCESSES {
         for i in 0..CHUNKS_PER_FORK {
-            let index = (w * CHUNKS_PER_FORK + i) as u32;
+            let index = (w * CHUNKS_PER_FORK + i) as u64;
             let got = r.get_chunk(&p("/data"), &[index], None).await.unwrap();
             assert_eq!(got, Some(fork_value(w, i)), "chunk {index}");
         }
-        let got = r.get_chunk(&p("/fresh"), &[w as u32], None).await.unwrap();
+        let got = r.get_chunk(&p("/fresh"), &[w as u64], None).await.unwrap();
         assert_eq!(got, Some(fork_value(w, 99)), "new array chunk {w}");
     }
 }
@@ -287,7 +287,7 @@ async fn tag_race(url: &str) {
     .unwrap();
     let mut snaps = Vec::new();
     for w in 0..PROCESSES {
-        s.set_chunk(&p("/t"), &[w as u32], Bytes::from(vec![w as u8]))
+        s.set_chunk(&p("/t"), &[w as u64], Bytes::from(vec![w as u8]))
             .await
             .unwrap();
         snaps.push(s.commit(&format!("c{w}")).await.unwrap());

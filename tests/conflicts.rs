@@ -35,7 +35,7 @@ async fn setup(dir: &Path) -> Repository {
     s.add_group(&p("/g"), group_json(json!({}))).unwrap();
     s.add_array(&p("/a"), def("/a")).unwrap();
     for i in 0..4u32 {
-        s.set_chunk(&p("/a"), &[i], int(10 + i as i32))
+        s.set_chunk(&p("/a"), &[i.into()], int(10 + i as i32))
             .await
             .unwrap();
     }
@@ -60,7 +60,7 @@ async fn apply(s: &Session, steps: &Value) {
             "chunk" => {
                 let i = step[2].as_u64().unwrap() as u32;
                 let v = step[3].as_i64().unwrap() as i32;
-                s.set_chunk(&path, &[i], int(v)).await.unwrap();
+                s.set_chunk(&path, &[i.into()], int(v)).await.unwrap();
             }
             "attr" => {
                 let node = s.get_node(&path).unwrap();
@@ -124,7 +124,7 @@ async fn outcome(repo: &Repository) -> Value {
         Ok(_) => {
             let mut values = Vec::new();
             for i in 0..4u32 {
-                let v = r.get_chunk(&p("/a"), &[i], None).await.unwrap();
+                let v = r.get_chunk(&p("/a"), &[i.into()], None).await.unwrap();
                 values.push(v.map_or(0, |b| i32::from_le_bytes(b[..4].try_into().unwrap())));
             }
             json!(values)

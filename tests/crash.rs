@@ -45,7 +45,7 @@ fn crash_writer_child() {
             let index = rng.random_range(0..CHUNKS);
             let value = rng.random_range(1..=255u8);
             session
-                .set_chunk(&p("/a"), &[index], chunk(value))
+                .set_chunk(&p("/a"), &[index.into()], chunk(value))
                 .await
                 .unwrap();
             let id = session.commit(&format!("write {n}")).await.unwrap();
@@ -129,7 +129,10 @@ async fn check(url: &str, committed: &[(SnapshotId, u32, u8)], round: usize) {
             .readonly_session(&VersionSelector::Snapshot(*id))
             .await
             .unwrap();
-        let got = s.get_chunk(&p("/a"), &[*index], None).await.unwrap();
+        let got = s
+            .get_chunk(&p("/a"), &[u64::from(*index)], None)
+            .await
+            .unwrap();
         assert_eq!(
             got,
             Some(chunk(*value)),
@@ -146,7 +149,7 @@ async fn check(url: &str, committed: &[(SnapshotId, u32, u8)], round: usize) {
             .await
             .unwrap_or_else(|e| panic!("round {round}: snapshot {id} is unreadable: {e}"));
         for i in 0..CHUNKS {
-            s.get_chunk(&p("/a"), &[i], None)
+            s.get_chunk(&p("/a"), &[i.into()], None)
                 .await
                 .unwrap_or_else(|e| panic!("round {round}: {id} chunk {i}: {e}"));
         }

@@ -34,7 +34,7 @@ async fn repo_with_array(storage: Arc<dyn Storage>) -> (Repository, Session) {
 }
 
 async fn value(s: &Session, i: u32) -> Option<u8> {
-    s.get_chunk(&p("/a"), &[i], None)
+    s.get_chunk(&p("/a"), &[i.into()], None)
         .await
         .unwrap()
         .map(|b| b[0])
@@ -291,7 +291,7 @@ async fn run_model(seed: u64) {
             } => {
                 let s = &sessions[*session];
                 let wrote = s
-                    .set_chunk(&p("/a"), &[*index], Bytes::from(vec![*value]))
+                    .set_chunk(&p("/a"), &[u64::from(*index)], Bytes::from(vec![*value]))
                     .await;
                 match wrote {
                     Ok(()) => s.commit(&format!("step {step}")).await.map(Some),

@@ -40,7 +40,7 @@ async fn travel(repo: &Repository, fork: &Session) -> Session {
 }
 
 async fn chunk(s: &Session, path: &str, i: u32) -> Option<Bytes> {
-    s.get_chunk(&p(path), &[i], None).await.unwrap()
+    s.get_chunk(&p(path), &[i.into()], None).await.unwrap()
 }
 
 #[tokio::test]

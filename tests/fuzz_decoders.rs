@@ -116,19 +116,27 @@ async fn seeds() -> Vec<(Kind, Vec<u8>)> {
     s.add_array(&p("/v"), array_def("/v", &[100], &[10], "uint8"))
         .unwrap();
     for i in 0..4u32 {
-        s.set_chunk(&p("/g/a"), &[i, i], Bytes::from(vec![i as u8; 16]))
-            .await
-            .unwrap();
-        s.set_chunk(&p("/g/a"), &[i, 3 - i], Bytes::from(vec![7u8; 2048]))
-            .await
-            .unwrap();
+        s.set_chunk(
+            &p("/g/a"),
+            &[i.into(), i.into()],
+            Bytes::from(vec![i as u8; 16]),
+        )
+        .await
+        .unwrap();
+        s.set_chunk(
+            &p("/g/a"),
+            &[i.into(), (3 - i).into()],
+            Bytes::from(vec![7u8; 2048]),
+        )
+        .await
+        .unwrap();
         let v = ChunkPayload::Virtual(VirtualChunkRef {
             location: format!("file:///data/f{i}.bin"),
             offset: u64::from(i) * 10,
             length: 10,
             checksum: None,
         });
-        s.set_chunk_ref(&p("/v"), &[i], Some(v)).unwrap();
+        s.set_chunk_ref(&p("/v"), &[i.into()], Some(v)).unwrap();
     }
     let first = s.commit("first").await.unwrap();
     repo.create_tag("v1", first).await.unwrap();

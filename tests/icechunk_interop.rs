@@ -142,7 +142,7 @@ async fn session_nodes(session: &floe::Session) -> Map<String, Value> {
                 out.insert("shape".into(), json!(shape));
                 let mut chunks = Map::new();
                 for (idx, payload) in session.chunk_refs(&node.path).await.unwrap() {
-                    let key = idx.iter().map(u32::to_string).collect::<Vec<_>>().join("/");
+                    let key = idx.iter().map(u64::to_string).collect::<Vec<_>>().join("/");
                     chunks.insert(key, json!(kind_of(&payload)));
                 }
                 out.insert("chunks".into(), Value::Object(chunks));

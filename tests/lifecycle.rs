@@ -376,11 +376,13 @@ async fn many_chunks(dir: &Path) -> DateTime<Utc> {
     s.add_array(&p("/b"), array_def("/b", &[200], &[1], "uint8"))
         .unwrap();
     for i in 0..200u32 {
-        s.set_chunk(&p("/b"), &[i], chunk(i as u8)).await.unwrap();
+        s.set_chunk(&p("/b"), &[i.into()], chunk(i as u8))
+            .await
+            .unwrap();
     }
     s.commit("c1").await.unwrap();
     for i in 0..150u32 {
-        s.set_chunk(&p("/b"), &[i], chunk(200 - i as u8 / 2))
+        s.set_chunk(&p("/b"), &[i.into()], chunk(200 - i as u8 / 2))
             .await
             .unwrap();
     }
@@ -415,7 +417,10 @@ async fn collection_in_passes_deletes_exactly_what_one_pass_deletes() {
             } else {
                 chunk(i as u8)
             };
-            assert_eq!(r.get_chunk(&p("/b"), &[i], None).await.unwrap(), Some(want));
+            assert_eq!(
+                r.get_chunk(&p("/b"), &[i.into()], None).await.unwrap(),
+                Some(want)
+            );
         }
         results.push((summary, objects(&dir)));
     }

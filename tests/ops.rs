@@ -47,7 +47,7 @@ async fn import_commit_export_round_trip() {
         .await
         .unwrap_err();
     assert!(
-        matches!(&err, OpsError::NodeExists { path } if path.to_string() == "/imported"),
+        matches!(&err, OpsError::NodeExists { path } if *path == "/imported"),
         "{err}"
     );
     assert!(!again.has_uncommitted_changes());

@@ -105,6 +105,65 @@ async fn spec2_repository_is_reported_as_unsupported() {
     assert!(err.to_string().contains("spec 2"));
 }
 
+/// One chunk-index convention: sessions take the `u64` grid coordinates Zarr arrays
+/// use, and refuse (typed) a coordinate Icechunk files cannot store (above
+/// `u32::MAX`), however large the chunk grid; a manifest holding one fails to encode.
+#[tokio::test]
+async fn chunk_coordinates_are_u64_and_bounded_by_the_format() {
+    use floe::format::manifest::Manifest;
+    use floe::format::{FormatError, ManifestId, NodeId, MAX_CHUNK_COORDINATE};
+    let dir = tempfile::tempdir().unwrap();
+    let repo = Repository::create(local(&dir), None).await.unwrap();
+    let s = repo.writable_session("main").await.unwrap();
+    s.add_group(&p("/"), group_json(serde_json::json!({})))
+        .unwrap();
+    // 2^40 chunks along the only dimension.
+    s.add_array(&p("/huge"), array_def("/huge", &[1 << 40], &[1], "uint8"))
+        .unwrap();
+    let last = MAX_CHUNK_COORDINATE;
+    s.set_chunk(&p("/huge"), &[last], Bytes::from_static(b"x"))
+        .await
+        .unwrap();
+    for beyond in [last + 1, 1 << 39] {
+        let err = s
+            .set_chunk(&p("/huge"), &[beyond], Bytes::from_static(b"y"))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, Error::InvalidChunkIndex { index, .. } if index == &vec![beyond]),
+            "{err}"
+        );
+        let err = s
+            .set_chunk_refs(&p("/huge"), [(vec![beyond], None)])
+            .unwrap_err();
+        assert!(matches!(err, Error::InvalidChunkIndex { .. }), "{err}");
+    }
+    let id = s.commit("edge").await.unwrap();
+    let r = repo
+        .readonly_session(&VersionSelector::Snapshot(id))
+        .await
+        .unwrap();
+    assert_eq!(r.list_chunks(&p("/huge")).await.unwrap(), vec![vec![last]]);
+    assert_eq!(
+        r.get_chunk(&p("/huge"), &[last], None).await.unwrap(),
+        Some(Bytes::from_static(b"x"))
+    );
+
+    // The format layer refuses to write what it cannot store.
+    let mut m = Manifest {
+        id: ManifestId::random(),
+        arrays: BTreeMap::new(),
+    };
+    m.arrays.entry(NodeId::random()).or_default().insert(
+        vec![last + 1],
+        floe::format::manifest::ChunkPayload::Inline(Bytes::from_static(b"z")),
+    );
+    assert!(matches!(
+        m.encode(),
+        Err(FormatError::ChunkIndexTooLarge { .. })
+    ));
+}
+
 #[tokio::test]
 async fn commit_and_read_back_nodes_and_chunks() {
     let dir = tempfile::tempdir().unwrap();
@@ -779,7 +838,7 @@ async fn large_arrays_are_split_into_manifests_and_commits_rewrite_only_changed_
         .unwrap();
     s.add_array(&p("/small"), array_def("/small", &[4], &[1], "uint8"))
         .unwrap();
-    let refs = (0..n as u32).map(|i| {
+    let refs = (0..n).map(|i| {
         (
             vec![i],
             Some(ChunkPayload::Inline(Bytes::from(vec![(i % 251) as u8]))),
@@ -800,7 +859,7 @@ async fn large_arrays_are_split_into_manifests_and_commits_rewrite_only_changed_
 
     // One chunk in the middle block: only that block's manifest is rewritten.
     let mid = MAX_REFS_PER_MANIFEST as u32 + 5;
-    s.set_chunk(&p("/big"), &[mid], Bytes::from_static(b"\xee"))
+    s.set_chunk(&p("/big"), &[mid.into()], Bytes::from_static(b"\xee"))
         .await
         .unwrap();
     let second = s.commit("one chunk").await.unwrap();
@@ -821,7 +880,10 @@ async fn large_arrays_are_split_into_manifests_and_commits_rewrite_only_changed_
     for i in [0u32, mid - 1, mid, mid + 1, n as u32 - 1] {
         let want = if i == mid { 0xee } else { (i % 251) as u8 };
         assert_eq!(
-            r.get_chunk(&p("/big"), &[i], None).await.unwrap().unwrap()[..],
+            r.get_chunk(&p("/big"), &[i.into()], None)
+                .await
+                .unwrap()
+                .unwrap()[..],
             [want],
             "chunk {i}"
         );

@@ -251,12 +251,12 @@ async fn local_etags_match_with_or_without_quotes() {
     {
         s.set_chunk_ref(
             &p("/v"),
-            &[i as u32],
+            &[i as u64],
             vref(url.clone(), 8, 4, Some(Checksum::ETag(etag))),
         )
         .unwrap();
         assert_eq!(
-            s.get_chunk(&p("/v"), &[i as u32], None)
+            s.get_chunk(&p("/v"), &[i as u64], None)
                 .await
                 .unwrap()
                 .unwrap(),

@@ -74,7 +74,7 @@ impl Manifest {
     }
 
     /// The chunk ref of `node` at `index`.
-    pub fn get(&self, node: &NodeId, index: &[u32]) -> Option<&ChunkPayload> {
+    pub fn get(&self, node: &NodeId, index: &[u64]) -> Option<&ChunkPayload> {
         self.arrays.get(node).and_then(|refs| refs.get(index))
     }
 
@@ -112,11 +112,11 @@ impl Manifest {
     /// Encodes into a full manifest file (envelope + zstd + flatbuffer).
     ///
     /// # Errors
-    /// [`FormatError::Compression`].
+    /// [`FormatError::Compression`]; [`FormatError::ChunkIndexTooLarge`].
     pub fn encode(&self) -> Result<Vec<u8>, FormatError> {
         let mut w = ManifestWriter::new(self.id, self.num_chunk_refs());
         for (node, refs) in &self.arrays {
-            w.add_array(*node, refs.iter().map(|(k, v)| (k.as_slice(), v)));
+            w.add_array(*node, refs.iter().map(|(k, v)| (k.as_slice(), v)))?;
         }
         Ok(w.finish()?.0)
     }
@@ -136,7 +136,7 @@ impl Manifest {
             let mut refs = BTreeMap::new();
             let mut rank = None;
             for r in a.refs() {
-                let index: ChunkIndices = r.index().iter().collect();
+                let index: ChunkIndices = r.index().iter().map(u64::from).collect();
                 if *rank.get_or_insert(index.len()) != index.len() {
                     return Err(FormatError::InvalidData {
                         what: "manifest",
@@ -167,14 +167,14 @@ impl Manifest {
 /// Running chunk index extents: the smallest box holding every index added.
 #[derive(Clone, Debug, Default)]
 pub struct Extents {
-    lo: Vec<u32>,
-    hi: Vec<u32>,
+    lo: Vec<u64>,
+    hi: Vec<u64>,
     any: bool,
 }
 
 impl Extents {
     /// Adds one chunk index.
-    pub fn add(&mut self, index: &[u32]) {
+    pub fn add(&mut self, index: &[u64]) {
         if !self.any {
             self.lo = index.to_vec();
             self.hi = index.iter().map(|i| i.saturating_add(1)).collect();
@@ -187,13 +187,16 @@ impl Extents {
         }
     }
 
-    /// One half-open range per dimension; `None` when nothing was added.
+    /// One half-open range per dimension, as stored (`u32`; coordinates above
+    /// [`super::MAX_CHUNK_COORDINATE`] are refused before this is written, so the
+    /// narrowing never saturates); `None` when nothing was added.
     pub fn finish(self) -> Option<Vec<Range<u32>>> {
+        let narrow = |i: u64| u32::try_from(i).unwrap_or(u32::MAX);
         self.any.then(|| {
             self.lo
                 .into_iter()
                 .zip(self.hi)
-                .map(|(a, b)| a..b)
+                .map(|(a, b)| narrow(a)..narrow(b))
                 .collect()
         })
     }
@@ -222,22 +225,25 @@ impl ManifestWriter {
     /// Adds the refs of array `node` (sorted by index; arrays added in node id order).
     /// Returns the extents of the refs added, `None` when there were none (and then
     /// the array is not recorded).
+    ///
+    /// # Errors
+    /// [`FormatError::ChunkIndexTooLarge`] for an index Icechunk cannot store.
     pub fn add_array<'r>(
         &mut self,
         node: NodeId,
-        refs: impl IntoIterator<Item = (&'r [u32], &'r ChunkPayload)>,
-    ) -> Option<Vec<Range<u32>>> {
+        refs: impl IntoIterator<Item = (&'r [u64], &'r ChunkPayload)>,
+    ) -> Result<Option<Vec<Range<u32>>>, FormatError> {
         let b = &mut self.builder;
         let mut ext = Extents::default();
-        let offsets: Vec<_> = refs
+        let offsets = refs
             .into_iter()
             .map(|(index, payload)| {
                 ext.add(index);
                 write_ref(b, index, payload)
             })
-            .collect();
+            .collect::<Result<Vec<_>, FormatError>>()?;
         if offsets.is_empty() {
-            return None;
+            return Ok(None);
         }
         self.count += offsets.len() as u64;
         let refs = b.create_vector(&offsets);
@@ -249,7 +255,7 @@ impl ManifestWriter {
                 refs: Some(refs),
             },
         ));
-        ext.finish()
+        Ok(ext.finish())
     }
 
     /// Number of refs added so far.
@@ -281,10 +287,10 @@ impl ManifestWriter {
 
 fn write_ref<'a>(
     b: &mut FlatBufferBuilder<'a>,
-    index: &[u32],
+    index: &[u64],
     payload: &ChunkPayload,
-) -> flatbuffers::WIPOffset<gen::ChunkRef<'a>> {
-    let index = b.create_vector(index);
+) -> Result<flatbuffers::WIPOffset<gen::ChunkRef<'a>>, FormatError> {
+    let index = super::write_coords(b, index)?;
     let mut args = gen::ChunkRefArgs {
         index: Some(index),
         ..Default::default()
@@ -309,7 +315,7 @@ fn write_ref<'a>(
             }
         }
     }
-    gen::ChunkRef::create(b, &args)
+    Ok(gen::ChunkRef::create(b, &args))
 }
 
 fn read_ref(r: &gen::ChunkRef<'_>) -> Option<ChunkPayload> {

@@ -37,8 +37,40 @@ pub mod transaction_log;
 pub use ids::{ChunkId, ManifestId, NodeId, ObjectId, SnapshotId};
 pub use path::NodePath;
 
-/// Chunk grid coordinates of one chunk: one index per array dimension.
-pub type ChunkIndices = Vec<u32>;
+/// Chunk grid coordinates of one chunk: one index per array dimension, counted in
+/// chunks from the grid's origin.
+///
+/// Every floe API (session, change set, diff, conflicts, Zarr arrays) uses `u64`
+/// coordinates, as Zarr does. Icechunk files store each coordinate as a `u32`
+/// (spec 1, `ChunkIndices.coords: [uint32]`), so a session refuses a chunk whose
+/// coordinate exceeds [`MAX_CHUNK_COORDINATE`] when it is set
+/// (`Error::InvalidChunkIndex`), and encoding one fails with
+/// [`FormatError::ChunkIndexTooLarge`].
+pub type ChunkIndices = Vec<u64>;
+
+/// The largest chunk coordinate an Icechunk file can hold: `u32::MAX - 1`, since a
+/// snapshot records each manifest's extent as a half-open `u32` range whose end is
+/// one past the largest coordinate.
+pub const MAX_CHUNK_COORDINATE: u64 = u32::MAX as u64 - 1;
+
+/// Writes a chunk index as stored: a flatbuffers vector of `u32` coordinates.
+///
+/// # Errors
+/// [`FormatError::ChunkIndexTooLarge`] when a coordinate exceeds
+/// [`MAX_CHUNK_COORDINATE`].
+pub(crate) fn write_coords<'a>(
+    b: &mut flatbuffers::FlatBufferBuilder<'a>,
+    index: &[u64],
+) -> Result<flatbuffers::WIPOffset<flatbuffers::Vector<'a, u32>>, FormatError> {
+    if index.iter().any(|&i| i > MAX_CHUNK_COORDINATE) {
+        return Err(FormatError::ChunkIndexTooLarge {
+            index: index.to_vec(),
+        });
+    }
+    // Checked above: every coordinate fits.
+    #[allow(clippy::cast_possible_truncation)]
+    Ok(b.create_vector_from_iter(index.iter().map(|&i| i as u32)))
+}
 
 /// Errors decoding or validating format objects. Corrupt or truncated input always
 /// gives one of these, never a panic.
@@ -112,6 +144,13 @@ pub enum FormatError {
         what: &'static str,
         /// The broken rule.
         reason: String,
+    },
+    /// A chunk index with a coordinate above [`MAX_CHUNK_COORDINATE`], which
+    /// Icechunk files cannot store.
+    #[error("chunk index {index:?} has a coordinate above {MAX_CHUNK_COORDINATE}, the largest Icechunk stores")]
+    ChunkIndexTooLarge {
+        /// The chunk index.
+        index: ChunkIndices,
     },
     /// A ref file (`ref.json`) that is not `{"snapshot": "<id>"}`.
     #[error("invalid ref file `{key}`: {reason}")]

@@ -120,6 +120,41 @@ impl fmt::Debug for NodePath {
     }
 }
 
+/// Compares as its string (`/a/b`), so sets and maps keyed by paths can be looked
+/// up with `&str`.
+impl std::borrow::Borrow<str> for NodePath {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl PartialEq<str> for NodePath {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for NodePath {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+/// Serialized as its string (`"/a/b"`).
+impl serde::Serialize for NodePath {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+/// Deserialized from a string, validated as [`NodePath::new`] does.
+impl<'de> serde::Deserialize<'de> for NodePath {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        NodePath::new(&text).map_err(serde::de::Error::custom)
+    }
+}
+
 impl FromStr for NodePath {
     type Err = FormatError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {

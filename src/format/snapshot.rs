@@ -47,9 +47,12 @@ pub struct ManifestRef {
 
 impl ManifestRef {
     /// Whether chunk `index` lies within the extents.
-    pub fn contains(&self, index: &[u32]) -> bool {
+    pub fn contains(&self, index: &[u64]) -> bool {
         index.len() == self.extents.len()
-            && index.iter().zip(&self.extents).all(|(i, r)| r.contains(i))
+            && index
+                .iter()
+                .zip(&self.extents)
+                .all(|(&i, r)| u64::from(r.start) <= i && i < u64::from(r.end))
     }
 }
 

@@ -126,18 +126,18 @@ impl TransactionLog {
         let updated_groups = ids(&mut b, &self.updated_groups);
         let mut updated = Vec::with_capacity(self.updated_chunks.len());
         for (node, chunks) in &self.updated_chunks {
-            let chunks: Vec<_> = chunks
+            let chunks = chunks
                 .iter()
                 .map(|c| {
-                    let coords = b.create_vector(c);
-                    gen::ChunkIndices::create(
+                    let coords = super::write_coords(&mut b, c)?;
+                    Ok(gen::ChunkIndices::create(
                         &mut b,
                         &gen::ChunkIndicesArgs {
                             coords: Some(coords),
                         },
-                    )
+                    ))
                 })
-                .collect();
+                .collect::<Result<Vec<_>, FormatError>>()?;
             let chunks = b.create_vector(&chunks);
             let node_id = fb::fb8(node);
             updated.push(gen::ArrayUpdatedChunks::create(
@@ -182,7 +182,7 @@ impl TransactionLog {
             let chunks: BTreeSet<ChunkIndices> = a
                 .chunks()
                 .iter()
-                .map(|c| c.coords().iter().collect())
+                .map(|c| c.coords().iter().map(u64::from).collect())
                 .collect();
             updated_chunks.insert(fb::id8(a.node_id()), chunks);
         }

@@ -213,7 +213,7 @@ struct ArrayTarget {
 }
 
 /// Chunk refs to set on one array.
-type RefUpdates = Vec<(Vec<u32>, Option<ChunkPayload>)>;
+type RefUpdates = Vec<(Vec<u64>, Option<ChunkPayload>)>;
 
 /// Writes a batch of chunk references into the session: inline data one by one,
 /// virtual refs of each array under one lock.
@@ -222,7 +222,7 @@ async fn place_batch(
     probe: &mut Probe,
     summary: &mut ImportSummary,
     paths: &[NodePath],
-    batch: Vec<(usize, Vec<u32>, Reference)>,
+    batch: Vec<(usize, Vec<u64>, Reference)>,
 ) -> Result<()> {
     let mut virtual_refs: BTreeMap<usize, RefUpdates> = BTreeMap::new();
     for (target, idx, r) in batch {
@@ -436,7 +436,7 @@ pub async fn import_kerchunk_with(
     // Pass 2: chunk references, read on a blocking thread and handed over in batches
     // through a bounded channel, so only a few thousand are in flight at any time.
     let mut probe = Probe::new(session.config().virtual_chunk_containers()?);
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<(usize, Vec<u32>, Reference)>>(8);
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<(usize, Vec<u64>, Reference)>>(8);
     let refs_path = refs.to_path_buf();
     let limits = limits.clone();
     let targets: Vec<(String, ArrayTarget)> = arrays.into_iter().collect();
@@ -471,12 +471,12 @@ pub async fn import_kerchunk_with(
                 skipped += 1;
                 return Ok(());
             };
-            let index: Option<Vec<u32>> = if t.ndim == 0 {
+            let index: Option<Vec<u64>> = if t.ndim == 0 {
                 (chunk_key == "0").then(Vec::new)
             } else {
                 chunk_key
                     .split(t.separator)
-                    .map(|s| s.parse::<u32>().ok())
+                    .map(|s| s.parse::<u64>().ok())
                     .collect()
             };
             match index {

@@ -30,7 +30,7 @@ pub struct ExportSummary {
 /// One chunk to copy: source array, grid index, destination key.
 struct ChunkJob {
     path: NodePath,
-    index: Vec<u32>,
+    index: Vec<u64>,
     key: String,
 }
 
@@ -142,10 +142,9 @@ async fn write_all(
         let enc = key_encoding(&node.path, &meta)?;
         let prefix = node_prefix(rel);
         for index in session.list_chunks(&node.path).await? {
-            let idx: Vec<u64> = index.iter().map(|&i| u64::from(i)).collect();
             jobs.push(ChunkJob {
                 path: node.path.clone(),
-                key: format!("{prefix}{}", enc.encode(&idx)),
+                key: format!("{prefix}{}", enc.encode(&index)),
                 index,
             });
         }

@@ -11,7 +11,7 @@ use futures::{StreamExt, TryStreamExt};
 
 use super::{OpsError, OpsResult, Progress, CONCURRENCY};
 use crate::error::Error;
-use crate::format::NodePath;
+use crate::format::{NodePath, MAX_CHUNK_COORDINATE};
 use crate::session::Session;
 use crate::zarr::chunk_key_encoding::Separator;
 use crate::zarr::node::node_prefix;
@@ -37,7 +37,7 @@ pub struct ZarrImportSummary {
 struct ChunkJob {
     key: String,
     path: NodePath,
-    index: Vec<u32>,
+    index: Vec<u64>,
 }
 
 /// `dest` joined with a store path relative to the source root (`""` for the root).
@@ -137,10 +137,10 @@ pub async fn import_zarr(
                     let Some(idx) = source_keys.decode(&key[prefix.len()..], a.ndim()) else {
                         continue;
                     };
-                    let index: Option<Vec<u32>> = idx
+                    let index: Option<Vec<u64>> = idx
                         .iter()
                         .zip(&grid)
-                        .map(|(&i, &g)| if i < g { u32::try_from(i).ok() } else { None })
+                        .map(|(&i, &g)| (i < g && i <= MAX_CHUNK_COORDINATE).then_some(i))
                         .collect();
                     let Some(index) = index else {
                         tracing::warn!("skipping `{key}`: outside the chunk grid of `{path}`");

@@ -28,13 +28,14 @@ use super::manifest_split::{write_array_manifests, ArrayManifests, SplitLayout};
 /// How many manifests are written at once.
 const MANIFEST_WRITE_CONCURRENCY: usize = 8;
 
-/// Whether chunk `index` lies inside the chunk grid of `shape`.
-pub fn index_in_bounds(shape: &[DimensionShape], index: &[u32]) -> bool {
+/// Whether chunk `index` lies inside the chunk grid of `shape` and every coordinate
+/// fits an Icechunk file ([`crate::format::MAX_CHUNK_COORDINATE`]).
+pub fn index_in_bounds(shape: &[DimensionShape], index: &[u64]) -> bool {
     index.len() == shape.len()
         && index
             .iter()
             .zip(shape)
-            .all(|(&i, d)| u64::from(i) < d.num_chunks())
+            .all(|(&i, d)| i < d.num_chunks() && i <= crate::format::MAX_CHUNK_COORDINATE)
 }
 
 /// The node tree of `base` with `changes` applied (manifests not yet updated).
@@ -86,7 +87,7 @@ pub(crate) fn merged_refs<'a>(
     manifests: &'a [Arc<Manifest>],
     changes: &'a ChangeSet,
     node: &NodeId,
-) -> impl Iterator<Item = (&'a [u32], &'a ChunkPayload)> + 'a {
+) -> impl Iterator<Item = (&'a [u64], &'a ChunkPayload)> + 'a {
     let committed = manifests
         .iter()
         .filter_map(|m| m.arrays.get(node))

@@ -27,7 +27,7 @@ pub(crate) trait TheirChanges {
     /// Whether node `id` no longer exists on their side.
     fn deleted(&self, id: &NodeId) -> bool;
     /// Whether they wrote or deleted chunk `index` of array `id`.
-    fn changed_chunk(&self, id: &NodeId, index: &[u32]) -> bool;
+    fn changed_chunk(&self, id: &NodeId, index: &[u64]) -> bool;
     /// Whether they wrote or deleted any chunk of array `id`.
     fn changed_any_chunk(&self, id: &NodeId) -> bool;
 }
@@ -45,7 +45,7 @@ impl TheirChanges for Either<'_> {
     fn deleted(&self, id: &NodeId) -> bool {
         self.0.deleted(id) || self.1.deleted(id)
     }
-    fn changed_chunk(&self, id: &NodeId, index: &[u32]) -> bool {
+    fn changed_chunk(&self, id: &NodeId, index: &[u64]) -> bool {
         self.0.changed_chunk(id, index) || self.1.changed_chunk(id, index)
     }
     fn changed_any_chunk(&self, id: &NodeId) -> bool {

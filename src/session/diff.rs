@@ -15,19 +15,19 @@ use super::change_set::{ChangeSet, NewNode};
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Diff {
     /// Groups created.
-    pub new_groups: BTreeSet<String>,
+    pub new_groups: BTreeSet<NodePath>,
     /// Arrays created.
-    pub new_arrays: BTreeSet<String>,
+    pub new_arrays: BTreeSet<NodePath>,
     /// Groups deleted.
-    pub deleted_groups: BTreeSet<String>,
+    pub deleted_groups: BTreeSet<NodePath>,
     /// Arrays deleted.
-    pub deleted_arrays: BTreeSet<String>,
+    pub deleted_arrays: BTreeSet<NodePath>,
     /// Groups whose `zarr.json` changed.
-    pub updated_groups: BTreeSet<String>,
+    pub updated_groups: BTreeSet<NodePath>,
     /// Arrays whose `zarr.json` changed.
-    pub updated_arrays: BTreeSet<String>,
+    pub updated_arrays: BTreeSet<NodePath>,
     /// Chunks written or deleted, by array path.
-    pub updated_chunks: BTreeMap<String, BTreeSet<ChunkIndices>>,
+    pub updated_chunks: BTreeMap<NodePath, BTreeSet<ChunkIndices>>,
 }
 
 fn paths_by_id(s: &Snapshot) -> HashMap<NodeId, &NodePath> {
@@ -50,15 +50,15 @@ impl Diff {
     pub fn from_change_set(base: &Snapshot, changes: &ChangeSet) -> Self {
         let mut d = Diff::default();
         let base_paths = paths_by_id(base);
-        let mut path_of: HashMap<NodeId, String> = base_paths
+        let mut path_of: HashMap<NodeId, NodePath> = base_paths
             .iter()
-            .map(|(id, p)| (*id, p.to_string()))
+            .map(|(id, p)| (*id, (*p).clone()))
             .collect();
         for (path, (id, node)) in changes.new_nodes() {
-            path_of.insert(*id, path.to_string());
+            path_of.insert(*id, path.clone());
             match node {
-                NewNode::Group(_) => d.new_groups.insert(path.to_string()),
-                NewNode::Array(_) => d.new_arrays.insert(path.to_string()),
+                NewNode::Group(_) => d.new_groups.insert(path.clone()),
+                NewNode::Array(_) => d.new_arrays.insert(path.clone()),
             };
         }
         for id in changes.updated_group_ids() {
@@ -73,9 +73,9 @@ impl Diff {
         }
         for (_, path, is_group) in changes.deleted_nodes() {
             if is_group {
-                d.deleted_groups.insert(path.to_string());
+                d.deleted_groups.insert(path.clone());
             } else {
-                d.deleted_arrays.insert(path.to_string());
+                d.deleted_arrays.insert(path.clone());
             }
         }
         for id in changes.arrays_with_chunk_changes() {
@@ -96,11 +96,12 @@ impl Diff {
     ) -> Self {
         let now = paths_by_id(commit);
         let before = paths_by_id(parent);
-        let name = |set: &BTreeSet<NodeId>, map: &HashMap<NodeId, &NodePath>| -> BTreeSet<String> {
-            set.iter()
-                .filter_map(|id| map.get(id).map(|p| p.to_string()))
-                .collect()
-        };
+        let name =
+            |set: &BTreeSet<NodeId>, map: &HashMap<NodeId, &NodePath>| -> BTreeSet<NodePath> {
+                set.iter()
+                    .filter_map(|id| map.get(id).map(|p| (*p).clone()))
+                    .collect()
+            };
         let mut d = Diff {
             new_groups: name(&log.new_groups, &now),
             new_arrays: name(&log.new_arrays, &now),
@@ -112,7 +113,7 @@ impl Diff {
         };
         for (id, chunks) in &log.updated_chunks {
             if let Some(p) = now.get(id) {
-                d.updated_chunks.insert(p.to_string(), chunks.clone());
+                d.updated_chunks.insert((*p).clone(), chunks.clone());
             }
         }
         d
@@ -176,7 +177,7 @@ pub async fn structural_diff(
             EitherOrBoth::Right(new) => (None, Some(new)),
             EitherOrBoth::Both(old, new) if old.id != new.id => (Some(old), Some(new)),
             EitherOrBoth::Both(old, new) => {
-                let path = new.path.to_string();
+                let path = new.path.clone();
                 if old.user_data != new.user_data {
                     if new.is_group() {
                         d.updated_groups.insert(path.clone());
@@ -212,16 +213,16 @@ pub async fn structural_diff(
         };
         if let Some(old) = old {
             if old.is_group() {
-                d.deleted_groups.insert(old.path.to_string());
+                d.deleted_groups.insert(old.path.clone());
             } else {
-                d.deleted_arrays.insert(old.path.to_string());
+                d.deleted_arrays.insert(old.path.clone());
             }
         }
         if let Some(new) = new {
             if new.is_group() {
-                d.new_groups.insert(new.path.to_string());
+                d.new_groups.insert(new.path.clone());
             } else {
-                d.new_arrays.insert(new.path.to_string());
+                d.new_arrays.insert(new.path.clone());
             }
         }
     }

@@ -121,7 +121,7 @@ impl TheirChanges for SinceFork<'_> {
     fn deleted(&self, id: &NodeId) -> bool {
         !self.alive.contains(id)
     }
-    fn changed_chunk(&self, id: &NodeId, index: &[u32]) -> bool {
+    fn changed_chunk(&self, id: &NodeId, index: &[u64]) -> bool {
         self.now.chunk(id, index) != self.then.chunk(id, index)
     }
     fn changed_any_chunk(&self, id: &NodeId) -> bool {
@@ -145,7 +145,7 @@ impl TheirChanges for AllOf<'_> {
     fn deleted(&self, id: &NodeId) -> bool {
         self.0.is_deleted(id)
     }
-    fn changed_chunk(&self, id: &NodeId, index: &[u32]) -> bool {
+    fn changed_chunk(&self, id: &NodeId, index: &[u64]) -> bool {
         self.0.chunk(id, index).is_some()
     }
     fn changed_any_chunk(&self, id: &NodeId) -> bool {

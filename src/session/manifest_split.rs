@@ -56,11 +56,11 @@ impl SplitLayout {
     }
 
     /// The block holding chunk `index`.
-    pub(crate) fn block_of(&self, index: &[u32]) -> BlockId {
+    pub(crate) fn block_of(&self, index: &[u64]) -> BlockId {
         index
             .iter()
             .zip(&self.block)
-            .map(|(&i, &b)| u64::from(i) / b)
+            .map(|(&i, &b)| i / b)
             .collect()
     }
 
@@ -160,7 +160,7 @@ pub(crate) async fn write_array_manifests(
     let changes = Arc::clone(changes);
     let shape = shape.to_vec();
     let encoded = tokio::task::spawn_blocking(move || -> std::result::Result<_, FormatError> {
-        let mut by_block: BTreeMap<BlockId, Vec<(&[u32], &ChunkPayload)>> = BTreeMap::new();
+        let mut by_block: BTreeMap<BlockId, Vec<(&[u64], &ChunkPayload)>> = BTreeMap::new();
         for (idx, payload) in merged_refs(&manifests, &changes, &node) {
             if index_in_bounds(&shape, idx) {
                 by_block
@@ -173,7 +173,7 @@ pub(crate) async fn write_array_manifests(
         for refs in by_block.into_values() {
             let id = ManifestId::random();
             let mut writer = ManifestWriter::new(id, refs.len());
-            let Some(extents) = writer.add_array(node, refs) else {
+            let Some(extents) = writer.add_array(node, refs)? else {
                 continue;
             };
             let (bytes, count) = writer.finish()?;

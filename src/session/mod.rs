@@ -428,7 +428,7 @@ impl Session {
         Ok(())
     }
 
-    fn array_node(&self, path: &NodePath, index: &[u32]) -> Result<NodeSnapshot> {
+    fn array_node(&self, path: &NodePath, index: &[u64]) -> Result<NodeSnapshot> {
         let node = self.get_node(path)?;
         let Some(a) = node.array() else {
             return Err(Error::NotAnArray { path: path.clone() });
@@ -451,7 +451,7 @@ impl Session {
     pub async fn get_chunk_ref(
         &self,
         path: &NodePath,
-        index: &[u32],
+        index: &[u64],
     ) -> Result<Option<ChunkPayload>> {
         let node = self.array_node(path, index)?;
         let base = {
@@ -492,7 +492,7 @@ impl Session {
     pub async fn get_chunk(
         &self,
         path: &NodePath,
-        index: &[u32],
+        index: &[u64],
         range: Option<Range<u64>>,
     ) -> Result<Option<Bytes>> {
         let Some(payload) = self.get_chunk_ref(path, index).await? else {
@@ -579,7 +579,7 @@ impl Session {
     /// # Errors
     /// [`Error::ReadOnlySession`], [`Error::NodeNotFound`], [`Error::NotAnArray`],
     /// [`Error::InvalidChunkIndex`]; storage errors writing the chunk.
-    pub async fn set_chunk(&self, path: &NodePath, index: &[u32], bytes: Bytes) -> Result<()> {
+    pub async fn set_chunk(&self, path: &NodePath, index: &[u64], bytes: Bytes) -> Result<()> {
         self.check_writable()?;
         let node = self.array_node(path, index)?;
         let payload = if (bytes.len() as u64) <= self.inner.ctx.inline_threshold_bytes {
@@ -604,7 +604,7 @@ impl Session {
     pub fn set_chunk_ref(
         &self,
         path: &NodePath,
-        index: &[u32],
+        index: &[u64],
         payload: Option<ChunkPayload>,
     ) -> Result<()> {
         self.check_writable()?;
@@ -648,7 +648,7 @@ impl Session {
         &self,
         path: &NodePath,
         node: &NodeSnapshot,
-        index: &[u32],
+        index: &[u64],
         payload: Option<ChunkPayload>,
     ) -> Result<()> {
         let mut state = self.write();
@@ -682,7 +682,7 @@ impl Session {
     async fn collect_refs<T>(
         &self,
         path: &NodePath,
-        f: impl Fn(&[u32], &ChunkPayload) -> T,
+        f: impl Fn(&[u64], &ChunkPayload) -> T,
     ) -> Result<Vec<T>> {
         let node = self.get_node(path)?;
         let Some(a) = node.array() else {

@@ -110,7 +110,7 @@ impl TheirChanges for CommitsSummary {
     fn deleted(&self, id: &NodeId) -> bool {
         self.deleted.contains(id) || self.alive.as_ref().is_some_and(|a| !a.contains(id))
     }
-    fn changed_chunk(&self, id: &NodeId, index: &[u32]) -> bool {
+    fn changed_chunk(&self, id: &NodeId, index: &[u64]) -> bool {
         self.chunks.get(id).is_some_and(|c| c.contains(index))
     }
     fn changed_any_chunk(&self, id: &NodeId) -> bool {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde_json::{Map, Value};
 
+use crate::format::NodePath;
 use crate::zarr::array::{Array, ArrayBuilder};
 use crate::zarr::error::{ZarrError, ZarrResult};
 use crate::zarr::metadata::{GroupMetadata, NodeMetadata};
@@ -98,7 +99,7 @@ impl Group {
     pub async fn open(store: Arc<dyn Store>, path: &str) -> ZarrResult<Group> {
         let path = normalize_path(path)?;
         match read_node_metadata(store.as_ref(), &path).await? {
-            (NodeMetadata::Group(m), format) => Ok(Group::from_metadata(store, &path, m, format)),
+            (NodeMetadata::Group(m), format) => Group::from_metadata(store, &path, m, format),
             (NodeMetadata::Array(_), _) => Err(ZarrError::WrongNodeType {
                 path,
                 expected: "group",
@@ -108,23 +109,33 @@ impl Group {
     }
 
     /// A group handle from already-read metadata (nothing is read or written).
+    ///
+    /// # Errors
+    /// [`ZarrError::InvalidPath`] for a path [`normalize_path`] refuses.
     pub fn from_metadata(
         store: Arc<dyn Store>,
         path: &str,
         metadata: GroupMetadata,
         format: ZarrFormat,
-    ) -> Group {
-        Group {
+    ) -> ZarrResult<Group> {
+        Ok(Group {
             store,
-            path: path.trim_matches('/').to_string(),
+            path: normalize_path(path)?,
             metadata,
             format,
-        }
+        })
     }
 
-    /// The node path (`""` for the root).
+    /// The node path in store form (`a/b`, `""` for the root).
     pub fn path(&self) -> &str {
         &self.path
+    }
+
+    /// The node path as sessions, diffs and conflicts name it (`/a/b`, `/` for the
+    /// root).
+    pub fn node_path(&self) -> NodePath {
+        // `path` was normalised when the group was opened or created.
+        NodePath::new(&self.path).unwrap_or_else(|_| NodePath::root())
     }
 
     /// The store.

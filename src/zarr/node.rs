@@ -3,13 +3,16 @@
 //!
 //! Node paths follow the core spec's "Storage keys" section: `""` is the root, `foo/bar`
 //! is the node whose metadata is at `foo/bar/zarr.json` and whose chunks live under
-//! `foo/bar/`. A leading or trailing `/` is accepted and removed.
+//! `foo/bar/`. A leading or trailing `/` is accepted and removed, so the session's
+//! [`NodePath`] (`/foo/bar`) names the same node; both follow one set of rules
+//! ([`normalize_path`]).
 
 use std::sync::Arc;
 
 use futures::{StreamExt, TryStreamExt};
 use serde_json::Value;
 
+use crate::format::{FormatError, NodePath};
 use crate::zarr::array::Array;
 use crate::zarr::error::{ZarrError, ZarrResult};
 use crate::zarr::group::Group;
@@ -17,28 +20,36 @@ use crate::zarr::metadata::v2::{translate_v2_array, translate_v2_group};
 use crate::zarr::metadata::NodeMetadata;
 use crate::zarr::store::Store;
 
-/// Normalises a node path: strips leading and trailing `/`.
+/// Normalises a node path to its store form (`a/b`, `""` for the root): the
+/// hierarchy path a session names [`NodePath`] `/a/b`, by the same rules
+/// ([`NodePath::new`]: a leading or trailing `/` is accepted and removed; empty, `.`
+/// and `..` segments and control characters are refused), plus one of Zarr stores:
+/// no backslash (a separator on some file systems).
 ///
 /// # Errors
-/// [`ZarrError::InvalidPath`] for empty, `.` or `..` segments, backslashes or NUL.
+/// [`ZarrError::InvalidPath`] for a path [`NodePath::new`] refuses, or with a
+/// backslash.
 pub fn normalize_path(path: &str) -> ZarrResult<String> {
-    let p = path.trim_matches('/');
-    if p.is_empty() {
-        return Ok(String::new());
+    Ok(node_path(path)?.key_prefix().to_string())
+}
+
+/// The [`NodePath`] (`/a/b`) of a Zarr node path (`a/b` or `/a/b`): the one path
+/// type of sessions, diffs and conflicts.
+///
+/// # Errors
+/// As [`normalize_path`].
+pub fn node_path(path: &str) -> ZarrResult<NodePath> {
+    let invalid = |reason: &str| ZarrError::InvalidPath {
+        path: path.to_string(),
+        reason: reason.to_string(),
+    };
+    if path.contains('\\') {
+        return Err(invalid("backslash is not allowed"));
     }
-    for seg in p.split('/') {
-        let reason = match seg {
-            "" => "empty path segment",
-            "." | ".." => "`.` and `..` segments are not allowed",
-            s if s.contains('\\') || s.contains('\0') => "backslash and NUL are not allowed",
-            _ => continue,
-        };
-        return Err(ZarrError::InvalidPath {
-            path: path.to_string(),
-            reason: reason.to_string(),
-        });
-    }
-    Ok(p.to_string())
+    NodePath::new(path).map_err(|e| match e {
+        FormatError::InvalidPath { reason, .. } => invalid(reason),
+        other => invalid(&other.to_string()),
+    })
 }
 
 /// The store key prefix of a normalised node path (`""` or `path/`).
@@ -154,7 +165,7 @@ pub async fn open_node(store: Arc<dyn Store>, path: &str) -> ZarrResult<Node> {
     let (meta, format) = read_node_metadata(store.as_ref(), &path).await?;
     Ok(match meta {
         NodeMetadata::Array(m) => Node::Array(Array::from_metadata(store, &path, m, format)?),
-        NodeMetadata::Group(m) => Node::Group(Group::from_metadata(store, &path, m, format)),
+        NodeMetadata::Group(m) => Node::Group(Group::from_metadata(store, &path, m, format)?),
     })
 }
 
@@ -258,6 +269,17 @@ mod tests {
             normalize_path("a/../b"),
             crate::zarr::ZarrError::InvalidPath { .. }
         );
+        for bad in ["a\\b", "a/\tb", "a/\u{0}"] {
+            assert_err!(
+                normalize_path(bad),
+                crate::zarr::ZarrError::InvalidPath { .. }
+            );
+        }
+        // One convention with sessions: the store form and the NodePath name the
+        // same node.
+        assert_eq!(node_path("a/b").unwrap().as_str(), "/a/b");
+        assert_eq!(node_path("/a/b/").unwrap().key_prefix(), "a/b");
+        assert!(node_path("").unwrap().is_root());
         assert_eq!(metadata_key(""), "zarr.json");
         assert_eq!(metadata_key("foo/bar"), "foo/bar/zarr.json");
         assert_eq!(node_prefix("foo"), "foo/");

@@ -249,7 +249,7 @@ impl ChangeSet {
     }
 
     /// The chunk change of array `id` at `index`: `Some(None)` means deleted.
-    pub fn chunk(&self, id: &NodeId, index: &[u32]) -> Option<&Option<ChunkPayload>> {
+    pub fn chunk(&self, id: &NodeId, index: &[u64]) -> Option<&Option<ChunkPayload>> {
         self.chunks.get(id).and_then(|m| m.get(index))
     }
 

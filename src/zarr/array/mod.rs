@@ -28,6 +28,7 @@ use futures::{StreamExt, TryStreamExt};
 use ndarray::{ArrayBase, ArrayD, Data, Dimension, IxDyn};
 use serde_json::{Map, Value};
 
+use crate::format::NodePath;
 use crate::zarr::array_bytes::{ArrayBytes, ElemsMut, ElemsRef};
 use crate::zarr::chunk_grid::{ChunkGrid, RegularChunkGrid};
 use crate::zarr::chunk_key_encoding::{ChunkKeyEncoding, Separator};
@@ -240,9 +241,16 @@ impl Array {
         &self.options
     }
 
-    /// The node path (`""` for the root).
+    /// The node path in store form (`a/b`, `""` for the root).
     pub fn path(&self) -> &str {
         &self.path
+    }
+
+    /// The node path as sessions, diffs and conflicts name it (`/a/b`, `/` for the
+    /// root).
+    pub fn node_path(&self) -> NodePath {
+        // `path` was normalised when the array was opened or created.
+        NodePath::new(&self.path).unwrap_or_else(|_| NodePath::root())
     }
 
     /// The store.

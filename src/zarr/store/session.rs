@@ -17,7 +17,7 @@ use serde_json::Value;
 use crate::error::Error;
 use crate::format::manifest::ChunkPayload;
 use crate::format::snapshot::{DimensionShape, NodeSnapshot};
-use crate::format::{ChunkIndices, NodeId, NodePath};
+use crate::format::{ChunkIndices, NodeId, NodePath, MAX_CHUNK_COORDINATE};
 use crate::zarr::chunk_key_encoding::{
     chunk_key_encoding_from_json, ChunkKeyEncoding, DefaultChunkKeyEncoding, Separator,
 };
@@ -194,10 +194,10 @@ impl SessionStore {
             };
             if let Some(a) = node.array() {
                 let rest = segments[i..].join("/");
-                let index: Option<Vec<u32>> = self
+                let index: Option<Vec<u64>> = self
                     .encoding_of(&node)
                     .decode(&rest, a.shape.len())
-                    .and_then(|idx| idx.into_iter().map(|i| u32::try_from(i).ok()).collect());
+                    .filter(|idx| idx.iter().all(|&i| i <= MAX_CHUNK_COORDINATE));
                 return Ok(match index {
                     Some(idx) => Target::Chunk(path, idx),
                     None => Target::Nothing,
@@ -212,8 +212,7 @@ impl SessionStore {
         chunks
             .iter()
             .map(|idx| {
-                let wide: Vec<u64> = idx.iter().map(|&i| u64::from(i)).collect();
-                let k = enc.encode(&wide);
+                let k = enc.encode(idx);
                 if node.path.is_root() {
                     k
                 } else {
