@@ -1,11 +1,13 @@
 //! Fetching, decoding, caching and writing the repository's immutable objects:
-//! snapshots, manifests, transaction logs and native chunks.
+//! snapshots, manifests, transaction logs and native chunks; and, in spec 2, the
+//! `repo` object, whose parent links complete the snapshots read.
 //!
 //! Snapshots, manifests and transaction logs never change once written (Icechunk
 //! specification, "Storage Operations"), so decoded copies are cached by id and shared
 //! between sessions. Decoding runs on the blocking thread pool.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
 
 use bytes::Bytes;
 use quick_cache::sync::Cache;
@@ -13,10 +15,11 @@ use quick_cache::sync::Cache;
 use crate::error::{Error, Result};
 use crate::format::keys;
 use crate::format::manifest::Manifest;
+use crate::format::repo_info::RepoInfo;
 use crate::format::snapshot::{ManifestFileInfo, Snapshot};
 use crate::format::transaction_log::TransactionLog;
-use crate::format::{ChunkId, FormatError, ManifestId, SnapshotId};
-use crate::storage::{Storage, StorageError};
+use crate::format::{ChunkId, FormatError, ManifestId, SnapshotId, SpecVersion};
+use crate::storage::{ObjectVersion, Storage, StorageError};
 
 /// Reads and writes format objects through a [`Storage`], with caches.
 #[derive(Debug)]
@@ -25,6 +28,9 @@ pub struct AssetManager {
     snapshots: Cache<SnapshotId, Arc<Snapshot>>,
     manifests: Cache<ManifestId, Arc<Manifest>>,
     transaction_logs: Cache<SnapshotId, Arc<TransactionLog>>,
+    /// Spec 2: parent links from the latest `repo` object read (snapshot files do
+    /// not hold them).
+    parents: RwLock<HashMap<SnapshotId, Option<SnapshotId>>>,
 }
 
 /// Runs CPU-heavy decoding or encoding off the async executor.
@@ -50,11 +56,51 @@ impl AssetManager {
             snapshots: Cache::new(512),
             manifests: Cache::new(256),
             transaction_logs: Cache::new(512),
+            parents: RwLock::new(HashMap::new()),
         }
+    }
+
+    /// Fetches and decodes the spec-2 `repo` object (never cached: it is the one
+    /// mutable object), with its version for compare-and-swap, and learns its parent
+    /// links.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] (`NotFound` when there is none); [`Error::Format`] when
+    /// corrupt.
+    pub async fn fetch_repo_info(&self) -> Result<(Arc<RepoInfo>, Option<ObjectVersion>)> {
+        let v = self.storage.get(keys::SPEC2_REPO).await?;
+        let bytes = v.bytes;
+        let info = Arc::new(blocking(move || RepoInfo::decode(&bytes)).await?);
+        let mut parents = self.parents.write().unwrap_or_else(|p| p.into_inner());
+        for s in info.snapshots.values() {
+            parents.insert(s.id, s.parent_id);
+        }
+        Ok((info, v.version))
+    }
+
+    /// The parent of spec-2 snapshot `id` from the `repo` object, read again when the
+    /// last one read did not list it.
+    async fn spec2_parent(&self, id: &SnapshotId) -> Result<Option<SnapshotId>> {
+        let known = |s: &Self| {
+            s.parents
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(id)
+                .copied()
+        };
+        if let Some(parent) = known(self) {
+            return Ok(parent);
+        }
+        self.fetch_repo_info().await?;
+        Ok(known(self).flatten())
     }
 
     /// Forgets every cached object (after garbage collection deleted some).
     pub fn clear_caches(&self) {
+        self.parents
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
         self.snapshots.clear();
         self.manifests.clear();
         self.transaction_logs.clear();
@@ -78,7 +124,11 @@ impl AssetManager {
             Err(StorageError::NotFound { .. }) => return Err(Error::SnapshotNotFound { id: *id }),
             Err(e) => return Err(e.into()),
         };
-        let snap = Arc::new(blocking(move || Snapshot::decode(&bytes)).await?);
+        let mut snap = blocking(move || Snapshot::decode(&bytes)).await?;
+        if snap.spec_version == SpecVersion::V2 {
+            snap.parent_id = self.spec2_parent(id).await?;
+        }
+        let snap = Arc::new(snap);
         if snap.id != *id {
             return Err(Error::Format(FormatError::InvalidData {
                 what: "snapshot",

@@ -16,8 +16,9 @@ use crate::assets::{AssetManager, ParentWalk};
 use crate::error::{Error, Result};
 use crate::format::config::{RepositoryConfig, CONFIG_KEY};
 use crate::format::keys;
-use crate::format::snapshot::Snapshot;
-use crate::format::SnapshotId;
+use crate::format::repo_info::{RepoInfo, SnapshotSummary};
+use crate::format::snapshot::{micros_to_time, Snapshot};
+use crate::format::{SnapshotId, SpecVersion};
 use crate::refs;
 use crate::session::context::SessionContext;
 use crate::session::{Diff, Session};
@@ -72,6 +73,18 @@ impl OpenOptions {
     }
 }
 
+impl From<&SnapshotSummary> for SnapshotInfo {
+    fn from(s: &SnapshotSummary) -> Self {
+        SnapshotInfo {
+            id: s.id,
+            parent_id: s.parent_id,
+            flushed_at: micros_to_time(s.flushed_at),
+            message: s.message.clone(),
+            metadata: s.metadata.clone(),
+        }
+    }
+}
+
 impl From<&Snapshot> for SnapshotInfo {
     fn from(s: &Snapshot) -> Self {
         SnapshotInfo {
@@ -104,6 +117,7 @@ struct ConfigState {
 
 #[derive(Debug)]
 struct Inner {
+    spec: SpecVersion,
     storage: Arc<dyn Storage>,
     assets: Arc<AssetManager>,
     options: OpenOptions,
@@ -118,6 +132,7 @@ pub struct Repository {
 
 impl Repository {
     fn build(
+        spec: SpecVersion,
         storage: Arc<dyn Storage>,
         config: RepositoryConfig,
         version: Option<ObjectVersion>,
@@ -130,6 +145,7 @@ impl Repository {
         ));
         Ok(Repository {
             inner: Arc::new(Inner {
+                spec,
                 assets: Arc::new(AssetManager::new(Arc::clone(&storage))),
                 storage,
                 options,
@@ -142,26 +158,59 @@ impl Repository {
         })
     }
 
-    /// Whether a repository exists in `storage` (its `main` branch exists).
+    /// Whether a repository exists in `storage`: a spec-2 `repo` object, or a spec-1
+    /// `main` branch.
     ///
     /// # Errors
     /// Storage errors.
     pub async fn exists(storage: &dyn Storage) -> Result<bool> {
-        match storage.head(&keys::branch("main")).await {
-            Ok(_) => Ok(true),
-            Err(StorageError::NotFound { .. }) => Ok(false),
-            Err(e) => Err(e.into()),
+        Ok(Self::spec_version_in(storage).await?.is_some())
+    }
+
+    /// The spec version of the repository in `storage`, `None` when there is none.
+    /// As Icechunk decides it: a `repo` object means spec 2 (even beside spec-1 refs,
+    /// an unfinished upgrade); else a `main` branch ref means spec 1.
+    async fn spec_version_in(storage: &dyn Storage) -> Result<Option<SpecVersion>> {
+        let present = |key: String| async move {
+            match storage.head(&key).await {
+                Ok(_) => Ok(true),
+                Err(StorageError::NotFound { .. }) => Ok(false),
+                Err(e) => Err(Error::from(e)),
+            }
+        };
+        let (repo, main) = futures::try_join!(
+            present(keys::SPEC2_REPO.to_string()),
+            present(keys::branch("main"))
+        )?;
+        Ok(if repo {
+            Some(SpecVersion::V2)
+        } else if main {
+            Some(SpecVersion::V1)
+        } else {
+            None
+        })
+    }
+
+    /// The repository's Icechunk spec version.
+    pub fn spec_version(&self) -> SpecVersion {
+        self.inner.spec
+    }
+
+    /// Fails with [`Error::UnsupportedOnSpecVersion`] unless floe writes this
+    /// repository's spec version.
+    fn check_writable_spec(&self, operation: &'static str) -> Result<()> {
+        match self.inner.spec {
+            SpecVersion::V1 => Ok(()),
+            spec_version => Err(Error::UnsupportedOnSpecVersion {
+                operation,
+                spec_version,
+            }),
         }
     }
 
-    async fn check_not_spec2(storage: &dyn Storage) -> Result<()> {
-        match storage.head(keys::SPEC2_REPO).await {
-            Ok(_) => Err(Error::UnsupportedSpecVersion {
-                location: storage.root_url(),
-            }),
-            Err(StorageError::NotFound { .. }) => Ok(()),
-            Err(e) => Err(e.into()),
-        }
+    /// Spec 2: the current `repo` object.
+    async fn repo_info(&self) -> Result<Arc<RepoInfo>> {
+        Ok(self.inner.assets.fetch_repo_info().await?.0)
     }
 
     /// Creates a repository: writes the initial snapshot `1CECHNKREP0F1RSTCMT0`, the
@@ -169,8 +218,7 @@ impl Repository {
     /// two concurrent creates exactly one succeeds).
     ///
     /// # Errors
-    /// [`Error::RepositoryExists`]; [`Error::UnsupportedSpecVersion`] when a spec-2
-    /// repository is there; storage errors.
+    /// [`Error::RepositoryExists`] (of either spec version); storage errors.
     pub async fn create(
         storage: Arc<dyn Storage>,
         config: Option<RepositoryConfig>,
@@ -187,14 +235,19 @@ impl Repository {
         config: Option<RepositoryConfig>,
         options: OpenOptions,
     ) -> Result<Self> {
-        Self::check_not_spec2(storage.as_ref()).await?;
         if Self::exists(storage.as_ref()).await? {
             return Err(Error::RepositoryExists {
                 location: storage.root_url(),
             });
         }
         let config = config.unwrap_or_default();
-        let repo = Self::build(Arc::clone(&storage), config.clone(), None, options)?;
+        let repo = Self::build(
+            SpecVersion::V1,
+            Arc::clone(&storage),
+            config.clone(),
+            None,
+            options,
+        )?;
         let initial = Arc::new(Snapshot::initial());
         repo.inner
             .assets
@@ -225,22 +278,32 @@ impl Repository {
 
     /// Opens an existing repository.
     ///
+    /// Spec-1 and spec-2 repositories open; spec-2 ones read-only for now (writes
+    /// fail with [`Error::UnsupportedOnSpecVersion`]).
+    ///
     /// # Errors
-    /// [`Error::RepositoryNotFound`]; [`Error::UnsupportedSpecVersion`] for spec-2
-    /// repositories; [`Error::Format`] for a corrupt `config.yaml`; storage errors.
+    /// [`Error::RepositoryNotFound`]; [`Error::Format`] for a corrupt `config.yaml` or
+    /// `repo` object; storage errors.
     pub async fn open_with(storage: Arc<dyn Storage>, options: OpenOptions) -> Result<Self> {
-        Self::check_not_spec2(storage.as_ref()).await?;
-        if !Self::exists(storage.as_ref()).await? {
-            return Err(Error::RepositoryNotFound {
-                location: storage.root_url(),
-            });
+        let spec = match Self::spec_version_in(storage.as_ref()).await? {
+            Some(spec) => spec,
+            None => {
+                return Err(Error::RepositoryNotFound {
+                    location: storage.root_url(),
+                })
+            }
+        };
+        if spec == SpecVersion::V2 {
+            let assets = AssetManager::new(Arc::clone(&storage));
+            let (info, version) = assets.fetch_repo_info().await?;
+            return Self::build(spec, storage, info.config.clone(), version, options);
         }
         let (config, version) = match storage.get(CONFIG_KEY).await {
             Ok(v) => (RepositoryConfig::parse(&v.bytes)?, v.version),
             Err(StorageError::NotFound { .. }) => (RepositoryConfig::default(), None),
             Err(e) => return Err(e.into()),
         };
-        Self::build(storage, config, version, options)
+        Self::build(spec, storage, config, version, options)
     }
 
     /// Opens the repository, creating it when none exists.
@@ -296,6 +359,7 @@ impl Repository {
     /// [`Error::ConfigChanged`] when another writer wrote the file since it was read;
     /// [`Error::Format`]; storage errors.
     pub async fn save_config(&self, config: RepositoryConfig) -> Result<()> {
+        self.check_writable_spec("save_config")?;
         let yaml = Bytes::from(config.to_yaml()?);
         let old_version = self.config_state().version.clone();
         let version = match old_version {
@@ -335,6 +399,9 @@ impl Repository {
     /// # Errors
     /// Storage errors.
     pub async fn list_branches(&self) -> Result<Vec<String>> {
+        if self.inner.spec == SpecVersion::V2 {
+            return Ok(self.repo_info().await?.branches.keys().cloned().collect());
+        }
         Ok(refs::list_refs(self.inner.storage.as_ref()).await?.branches)
     }
 
@@ -343,6 +410,9 @@ impl Repository {
     /// # Errors
     /// Storage errors.
     pub async fn list_tags(&self) -> Result<Vec<String>> {
+        if self.inner.spec == SpecVersion::V2 {
+            return Ok(self.repo_info().await?.tags.keys().cloned().collect());
+        }
         Ok(refs::list_refs(self.inner.storage.as_ref()).await?.tags)
     }
 
@@ -351,6 +421,16 @@ impl Repository {
     /// # Errors
     /// [`Error::BranchNotFound`]; storage and format errors.
     pub async fn lookup_branch(&self, name: &str) -> Result<SnapshotId> {
+        if self.inner.spec == SpecVersion::V2 {
+            let info = self.repo_info().await?;
+            return info
+                .branches
+                .get(name)
+                .copied()
+                .ok_or_else(|| Error::BranchNotFound {
+                    name: name.to_string(),
+                });
+        }
         Ok(refs::fetch_branch(self.inner.storage.as_ref(), name)
             .await?
             .0)
@@ -361,6 +441,21 @@ impl Repository {
     /// # Errors
     /// [`Error::TagNotFound`], [`Error::TagDeleted`]; storage and format errors.
     pub async fn lookup_tag(&self, name: &str) -> Result<SnapshotId> {
+        if self.inner.spec == SpecVersion::V2 {
+            let info = self.repo_info().await?;
+            if let Some(id) = info.tags.get(name) {
+                return Ok(*id);
+            }
+            return Err(if info.deleted_tags.contains(name) {
+                Error::TagDeleted {
+                    name: name.to_string(),
+                }
+            } else {
+                Error::TagNotFound {
+                    name: name.to_string(),
+                }
+            });
+        }
         refs::fetch_tag(self.inner.storage.as_ref(), name).await
     }
 
@@ -370,6 +465,7 @@ impl Repository {
     /// [`Error::BranchExists`], [`Error::SnapshotNotFound`],
     /// [`Error::InvalidRefName`]; storage errors.
     pub async fn create_branch(&self, name: &str, snapshot: SnapshotId) -> Result<()> {
+        self.check_writable_spec("create_branch")?;
         refs::validate_ref_name("branch", name)?;
         self.inner.assets.fetch_snapshot(&snapshot).await?;
         refs::create_branch(self.inner.storage.as_ref(), name, snapshot).await
@@ -380,6 +476,7 @@ impl Repository {
     /// # Errors
     /// [`Error::BranchNotFound`], [`Error::CannotDeleteMain`]; storage errors.
     pub async fn delete_branch(&self, name: &str) -> Result<()> {
+        self.check_writable_spec("delete_branch")?;
         refs::delete_branch(self.inner.storage.as_ref(), name).await
     }
 
@@ -395,6 +492,7 @@ impl Repository {
         to: SnapshotId,
         expected: Option<SnapshotId>,
     ) -> Result<()> {
+        self.check_writable_spec("reset_branch")?;
         self.inner.assets.fetch_snapshot(&to).await?;
         let storage = self.inner.storage.as_ref();
         let (current, version) = refs::fetch_branch(storage, name).await?;
@@ -425,6 +523,7 @@ impl Repository {
     /// [`Error::TagExists`], [`Error::TagDeleted`] (a deleted tag's name can never be
     /// reused), [`Error::SnapshotNotFound`], [`Error::InvalidRefName`]; storage errors.
     pub async fn create_tag(&self, name: &str, snapshot: SnapshotId) -> Result<()> {
+        self.check_writable_spec("create_tag")?;
         refs::validate_ref_name("tag", name)?;
         self.inner.assets.fetch_snapshot(&snapshot).await?;
         refs::create_tag(self.inner.storage.as_ref(), name, snapshot).await
@@ -435,6 +534,7 @@ impl Repository {
     /// # Errors
     /// [`Error::TagNotFound`], [`Error::TagDeleted`]; storage errors.
     pub async fn delete_tag(&self, name: &str) -> Result<()> {
+        self.check_writable_spec("delete_tag")?;
         refs::delete_tag(self.inner.storage.as_ref(), name).await
     }
 
@@ -503,6 +603,17 @@ impl Repository {
     /// [`Error::AncestryLoop`] for a corrupt history; [`Error::SnapshotNotFound`];
     /// storage and format errors.
     pub async fn ancestry(&self, snapshot: SnapshotId) -> Result<Vec<SnapshotInfo>> {
+        if self.inner.spec == SpecVersion::V2 {
+            // One `repo` fetch: it holds every snapshot's summary and parent.
+            let info = self.repo_info().await?;
+            if info.snapshots.contains_key(&snapshot) {
+                return Ok(info
+                    .ancestry(snapshot)?
+                    .into_iter()
+                    .map(SnapshotInfo::from)
+                    .collect());
+            }
+        }
         let mut out = Vec::new();
         let mut walk = ParentWalk::new(&self.inner.assets, snapshot);
         while let Some(snap) = walk.next().await? {
@@ -526,6 +637,7 @@ impl Repository {
         older_than: DateTime<Utc>,
         options: crate::lifecycle::ExpireOptions,
     ) -> Result<crate::lifecycle::ExpireResult> {
+        self.check_writable_spec("expire_snapshots")?;
         crate::lifecycle::expire::expire_snapshots(
             &self.inner.assets,
             self.inner.storage.as_ref(),
@@ -550,6 +662,7 @@ impl Repository {
         options: crate::lifecycle::GcOptions,
         progress: Option<crate::lifecycle::gc::GcProgress<'_>>,
     ) -> Result<crate::lifecycle::GcSummary> {
+        self.check_writable_spec("garbage_collect")?;
         crate::lifecycle::gc::garbage_collect(
             &self.inner.assets,
             self.inner.storage.as_ref(),
@@ -575,6 +688,7 @@ impl Repository {
     /// # Errors
     /// [`Error::BranchNotFound`]; storage and format errors.
     pub async fn writable_session(&self, branch: &str) -> Result<Session> {
+        self.check_writable_spec("writable_session")?;
         let id = self.lookup_branch(branch).await?;
         let snap = self.inner.assets.fetch_snapshot(&id).await?;
         Ok(Session::on_branch(
@@ -593,6 +707,7 @@ impl Repository {
     /// [`Error::SnapshotNotFound`] when the fork's base snapshot is not in this
     /// repository; storage and format errors.
     pub async fn fork_from_bytes(&self, bytes: &[u8]) -> Result<Session> {
+        self.check_writable_spec("fork_from_bytes")?;
         Session::from_fork_bytes(self.session_context(), bytes).await
     }
 

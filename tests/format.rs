@@ -66,6 +66,7 @@ fn sample_snapshot() -> Snapshot {
         nodes.insert(n.path.clone(), n);
     }
     Snapshot {
+        spec_version: floe::format::SpecVersion::V1,
         id: SnapshotId::random(),
         parent_id: Some(SnapshotId::INITIAL),
         flushed_at: 1_700_000_000_123_456,

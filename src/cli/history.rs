@@ -25,7 +25,7 @@ pub(super) async fn info(out: &mut impl Write, repo: &Repository, json: bool) ->
             out,
             &json!({
                 "location": repo.storage().root_url(),
-                "spec_version": 1,
+                "spec_version": repo.spec_version() as u8,
                 "branches": branches,
                 "tags": tags,
                 "config": cfg,
@@ -34,7 +34,7 @@ pub(super) async fn info(out: &mut impl Write, repo: &Repository, json: bool) ->
         return Ok(());
     }
     writeln!(out, "Repository:   {}", repo.storage().root_url())?;
-    writeln!(out, "Spec version: 1")?;
+    writeln!(out, "Spec version: {}", repo.spec_version())?;
     writeln!(out, "Branches:")?;
     for (n, id) in &branches {
         writeln!(out, "    {n}  {id}")?;

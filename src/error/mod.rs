@@ -14,7 +14,7 @@ pub use conflict::{Conflict, ConflictError};
 pub use kerchunk::KerchunkError;
 pub use virtual_chunk::VirtualChunkError;
 
-use crate::format::{ChunkIndices, NodePath, SnapshotId};
+use crate::format::{ChunkIndices, NodePath, SnapshotId, SpecVersion};
 
 /// Errors of repository and session operations.
 #[derive(Debug, thiserror::Error)]
@@ -38,12 +38,14 @@ pub enum Error {
         /// The storage root URL.
         location: String,
     },
-    /// The repository uses Icechunk spec 2 (it has a `repo` object), which floe does
-    /// not read yet.
-    #[error("repository at `{location}` uses Icechunk spec 2, which is not supported yet (floe reads and writes spec 1)")]
-    UnsupportedSpecVersion {
-        /// The storage root URL.
-        location: String,
+    /// An operation floe does not support on repositories of this Icechunk spec
+    /// version (yet): on spec 2, floe reads everything but does not write.
+    #[error("`{operation}` is not supported on Icechunk spec-{spec_version} repositories")]
+    UnsupportedOnSpecVersion {
+        /// The operation (`commit`, `create_branch`, ...).
+        operation: &'static str,
+        /// The repository's spec version.
+        spec_version: SpecVersion,
     },
     /// A branch or tag name that is empty or contains `/` or control characters.
     #[error("invalid {kind} name `{name}`: {reason}")]

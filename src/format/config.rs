@@ -200,6 +200,31 @@ impl RepositoryConfig {
         Ok(cfg)
     }
 
+    /// Parses the FlexBuffers configuration of a spec-2 `repo` object (Icechunk's
+    /// `RepositoryConfig` through serde) into the same map `config.yaml` gives.
+    ///
+    /// # Errors
+    /// [`FormatError::InvalidConfig`] when the bytes are not a FlexBuffers map, or a
+    /// known key has the wrong type.
+    pub fn from_flexbuffer(bytes: &[u8]) -> Result<Self, FormatError> {
+        let value: Value =
+            flexbuffers::from_slice(bytes).map_err(|e| FormatError::InvalidConfig {
+                reason: format!("the repo object's configuration: {e}"),
+            })?;
+        let raw = match value {
+            Value::Mapping(m) => m,
+            Value::Null => Mapping::new(),
+            _ => {
+                return Err(FormatError::InvalidConfig {
+                    reason: "the repo object's configuration is not a map".into(),
+                })
+            }
+        };
+        let cfg = RepositoryConfig { raw };
+        cfg.check()?;
+        Ok(cfg)
+    }
+
     fn check(&self) -> Result<(), FormatError> {
         match self.raw.get("inline_chunk_threshold_bytes") {
             None | Some(Value::Null) => {}

@@ -5,22 +5,21 @@
 //! |---|---|---|
 //! | 0 | 12 | magic, the UTF-8 of `ICE🧊CHUNK` |
 //! | 12 | 24 | writer name, ASCII, space padded |
-//! | 36 | 1 | spec version (1) |
+//! | 36 | 1 | spec version (1 or 2; [`SpecVersion`]) |
 //! | 37 | 1 | file type ([`FileType`]) |
 //! | 38 | 1 | compression (1 = zstd) |
 //!
-//! Spec: `../shared/docs/icechunk-format-v1.md`, "Envelope".
+//! Spec: `../shared/docs/icechunk-format-v1.md`, "Envelope"; spec 2 adds file type 6
+//! (the `repo` object) and the version byte 2 (`icechunk-format-notes.md` §3.1).
 
 use std::io::Read;
 
-use crate::format::FormatError;
+use crate::format::{FormatError, SpecVersion};
 
 /// The 12 magic bytes every envelope starts with.
 pub const MAGIC: [u8; 12] = *b"ICE\xF0\x9F\xA7\x8ACHUNK";
 /// Length of the envelope header, in bytes.
 pub const HEADER_LEN: usize = 39;
-/// The spec version floe writes and reads.
-pub const SPEC_VERSION: u8 = 1;
 /// Compression byte for zstd, the only one Icechunk readers accept.
 pub const COMPRESSION_ZSTD: u8 = 1;
 /// zstd level used for writing.
@@ -52,6 +51,8 @@ pub enum FileType {
     Manifest = 2,
     /// `transactions/<id>`
     TransactionLog = 4,
+    /// `repo` (spec 2)
+    RepoInfo = 6,
 }
 
 impl FileType {
@@ -60,6 +61,7 @@ impl FileType {
             FileType::Snapshot => "snapshot",
             FileType::Manifest => "manifest",
             FileType::TransactionLog => "transaction log",
+            FileType::RepoInfo => "repo",
         }
     }
 }
@@ -69,11 +71,24 @@ pub fn writer_name() -> String {
     format!("floe-{}", env!("CARGO_PKG_VERSION"))
 }
 
-/// Wraps a finished flatbuffer into an envelope of type `file_type`.
+/// Wraps a finished flatbuffer into a spec-1 envelope of type `file_type`.
 ///
 /// # Errors
 /// [`FormatError::Compression`] if zstd fails.
 pub fn seal(file_type: FileType, flatbuffer: &[u8]) -> Result<Vec<u8>, FormatError> {
+    seal_version(file_type, SpecVersion::V1, flatbuffer)
+}
+
+/// Wraps a finished flatbuffer into an envelope of type `file_type` and version
+/// `spec`.
+///
+/// # Errors
+/// [`FormatError::Compression`] if zstd fails.
+pub fn seal_version(
+    file_type: FileType,
+    spec: SpecVersion,
+    flatbuffer: &[u8],
+) -> Result<Vec<u8>, FormatError> {
     let mut out = Vec::with_capacity(HEADER_LEN + flatbuffer.len() / 2);
     out.extend_from_slice(&MAGIC);
     let mut name = [b' '; 24];
@@ -81,7 +96,7 @@ pub fn seal(file_type: FileType, flatbuffer: &[u8]) -> Result<Vec<u8>, FormatErr
     let n = w.len().min(24);
     name[..n].copy_from_slice(&w.as_bytes()[..n]);
     out.extend_from_slice(&name);
-    out.push(SPEC_VERSION);
+    out.push(spec as u8);
     out.push(file_type as u8);
     out.push(COMPRESSION_ZSTD);
     let compressed =
@@ -131,11 +146,7 @@ pub fn read_header(expected: FileType, bytes: &[u8]) -> Result<Header, FormatErr
         file_type: bytes[37],
         compression: bytes[38],
     };
-    if header.spec_version != SPEC_VERSION {
-        return Err(FormatError::UnsupportedSpecVersion {
-            version: header.spec_version,
-        });
-    }
+    SpecVersion::from_byte(header.spec_version)?;
     if header.file_type != expected as u8 {
         return Err(FormatError::WrongFileType {
             expected: what,
@@ -154,10 +165,23 @@ pub fn read_header(expected: FileType, bytes: &[u8]) -> Result<Header, FormatErr
 /// Checks the header and returns the decompressed flatbuffer.
 ///
 /// # Errors
-/// As [`read_header`], plus [`FormatError::Compression`] for a corrupt or truncated
-/// zstd frame.
+/// As [`open_versioned`].
 pub fn open(expected: FileType, bytes: &[u8]) -> Result<Vec<u8>, FormatError> {
-    read_header(expected, bytes)?;
+    open_versioned(expected, bytes).map(|(_, payload)| payload)
+}
+
+/// Checks the header and returns the file's spec version and decompressed
+/// flatbuffer. A repository upgraded from spec 1 mixes files of both versions; each
+/// is decoded by its own header.
+///
+/// # Errors
+/// As [`read_header`], plus [`FormatError::Compression`] for a corrupt or truncated
+/// zstd frame and [`FormatError::TooLarge`] for one that decompresses past the limit.
+pub fn open_versioned(
+    expected: FileType,
+    bytes: &[u8],
+) -> Result<(SpecVersion, Vec<u8>), FormatError> {
+    let spec = SpecVersion::from_byte(read_header(expected, bytes)?.spec_version)?;
     let what = expected.name();
     let frame = &bytes[HEADER_LEN..];
     let compression = |reason: String| FormatError::Compression { what, reason };
@@ -187,7 +211,7 @@ pub fn open(expected: FileType, bytes: &[u8]) -> Result<Vec<u8>, FormatError> {
             out.len()
         )));
     }
-    Ok(out)
+    Ok((spec, out))
 }
 
 #[cfg(test)]
@@ -254,6 +278,12 @@ mod tests {
         let h = read_header(FileType::Manifest, &sealed).unwrap();
         assert_eq!(h.writer, writer_name());
         assert_eq!(open(FileType::Manifest, &sealed).unwrap(), payload);
+        let v2 = seal_version(FileType::RepoInfo, SpecVersion::V2, &payload).unwrap();
+        assert_eq!(v2[36..39], [2, 6, 1]);
+        assert_eq!(
+            open_versioned(FileType::RepoInfo, &v2).unwrap(),
+            (SpecVersion::V2, payload)
+        );
     }
 
     #[test]
@@ -279,9 +309,15 @@ mod tests {
         ));
         let mut v2 = sealed.clone();
         v2[36] = 2;
+        assert_eq!(
+            open_versioned(FileType::Snapshot, &v2).unwrap(),
+            (SpecVersion::V2, b"abcdefgh".to_vec())
+        );
+        let mut v3 = sealed.clone();
+        v3[36] = 3;
         assert!(matches!(
-            open(FileType::Snapshot, &v2),
-            Err(FormatError::UnsupportedSpecVersion { version: 2 })
+            open(FileType::Snapshot, &v3),
+            Err(FormatError::UnsupportedSpecVersion { version: 3 })
         ));
         let mut comp = sealed;
         comp[38] = 0;

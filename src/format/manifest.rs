@@ -130,6 +130,18 @@ impl Manifest {
     pub fn decode(bytes: &[u8]) -> Result<Self, FormatError> {
         let buf = envelope::open(FileType::Manifest, bytes)?;
         let root = fb::verified_root::<gen::Manifest>("manifest", &buf)?;
+        // Spec 2: virtual locations may be compressed with a zstd dictionary.
+        let mut locations = match (root.location_dictionary(), root.compression_algorithm()) {
+            (Some(dict), 1) => Some(
+                zstd::bulk::Decompressor::with_dictionary(dict.bytes()).map_err(|e| {
+                    FormatError::InvalidData {
+                        what: "manifest",
+                        reason: format!("invalid location dictionary: {e}"),
+                    }
+                })?,
+            ),
+            _ => None,
+        };
         let mut arrays = BTreeMap::new();
         for a in root.arrays() {
             let node: NodeId = fb::id8(a.node_id());
@@ -147,12 +159,13 @@ impl Manifest {
                         ),
                     });
                 }
-                let payload = read_ref(&r).ok_or_else(|| FormatError::InvalidData {
-                    what: "manifest",
-                    reason: format!(
-                        "chunk ref {index:?} of node {node} is neither inline, native nor virtual"
-                    ),
-                })?;
+                let payload =
+                    read_ref(&r, locations.as_mut())?.ok_or_else(|| FormatError::InvalidData {
+                        what: "manifest",
+                        reason: format!(
+                            "chunk ref {index:?} of node {node} is neither inline, native nor virtual"
+                        ),
+                    })?;
                 refs.insert(index, payload);
             }
             arrays.insert(node, refs);
@@ -253,6 +266,7 @@ impl ManifestWriter {
             &gen::ArrayManifestArgs {
                 node_id: Some(&node_id),
                 refs: Some(refs),
+                ..Default::default()
             },
         ));
         Ok(ext.finish())
@@ -275,6 +289,7 @@ impl ManifestWriter {
             &gen::ManifestArgs {
                 id: Some(&id),
                 arrays: Some(arrays),
+                ..Default::default()
             },
         );
         self.builder.finish(root, Some(fb::IDENTIFIER));
@@ -318,29 +333,64 @@ fn write_ref<'a>(
     Ok(gen::ChunkRef::create(b, &args))
 }
 
-fn read_ref(r: &gen::ChunkRef<'_>) -> Option<ChunkPayload> {
-    if let Some(inline) = r.inline() {
-        return Some(ChunkPayload::Inline(Bytes::copy_from_slice(inline.bytes())));
-    }
+/// Longest virtual location a compressed location may expand to, in bytes (as
+/// Icechunk bounds it).
+const MAX_LOCATION_LEN: usize = 1024;
+
+/// The payload of one ref: native when it has a chunk id, else virtual when it has a
+/// (compressed) location, else inline; `None` when it has none of them.
+///
+/// # Errors
+/// [`FormatError::InvalidData`] for a compressed location without a dictionary, or
+/// one that does not decompress to UTF-8 of at most [`MAX_LOCATION_LEN`] bytes.
+fn read_ref(
+    r: &gen::ChunkRef<'_>,
+    dictionary: Option<&mut zstd::bulk::Decompressor<'_>>,
+) -> Result<Option<ChunkPayload>, FormatError> {
+    let invalid = |reason: String| FormatError::InvalidData {
+        what: "manifest",
+        reason,
+    };
     if let Some(id) = r.chunk_id() {
-        return Some(ChunkPayload::Native(NativeChunkRef {
+        return Ok(Some(ChunkPayload::Native(NativeChunkRef {
             id: fb::id12(id),
             offset: r.offset(),
             length: r.length(),
-        }));
+        })));
     }
-    if let Some(location) = r.location() {
+    let location = match (r.compressed_location(), r.location()) {
+        (Some(packed), _) => {
+            let d = dictionary.ok_or_else(|| {
+                invalid("a compressed virtual location but no location dictionary".into())
+            })?;
+            let raw = d
+                .decompress(packed.bytes(), MAX_LOCATION_LEN)
+                .map_err(|e| invalid(format!("a compressed virtual location: {e}")))?;
+            Some(
+                String::from_utf8(raw)
+                    .map_err(|_| invalid("a compressed virtual location is not UTF-8".into()))?,
+            )
+        }
+        (None, Some(l)) => Some(l.to_string()),
+        (None, None) => None,
+    };
+    if let Some(inline) = r.inline().filter(|_| location.is_none()) {
+        return Ok(Some(ChunkPayload::Inline(Bytes::copy_from_slice(
+            inline.bytes(),
+        ))));
+    }
+    if let Some(location) = location {
         let checksum = match (r.checksum_etag(), r.checksum_last_modified()) {
             (Some(e), _) => Some(Checksum::ETag(e.to_string())),
             (None, 0) => None,
             (None, t) => Some(Checksum::LastModified(t)),
         };
-        return Some(ChunkPayload::Virtual(VirtualChunkRef {
-            location: location.to_string(),
+        return Ok(Some(ChunkPayload::Virtual(VirtualChunkRef {
+            location,
             offset: r.offset(),
             length: r.length(),
             checksum,
-        }));
+        })));
     }
-    None
+    Ok(None)
 }

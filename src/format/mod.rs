@@ -31,11 +31,48 @@ pub mod keys;
 pub mod manifest;
 pub mod path;
 pub mod refs;
+pub mod repo_info;
 pub mod snapshot;
 pub mod transaction_log;
 
 pub use ids::{ChunkId, ManifestId, NodeId, ObjectId, SnapshotId};
 pub use path::NodePath;
+
+/// An Icechunk on-disk format version: the spec version byte of every file's header
+/// (`icechunk-format-notes.md` §1.1). Spec 2.1 only adds an optional field to spec
+/// 2 and shares its byte.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[repr(u8)]
+#[non_exhaustive]
+pub enum SpecVersion {
+    /// Spec 1 (Icechunk 1.x): refs in `refs/`, configuration in `config.yaml`,
+    /// MessagePack metadata, parents in snapshot files.
+    V1 = 1,
+    /// Spec 2 / 2.1 (Icechunk 2.x): one `repo` object holds refs, snapshot
+    /// summaries and parents, configuration, status and the ops log; FlexBuffers
+    /// metadata.
+    V2 = 2,
+}
+
+impl SpecVersion {
+    /// The version of a header's version byte.
+    ///
+    /// # Errors
+    /// [`FormatError::UnsupportedSpecVersion`] for any byte but 1 and 2.
+    pub fn from_byte(byte: u8) -> Result<Self, FormatError> {
+        match byte {
+            1 => Ok(SpecVersion::V1),
+            2 => Ok(SpecVersion::V2),
+            version => Err(FormatError::UnsupportedSpecVersion { version }),
+        }
+    }
+}
+
+impl std::fmt::Display for SpecVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", *self as u8)
+    }
+}
 
 /// Chunk grid coordinates of one chunk: one index per array dimension, counted in
 /// chunks from the grid's origin.

@@ -13,7 +13,7 @@ use flatbuffers::FlatBufferBuilder;
 
 use super::envelope::{self, FileType};
 use super::fb::{self, gen};
-use super::{FormatError, ManifestId, NodeId, NodePath, SnapshotId};
+use super::{FormatError, ManifestId, NodeId, NodePath, SnapshotId, SpecVersion};
 
 /// Length of an array and of its chunks along one dimension (elements).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -145,9 +145,14 @@ impl NodeSnapshot {
 /// A decoded snapshot.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Snapshot {
+    /// The format version of its file (a repository upgraded to spec 2 holds files of
+    /// both versions).
+    pub spec_version: SpecVersion,
     /// This snapshot's id (also its file name).
     pub id: SnapshotId,
     /// The previous snapshot on its branch; `None` only for the initial snapshot.
+    /// Spec-2 files do not hold it: the repository fills it in from the `repo`
+    /// object's parent links.
     pub parent_id: Option<SnapshotId>,
     /// Commit time, in microseconds since the Unix epoch.
     pub flushed_at: u64,
@@ -169,6 +174,7 @@ impl Snapshot {
     /// no nodes, metadata `{"__root": true}`, flushed now.
     pub fn initial() -> Self {
         Snapshot {
+            spec_version: SpecVersion::V1,
             id: SnapshotId::INITIAL,
             parent_id: None,
             flushed_at: now_micros(),
@@ -240,6 +246,7 @@ impl Snapshot {
                 message: Some(message),
                 metadata: Some(metadata),
                 manifest_files: Some(files),
+                ..Default::default()
             },
         );
         b.finish(root, Some(fb::IDENTIFIER));
@@ -253,7 +260,7 @@ impl Snapshot {
     /// the flatbuffer fails verification; [`FormatError::InvalidData`] for content that
     /// breaks a format rule (bad path, unknown node type, undecodable metadata).
     pub fn decode(bytes: &[u8]) -> Result<Self, FormatError> {
-        let buf = envelope::open(FileType::Snapshot, bytes)?;
+        let (spec, buf) = envelope::open_versioned(FileType::Snapshot, bytes)?;
         let root = fb::verified_root::<gen::Snapshot>("snapshot", &buf)?;
         let invalid = |reason: String| FormatError::InvalidData {
             what: "snapshot",
@@ -268,22 +275,26 @@ impl Snapshot {
         }
         let mut metadata = BTreeMap::new();
         for item in root.metadata() {
-            let value: serde_json::Value =
-                rmp_serde::from_slice(item.value().bytes()).map_err(|e| {
-                    invalid(format!(
-                        "metadata `{}` is not MessagePack: {e}",
-                        item.name()
-                    ))
-                })?;
+            let value = decode_metadata_value(spec, item.value().bytes())
+                .map_err(|e| invalid(format!("metadata `{}`: {e}", item.name())))?;
             metadata.insert(item.name().to_string(), value);
         }
-        Ok(Snapshot {
-            id: fb::id12(root.id()),
-            parent_id: root.parent_id().map(fb::id12),
-            flushed_at: root.flushed_at(),
-            message: root.message().to_string(),
-            metadata,
-            manifest_files: root
+        // Spec 2 lists manifest files in `manifest_files_v2` (the old field empty).
+        let manifest_files = match root.manifest_files_v2() {
+            Some(files) => files
+                .iter()
+                .map(|f| {
+                    let id = f
+                        .id()
+                        .ok_or_else(|| invalid("a manifest file entry has no id".into()))?;
+                    Ok(ManifestFileInfo {
+                        id: fb::id12(id),
+                        size_bytes: f.size_bytes(),
+                        num_chunk_refs: f.num_chunk_refs(),
+                    })
+                })
+                .collect::<Result<Vec<_>, FormatError>>()?,
+            None => root
                 .manifest_files()
                 .iter()
                 .map(|f| ManifestFileInfo {
@@ -292,8 +303,36 @@ impl Snapshot {
                     num_chunk_refs: f.num_chunk_refs(),
                 })
                 .collect(),
+        };
+        Ok(Snapshot {
+            spec_version: spec,
+            id: fb::id12(root.id()),
+            parent_id: root.parent_id().map(fb::id12),
+            flushed_at: root.flushed_at(),
+            message: root.message().to_string(),
+            metadata,
+            manifest_files,
             nodes,
         })
+    }
+}
+
+/// Decodes one metadata value: MessagePack in spec 1, FlexBuffers in spec 2 (both of
+/// a JSON value).
+///
+/// # Errors
+/// The decoder's message when the bytes are not such a value.
+pub(crate) fn decode_metadata_value(
+    spec: SpecVersion,
+    bytes: &[u8],
+) -> Result<serde_json::Value, String> {
+    match spec {
+        SpecVersion::V1 => {
+            rmp_serde::from_slice(bytes).map_err(|e| format!("not MessagePack: {e}"))
+        }
+        SpecVersion::V2 => {
+            flexbuffers::from_slice(bytes).map_err(|e| format!("not FlexBuffers: {e}"))
+        }
     }
 }
 
@@ -354,6 +393,7 @@ fn write_node<'a>(
                         shape: Some(shape),
                         dimension_names: names,
                         manifests: Some(manifests),
+                        ..Default::default()
                     },
                 )
                 .as_union_value(),
@@ -369,6 +409,7 @@ fn write_node<'a>(
             user_data: Some(user_data),
             node_data_type: kind,
             node_data: Some(data),
+            ..Default::default()
         },
     )
 }
@@ -387,8 +428,12 @@ fn read_node(n: &gen::NodeSnapshot<'_>) -> Result<NodeSnapshot, FormatError> {
                     what: "snapshot",
                     reason: format!("array node `{path}` has no array data"),
                 })?;
-            let data = ArrayData {
-                shape: a
+            let shape = match a.shape_v2() {
+                Some(v2) => v2
+                    .iter()
+                    .map(|d| shape_from_v2(&path, d.array_length(), d.num_chunks()))
+                    .collect::<Result<Vec<_>, FormatError>>()?,
+                None => a
                     .shape()
                     .iter()
                     .map(|d| DimensionShape {
@@ -396,6 +441,9 @@ fn read_node(n: &gen::NodeSnapshot<'_>) -> Result<NodeSnapshot, FormatError> {
                         chunk_length: d.chunk_length(),
                     })
                     .collect(),
+            };
+            let data = ArrayData {
+                shape,
                 dimension_names: a
                     .dimension_names()
                     .map(|names| names.iter().map(|d| d.name().map(str::to_string)).collect()),
@@ -437,6 +485,35 @@ fn read_node(n: &gen::NodeSnapshot<'_>) -> Result<NodeSnapshot, FormatError> {
         path,
         user_data: Bytes::copy_from_slice(n.user_data().bytes()),
         node_data,
+    })
+}
+
+/// A spec-2 dimension (length and number of chunks) as a spec-1 one (length and chunk
+/// length `ceil(length / chunks)`). For a regular chunk grid, the one floe's Zarr
+/// layer supports, this gives back the same number of chunks.
+///
+/// # Errors
+/// [`FormatError::InvalidData`] for a non-empty dimension with no chunks.
+fn shape_from_v2(
+    path: &NodePath,
+    array_length: u64,
+    num_chunks: u32,
+) -> Result<DimensionShape, FormatError> {
+    let chunk_length = match (array_length, num_chunks) {
+        (0, _) => 0,
+        (_, 0) => {
+            return Err(FormatError::InvalidData {
+                what: "snapshot",
+                reason: format!(
+                    "array `{path}` has a dimension of {array_length} elements in 0 chunks"
+                ),
+            })
+        }
+        (len, n) => len.div_ceil(u64::from(n)),
+    };
+    Ok(DimensionShape {
+        array_length,
+        chunk_length,
     })
 }
 

@@ -10,7 +10,22 @@ use flatbuffers::FlatBufferBuilder;
 
 use super::envelope::{self, FileType};
 use super::fb::{self, gen};
-use super::{ChunkIndices, FormatError, NodeId, SnapshotId};
+use super::snapshot::NodeKind;
+use super::{ChunkIndices, FormatError, NodeId, NodePath, SnapshotId};
+
+/// One node's net move in a commit (spec 2, `MoveOperation`): every moved node is
+/// listed, descendants of a moved group included.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MovedNode {
+    /// The path before the commit.
+    pub from: NodePath,
+    /// The path after the commit.
+    pub to: NodePath,
+    /// The node's id (unchanged by the move).
+    pub node_id: NodeId,
+    /// Group or array.
+    pub kind: NodeKind,
+}
 
 /// A decoded transaction log. Every set is sorted by node id bytes, as the format
 /// requires.
@@ -32,6 +47,8 @@ pub struct TransactionLog {
     pub updated_groups: BTreeSet<NodeId>,
     /// Chunks written or deleted, by array.
     pub updated_chunks: BTreeMap<NodeId, BTreeSet<ChunkIndices>>,
+    /// Nodes moved (spec 2; always empty in spec 1), sorted by destination.
+    pub moved_nodes: Vec<MovedNode>,
 }
 
 impl TransactionLog {
@@ -46,6 +63,7 @@ impl TransactionLog {
             updated_arrays: BTreeSet::new(),
             updated_groups: BTreeSet::new(),
             updated_chunks: BTreeMap::new(),
+            moved_nodes: Vec::new(),
         }
     }
 
@@ -161,16 +179,18 @@ impl TransactionLog {
                 updated_arrays: Some(updated_arrays),
                 updated_groups: Some(updated_groups),
                 updated_chunks: Some(updated_chunks),
+                ..Default::default()
             },
         );
         b.finish(root, Some(fb::IDENTIFIER));
         envelope::seal(FileType::TransactionLog, b.finished_data())
     }
 
-    /// Decodes a transaction log file.
+    /// Decodes a transaction log file (spec 1 or 2).
     ///
     /// # Errors
-    /// Envelope errors; [`FormatError::InvalidFlatbuffer`].
+    /// Envelope errors; [`FormatError::InvalidFlatbuffer`]; [`FormatError::InvalidData`]
+    /// for a move with a missing field or an invalid path.
     pub fn decode(bytes: &[u8]) -> Result<Self, FormatError> {
         let buf = envelope::open(FileType::TransactionLog, bytes)?;
         let root = fb::verified_root::<gen::TransactionLog>("transaction log", &buf)?;
@@ -186,6 +206,32 @@ impl TransactionLog {
                 .collect();
             updated_chunks.insert(fb::id8(a.node_id()), chunks);
         }
+        let invalid = |reason: String| FormatError::InvalidData {
+            what: "transaction log",
+            reason,
+        };
+        let path = |p: Option<&str>| -> Result<NodePath, FormatError> {
+            let p = p.ok_or_else(|| invalid("a move has no path".into()))?;
+            NodePath::new(p).map_err(|e| invalid(e.to_string()))
+        };
+        let mut moved_nodes = Vec::new();
+        for m in root.moved_nodes().iter().flatten() {
+            let node_id = m
+                .node_id()
+                .map(fb::id8)
+                .ok_or_else(|| invalid("a move has no node id".into()))?;
+            let kind = match m.node_type() {
+                gen::NodeType::Group => NodeKind::Group,
+                gen::NodeType::Array => NodeKind::Array,
+                other => return Err(invalid(format!("a move has node type {}", other.0))),
+            };
+            moved_nodes.push(MovedNode {
+                from: path(m.from())?,
+                to: path(m.to())?,
+                node_id,
+                kind,
+            });
+        }
         Ok(TransactionLog {
             id: fb::id12(root.id()),
             new_groups: ids(root.new_groups()),
@@ -195,6 +241,7 @@ impl TransactionLog {
             updated_arrays: ids(root.updated_arrays()),
             updated_groups: ids(root.updated_groups()),
             updated_chunks,
+            moved_nodes,
         })
     }
 }

@@ -220,6 +220,7 @@ pub(crate) async fn flush(
         ),
     };
     let snapshot = Arc::new(Snapshot {
+        spec_version: crate::format::SpecVersion::V1,
         id: new_id,
         parent_id,
         flushed_at: now_micros().max(base.flushed_at + 1),

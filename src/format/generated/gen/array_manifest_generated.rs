@@ -20,6 +20,7 @@ impl<'a> ::flatbuffers::Follow<'a> for ArrayManifest<'a> {
 impl<'a> ArrayManifest<'a> {
   pub const VT_NODE_ID: ::flatbuffers::VOffsetT = 4;
   pub const VT_REFS: ::flatbuffers::VOffsetT = 6;
+  pub const VT_EXTRA: ::flatbuffers::VOffsetT = 8;
 
   #[inline]
   pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
@@ -31,6 +32,7 @@ impl<'a> ArrayManifest<'a> {
     args: &'args ArrayManifestArgs<'args>
   ) -> ::flatbuffers::WIPOffset<ArrayManifest<'bldr>> {
     let mut builder = ArrayManifestBuilder::new(_fbb);
+    if let Some(x) = args.extra { builder.add_extra(x); }
     if let Some(x) = args.refs { builder.add_refs(x); }
     if let Some(x) = args.node_id { builder.add_node_id(x); }
     builder.finish()
@@ -51,6 +53,13 @@ impl<'a> ArrayManifest<'a> {
     // which contains a valid value in this slot
     unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<ChunkRef>>>>(ArrayManifest::VT_REFS, None).unwrap()}
   }
+  #[inline]
+  pub fn extra(&self) -> Option<::flatbuffers::Vector<'a, u8>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u8>>>(ArrayManifest::VT_EXTRA, None)}
+  }
 }
 
 impl ::flatbuffers::Verifiable for ArrayManifest<'_> {
@@ -61,6 +70,7 @@ impl ::flatbuffers::Verifiable for ArrayManifest<'_> {
     v.visit_table(pos)?
      .visit_field::<ObjectId8>("node_id", Self::VT_NODE_ID, true)?
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<ChunkRef>>>>("refs", Self::VT_REFS, true)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u8>>>("extra", Self::VT_EXTRA, false)?
      .finish();
     Ok(())
   }
@@ -68,6 +78,7 @@ impl ::flatbuffers::Verifiable for ArrayManifest<'_> {
 pub struct ArrayManifestArgs<'a> {
     pub node_id: Option<&'a ObjectId8>,
     pub refs: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<ChunkRef<'a>>>>>,
+    pub extra: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, u8>>>,
 }
 impl<'a> Default for ArrayManifestArgs<'a> {
   #[inline]
@@ -75,6 +86,7 @@ impl<'a> Default for ArrayManifestArgs<'a> {
     ArrayManifestArgs {
       node_id: None, // required field
       refs: None, // required field
+      extra: None,
     }
   }
 }
@@ -91,6 +103,10 @@ impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> ArrayManifestBuilder<'a, 'b, 
   #[inline]
   pub fn add_refs(&mut self, refs: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , ::flatbuffers::ForwardsUOffset<ChunkRef<'b >>>>) {
     self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(ArrayManifest::VT_REFS, refs);
+  }
+  #[inline]
+  pub fn add_extra(&mut self, extra: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , u8>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(ArrayManifest::VT_EXTRA, extra);
   }
   #[inline]
   pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> ArrayManifestBuilder<'a, 'b, A> {
@@ -114,6 +130,7 @@ impl ::core::fmt::Debug for ArrayManifest<'_> {
     let mut ds = f.debug_struct("ArrayManifest");
       ds.field("node_id", &self.node_id());
       ds.field("refs", &self.refs());
+      ds.field("extra", &self.extra());
       ds.finish()
   }
 }

@@ -21,6 +21,7 @@ impl<'a> ArrayNodeData<'a> {
   pub const VT_SHAPE: ::flatbuffers::VOffsetT = 4;
   pub const VT_DIMENSION_NAMES: ::flatbuffers::VOffsetT = 6;
   pub const VT_MANIFESTS: ::flatbuffers::VOffsetT = 8;
+  pub const VT_SHAPE_V2: ::flatbuffers::VOffsetT = 10;
 
   #[inline]
   pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
@@ -32,6 +33,7 @@ impl<'a> ArrayNodeData<'a> {
     args: &'args ArrayNodeDataArgs<'args>
   ) -> ::flatbuffers::WIPOffset<ArrayNodeData<'bldr>> {
     let mut builder = ArrayNodeDataBuilder::new(_fbb);
+    if let Some(x) = args.shape_v2 { builder.add_shape_v2(x); }
     if let Some(x) = args.manifests { builder.add_manifests(x); }
     if let Some(x) = args.dimension_names { builder.add_dimension_names(x); }
     if let Some(x) = args.shape { builder.add_shape(x); }
@@ -60,6 +62,13 @@ impl<'a> ArrayNodeData<'a> {
     // which contains a valid value in this slot
     unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<ManifestRef>>>>(ArrayNodeData::VT_MANIFESTS, None).unwrap()}
   }
+  #[inline]
+  pub fn shape_v2(&self) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<DimensionShapeV2<'a>>>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<DimensionShapeV2>>>>(ArrayNodeData::VT_SHAPE_V2, None)}
+  }
 }
 
 impl ::flatbuffers::Verifiable for ArrayNodeData<'_> {
@@ -71,6 +80,7 @@ impl ::flatbuffers::Verifiable for ArrayNodeData<'_> {
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, DimensionShape>>>("shape", Self::VT_SHAPE, true)?
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<DimensionName>>>>("dimension_names", Self::VT_DIMENSION_NAMES, false)?
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<ManifestRef>>>>("manifests", Self::VT_MANIFESTS, true)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<DimensionShapeV2>>>>("shape_v2", Self::VT_SHAPE_V2, false)?
      .finish();
     Ok(())
   }
@@ -79,6 +89,7 @@ pub struct ArrayNodeDataArgs<'a> {
     pub shape: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, DimensionShape>>>,
     pub dimension_names: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<DimensionName<'a>>>>>,
     pub manifests: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<ManifestRef<'a>>>>>,
+    pub shape_v2: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<DimensionShapeV2<'a>>>>>,
 }
 impl<'a> Default for ArrayNodeDataArgs<'a> {
   #[inline]
@@ -87,6 +98,7 @@ impl<'a> Default for ArrayNodeDataArgs<'a> {
       shape: None, // required field
       dimension_names: None,
       manifests: None, // required field
+      shape_v2: None,
     }
   }
 }
@@ -107,6 +119,10 @@ impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> ArrayNodeDataBuilder<'a, 'b, 
   #[inline]
   pub fn add_manifests(&mut self, manifests: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , ::flatbuffers::ForwardsUOffset<ManifestRef<'b >>>>) {
     self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(ArrayNodeData::VT_MANIFESTS, manifests);
+  }
+  #[inline]
+  pub fn add_shape_v2(&mut self, shape_v2: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , ::flatbuffers::ForwardsUOffset<DimensionShapeV2<'b >>>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(ArrayNodeData::VT_SHAPE_V2, shape_v2);
   }
   #[inline]
   pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> ArrayNodeDataBuilder<'a, 'b, A> {
@@ -131,6 +147,7 @@ impl ::core::fmt::Debug for ArrayNodeData<'_> {
       ds.field("shape", &self.shape());
       ds.field("dimension_names", &self.dimension_names());
       ds.field("manifests", &self.manifests());
+      ds.field("shape_v2", &self.shape_v2());
       ds.finish()
   }
 }

@@ -26,6 +26,8 @@ impl<'a> ChunkRef<'a> {
   pub const VT_LOCATION: ::flatbuffers::VOffsetT = 14;
   pub const VT_CHECKSUM_ETAG: ::flatbuffers::VOffsetT = 16;
   pub const VT_CHECKSUM_LAST_MODIFIED: ::flatbuffers::VOffsetT = 18;
+  pub const VT_COMPRESSED_LOCATION: ::flatbuffers::VOffsetT = 20;
+  pub const VT_EXTRA: ::flatbuffers::VOffsetT = 22;
 
   #[inline]
   pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
@@ -39,6 +41,8 @@ impl<'a> ChunkRef<'a> {
     let mut builder = ChunkRefBuilder::new(_fbb);
     builder.add_length(args.length);
     builder.add_offset(args.offset);
+    if let Some(x) = args.extra { builder.add_extra(x); }
+    if let Some(x) = args.compressed_location { builder.add_compressed_location(x); }
     builder.add_checksum_last_modified(args.checksum_last_modified);
     if let Some(x) = args.checksum_etag { builder.add_checksum_etag(x); }
     if let Some(x) = args.location { builder.add_location(x); }
@@ -105,6 +109,20 @@ impl<'a> ChunkRef<'a> {
     // which contains a valid value in this slot
     unsafe { self._tab.get::<u32>(ChunkRef::VT_CHECKSUM_LAST_MODIFIED, Some(0)).unwrap()}
   }
+  #[inline]
+  pub fn compressed_location(&self) -> Option<::flatbuffers::Vector<'a, u8>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u8>>>(ChunkRef::VT_COMPRESSED_LOCATION, None)}
+  }
+  #[inline]
+  pub fn extra(&self) -> Option<::flatbuffers::Vector<'a, u8>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u8>>>(ChunkRef::VT_EXTRA, None)}
+  }
 }
 
 impl ::flatbuffers::Verifiable for ChunkRef<'_> {
@@ -121,6 +139,8 @@ impl ::flatbuffers::Verifiable for ChunkRef<'_> {
      .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("location", Self::VT_LOCATION, false)?
      .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("checksum_etag", Self::VT_CHECKSUM_ETAG, false)?
      .visit_field::<u32>("checksum_last_modified", Self::VT_CHECKSUM_LAST_MODIFIED, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u8>>>("compressed_location", Self::VT_COMPRESSED_LOCATION, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u8>>>("extra", Self::VT_EXTRA, false)?
      .finish();
     Ok(())
   }
@@ -134,6 +154,8 @@ pub struct ChunkRefArgs<'a> {
     pub location: Option<::flatbuffers::WIPOffset<&'a str>>,
     pub checksum_etag: Option<::flatbuffers::WIPOffset<&'a str>>,
     pub checksum_last_modified: u32,
+    pub compressed_location: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, u8>>>,
+    pub extra: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, u8>>>,
 }
 impl<'a> Default for ChunkRefArgs<'a> {
   #[inline]
@@ -147,6 +169,8 @@ impl<'a> Default for ChunkRefArgs<'a> {
       location: None,
       checksum_etag: None,
       checksum_last_modified: 0,
+      compressed_location: None,
+      extra: None,
     }
   }
 }
@@ -189,6 +213,14 @@ impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> ChunkRefBuilder<'a, 'b, A> {
     self.fbb_.push_slot::<u32>(ChunkRef::VT_CHECKSUM_LAST_MODIFIED, checksum_last_modified, 0);
   }
   #[inline]
+  pub fn add_compressed_location(&mut self, compressed_location: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , u8>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(ChunkRef::VT_COMPRESSED_LOCATION, compressed_location);
+  }
+  #[inline]
+  pub fn add_extra(&mut self, extra: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , u8>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(ChunkRef::VT_EXTRA, extra);
+  }
+  #[inline]
   pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> ChunkRefBuilder<'a, 'b, A> {
     let start = _fbb.start_table();
     ChunkRefBuilder {
@@ -215,6 +247,8 @@ impl ::core::fmt::Debug for ChunkRef<'_> {
       ds.field("location", &self.location());
       ds.field("checksum_etag", &self.checksum_etag());
       ds.field("checksum_last_modified", &self.checksum_last_modified());
+      ds.field("compressed_location", &self.compressed_location());
+      ds.field("extra", &self.extra());
       ds.finish()
   }
 }

@@ -20,6 +20,9 @@ impl<'a> ::flatbuffers::Follow<'a> for Manifest<'a> {
 impl<'a> Manifest<'a> {
   pub const VT_ID: ::flatbuffers::VOffsetT = 4;
   pub const VT_ARRAYS: ::flatbuffers::VOffsetT = 6;
+  pub const VT_LOCATION_DICTIONARY: ::flatbuffers::VOffsetT = 8;
+  pub const VT_COMPRESSION_ALGORITHM: ::flatbuffers::VOffsetT = 10;
+  pub const VT_EXTRA: ::flatbuffers::VOffsetT = 12;
 
   #[inline]
   pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
@@ -31,8 +34,11 @@ impl<'a> Manifest<'a> {
     args: &'args ManifestArgs<'args>
   ) -> ::flatbuffers::WIPOffset<Manifest<'bldr>> {
     let mut builder = ManifestBuilder::new(_fbb);
+    if let Some(x) = args.extra { builder.add_extra(x); }
+    if let Some(x) = args.location_dictionary { builder.add_location_dictionary(x); }
     if let Some(x) = args.arrays { builder.add_arrays(x); }
     if let Some(x) = args.id { builder.add_id(x); }
+    builder.add_compression_algorithm(args.compression_algorithm);
     builder.finish()
   }
 
@@ -51,6 +57,27 @@ impl<'a> Manifest<'a> {
     // which contains a valid value in this slot
     unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<ArrayManifest>>>>(Manifest::VT_ARRAYS, None).unwrap()}
   }
+  #[inline]
+  pub fn location_dictionary(&self) -> Option<::flatbuffers::Vector<'a, u8>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u8>>>(Manifest::VT_LOCATION_DICTIONARY, None)}
+  }
+  #[inline]
+  pub fn compression_algorithm(&self) -> u8 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u8>(Manifest::VT_COMPRESSION_ALGORITHM, Some(1)).unwrap()}
+  }
+  #[inline]
+  pub fn extra(&self) -> Option<::flatbuffers::Vector<'a, u8>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u8>>>(Manifest::VT_EXTRA, None)}
+  }
 }
 
 impl ::flatbuffers::Verifiable for Manifest<'_> {
@@ -61,6 +88,9 @@ impl ::flatbuffers::Verifiable for Manifest<'_> {
     v.visit_table(pos)?
      .visit_field::<ObjectId12>("id", Self::VT_ID, true)?
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<ArrayManifest>>>>("arrays", Self::VT_ARRAYS, true)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u8>>>("location_dictionary", Self::VT_LOCATION_DICTIONARY, false)?
+     .visit_field::<u8>("compression_algorithm", Self::VT_COMPRESSION_ALGORITHM, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u8>>>("extra", Self::VT_EXTRA, false)?
      .finish();
     Ok(())
   }
@@ -68,6 +98,9 @@ impl ::flatbuffers::Verifiable for Manifest<'_> {
 pub struct ManifestArgs<'a> {
     pub id: Option<&'a ObjectId12>,
     pub arrays: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<ArrayManifest<'a>>>>>,
+    pub location_dictionary: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, u8>>>,
+    pub compression_algorithm: u8,
+    pub extra: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, u8>>>,
 }
 impl<'a> Default for ManifestArgs<'a> {
   #[inline]
@@ -75,6 +108,9 @@ impl<'a> Default for ManifestArgs<'a> {
     ManifestArgs {
       id: None, // required field
       arrays: None, // required field
+      location_dictionary: None,
+      compression_algorithm: 1,
+      extra: None,
     }
   }
 }
@@ -91,6 +127,18 @@ impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> ManifestBuilder<'a, 'b, A> {
   #[inline]
   pub fn add_arrays(&mut self, arrays: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , ::flatbuffers::ForwardsUOffset<ArrayManifest<'b >>>>) {
     self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Manifest::VT_ARRAYS, arrays);
+  }
+  #[inline]
+  pub fn add_location_dictionary(&mut self, location_dictionary: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , u8>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Manifest::VT_LOCATION_DICTIONARY, location_dictionary);
+  }
+  #[inline]
+  pub fn add_compression_algorithm(&mut self, compression_algorithm: u8) {
+    self.fbb_.push_slot::<u8>(Manifest::VT_COMPRESSION_ALGORITHM, compression_algorithm, 1);
+  }
+  #[inline]
+  pub fn add_extra(&mut self, extra: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , u8>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Manifest::VT_EXTRA, extra);
   }
   #[inline]
   pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> ManifestBuilder<'a, 'b, A> {
@@ -114,6 +162,9 @@ impl ::core::fmt::Debug for Manifest<'_> {
     let mut ds = f.debug_struct("Manifest");
       ds.field("id", &self.id());
       ds.field("arrays", &self.arrays());
+      ds.field("location_dictionary", &self.location_dictionary());
+      ds.field("compression_algorithm", &self.compression_algorithm());
+      ds.field("extra", &self.extra());
       ds.finish()
   }
 }

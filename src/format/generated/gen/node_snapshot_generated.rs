@@ -23,6 +23,7 @@ impl<'a> NodeSnapshot<'a> {
   pub const VT_USER_DATA: ::flatbuffers::VOffsetT = 8;
   pub const VT_NODE_DATA_TYPE: ::flatbuffers::VOffsetT = 10;
   pub const VT_NODE_DATA: ::flatbuffers::VOffsetT = 12;
+  pub const VT_EXTRA: ::flatbuffers::VOffsetT = 14;
 
   #[inline]
   pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
@@ -34,6 +35,7 @@ impl<'a> NodeSnapshot<'a> {
     args: &'args NodeSnapshotArgs<'args>
   ) -> ::flatbuffers::WIPOffset<NodeSnapshot<'bldr>> {
     let mut builder = NodeSnapshotBuilder::new(_fbb);
+    if let Some(x) = args.extra { builder.add_extra(x); }
     if let Some(x) = args.node_data { builder.add_node_data(x); }
     if let Some(x) = args.user_data { builder.add_user_data(x); }
     if let Some(x) = args.path { builder.add_path(x); }
@@ -77,6 +79,13 @@ impl<'a> NodeSnapshot<'a> {
     // Created from valid Table for this object
     // which contains a valid value in this slot
     unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Table<'a>>>(NodeSnapshot::VT_NODE_DATA, None).unwrap()}
+  }
+  #[inline]
+  pub fn extra(&self) -> Option<::flatbuffers::Vector<'a, u8>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u8>>>(NodeSnapshot::VT_EXTRA, None)}
   }
   #[inline]
   #[allow(non_snake_case)]
@@ -124,6 +133,7 @@ impl ::flatbuffers::Verifiable for NodeSnapshot<'_> {
           _ => Ok(()),
         }
      })?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u8>>>("extra", Self::VT_EXTRA, false)?
      .finish();
     Ok(())
   }
@@ -134,6 +144,7 @@ pub struct NodeSnapshotArgs<'a> {
     pub user_data: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, u8>>>,
     pub node_data_type: NodeData,
     pub node_data: Option<::flatbuffers::WIPOffset<::flatbuffers::UnionWIPOffset>>,
+    pub extra: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, u8>>>,
 }
 impl<'a> Default for NodeSnapshotArgs<'a> {
   #[inline]
@@ -144,6 +155,7 @@ impl<'a> Default for NodeSnapshotArgs<'a> {
       user_data: None, // required field
       node_data_type: NodeData::NONE,
       node_data: None, // required field
+      extra: None,
     }
   }
 }
@@ -172,6 +184,10 @@ impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> NodeSnapshotBuilder<'a, 'b, A
   #[inline]
   pub fn add_node_data(&mut self, node_data: ::flatbuffers::WIPOffset<::flatbuffers::UnionWIPOffset>) {
     self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(NodeSnapshot::VT_NODE_DATA, node_data);
+  }
+  #[inline]
+  pub fn add_extra(&mut self, extra: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , u8>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(NodeSnapshot::VT_EXTRA, extra);
   }
   #[inline]
   pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> NodeSnapshotBuilder<'a, 'b, A> {
@@ -219,6 +235,7 @@ impl ::core::fmt::Debug for NodeSnapshot<'_> {
           ds.field("node_data", &x)
         },
       };
+      ds.field("extra", &self.extra());
       ds.finish()
   }
 }

@@ -25,6 +25,8 @@ impl<'a> Snapshot<'a> {
   pub const VT_MESSAGE: ::flatbuffers::VOffsetT = 12;
   pub const VT_METADATA: ::flatbuffers::VOffsetT = 14;
   pub const VT_MANIFEST_FILES: ::flatbuffers::VOffsetT = 16;
+  pub const VT_MANIFEST_FILES_V2: ::flatbuffers::VOffsetT = 18;
+  pub const VT_EXTRA: ::flatbuffers::VOffsetT = 20;
 
   #[inline]
   pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
@@ -37,6 +39,8 @@ impl<'a> Snapshot<'a> {
   ) -> ::flatbuffers::WIPOffset<Snapshot<'bldr>> {
     let mut builder = SnapshotBuilder::new(_fbb);
     builder.add_flushed_at(args.flushed_at);
+    if let Some(x) = args.extra { builder.add_extra(x); }
+    if let Some(x) = args.manifest_files_v2 { builder.add_manifest_files_v2(x); }
     if let Some(x) = args.manifest_files { builder.add_manifest_files(x); }
     if let Some(x) = args.metadata { builder.add_metadata(x); }
     if let Some(x) = args.message { builder.add_message(x); }
@@ -96,6 +100,20 @@ impl<'a> Snapshot<'a> {
     // which contains a valid value in this slot
     unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, ManifestFileInfo>>>(Snapshot::VT_MANIFEST_FILES, None).unwrap()}
   }
+  #[inline]
+  pub fn manifest_files_v2(&self) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<ManifestFileInfoV2<'a>>>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<ManifestFileInfoV2>>>>(Snapshot::VT_MANIFEST_FILES_V2, None)}
+  }
+  #[inline]
+  pub fn extra(&self) -> Option<::flatbuffers::Vector<'a, u8>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u8>>>(Snapshot::VT_EXTRA, None)}
+  }
 }
 
 impl ::flatbuffers::Verifiable for Snapshot<'_> {
@@ -111,6 +129,8 @@ impl ::flatbuffers::Verifiable for Snapshot<'_> {
      .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("message", Self::VT_MESSAGE, true)?
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<MetadataItem>>>>("metadata", Self::VT_METADATA, true)?
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ManifestFileInfo>>>("manifest_files", Self::VT_MANIFEST_FILES, true)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<ManifestFileInfoV2>>>>("manifest_files_v2", Self::VT_MANIFEST_FILES_V2, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u8>>>("extra", Self::VT_EXTRA, false)?
      .finish();
     Ok(())
   }
@@ -123,6 +143,8 @@ pub struct SnapshotArgs<'a> {
     pub message: Option<::flatbuffers::WIPOffset<&'a str>>,
     pub metadata: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<MetadataItem<'a>>>>>,
     pub manifest_files: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ManifestFileInfo>>>,
+    pub manifest_files_v2: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<ManifestFileInfoV2<'a>>>>>,
+    pub extra: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, u8>>>,
 }
 impl<'a> Default for SnapshotArgs<'a> {
   #[inline]
@@ -135,6 +157,8 @@ impl<'a> Default for SnapshotArgs<'a> {
       message: None, // required field
       metadata: None, // required field
       manifest_files: None, // required field
+      manifest_files_v2: None,
+      extra: None,
     }
   }
 }
@@ -173,6 +197,14 @@ impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> SnapshotBuilder<'a, 'b, A> {
     self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Snapshot::VT_MANIFEST_FILES, manifest_files);
   }
   #[inline]
+  pub fn add_manifest_files_v2(&mut self, manifest_files_v2: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , ::flatbuffers::ForwardsUOffset<ManifestFileInfoV2<'b >>>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Snapshot::VT_MANIFEST_FILES_V2, manifest_files_v2);
+  }
+  #[inline]
+  pub fn add_extra(&mut self, extra: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , u8>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Snapshot::VT_EXTRA, extra);
+  }
+  #[inline]
   pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> SnapshotBuilder<'a, 'b, A> {
     let start = _fbb.start_table();
     SnapshotBuilder {
@@ -202,6 +234,8 @@ impl ::core::fmt::Debug for Snapshot<'_> {
       ds.field("message", &self.message());
       ds.field("metadata", &self.metadata());
       ds.field("manifest_files", &self.manifest_files());
+      ds.field("manifest_files_v2", &self.manifest_files_v2());
+      ds.field("extra", &self.extra());
       ds.finish()
   }
 }

@@ -26,6 +26,8 @@ impl<'a> TransactionLog<'a> {
   pub const VT_UPDATED_ARRAYS: ::flatbuffers::VOffsetT = 14;
   pub const VT_UPDATED_GROUPS: ::flatbuffers::VOffsetT = 16;
   pub const VT_UPDATED_CHUNKS: ::flatbuffers::VOffsetT = 18;
+  pub const VT_MOVED_NODES: ::flatbuffers::VOffsetT = 20;
+  pub const VT_EXTRA: ::flatbuffers::VOffsetT = 22;
 
   #[inline]
   pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
@@ -37,6 +39,8 @@ impl<'a> TransactionLog<'a> {
     args: &'args TransactionLogArgs<'args>
   ) -> ::flatbuffers::WIPOffset<TransactionLog<'bldr>> {
     let mut builder = TransactionLogBuilder::new(_fbb);
+    if let Some(x) = args.extra { builder.add_extra(x); }
+    if let Some(x) = args.moved_nodes { builder.add_moved_nodes(x); }
     if let Some(x) = args.updated_chunks { builder.add_updated_chunks(x); }
     if let Some(x) = args.updated_groups { builder.add_updated_groups(x); }
     if let Some(x) = args.updated_arrays { builder.add_updated_arrays(x); }
@@ -105,6 +109,20 @@ impl<'a> TransactionLog<'a> {
     // which contains a valid value in this slot
     unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<ArrayUpdatedChunks>>>>(TransactionLog::VT_UPDATED_CHUNKS, None).unwrap()}
   }
+  #[inline]
+  pub fn moved_nodes(&self) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<MoveOperation<'a>>>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<MoveOperation>>>>(TransactionLog::VT_MOVED_NODES, None)}
+  }
+  #[inline]
+  pub fn extra(&self) -> Option<::flatbuffers::Vector<'a, u8>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u8>>>(TransactionLog::VT_EXTRA, None)}
+  }
 }
 
 impl ::flatbuffers::Verifiable for TransactionLog<'_> {
@@ -121,6 +139,8 @@ impl ::flatbuffers::Verifiable for TransactionLog<'_> {
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ObjectId8>>>("updated_arrays", Self::VT_UPDATED_ARRAYS, true)?
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ObjectId8>>>("updated_groups", Self::VT_UPDATED_GROUPS, true)?
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<ArrayUpdatedChunks>>>>("updated_chunks", Self::VT_UPDATED_CHUNKS, true)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<MoveOperation>>>>("moved_nodes", Self::VT_MOVED_NODES, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u8>>>("extra", Self::VT_EXTRA, false)?
      .finish();
     Ok(())
   }
@@ -134,6 +154,8 @@ pub struct TransactionLogArgs<'a> {
     pub updated_arrays: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ObjectId8>>>,
     pub updated_groups: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ObjectId8>>>,
     pub updated_chunks: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<ArrayUpdatedChunks<'a>>>>>,
+    pub moved_nodes: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<MoveOperation<'a>>>>>,
+    pub extra: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, u8>>>,
 }
 impl<'a> Default for TransactionLogArgs<'a> {
   #[inline]
@@ -147,6 +169,8 @@ impl<'a> Default for TransactionLogArgs<'a> {
       updated_arrays: None, // required field
       updated_groups: None, // required field
       updated_chunks: None, // required field
+      moved_nodes: None,
+      extra: None,
     }
   }
 }
@@ -189,6 +213,14 @@ impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> TransactionLogBuilder<'a, 'b,
     self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(TransactionLog::VT_UPDATED_CHUNKS, updated_chunks);
   }
   #[inline]
+  pub fn add_moved_nodes(&mut self, moved_nodes: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , ::flatbuffers::ForwardsUOffset<MoveOperation<'b >>>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(TransactionLog::VT_MOVED_NODES, moved_nodes);
+  }
+  #[inline]
+  pub fn add_extra(&mut self, extra: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , u8>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(TransactionLog::VT_EXTRA, extra);
+  }
+  #[inline]
   pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> TransactionLogBuilder<'a, 'b, A> {
     let start = _fbb.start_table();
     TransactionLogBuilder {
@@ -222,6 +254,8 @@ impl ::core::fmt::Debug for TransactionLog<'_> {
       ds.field("updated_arrays", &self.updated_arrays());
       ds.field("updated_groups", &self.updated_groups());
       ds.field("updated_chunks", &self.updated_chunks());
+      ds.field("moved_nodes", &self.moved_nodes());
+      ds.field("extra", &self.extra());
       ds.finish()
   }
 }
