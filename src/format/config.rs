@@ -211,7 +211,7 @@ impl RepositoryConfig {
             flexbuffers::from_slice(bytes).map_err(|e| FormatError::InvalidConfig {
                 reason: format!("the repo object's configuration: {e}"),
             })?;
-        let raw = match value {
+        let mut raw = match value {
             Value::Mapping(m) => m,
             Value::Null => Mapping::new(),
             _ => {
@@ -220,6 +220,27 @@ impl RepositoryConfig {
                 })
             }
         };
+        // serde writes an enum as `{variant: value}` (or `"variant"` without a value)
+        // where YAML writes `!variant value`: containers' stores become tagged, as
+        // `config.yaml` has them.
+        if let Some(Value::Mapping(containers)) = raw.get_mut("virtual_chunk_containers") {
+            for container in containers.values_mut() {
+                let Some(store) = container.get_mut("store") else {
+                    continue;
+                };
+                let as_tagged = match store {
+                    Value::Mapping(m) if m.len() == 1 => m
+                        .iter()
+                        .next()
+                        .and_then(|(k, v)| k.as_str().map(|k| tagged(k, v.clone()))),
+                    Value::String(k) => Some(tagged(k, Value::Mapping(Mapping::new()))),
+                    _ => None,
+                };
+                if let Some(t) = as_tagged {
+                    *store = t;
+                }
+            }
+        }
         let cfg = RepositoryConfig { raw };
         cfg.check()?;
         Ok(cfg)

@@ -238,8 +238,13 @@ def compare(expected, got, what):
 # Writing a repository with icechunk
 
 
+# The spec version icechunk 2.x writes (`FLOE_IC_SPEC_VERSION`, default 1: spec-1
+# repositories open in both majors; 2 is what icechunk 2.x creates by default).
+SPEC_VERSION = int(os.environ.get("FLOE_IC_SPEC_VERSION", "1"))
+
+
 def create_repo(path, config, prefix):
-    kwargs = {"spec_version": 1} if IC_MAJOR >= 2 else {}
+    kwargs = {"spec_version": SPEC_VERSION} if IC_MAJOR >= 2 else {}
     return ic.Repository.create(
         storage(path), config, authorize_virtual_chunk_access={prefix: None}, **kwargs
     )
@@ -389,6 +394,12 @@ def write(outdir):
     root.attrs.update({"edited": "attrs-only"})
     root["g1"].attrs.update({"k": "changed"})
     third = s.commit("third: attributes only", metadata={"kind": "attrs"})
+
+    if SPEC_VERSION >= 2:
+        # Spec 2 only: move a group with its children (recorded in `moved_nodes`).
+        s = repo.rearrange_session("main")
+        s.move("/g1/g2", "/g1/moved")
+        third = s.commit("spec 2: move /g1/g2 to /g1/moved")
 
     # Tags, a deleted tag, a deleted branch.
     repo.create_tag("v1", first)
