@@ -134,6 +134,7 @@ impl Repository {
     fn build(
         spec: SpecVersion,
         storage: Arc<dyn Storage>,
+        assets: Arc<AssetManager>,
         config: RepositoryConfig,
         version: Option<ObjectVersion>,
         options: OpenOptions,
@@ -146,7 +147,7 @@ impl Repository {
         Ok(Repository {
             inner: Arc::new(Inner {
                 spec,
-                assets: Arc::new(AssetManager::new(Arc::clone(&storage))),
+                assets,
                 storage,
                 options,
                 config: RwLock::new(ConfigState {
@@ -244,6 +245,7 @@ impl Repository {
         let repo = Self::build(
             SpecVersion::V1,
             Arc::clone(&storage),
+            Arc::new(AssetManager::new(Arc::clone(&storage))),
             config.clone(),
             None,
             options,
@@ -293,17 +295,18 @@ impl Repository {
                 })
             }
         };
+        let assets = Arc::new(AssetManager::new(Arc::clone(&storage)));
         if spec == SpecVersion::V2 {
-            let assets = AssetManager::new(Arc::clone(&storage));
+            // The same manager keeps the parent links this read learns.
             let (info, version) = assets.fetch_repo_info().await?;
-            return Self::build(spec, storage, info.config.clone(), version, options);
+            return Self::build(spec, storage, assets, info.config.clone(), version, options);
         }
         let (config, version) = match storage.get(CONFIG_KEY).await {
             Ok(v) => (RepositoryConfig::parse(&v.bytes)?, v.version),
             Err(StorageError::NotFound { .. }) => (RepositoryConfig::default(), None),
             Err(e) => return Err(e.into()),
         };
-        Self::build(spec, storage, config, version, options)
+        Self::build(spec, storage, assets, config, version, options)
     }
 
     /// Opens the repository, creating it when none exists.
@@ -607,11 +610,10 @@ impl Repository {
             // One `repo` fetch: it holds every snapshot's summary and parent.
             let info = self.repo_info().await?;
             if info.snapshots.contains_key(&snapshot) {
-                return Ok(info
-                    .ancestry(snapshot)?
-                    .into_iter()
-                    .map(SnapshotInfo::from)
-                    .collect());
+                return info
+                    .ancestry(snapshot)
+                    .map(|list| list.into_iter().map(SnapshotInfo::from).collect())
+                    .map_err(|id| Error::AncestryLoop { snapshot: id });
             }
         }
         let mut out = Vec::new();

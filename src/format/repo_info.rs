@@ -187,20 +187,22 @@ pub struct RepoInfo {
 }
 
 impl RepoInfo {
-    /// The snapshot ids from `start` back to the root, following parent links (no
-    /// snapshot file is read). Stops at a snapshot the object does not list.
+    /// The snapshots from `start` back to the root, newest first, following parent
+    /// links (no snapshot file is read). Stops at a snapshot the object does not
+    /// list.
     ///
     /// # Errors
-    /// [`FormatError::InvalidData`] when the parent links form a loop.
-    pub fn ancestry(&self, start: SnapshotId) -> Result<Vec<&SnapshotSummary>, FormatError> {
+    /// The first snapshot seen twice, when the parent links loop.
+    pub fn ancestry(&self, start: SnapshotId) -> Result<Vec<&SnapshotSummary>, SnapshotId> {
         let mut out = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         let mut next = Some(start);
         while let Some(id) = next {
             let Some(s) = self.snapshots.get(&id) else {
                 break;
             };
-            if out.len() > self.snapshots.len() {
-                return Err(invalid(format!("the parent links from {start} loop")));
+            if !seen.insert(id) {
+                return Err(id);
             }
             out.push(s);
             next = s.parent_id;
@@ -447,4 +449,54 @@ fn read_update(u: &gen::Update<'_>) -> Result<RepoUpdate, FormatError> {
         updated_at: u.updated_at(),
         backup_path: u.backup_path().map(str::to_string),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(id: SnapshotId, parent_id: Option<SnapshotId>) -> SnapshotSummary {
+        SnapshotSummary {
+            id,
+            parent_id,
+            flushed_at: 0,
+            message: String::new(),
+            metadata: BTreeMap::new(),
+            pruned_ancestor_tx_logs: None,
+        }
+    }
+
+    fn info(links: &[(SnapshotId, Option<SnapshotId>)]) -> RepoInfo {
+        RepoInfo {
+            branches: BTreeMap::new(),
+            tags: BTreeMap::new(),
+            deleted_tags: BTreeSet::new(),
+            snapshots: links.iter().map(|&(id, p)| (id, summary(id, p))).collect(),
+            status: RepoStatus {
+                availability: Availability::Online,
+                set_at: 0,
+                reason: None,
+            },
+            metadata: BTreeMap::new(),
+            latest_updates: Vec::new(),
+            repo_before_updates: None,
+            config: RepositoryConfig::default(),
+            enabled_feature_flags: Vec::new(),
+            disabled_feature_flags: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn ancestry_follows_parents_and_reports_a_loop() {
+        let (a, b, c) = (
+            SnapshotId::random(),
+            SnapshotId::random(),
+            SnapshotId::random(),
+        );
+        let chain = info(&[(a, None), (b, Some(a)), (c, Some(b))]);
+        let ids: Vec<SnapshotId> = chain.ancestry(c).unwrap().iter().map(|s| s.id).collect();
+        assert_eq!(ids, vec![c, b, a]);
+        let looped = info(&[(a, Some(c)), (b, Some(a)), (c, Some(b))]);
+        assert_eq!(looped.ancestry(c).unwrap_err(), c);
+    }
 }
