@@ -25,6 +25,8 @@ use crate::storage::{ObjectVersion, Storage, StorageError};
 #[derive(Debug)]
 pub struct AssetManager {
     storage: Arc<dyn Storage>,
+    /// The spec version of the files this manager writes.
+    spec: SpecVersion,
     snapshots: Cache<SnapshotId, Arc<Snapshot>>,
     manifests: Cache<ManifestId, Arc<Manifest>>,
     transaction_logs: Cache<SnapshotId, Arc<TransactionLog>>,
@@ -49,10 +51,17 @@ async fn blocking<T: Send + 'static>(
 }
 
 impl AssetManager {
-    /// A manager over `storage` with default cache sizes.
+    /// A manager over `storage` with default cache sizes, writing spec-1 files.
     pub fn new(storage: Arc<dyn Storage>) -> Self {
+        Self::for_spec(storage, SpecVersion::V1)
+    }
+
+    /// A manager over `storage` with default cache sizes, writing files of spec
+    /// version `spec` (the repository's).
+    pub fn for_spec(storage: Arc<dyn Storage>, spec: SpecVersion) -> Self {
         AssetManager {
             storage,
+            spec,
             snapshots: Cache::new(512),
             manifests: Cache::new(256),
             transaction_logs: Cache::new(512),
@@ -68,14 +77,34 @@ impl AssetManager {
     /// [`Error::Storage`] (`NotFound` when there is none); [`Error::Format`] when
     /// corrupt.
     pub async fn fetch_repo_info(&self) -> Result<(Arc<RepoInfo>, Option<ObjectVersion>)> {
+        let (_, info, version) = self.fetch_repo_object().await?;
+        Ok((info, version))
+    }
+
+    /// [`AssetManager::fetch_repo_info`], with the object's bytes as stored (what
+    /// an update saves under `overwritten/`).
+    ///
+    /// # Errors
+    /// As [`AssetManager::fetch_repo_info`].
+    pub async fn fetch_repo_object(&self) -> Result<(Bytes, Arc<RepoInfo>, Option<ObjectVersion>)> {
         let v = self.storage.get(keys::SPEC2_REPO).await?;
-        let bytes = v.bytes;
+        let bytes = v.bytes.clone();
         let info = Arc::new(blocking(move || RepoInfo::decode(&bytes)).await?);
+        self.learn_parents(&info);
+        Ok((v.bytes, info, v.version))
+    }
+
+    /// Remembers the parent links of a `repo` object read or written.
+    pub(crate) fn learn_parents(&self, info: &RepoInfo) {
         let mut parents = self.parents.write().unwrap_or_else(|p| p.into_inner());
         for s in info.snapshots.values() {
             parents.insert(s.id, s.parent_id);
         }
-        Ok((info, v.version))
+    }
+
+    /// The spec version of the files this manager writes.
+    pub fn spec_version(&self) -> SpecVersion {
+        self.spec
     }
 
     /// The parent of spec-2 snapshot `id` from the `repo` object, read again when the
@@ -250,7 +279,8 @@ impl AssetManager {
     /// Encoding and storage errors.
     pub async fn write_transaction_log(&self, log: Arc<TransactionLog>) -> Result<()> {
         let l = Arc::clone(&log);
-        let bytes = blocking(move || l.encode()).await?;
+        let spec = self.spec;
+        let bytes = blocking(move || l.encode_as(spec)).await?;
         self.storage
             .put(&keys::transaction_log(&log.id), Bytes::from(bytes))
             .await?;

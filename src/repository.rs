@@ -16,10 +16,13 @@ use crate::assets::{AssetManager, ParentWalk};
 use crate::error::{Error, Result};
 use crate::format::config::{RepositoryConfig, CONFIG_KEY};
 use crate::format::keys;
-use crate::format::repo_info::{RepoInfo, SnapshotSummary};
+use crate::format::repo_info::{
+    Availability, FeatureFlag, RepoInfo, RepoStatus, RepoUpdate, SnapshotSummary, UpdateKind,
+};
 use crate::format::snapshot::{micros_to_time, Snapshot};
+use crate::format::transaction_log::TransactionLog;
 use crate::format::{SnapshotId, SpecVersion};
-use crate::refs;
+use crate::refs::{self, repo_object, RefStore};
 use crate::session::context::SessionContext;
 use crate::session::{Diff, Session};
 use crate::storage::{ObjectVersion, S3Options, Storage, StorageError, WriteOutcome};
@@ -120,6 +123,7 @@ struct Inner {
     spec: SpecVersion,
     storage: Arc<dyn Storage>,
     assets: Arc<AssetManager>,
+    refs: RefStore,
     options: OpenOptions,
     config: RwLock<ConfigState>,
 }
@@ -147,6 +151,7 @@ impl Repository {
         Ok(Repository {
             inner: Arc::new(Inner {
                 spec,
+                refs: RefStore::new(Arc::clone(&storage), Arc::clone(&assets)),
                 assets,
                 storage,
                 options,
@@ -197,15 +202,16 @@ impl Repository {
         self.inner.spec
     }
 
-    /// Fails with [`Error::UnsupportedOnSpecVersion`] unless floe writes this
-    /// repository's spec version.
-    fn check_writable_spec(&self, operation: &'static str) -> Result<()> {
-        match self.inner.spec {
-            SpecVersion::V1 => Ok(()),
-            spec_version => Err(Error::UnsupportedOnSpecVersion {
+    /// Fails with [`Error::UnsupportedOnSpecVersion`] unless the repository is of
+    /// spec version `needed`.
+    fn require_spec(&self, operation: &'static str, needed: SpecVersion) -> Result<()> {
+        if self.inner.spec == needed {
+            Ok(())
+        } else {
+            Err(Error::UnsupportedOnSpecVersion {
                 operation,
-                spec_version,
-            }),
+                spec_version: self.inner.spec,
+            })
         }
     }
 
@@ -214,26 +220,36 @@ impl Repository {
         Ok(self.inner.assets.fetch_repo_info().await?.0)
     }
 
-    /// Creates a repository: writes the initial snapshot `1CECHNKREP0F1RSTCMT0`, the
-    /// configuration (when not default) and branch `main` (create-if-not-exists, so of
-    /// two concurrent creates exactly one succeeds).
+    /// Creates a spec-1 repository (it opens in Icechunk 1.x and 2.x): writes the
+    /// initial snapshot `1CECHNKREP0F1RSTCMT0`, the configuration (when not default)
+    /// and branch `main` (create-if-not-exists, so of two concurrent creates exactly
+    /// one succeeds). [`Repository::create_with`] chooses the spec version.
     ///
     /// # Errors
-    /// [`Error::RepositoryExists`] (of either spec version); storage errors.
+    /// As [`Repository::create_with`].
     pub async fn create(
         storage: Arc<dyn Storage>,
         config: Option<RepositoryConfig>,
     ) -> Result<Self> {
-        Self::create_with(storage, config, OpenOptions::default()).await
+        Self::create_with(storage, config, SpecVersion::V1, OpenOptions::default()).await
     }
 
-    /// [`Repository::create`] with open options (virtual chunk authorization).
+    /// Creates a repository of Icechunk spec version `spec`, with open options
+    /// (virtual chunk authorization). Spec 1 writes the initial snapshot, then
+    /// `config.yaml` (when not default) and the `main` ref; spec 2 (what Icechunk
+    /// 2.x creates by default; Icechunk 1.x cannot open it) writes the initial
+    /// snapshot and its empty transaction log, then the `repo` object holding
+    /// `main`, the configuration and a `RepoInitialized` ops-log entry. The last
+    /// write is create-if-not-exists, so of two concurrent creates exactly one
+    /// succeeds.
     ///
     /// # Errors
-    /// As [`Repository::create`].
+    /// [`Error::RepositoryExists`] (of either spec version); format errors for a
+    /// configuration that cannot be encoded; storage errors.
     pub async fn create_with(
         storage: Arc<dyn Storage>,
         config: Option<RepositoryConfig>,
+        spec: SpecVersion,
         options: OpenOptions,
     ) -> Result<Self> {
         if Self::exists(storage.as_ref()).await? {
@@ -241,33 +257,49 @@ impl Repository {
                 location: storage.root_url(),
             });
         }
+        let exists = || Error::RepositoryExists {
+            location: storage.root_url(),
+        };
         let config = config.unwrap_or_default();
-        let repo = Self::build(
-            SpecVersion::V1,
-            Arc::clone(&storage),
-            Arc::new(AssetManager::new(Arc::clone(&storage))),
-            config.clone(),
-            None,
-            options,
-        )?;
-        let initial = Arc::new(Snapshot::initial());
-        repo.inner
-            .assets
-            .write_snapshot(Arc::clone(&initial))
-            .await?;
-        if !config.is_default() {
-            let version = storage
-                .put(CONFIG_KEY, Bytes::from(config.to_yaml()?))
-                .await?;
-            repo.write_config_state().version = version;
+        let assets = Arc::new(AssetManager::for_spec(Arc::clone(&storage), spec));
+        let initial = Arc::new(Snapshot::initial(spec));
+        let mut version = None;
+        match spec {
+            SpecVersion::V1 => {
+                assets.write_snapshot(Arc::clone(&initial)).await?;
+                if !config.is_default() {
+                    version = storage
+                        .put(CONFIG_KEY, Bytes::from(config.to_yaml()?))
+                        .await?;
+                }
+                match refs::create_branch(storage.as_ref(), "main", initial.id).await {
+                    Ok(()) => {}
+                    Err(Error::BranchExists { .. }) => return Err(exists()),
+                    Err(e) => return Err(e),
+                }
+            }
+            SpecVersion::V2 => {
+                let log = TransactionLog::new(initial.id);
+                futures::try_join!(
+                    assets.write_snapshot(Arc::clone(&initial)),
+                    assets.write_transaction_log(Arc::new(log))
+                )?;
+                let info = RepoInfo::initial(
+                    SnapshotSummary::from(initial.as_ref()),
+                    config.clone(),
+                    initial.flushed_at,
+                )?;
+                let bytes = info.encode()?;
+                match storage
+                    .put_if_absent(keys::SPEC2_REPO, bytes.into())
+                    .await?
+                {
+                    WriteOutcome::Written(_) => assets.learn_parents(&info),
+                    WriteOutcome::PreconditionFailed => return Err(exists()),
+                }
+            }
         }
-        match refs::create_branch(storage.as_ref(), "main", initial.id).await {
-            Ok(()) => Ok(repo),
-            Err(Error::BranchExists { .. }) => Err(Error::RepositoryExists {
-                location: storage.root_url(),
-            }),
-            Err(e) => Err(e),
-        }
+        Self::build(spec, storage, assets, config, version, options)
     }
 
     /// Opens an existing repository with default options (no virtual chunk access).
@@ -295,7 +327,7 @@ impl Repository {
                 })
             }
         };
-        let assets = Arc::new(AssetManager::new(Arc::clone(&storage)));
+        let assets = Arc::new(AssetManager::for_spec(Arc::clone(&storage), spec));
         if spec == SpecVersion::V2 {
             // The same manager keeps the parent links this read learns.
             let (info, version) = assets.fetch_repo_info().await?;
@@ -316,7 +348,14 @@ impl Repository {
     pub async fn open_or_create(storage: Arc<dyn Storage>, options: OpenOptions) -> Result<Self> {
         match Self::open_with(Arc::clone(&storage), options.clone()).await {
             Err(Error::RepositoryNotFound { .. }) => {
-                match Self::create_with(Arc::clone(&storage), None, options.clone()).await {
+                match Self::create_with(
+                    Arc::clone(&storage),
+                    None,
+                    SpecVersion::V1,
+                    options.clone(),
+                )
+                .await
+                {
                     Err(Error::RepositoryExists { .. }) => Self::open_with(storage, options).await,
                     other => other,
                 }
@@ -362,34 +401,22 @@ impl Repository {
     /// [`Error::ConfigChanged`] when another writer wrote the file since it was read;
     /// [`Error::Format`]; storage errors.
     pub async fn save_config(&self, config: RepositoryConfig) -> Result<()> {
-        self.check_writable_spec("save_config")?;
-        let yaml = Bytes::from(config.to_yaml()?);
-        let old_version = self.config_state().version.clone();
-        let version = match old_version {
-            Some(v) => match self
-                .inner
-                .storage
-                .put_if_match(CONFIG_KEY, yaml, &v)
-                .await?
-            {
-                WriteOutcome::Written(nv) => nv,
-                WriteOutcome::PreconditionFailed => return Err(Error::ConfigChanged),
-            },
-            None => match self
-                .inner
-                .storage
-                .put_if_absent(CONFIG_KEY, yaml.clone())
-                .await?
-            {
-                WriteOutcome::Written(nv) => nv,
-                WriteOutcome::PreconditionFailed => return Err(Error::ConfigChanged),
-            },
-        };
         let resolver = Arc::new(VirtualChunkResolver::new(
             config.virtual_chunk_containers()?,
             self.inner.options.virtual_access.clone(),
             self.inner.options.virtual_s3_credentials.clone(),
         ));
+        let version = match self.inner.spec {
+            SpecVersion::V1 => self.save_config_file(&config).await?,
+            SpecVersion::V2 => {
+                repo_object::update(&self.inner.assets, false, |info| {
+                    info.set_config(config.clone())?;
+                    Ok(repo_object::Change::Write(UpdateKind::ConfigChanged, ()))
+                })
+                .await?;
+                None
+            }
+        };
         let mut state = self.write_config_state();
         state.config = config;
         state.version = version;
@@ -397,15 +424,28 @@ impl Repository {
         Ok(())
     }
 
+    /// Spec 1: writes `config.yaml`, conditional on the version read; returns the new
+    /// version.
+    async fn save_config_file(&self, config: &RepositoryConfig) -> Result<Option<ObjectVersion>> {
+        let yaml = Bytes::from(config.to_yaml()?);
+        let old_version = self.config_state().version.clone();
+        let storage = &self.inner.storage;
+        let outcome = match old_version {
+            Some(v) => storage.put_if_match(CONFIG_KEY, yaml, &v).await?,
+            None => storage.put_if_absent(CONFIG_KEY, yaml).await?,
+        };
+        match outcome {
+            WriteOutcome::Written(nv) => Ok(nv),
+            WriteOutcome::PreconditionFailed => Err(Error::ConfigChanged),
+        }
+    }
+
     /// Branch names, sorted.
     ///
     /// # Errors
     /// Storage errors.
     pub async fn list_branches(&self) -> Result<Vec<String>> {
-        if self.inner.spec == SpecVersion::V2 {
-            return Ok(self.repo_info().await?.branches.keys().cloned().collect());
-        }
-        Ok(refs::list_refs(self.inner.storage.as_ref()).await?.branches)
+        Ok(self.inner.refs.list().await?.branches)
     }
 
     /// Live tag names, sorted (deleted tags are absent).
@@ -413,10 +453,15 @@ impl Repository {
     /// # Errors
     /// Storage errors.
     pub async fn list_tags(&self) -> Result<Vec<String>> {
-        if self.inner.spec == SpecVersion::V2 {
-            return Ok(self.repo_info().await?.tags.keys().cloned().collect());
-        }
-        Ok(refs::list_refs(self.inner.storage.as_ref()).await?.tags)
+        Ok(self.inner.refs.list().await?.tags)
+    }
+
+    /// Deleted tag names, sorted (their names cannot be used again).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub async fn list_deleted_tags(&self) -> Result<Vec<String>> {
+        Ok(self.inner.refs.list().await?.deleted_tags)
     }
 
     /// The snapshot branch `name` points to.
@@ -424,19 +469,7 @@ impl Repository {
     /// # Errors
     /// [`Error::BranchNotFound`]; storage and format errors.
     pub async fn lookup_branch(&self, name: &str) -> Result<SnapshotId> {
-        if self.inner.spec == SpecVersion::V2 {
-            let info = self.repo_info().await?;
-            return info
-                .branches
-                .get(name)
-                .copied()
-                .ok_or_else(|| Error::BranchNotFound {
-                    name: name.to_string(),
-                });
-        }
-        Ok(refs::fetch_branch(self.inner.storage.as_ref(), name)
-            .await?
-            .0)
+        Ok(self.inner.refs.branch(name).await?.snapshot)
     }
 
     /// The snapshot tag `name` points to.
@@ -444,101 +477,219 @@ impl Repository {
     /// # Errors
     /// [`Error::TagNotFound`], [`Error::TagDeleted`]; storage and format errors.
     pub async fn lookup_tag(&self, name: &str) -> Result<SnapshotId> {
-        if self.inner.spec == SpecVersion::V2 {
-            let info = self.repo_info().await?;
-            if let Some(id) = info.tags.get(name) {
-                return Ok(*id);
-            }
-            return Err(if info.deleted_tags.contains(name) {
-                Error::TagDeleted {
-                    name: name.to_string(),
-                }
-            } else {
-                Error::TagNotFound {
-                    name: name.to_string(),
-                }
-            });
-        }
-        refs::fetch_tag(self.inner.storage.as_ref(), name).await
+        self.inner.refs.tag(name).await
     }
 
     /// Creates branch `name` at `snapshot`.
     ///
     /// # Errors
     /// [`Error::BranchExists`], [`Error::SnapshotNotFound`],
-    /// [`Error::InvalidRefName`]; storage errors.
+    /// [`Error::InvalidRefName`], [`Error::RepositoryReadOnly`]; storage errors.
     pub async fn create_branch(&self, name: &str, snapshot: SnapshotId) -> Result<()> {
-        self.check_writable_spec("create_branch")?;
-        refs::validate_ref_name("branch", name)?;
-        self.inner.assets.fetch_snapshot(&snapshot).await?;
-        refs::create_branch(self.inner.storage.as_ref(), name, snapshot).await
+        self.inner.refs.create_branch(name, snapshot).await
     }
 
     /// Deletes branch `name` (not `main`).
     ///
     /// # Errors
-    /// [`Error::BranchNotFound`], [`Error::CannotDeleteMain`]; storage errors.
+    /// [`Error::BranchNotFound`], [`Error::CannotDeleteMain`],
+    /// [`Error::RepositoryReadOnly`]; storage errors.
     pub async fn delete_branch(&self, name: &str) -> Result<()> {
-        self.check_writable_spec("delete_branch")?;
-        refs::delete_branch(self.inner.storage.as_ref(), name).await
+        self.inner.refs.delete_branch(name).await
     }
 
     /// Moves branch `name` to `to` with compare-and-swap: fails if the branch moved
     /// from where it was read (or from `expected`, when given).
     ///
     /// # Errors
-    /// [`Error::BranchNotFound`], [`Error::SnapshotNotFound`], [`Error::BranchMoved`];
-    /// storage errors.
+    /// [`Error::BranchNotFound`], [`Error::SnapshotNotFound`], [`Error::BranchMoved`],
+    /// [`Error::RepositoryReadOnly`]; storage errors.
     pub async fn reset_branch(
         &self,
         name: &str,
         to: SnapshotId,
         expected: Option<SnapshotId>,
     ) -> Result<()> {
-        self.check_writable_spec("reset_branch")?;
-        self.inner.assets.fetch_snapshot(&to).await?;
-        let storage = self.inner.storage.as_ref();
-        let (current, version) = refs::fetch_branch(storage, name).await?;
-        if let Some(exp) = expected {
-            if exp != current {
-                return Err(Error::BranchMoved {
-                    branch: name.to_string(),
-                    expected: exp,
-                    actual: current,
-                });
-            }
-        }
-        if refs::update_branch(storage, name, to, version.as_ref()).await? {
-            Ok(())
-        } else {
-            let (actual, _) = refs::fetch_branch(storage, name).await?;
-            Err(Error::BranchMoved {
-                branch: name.to_string(),
-                expected: current,
-                actual,
-            })
-        }
+        self.inner.refs.reset_branch(name, to, expected).await
     }
 
     /// Creates tag `name` at `snapshot`. Tags never move.
     ///
     /// # Errors
     /// [`Error::TagExists`], [`Error::TagDeleted`] (a deleted tag's name can never be
-    /// reused), [`Error::SnapshotNotFound`], [`Error::InvalidRefName`]; storage errors.
+    /// reused), [`Error::SnapshotNotFound`], [`Error::InvalidRefName`],
+    /// [`Error::FeatureDisabled`], [`Error::RepositoryReadOnly`]; storage errors.
     pub async fn create_tag(&self, name: &str, snapshot: SnapshotId) -> Result<()> {
-        self.check_writable_spec("create_tag")?;
-        refs::validate_ref_name("tag", name)?;
-        self.inner.assets.fetch_snapshot(&snapshot).await?;
-        refs::create_tag(self.inner.storage.as_ref(), name, snapshot).await
+        self.inner.refs.create_tag(name, snapshot).await
     }
 
-    /// Deletes tag `name` by writing its tombstone.
+    /// Deletes tag `name` (spec 1: by writing its tombstone; spec 2: by moving it to
+    /// the `repo` object's deleted tags).
     ///
     /// # Errors
-    /// [`Error::TagNotFound`], [`Error::TagDeleted`]; storage errors.
+    /// [`Error::TagNotFound`], [`Error::TagDeleted`], [`Error::FeatureDisabled`],
+    /// [`Error::RepositoryReadOnly`]; storage errors.
     pub async fn delete_tag(&self, name: &str) -> Result<()> {
-        self.check_writable_spec("delete_tag")?;
-        refs::delete_tag(self.inner.storage.as_ref(), name).await
+        self.inner.refs.delete_tag(name).await
+    }
+
+    /// Spec 2: the ops log, newest first: the `repo` object's entries, then those of
+    /// the `overwritten/` copies it chains to (`repo_before_updates`).
+    ///
+    /// # Errors
+    /// [`Error::UnsupportedOnSpecVersion`] on spec 1; storage and format errors
+    /// (a missing or corrupt copy in the chain).
+    pub async fn ops_log(&self) -> Result<Vec<RepoUpdate>> {
+        self.require_spec("ops_log", SpecVersion::V2)?;
+        let info = self.repo_info().await?;
+        let mut out = info.latest_updates.clone();
+        let mut next = info.repo_before_updates.clone();
+        let mut seen = std::collections::HashSet::new();
+        while let Some(name) = next {
+            if !seen.insert(name.clone()) {
+                return Err(Error::Format(crate::format::FormatError::InvalidData {
+                    what: "repo",
+                    reason: format!("the ops log chain loops at `{name}`"),
+                }));
+            }
+            let bytes = self
+                .inner
+                .storage
+                .get(&keys::overwritten(&name))
+                .await?
+                .bytes;
+            let older = tokio::task::spawn_blocking(move || RepoInfo::decode(&bytes))
+                .await
+                .map_err(|e| {
+                    Error::Format(crate::format::FormatError::InvalidData {
+                        what: "repo",
+                        reason: format!("decoding task failed: {e}"),
+                    })
+                })??;
+            out.extend(older.latest_updates);
+            next = older.repo_before_updates;
+        }
+        Ok(out)
+    }
+
+    /// Spec 2: the repository metadata (JSON values by name).
+    ///
+    /// # Errors
+    /// [`Error::UnsupportedOnSpecVersion`] on spec 1; storage and format errors.
+    pub async fn get_metadata(&self) -> Result<BTreeMap<String, serde_json::Value>> {
+        self.require_spec("get_metadata", SpecVersion::V2)?;
+        Ok(self.repo_info().await?.metadata.clone())
+    }
+
+    /// Spec 2: replaces the repository metadata (`MetadataChanged` in the ops log).
+    ///
+    /// # Errors
+    /// [`Error::UnsupportedOnSpecVersion`] on spec 1; [`Error::RepositoryReadOnly`];
+    /// storage and format errors.
+    pub async fn set_metadata(&self, metadata: BTreeMap<String, serde_json::Value>) -> Result<()> {
+        self.require_spec("set_metadata", SpecVersion::V2)?;
+        repo_object::update(&self.inner.assets, false, |info| {
+            info.metadata = metadata.clone();
+            Ok(repo_object::Change::Write(UpdateKind::MetadataChanged, ()))
+        })
+        .await
+    }
+
+    /// Spec 2: sets the given metadata keys, keeping the others; returns the
+    /// metadata after the change.
+    ///
+    /// # Errors
+    /// As [`Repository::set_metadata`].
+    pub async fn update_metadata(
+        &self,
+        changes: BTreeMap<String, serde_json::Value>,
+    ) -> Result<BTreeMap<String, serde_json::Value>> {
+        self.require_spec("update_metadata", SpecVersion::V2)?;
+        repo_object::update(&self.inner.assets, false, |info| {
+            info.metadata.extend(changes.clone());
+            Ok(repo_object::Change::Write(
+                UpdateKind::MetadataChanged,
+                info.metadata.clone(),
+            ))
+        })
+        .await
+    }
+
+    /// Spec 2: whether the repository accepts writes, since when and why.
+    ///
+    /// # Errors
+    /// [`Error::UnsupportedOnSpecVersion`] on spec 1; storage and format errors.
+    pub async fn status(&self) -> Result<RepoStatus> {
+        self.require_spec("status", SpecVersion::V2)?;
+        Ok(self.repo_info().await?.status.clone())
+    }
+
+    /// Spec 2: sets the repository status (`RepoStatusChanged` in the ops log). A
+    /// read-only repository refuses every other change until it is set online again.
+    ///
+    /// # Errors
+    /// [`Error::UnsupportedOnSpecVersion`] on spec 1; storage and format errors.
+    pub async fn set_status(
+        &self,
+        availability: Availability,
+        reason: Option<String>,
+    ) -> Result<()> {
+        self.require_spec("set_status", SpecVersion::V2)?;
+        repo_object::update(&self.inner.assets, true, |info| {
+            let status = RepoStatus {
+                availability,
+                set_at: crate::format::snapshot::now_micros(),
+                reason: reason.clone(),
+            };
+            info.status = status.clone();
+            Ok(repo_object::Change::Write(
+                UpdateKind::RepoStatusChanged { status },
+                (),
+            ))
+        })
+        .await
+    }
+
+    /// Spec 2: every feature flag with its explicit setting (`None` = default) and
+    /// whether it is on.
+    ///
+    /// # Errors
+    /// [`Error::UnsupportedOnSpecVersion`] on spec 1; storage and format errors.
+    pub async fn feature_flags(&self) -> Result<Vec<(FeatureFlag, Option<bool>, bool)>> {
+        self.require_spec("feature_flags", SpecVersion::V2)?;
+        let info = self.repo_info().await?;
+        Ok(FeatureFlag::ALL
+            .into_iter()
+            .map(|f| {
+                (
+                    f,
+                    info.feature_flag_setting(f),
+                    info.feature_flag_enabled(f),
+                )
+            })
+            .collect())
+    }
+
+    /// Spec 2: turns `flag` on or off, or back to its default with `None`
+    /// (`FeatureFlagChanged` in the ops log).
+    ///
+    /// # Errors
+    /// [`Error::UnsupportedOnSpecVersion`] on spec 1; [`Error::RepositoryReadOnly`];
+    /// storage and format errors.
+    pub async fn set_feature_flag(&self, flag: FeatureFlag, value: Option<bool>) -> Result<()> {
+        self.require_spec("set_feature_flag", SpecVersion::V2)?;
+        repo_object::update(&self.inner.assets, false, |info| {
+            info.set_feature_flag(flag, value);
+            Ok(repo_object::Change::Write(
+                UpdateKind::FeatureFlagChanged {
+                    id: flag.id(),
+                    new_value: value.unwrap_or(true),
+                    is_set: value.is_some(),
+                },
+                (),
+            ))
+        })
+        .await
     }
 
     /// The snapshot a selector names.
@@ -639,7 +790,7 @@ impl Repository {
         older_than: DateTime<Utc>,
         options: crate::lifecycle::ExpireOptions,
     ) -> Result<crate::lifecycle::ExpireResult> {
-        self.check_writable_spec("expire_snapshots")?;
+        self.require_spec("expire_snapshots", SpecVersion::V1)?;
         crate::lifecycle::expire::expire_snapshots(
             &self.inner.assets,
             self.inner.storage.as_ref(),
@@ -664,7 +815,7 @@ impl Repository {
         options: crate::lifecycle::GcOptions,
         progress: Option<crate::lifecycle::gc::GcProgress<'_>>,
     ) -> Result<crate::lifecycle::GcSummary> {
-        self.check_writable_spec("garbage_collect")?;
+        self.require_spec("garbage_collect", SpecVersion::V1)?;
         crate::lifecycle::gc::garbage_collect(
             &self.inner.assets,
             self.inner.storage.as_ref(),
@@ -690,7 +841,6 @@ impl Repository {
     /// # Errors
     /// [`Error::BranchNotFound`]; storage and format errors.
     pub async fn writable_session(&self, branch: &str) -> Result<Session> {
-        self.check_writable_spec("writable_session")?;
         let id = self.lookup_branch(branch).await?;
         let snap = self.inner.assets.fetch_snapshot(&id).await?;
         Ok(Session::on_branch(
@@ -709,7 +859,6 @@ impl Repository {
     /// [`Error::SnapshotNotFound`] when the fork's base snapshot is not in this
     /// repository; storage and format errors.
     pub async fn fork_from_bytes(&self, bytes: &[u8]) -> Result<Session> {
-        self.check_writable_spec("fork_from_bytes")?;
         Session::from_fork_bytes(self.session_context(), bytes).await
     }
 

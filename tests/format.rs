@@ -159,7 +159,7 @@ fn snapshot_round_trip() {
     let bytes = s.encode().unwrap();
     assert_eq!(bytes[37], FileType::Snapshot as u8);
     assert_eq!(Snapshot::decode(&bytes).unwrap(), s);
-    let init = Snapshot::initial();
+    let init = Snapshot::initial(floe::format::SpecVersion::V1);
     assert_eq!(Snapshot::decode(&init.encode().unwrap()).unwrap(), init);
 }
 

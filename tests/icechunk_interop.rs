@@ -22,7 +22,9 @@
 //!   spec 1: no `repo` object, every format file with spec version byte 1.
 //! - Spec 2 (icechunk 2.x's default): the same write-then-read comparison on a spec-2
 //!   repository (with a moved group and compressed virtual locations); floe reads
-//!   spec 2 and refuses to write it with `Error::UnsupportedOnSpecVersion`.
+//!   spec 2, commits to it, and icechunk 2.x reads floe's commit. floe writes spec-2
+//!   repositories icechunk 2.x reads, and icechunk 2.x commits to them (mixed
+//!   writers on spec 2).
 //!
 //! Interpreters come from `common::python()` / `common::python312()`; without them the
 //! tests are skipped, except under `CI=true`, where they fail. Set `FLOE_INTEROP_KEEP`
@@ -40,6 +42,7 @@ use floe::cli::formats::RegionFormats;
 use floe::format::config::{ContainerStore, RepositoryConfig, VirtualChunkContainer};
 use floe::format::manifest::{Checksum, ChunkPayload, VirtualChunkRef};
 use floe::format::snapshot::NodeData;
+use floe::format::SpecVersion;
 use floe::storage::LocalStorage;
 use floe::virtual_refs::VirtualAccess;
 use floe::zarr::{delete_node, Array, ArrayBuilder, ArraySubset, DataType, Group, Store};
@@ -337,11 +340,28 @@ fn facts_size(facts: &Value) -> (usize, usize) {
 /// Asserts the repository at `dir` is spec 1: refs and no `repo` object, and every
 /// snapshot, manifest and transaction file has spec version byte 1 and its file type.
 fn assert_spec1_files(dir: &Path) {
-    assert!(
-        !dir.join("repo").exists(),
-        "a spec-2 `repo` object appeared"
-    );
-    assert!(dir.join("refs/branch.main/ref.json").is_file());
+    assert_spec_files(dir, 1);
+}
+
+/// Checks the layout of a repository of spec `spec`: spec 1 has refs and no `repo`
+/// object, and every format file has version byte 1; spec 2 has a `repo` object, no
+/// refs, and format files of version 2 (or, written before an upgrade, 1).
+fn assert_spec_files(dir: &Path, spec: u8) {
+    if spec == 1 {
+        assert!(
+            !dir.join("repo").exists(),
+            "a spec-2 `repo` object appeared"
+        );
+        assert!(dir.join("refs/branch.main/ref.json").is_file());
+    } else {
+        assert!(dir.join("repo").is_file(), "no `repo` object");
+        assert!(!dir.join("refs").exists(), "refs/ in a spec-2 repository");
+        assert!(
+            !dir.join("config.yaml").exists(),
+            "config.yaml in a spec-2 repository"
+        );
+    }
+    let mut seen_spec = false;
     let mut counted = 0;
     for (sub, file_type) in [("snapshots", 1u8), ("manifests", 2), ("transactions", 4)] {
         for entry in std::fs::read_dir(dir.join(sub)).unwrap() {
@@ -354,12 +374,23 @@ fn assert_spec1_files(dir: &Path) {
                 "{}: magic",
                 path.display()
             );
-            assert_eq!(bytes[36], 1, "{}: spec version byte", path.display());
+            assert!(
+                bytes[36] == 1 || (spec == 2 && bytes[36] == 2),
+                "{}: spec version byte {}",
+                path.display(),
+                bytes[36]
+            );
+            seen_spec |= bytes[36] == spec;
             assert_eq!(bytes[37], file_type, "{}: file type byte", path.display());
             counted += 1;
         }
     }
     assert!(counted > 5, "too few format files in {}", dir.display());
+    assert!(
+        seen_spec,
+        "no format file of spec {spec} in {}",
+        dir.display()
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -439,32 +470,15 @@ async fn icechunk_writes_floe_reads(py: &Path, spec: u8) {
             "{:?}",
             log.moved_nodes
         );
-        // Writing spec 2 is not supported yet: refused, typed, naming the version.
-        for err in [
-            repo.writable_session("main").await.map(|_| ()).unwrap_err(),
-            repo.create_branch("x", tip_id).await.unwrap_err(),
-            repo.delete_tag("v1").await.unwrap_err(),
-        ] {
-            assert!(
-                matches!(
-                    err,
-                    Error::UnsupportedOnSpecVersion {
-                        spec_version: floe::format::SpecVersion::V2,
-                        ..
-                    }
-                ),
-                "{err}"
-            );
-        }
         eprintln!(
             "{} (spec 2): floe read {snaps} snapshots, {arrays} array states as icechunk does",
             py.display()
         );
-        return;
     }
 
-    // floe commits into the icechunk-made repository and rewrites its config.yaml
-    // (keys floe does not know are kept); the same icechunk reads it all back.
+    // floe commits into the icechunk-made repository and rewrites its configuration
+    // (config.yaml in spec 1, the repo object's in spec 2; keys floe does not know
+    // are kept); the same icechunk reads it all back.
     let mut config = repo.config();
     config.set_virtual_chunk_container(VirtualChunkContainer {
         name: None,
@@ -484,7 +498,7 @@ async fn icechunk_writes_floe_reads(py: &Path, spec: u8) {
         .unwrap();
     let a = ArrayBuilder::new(vec![3, 3], vec![2, 2], DataType::UInt32)
         .fill_value(json!(9))
-        .create(st.clone(), "g1/g2/from_floe")
+        .create(st.clone(), "g1/from_floe")
         .await
         .unwrap();
     a.write_region(
@@ -511,7 +525,7 @@ async fn icechunk_writes_floe_reads(py: &Path, spec: u8) {
     let facts = floe_facts(&repo, &["doomed"], &["gone"]).await;
     let facts_path = out.join("floe.json");
     write_facts(&facts_path, &facts);
-    assert_spec1_files(&repo_dir);
+    assert_spec_files(&repo_dir, spec);
     let report = run_py(
         py,
         &[
@@ -592,7 +606,7 @@ struct FloeRepo {
 
 /// Builds a repository with floe: the same kinds of content and history as the
 /// Python writer.
-async fn build_floe_repo(root: &Path) -> FloeRepo {
+async fn build_floe_repo(root: &Path, spec: SpecVersion) -> FloeRepo {
     let data_dir = root.join("data");
     std::fs::create_dir_all(&data_dir).unwrap();
     let src = data_dir.join("source.bin");
@@ -636,7 +650,7 @@ async fn build_floe_repo(root: &Path) -> FloeRepo {
     });
     let repo_dir = root.join("repo");
     let storage = local(&repo_dir);
-    Repository::create(storage.clone(), Some(config))
+    Repository::create_with(storage.clone(), Some(config), spec, OpenOptions::default())
         .await
         .unwrap();
     let repo = open_repo(&repo_dir, &data_prefix).await;
@@ -1012,11 +1026,27 @@ async fn floe_writes_icechunk_reads() {
         common::python312(),
         "Python 3.12 with icechunk 2.x (FLOE_PYTHON312)",
     );
-    if py1.is_none() && py2.is_none() {
+    floe_writes_icechunk_reads_spec(SpecVersion::V1, [py1, py2]).await;
+}
+
+/// A spec-2 repository floe writes reads in icechunk 2.x as in floe.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn floe_writes_spec2_icechunk2_reads() {
+    let py2 = common::require(
+        common::python312(),
+        "Python 3.12 with icechunk 2.x (FLOE_PYTHON312)",
+    );
+    floe_writes_icechunk_reads_spec(SpecVersion::V2, [None, py2]).await;
+}
+
+async fn floe_writes_icechunk_reads_spec(spec: SpecVersion, pythons: [Option<PathBuf>; 2]) {
+    if pythons.iter().all(Option::is_none) {
         return;
     }
+    let [py1, py2] = pythons;
+    let spec_byte = if spec == SpecVersion::V1 { 1 } else { 2 };
     let dir = workdir();
-    let f = build_floe_repo(dir.path()).await;
+    let f = build_floe_repo(dir.path(), spec).await;
     let facts = floe_facts(&f.repo, &["doomed"], &["gone"]).await;
     let (snaps, arrays) = facts_size(&facts);
     assert!(
@@ -1025,11 +1055,14 @@ async fn floe_writes_icechunk_reads() {
     );
     let facts_path = dir.path().join("expected.json");
     write_facts(&facts_path, &facts);
-    assert_spec1_files(&f.repo_dir);
+    assert_spec_files(&f.repo_dir, spec_byte);
 
-    // A repository with the default configuration has no config.yaml at all.
+    // A repository with the default configuration has no config.yaml at all (spec
+    // 2: no config in the repo object).
     let plain_dir = dir.path().join("plain");
-    let plain = Repository::create(local(&plain_dir), None).await.unwrap();
+    let plain = Repository::create_with(local(&plain_dir), None, spec, OpenOptions::default())
+        .await
+        .unwrap();
     assert!(!plain_dir.join("config.yaml").exists());
     let s = plain.writable_session("main").await.unwrap();
     let a = ArrayBuilder::new(vec![3], vec![2], DataType::Float64)
@@ -1065,15 +1098,30 @@ async fn floe_writes_icechunk_reads() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mixed_writers_keep_spec1() {
+    mixed_writers(SpecVersion::V1).await;
+}
+
+/// Icechunk 2.x and floe commit in turn to a spec-2 repository floe created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mixed_writers_on_spec2() {
+    mixed_writers(SpecVersion::V2).await;
+}
+
+async fn mixed_writers(spec: SpecVersion) {
     let Some(py2) = common::require(
         common::python312(),
         "Python 3.12 with icechunk 2.x (FLOE_PYTHON312)",
     ) else {
         return;
     };
-    let py1 = common::require(common::python(), "Python with icechunk 1.1.x (FLOE_PYTHON)");
+    let py1 = if spec == SpecVersion::V1 {
+        common::require(common::python(), "Python with icechunk 1.1.x (FLOE_PYTHON)")
+    } else {
+        None
+    };
+    let spec_byte = if spec == SpecVersion::V1 { 1 } else { 2 };
     let dir = workdir();
-    let f = build_floe_repo(dir.path()).await;
+    let f = build_floe_repo(dir.path(), spec).await;
     let before = f.repo.lookup_branch("main").await.unwrap();
     // A floe session opened before icechunk commits: it will have to rebase over
     // icechunk's commit, reading icechunk's transaction log to find no conflict.
@@ -1096,7 +1144,7 @@ async fn mixed_writers_keep_spec1() {
             &f.data_prefix,
         ],
     );
-    assert_spec1_files(&f.repo_dir);
+    assert_spec_files(&f.repo_dir, spec_byte);
     let ic_facts = read_json(&ic_facts_path);
     let repo = open_repo(&f.repo_dir, &f.data_prefix).await;
     let ic_commit = repo.lookup_branch("main").await.unwrap();
@@ -1159,7 +1207,7 @@ async fn mixed_writers_keep_spec1() {
     let facts = floe_facts(&repo, &[], &[]).await;
     let facts_path = dir.path().join("expected.json");
     write_facts(&facts_path, &facts);
-    assert_spec1_files(&f.repo_dir);
+    assert_spec_files(&f.repo_dir, spec_byte);
     for py in [py1, Some(py2)].into_iter().flatten() {
         let out = run_py(
             &py,
@@ -1172,7 +1220,7 @@ async fn mixed_writers_keep_spec1() {
         );
         eprint!("{out}");
     }
-    assert_spec1_files(&f.repo_dir);
+    assert_spec_files(&f.repo_dir, spec_byte);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -38,8 +38,8 @@ pub enum Error {
         /// The storage root URL.
         location: String,
     },
-    /// An operation floe does not support on repositories of this Icechunk spec
-    /// version (yet): on spec 2, floe reads everything but does not write.
+    /// An operation that needs another Icechunk spec version than the repository's
+    /// (the ops log, repository metadata, status and feature flags need spec 2).
     #[error("`{operation}` is not supported on Icechunk spec-{spec_version} repositories")]
     UnsupportedOnSpecVersion {
         /// The operation (`commit`, `create_branch`, ...).
@@ -250,6 +250,29 @@ pub enum Error {
     /// again.
     #[error("config.yaml was changed by another writer; reopen the repository and retry")]
     ConfigChanged,
+    /// Spec 2: the repository's status does not accept writes.
+    #[error("the repository is read-only ({availability:?}){}", reason.as_ref().map(|r| format!(": {r}")).unwrap_or_default())]
+    RepositoryReadOnly {
+        /// The status (`ReadOnly` or `Offline`).
+        availability: crate::format::repo_info::Availability,
+        /// Why, if the status says.
+        reason: Option<String>,
+    },
+    /// Spec 2: the `repo` object kept changing under this update (other writers won
+    /// every compare-and-swap) for this many attempts.
+    #[error("the repo object changed under each of {attempts} update attempts")]
+    RepoObjectContention {
+        /// Attempts made.
+        attempts: u32,
+    },
+    /// A feature flag turned off on this repository forbids the operation.
+    #[error("`{operation}` is disabled on this repository by feature flag `{flag}`")]
+    FeatureDisabled {
+        /// The operation.
+        operation: &'static str,
+        /// The flag's name.
+        flag: &'static str,
+    },
 }
 
 impl Error {

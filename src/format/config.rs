@@ -233,7 +233,7 @@ impl RepositoryConfig {
                         .iter()
                         .next()
                         .and_then(|(k, v)| k.as_str().map(|k| tagged(k, v.clone()))),
-                    Value::String(k) => Some(tagged(k, Value::Mapping(Mapping::new()))),
+                    Value::String(k) => Some(tagged(k, Value::Null)),
                     _ => None,
                 };
                 if let Some(t) = as_tagged {
@@ -244,6 +244,66 @@ impl RepositoryConfig {
         let cfg = RepositoryConfig { raw };
         cfg.check()?;
         Ok(cfg)
+    }
+
+    /// Spec 2: ops-log entries kept in one `repo` object before older ones move to a
+    /// backup (`num_updates_per_repo_info_file`, default 1000).
+    pub fn num_updates_per_repo_info_file(&self) -> usize {
+        self.raw
+            .get("num_updates_per_repo_info_file")
+            .and_then(Value::as_u64)
+            .and_then(|n| usize::try_from(n).ok())
+            .filter(|&n| n > 0)
+            .unwrap_or(super::repo_info::DEFAULT_UPDATES_PER_FILE)
+    }
+
+    /// Sets (or, with `None`, removes) `num_updates_per_repo_info_file`.
+    pub fn set_num_updates_per_repo_info_file(&mut self, n: Option<u16>) {
+        let key = Value::from("num_updates_per_repo_info_file");
+        match n {
+            Some(n) => {
+                self.raw.insert(key, Value::from(n));
+            }
+            None => {
+                self.raw.remove(&key);
+            }
+        }
+    }
+
+    /// Encodes as the FlexBuffers configuration of a spec-2 `repo` object: the map
+    /// with YAML tags turned back into serde's enum form (`{variant: value}`, or
+    /// `"variant"` for a tag without a value), as [`RepositoryConfig::from_flexbuffer`]
+    /// reads it.
+    ///
+    /// # Errors
+    /// [`FormatError::InvalidConfig`] when a value cannot be encoded.
+    pub fn to_flexbuffer(&self) -> Result<Vec<u8>, FormatError> {
+        fn untag(v: &Value) -> Value {
+            match v {
+                Value::Tagged(t) => {
+                    let tag = t.tag.to_string();
+                    let tag = tag.trim_start_matches('!').to_string();
+                    match &t.value {
+                        Value::Null => Value::String(tag),
+                        inner => {
+                            let mut m = Mapping::new();
+                            m.insert(Value::String(tag), untag(inner));
+                            Value::Mapping(m)
+                        }
+                    }
+                }
+                Value::Mapping(m) => {
+                    Value::Mapping(m.iter().map(|(k, v)| (k.clone(), untag(v))).collect())
+                }
+                Value::Sequence(s) => Value::Sequence(s.iter().map(untag).collect()),
+                other => other.clone(),
+            }
+        }
+        flexbuffers::to_vec(untag(&Value::Mapping(self.raw.clone()))).map_err(|e| {
+            FormatError::InvalidConfig {
+                reason: format!("cannot encode the configuration as FlexBuffers: {e}"),
+            }
+        })
     }
 
     fn check(&self) -> Result<(), FormatError> {

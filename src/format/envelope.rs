@@ -75,6 +75,7 @@ pub fn writer_name() -> String {
 ///
 /// # Errors
 /// [`FormatError::Compression`] if zstd fails.
+#[cfg_attr(not(feature = "testing"), allow(dead_code))]
 pub fn seal(file_type: FileType, flatbuffer: &[u8]) -> Result<Vec<u8>, FormatError> {
     seal_version(file_type, SpecVersion::V1, flatbuffer)
 }

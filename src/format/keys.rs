@@ -38,6 +38,27 @@ pub const CONFIG: &str = "config.yaml";
 /// The spec-2 repository object, whose presence marks a spec-2 repository.
 pub const SPEC2_REPO: &str = "repo";
 
+/// Spec 2: the folder of copies of replaced `repo` objects.
+pub const OVERWRITTEN: &str = "overwritten/";
+
+/// Spec 2: the name (relative to [`OVERWRITTEN`], as the ops log records it) of a
+/// copy of the `repo` object replaced at `now_ms` (milliseconds since the Unix
+/// epoch): `repo.<T>.<R>` with `T` = 3000-01-01T00:00Z minus now in milliseconds,
+/// 14 digits (newest sorts first), and `R` 12 random bytes in Crockford base32.
+pub fn repo_backup_name(now_ms: u64) -> String {
+    const YEAR_3000_MS: u64 = 32_503_680_000_000;
+    let random = super::ChunkId::random();
+    format!(
+        "{SPEC2_REPO}.{:014}.{random}",
+        YEAR_3000_MS.saturating_sub(now_ms)
+    )
+}
+
+/// Spec 2: the key of a `repo` copy named `name` (see [`repo_backup_name`]).
+pub fn overwritten(name: &str) -> String {
+    format!("{OVERWRITTEN}{name}")
+}
+
 /// Key of snapshot `id`.
 pub fn snapshot(id: &SnapshotId) -> String {
     format!("{SNAPSHOTS}{id}")

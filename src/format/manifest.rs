@@ -11,7 +11,7 @@ use flatbuffers::FlatBufferBuilder;
 
 use super::envelope::{self, FileType};
 use super::fb::{self, gen};
-use super::{ChunkId, ChunkIndices, FormatError, ManifestId, NodeId};
+use super::{ChunkId, ChunkIndices, FormatError, ManifestId, NodeId, SpecVersion};
 
 /// A checksum of the object a virtual chunk ref points into; reads fail when the object
 /// no longer matches it.
@@ -222,6 +222,7 @@ pub struct ManifestWriter {
     builder: FlatBufferBuilder<'static>,
     arrays: Vec<flatbuffers::WIPOffset<gen::ArrayManifest<'static>>>,
     count: u64,
+    spec: SpecVersion,
 }
 
 impl ManifestWriter {
@@ -232,7 +233,16 @@ impl ManifestWriter {
             builder: FlatBufferBuilder::with_capacity(1024 + estimated_refs.saturating_mul(48)),
             arrays: Vec::new(),
             count: 0,
+            spec: SpecVersion::V1,
         }
+    }
+
+    /// Writes a file of spec version `spec` (the table layout is the same in both;
+    /// only the envelope's version byte differs). Spec 1 by default.
+    #[must_use]
+    pub fn spec_version(mut self, spec: SpecVersion) -> Self {
+        self.spec = spec;
+        self
     }
 
     /// Adds the refs of array `node` (sorted by index; arrays added in node id order).
@@ -294,7 +304,7 @@ impl ManifestWriter {
         );
         self.builder.finish(root, Some(fb::IDENTIFIER));
         Ok((
-            envelope::seal(FileType::Manifest, self.builder.finished_data())?,
+            envelope::seal_version(FileType::Manifest, self.spec, self.builder.finished_data())?,
             self.count,
         ))
     }

@@ -171,15 +171,23 @@ pub const INITIAL_MESSAGE: &str = "Repository initialized";
 
 impl Snapshot {
     /// The initial snapshot of a new repository: id `1CECHNKREP0F1RSTCMT0`, no parent,
-    /// no nodes, metadata `{"__root": true}`, flushed now.
-    pub fn initial() -> Self {
+    /// no nodes, flushed now; metadata `{"__root": true}` in spec 1 (as Icechunk 1.x
+    /// writes it), `{"__icechunk": {"is_root": true}}` in spec 2 (as Icechunk 2.x does).
+    pub fn initial(spec: SpecVersion) -> Self {
+        let metadata = match spec {
+            SpecVersion::V1 => ("__root".to_string(), serde_json::Value::Bool(true)),
+            SpecVersion::V2 => (
+                "__icechunk".to_string(),
+                serde_json::json!({ "is_root": true }),
+            ),
+        };
         Snapshot {
-            spec_version: SpecVersion::V1,
+            spec_version: spec,
             id: SnapshotId::INITIAL,
             parent_id: None,
             flushed_at: now_micros(),
             message: INITIAL_MESSAGE.to_string(),
-            metadata: BTreeMap::from([("__root".to_string(), serde_json::Value::Bool(true))]),
+            metadata: BTreeMap::from([metadata]),
             manifest_files: Vec::new(),
             nodes: BTreeMap::new(),
         }
@@ -207,14 +215,23 @@ impl Snapshot {
     /// [`FormatError::Compression`].
     pub fn encode(&self) -> Result<Vec<u8>, FormatError> {
         let mut b = FlatBufferBuilder::with_capacity(1024 + self.nodes.len() * 256);
-        let nodes: Vec<_> = self.nodes.values().map(|n| write_node(&mut b, n)).collect();
+        let nodes: Vec<_> = self
+            .nodes
+            .values()
+            .map(|n| write_node(&mut b, n, self.spec_version))
+            .collect();
         let nodes = b.create_vector(&nodes);
         let message = b.create_string(&self.message);
         let mut items = Vec::with_capacity(self.metadata.len());
+        let spec = self.spec_version;
         for (name, value) in &self.metadata {
-            let packed = rmp_serde::to_vec(value).map_err(|e| FormatError::InvalidData {
+            let packed = match spec {
+                SpecVersion::V1 => rmp_serde::to_vec(value).map_err(|e| e.to_string()),
+                SpecVersion::V2 => super::repo_info::encode_metadata_value(value),
+            }
+            .map_err(|e| FormatError::InvalidData {
                 what: "snapshot metadata",
-                reason: format!("cannot encode `{name}` as MessagePack: {e}"),
+                reason: format!("cannot encode `{name}` for spec {spec}: {e}"),
             })?;
             let name = b.create_string(name);
             let value = b.create_vector(&packed);
@@ -229,13 +246,47 @@ impl Snapshot {
         let metadata = b.create_vector(&items);
         let mut files = self.manifest_files.clone();
         files.sort_by_key(|f| f.id);
-        let files: Vec<gen::ManifestFileInfo> = files
-            .iter()
-            .map(|f| gen::ManifestFileInfo::new(&fb::fb12(&f.id), f.size_bytes, f.num_chunk_refs))
-            .collect();
-        let files = b.create_vector(&files);
+        // Spec 2 lists manifest files in `manifest_files_v2`, leaves the old
+        // (required) field empty, and keeps parent links in the `repo` object only.
+        let (files, files_v2, parent) = match spec {
+            SpecVersion::V1 => {
+                let files: Vec<gen::ManifestFileInfo> = files
+                    .iter()
+                    .map(|f| {
+                        gen::ManifestFileInfo::new(&fb::fb12(&f.id), f.size_bytes, f.num_chunk_refs)
+                    })
+                    .collect();
+                (
+                    b.create_vector(&files),
+                    None,
+                    self.parent_id.as_ref().map(fb::fb12),
+                )
+            }
+            SpecVersion::V2 => {
+                let v2: Vec<_> = files
+                    .iter()
+                    .map(|f| {
+                        let id = fb::fb12(&f.id);
+                        gen::ManifestFileInfoV2::create(
+                            &mut b,
+                            &gen::ManifestFileInfoV2Args {
+                                id: Some(&id),
+                                size_bytes: f.size_bytes,
+                                num_chunk_refs: f.num_chunk_refs,
+                                extra: None,
+                            },
+                        )
+                    })
+                    .collect();
+                let v2 = b.create_vector(&v2);
+                (
+                    b.create_vector::<gen::ManifestFileInfo>(&[]),
+                    Some(v2),
+                    None,
+                )
+            }
+        };
         let id = fb::fb12(&self.id);
-        let parent = self.parent_id.as_ref().map(fb::fb12);
         let root = gen::Snapshot::create(
             &mut b,
             &gen::SnapshotArgs {
@@ -246,11 +297,12 @@ impl Snapshot {
                 message: Some(message),
                 metadata: Some(metadata),
                 manifest_files: Some(files),
+                manifest_files_v2: files_v2,
                 ..Default::default()
             },
         );
         b.finish(root, Some(fb::IDENTIFIER));
-        envelope::seal(FileType::Snapshot, b.finished_data())
+        envelope::seal_version(FileType::Snapshot, spec, b.finished_data())
     }
 
     /// Decodes a snapshot file.
@@ -339,6 +391,7 @@ pub(crate) fn decode_metadata_value(
 fn write_node<'a>(
     b: &mut FlatBufferBuilder<'a>,
     n: &NodeSnapshot,
+    spec: SpecVersion,
 ) -> flatbuffers::WIPOffset<gen::NodeSnapshot<'a>> {
     let path = b.create_string(n.path.as_str());
     let user_data = b.create_vector(&n.user_data[..]);
@@ -348,12 +401,33 @@ fn write_node<'a>(
             gen::GroupNodeData::create(b, &gen::GroupNodeDataArgs {}).as_union_value(),
         ),
         NodeData::Array(a) => {
-            let shape: Vec<gen::DimensionShape> = a
-                .shape
-                .iter()
-                .map(|d| gen::DimensionShape::new(d.array_length, d.chunk_length))
-                .collect();
-            let shape = b.create_vector(&shape);
+            let (shape, shape_v2) = match spec {
+                SpecVersion::V1 => {
+                    let shape: Vec<gen::DimensionShape> = a
+                        .shape
+                        .iter()
+                        .map(|d| gen::DimensionShape::new(d.array_length, d.chunk_length))
+                        .collect();
+                    (b.create_vector(&shape), None)
+                }
+                SpecVersion::V2 => {
+                    let dims: Vec<_> = a
+                        .shape
+                        .iter()
+                        .map(|d| {
+                            gen::DimensionShapeV2::create(
+                                b,
+                                &gen::DimensionShapeV2Args {
+                                    array_length: d.array_length,
+                                    num_chunks: u32::try_from(d.num_chunks()).unwrap_or(u32::MAX),
+                                },
+                            )
+                        })
+                        .collect();
+                    let dims = b.create_vector(&dims);
+                    (b.create_vector::<gen::DimensionShape>(&[]), Some(dims))
+                }
+            };
             let names = a.dimension_names.as_ref().map(|names| {
                 let names: Vec<_> = names
                     .iter()
@@ -391,6 +465,7 @@ fn write_node<'a>(
                     b,
                     &gen::ArrayNodeDataArgs {
                         shape: Some(shape),
+                        shape_v2,
                         dimension_names: names,
                         manifests: Some(manifests),
                         ..Default::default()

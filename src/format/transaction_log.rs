@@ -11,7 +11,7 @@ use flatbuffers::FlatBufferBuilder;
 use super::envelope::{self, FileType};
 use super::fb::{self, gen};
 use super::snapshot::NodeKind;
-use super::{ChunkIndices, FormatError, NodeId, NodePath, SnapshotId};
+use super::{ChunkIndices, FormatError, NodeId, NodePath, SnapshotId, SpecVersion};
 
 /// One node's net move in a commit (spec 2, `MoveOperation`): every moved node is
 /// listed, descendants of a moved group included.
@@ -123,11 +123,21 @@ impl TransactionLog {
             && self.updated_chunks.values().all(BTreeSet::is_empty)
     }
 
-    /// Encodes into a full transaction log file.
+    /// Encodes into a full spec-1 transaction log file.
     ///
     /// # Errors
-    /// [`FormatError::Compression`].
+    /// As [`TransactionLog::encode_as`].
     pub fn encode(&self) -> Result<Vec<u8>, FormatError> {
+        self.encode_as(SpecVersion::V1)
+    }
+
+    /// Encodes into a full transaction log file of spec version `spec`: spec 2 always
+    /// writes `moved_nodes` (empty when nothing moved), as Icechunk 2.x does; spec 1
+    /// writes it only when a node moved (never, for logs floe makes).
+    ///
+    /// # Errors
+    /// [`FormatError::ChunkIndexTooLarge`]; [`FormatError::Compression`].
+    pub fn encode_as(&self, spec: SpecVersion) -> Result<Vec<u8>, FormatError> {
         fn ids<'a>(
             b: &mut FlatBufferBuilder<'a>,
             set: &BTreeSet<NodeId>,
@@ -167,6 +177,30 @@ impl TransactionLog {
             ));
         }
         let updated_chunks = b.create_vector(&updated);
+        let moved_nodes = (spec == SpecVersion::V2 || !self.moved_nodes.is_empty()).then(|| {
+            let moves: Vec<_> = self
+                .moved_nodes
+                .iter()
+                .map(|m| {
+                    let from = b.create_string(m.from.as_str());
+                    let to = b.create_string(m.to.as_str());
+                    let node_id = fb::fb8(&m.node_id);
+                    gen::MoveOperation::create(
+                        &mut b,
+                        &gen::MoveOperationArgs {
+                            from: Some(from),
+                            to: Some(to),
+                            node_id: Some(&node_id),
+                            node_type: match m.kind {
+                                NodeKind::Group => gen::NodeType::Group,
+                                NodeKind::Array => gen::NodeType::Array,
+                            },
+                        },
+                    )
+                })
+                .collect();
+            b.create_vector(&moves)
+        });
         let id = fb::fb12(&self.id);
         let root = gen::TransactionLog::create(
             &mut b,
@@ -179,11 +213,12 @@ impl TransactionLog {
                 updated_arrays: Some(updated_arrays),
                 updated_groups: Some(updated_groups),
                 updated_chunks: Some(updated_chunks),
+                moved_nodes,
                 ..Default::default()
             },
         );
         b.finish(root, Some(fb::IDENTIFIER));
-        envelope::seal(FileType::TransactionLog, b.finished_data())
+        envelope::seal_version(FileType::TransactionLog, spec, b.finished_data())
     }
 
     /// Decodes a transaction log file (spec 1 or 2).

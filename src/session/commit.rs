@@ -19,8 +19,6 @@ use crate::format::snapshot::{
 };
 use crate::format::transaction_log::TransactionLog;
 use crate::format::{ManifestId, NodeId, NodePath, SnapshotId};
-use crate::refs;
-use crate::storage::{ObjectVersion, Storage};
 
 use super::change_set::ChangeSet;
 use super::manifest_split::{write_array_manifests, ArrayManifests, SplitLayout};
@@ -118,7 +116,8 @@ pub(crate) enum CommitMethod<'a> {
 /// Builds and writes the new snapshot `new_id` for `changes` on top of `base`: writes
 /// one new manifest per array whose chunks changed (or whose shape shrank), reuses
 /// every other manifest as it is, then writes the transaction log and the snapshot.
-/// Nothing is visible until the branch ref is updated.
+/// Nothing is visible until the branch moves ([`crate::refs::RefStore::commit`], the
+/// commit point).
 ///
 /// # Errors
 /// Storage and format errors.
@@ -220,7 +219,7 @@ pub(crate) async fn flush(
         ),
     };
     let snapshot = Arc::new(Snapshot {
-        spec_version: crate::format::SpecVersion::V1,
+        spec_version: assets.spec_version(),
         id: new_id,
         parent_id,
         flushed_at: now_micros().max(base.flushed_at + 1),
@@ -232,32 +231,4 @@ pub(crate) async fn flush(
     assets.write_transaction_log(Arc::new(log)).await?;
     assets.write_snapshot(Arc::clone(&snapshot)).await?;
     Ok(snapshot)
-}
-
-/// The outcome of trying to move a branch at the commit point.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum RefUpdate {
-    /// The branch now points at the new snapshot.
-    Moved,
-    /// Another writer moved the branch first; nothing was changed.
-    Lost,
-}
-
-/// The commit point: moves `branch` to `new` if its ref file is still at
-/// `expected_version` (compare-and-swap). Exactly one of several concurrent callers
-/// with the same expected version succeeds.
-///
-/// # Errors
-/// Storage errors.
-pub(crate) async fn commit_point(
-    storage: &dyn Storage,
-    branch: &str,
-    new: SnapshotId,
-    expected_version: Option<&ObjectVersion>,
-) -> Result<RefUpdate> {
-    if refs::update_branch(storage, branch, new, expected_version).await? {
-        Ok(RefUpdate::Moved)
-    } else {
-        Ok(RefUpdate::Lost)
-    }
 }

@@ -6,17 +6,18 @@ use std::sync::Arc;
 
 use crate::assets::AssetManager;
 use crate::format::config::RepositoryConfig;
+use crate::refs::RefStore;
 use crate::storage::Storage;
 use crate::virtual_refs::VirtualChunkResolver;
 
-/// The storage, object cache, configuration and virtual chunk resolver of the
+/// The refs, object cache, configuration and virtual chunk resolver of the
 /// repository a session belongs to, as they were when the session started.
 #[derive(Debug)]
 pub(crate) struct SessionContext {
-    /// The repository's storage.
-    pub(crate) storage: Arc<dyn Storage>,
     /// The repository's object fetcher and caches (shared with the repository).
     pub(crate) assets: Arc<AssetManager>,
+    /// The repository's branches and tags, and the commit point.
+    pub(crate) refs: RefStore,
     /// The configuration when the session started.
     pub(crate) config: RepositoryConfig,
     /// Reads virtual chunks under the prefixes the repository was opened with.
@@ -35,7 +36,7 @@ impl SessionContext {
     ) -> Self {
         let inline_threshold_bytes = config.inline_chunk_threshold_bytes();
         SessionContext {
-            storage,
+            refs: RefStore::new(storage, Arc::clone(&assets)),
             assets,
             config,
             virtual_resolver,

@@ -223,6 +223,7 @@ impl Session {
                 commit::CommitMethod::NewCommit,
             )
             .await?;
+            self.inner.ctx.refs.record_detached(&snapshot).await?;
             self.write()
                 .forks
                 .baselines

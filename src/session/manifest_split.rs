@@ -159,6 +159,7 @@ pub(crate) async fn write_array_manifests(
     let manifests: Vec<Arc<Manifest>> = fetched.into_values().collect();
     let changes = Arc::clone(changes);
     let shape = shape.to_vec();
+    let spec = assets.spec_version();
     let encoded = tokio::task::spawn_blocking(move || -> std::result::Result<_, FormatError> {
         let mut by_block: BTreeMap<BlockId, Vec<(&[u64], &ChunkPayload)>> = BTreeMap::new();
         for (idx, payload) in merged_refs(&manifests, &changes, &node) {
@@ -172,7 +173,7 @@ pub(crate) async fn write_array_manifests(
         let mut files = Vec::with_capacity(by_block.len());
         for refs in by_block.into_values() {
             let id = ManifestId::random();
-            let mut writer = ManifestWriter::new(id, refs.len());
+            let mut writer = ManifestWriter::new(id, refs.len()).spec_version(spec);
             let Some(extents) = writer.add_array(node, refs)? else {
                 continue;
             };

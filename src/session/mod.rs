@@ -27,7 +27,7 @@ use crate::format::config::RepositoryConfig;
 use crate::format::manifest::{ChunkPayload, NativeChunkRef};
 use crate::format::snapshot::{NodeSnapshot, Snapshot};
 use crate::format::{ChunkId, ChunkIndices, NodeId, NodePath, SnapshotId};
-use crate::refs;
+use crate::refs::RefUpdate;
 use crate::storage::StorageError;
 
 pub use change_set::{ArrayDefinition, ChangeSet, NewNode};
@@ -776,16 +776,15 @@ impl Session {
             if base.parent_id.is_none() {
                 return Err(Error::NoAmendForInitialCommit);
             }
-            let assets = &self.inner.ctx.assets;
-            let storage = self.inner.ctx.storage.as_ref();
-            let (tip, version) = refs::fetch_branch(storage, &branch).await?;
-            let moved = || Error::conflict(&branch, base.id, tip, Vec::new());
-            if tip != base.id {
+            let ctx = &self.inner.ctx;
+            let tip = ctx.refs.branch(&branch).await?;
+            let moved = || Error::conflict(&branch, base.id, tip.snapshot, Vec::new());
+            if tip.snapshot != base.id {
                 return Err(moved());
             }
-            let previous = assets.fetch_transaction_log(&base.id).await?;
+            let previous = ctx.assets.fetch_transaction_log(&base.id).await?;
             let snapshot = commit::flush(
-                assets,
+                &ctx.assets,
                 &base,
                 &changes,
                 SnapshotId::random(),
@@ -794,11 +793,15 @@ impl Session {
                 commit::CommitMethod::Amend(&previous),
             )
             .await?;
-            match commit::commit_point(storage, &branch, snapshot.id, version.as_ref()).await {
-                Ok(commit::RefUpdate::Moved) => Ok(snapshot),
-                Ok(commit::RefUpdate::Lost) => Err(moved()),
-                Err(e) => match refs::fetch_branch(storage, &branch).await {
-                    Ok((now, _)) if now == snapshot.id => Ok(snapshot),
+            match ctx
+                .refs
+                .commit(&branch, &tip, &snapshot, Some(base.id))
+                .await
+            {
+                Ok(RefUpdate::Moved) => Ok(snapshot),
+                Ok(RefUpdate::Lost) => Err(moved()),
+                Err(e) => match ctx.refs.branch(&branch).await {
+                    Ok(now) if now.snapshot == snapshot.id => Ok(snapshot),
                     _ => Err(e),
                 },
             }
@@ -854,8 +857,8 @@ impl Session {
         if changes.is_empty() && !options.allow_empty {
             return Err(Error::NoChangesToCommit);
         }
-        let assets = &self.inner.ctx.assets;
-        let storage = self.inner.ctx.storage.as_ref();
+        let ctx = &self.inner.ctx;
+        let assets = &ctx.assets;
         let mut attempt = 0u32;
         // The last snapshot this commit tried to move the branch to: when a response
         // was lost (an error, or a retried request that found its own earlier write),
@@ -863,20 +866,20 @@ impl Session {
         let mut ours: Option<Arc<Snapshot>> = None;
         loop {
             attempt += 1;
-            let (tip, version) = refs::fetch_branch(storage, &branch).await?;
-            if let Some(landed) = ours.take().filter(|s| s.id == tip) {
+            let tip = ctx.refs.branch(&branch).await?;
+            if let Some(landed) = ours.take().filter(|s| s.id == tip.snapshot) {
                 return Ok(landed);
             }
-            if tip != base.id {
+            if tip.snapshot != base.id {
                 if !options.rebase {
-                    return Err(Error::conflict(&branch, base.id, tip, Vec::new()));
+                    return Err(Error::conflict(&branch, base.id, tip.snapshot, Vec::new()));
                 }
                 let rebased = rebase::rebase(
                     assets,
                     &branch,
                     &base,
                     &changes,
-                    tip,
+                    tip.snapshot,
                     options.solver.as_ref(),
                 )
                 .await?;
@@ -893,22 +896,21 @@ impl Session {
                 commit::CommitMethod::NewCommit,
             )
             .await?;
-            let update =
-                commit::commit_point(storage, &branch, snapshot.id, version.as_ref()).await;
+            let update = ctx.refs.commit(&branch, &tip, &snapshot, None).await;
             ours = Some(Arc::clone(&snapshot));
             let update = match update {
                 Ok(update) => update,
-                Err(e) => match refs::fetch_branch(storage, &branch).await {
-                    Ok((tip, _)) if tip == snapshot.id => commit::RefUpdate::Moved,
+                Err(e) => match ctx.refs.branch(&branch).await {
+                    Ok(now) if now.snapshot == snapshot.id => RefUpdate::Moved,
                     _ => return Err(e),
                 },
             };
             match update {
-                commit::RefUpdate::Moved => return Ok(snapshot),
-                commit::RefUpdate::Lost => {
+                RefUpdate::Moved => return Ok(snapshot),
+                RefUpdate::Lost => {
                     if attempt >= options.max_attempts {
-                        let (tip, _) = refs::fetch_branch(storage, &branch).await?;
-                        return Err(Error::conflict(&branch, base.id, tip, Vec::new()));
+                        let now = ctx.refs.branch(&branch).await?;
+                        return Err(Error::conflict(&branch, base.id, now.snapshot, Vec::new()));
                     }
                     tokio::time::sleep(backoff(&options, attempt)).await;
                 }
@@ -935,7 +937,7 @@ impl Session {
     pub async fn rebase_with(&self, solver: &dyn ConflictSolver) -> Result<()> {
         let branch = self.commit_branch()?;
         let ctx = &self.inner.ctx;
-        let (tip, _) = refs::fetch_branch(ctx.storage.as_ref(), &branch).await?;
+        let tip = ctx.refs.branch(&branch).await?.snapshot;
         let (base, changes) = {
             let state = self.read();
             (Arc::clone(&state.base), Arc::clone(&state.changes))

@@ -1,4 +1,4 @@
-//! Branches and tags in storage: branches (`refs/branch.<name>/ref.json`, moved by
+//! Spec 1: branches and tags as ref files: branches (`refs/branch.<name>/ref.json`, moved by
 //! compare-and-swap), tags (`refs/tag.<name>/ref.json`, create-if-not-exists only) and
 //! tag tombstones (`refs/tag.<name>/ref.json.deleted`, an empty object marking a
 //! deleted tag whose name can never be reused). The file content and name rules are

@@ -8,6 +8,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+mod edit;
+mod encode;
+
+pub use edit::DEFAULT_UPDATES_PER_FILE;
+pub(crate) use encode::encode_metadata_value;
+
 use super::config::RepositoryConfig;
 use super::envelope::{self, FileType};
 use super::fb::{self, gen};
@@ -31,6 +37,66 @@ pub struct SnapshotSummary {
     /// Spec 2.1: transaction logs of expired ancestors, oldest first; `None` when
     /// none were expired.
     pub pruned_ancestor_tx_logs: Option<Vec<SnapshotId>>,
+}
+
+impl From<&super::snapshot::Snapshot> for SnapshotSummary {
+    /// What the `repo` object records of a snapshot (no pruned ancestor logs).
+    fn from(s: &super::snapshot::Snapshot) -> Self {
+        SnapshotSummary {
+            id: s.id,
+            parent_id: s.parent_id,
+            flushed_at: s.flushed_at,
+            message: s.message.clone(),
+            metadata: s.metadata.clone(),
+            pruned_ancestor_tx_logs: None,
+        }
+    }
+}
+
+/// A feature flag of a spec-2 repository (ids from Icechunk's `feature_flags.rs`);
+/// every flag is on unless the `repo` object turns it off.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum FeatureFlag {
+    /// Moving and renaming nodes (rearrange sessions).
+    MoveNode,
+    /// Creating tags.
+    CreateTag,
+    /// Deleting tags.
+    DeleteTag,
+}
+
+impl FeatureFlag {
+    /// Every flag, by id.
+    pub const ALL: [FeatureFlag; 3] = [
+        FeatureFlag::MoveNode,
+        FeatureFlag::CreateTag,
+        FeatureFlag::DeleteTag,
+    ];
+
+    /// The id stored in the `repo` object.
+    pub fn id(self) -> u16 {
+        match self {
+            FeatureFlag::MoveNode => 3,
+            FeatureFlag::CreateTag => 4,
+            FeatureFlag::DeleteTag => 5,
+        }
+    }
+
+    /// Icechunk's name for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            FeatureFlag::MoveNode => "move_node",
+            FeatureFlag::CreateTag => "create_tag",
+            FeatureFlag::DeleteTag => "delete_tag",
+        }
+    }
+
+    /// The flag named `name`, if any.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|f| f.name() == name)
+    }
 }
 
 /// Whether a repository accepts writes (`RepoStatus.availability`).
@@ -180,6 +246,9 @@ pub struct RepoInfo {
     pub repo_before_updates: Option<String>,
     /// The repository configuration.
     pub config: RepositoryConfig,
+    /// The configuration as stored (FlexBuffers), written back unchanged unless the
+    /// configuration changes; `None` for the default configuration.
+    pub config_bytes: Option<Vec<u8>>,
     /// Feature flags explicitly enabled.
     pub enabled_feature_flags: Vec<u16>,
     /// Feature flags explicitly disabled.
@@ -208,6 +277,38 @@ impl RepoInfo {
             next = s.parent_id;
         }
         Ok(out)
+    }
+
+    /// Whether `flag` is on: as explicitly set, else on (every flag Icechunk defines
+    /// is on by default).
+    pub fn feature_flag_enabled(&self, flag: FeatureFlag) -> bool {
+        self.feature_flag_setting(flag).unwrap_or(true)
+    }
+
+    /// How `flag` is explicitly set, `None` when it is left at its default.
+    pub fn feature_flag_setting(&self, flag: FeatureFlag) -> Option<bool> {
+        let id = flag.id();
+        if self.enabled_feature_flags.contains(&id) {
+            Some(true)
+        } else if self.disabled_feature_flags.contains(&id) {
+            Some(false)
+        } else {
+            None
+        }
+    }
+
+    /// Sets `flag` on or off, or back to its default with `None`.
+    pub fn set_feature_flag(&mut self, flag: FeatureFlag, value: Option<bool>) {
+        let id = flag.id();
+        self.enabled_feature_flags.retain(|&f| f != id);
+        self.disabled_feature_flags.retain(|&f| f != id);
+        match value {
+            Some(true) => self.enabled_feature_flags.push(id),
+            Some(false) => self.disabled_feature_flags.push(id),
+            None => {}
+        }
+        self.enabled_feature_flags.sort_unstable();
+        self.disabled_feature_flags.sort_unstable();
     }
 
     /// Decodes a `repo` object.
@@ -274,8 +375,9 @@ impl RepoInfo {
             .iter()
             .map(|u| read_update(&u))
             .collect::<Result<Vec<_>, FormatError>>()?;
-        let config = match root.config() {
-            Some(c) => RepositoryConfig::from_flexbuffer(c.bytes())?,
+        let config_bytes = root.config().map(|c| c.bytes().to_vec());
+        let config = match &config_bytes {
+            Some(c) => RepositoryConfig::from_flexbuffer(c)?,
             None => RepositoryConfig::default(),
         };
         Ok(RepoInfo {
@@ -288,6 +390,7 @@ impl RepoInfo {
             latest_updates,
             repo_before_updates: root.repo_before_updates().map(str::to_string),
             config,
+            config_bytes,
             enabled_feature_flags: root
                 .enabled_feature_flags()
                 .map(|v| v.iter().collect())
@@ -481,6 +584,7 @@ mod tests {
             latest_updates: Vec::new(),
             repo_before_updates: None,
             config: RepositoryConfig::default(),
+            config_bytes: None,
             enabled_feature_flags: Vec::new(),
             disabled_feature_flags: Vec::new(),
         }

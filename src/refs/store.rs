@@ -1,0 +1,434 @@
+//! [`RefStore`]: branches, tags and the commit point of a repository of either spec
+//! version, as one interface.
+
+use std::sync::Arc;
+
+use super::ref_files;
+use super::repo_object::{self, Change};
+use super::RefListing;
+use crate::assets::AssetManager;
+use crate::error::{Error, Result};
+use crate::format::repo_info::{FeatureFlag, RepoInfo, SnapshotSummary, UpdateKind};
+use crate::format::snapshot::Snapshot;
+use crate::format::{SnapshotId, SpecVersion};
+use crate::storage::{ObjectVersion, Storage};
+
+/// Where a branch pointed when read, for the commit point's compare-and-swap.
+#[derive(Clone, Debug)]
+pub(crate) struct BranchTip {
+    /// The snapshot.
+    pub(crate) snapshot: SnapshotId,
+    /// Spec 1: the version of the ref file (spec 2 checks the tip itself).
+    version: Option<ObjectVersion>,
+}
+
+/// The outcome of trying to move a branch at the commit point.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum RefUpdate {
+    /// The branch now points at the new snapshot.
+    Moved,
+    /// Another writer moved the branch first; nothing was changed.
+    Lost,
+}
+
+/// Branches, tags and the commit point of one repository.
+#[derive(Clone, Debug)]
+pub(crate) struct RefStore {
+    storage: Arc<dyn Storage>,
+    assets: Arc<AssetManager>,
+}
+
+/// Fails with [`Error::FeatureDisabled`] when `info` turns `flag` off.
+pub(crate) fn check_flag(
+    info: &RepoInfo,
+    operation: &'static str,
+    flag: FeatureFlag,
+) -> Result<()> {
+    if info.feature_flag_enabled(flag) {
+        Ok(())
+    } else {
+        Err(Error::FeatureDisabled {
+            operation,
+            flag: flag.name(),
+        })
+    }
+}
+
+fn known_snapshot(info: &RepoInfo, id: SnapshotId) -> Result<()> {
+    if info.snapshots.contains_key(&id) {
+        Ok(())
+    } else {
+        Err(Error::SnapshotNotFound { id })
+    }
+}
+
+fn branch_of(info: &RepoInfo, name: &str) -> Result<SnapshotId> {
+    info.branches
+        .get(name)
+        .copied()
+        .ok_or_else(|| Error::BranchNotFound {
+            name: name.to_string(),
+        })
+}
+
+/// What the `repo` object records of snapshot `s`.
+fn summary(s: &Snapshot, pruned_ancestor_tx_logs: Option<Vec<SnapshotId>>) -> SnapshotSummary {
+    SnapshotSummary {
+        pruned_ancestor_tx_logs,
+        ..SnapshotSummary::from(s)
+    }
+}
+
+impl RefStore {
+    /// The refs of the repository in `storage`, of the spec version `assets` writes.
+    pub(crate) fn new(storage: Arc<dyn Storage>, assets: Arc<AssetManager>) -> Self {
+        RefStore { storage, assets }
+    }
+
+    fn spec(&self) -> SpecVersion {
+        self.assets.spec_version()
+    }
+
+    /// Spec 2: the current `repo` object.
+    async fn repo(&self) -> Result<Arc<RepoInfo>> {
+        Ok(self.assets.fetch_repo_info().await?.0)
+    }
+
+    /// Branches, live tags and deleted tags, sorted.
+    ///
+    /// # Errors
+    /// Storage and format errors.
+    pub(crate) async fn list(&self) -> Result<RefListing> {
+        match self.spec() {
+            SpecVersion::V1 => ref_files::list_refs(self.storage.as_ref()).await,
+            SpecVersion::V2 => {
+                let info = self.repo().await?;
+                Ok(RefListing {
+                    branches: info.branches.keys().cloned().collect(),
+                    tags: info.tags.keys().cloned().collect(),
+                    deleted_tags: info.deleted_tags.iter().cloned().collect(),
+                })
+            }
+        }
+    }
+
+    /// Where branch `name` points.
+    ///
+    /// # Errors
+    /// [`Error::BranchNotFound`]; [`Error::InvalidRefName`]; storage and format errors.
+    pub(crate) async fn branch(&self, name: &str) -> Result<BranchTip> {
+        match self.spec() {
+            SpecVersion::V1 => {
+                let (snapshot, version) =
+                    ref_files::fetch_branch(self.storage.as_ref(), name).await?;
+                Ok(BranchTip { snapshot, version })
+            }
+            SpecVersion::V2 => Ok(BranchTip {
+                snapshot: branch_of(&*self.repo().await?, name)?,
+                version: None,
+            }),
+        }
+    }
+
+    /// Where tag `name` points.
+    ///
+    /// # Errors
+    /// [`Error::TagNotFound`]; [`Error::TagDeleted`]; storage and format errors.
+    pub(crate) async fn tag(&self, name: &str) -> Result<SnapshotId> {
+        match self.spec() {
+            SpecVersion::V1 => ref_files::fetch_tag(self.storage.as_ref(), name).await,
+            SpecVersion::V2 => {
+                let info = self.repo().await?;
+                if let Some(id) = info.tags.get(name) {
+                    return Ok(*id);
+                }
+                Err(if info.deleted_tags.contains(name) {
+                    Error::TagDeleted {
+                        name: name.to_string(),
+                    }
+                } else {
+                    Error::TagNotFound {
+                        name: name.to_string(),
+                    }
+                })
+            }
+        }
+    }
+
+    /// Creates branch `name` at `snapshot` (which must exist).
+    ///
+    /// # Errors
+    /// [`Error::BranchExists`], [`Error::SnapshotNotFound`], [`Error::InvalidRefName`],
+    /// [`Error::RepositoryReadOnly`]; storage errors.
+    pub(crate) async fn create_branch(&self, name: &str, snapshot: SnapshotId) -> Result<()> {
+        ref_files::validate_ref_name("branch", name)?;
+        match self.spec() {
+            SpecVersion::V1 => {
+                self.assets.fetch_snapshot(&snapshot).await?;
+                ref_files::create_branch(self.storage.as_ref(), name, snapshot).await
+            }
+            SpecVersion::V2 => {
+                repo_object::update(&self.assets, false, |info| {
+                    if info.branches.contains_key(name) {
+                        return Err(Error::BranchExists {
+                            name: name.to_string(),
+                        });
+                    }
+                    known_snapshot(info, snapshot)?;
+                    info.branches.insert(name.to_string(), snapshot);
+                    Ok(Change::Write(
+                        UpdateKind::BranchCreated {
+                            name: name.to_string(),
+                        },
+                        (),
+                    ))
+                })
+                .await
+            }
+        }
+    }
+
+    /// Deletes branch `name` (never `main`).
+    ///
+    /// # Errors
+    /// [`Error::BranchNotFound`], [`Error::CannotDeleteMain`],
+    /// [`Error::RepositoryReadOnly`]; storage errors.
+    pub(crate) async fn delete_branch(&self, name: &str) -> Result<()> {
+        match self.spec() {
+            SpecVersion::V1 => ref_files::delete_branch(self.storage.as_ref(), name).await,
+            SpecVersion::V2 => {
+                if name == "main" {
+                    return Err(Error::CannotDeleteMain);
+                }
+                repo_object::update(&self.assets, false, |info| {
+                    let previous_snap_id = branch_of(info, name)?;
+                    info.branches.remove(name);
+                    Ok(Change::Write(
+                        UpdateKind::BranchDeleted {
+                            name: name.to_string(),
+                            previous_snap_id,
+                        },
+                        (),
+                    ))
+                })
+                .await
+            }
+        }
+    }
+
+    /// Moves branch `name` to `to` (which must exist) if it still points at
+    /// `expected` (or, when `None`, where it pointed when first read).
+    ///
+    /// # Errors
+    /// [`Error::BranchNotFound`], [`Error::SnapshotNotFound`], [`Error::BranchMoved`],
+    /// [`Error::RepositoryReadOnly`]; storage errors.
+    pub(crate) async fn reset_branch(
+        &self,
+        name: &str,
+        to: SnapshotId,
+        expected: Option<SnapshotId>,
+    ) -> Result<()> {
+        let tip = self.branch(name).await?;
+        let expected_snapshot = expected.unwrap_or(tip.snapshot);
+        let moved = |actual| Error::BranchMoved {
+            branch: name.to_string(),
+            expected: expected_snapshot,
+            actual,
+        };
+        if tip.snapshot != expected_snapshot {
+            return Err(moved(tip.snapshot));
+        }
+        match self.spec() {
+            SpecVersion::V1 => {
+                self.assets.fetch_snapshot(&to).await?;
+                let storage = self.storage.as_ref();
+                if ref_files::update_branch(storage, name, to, tip.version.as_ref()).await? {
+                    Ok(())
+                } else {
+                    Err(moved(ref_files::fetch_branch(storage, name).await?.0))
+                }
+            }
+            SpecVersion::V2 => {
+                repo_object::update(&self.assets, false, |info| {
+                    known_snapshot(info, to)?;
+                    let previous_snap_id = branch_of(info, name)?;
+                    if previous_snap_id != expected_snapshot {
+                        return Err(moved(previous_snap_id));
+                    }
+                    info.branches.insert(name.to_string(), to);
+                    Ok(Change::Write(
+                        UpdateKind::BranchReset {
+                            name: name.to_string(),
+                            previous_snap_id,
+                        },
+                        (),
+                    ))
+                })
+                .await
+            }
+        }
+    }
+
+    /// Creates tag `name` at `snapshot` (which must exist). Tags never move.
+    ///
+    /// # Errors
+    /// [`Error::TagExists`], [`Error::TagDeleted`], [`Error::SnapshotNotFound`],
+    /// [`Error::InvalidRefName`], [`Error::FeatureDisabled`],
+    /// [`Error::RepositoryReadOnly`]; storage errors.
+    pub(crate) async fn create_tag(&self, name: &str, snapshot: SnapshotId) -> Result<()> {
+        ref_files::validate_ref_name("tag", name)?;
+        match self.spec() {
+            SpecVersion::V1 => {
+                self.assets.fetch_snapshot(&snapshot).await?;
+                ref_files::create_tag(self.storage.as_ref(), name, snapshot).await
+            }
+            SpecVersion::V2 => {
+                repo_object::update(&self.assets, false, |info| {
+                    check_flag(info, "create_tag", FeatureFlag::CreateTag)?;
+                    if info.tags.contains_key(name) {
+                        return Err(Error::TagExists {
+                            name: name.to_string(),
+                        });
+                    }
+                    if info.deleted_tags.contains(name) {
+                        return Err(Error::TagDeleted {
+                            name: name.to_string(),
+                        });
+                    }
+                    known_snapshot(info, snapshot)?;
+                    info.tags.insert(name.to_string(), snapshot);
+                    Ok(Change::Write(
+                        UpdateKind::TagCreated {
+                            name: name.to_string(),
+                        },
+                        (),
+                    ))
+                })
+                .await
+            }
+        }
+    }
+
+    /// Deletes tag `name`; its name can never be used again.
+    ///
+    /// # Errors
+    /// [`Error::TagNotFound`], [`Error::TagDeleted`], [`Error::FeatureDisabled`],
+    /// [`Error::RepositoryReadOnly`]; storage errors.
+    pub(crate) async fn delete_tag(&self, name: &str) -> Result<()> {
+        match self.spec() {
+            SpecVersion::V1 => ref_files::delete_tag(self.storage.as_ref(), name).await,
+            SpecVersion::V2 => {
+                repo_object::update(&self.assets, false, |info| {
+                    check_flag(info, "delete_tag", FeatureFlag::DeleteTag)?;
+                    let Some(previous_snap_id) = info.tags.remove(name) else {
+                        return Err(if info.deleted_tags.contains(name) {
+                            Error::TagDeleted {
+                                name: name.to_string(),
+                            }
+                        } else {
+                            Error::TagNotFound {
+                                name: name.to_string(),
+                            }
+                        });
+                    };
+                    info.deleted_tags.insert(name.to_string());
+                    Ok(Change::Write(
+                        UpdateKind::TagDeleted {
+                            name: name.to_string(),
+                            previous_snap_id,
+                        },
+                        (),
+                    ))
+                })
+                .await
+            }
+        }
+    }
+
+    /// The commit point: moves `branch` from `expected` to `snapshot` (already
+    /// written) with compare-and-swap. In spec 2 this also adds the snapshot to the
+    /// `repo` object with its parent link and records the commit in the ops log
+    /// (`CommitAmended` when `amends` names the replaced tip, whose pruned
+    /// ancestor logs the new snapshot inherits). Exactly one of several concurrent
+    /// callers expecting the same tip succeeds.
+    ///
+    /// # Errors
+    /// [`Error::BranchNotFound`] (spec 2: the branch was deleted);
+    /// [`Error::RepositoryReadOnly`]; storage and format errors.
+    pub(crate) async fn commit(
+        &self,
+        branch: &str,
+        expected: &BranchTip,
+        snapshot: &Snapshot,
+        amends: Option<SnapshotId>,
+    ) -> Result<RefUpdate> {
+        match self.spec() {
+            SpecVersion::V1 => {
+                let moved = ref_files::update_branch(
+                    self.storage.as_ref(),
+                    branch,
+                    snapshot.id,
+                    expected.version.as_ref(),
+                )
+                .await?;
+                Ok(if moved {
+                    RefUpdate::Moved
+                } else {
+                    RefUpdate::Lost
+                })
+            }
+            SpecVersion::V2 => {
+                repo_object::update(&self.assets, false, |info| {
+                    let tip = branch_of(info, branch)?;
+                    if tip != expected.snapshot {
+                        return Ok(Change::Skip(RefUpdate::Lost));
+                    }
+                    let pruned = amends
+                        .and_then(|old| info.snapshots.get(&old))
+                        .and_then(|s| s.pruned_ancestor_tx_logs.clone());
+                    info.snapshots
+                        .insert(snapshot.id, summary(snapshot, pruned));
+                    info.branches.insert(branch.to_string(), snapshot.id);
+                    let kind = match amends {
+                        None => UpdateKind::NewCommit {
+                            branch: branch.to_string(),
+                            new_snap_id: snapshot.id,
+                        },
+                        Some(previous_snap_id) => UpdateKind::CommitAmended {
+                            branch: branch.to_string(),
+                            previous_snap_id,
+                            new_snap_id: snapshot.id,
+                        },
+                    };
+                    Ok(Change::Write(kind, RefUpdate::Moved))
+                })
+                .await
+            }
+        }
+    }
+
+    /// Records a snapshot written outside any branch (a fork's starting point): spec 2
+    /// lists it in the `repo` object (`NewDetachedSnapshot`), so its parent link is
+    /// known; spec 1 has nothing to record.
+    ///
+    /// # Errors
+    /// [`Error::RepositoryReadOnly`]; storage and format errors.
+    pub(crate) async fn record_detached(&self, snapshot: &Snapshot) -> Result<()> {
+        if self.spec() == SpecVersion::V1 {
+            return Ok(());
+        }
+        repo_object::update(&self.assets, false, |info| {
+            if info.snapshots.contains_key(&snapshot.id) {
+                return Ok(Change::Skip(()));
+            }
+            info.snapshots.insert(snapshot.id, summary(snapshot, None));
+            Ok(Change::Write(
+                UpdateKind::NewDetachedSnapshot {
+                    new_snap_id: snapshot.id,
+                },
+                (),
+            ))
+        })
+        .await
+    }
+}

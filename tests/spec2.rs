@@ -1,0 +1,460 @@
+//! Spec-2 repositories floe creates and writes: the `repo` object, its backups and ops
+//! log, refs, commits, amend, config, repository metadata, status and feature flags,
+//! and concurrent writers. Interop with Icechunk 2.3.0 is in `icechunk_interop.rs`.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use common::{array_def, group_json, p};
+use floe::format::repo_info::{Availability, FeatureFlag, UpdateKind};
+use floe::format::snapshot::Snapshot;
+use floe::format::{SnapshotId, SpecVersion};
+use floe::storage::{new_in_memory_storage, LocalStorage, Storage};
+use floe::{Error, OpenOptions, Repository, VersionSelector};
+
+fn local(dir: &tempfile::TempDir) -> Arc<dyn Storage> {
+    Arc::new(LocalStorage::new(dir.path()).unwrap())
+}
+
+async fn create(storage: Arc<dyn Storage>) -> Repository {
+    Repository::create_with(storage, None, SpecVersion::V2, OpenOptions::default())
+        .await
+        .unwrap()
+}
+
+async fn keys(storage: &dyn Storage, prefix: &str) -> Vec<String> {
+    storage
+        .list(prefix)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|i| i.key)
+        .collect()
+}
+
+/// Commits one array with one chunk holding `byte`.
+async fn commit_array(repo: &Repository, branch: &str, name: &str, byte: u8) -> SnapshotId {
+    let s = repo.writable_session(branch).await.unwrap();
+    let path = format!("/{name}");
+    s.add_array(&p(&path), array_def(&path, &[4], &[2], "uint8"))
+        .unwrap();
+    s.set_chunk(&p(&path), &[1], Bytes::from(vec![byte; 2]))
+        .await
+        .unwrap();
+    s.commit(&format!("add {name}")).await.unwrap()
+}
+
+#[tokio::test]
+async fn a_new_spec2_repository_has_the_spec2_layout() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = create(local(&dir)).await;
+    assert_eq!(repo.spec_version(), SpecVersion::V2);
+    let storage = repo.storage();
+    let all = keys(storage.as_ref(), "").await;
+    assert_eq!(
+        all,
+        vec![
+            "repo".to_string(),
+            format!("snapshots/{}", SnapshotId::INITIAL),
+            format!("transactions/{}", SnapshotId::INITIAL),
+        ],
+        "no refs/, no config.yaml"
+    );
+    let snap = Snapshot::decode(
+        &storage
+            .get(&format!("snapshots/{}", SnapshotId::INITIAL))
+            .await
+            .unwrap()
+            .bytes,
+    )
+    .unwrap();
+    assert_eq!(snap.spec_version, SpecVersion::V2);
+    assert_eq!(
+        snap.metadata["__icechunk"],
+        serde_json::json!({"is_root": true})
+    );
+    let log = repo.ops_log().await.unwrap();
+    assert_eq!(log.len(), 1);
+    assert_eq!(log[0].kind, UpdateKind::RepoInitialized);
+    // Creating again fails, as for spec 1; so does creating spec 1 over it.
+    for spec in [SpecVersion::V2, SpecVersion::V1] {
+        assert!(matches!(
+            Repository::create_with(Arc::clone(storage), None, spec, OpenOptions::default()).await,
+            Err(Error::RepositoryExists { .. })
+        ));
+    }
+    let reopened = Repository::open(Arc::clone(storage)).await.unwrap();
+    assert_eq!(reopened.spec_version(), SpecVersion::V2);
+    assert_eq!(reopened.list_branches().await.unwrap(), vec!["main"]);
+}
+
+#[tokio::test]
+async fn commits_refs_and_the_ops_log_on_spec2() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = create(local(&dir)).await;
+    let a = commit_array(&repo, "main", "a", 1).await;
+    let b = commit_array(&repo, "main", "b", 2).await;
+    repo.create_branch("dev", a).await.unwrap();
+    let c = commit_array(&repo, "dev", "c", 3).await;
+    repo.create_tag("v1", b).await.unwrap();
+    repo.create_tag("gone", a).await.unwrap();
+    repo.delete_tag("gone").await.unwrap();
+    assert!(matches!(
+        repo.create_tag("gone", a).await,
+        Err(Error::TagDeleted { .. })
+    ));
+    assert!(matches!(
+        repo.lookup_tag("gone").await,
+        Err(Error::TagDeleted { .. })
+    ));
+    assert!(matches!(
+        repo.create_branch("dev", a).await,
+        Err(Error::BranchExists { .. })
+    ));
+    assert!(matches!(
+        repo.create_branch("x", SnapshotId::random()).await,
+        Err(Error::SnapshotNotFound { .. })
+    ));
+    repo.create_branch("tmp", c).await.unwrap();
+    repo.reset_branch("tmp", a, Some(c)).await.unwrap();
+    assert!(matches!(
+        repo.reset_branch("tmp", b, Some(c)).await,
+        Err(Error::BranchMoved { .. })
+    ));
+    repo.delete_branch("tmp").await.unwrap();
+    assert!(matches!(
+        repo.delete_branch("main").await,
+        Err(Error::CannotDeleteMain)
+    ));
+
+    // A fresh handle sees it all, and the history comes from the repo object.
+    let repo = Repository::open(repo.storage().clone()).await.unwrap();
+    assert_eq!(repo.list_branches().await.unwrap(), vec!["dev", "main"]);
+    assert_eq!(repo.list_tags().await.unwrap(), vec!["v1"]);
+    assert_eq!(repo.list_deleted_tags().await.unwrap(), vec!["gone"]);
+    let history: Vec<SnapshotId> = repo
+        .ancestry(c)
+        .await
+        .unwrap()
+        .iter()
+        .map(|s| s.id)
+        .collect();
+    assert_eq!(history, vec![c, a, SnapshotId::INITIAL]);
+    let r = repo
+        .readonly_session(&VersionSelector::Tag("v1".into()))
+        .await
+        .unwrap();
+    assert_eq!(
+        r.get_chunk(&p("/b"), &[1], None).await.unwrap(),
+        Some(Bytes::from(vec![2u8; 2]))
+    );
+    assert!(matches!(
+        r.get_node(&p("/c")),
+        Err(Error::NodeNotFound { .. })
+    ));
+    // The snapshot files hold no parent; the repo object does.
+    let file = Snapshot::decode(
+        &repo
+            .storage()
+            .get(&format!("snapshots/{c}"))
+            .await
+            .unwrap()
+            .bytes,
+    )
+    .unwrap();
+    assert_eq!(file.parent_id, None);
+    assert_eq!(file.spec_version, SpecVersion::V2);
+    let diff = repo.diff(a, c).await.unwrap();
+    assert!(diff.new_arrays.contains(&p("/c")));
+
+    let log = repo.ops_log().await.unwrap();
+    let kinds: Vec<&UpdateKind> = log.iter().map(|u| &u.kind).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            &UpdateKind::BranchDeleted {
+                name: "tmp".into(),
+                previous_snap_id: a
+            },
+            &UpdateKind::BranchReset {
+                name: "tmp".into(),
+                previous_snap_id: c
+            },
+            &UpdateKind::BranchCreated { name: "tmp".into() },
+            &UpdateKind::TagDeleted {
+                name: "gone".into(),
+                previous_snap_id: a
+            },
+            &UpdateKind::TagCreated {
+                name: "gone".into()
+            },
+            &UpdateKind::TagCreated { name: "v1".into() },
+            &UpdateKind::NewCommit {
+                branch: "dev".into(),
+                new_snap_id: c
+            },
+            &UpdateKind::BranchCreated { name: "dev".into() },
+            &UpdateKind::NewCommit {
+                branch: "main".into(),
+                new_snap_id: b
+            },
+            &UpdateKind::NewCommit {
+                branch: "main".into(),
+                new_snap_id: a
+            },
+            &UpdateKind::RepoInitialized,
+        ]
+    );
+    assert!(log.windows(2).all(|w| w[0].updated_at > w[1].updated_at));
+    // Every update saved the object it replaced; each entry but the newest names the
+    // copy holding the object right after it.
+    let backups = keys(repo.storage().as_ref(), "overwritten/").await;
+    assert_eq!(backups.len(), log.len() - 1);
+    assert_eq!(log[0].backup_path, None);
+    for u in &log[1..] {
+        let name = u.backup_path.as_ref().unwrap();
+        assert!(backups.contains(&format!("overwritten/{name}")), "{name}");
+        assert!(
+            name.starts_with("repo.") && name.len() == "repo.".len() + 14 + 1 + 20,
+            "{name}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_ops_log_overflows_into_backups_and_reads_back_whole() {
+    let storage = new_in_memory_storage();
+    let repo = create(Arc::clone(&storage)).await;
+    let mut config = repo.config();
+    config.set_num_updates_per_repo_info_file(Some(3));
+    repo.save_config(config).await.unwrap();
+    for i in 0..7 {
+        repo.update_metadata(BTreeMap::from([("i".to_string(), serde_json::json!(i))]))
+            .await
+            .unwrap();
+    }
+    let repo = Repository::open(storage).await.unwrap();
+    assert_eq!(repo.config().num_updates_per_repo_info_file(), 3);
+    let log = repo.ops_log().await.unwrap();
+    assert_eq!(log.len(), 9, "initialized, config, 7 metadata changes");
+    assert_eq!(log[8].kind, UpdateKind::RepoInitialized);
+    assert_eq!(log[7].kind, UpdateKind::ConfigChanged);
+    assert!(log.windows(2).all(|w| w[0].updated_at > w[1].updated_at));
+    assert_eq!(
+        repo.get_metadata().await.unwrap()["i"],
+        serde_json::json!(6)
+    );
+}
+
+#[tokio::test]
+async fn metadata_status_and_feature_flags() {
+    let storage = new_in_memory_storage();
+    let repo = create(storage).await;
+    repo.set_metadata(BTreeMap::from([(
+        "team".to_string(),
+        serde_json::json!("ocean"),
+    )]))
+    .await
+    .unwrap();
+    let after = repo
+        .update_metadata(BTreeMap::from([(
+            "year".to_string(),
+            serde_json::json!(2026),
+        )]))
+        .await
+        .unwrap();
+    assert_eq!(after.len(), 2);
+    assert_eq!(repo.get_metadata().await.unwrap(), after);
+
+    repo.set_feature_flag(FeatureFlag::CreateTag, Some(false))
+        .await
+        .unwrap();
+    assert!(matches!(
+        repo.create_tag("t", SnapshotId::INITIAL).await,
+        Err(Error::FeatureDisabled {
+            flag: "create_tag",
+            ..
+        })
+    ));
+    repo.set_feature_flag(FeatureFlag::CreateTag, None)
+        .await
+        .unwrap();
+    repo.create_tag("t", SnapshotId::INITIAL).await.unwrap();
+    let flags = repo.feature_flags().await.unwrap();
+    assert!(flags
+        .iter()
+        .all(|(_, setting, on)| setting.is_none() && *on));
+
+    let s = repo.writable_session("main").await.unwrap();
+    s.add_group(&p("/"), group_json(serde_json::json!({})))
+        .unwrap();
+    repo.set_status(Availability::ReadOnly, Some("maintenance".into()))
+        .await
+        .unwrap();
+    assert_eq!(
+        repo.status().await.unwrap().availability,
+        Availability::ReadOnly
+    );
+    assert!(matches!(
+        s.commit("blocked").await,
+        Err(Error::RepositoryReadOnly {
+            availability: Availability::ReadOnly,
+            ..
+        })
+    ));
+    assert!(matches!(
+        repo.create_branch("b", SnapshotId::INITIAL).await,
+        Err(Error::RepositoryReadOnly { .. })
+    ));
+    repo.set_status(Availability::Online, None).await.unwrap();
+    s.commit("now").await.unwrap();
+}
+
+#[tokio::test]
+async fn spec2_only_operations_are_refused_on_spec1() {
+    let repo = Repository::create(new_in_memory_storage(), None)
+        .await
+        .unwrap();
+    assert!(matches!(
+        repo.ops_log().await,
+        Err(Error::UnsupportedOnSpecVersion {
+            operation: "ops_log",
+            spec_version: SpecVersion::V1
+        })
+    ));
+    assert!(matches!(
+        repo.set_metadata(BTreeMap::new()).await,
+        Err(Error::UnsupportedOnSpecVersion {
+            spec_version: SpecVersion::V1,
+            ..
+        })
+    ));
+    assert!(matches!(
+        repo.status().await,
+        Err(Error::UnsupportedOnSpecVersion {
+            spec_version: SpecVersion::V1,
+            ..
+        })
+    ));
+}
+
+#[tokio::test]
+async fn amend_replaces_the_tip_and_is_recorded() {
+    let storage = new_in_memory_storage();
+    let repo = create(storage).await;
+    let a = commit_array(&repo, "main", "a", 1).await;
+    let s = repo.writable_session("main").await.unwrap();
+    s.set_chunk(&p("/a"), &[0], Bytes::from(vec![5u8; 2]))
+        .await
+        .unwrap();
+    let amended = s.amend("a, amended", BTreeMap::new()).await.unwrap();
+    assert_eq!(repo.lookup_branch("main").await.unwrap(), amended);
+    let history: Vec<SnapshotId> = repo
+        .ancestry(amended)
+        .await
+        .unwrap()
+        .iter()
+        .map(|s| s.id)
+        .collect();
+    assert_eq!(history, vec![amended, SnapshotId::INITIAL]);
+    assert_eq!(
+        repo.ops_log().await.unwrap()[0].kind,
+        UpdateKind::CommitAmended {
+            branch: "main".into(),
+            previous_snap_id: a,
+            new_snap_id: amended
+        }
+    );
+}
+
+#[tokio::test]
+async fn forks_merge_and_commit_on_spec2() {
+    let storage = new_in_memory_storage();
+    let repo = create(Arc::clone(&storage)).await;
+    commit_array(&repo, "main", "a", 1).await;
+    let s = repo.writable_session("main").await.unwrap();
+    s.set_chunk(&p("/a"), &[0], Bytes::from(vec![4u8; 2]))
+        .await
+        .unwrap();
+    let fork = s.fork().await.unwrap();
+    let bytes = {
+        fork.set_chunk(&p("/a"), &[1], Bytes::from(vec![8u8; 2]))
+            .await
+            .unwrap();
+        fork.to_fork_bytes().unwrap()
+    };
+    let back = repo.fork_from_bytes(&bytes).await.unwrap();
+    s.merge(vec![back]).await.unwrap();
+    let id = s.commit("merged").await.unwrap();
+    let log = repo.ops_log().await.unwrap();
+    assert!(matches!(
+        log[1].kind,
+        UpdateKind::NewDetachedSnapshot { .. }
+    ));
+    let r = Repository::open(storage)
+        .await
+        .unwrap()
+        .readonly_session(&VersionSelector::Snapshot(id))
+        .await
+        .unwrap();
+    assert_eq!(
+        r.get_chunk(&p("/a"), &[0], None).await.unwrap(),
+        Some(Bytes::from(vec![4u8; 2]))
+    );
+    assert_eq!(
+        r.get_chunk(&p("/a"), &[1], None).await.unwrap(),
+        Some(Bytes::from(vec![8u8; 2]))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_writers_on_spec2_all_land() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = create(local(&dir)).await;
+    let s = repo.writable_session("main").await.unwrap();
+    s.add_array(&p("/a"), array_def("/a", &[64], &[1], "uint8"))
+        .unwrap();
+    s.commit("array").await.unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..16u64 {
+        let repo = Repository::open(local(&dir)).await.unwrap();
+        tasks.push(tokio::spawn(async move {
+            let branch = if i % 4 == 0 {
+                format!("b{i}")
+            } else {
+                "main".into()
+            };
+            if i % 4 == 0 {
+                repo.create_branch(&branch, SnapshotId::INITIAL)
+                    .await
+                    .unwrap();
+                return;
+            }
+            let s = repo.writable_session(&branch).await.unwrap();
+            s.set_chunk(&p("/a"), &[i], Bytes::from(vec![u8::try_from(i).unwrap()]))
+                .await
+                .unwrap();
+            s.commit(&format!("chunk {i}")).await.unwrap();
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let r = repo
+        .readonly_session(&VersionSelector::Branch("main".into()))
+        .await
+        .unwrap();
+    for i in (0..16u64).filter(|i| i % 4 != 0) {
+        assert_eq!(
+            r.get_chunk(&p("/a"), &[i], None).await.unwrap(),
+            Some(Bytes::from(vec![u8::try_from(i).unwrap()])),
+            "chunk {i}"
+        );
+    }
+    assert_eq!(repo.list_branches().await.unwrap().len(), 5);
+    let tip = repo.lookup_branch("main").await.unwrap();
+    assert_eq!(repo.ancestry(tip).await.unwrap().len(), 12 + 2);
+}
