@@ -107,9 +107,10 @@ impl AssetManager {
         self.spec
     }
 
-    /// The parent of spec-2 snapshot `id` from the `repo` object, read again when the
-    /// last one read did not list it.
-    async fn spec2_parent(&self, id: &SnapshotId) -> Result<Option<SnapshotId>> {
+    /// The parent link of snapshot `id` in the `repo` object (`Some(None)` for a
+    /// snapshot without parent), read again when the last one read did not list it;
+    /// `None` when the object does not list it.
+    async fn spec2_parent(&self, id: &SnapshotId) -> Result<Option<Option<SnapshotId>>> {
         let known = |s: &Self| {
             s.parents
                 .read()
@@ -118,10 +119,10 @@ impl AssetManager {
                 .copied()
         };
         if let Some(parent) = known(self) {
-            return Ok(parent);
+            return Ok(Some(parent));
         }
         self.fetch_repo_info().await?;
-        Ok(known(self).flatten())
+        Ok(known(self))
     }
 
     /// Forgets every cached object (after garbage collection deleted some).
@@ -154,8 +155,14 @@ impl AssetManager {
             Err(e) => return Err(e.into()),
         };
         let mut snap = blocking(move || Snapshot::decode(&bytes)).await?;
-        if snap.spec_version == SpecVersion::V2 {
-            snap.parent_id = self.spec2_parent(id).await?;
+        // In a spec-2 repository the `repo` object's parent links are the truth, also
+        // for spec-1 files kept by an upgrade (expiry re-parents in `repo` only).
+        if self.spec == SpecVersion::V2 || snap.spec_version == SpecVersion::V2 {
+            match self.spec2_parent(id).await? {
+                Some(parent) => snap.parent_id = parent,
+                None if snap.spec_version == SpecVersion::V2 => snap.parent_id = None,
+                None => {}
+            }
         }
         let snap = Arc::new(snap);
         if snap.id != *id {

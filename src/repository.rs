@@ -170,13 +170,16 @@ impl Repository {
     /// # Errors
     /// Storage errors.
     pub async fn exists(storage: &dyn Storage) -> Result<bool> {
-        Ok(Self::spec_version_in(storage).await?.is_some())
+        Ok(Self::spec_version_of(storage).await?.is_some())
     }
 
     /// The spec version of the repository in `storage`, `None` when there is none.
     /// As Icechunk decides it: a `repo` object means spec 2 (even beside spec-1 refs,
     /// an unfinished upgrade); else a `main` branch ref means spec 1.
-    async fn spec_version_in(storage: &dyn Storage) -> Result<Option<SpecVersion>> {
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub async fn spec_version_of(storage: &dyn Storage) -> Result<Option<SpecVersion>> {
         let present = |key: String| async move {
             match storage.head(&key).await {
                 Ok(_) => Ok(true),
@@ -319,7 +322,7 @@ impl Repository {
     /// [`Error::RepositoryNotFound`]; [`Error::Format`] for a corrupt `config.yaml` or
     /// `repo` object; storage errors.
     pub async fn open_with(storage: Arc<dyn Storage>, options: OpenOptions) -> Result<Self> {
-        let spec = match Self::spec_version_in(storage.as_ref()).await? {
+        let spec = match Self::spec_version_of(storage.as_ref()).await? {
             Some(spec) => spec,
             None => {
                 return Err(Error::RepositoryNotFound {

@@ -458,3 +458,125 @@ async fn concurrent_writers_on_spec2_all_land() {
     let tip = repo.lookup_branch("main").await.unwrap();
     assert_eq!(repo.ancestry(tip).await.unwrap().len(), 12 + 2);
 }
+
+/// A spec-1 repository with two branches, a tag, a deleted tag and a configuration.
+async fn spec1_repo(storage: Arc<dyn Storage>) -> (Repository, SnapshotId, SnapshotId) {
+    let mut config = floe::format::config::RepositoryConfig::default();
+    config.set_inline_chunk_threshold_bytes(Some(8));
+    let repo = Repository::create(storage, Some(config)).await.unwrap();
+    let a = commit_array(&repo, "main", "a", 1).await;
+    let b = commit_array(&repo, "main", "b", 2).await;
+    repo.create_branch("dev", a).await.unwrap();
+    commit_array(&repo, "dev", "c", 3).await;
+    repo.create_tag("v1", b).await.unwrap();
+    repo.create_tag("gone", a).await.unwrap();
+    repo.delete_tag("gone").await.unwrap();
+    (repo, a, b)
+}
+
+#[tokio::test]
+async fn upgrade_folds_refs_and_config_into_the_repo_object() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = local(&dir);
+    let (v1, _a, b) = spec1_repo(Arc::clone(&storage)).await;
+    let main = v1.lookup_branch("main").await.unwrap();
+    let dev = v1.lookup_branch("dev").await.unwrap();
+    let before = keys(storage.as_ref(), "").await;
+
+    // A dry run changes nothing.
+    let dry = floe::lifecycle::upgrade_to_spec2(Arc::clone(&storage), true)
+        .await
+        .unwrap();
+    assert!(dry.dry_run);
+    assert_eq!((dry.branches, dry.tags, dry.deleted_tags), (2, 1, 1));
+    assert_eq!(dry.snapshots, 4, "initial, a, b and dev's c");
+    assert_eq!(keys(storage.as_ref(), "").await, before);
+
+    let report = floe::lifecycle::upgrade_to_spec2(Arc::clone(&storage), false)
+        .await
+        .unwrap();
+    assert_eq!(report.snapshots, dry.snapshots);
+    assert!(keys(storage.as_ref(), "refs/").await.is_empty());
+    assert!(!dir.path().join("config.yaml").exists());
+    let repo = Repository::open(Arc::clone(&storage)).await.unwrap();
+    assert_eq!(repo.spec_version(), SpecVersion::V2);
+    assert_eq!(repo.lookup_branch("main").await.unwrap(), main);
+    assert_eq!(repo.lookup_branch("dev").await.unwrap(), dev);
+    assert_eq!(repo.lookup_tag("v1").await.unwrap(), b);
+    assert!(matches!(
+        repo.lookup_tag("gone").await,
+        Err(Error::TagDeleted { .. })
+    ));
+    assert_eq!(repo.config().inline_chunk_threshold_bytes(), 8);
+    let log = repo.ops_log().await.unwrap();
+    assert_eq!(
+        log[0].kind,
+        UpdateKind::RepoMigrated {
+            from_version: 1,
+            to_version: 2
+        }
+    );
+    assert_eq!(log.last().unwrap().kind, UpdateKind::RepoInitialized);
+    assert_eq!(log.len(), 1 + 1 + 2 + 1 + 1 + 1 + 2, "{log:#?}");
+    assert!(log.windows(2).all(|w| w[0].updated_at > w[1].updated_at));
+    // Old files are read by their own version; history is in the repo object.
+    let history: Vec<SnapshotId> = repo
+        .ancestry(dev)
+        .await
+        .unwrap()
+        .iter()
+        .map(|s| s.id)
+        .collect();
+    assert_eq!(history.len(), 3);
+    let r = repo
+        .readonly_session(&VersionSelector::Tag("v1".into()))
+        .await
+        .unwrap();
+    assert_eq!(
+        r.get_chunk(&p("/b"), &[1], None).await.unwrap(),
+        Some(Bytes::from(vec![2u8; 2]))
+    );
+    // The upgraded repository takes commits; a second upgrade is refused.
+    commit_array(&repo, "main", "d", 4).await;
+    assert!(matches!(
+        floe::lifecycle::upgrade_to_spec2(Arc::clone(&storage), false).await,
+        Err(Error::UnsupportedOnSpecVersion {
+            operation: "upgrade",
+            spec_version: SpecVersion::V2
+        })
+    ));
+}
+
+#[tokio::test]
+async fn a_failed_upgrade_rolls_back_to_spec1() {
+    use floe::storage::fault::{Call, Fault, FaultyStorage};
+    let inner = new_in_memory_storage();
+    let (_, _, b) = spec1_repo(Arc::clone(&inner)).await;
+    // Deleting the second ref file fails: main's ref is gone already.
+    let mut deletes = 0;
+    let faulty: Arc<dyn Storage> = Arc::new(FaultyStorage::new(
+        Arc::clone(&inner),
+        Box::new(move |call, key: &str| {
+            if call == Call::Delete && key.starts_with("refs/") {
+                deletes += 1;
+                if deletes == 2 {
+                    return Fault::FailBefore;
+                }
+            }
+            Fault::None
+        }),
+    ));
+    assert!(matches!(
+        floe::lifecycle::upgrade_to_spec2(faulty, false).await,
+        Err(Error::Storage(_))
+    ));
+    let repo = Repository::open(inner).await.unwrap();
+    assert_eq!(repo.spec_version(), SpecVersion::V1);
+    assert_eq!(repo.list_branches().await.unwrap(), vec!["dev", "main"]);
+    assert_eq!(repo.lookup_tag("v1").await.unwrap(), b);
+    assert!(matches!(
+        repo.lookup_tag("gone").await,
+        Err(Error::TagDeleted { .. })
+    ));
+    commit_array(&repo, "main", "after", 9).await;
+}

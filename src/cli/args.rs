@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-/// floe: transactional, versioned Zarr v3 repositories (Icechunk spec 1).
+/// floe: transactional, versioned Zarr v3 repositories (Icechunk spec 1 and 2).
 ///
 /// REPO is a path or URL (`file://`, `s3://bucket/prefix`); REF is a branch name, a tag
 /// name or a snapshot id (default `main`). S3 endpoints and credentials come from the
@@ -49,6 +49,32 @@ pub enum Command {
     Init {
         /// Repository path or URL.
         repo: String,
+        /// Icechunk spec version: 1 opens in Icechunk 1.x and 2.x; 2 is what
+        /// Icechunk 2.x creates by default (ops log, repository metadata).
+        #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
+        spec_version: u8,
+    },
+    /// Upgrade a spec-1 repository to spec 2, as Icechunk 2.x's
+    /// `upgrade_icechunk_repository` does: metadata only, refs and config folded
+    /// into the `repo` object. Run it with no other writer on the repository.
+    Upgrade {
+        /// Repository path or URL.
+        repo: String,
+        /// Build and check everything, change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Spec 2: the repository's operations (commits, ref and config changes), newest
+    /// first.
+    OpsLog {
+        /// Repository path or URL.
+        repo: String,
+        /// Print one JSON object per line.
+        #[arg(long)]
+        json: bool,
     },
     /// Show spec version, branches, tags and configuration.
     Info {

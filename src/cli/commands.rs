@@ -16,13 +16,23 @@ pub(super) async fn run(cli: Cli) -> CliResult<()> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     match cli.command {
-        Command::Init { repo } => {
-            let r = create_repo(&repo).await?;
+        Command::Init { repo, spec_version } => {
+            let spec =
+                crate::format::SpecVersion::from_byte(spec_version).map_err(crate::Error::from)?;
+            let r = create_repo(&repo, spec).await?;
             writeln!(
                 out,
-                "Initialized empty floe repository at {}",
+                "Initialized empty floe repository (Icechunk spec {spec}) at {}",
                 r.storage().root_url()
             )?;
+        }
+        Command::Upgrade {
+            repo,
+            dry_run,
+            json,
+        } => lifecycle::upgrade(&mut out, &repo, dry_run, json).await?,
+        Command::OpsLog { repo, json } => {
+            history::ops_log(&mut out, &open_repo(&repo, &[]).await?, json).await?
         }
         Command::Info { repo, json } => {
             history::info(&mut out, &open_repo(&repo, &[]).await?, json).await?

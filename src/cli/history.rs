@@ -62,6 +62,46 @@ pub(super) async fn info(out: &mut impl Write, repo: &Repository, json: bool) ->
     Ok(())
 }
 
+/// Prints the ops log of a spec-2 repository, newest first (text, or JSON Lines with
+/// `type`, the operation's fields, `updated_at` in RFC 3339 and `backup_path`).
+///
+/// # Errors
+/// [`crate::Error::UnsupportedOnSpecVersion`] on spec 1; repository errors.
+pub(super) async fn ops_log(out: &mut impl Write, repo: &Repository, json: bool) -> CliResult<()> {
+    for u in repo.ops_log().await? {
+        let time = crate::format::snapshot::micros_to_time(u.updated_at);
+        if json {
+            let mut v = serde_json::to_value(&u).unwrap_or(Value::Null);
+            if let Some(o) = v.as_object_mut() {
+                o.insert("updated_at".into(), json!(time.to_rfc3339()));
+            }
+            output::json_line(out, &v)?;
+        } else {
+            let what = serde_json::to_value(&u.kind).unwrap_or(Value::Null);
+            let kind = what
+                .get("type")
+                .and_then(Value::as_str)
+                .unwrap_or("?")
+                .to_string();
+            let mut fields: Vec<String> = what
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter(|(k, _)| *k != "type")
+                .map(|(k, v)| {
+                    format!(
+                        "{k}={}",
+                        v.as_str().map_or_else(|| v.to_string(), str::to_string)
+                    )
+                })
+                .collect();
+            fields.sort();
+            writeln!(out, "{}  {kind}  {}", time.to_rfc3339(), fields.join(" "))?;
+        }
+    }
+    Ok(())
+}
+
 /// Prints the commits of `at`, newest first, down to the initial snapshot (text, or
 /// JSON Lines with id, parent_id, flushed_at, message, metadata).
 ///

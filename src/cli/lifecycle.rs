@@ -1,4 +1,5 @@
-//! `floe expire` and `floe gc`: repository maintenance (see [`crate::lifecycle`]).
+//! `floe expire`, `floe gc` and `floe upgrade`: repository maintenance (see
+//! [`crate::lifecycle`]).
 
 use std::io::Write;
 
@@ -95,5 +96,39 @@ pub(super) async fn gc(
         summary.chunks_deleted,
         summary.bytes_deleted
     )?;
+    Ok(())
+}
+
+/// Upgrades the spec-1 repository at `location` to spec 2 and prints what it did.
+///
+/// # Errors
+/// As [`crate::lifecycle::upgrade_to_spec2`]; storage location errors.
+pub(super) async fn upgrade(
+    out: &mut impl Write,
+    location: &str,
+    dry_run: bool,
+    json: bool,
+) -> CliResult<()> {
+    let storage = super::target::repo_storage(location)?;
+    let report = crate::lifecycle::upgrade_to_spec2(storage, dry_run).await?;
+    if json {
+        output::json_line(out, &serde_json::to_value(&report).unwrap_or_default())?;
+        return Ok(());
+    }
+    let verb = if dry_run { "Would upgrade" } else { "Upgraded" };
+    writeln!(
+        out,
+        "{verb} to Icechunk spec 2: {} branch(es), {} tag(s), {} deleted tag(s), {} snapshot(s), {} ops-log entries",
+        report.branches, report.tags, report.deleted_tags, report.snapshots, report.ops_log_entries
+    )?;
+    if dry_run {
+        writeln!(out, "Dry run: nothing was changed")?;
+    } else {
+        writeln!(
+            out,
+            "Removed {} spec-1 file(s); Icechunk 1.x can no longer open this repository",
+            report.removed_files
+        )?;
+    }
     Ok(())
 }

@@ -19,29 +19,39 @@ use crate::zarr::Store;
 /// # Errors
 /// Storage errors for a bad URL; [`crate::Error::RepositoryNotFound`] and friends.
 pub(super) async fn open_repo(location: &str, allow_virtual: &[String]) -> CliResult<Repository> {
-    let storage = match open_storage(location, None) {
-        Ok(s) => s,
-        Err(StorageError::NotFound { .. }) => {
-            return Err(crate::Error::RepositoryNotFound {
-                location: location.to_string(),
-            }
-            .into())
-        }
-        Err(e) => return Err(e.into()),
-    };
+    let storage = repo_storage(location)?;
     let access = VirtualAccess::prefixes(allow_virtual)
         .map_err(|e| CliError::Usage(format!("--allow-virtual: {e}")))?;
     let opts = OpenOptions::default().virtual_access(access);
     Ok(Repository::open_with(storage, opts).await?)
 }
 
+/// The storage of the existing repository at `location`.
+///
+/// # Errors
+/// Storage errors for a bad URL; [`crate::Error::RepositoryNotFound`] for a missing
+/// directory.
+pub(super) fn repo_storage(location: &str) -> CliResult<Arc<dyn crate::storage::Storage>> {
+    match open_storage(location, None) {
+        Ok(s) => Ok(s),
+        Err(StorageError::NotFound { .. }) => Err(crate::Error::RepositoryNotFound {
+            location: location.to_string(),
+        }
+        .into()),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// Creates a repository at `location`.
 ///
 /// # Errors
 /// As [`Repository::create`].
-pub(super) async fn create_repo(location: &str) -> CliResult<Repository> {
+pub(super) async fn create_repo(
+    location: &str,
+    spec: crate::format::SpecVersion,
+) -> CliResult<Repository> {
     let storage = create_storage(location, None)?;
-    Ok(Repository::create(storage, None).await?)
+    Ok(Repository::create_with(storage, None, spec, crate::OpenOptions::default()).await?)
 }
 
 /// Whether `location` is a plain Zarr filesystem store (a local directory with

@@ -1,6 +1,6 @@
 //! Repository maintenance for repositories that live for years: expiring old
-//! snapshots from history ([`expire`]) and deleting objects nothing reaches any more
-//! ([`gc`]). Both follow Icechunk's semantics on spec-1 repositories (Icechunk's
+//! snapshots from history ([`expire`]), deleting objects nothing reaches any more
+//! ([`gc`]) and upgrading spec-1 repositories to spec 2 ([`upgrade`]). Both follow Icechunk's semantics on spec-1 repositories (Icechunk's
 //! design documents 007 "basic expiration" and its garbage collector), so floe and
 //! Icechunk leave the same objects behind on the same repository.
 //!
@@ -10,6 +10,8 @@
 
 pub mod expire;
 pub mod gc;
+pub mod upgrade;
 
 pub use expire::{ExpireOptions, ExpireResult};
 pub use gc::{GcOptions, GcSummary};
+pub use upgrade::{upgrade_to_spec2, UpgradeReport};

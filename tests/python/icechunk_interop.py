@@ -14,6 +14,9 @@ Usage:
       the repository as icechunk reads it to OUT.
   icechunk_interop.py spec2 REPO
       Creates a spec-2 repository (the icechunk 2.x default) with one commit.
+  icechunk_interop.py upgrade REPO FACTS DATA_PREFIX
+      Upgrades the spec-1 REPO to spec 2 (upgrade_icechunk_repository), then verifies it
+      against FACTS.
 
 Facts (JSON):
   {"branches": {name: snapshot id}, "tags": {name: snapshot id},
@@ -461,6 +464,20 @@ def spec2(repo_path):
     print(f"{WRITER}: spec version {repo.spec_version}")
 
 
+def upgrade(repo_path, facts_path, prefix):
+    """Upgrades a spec-1 repository to spec 2 with icechunk, then checks it reads
+    the facts it read before."""
+    repo = open_repo(repo_path, prefix)
+    if repo.spec_version != 1:
+        fail(f"{repo_path}: spec version {repo.spec_version} before the upgrade")
+    repo = ic.upgrade_icechunk_repository(repo, dry_run=False)
+    repo = open_repo(repo_path, prefix)
+    if repo.spec_version != 2:
+        fail(f"{repo_path}: spec version {repo.spec_version} after the upgrade")
+    verify(repo_path, facts_path, prefix)
+    print(f"{WRITER}: upgraded {repo_path} to spec 2")
+
+
 def main(argv):
     if len(argv) < 3:
         fail(__doc__)
@@ -477,6 +494,8 @@ def main(argv):
         mixed_commit(argv[2], argv[3], argv[4] if len(argv) > 4 else None)
     elif mode == "spec2":
         spec2(argv[2])
+    elif mode == "upgrade":
+        upgrade(argv[2], argv[3], argv[4])
     else:
         fail(f"unknown mode {mode}")
 
