@@ -1266,3 +1266,48 @@ fn zarr_python_import_export() {
     ok(&["export", &repo, &format!("{d}/export")]);
     py_run(&["verify", &d, env!("CARGO_BIN_EXE_floe")]);
 }
+
+// ------------------------------------------------------------------ spec 2
+
+#[test]
+fn init_spec2_upgrade_and_ops_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let v2 = dir.path().join("v2");
+    let v2s = v2.to_str().unwrap();
+    assert!(ok(&["init", v2s, "--spec-version", "2"]).contains("Icechunk spec 2"));
+    let info: Value = serde_json::from_str(&ok(&["info", v2s, "--json"])).unwrap();
+    assert_eq!(info["spec_version"], 2);
+    ok(&["branch", "create", v2s, "dev"]);
+    let ops = ok(&["ops-log", v2s, "--json"]);
+    let kinds: Vec<String> = ops
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["type"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(kinds, vec!["branch_created", "repo_initialized"]);
+    let bad = run(&["init", v2s, "--spec-version", "3"]);
+    assert_eq!(bad.status.code(), Some(2), "a usage error");
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("1..=2"));
+
+    let v1 = dir.path().join("v1");
+    let v1s = v1.to_str().unwrap();
+    ok(&["init", v1s]);
+    fails(&["ops-log", v1s], &["ops_log", "spec-1"]);
+    let dry: Value = serde_json::from_str(&ok(&["upgrade", v1s, "--dry-run", "--json"])).unwrap();
+    assert_eq!(dry["dry_run"], true);
+    assert!(v1.join("refs/branch.main/ref.json").is_file());
+    assert!(ok(&["upgrade", v1s]).contains("Upgraded to Icechunk spec 2"));
+    assert!(!v1.join("refs/branch.main/ref.json").exists());
+    let info: Value = serde_json::from_str(&ok(&["info", v1s, "--json"])).unwrap();
+    assert_eq!(info["spec_version"], 2);
+    assert!(ok(&["ops-log", v1s])
+        .lines()
+        .next()
+        .unwrap()
+        .contains("repo_migrated"));
+    fails(&["upgrade", v1s], &["upgrade", "spec-2"]);
+}
