@@ -779,9 +779,10 @@ impl Repository {
     }
 
     /// Expires, in the history of every branch and tag, the snapshots flushed before
-    /// `older_than`, as Icechunk's `expire_snapshots` does on spec-1 repositories (see
-    /// [`crate::lifecycle::expire`]): the oldest snapshot of each history that is not
-    /// expired is rewritten with the initial snapshot as its parent. Nothing is
+    /// `older_than`, as Icechunk's `expire_snapshots` does (see
+    /// [`crate::lifecycle::expire`]): on spec 1 the oldest snapshot of each history
+    /// that is not expired is rewritten with the initial snapshot as its parent; on
+    /// spec 2 only the `repo` object's parent links change. Nothing is
     /// deleted until [`Repository::garbage_collect`] runs. Refs whose own snapshot is
     /// expired are deleted when `options` say so (`main` never is).
     ///
@@ -793,7 +794,14 @@ impl Repository {
         older_than: DateTime<Utc>,
         options: crate::lifecycle::ExpireOptions,
     ) -> Result<crate::lifecycle::ExpireResult> {
-        self.require_spec("expire_snapshots", SpecVersion::V1)?;
+        if self.inner.spec == SpecVersion::V2 {
+            return crate::lifecycle::expire::expire_snapshots_v2(
+                &self.inner.assets,
+                older_than,
+                options,
+            )
+            .await;
+        }
         crate::lifecycle::expire::expire_snapshots(
             &self.inner.assets,
             self.inner.storage.as_ref(),
@@ -818,7 +826,6 @@ impl Repository {
         options: crate::lifecycle::GcOptions,
         progress: Option<crate::lifecycle::gc::GcProgress<'_>>,
     ) -> Result<crate::lifecycle::GcSummary> {
-        self.require_spec("garbage_collect", SpecVersion::V1)?;
         crate::lifecycle::gc::garbage_collect(
             &self.inner.assets,
             self.inner.storage.as_ref(),

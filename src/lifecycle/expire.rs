@@ -1,5 +1,6 @@
-//! Snapshot expiry on spec-1 repositories (Icechunk design document 007, "basic
-//! expiration").
+//! Snapshot expiry. Spec 2 ([`expire_repo_info`]) only edits the `repo` object's
+//! parent links, as Icechunk's `expire_v2`. Spec 1 follows Icechunk design document
+//! 007, "basic expiration":
 //!
 //! For every ref — live tags first, then branches, each in name order — the ancestry
 //! from the ref's snapshot down to the initial snapshot is walked. Snapshots flushed
@@ -13,12 +14,13 @@
 //! A ref whose own snapshot is expired is an *expired ref*: with the options it is
 //! deleted (tags get a tombstone; `main` is never deleted).
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 
 use crate::assets::{AssetManager, ParentWalk};
 use crate::error::Result;
+use crate::format::repo_info::{RepoInfo, SnapshotSummary};
 use crate::format::SnapshotId;
 use crate::refs;
 use crate::storage::Storage;
@@ -167,4 +169,149 @@ pub(crate) async fn expire_snapshots(
         }
     }
     Ok(result)
+}
+
+/// Spec 2: the ids from `from`'s parent back through `info` until `boundary` holds
+/// (exclusive), and the pruned transaction-log list `from` gets when it is
+/// re-parented over them: oldest first, each collapsed ancestor's own pruned list
+/// before its id, then `from`'s own list (as Icechunk's `reparent_and_prune`).
+/// Returns the boundary ancestor (`None` when none holds) and the list.
+pub(crate) fn reparent_and_prune(
+    info: &RepoInfo,
+    from: &SnapshotSummary,
+    boundary: impl Fn(&SnapshotSummary) -> bool,
+) -> (Option<SnapshotId>, Vec<SnapshotId>) {
+    let mut collapsed: Vec<&SnapshotSummary> = Vec::new();
+    let mut new_parent = None;
+    let mut seen = HashSet::from([from.id]);
+    let mut next = from.parent_id;
+    while let Some(id) = next {
+        let Some(s) = info.snapshots.get(&id) else {
+            break;
+        };
+        if !seen.insert(id) {
+            break;
+        }
+        if boundary(s) {
+            new_parent = Some(id);
+            break;
+        }
+        collapsed.push(s);
+        next = s.parent_id;
+    }
+    let mut pruned = Vec::new();
+    for s in collapsed.into_iter().rev() {
+        pruned.extend(s.pruned_ancestor_tx_logs.iter().flatten().copied());
+        pruned.push(s.id);
+    }
+    pruned.extend(from.pruned_ancestor_tx_logs.iter().flatten().copied());
+    (new_parent, pruned)
+}
+
+/// Spec 2: expiry as one change of the `repo` object (Icechunk's `expire_v2`):
+/// snapshots flushed before `older_than` (microseconds) that have a parent are
+/// expired; those not protected as ref tips (`main`'s always, other branches' and
+/// tags' unless the options delete them) are removed from the object, and every
+/// kept snapshot whose parent was removed is re-parented to the root of its ref's
+/// history (the initial snapshot when none), recording the transaction logs it now
+/// spans in `pruned_ancestor_tx_logs` (spec 2.1). No snapshot file changes.
+pub(crate) fn expire_repo_info(
+    info: &mut RepoInfo,
+    older_than: u64,
+    options: ExpireOptions,
+) -> ExpireResult {
+    let original = info.clone();
+    // Each ref tree's root and the non-root snapshots in it.
+    let mut tree_of: HashMap<SnapshotId, SnapshotId> = HashMap::new();
+    for tip in original.tags.values().chain(original.branches.values()) {
+        let Ok(history) = original.ancestry(*tip) else {
+            continue;
+        };
+        let root = history
+            .iter()
+            .find(|s| s.parent_id.is_none())
+            .map_or(SnapshotId::INITIAL, |s| s.id);
+        for s in history.iter().filter(|s| s.parent_id.is_some()) {
+            tree_of.entry(s.id).or_insert(root);
+        }
+    }
+    let tag_tips: HashSet<SnapshotId> = original.tags.values().copied().collect();
+    let branch_tips: HashSet<SnapshotId> = original.branches.values().copied().collect();
+    let main_tip = original.branches.get("main").copied();
+    let expired: HashSet<SnapshotId> = original
+        .snapshots
+        .values()
+        .filter(|s| s.flushed_at < older_than && s.parent_id.is_some())
+        .map(|s| s.id)
+        .collect();
+    let released: HashSet<SnapshotId> = expired
+        .iter()
+        .copied()
+        .filter(|id| {
+            let protected_tag = !options.delete_expired_tags && tag_tips.contains(id);
+            let protected_branch = (!options.delete_expired_branches || Some(*id) == main_tip)
+                && branch_tips.contains(id);
+            !(protected_tag || protected_branch)
+        })
+        .collect();
+    let mut result = ExpireResult {
+        expired: released.iter().copied().collect(),
+        ..ExpireResult::default()
+    };
+    for s in original.snapshots.values() {
+        if released.contains(&s.id) {
+            info.snapshots.remove(&s.id);
+            continue;
+        }
+        let Some(parent) = s.parent_id else { continue };
+        if !released.contains(&parent) {
+            continue;
+        }
+        let (_, pruned) = reparent_and_prune(&original, s, |a| a.parent_id.is_none());
+        if let Some(kept) = info.snapshots.get_mut(&s.id) {
+            kept.parent_id = Some(tree_of.get(&s.id).copied().unwrap_or(SnapshotId::INITIAL));
+            kept.pruned_ancestor_tx_logs = (!pruned.is_empty()).then_some(pruned);
+        }
+        result.edited.insert(s.id);
+    }
+    if options.delete_expired_tags {
+        for (name, id) in &original.tags {
+            if expired.contains(id) {
+                info.tags.remove(name);
+                info.deleted_tags.insert(name.clone());
+                result.deleted_tags.push(name.clone());
+            }
+        }
+    }
+    if options.delete_expired_branches {
+        for (name, id) in &original.branches {
+            if name != "main" && expired.contains(id) {
+                info.branches.remove(name);
+                result.deleted_branches.push(name.clone());
+            }
+        }
+    }
+    result
+}
+
+/// Spec 2: [`expire_repo_info`] applied to the `repo` object with compare-and-swap
+/// (`ExpirationRan` in the ops log), retried on the newest object while other
+/// writers win.
+///
+/// # Errors
+/// [`crate::Error::RepositoryReadOnly`]; storage and format errors.
+pub(crate) async fn expire_snapshots_v2(
+    assets: &AssetManager,
+    older_than: DateTime<Utc>,
+    options: ExpireOptions,
+) -> Result<ExpireResult> {
+    let cut = u64::try_from(older_than.timestamp_micros()).unwrap_or(0);
+    crate::refs::repo_object::update(assets, false, |info| {
+        let result = expire_repo_info(info, cut, options);
+        Ok(crate::refs::repo_object::Change::Write(
+            crate::format::repo_info::UpdateKind::ExpirationRan,
+            result,
+        ))
+    })
+    .await
 }

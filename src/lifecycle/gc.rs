@@ -1,5 +1,5 @@
-//! Garbage collection on spec-1 repositories, with Icechunk's semantics: objects
-//! that no branch or tag reaches and that are older than a cut-off are deleted.
+//! Garbage collection, with Icechunk's semantics: objects that no branch or tag
+//! reaches and that are older than a cut-off are deleted.
 //!
 //! 1. Every live branch and tag is a root; every snapshot in their ancestries is
 //!    *retained*, with the manifests those snapshots list and the native chunks those
@@ -9,6 +9,15 @@
 //!    `chunks/` — in that order, so a reader never finds a snapshot whose manifests
 //!    are gone — and one is deleted when it is not retained (a transaction log is
 //!    retained with its snapshot) **and** was last modified before the cut-off.
+//!
+//! On spec 2 the `repo` object lists every snapshot: those whose files are newer than
+//! the cut-off are retained too (with the manifests they list), and before any file
+//! is deleted the dropped snapshots leave the object in one compare-and-swap
+//! (`GCRan` in the ops log), a kept snapshot whose parent is dropped being
+//! re-parented to its nearest kept ancestor with the logs it now spans in
+//! `pruned_ancestor_tx_logs`; those transaction logs are kept. When a snapshot
+//! committed meanwhile sits on a dropped one, or a ref moved onto one, collection
+//! starts over (Icechunk's `delete_snapshots_from_repo_info`).
 //!
 //! The cut-off is what makes collection safe beside live writers: a commit in flight
 //! writes its chunks, manifests and snapshot before it moves a ref, so they are not
@@ -26,10 +35,13 @@ use crate::assets::{AssetManager, ParentWalk};
 use crate::error::{Error, Result};
 use crate::format::keys;
 use crate::format::manifest::ChunkPayload;
+use crate::format::repo_info::{RepoInfo, UpdateKind};
 use crate::format::snapshot::ManifestFileInfo;
+use crate::format::SpecVersion;
 use crate::format::{ChunkId, ManifestId, SnapshotId};
-use crate::refs;
+use crate::refs::{self, repo_object};
 use crate::storage::{Storage, StorageError};
+use std::sync::Arc;
 
 /// Options of [`crate::Repository::garbage_collect`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -120,12 +132,22 @@ struct Retained {
     manifests: Vec<ManifestFileInfo>,
 }
 
-/// Walks every root's ancestry (stopping where an earlier root's walk already went)
-/// and collects retained snapshots and the manifests they list.
-async fn retained_snapshots(
+/// The snapshots every ref points to, and (spec 2) the `repo` object they come from.
+async fn roots(
     assets: &AssetManager,
     storage: &dyn Storage,
-) -> Result<(HashSet<SnapshotId>, Vec<ManifestFileInfo>)> {
+) -> Result<(Vec<SnapshotId>, Option<Arc<RepoInfo>>)> {
+    if assets.spec_version() == SpecVersion::V2 {
+        let (info, _) = assets.fetch_repo_info().await?;
+        repo_object::check_online(&info)?;
+        let roots = info
+            .tags
+            .values()
+            .chain(info.branches.values())
+            .copied()
+            .collect();
+        return Ok((roots, Some(info)));
+    }
     let listing = refs::list_refs(storage).await?;
     let mut roots = Vec::new();
     for tag in &listing.tags {
@@ -134,26 +156,125 @@ async fn retained_snapshots(
     for branch in &listing.branches {
         roots.push(refs::fetch_branch(storage, branch).await?.0);
     }
+    Ok((roots, None))
+}
+
+/// Walks every root's ancestry (stopping where an earlier root's walk already went)
+/// and collects retained snapshots and the manifests they list; on spec 2 also the
+/// snapshots of the `repo` object whose files are not older than `cut_off`.
+async fn retained_snapshots(
+    assets: &AssetManager,
+    storage: &dyn Storage,
+    roots: Vec<SnapshotId>,
+    info: Option<&RepoInfo>,
+    cut_off: DateTime<Utc>,
+) -> Result<(HashSet<SnapshotId>, Vec<ManifestFileInfo>)> {
     let mut snapshots = HashSet::new();
     let mut manifests: Vec<ManifestFileInfo> = Vec::new();
     let mut manifest_ids = HashSet::new();
+    let mut keep = |snap: &crate::format::snapshot::Snapshot,
+                    snapshots: &mut HashSet<SnapshotId>| {
+        let new = snapshots.insert(snap.id);
+        for info in &snap.manifest_files {
+            if manifest_ids.insert(info.id) {
+                manifests.push(*info);
+            }
+        }
+        new
+    };
     for root in roots {
         if snapshots.contains(&root) {
             continue;
         }
         let mut walk = ParentWalk::new(assets, root);
         while let Some(snap) = walk.next().await? {
-            if !snapshots.insert(snap.id) {
+            if !keep(&snap, &mut snapshots) {
                 break;
             }
-            for info in &snap.manifest_files {
-                if manifest_ids.insert(info.id) {
-                    manifests.push(*info);
+        }
+    }
+    if let Some(info) = info {
+        // Retention by the same clock as deletion: the file's modification time. A
+        // snapshot not listed yet cannot be deleted by this run, so it is kept.
+        let mut modified = std::collections::HashMap::new();
+        for o in storage.list(keys::SNAPSHOTS).await? {
+            if let Some(Ok(id)) = o
+                .key
+                .strip_prefix(keys::SNAPSHOTS)
+                .map(str::parse::<SnapshotId>)
+            {
+                modified.insert(id, o.last_modified);
+            }
+        }
+        for id in info.snapshots.keys() {
+            let recent = modified.get(id).is_none_or(|t| *t >= cut_off);
+            if recent && !snapshots.contains(id) {
+                match assets.fetch_snapshot(id).await {
+                    Ok(snap) => {
+                        keep(&snap, &mut snapshots);
+                    }
+                    Err(Error::SnapshotNotFound { .. }) => {
+                        snapshots.insert(*id);
+                    }
+                    Err(e) => return Err(e),
                 }
             }
         }
     }
     Ok((snapshots, manifests))
+}
+
+/// Spec 2: what removing the dropped snapshots from the `repo` object decided.
+enum RepoEdit {
+    /// Written; the object as written.
+    Done(Box<RepoInfo>),
+    /// A snapshot committed meanwhile sits on a dropped one, or a ref points at one:
+    /// collect again.
+    Restart,
+}
+
+/// Spec 2: removes `drop` from the `repo` object, re-parenting kept snapshots over
+/// dropped ancestors (see the module docs); snapshots committed since collection
+/// started are added to `keep`.
+async fn drop_from_repo_object(
+    assets: &AssetManager,
+    keep: &mut HashSet<SnapshotId>,
+    drop: &HashSet<SnapshotId>,
+) -> Result<RepoEdit> {
+    repo_object::update(assets, false, |info| {
+        let original = info.clone();
+        for s in original.snapshots.values() {
+            let parent_dropped = s.parent_id.is_some_and(|p| drop.contains(&p));
+            if drop.contains(&s.id) {
+                info.snapshots.remove(&s.id);
+            } else if !keep.contains(&s.id) && parent_dropped {
+                return Ok(repo_object::Change::Skip(RepoEdit::Restart));
+            } else {
+                keep.insert(s.id);
+                if parent_dropped {
+                    let (parent, pruned) =
+                        super::expire::reparent_and_prune(&original, s, |a| keep.contains(&a.id));
+                    if let Some(kept) = info.snapshots.get_mut(&s.id) {
+                        kept.parent_id = Some(parent.unwrap_or(SnapshotId::INITIAL));
+                        kept.pruned_ancestor_tx_logs = (!pruned.is_empty()).then_some(pruned);
+                    }
+                }
+            }
+        }
+        let dangling = info
+            .tags
+            .values()
+            .chain(info.branches.values())
+            .any(|id| !info.snapshots.contains_key(id));
+        if dangling {
+            return Ok(repo_object::Change::Skip(RepoEdit::Restart));
+        }
+        Ok(repo_object::Change::Write(
+            UpdateKind::GcRan,
+            RepoEdit::Done(Box::new(info.clone())),
+        ))
+    })
+    .await
 }
 
 /// The base32 text of chunk ids starts with one of 32 characters (5 bits of the
@@ -328,19 +449,55 @@ pub(crate) async fn garbage_collect(
     options: GcOptions,
     progress: Option<GcProgress<'_>>,
 ) -> Result<GcSummary> {
-    let (snapshots, manifests) = retained_snapshots(assets, storage).await?;
-    let retained = Retained {
-        snapshots,
-        manifests,
+    const ATTEMPTS: u32 = 10;
+    let mut attempt = 0;
+    let (retained, tx_logs) = loop {
+        attempt += 1;
+        let (roots, info) = roots(assets, storage).await?;
+        let (mut snapshots, manifests) =
+            retained_snapshots(assets, storage, roots, info.as_deref(), cut_off).await?;
+        let mut tx_logs: HashSet<SnapshotId> = HashSet::new();
+        if let Some(info) = &info {
+            let drop: HashSet<SnapshotId> = info
+                .snapshots
+                .keys()
+                .filter(|id| !snapshots.contains(id))
+                .copied()
+                .collect();
+            let latest = if options.dry_run || drop.is_empty() {
+                Some(info.as_ref().clone())
+            } else {
+                match drop_from_repo_object(assets, &mut snapshots, &drop).await? {
+                    RepoEdit::Done(written) => Some(*written),
+                    RepoEdit::Restart if attempt < ATTEMPTS => continue,
+                    RepoEdit::Restart => {
+                        return Err(Error::RepoObjectContention { attempts: ATTEMPTS })
+                    }
+                }
+            };
+            // Logs a kept snapshot spans after re-parenting stay.
+            for s in latest.iter().flat_map(|i| i.snapshots.values()) {
+                tx_logs.extend(s.pruned_ancestor_tx_logs.iter().flatten().copied());
+            }
+        }
+        tx_logs.extend(snapshots.iter().copied());
+        break (
+            Retained {
+                snapshots,
+                manifests,
+            },
+            tx_logs,
+        );
     };
     let manifest_ids: HashSet<ManifestId> = retained.manifests.iter().map(|m| m.id).collect();
     let keep_snapshot = |id: &str| !unretained(&retained.snapshots, id);
+    let keep_tx_log = |id: &str| !unretained(&tx_logs, id);
     let keep_manifest = |id: &str| !unretained(&manifest_ids, id);
     // Snapshots first and chunks last: a reader never finds a snapshot whose
     // manifests or chunks are gone.
     let phases: [(&str, KeepFn<'_>); 3] = [
         (keys::SNAPSHOTS, &keep_snapshot),
-        (keys::TRANSACTIONS, &keep_snapshot),
+        (keys::TRANSACTIONS, &keep_tx_log),
         (keys::MANIFESTS, &keep_manifest),
     ];
     let all_ids: Vec<String> = ALPHABET
