@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use common::{array_def, p};
+use floe::format::SpecVersion;
 use floe::session::CommitOptions;
 use floe::storage::{create_storage, Storage};
 use floe::{Error, Repository, SnapshotId, VersionSelector};
@@ -27,6 +28,12 @@ const LOST: i32 = 3;
 
 fn storage(url: &str) -> Arc<dyn Storage> {
     create_storage(url, None).expect("open storage")
+}
+
+async fn create(url: &str, spec: SpecVersion) -> Repository {
+    Repository::create_with(storage(url), None, spec, floe::OpenOptions::default())
+        .await
+        .unwrap()
 }
 
 /// Blocks until `go` exists, so that all workers start together.
@@ -138,8 +145,8 @@ fn release_and_wait(go: &Path, children: Vec<std::process::Child>) -> Vec<i32> {
         .collect()
 }
 
-async fn commit_race(url: &str) {
-    let repo = Repository::create(storage(url), None).await.unwrap();
+async fn commit_race(url: &str, spec: SpecVersion) {
+    let repo = create(url, spec).await;
     let n = (PROCESSES * COMMITS_PER_PROCESS) as u64;
     let s = repo.writable_session("main").await.unwrap();
     s.add_array(&p("/data"), array_def("/data", &[n], &[1], "uint8"))
@@ -203,8 +210,8 @@ async fn commit_race(url: &str) {
     }
 }
 
-async fn fork_merge(url: &str) {
-    let repo = Repository::create(storage(url), None).await.unwrap();
+async fn fork_merge(url: &str, spec: SpecVersion) {
+    let repo = create(url, spec).await;
     let n = (PROCESSES * CHUNKS_PER_FORK) as u64;
     let s = repo.writable_session("main").await.unwrap();
     s.add_array(&p("/data"), array_def("/data", &[n], &[1], "uint8"))
@@ -277,8 +284,8 @@ async fn fork_merge(url: &str) {
     }
 }
 
-async fn tag_race(url: &str) {
-    let repo = Repository::create(storage(url), None).await.unwrap();
+async fn tag_race(url: &str, spec: SpecVersion) {
+    let repo = create(url, spec).await;
     let s = repo.writable_session("main").await.unwrap();
     s.add_array(
         &p("/t"),
@@ -357,39 +364,78 @@ fn main() {
     // Test-name filters, as libtest takes them (flags are ignored).
     let filters: Vec<&String> = args[1..].iter().filter(|a| !a.starts_with('-')).collect();
     let tmp = tempfile::tempdir().unwrap();
-    let local_commit = tmp.path().join("commit-race").display().to_string();
-    let local_tag = tmp.path().join("tag-race").display().to_string();
-    let local_fork = tmp.path().join("fork-merge").display().to_string();
-    let scenarios: Vec<(&str, Option<String>, Scenario)> = vec![
+    let local = |name: &str| Some(tmp.path().join(name).display().to_string());
+    let (v1, v2) = (SpecVersion::V1, SpecVersion::V2);
+    let scenarios: Vec<(&str, Option<String>, Scenario, SpecVersion)> = vec![
         (
             "local_commit_race_8_processes_x_25_commits",
-            Some(local_commit),
+            local("commit-race"),
             Scenario::Commit,
+            v1,
         ),
-        ("local_tag_race_8_processes", Some(local_tag), Scenario::Tag),
+        (
+            "local_tag_race_8_processes",
+            local("tag-race"),
+            Scenario::Tag,
+            v1,
+        ),
         (
             "local_fork_merge_8_processes",
-            Some(local_fork),
+            local("fork-merge"),
             Scenario::Fork,
+            v1,
         ),
         (
             "s3_commit_race_8_processes_x_25_commits",
             common::s3_url("commit-race"),
             Scenario::Commit,
+            v1,
         ),
         (
             "s3_tag_race_8_processes",
             common::s3_url("tag-race"),
             Scenario::Tag,
+            v1,
         ),
         (
             "s3_fork_merge_8_processes",
             common::s3_url("fork-merge"),
             Scenario::Fork,
+            v1,
+        ),
+        (
+            "spec2_local_commit_race_8_processes_x_25_commits",
+            local("commit-race-2"),
+            Scenario::Commit,
+            v2,
+        ),
+        (
+            "spec2_local_tag_race_8_processes",
+            local("tag-race-2"),
+            Scenario::Tag,
+            v2,
+        ),
+        (
+            "spec2_local_fork_merge_8_processes",
+            local("fork-merge-2"),
+            Scenario::Fork,
+            v2,
+        ),
+        (
+            "spec2_s3_commit_race_8_processes_x_25_commits",
+            common::s3_url("commit-race-2"),
+            Scenario::Commit,
+            v2,
+        ),
+        (
+            "spec2_s3_tag_race_8_processes",
+            common::s3_url("tag-race-2"),
+            Scenario::Tag,
+            v2,
         ),
     ];
     let (mut passed, mut failed, mut skipped) = (0, 0, 0);
-    for (name, url, scenario) in scenarios {
+    for (name, url, scenario, spec) in scenarios {
         if !filters.is_empty() && !filters.iter().any(|f| name.contains(f.as_str())) {
             continue;
         }
@@ -402,9 +448,9 @@ fn main() {
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             rt.block_on(async {
                 match scenario {
-                    Scenario::Commit => commit_race(&url).await,
-                    Scenario::Tag => tag_race(&url).await,
-                    Scenario::Fork => fork_merge(&url).await,
+                    Scenario::Commit => commit_race(&url, spec).await,
+                    Scenario::Tag => tag_race(&url, spec).await,
+                    Scenario::Fork => fork_merge(&url, spec).await,
                 }
             })
         }));
