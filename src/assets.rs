@@ -33,6 +33,17 @@ pub struct AssetManager {
     /// Spec 2: parent links from the latest `repo` object read (snapshot files do
     /// not hold them).
     parents: RwLock<HashMap<SnapshotId, Option<SnapshotId>>>,
+    /// Spec 2: the latest `repo` object read or written, by version: reused while a
+    /// `head` reports the same version, so a decode happens only when it changed.
+    repo_cache: RwLock<Option<RepoObject>>,
+}
+
+/// A `repo` object as stored and decoded, at one version.
+#[derive(Clone, Debug)]
+struct RepoObject {
+    version: ObjectVersion,
+    bytes: Bytes,
+    info: Arc<RepoInfo>,
 }
 
 /// Runs CPU-heavy decoding or encoding off the async executor.
@@ -66,6 +77,7 @@ impl AssetManager {
             manifests: Cache::new(256),
             transaction_logs: Cache::new(512),
             parents: RwLock::new(HashMap::new()),
+            repo_cache: RwLock::new(None),
         }
     }
 
@@ -87,11 +99,41 @@ impl AssetManager {
     /// # Errors
     /// As [`AssetManager::fetch_repo_info`].
     pub async fn fetch_repo_object(&self) -> Result<(Bytes, Arc<RepoInfo>, Option<ObjectVersion>)> {
+        let cached = self
+            .repo_cache
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some(c) = cached {
+            // A `head` is cheaper than a fetch and a decode; the version says whether
+            // the object changed.
+            let head = self.storage.head(keys::SPEC2_REPO).await?;
+            if head.version.as_ref() == Some(&c.version) {
+                return Ok((c.bytes, c.info, Some(c.version)));
+            }
+        }
         let v = self.storage.get(keys::SPEC2_REPO).await?;
         let bytes = v.bytes.clone();
         let info = Arc::new(blocking(move || RepoInfo::decode(&bytes)).await?);
         self.learn_parents(&info);
+        if let Some(version) = &v.version {
+            self.remember_repo_object(version.clone(), v.bytes.clone(), Arc::clone(&info));
+        }
         Ok((v.bytes, info, v.version))
+    }
+
+    /// Keeps a `repo` object read or written at `version` for later fetches.
+    pub(crate) fn remember_repo_object(
+        &self,
+        version: ObjectVersion,
+        bytes: Bytes,
+        info: Arc<RepoInfo>,
+    ) {
+        *self.repo_cache.write().unwrap_or_else(|p| p.into_inner()) = Some(RepoObject {
+            version,
+            bytes,
+            info,
+        });
     }
 
     /// Remembers the parent links of a `repo` object read or written.
@@ -127,6 +169,7 @@ impl AssetManager {
 
     /// Forgets every cached object (after garbage collection deleted some).
     pub fn clear_caches(&self) {
+        *self.repo_cache.write().unwrap_or_else(|p| p.into_inner()) = None;
         self.parents
             .write()
             .unwrap_or_else(|p| p.into_inner())

@@ -107,12 +107,16 @@ pub(crate) async fn update<T>(
             .put_if_absent(&keys::overwritten(&backup), bytes)
             .await?
         {
+            let encoded = bytes::Bytes::from(encoded);
             match storage
-                .put_if_match(keys::SPEC2_REPO, encoded.into(), &version)
+                .put_if_match(keys::SPEC2_REPO, encoded.clone(), &version)
                 .await?
             {
-                WriteOutcome::Written(_) => {
+                WriteOutcome::Written(new_version) => {
                     assets.learn_parents(&next);
+                    if let Some(v) = new_version {
+                        assets.remember_repo_object(v, encoded, next);
+                    }
                     return Ok(out);
                 }
                 WriteOutcome::PreconditionFailed => {}
