@@ -495,8 +495,39 @@ async fn icechunk_writes_floe_reads(py: &Path, spec: u8) {
             "{:?}",
             log.moved_nodes
         );
+        // icechunk compressed virtual chunk locations: some manifest with virtual refs
+        // carries a zstd dictionary (its magic number, 0xEC30A437 little-endian), and
+        // floe read every location above.
+        const ZSTD_DICT_MAGIC: [u8; 4] = [0x37, 0xA4, 0x30, 0xEC];
+        let (mut compressed, mut plain) = (0, 0);
+        for entry in std::fs::read_dir(repo_dir.join("manifests")).unwrap() {
+            let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+            let manifest = floe::format::manifest::Manifest::decode(&bytes).unwrap();
+            let virtual_refs = manifest
+                .arrays
+                .values()
+                .flat_map(|refs| refs.values())
+                .filter(|p| matches!(p, ChunkPayload::Virtual(_)))
+                .count();
+            if virtual_refs == 0 {
+                continue;
+            }
+            let raw =
+                floe::format::envelope::open(floe::format::envelope::FileType::Manifest, &bytes)
+                    .unwrap();
+            if raw.windows(4).any(|w| w == ZSTD_DICT_MAGIC) {
+                compressed += 1;
+            } else {
+                plain += 1;
+            }
+        }
+        assert!(
+            compressed > 0,
+            "no manifest with compressed virtual locations ({plain} with plain ones)"
+        );
         eprintln!(
-            "{} (spec 2): floe read {snaps} snapshots, {arrays} array states as icechunk does",
+            "{} (spec 2): floe read {snaps} snapshots, {arrays} array states as icechunk does \
+             ({compressed} manifests with compressed virtual locations)",
             py.display()
         );
     }

@@ -286,14 +286,16 @@ def write(outdir):
     )
     # Split the manifests of `many` every 4 chunks along axis 0: an array with several
     # manifests, each with its own extents. (icechunk 2.x may also compress virtual
-    # chunk locations; ask for it: spec-1 readers must still get plain locations.)
+    # chunk locations; ask for it even for manifests of a single virtual chunk -- the
+    # default is 1000 -- so spec-2 manifests here really hold compressed locations;
+    # spec-1 readers must still get plain locations.)
     split = ic.ManifestSplittingConfig.from_dict(
         {ic.ManifestSplitCondition.name_matches("many"): {ic.ManifestSplitDimCondition.Axis(0): 4}}
     )
     extra = {}
     if IC_MAJOR >= 2:
         extra["virtual_chunk_location_compression"] = (
-            ic.ManifestVirtualChunkLocationCompressionConfig())
+            ic.ManifestVirtualChunkLocationCompressionConfig(min_num_chunks=1))
     config.manifest = ic.ManifestConfig(splitting=split, **extra)
     repo = create_repo(repo_path, config, prefix)
 
