@@ -846,6 +846,26 @@ impl Repository {
         Ok(Session::read_only(self.session_context(), snap))
     }
 
+    /// Spec 2: a rearrange session on the tip of `branch`, which only moves and
+    /// renames nodes ([`Session::move_node`]); its commit records the moves.
+    ///
+    /// # Errors
+    /// [`Error::UnsupportedOnSpecVersion`] on spec 1; [`Error::FeatureDisabled`] when
+    /// the repository turns `move_node` off; [`Error::BranchNotFound`]; storage and
+    /// format errors.
+    pub async fn rearrange_session(&self, branch: &str) -> Result<Session> {
+        self.require_spec("rearrange_session", SpecVersion::V2)?;
+        let info = self.repo_info().await?;
+        crate::refs::check_flag(&info, "move_node", FeatureFlag::MoveNode)?;
+        let id = self.lookup_branch(branch).await?;
+        let snap = self.inner.assets.fetch_snapshot(&id).await?;
+        Ok(Session::rearrange(
+            self.session_context(),
+            snap,
+            branch.to_string(),
+        ))
+    }
+
     /// A writable session on the tip of `branch`.
     ///
     /// # Errors

@@ -1103,6 +1103,18 @@ async fn floe_writes_icechunk_reads_spec(spec: SpecVersion, pythons: [Option<Pat
     let spec_byte = if spec == SpecVersion::V1 { 1 } else { 2 };
     let dir = workdir();
     let f = build_floe_repo(dir.path(), spec).await;
+    if spec == SpecVersion::V2 {
+        // A rearrange commit: a group moved and renamed, recorded in moved_nodes.
+        let r = f.repo.rearrange_session("main").await.unwrap();
+        r.move_node(
+            &NodePath::new("/g1/g2").unwrap(),
+            &NodePath::new("/g2_moved").unwrap(),
+        )
+        .unwrap();
+        let id = r.commit("floe moves g1/g2 to g2_moved").await.unwrap();
+        let log = f.repo.assets().fetch_transaction_log(&id).await.unwrap();
+        assert!(!log.moved_nodes.is_empty());
+    }
     let facts = floe_facts(&f.repo, &["doomed"], &["gone"]).await;
     let (snaps, arrays) = facts_size(&facts);
     assert!(

@@ -580,3 +580,110 @@ async fn a_failed_upgrade_rolls_back_to_spec1() {
     ));
     commit_array(&repo, "main", "after", 9).await;
 }
+
+#[tokio::test]
+async fn rearrange_sessions_move_nodes_and_record_the_moves() {
+    let storage = new_in_memory_storage();
+    let repo = create(Arc::clone(&storage)).await;
+    let s = repo.writable_session("main").await.unwrap();
+    s.add_group(&p("/"), group_json(serde_json::json!({})))
+        .unwrap();
+    s.add_group(&p("/g"), group_json(serde_json::json!({"k": 1})))
+        .unwrap();
+    s.add_array(&p("/g/a"), array_def("/g/a", &[4], &[2], "uint8"))
+        .unwrap();
+    s.set_chunk(&p("/g/a"), &[1], Bytes::from(vec![7u8; 2]))
+        .await
+        .unwrap();
+    s.add_group(&p("/h"), group_json(serde_json::json!({})))
+        .unwrap();
+    let before = s.commit("tree").await.unwrap();
+    // A writer that started before the move: it cannot rebase over it.
+    let stale = repo.writable_session("main").await.unwrap();
+    stale
+        .set_chunk(&p("/g/a"), &[0], Bytes::from(vec![1u8; 2]))
+        .await
+        .unwrap();
+
+    assert!(matches!(
+        s.move_node(&p("/g"), &p("/x")),
+        Err(Error::NotARearrangeSession)
+    ));
+    let r = repo.rearrange_session("main").await.unwrap();
+    assert!(matches!(
+        r.add_group(&p("/new"), group_json(serde_json::json!({}))),
+        Err(Error::ReadOnlySession)
+    ));
+    r.move_node(&p("/g"), &p("/h/moved")).unwrap();
+    // The session reads the moved tree at once.
+    assert_eq!(
+        r.get_chunk(&p("/h/moved/a"), &[1], None).await.unwrap(),
+        Some(Bytes::from(vec![7u8; 2]))
+    );
+    assert!(matches!(
+        r.get_node(&p("/g")),
+        Err(Error::NodeNotFound { .. })
+    ));
+    assert_eq!(r.moves().len(), 2, "the group and its array");
+    let moved = r.commit("move g under h").await.unwrap();
+
+    let log = repo.assets().fetch_transaction_log(&moved).await.unwrap();
+    let pairs: Vec<(&str, &str)> = log
+        .moved_nodes
+        .iter()
+        .map(|m| (m.from.as_str(), m.to.as_str()))
+        .collect();
+    assert_eq!(pairs, vec![("/g", "/h/moved"), ("/g/a", "/h/moved/a")]);
+    let tip = repo
+        .readonly_session(&VersionSelector::Branch("main".into()))
+        .await
+        .unwrap();
+    assert_eq!(
+        tip.get_chunk(&p("/h/moved/a"), &[1], None).await.unwrap(),
+        Some(Bytes::from(vec![7u8; 2]))
+    );
+    let old = repo
+        .readonly_session(&VersionSelector::Snapshot(before))
+        .await
+        .unwrap();
+    assert!(
+        old.get_node(&p("/g/a")).is_ok(),
+        "history keeps the old paths"
+    );
+    let diff = repo.diff(before, moved).await.unwrap();
+    assert_eq!(diff.moved_nodes.get(&p("/h/moved")), Some(&p("/g")));
+    assert_eq!(diff.moved_nodes.len(), 2);
+
+    // The stale writer's commit conflicts: moves are never rebased.
+    match stale.commit("after the move").await {
+        Err(Error::Conflict(c)) => assert!(
+            matches!(c.conflicts[..], [floe::session::Conflict::MovesCannotBeRebased { snapshot }] if snapshot == moved),
+            "{c:?}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    // A rearrange session whose branch moved conflicts too.
+    let late = repo.rearrange_session("main").await.unwrap();
+    commit_array(&repo, "main", "z", 1).await;
+    late.move_node(&p("/h"), &p("/h2")).unwrap();
+    assert!(matches!(late.commit("late").await, Err(Error::Conflict(_))));
+
+    // Spec 1 has no moves; a repository may turn them off.
+    let v1 = Repository::create(new_in_memory_storage(), None)
+        .await
+        .unwrap();
+    assert!(matches!(
+        v1.rearrange_session("main").await,
+        Err(Error::UnsupportedOnSpecVersion { .. })
+    ));
+    repo.set_feature_flag(FeatureFlag::MoveNode, Some(false))
+        .await
+        .unwrap();
+    assert!(matches!(
+        repo.rearrange_session("main").await,
+        Err(Error::FeatureDisabled {
+            flag: "move_node",
+            ..
+        })
+    ));
+}

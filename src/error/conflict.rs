@@ -60,6 +60,13 @@ pub enum Conflict {
         /// The session's base snapshot.
         base: SnapshotId,
     },
+    /// Spec 2: moves are never rebased (Icechunk's `MoveOperationCannotBeRebased`):
+    /// a rearrange session whose branch moved, or a session whose branch moved by a
+    /// commit that moved nodes.
+    MovesCannotBeRebased {
+        /// The commit on the other side.
+        snapshot: SnapshotId,
+    },
 }
 
 impl fmt::Display for Conflict {
@@ -90,6 +97,10 @@ impl fmt::Display for Conflict {
             Conflict::BaseNotAncestor { base } => write!(
                 f,
                 "the session's base snapshot {base} is no longer an ancestor of the branch"
+            ),
+            Conflict::MovesCannotBeRebased { snapshot } => write!(
+                f,
+                "moves cannot be rebased (the other side is commit {snapshot})"
             ),
         }
     }

@@ -250,6 +250,19 @@ pub enum Error {
     /// again.
     #[error("config.yaml was changed by another writer; reopen the repository and retry")]
     ConfigChanged,
+    /// [`crate::Session::move_node`] on a session that is not a rearrange session.
+    #[error("nodes move only in a rearrange session (Repository::rearrange_session)")]
+    NotARearrangeSession,
+    /// A move that cannot be made.
+    #[error("cannot move `{from}` to `{to}`: {reason}")]
+    InvalidMove {
+        /// The node to move.
+        from: NodePath,
+        /// Where it was to go.
+        to: NodePath,
+        /// Why not.
+        reason: String,
+    },
     /// Spec 2: the repository's status does not accept writes.
     #[error("the repository is read-only ({availability:?}){}", reason.as_ref().map(|r| format!(": {r}")).unwrap_or_default())]
     RepositoryReadOnly {

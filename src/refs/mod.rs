@@ -17,4 +17,4 @@ pub use ref_files::{
     create_branch, create_tag, delete_branch, delete_tag, fetch_branch, fetch_tag, list_refs,
     update_branch, validate_ref_name, RefData, RefListing,
 };
-pub(crate) use store::{RefStore, RefUpdate};
+pub(crate) use store::{check_flag, RefStore, RefUpdate};

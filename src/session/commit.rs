@@ -103,7 +103,7 @@ pub(crate) fn merged_refs<'a>(
 }
 
 /// Where a new snapshot goes in the history.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(crate) enum CommitMethod<'a> {
     /// A child of the base snapshot.
     NewCommit,
@@ -111,6 +111,9 @@ pub(crate) enum CommitMethod<'a> {
     /// log: the new snapshot's parent is the base's parent, and its transaction log
     /// records the base's changes followed by the new ones.
     Amend(&'a TransactionLog),
+    /// A child of the base snapshot that moved these nodes (a rearrange session; the
+    /// base is the moved view).
+    Moves(Vec<crate::format::transaction_log::MovedNode>),
 }
 
 /// Builds and writes the new snapshot `new_id` for `changes` on top of `base`: writes
@@ -217,6 +220,11 @@ pub(crate) async fn flush(
             base.parent_id,
             previous.then(&changes.transaction_log(new_id), new_id),
         ),
+        CommitMethod::Moves(moves) => {
+            let mut log = changes.transaction_log(new_id);
+            log.moved_nodes = moves;
+            (Some(base.id), log)
+        }
     };
     let snapshot = Arc::new(Snapshot {
         spec_version: assets.spec_version(),

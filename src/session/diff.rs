@@ -28,6 +28,10 @@ pub struct Diff {
     pub updated_arrays: BTreeSet<NodePath>,
     /// Chunks written or deleted, by array path.
     pub updated_chunks: BTreeMap<NodePath, BTreeSet<ChunkIndices>>,
+    /// Spec 2: nodes moved, by new path, with the path they had before (every node
+    /// under a moved group included). The other fields name nodes by their paths
+    /// after the moves.
+    pub moved_nodes: BTreeMap<NodePath, NodePath>,
 }
 
 fn paths_by_id(s: &Snapshot) -> HashMap<NodeId, &NodePath> {
@@ -44,6 +48,7 @@ impl Diff {
             && self.updated_groups.is_empty()
             && self.updated_arrays.is_empty()
             && self.updated_chunks.is_empty()
+            && self.moved_nodes.is_empty()
     }
 
     /// The diff of uncommitted `changes` on top of `base`.
@@ -110,6 +115,11 @@ impl Diff {
             updated_groups: name(&log.updated_groups, &now),
             updated_arrays: name(&log.updated_arrays, &now),
             updated_chunks: BTreeMap::new(),
+            moved_nodes: log
+                .moved_nodes
+                .iter()
+                .map(|m| (m.to.clone(), m.from.clone()))
+                .collect(),
         };
         for (id, chunks) in &log.updated_chunks {
             if let Some(p) = now.get(id) {
@@ -121,6 +131,17 @@ impl Diff {
 
     /// Appends a later diff: nodes created then deleted disappear; chunk sets merge.
     pub fn merge(&mut self, later: Diff) {
+        // Later moves rename what this diff names, and chain with its own moves.
+        for (to, from) in &later.moved_nodes {
+            self.rename(from, to);
+            let origin = self
+                .moved_nodes
+                .remove(from)
+                .unwrap_or_else(|| from.clone());
+            if origin != *to {
+                self.moved_nodes.insert(to.clone(), origin);
+            }
+        }
         for p in later.deleted_groups {
             if !self.new_groups.remove(&p) {
                 self.updated_groups.remove(&p);
@@ -148,6 +169,25 @@ impl Diff {
         }
         for (p, chunks) in later.updated_chunks {
             self.updated_chunks.entry(p).or_default().extend(chunks);
+        }
+    }
+
+    /// Renames node `from` to `to` in every set of this diff but the moves.
+    fn rename(&mut self, from: &NodePath, to: &NodePath) {
+        for set in [
+            &mut self.new_groups,
+            &mut self.new_arrays,
+            &mut self.deleted_groups,
+            &mut self.deleted_arrays,
+            &mut self.updated_groups,
+            &mut self.updated_arrays,
+        ] {
+            if set.remove(from) {
+                set.insert(to.clone());
+            }
+        }
+        if let Some(chunks) = self.updated_chunks.remove(from) {
+            self.updated_chunks.insert(to.clone(), chunks);
         }
     }
 }

@@ -12,6 +12,7 @@ pub(crate) mod context;
 pub mod diff;
 mod fork;
 pub(crate) mod manifest_split;
+mod rearrange;
 mod rebase;
 mod solver;
 
@@ -122,6 +123,9 @@ struct State {
     replay: Option<Vec<Mutation>>,
     /// Forks and merges (see `fork.rs`).
     forks: fork::ForkState,
+    /// Rearrange sessions: the base before the first move (`base` is then the moved
+    /// view of it).
+    rearranged_from: Option<Arc<Snapshot>>,
 }
 
 impl std::fmt::Debug for State {
@@ -170,6 +174,9 @@ enum Mode {
         /// The forking session's base snapshot when the fork was made.
         origin: SnapshotId,
     },
+    /// Spec 2: move and rename nodes, then commit to this branch (see
+    /// `rearrange.rs`).
+    Rearrange(String),
 }
 
 #[derive(Debug)]
@@ -222,6 +229,7 @@ impl Session {
                     changes: Arc::new(changes),
                     replay: None,
                     forks: fork::ForkState::default(),
+                    rearranged_from: None,
                 }),
                 commit_lock: tokio::sync::Mutex::new(()),
             }),
@@ -255,14 +263,15 @@ impl Session {
     /// The branch of a writable session; `None` for read-only sessions and forks.
     pub fn branch(&self) -> Option<&str> {
         match &self.inner.mode {
-            Mode::Branch(b) => Some(b),
+            Mode::Branch(b) | Mode::Rearrange(b) => Some(b),
             Mode::ReadOnly | Mode::Fork { .. } => None,
         }
     }
 
-    /// Whether the session accepts writes (a session on a branch, or a fork).
+    /// Whether the session accepts writes (a session on a branch, or a fork; a
+    /// rearrange session only moves nodes).
     pub fn is_writable(&self) -> bool {
-        !matches!(self.inner.mode, Mode::ReadOnly)
+        matches!(self.inner.mode, Mode::Branch(_) | Mode::Fork { .. })
     }
 
     /// Whether the session is a fork ([`Session::fork`]).
@@ -719,7 +728,7 @@ impl Session {
     fn commit_branch(&self) -> Result<String> {
         match &self.inner.mode {
             Mode::Branch(b) => Ok(b.clone()),
-            Mode::ReadOnly => Err(Error::ReadOnlySession),
+            Mode::ReadOnly | Mode::Rearrange(_) => Err(Error::ReadOnlySession),
             Mode::Fork { .. } => Err(Error::ForkCannotCommit),
         }
     }
@@ -742,6 +751,9 @@ impl Session {
         metadata: BTreeMap<String, serde_json::Value>,
         options: CommitOptions,
     ) -> Result<SnapshotId> {
+        if let Mode::Rearrange(branch) = &self.inner.mode {
+            return self.commit_moves(branch, message, metadata, options).await;
+        }
         let branch = self.commit_branch()?;
         self.commit_guarded(|base, changes| async move {
             self.commit_changes(branch, base, changes, message, metadata, options)

@@ -146,6 +146,19 @@ pub(crate) async fn rebase(
     let Some(commits) = commits_since(assets, base.id, tip).await? else {
         return Err(conflict(vec![Conflict::BaseNotAncestor { base: base.id }]));
     };
+    // A commit that moved nodes changed every path under them: nothing is rebased
+    // over it (Icechunk: `MoveOperationCannotBeRebased`).
+    for id in &commits {
+        match assets.fetch_transaction_log(id).await {
+            Ok(log) if !log.moved_nodes.is_empty() => {
+                return Err(conflict(vec![Conflict::MovesCannotBeRebased {
+                    snapshot: *id,
+                }]));
+            }
+            Ok(_) | Err(Error::Storage(crate::storage::StorageError::NotFound { .. })) => {}
+            Err(e) => return Err(e),
+        }
+    }
     let tip_snapshot = assets.fetch_snapshot(&tip).await?;
     let theirs = CommitsSummary::read(assets, &commits, &tip_snapshot).await?;
     let paths = paths_by_id(base.nodes.values());

@@ -27,7 +27,8 @@ Facts (JSON):
                       "nodes": {path: NODE},
                       "diff_from_parent": {"new_groups": [paths], "new_arrays", "deleted_groups",
                                            "deleted_arrays", "updated_groups", "updated_arrays",
-                                           "updated_chunks": {path: [chunk indices]}}}}}
+                                           "updated_chunks": {path: [chunk indices]},
+                                           "moved_nodes": {new path: old path}}}}}
                       (diff_from_parent: what the transaction log says; absent on the root)
   NODE: {"node_type": "group" | "array", "zarr_json": the parsed zarr.json,
          arrays also: "shape", "chunks": {"i/j": "native" | "inline" | "virtual"},
@@ -189,6 +190,8 @@ def diff_facts(d):
     out["updated_chunks"] = {
         p: sorted([list(c) for c in cs]) for p, cs in sorted(d.updated_chunks.items())
     }
+    # Spec 2 moves, {new path: old path} (icechunk 1.x diffs have none).
+    out["moved_nodes"] = {to: frm for frm, to in getattr(d, "moved_nodes", None) or []}
     return out
 
 
