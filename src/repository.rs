@@ -929,15 +929,39 @@ impl Repository {
             }
             chain.push(snap);
         }
-        let mut diff = Diff::default();
+        // Spec 2.1: a commit re-parented by expiry spans the logs of the ancestors
+        // it was re-parented over (`pruned_ancestor_tx_logs`, oldest first).
+        let info = match self.inner.spec {
+            SpecVersion::V2 => Some(self.repo_info().await?),
+            SpecVersion::V1 => None,
+        };
+        let mut logs = Vec::new();
         for snap in chain.into_iter().rev() {
-            let Some(parent_id) = snap.parent_id else {
-                continue;
-            };
-            let parent = self.inner.assets.fetch_snapshot(&parent_id).await?;
-            let log = self.inner.assets.fetch_transaction_log(&snap.id).await?;
-            diff.merge(Diff::from_transaction_log(&log, &parent, &snap));
+            let pruned = info
+                .as_ref()
+                .and_then(|i| i.snapshots.get(&snap.id))
+                .and_then(|s| s.pruned_ancestor_tx_logs.clone())
+                .unwrap_or_default();
+            for id in pruned.iter().chain(std::iter::once(&snap.id)) {
+                let log = match self.inner.assets.fetch_transaction_log(id).await {
+                    Ok(log) => log,
+                    // A pruned log already collected: what it said is lost, as in
+                    // Icechunk (which warns and goes on).
+                    Err(Error::Storage(StorageError::NotFound { .. })) if *id != snap.id => {
+                        tracing::warn!("transaction log of expired snapshot {id} is gone");
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                };
+                logs.push(log);
+            }
         }
-        Ok(diff)
+        let from_snap = self.inner.assets.fetch_snapshot(&from).await?;
+        let to_snap = self.inner.assets.fetch_snapshot(&to).await?;
+        Ok(Diff::from_transaction_logs(
+            logs.iter().map(AsRef::as_ref),
+            &from_snap,
+            &to_snap,
+        ))
     }
 }

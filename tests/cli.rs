@@ -241,7 +241,7 @@ fn init_and_info() {
     let repo = s(&dir.path().join("r"));
     let out = ok(&["init", &repo]);
     assert!(
-        out.starts_with("Initialized empty floe repository at "),
+        out.starts_with("Initialized empty floe repository (Icechunk spec 1) at "),
         "{out}"
     );
     fails(&["init", &repo], &["already exists"]);

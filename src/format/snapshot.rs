@@ -468,7 +468,6 @@ fn write_node<'a>(
                         shape_v2,
                         dimension_names: names,
                         manifests: Some(manifests),
-                        ..Default::default()
                     },
                 )
                 .as_union_value(),

@@ -1,4 +1,4 @@
-//! Snapshot expiry. Spec 2 ([`expire_repo_info`]) only edits the `repo` object's
+//! Snapshot expiry. Spec 2 (`expire_repo_info`) only edits the `repo` object's
 //! parent links, as Icechunk's `expire_v2`. Spec 1 follows Icechunk design document
 //! 007, "basic expiration":
 //!

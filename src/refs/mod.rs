@@ -2,9 +2,9 @@
 //!
 //! Spec 1 keeps each ref in its own file ([`ref_files`]: `refs/branch.<name>/ref.json`
 //! moved by compare-and-swap, tags and tag tombstones); spec 2 keeps every ref in the
-//! one `repo` object ([`repo_object`]: replaced by compare-and-swap after a copy of it
+//! one `repo` object (`repo_object`: replaced by compare-and-swap after a copy of it
 //! is saved under `overwritten/`, each change recorded in its ops log).
-//! [`RefStore`] is the one interface the repository and sessions use for either.
+//! `RefStore` is the one interface the repository and sessions use for either.
 //!
 //! Spec: Icechunk specification, "Reference Files", "Creating and Updating Branches",
 //! "Tags"; spec 2: `../shared/docs/icechunk-format-notes.md` §1.3, §2.5, §4.2.

@@ -99,31 +99,45 @@ impl Diff {
         parent: &Snapshot,
         commit: &Snapshot,
     ) -> Self {
-        let now = paths_by_id(commit);
-        let before = paths_by_id(parent);
-        let name =
-            |set: &BTreeSet<NodeId>, map: &HashMap<NodeId, &NodePath>| -> BTreeSet<NodePath> {
+        Self::from_transaction_logs([log], parent, commit)
+    }
+
+    /// The diff recorded by the transaction logs of the commits from `from` (excluded)
+    /// to `to`, as Icechunk computes it: the union of what the logs say, by node id,
+    /// each node named by its path in `to`, else in `from` (a node created and
+    /// deleted in between is in neither and is left out; a node created then updated
+    /// is listed as both). Moves are listed as recorded.
+    pub fn from_transaction_logs<'a>(
+        logs: impl IntoIterator<Item = &'a TransactionLog>,
+        from: &Snapshot,
+        to: &Snapshot,
+    ) -> Self {
+        let mut path_of = paths_by_id(from);
+        path_of.extend(paths_by_id(to));
+        let name = |set: &BTreeSet<NodeId>, out: &mut BTreeSet<NodePath>| {
+            out.extend(
                 set.iter()
-                    .filter_map(|id| map.get(id).map(|p| (*p).clone()))
-                    .collect()
-            };
-        let mut d = Diff {
-            new_groups: name(&log.new_groups, &now),
-            new_arrays: name(&log.new_arrays, &now),
-            deleted_groups: name(&log.deleted_groups, &before),
-            deleted_arrays: name(&log.deleted_arrays, &before),
-            updated_groups: name(&log.updated_groups, &now),
-            updated_arrays: name(&log.updated_arrays, &now),
-            updated_chunks: BTreeMap::new(),
-            moved_nodes: log
-                .moved_nodes
-                .iter()
-                .map(|m| (m.to.clone(), m.from.clone()))
-                .collect(),
+                    .filter_map(|id| path_of.get(id).map(|p| (*p).clone())),
+            );
         };
-        for (id, chunks) in &log.updated_chunks {
-            if let Some(p) = now.get(id) {
-                d.updated_chunks.insert((*p).clone(), chunks.clone());
+        let mut d = Diff::default();
+        for log in logs {
+            name(&log.new_groups, &mut d.new_groups);
+            name(&log.new_arrays, &mut d.new_arrays);
+            name(&log.deleted_groups, &mut d.deleted_groups);
+            name(&log.deleted_arrays, &mut d.deleted_arrays);
+            name(&log.updated_groups, &mut d.updated_groups);
+            name(&log.updated_arrays, &mut d.updated_arrays);
+            for (id, chunks) in &log.updated_chunks {
+                if let Some(p) = path_of.get(id) {
+                    d.updated_chunks
+                        .entry((*p).clone())
+                        .or_default()
+                        .extend(chunks.iter().cloned());
+                }
+            }
+            for m in &log.moved_nodes {
+                d.moved_nodes.insert(m.to.clone(), m.from.clone());
             }
         }
         d

@@ -402,6 +402,7 @@ def write(outdir):
     root.attrs.update({"edited": "attrs-only"})
     root["g1"].attrs.update({"k": "changed"})
     third = s.commit("third: attributes only", metadata={"kind": "attrs"})
+    attrs_commit = third
 
     if SPEC_VERSION >= 2:
         # Spec 2 only: move a group with its children (recorded in `moved_nodes`).
@@ -417,6 +418,13 @@ def write(outdir):
     repo.create_branch("doomed", first)
     repo.delete_branch("doomed")
     del dev1
+
+    if SPEC_VERSION >= 2:
+        # An expired history: snapshots flushed before the attributes-only commit
+        # leave main's history; icechunk re-parents in the repo object and records
+        # the transaction logs the re-parented commit now spans.
+        cutoff = next(iter(repo.ancestry(snapshot_id=attrs_commit))).written_at
+        repo.expire_snapshots(older_than=cutoff)
 
     repo = open_repo(repo_path, prefix)
     facts = dump(repo, deleted_branches=["doomed"], deleted_tags=["gone"])
