@@ -1,14 +1,16 @@
 //! # floe
 //!
-//! Transactional, versioned Zarr v3 repositories in the [Icechunk] spec-1 on-disk
-//! format: commits, branches, tags and time travel for N-dimensional arrays, safe
-//! concurrent writers (optimistic concurrency with rebase), and virtual references
-//! into existing NetCDF/HDF5 files. A repository floe writes opens in Icechunk 1.x and
-//! 2.x, and a spec-1 repository Icechunk writes opens in floe.
+//! Transactional, versioned Zarr v3 repositories in the [Icechunk] on-disk format:
+//! commits, branches, tags and time travel for N-dimensional arrays, safe concurrent
+//! writers (optimistic concurrency with rebase), and virtual references into existing
+//! NetCDF/HDF5 files. Both spec versions are read and written: spec 1 (the default
+//! for new repositories; opens in Icechunk 1.x and 2.x) and spec 2 (Icechunk 2.x's
+//! default, with its `repo` object, ops log, repository metadata and node moves);
+//! [`lifecycle::upgrade_to_spec2`] upgrades.
 //!
 //! Data flows one way through the modules:
-//! [`storage`] → [`mod@format`] → [`repository`] / [`session`] (with [`lifecycle`]:
-//! expiry, garbage collection) → [`zarr`] → [`ops`] (import, export) → the `floe` CLI.
+//! [`storage`] → [`mod@format`] → [`refs`] → [`repository`] / [`session`] (with
+//! [`lifecycle`]: expiry, garbage collection, upgrade) → [`zarr`] → [`ops`] (import, export) → the `floe` CLI.
 //!
 //! ## Paths and chunk indices
 //!

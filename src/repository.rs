@@ -128,7 +128,8 @@ struct Inner {
     config: RwLock<ConfigState>,
 }
 
-/// A repository in the Icechunk spec-1 format. Cheap to clone; clones share caches.
+/// A repository in the Icechunk format (spec 1 or 2, see [`Repository::spec_version`]). Cheap to
+/// clone; clones share caches.
 #[derive(Clone, Debug)]
 pub struct Repository {
     inner: Arc<Inner>,
