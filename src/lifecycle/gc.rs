@@ -394,8 +394,10 @@ async fn sweep(
     progress: Option<GcProgress<'_>>,
 ) -> Result<(u64, u64)> {
     let prefixes = listings(storage, dir, id_prefixes);
-    let listed = futures::stream::iter(prefixes.iter())
-        .map(|p| storage.list_stream(p))
+    // The listings are made up front (they start lazily): a closure mapping prefixes
+    // to streams would make the future lose `Send` (its lifetimes are not general).
+    let streams: Vec<_> = prefixes.iter().map(|p| storage.list_stream(p)).collect();
+    let listed = futures::stream::iter(streams)
         .flatten_unordered(options.list_concurrency.max(1))
         .map_err(Error::from)
         .try_filter(|o| {

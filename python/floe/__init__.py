@@ -1,0 +1,144 @@
+"""floe: transactional, versioned Zarr v3 repositories in the Icechunk format.
+
+The names mirror Icechunk's Python API, so that code written for Icechunk switches by
+changing the import::
+
+    import floe as ic
+
+    repo = ic.Repository.create(ic.local_filesystem_storage("/data/repo"))
+    session = repo.writable_session("main")
+    zarr.create_array(session.store, name="t", shape=(10,), dtype="f4")
+    session.commit("first")
+"""
+
+from floe._floe import (
+    ConflictError,
+    FloeError,
+    Repository as _NativeRepository,
+    Session as _NativeSession,
+    SnapshotInfo,
+    Storage,
+    in_memory_storage,
+    local_filesystem_storage,
+    s3_storage,
+)
+from floe.store import FloeStore
+
+__all__ = [
+    "ConflictError",
+    "FloeError",
+    "FloeStore",
+    "Repository",
+    "Session",
+    "SnapshotInfo",
+    "Storage",
+    "in_memory_storage",
+    "local_filesystem_storage",
+    "s3_storage",
+]
+
+
+class Session:
+    """A session on a repository: read-only, writable on a branch, a fork, or a
+    rearrange session (spec 2, moves only). ``store`` is its zarr-python store."""
+
+    def __init__(self, native: _NativeSession):
+        self._native = native
+
+    @property
+    def store(self) -> FloeStore:
+        return FloeStore(self._native._native_store(), session=self)
+
+    @property
+    def snapshot_id(self) -> str:
+        return self._native.snapshot_id
+
+    @property
+    def branch(self) -> str | None:
+        return self._native.branch
+
+    @property
+    def read_only(self) -> bool:
+        return self._native.read_only
+
+    @property
+    def has_uncommitted_changes(self) -> bool:
+        return self._native.has_uncommitted_changes
+
+    def status(self) -> dict:
+        return self._native.status()
+
+    def discard_changes(self) -> None:
+        self._native.discard_changes()
+
+    def commit(self, message: str, metadata: dict | None = None, *, allow_empty: bool = False) -> str:
+        """Commits and returns the new snapshot id; raises ConflictError when the
+        branch moved in a way that conflicts."""
+        return self._native.commit(message, metadata, allow_empty=allow_empty)
+
+    def amend(self, message: str, metadata: dict | None = None) -> str:
+        return self._native.amend(message, metadata)
+
+    def rebase(self) -> None:
+        self._native.rebase()
+
+    def fork(self) -> "Session":
+        return Session(self._native.fork())
+
+    def merge(self, *forks: "Session") -> None:
+        self._native.merge(*[f._native for f in forks])
+
+    def move(self, from_path: str, to_path: str) -> None:
+        """Rearrange sessions (spec 2): moves a node and everything under it."""
+        self._native.move(from_path, to_path)
+
+    def __reduce__(self):
+        raise TypeError(
+            "floe sessions cannot be pickled yet; to write from other processes, "
+            "fork the session"
+        )
+
+
+class Repository:
+    """A floe repository (Icechunk format, spec 1 or 2)."""
+
+    def __init__(self, native: _NativeRepository):
+        self._native = native
+
+    @classmethod
+    def create(cls, storage: Storage, spec_version: int | None = None) -> "Repository":
+        return cls(_NativeRepository.create(storage, spec_version))
+
+    @classmethod
+    def open(cls, storage: Storage) -> "Repository":
+        return cls(_NativeRepository.open(storage))
+
+    @classmethod
+    def open_or_create(cls, storage: Storage) -> "Repository":
+        return cls(_NativeRepository.open_or_create(storage))
+
+    @staticmethod
+    def exists(storage: Storage) -> bool:
+        return _NativeRepository.exists(storage)
+
+    @property
+    def spec_version(self) -> int:
+        return self._native.spec_version
+
+    def writable_session(self, branch: str) -> Session:
+        return Session(self._native.writable_session(branch))
+
+    def readonly_session(self, branch=None, *, tag=None, snapshot_id=None, as_of=None) -> Session:
+        return Session(
+            self._native.readonly_session(branch, tag=tag, snapshot_id=snapshot_id, as_of=as_of)
+        )
+
+    def rearrange_session(self, branch: str) -> Session:
+        return Session(self._native.rearrange_session(branch))
+
+    def ancestry(self, *, branch=None, tag=None, snapshot_id=None):
+        return iter(self._native.ancestry(branch=branch, tag=tag, snapshot_id=snapshot_id))
+
+    def __getattr__(self, name):
+        # Branches, tags, diff, metadata, expiry and GC: the native methods as they are.
+        return getattr(self._native, name)

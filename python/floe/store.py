@@ -1,0 +1,108 @@
+"""FloeStore: a zarr-python 3 store over a floe session.
+
+Every method awaits the native store's coroutines, which run on floe's tokio runtime
+without holding the GIL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable
+
+from zarr.abc.store import (
+    ByteRequest,
+    OffsetByteRequest,
+    RangeByteRequest,
+    Store,
+    SuffixByteRequest,
+)
+from zarr.core.buffer import Buffer, BufferPrototype
+
+
+def _range(byte_range: ByteRequest | None) -> tuple[int, int, int]:
+    if byte_range is None:
+        return (0, 0, 0)
+    if isinstance(byte_range, RangeByteRequest):
+        return (1, byte_range.start, byte_range.end)
+    if isinstance(byte_range, OffsetByteRequest):
+        return (2, byte_range.offset, 0)
+    if isinstance(byte_range, SuffixByteRequest):
+        return (3, byte_range.suffix, 0)
+    raise TypeError(f"unsupported byte range {byte_range!r}")
+
+
+class FloeStore(Store):
+    """The zarr-python store view of a floe session (``Session.store``)."""
+
+    supports_writes = True
+    supports_deletes = True
+    supports_partial_writes = False
+    supports_listing = True
+
+    def __init__(self, native, *, session=None, read_only: bool | None = None):
+        if read_only is None:
+            read_only = not native.writable
+        super().__init__(read_only=read_only)
+        self._native = native
+        self._session = session
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, FloeStore) and other._native is self._native
+
+    def __repr__(self) -> str:
+        return f"<FloeStore read_only={self.read_only}>"
+
+    def with_read_only(self, read_only: bool = False) -> "FloeStore":
+        if not read_only and not self._native.writable:
+            raise ValueError("a read-only session cannot give a writable store")
+        return FloeStore(self._native, session=self._session, read_only=read_only)
+
+    async def get(
+        self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None
+    ) -> Buffer | None:
+        data = await self._native.get(key, *_range(byte_range))
+        return None if data is None else prototype.buffer.from_bytes(data)
+
+    async def get_partial_values(
+        self,
+        prototype: BufferPrototype,
+        key_ranges: Iterable[tuple[str, ByteRequest | None]],
+    ) -> list[Buffer | None]:
+        return [await self.get(k, prototype, r) for k, r in key_ranges]
+
+    async def exists(self, key: str) -> bool:
+        return await self._native.exists(key)
+
+    async def set(self, key: str, value: Buffer) -> None:
+        self._check_writable()
+        await self._native.set(key, value.to_bytes())
+
+    async def set_if_not_exists(self, key: str, value: Buffer) -> None:
+        if not await self.exists(key):
+            await self.set(key, value)
+
+    async def delete(self, key: str) -> None:
+        self._check_writable()
+        await self._native.delete(key)
+
+    async def delete_dir(self, prefix: str) -> None:
+        self._check_writable()
+        if prefix and not prefix.endswith("/"):
+            prefix += "/"
+        await self._native.delete_prefix(prefix)
+
+    async def list(self) -> AsyncIterator[str]:
+        for k in await self._native.list_prefix(""):
+            yield k
+
+    async def list_prefix(self, prefix: str) -> AsyncIterator[str]:
+        for k in await self._native.list_prefix(prefix):
+            yield k
+
+    async def list_dir(self, prefix: str) -> AsyncIterator[str]:
+        if prefix and not prefix.endswith("/"):
+            prefix += "/"
+        keys, prefixes = await self._native.list_dir(prefix)
+        for k in keys:
+            yield k[len(prefix):]
+        for p in prefixes:
+            yield p[len(prefix):].rstrip("/")

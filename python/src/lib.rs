@@ -1,0 +1,33 @@
+//! Python bindings of floe (module `floe._floe`; the `floe` Python package wraps it).
+//!
+//! Names and semantics follow Icechunk's Python API so that users switch by changing
+//! an import: `Repository`, `Session`, storage constructors, `FloeError` and
+//! `ConflictError`. Blocking calls release the GIL and run on one shared tokio
+//! runtime (the one `pyo3-async-runtimes` drives awaitables with), so Python threads
+//! and zarr's async pipeline overlap I/O.
+
+mod errors;
+mod repository;
+mod session;
+mod storage;
+
+use pyo3::prelude::*;
+
+/// Runs `fut` to completion on the shared runtime without holding the GIL.
+pub(crate) fn block_on<F>(py: Python<'_>, fut: F) -> F::Output
+where
+    F: std::future::Future + Send,
+    F::Output: Send,
+{
+    py.detach(|| pyo3_async_runtimes::tokio::get_runtime().block_on(fut))
+}
+
+/// The native module.
+#[pymodule]
+fn _floe(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    errors::register(m)?;
+    storage::register(m)?;
+    repository::register(m)?;
+    session::register(m)?;
+    Ok(())
+}

@@ -1,0 +1,345 @@
+//! `Repository` and `SnapshotInfo`, with Icechunk's Python names.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::block_on;
+use crate::errors::IntoPyResult;
+use crate::session::Session;
+use crate::storage::Storage;
+
+/// JSON values (metadata) to Python objects, through the `json` module.
+pub(crate) fn json_to_py(py: Python<'_>, v: &serde_json::Value) -> PyResult<Py<PyAny>> {
+    let text = serde_json::to_string(v).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    Ok(py.import("json")?.call_method1("loads", (text,))?.unbind())
+}
+
+/// A Python mapping of JSON-serializable values to floe metadata.
+pub(crate) fn py_to_metadata(
+    obj: Option<&Bound<'_, PyAny>>,
+) -> PyResult<BTreeMap<String, serde_json::Value>> {
+    let Some(obj) = obj.filter(|o| !o.is_none()) else {
+        return Ok(BTreeMap::new());
+    };
+    let text: String = obj
+        .py()
+        .import("json")?
+        .call_method1("dumps", (obj,))?
+        .extract()?;
+    serde_json::from_str(&text).map_err(|e| PyValueError::new_err(format!("metadata: {e}")))
+}
+
+fn snapshot_id(text: &str) -> PyResult<floe::SnapshotId> {
+    text.parse()
+        .map_err(|e| PyValueError::new_err(format!("snapshot id `{text}`: {e}")))
+}
+
+/// One commit of a history.
+#[pyclass(module = "floe._floe", frozen, get_all)]
+pub(crate) struct SnapshotInfo {
+    /// The snapshot id.
+    id: String,
+    /// Its parent's id, `None` for the first snapshot.
+    parent_id: Option<String>,
+    /// When it was committed (UTC).
+    written_at: DateTime<Utc>,
+    /// The commit message.
+    message: String,
+    /// The commit metadata.
+    metadata: Py<PyAny>,
+}
+
+#[pymethods]
+impl SnapshotInfo {
+    fn __repr__(&self) -> String {
+        format!("SnapshotInfo(id={:?}, message={:?})", self.id, self.message)
+    }
+}
+
+fn info(py: Python<'_>, s: &floe::SnapshotInfo) -> PyResult<SnapshotInfo> {
+    let metadata = PyDict::new(py);
+    for (k, v) in &s.metadata {
+        metadata.set_item(k, json_to_py(py, v)?)?;
+    }
+    Ok(SnapshotInfo {
+        id: s.id.to_string(),
+        parent_id: s.parent_id.map(|p| p.to_string()),
+        written_at: s.flushed_at,
+        message: s.message.clone(),
+        metadata: metadata.into_any().unbind(),
+    })
+}
+
+/// A floe repository (Icechunk format).
+#[pyclass(module = "floe._floe", frozen)]
+pub(crate) struct Repository {
+    pub(crate) inner: floe::Repository,
+}
+
+fn spec(spec_version: Option<u8>) -> PyResult<floe::format::SpecVersion> {
+    floe::format::SpecVersion::from_byte(spec_version.unwrap_or(1))
+        .map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+#[pymethods]
+impl Repository {
+    /// Creates a repository (spec 1 unless `spec_version=2`).
+    #[staticmethod]
+    #[pyo3(signature = (storage, spec_version=None))]
+    fn create(py: Python<'_>, storage: &Storage, spec_version: Option<u8>) -> PyResult<Self> {
+        let spec = spec(spec_version)?;
+        let st = Arc::clone(&storage.inner);
+        let inner = block_on(py, async move {
+            floe::Repository::create_with(st, None, spec, floe::OpenOptions::default()).await
+        })
+        .py()?;
+        Ok(Repository { inner })
+    }
+
+    /// Opens an existing repository.
+    #[staticmethod]
+    fn open(py: Python<'_>, storage: &Storage) -> PyResult<Self> {
+        let st = Arc::clone(&storage.inner);
+        let inner = block_on(py, floe::Repository::open(st)).py()?;
+        Ok(Repository { inner })
+    }
+
+    /// Opens the repository, creating it (spec 1) when there is none.
+    #[staticmethod]
+    fn open_or_create(py: Python<'_>, storage: &Storage) -> PyResult<Self> {
+        let st = Arc::clone(&storage.inner);
+        let inner = block_on(
+            py,
+            floe::Repository::open_or_create(st, floe::OpenOptions::default()),
+        )
+        .py()?;
+        Ok(Repository { inner })
+    }
+
+    /// Whether a repository exists in `storage`.
+    #[staticmethod]
+    fn exists(py: Python<'_>, storage: &Storage) -> PyResult<bool> {
+        let st = Arc::clone(&storage.inner);
+        block_on(
+            py,
+            async move { floe::Repository::exists(st.as_ref()).await },
+        )
+        .py()
+    }
+
+    /// The Icechunk spec version (1 or 2).
+    #[getter]
+    fn spec_version(&self) -> u8 {
+        self.inner.spec_version() as u8
+    }
+
+    /// Branch names.
+    fn list_branches(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        block_on(py, self.inner.list_branches()).py()
+    }
+
+    /// The snapshot id branch `branch` points to.
+    fn lookup_branch(&self, py: Python<'_>, branch: &str) -> PyResult<String> {
+        Ok(block_on(py, self.inner.lookup_branch(branch))
+            .py()?
+            .to_string())
+    }
+
+    /// Creates `branch` at `snapshot_id`.
+    fn create_branch(&self, py: Python<'_>, branch: &str, snapshot_id: &str) -> PyResult<()> {
+        let id = snapshot_id_arg(snapshot_id)?;
+        block_on(py, self.inner.create_branch(branch, id)).py()
+    }
+
+    /// Deletes `branch` (never `main`).
+    fn delete_branch(&self, py: Python<'_>, branch: &str) -> PyResult<()> {
+        block_on(py, self.inner.delete_branch(branch)).py()
+    }
+
+    /// Moves `branch` to `snapshot_id`, if it is still at `from_snapshot_id` when given.
+    #[pyo3(signature = (branch, snapshot_id, *, from_snapshot_id=None))]
+    fn reset_branch(
+        &self,
+        py: Python<'_>,
+        branch: &str,
+        snapshot_id: &str,
+        from_snapshot_id: Option<&str>,
+    ) -> PyResult<()> {
+        let to = snapshot_id_arg(snapshot_id)?;
+        let from = from_snapshot_id.map(snapshot_id_arg).transpose()?;
+        block_on(py, self.inner.reset_branch(branch, to, from)).py()
+    }
+
+    /// Tag names.
+    fn list_tags(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        block_on(py, self.inner.list_tags()).py()
+    }
+
+    /// The snapshot id tag `tag` points to.
+    fn lookup_tag(&self, py: Python<'_>, tag: &str) -> PyResult<String> {
+        Ok(block_on(py, self.inner.lookup_tag(tag)).py()?.to_string())
+    }
+
+    /// Creates `tag` at `snapshot_id`.
+    fn create_tag(&self, py: Python<'_>, tag: &str, snapshot_id: &str) -> PyResult<()> {
+        let id = snapshot_id_arg(snapshot_id)?;
+        block_on(py, self.inner.create_tag(tag, id)).py()
+    }
+
+    /// Deletes `tag`; its name can never be used again.
+    fn delete_tag(&self, py: Python<'_>, tag: &str) -> PyResult<()> {
+        block_on(py, self.inner.delete_tag(tag)).py()
+    }
+
+    /// The history of a branch, tag or snapshot, newest first.
+    #[pyo3(signature = (*, branch=None, tag=None, snapshot_id=None))]
+    fn ancestry(
+        &self,
+        py: Python<'_>,
+        branch: Option<String>,
+        tag: Option<String>,
+        snapshot_id: Option<&str>,
+    ) -> PyResult<Vec<SnapshotInfo>> {
+        let selector = selector(branch, tag, snapshot_id, None)?;
+        let repo = self.inner.clone();
+        let list = block_on(py, async move {
+            let id = repo.resolve(&selector).await?;
+            repo.ancestry(id).await
+        })
+        .py()?;
+        list.iter().map(|s| info(py, s)).collect()
+    }
+
+    /// A session that writes to `branch`.
+    fn writable_session(&self, py: Python<'_>, branch: &str) -> PyResult<Session> {
+        let s = block_on(py, self.inner.writable_session(branch)).py()?;
+        Ok(Session::new(s))
+    }
+
+    /// A read-only session at a branch, tag, snapshot id or a branch as of a time.
+    #[pyo3(signature = (branch=None, *, tag=None, snapshot_id=None, as_of=None))]
+    fn readonly_session(
+        &self,
+        py: Python<'_>,
+        branch: Option<String>,
+        tag: Option<String>,
+        snapshot_id: Option<&str>,
+        as_of: Option<DateTime<Utc>>,
+    ) -> PyResult<Session> {
+        let selector = selector(branch, tag, snapshot_id, as_of)?;
+        let s = block_on(py, self.inner.readonly_session(&selector)).py()?;
+        Ok(Session::new(s))
+    }
+
+    /// Spec 2: a session that only moves nodes, on `branch`.
+    fn rearrange_session(&self, py: Python<'_>, branch: &str) -> PyResult<Session> {
+        let s = block_on(py, self.inner.rearrange_session(branch)).py()?;
+        Ok(Session::new(s))
+    }
+
+    /// What changed between two snapshots, as a dict of sorted path lists.
+    #[pyo3(signature = (*, from_snapshot_id, to_snapshot_id))]
+    fn diff(
+        &self,
+        py: Python<'_>,
+        from_snapshot_id: &str,
+        to_snapshot_id: &str,
+    ) -> PyResult<Py<PyAny>> {
+        let (from, to) = (
+            snapshot_id_arg(from_snapshot_id)?,
+            snapshot_id_arg(to_snapshot_id)?,
+        );
+        let d = block_on(py, self.inner.diff(from, to)).py()?;
+        let v = serde_json::to_value(&d).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        json_to_py(py, &v)
+    }
+
+    /// Spec 2: the repository metadata.
+    fn get_metadata(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let m = block_on(py, self.inner.get_metadata()).py()?;
+        json_to_py(py, &serde_json::to_value(m).unwrap_or_default())
+    }
+
+    /// Spec 2: replaces the repository metadata.
+    fn set_metadata(&self, py: Python<'_>, metadata: &Bound<'_, PyAny>) -> PyResult<()> {
+        let m = py_to_metadata(Some(metadata))?;
+        block_on(py, self.inner.set_metadata(m)).py()
+    }
+
+    /// Spec 2: sets the given metadata keys; returns the metadata after.
+    fn update_metadata(&self, py: Python<'_>, metadata: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let m = py_to_metadata(Some(metadata))?;
+        let after = block_on(py, self.inner.update_metadata(m)).py()?;
+        json_to_py(py, &serde_json::to_value(after).unwrap_or_default())
+    }
+
+    /// Expires snapshots older than `older_than`; returns the expired snapshot ids.
+    #[pyo3(signature = (older_than, *, delete_expired_branches=false, delete_expired_tags=false))]
+    fn expire_snapshots(
+        &self,
+        py: Python<'_>,
+        older_than: DateTime<Utc>,
+        delete_expired_branches: bool,
+        delete_expired_tags: bool,
+    ) -> PyResult<Vec<String>> {
+        let opts = floe::lifecycle::ExpireOptions::default()
+            .delete_expired_branches(delete_expired_branches)
+            .delete_expired_tags(delete_expired_tags);
+        let r = block_on(py, self.inner.expire_snapshots(older_than, opts)).py()?;
+        Ok(r.expired.iter().map(ToString::to_string).collect())
+    }
+
+    /// Deletes unreachable objects older than `delete_object_older_than`; returns the
+    /// summary as a dict (Icechunk's `GCSummary` fields).
+    #[pyo3(signature = (delete_object_older_than, *, dry_run=false))]
+    fn garbage_collect(
+        &self,
+        py: Python<'_>,
+        delete_object_older_than: DateTime<Utc>,
+        dry_run: bool,
+    ) -> PyResult<Py<PyAny>> {
+        let opts = floe::lifecycle::GcOptions::default().dry_run(dry_run);
+        let s = block_on(
+            py,
+            self.inner
+                .garbage_collect(delete_object_older_than, opts, None),
+        )
+        .py()?;
+        json_to_py(py, &serde_json::to_value(s).unwrap_or_default())
+    }
+}
+
+fn snapshot_id_arg(text: &str) -> PyResult<floe::SnapshotId> {
+    snapshot_id(text)
+}
+
+fn selector(
+    branch: Option<String>,
+    tag: Option<String>,
+    snapshot_id: Option<&str>,
+    as_of: Option<DateTime<Utc>>,
+) -> PyResult<floe::VersionSelector> {
+    use floe::VersionSelector as V;
+    Ok(match (branch, tag, snapshot_id, as_of) {
+        (Some(b), None, None, None) => V::Branch(b),
+        (Some(b), None, None, Some(time)) => V::AsOf { branch: b, time },
+        (None, Some(t), None, None) => V::Tag(t),
+        (None, None, Some(id), None) => V::Snapshot(snapshot_id_arg(id)?),
+        _ => {
+            return Err(PyValueError::new_err(
+                "give exactly one of branch (optionally with as_of), tag or snapshot_id",
+            ))
+        }
+    })
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Repository>()?;
+    m.add_class::<SnapshotInfo>()?;
+    Ok(())
+}

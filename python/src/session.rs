@@ -1,0 +1,255 @@
+//! `Session` and the native half of the Zarr store (`floe.FloeStore` in Python wraps
+//! `SessionStore` and turns these coroutines into zarr-python's `Store` methods).
+
+use bytes::Bytes;
+use floe::zarr::store::{ByteRange, Store};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use crate::block_on;
+use crate::errors::{to_py, FloeError, IntoPyResult};
+use crate::repository::{json_to_py, py_to_metadata};
+
+/// A session: read-only, on a branch, a fork, or a rearrange session.
+#[pyclass(module = "floe._floe", frozen)]
+pub(crate) struct Session {
+    inner: floe::Session,
+}
+
+impl Session {
+    pub(crate) fn new(inner: floe::Session) -> Self {
+        Session { inner }
+    }
+}
+
+#[pymethods]
+impl Session {
+    /// The snapshot the session reads (its base).
+    #[getter]
+    fn snapshot_id(&self) -> String {
+        self.inner.snapshot_id().to_string()
+    }
+
+    /// The branch of a writable session.
+    #[getter]
+    fn branch(&self) -> Option<String> {
+        self.inner.branch().map(str::to_string)
+    }
+
+    /// Whether the session refuses writes.
+    #[getter]
+    fn read_only(&self) -> bool {
+        !self.inner.is_writable()
+    }
+
+    /// Whether there are uncommitted changes.
+    #[getter]
+    fn has_uncommitted_changes(&self) -> bool {
+        self.inner.has_uncommitted_changes()
+    }
+
+    /// Forgets uncommitted changes.
+    fn discard_changes(&self) {
+        self.inner.discard_changes();
+    }
+
+    /// The uncommitted changes, as a dict of sorted path lists.
+    fn status(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let v = serde_json::to_value(self.inner.status())
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        json_to_py(py, &v)
+    }
+
+    /// Commits; returns the new snapshot id. Rebases over concurrent commits that do
+    /// not conflict (else raises `ConflictError`).
+    #[pyo3(signature = (message, metadata=None, *, allow_empty=false))]
+    fn commit(
+        &self,
+        py: Python<'_>,
+        message: &str,
+        metadata: Option<&Bound<'_, PyAny>>,
+        allow_empty: bool,
+    ) -> PyResult<String> {
+        let metadata = py_to_metadata(metadata)?;
+        let opts = floe::CommitOptions::default().allow_empty(allow_empty);
+        let id = block_on(py, self.inner.commit_with(message, metadata, opts)).py()?;
+        Ok(id.to_string())
+    }
+
+    /// Spec 2 (and spec 1): replaces the branch tip with a snapshot holding its
+    /// content plus these changes.
+    #[pyo3(signature = (message, metadata=None))]
+    fn amend(
+        &self,
+        py: Python<'_>,
+        message: &str,
+        metadata: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<String> {
+        let metadata = py_to_metadata(metadata)?;
+        Ok(block_on(py, self.inner.amend(message, metadata))
+            .py()?
+            .to_string())
+    }
+
+    /// Moves the session's base to its branch tip, keeping its changes.
+    fn rebase(&self, py: Python<'_>) -> PyResult<()> {
+        block_on(py, self.inner.rebase()).py()
+    }
+
+    /// A fork to write elsewhere and merge back.
+    fn fork(&self, py: Python<'_>) -> PyResult<Session> {
+        Ok(Session::new(block_on(py, self.inner.fork()).py()?))
+    }
+
+    /// Merges forks' changes into this session.
+    #[pyo3(signature = (*forks))]
+    fn merge(&self, py: Python<'_>, forks: Vec<PyRef<'_, Session>>) -> PyResult<()> {
+        let forks: Vec<floe::Session> = forks.iter().map(|f| f.inner.clone()).collect();
+        block_on(py, self.inner.merge(forks)).py()
+    }
+
+    /// Spec 2, rearrange sessions: moves node `from_path` to `to_path`.
+    #[pyo3(name = "move")]
+    fn move_node(&self, from_path: &str, to_path: &str) -> PyResult<()> {
+        let from = floe::NodePath::new(from_path).map_err(|e| to_py(e.into()))?;
+        let to = floe::NodePath::new(to_path).map_err(|e| to_py(e.into()))?;
+        self.inner.move_node(&from, &to).py()
+    }
+
+    /// The native store over this session (wrapped by `floe.FloeStore`).
+    fn _native_store(&self) -> NativeStore {
+        NativeStore {
+            inner: self.inner.store(),
+            writable: self.inner.is_writable(),
+        }
+    }
+}
+
+/// The Zarr store view of a session; its methods return awaitables.
+#[pyclass(module = "floe._floe", frozen)]
+pub(crate) struct NativeStore {
+    inner: floe::zarr::store::SessionStore,
+    writable: bool,
+}
+
+fn store_err(e: floe::zarr::store::StoreError) -> PyErr {
+    FloeError::new_err(e.to_string())
+}
+
+/// A zarr byte request as (kind, a, b): 0 whole, 1 `a..b`, 2 from `a`, 3 last `a`.
+fn byte_range(kind: u8, a: u64, b: u64) -> PyResult<Option<ByteRange>> {
+    Ok(match kind {
+        0 => None,
+        1 => Some(ByteRange::FromStart {
+            offset: a,
+            length: Some(
+                b.checked_sub(a)
+                    .ok_or_else(|| PyValueError::new_err("end < start"))?,
+            ),
+        }),
+        2 => Some(ByteRange::FromStart {
+            offset: a,
+            length: None,
+        }),
+        3 => Some(ByteRange::Suffix(a)),
+        other => return Err(PyValueError::new_err(format!("byte range kind {other}"))),
+    })
+}
+
+fn to_bytes(py: Python<'_>, b: Option<Bytes>) -> Option<Py<PyBytes>> {
+    b.map(|b| PyBytes::new(py, &b).unbind())
+}
+
+#[pymethods]
+impl NativeStore {
+    /// Whether writes are allowed.
+    #[getter]
+    fn writable(&self) -> bool {
+        self.writable
+    }
+
+    /// The value at `key` (or a range of it), `None` when absent.
+    fn get<'py>(
+        &self,
+        py: Python<'py>,
+        key: String,
+        kind: u8,
+        a: u64,
+        b: u64,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let store = self.inner.clone();
+        let range = byte_range(kind, a, b)?;
+        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            let value = match range {
+                None => store.get(&key).await.map_err(store_err)?,
+                Some(r) => store
+                    .get_partial_values(&key, &[r])
+                    .await
+                    .map_err(store_err)?
+                    .and_then(|mut v| v.pop()),
+            };
+            Ok(Python::attach(|py| to_bytes(py, value)))
+        })
+    }
+
+    /// Whether `key` exists.
+    fn exists<'py>(&self, py: Python<'py>, key: String) -> PyResult<Bound<'py, PyAny>> {
+        let store = self.inner.clone();
+        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            Ok(store.get(&key).await.map_err(store_err)?.is_some())
+        })
+    }
+
+    /// Stores `value` at `key`.
+    fn set<'py>(
+        &self,
+        py: Python<'py>,
+        key: String,
+        value: Vec<u8>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let store = self.inner.clone();
+        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            store.set(&key, Bytes::from(value)).await.map_err(store_err)
+        })
+    }
+
+    /// Removes `key`.
+    fn delete<'py>(&self, py: Python<'py>, key: String) -> PyResult<Bound<'py, PyAny>> {
+        let store = self.inner.clone();
+        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            store.erase(&key).await.map_err(store_err)
+        })
+    }
+
+    /// Removes every key under `prefix`.
+    fn delete_prefix<'py>(&self, py: Python<'py>, prefix: String) -> PyResult<Bound<'py, PyAny>> {
+        let store = self.inner.clone();
+        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            store.erase_prefix(&prefix).await.map_err(store_err)
+        })
+    }
+
+    /// Every key starting with `prefix`, sorted.
+    fn list_prefix<'py>(&self, py: Python<'py>, prefix: String) -> PyResult<Bound<'py, PyAny>> {
+        let store = self.inner.clone();
+        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            store.list_prefix(&prefix).await.map_err(store_err)
+        })
+    }
+
+    /// The keys and child prefixes directly under `prefix` (empty or ending in `/`).
+    fn list_dir<'py>(&self, py: Python<'py>, prefix: String) -> PyResult<Bound<'py, PyAny>> {
+        let store = self.inner.clone();
+        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            let r = store.list_dir(&prefix).await.map_err(store_err)?;
+            Ok((r.keys, r.prefixes))
+        })
+    }
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Session>()?;
+    m.add_class::<NativeStore>()?;
+    Ok(())
+}

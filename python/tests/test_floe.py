@@ -1,0 +1,131 @@
+"""The floe Python package through zarr-python: round trips, time travel, branches,
+conflicts, spec 2, and a repository read by the floe CLI and by Icechunk when they
+are at hand."""
+
+import json
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+import zarr
+
+import floe
+
+
+def test_zarr_round_trip_and_time_travel(tmp_path):
+    repo = floe.Repository.create(floe.local_filesystem_storage(str(tmp_path / "r")))
+    s = repo.writable_session("main")
+    root = zarr.create_group(store=s.store, attributes={"title": "py"})
+    a = root.create_array("t", shape=(10, 4), chunks=(3, 2), dtype="f4", fill_value=np.nan)
+    a[...] = np.arange(40, dtype="f4").reshape(10, 4)
+    strs = root.create_array("s", shape=(3,), dtype=str)
+    strs[...] = np.array(["a", "bé", ""], dtype=object)
+    first = s.commit("first", {"author": "pytest"})
+    s = repo.writable_session("main")
+    t = zarr.open_array(store=s.store, path="t", mode="r+")
+    t[0, :] = -1
+    second = s.commit("second")
+
+    old = zarr.open_group(store=repo.readonly_session(snapshot_id=first).store, mode="r")
+    np.testing.assert_array_equal(old["t"][0, :], [0, 1, 2, 3])
+    new = zarr.open_group(store=repo.readonly_session("main").store, mode="r")
+    np.testing.assert_array_equal(new["t"][0, :], [-1, -1, -1, -1])
+    assert list(new["s"][...]) == ["a", "bé", ""]
+    assert new.attrs["title"] == "py"
+    history = list(repo.ancestry(branch="main"))
+    assert [h.id for h in history[:2]] == [second, first]
+    assert history[1].metadata == {"author": "pytest"}
+    assert history[0].parent_id == first
+    ro = repo.readonly_session("main")
+    assert ro.read_only and ro.store.read_only
+    with pytest.raises(ValueError, match="read-only"):
+        zarr.open_array(store=ro.store, path="t", mode="r+")
+
+
+def test_branches_tags_and_conflicts():
+    repo = floe.Repository.create(floe.in_memory_storage())
+    s = repo.writable_session("main")
+    a = zarr.create_array(s.store, name="a", shape=(4,), chunks=(2,), dtype="i4", fill_value=0)
+    a[...] = [1, 2, 3, 4]
+    base = s.commit("base")
+    repo.create_branch("dev", base)
+    repo.create_tag("v1", base)
+    assert repo.list_branches() == ["dev", "main"]
+    assert repo.lookup_tag("v1") == base
+    one = repo.writable_session("main")
+    two = repo.writable_session("main")
+    zarr.open_array(store=one.store, path="a", mode="r+")[0:2] = [9, 9]
+    zarr.open_array(store=two.store, path="a", mode="r+")[0:2] = [7, 7]
+    one.commit("one")
+    with pytest.raises(floe.ConflictError):
+        two.commit("two")
+    assert issubclass(floe.ConflictError, floe.FloeError)
+
+
+def test_spec2_metadata_and_moves():
+    repo = floe.Repository.create(floe.in_memory_storage(), spec_version=2)
+    assert repo.spec_version == 2
+    s = repo.writable_session("main")
+    root = zarr.create_group(store=s.store)
+    g = root.create_group("g")
+    g.create_array("x", shape=(2,), dtype="u1", fill_value=3)
+    s.commit("tree")
+    r = repo.rearrange_session("main")
+    r.move("/g", "/h")
+    moved = r.commit("move")
+    tree = zarr.open_group(store=repo.readonly_session(snapshot_id=moved).store, mode="r")
+    np.testing.assert_array_equal(tree["h/x"][...], [3, 3])
+    assert repo.update_metadata({"team": "ocean"}) == {"team": "ocean"}
+    assert repo.get_metadata() == {"team": "ocean"}
+
+
+def test_floe_cli_reads_a_python_written_repository(tmp_path):
+    cli = os.environ.get("FLOE_BIN") or shutil.which("floe")
+    if cli is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("FLOE_BIN is not set and no floe on the PATH")
+        pytest.skip("no floe CLI")
+    path = str(tmp_path / "r")
+    repo = floe.Repository.create(floe.local_filesystem_storage(path))
+    s = repo.writable_session("main")
+    a = zarr.create_array(s.store, name="v", shape=(3,), dtype="i8", fill_value=0)
+    a[...] = [5, 6, 7]
+    s.commit("from python")
+    out = subprocess.run([cli, "cat", path, "v", "--format", "json"], check=True,
+                         capture_output=True, text=True).stdout
+    assert json.loads(out) == [5, 6, 7]
+
+
+def test_icechunk_reads_a_python_written_repository(tmp_path):
+    py312 = os.environ.get("FLOE_PYTHON312")
+    if not py312:
+        if os.environ.get("CI") == "true":
+            pytest.fail("FLOE_PYTHON312 (Python with icechunk 2.x) is not set")
+        pytest.skip("no Python with icechunk 2.x")
+    for spec in (1, 2):
+        path = str(tmp_path / f"r{spec}")
+        repo = floe.Repository.create(floe.local_filesystem_storage(path), spec_version=spec)
+        s = repo.writable_session("main")
+        root = zarr.create_group(store=s.store, attributes={"spec": spec})
+        a = root.create_array("m", shape=(4, 3), chunks=(2, 2), dtype="f8", fill_value=0.0)
+        a[...] = np.arange(12, dtype="f8").reshape(4, 3) / 4
+        sid = s.commit("python", {"spec": spec})
+        script = (
+            "import icechunk as ic, zarr, json, sys\n"
+            "repo = ic.Repository.open(ic.local_filesystem_storage(sys.argv[1]))\n"
+            "s = repo.readonly_session('main')\n"
+            "g = zarr.open_group(store=s.store, mode='r')\n"
+            "print(json.dumps({'spec': int(repo.spec_version), 'snap': s.snapshot_id,"
+            " 'attrs': dict(g.attrs), 'm': g['m'][...].tolist()}))\n"
+        )
+        out = subprocess.run([py312, "-c", script, path], check=True,
+                             capture_output=True, text=True).stdout
+        got = json.loads(out.strip().splitlines()[-1])
+        assert got == {
+            "spec": spec,
+            "snap": sid,
+            "attrs": {"spec": spec},
+            "m": (np.arange(12).reshape(4, 3) / 4).tolist(),
+        }
