@@ -93,10 +93,9 @@ class Session:
         self._native.move(from_path, to_path)
 
     def __reduce__(self):
-        raise TypeError(
-            "floe sessions cannot be pickled yet; to write from other processes, "
-            "fork the session"
-        )
+        # Read-only sessions and forks pickle (storage URL and snapshot id, or the
+        # fork's changes; no credentials); a writable session refuses: fork it.
+        return (Session, (self._native,))
 
 
 class Repository:

@@ -45,6 +45,11 @@ class FloeStore(Store):
         self._native = native
         self._session = session
 
+    def __reduce__(self):
+        if self._session is None:
+            raise TypeError("this store has no session to pickle")
+        return (_store_of, (self._session, self.read_only))
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, FloeStore) and other._native is self._native
 
@@ -106,3 +111,8 @@ class FloeStore(Store):
             yield k[len(prefix):]
         for p in prefixes:
             yield p[len(prefix):].rstrip("/")
+
+
+def _store_of(session, read_only: bool) -> FloeStore:
+    """Unpickles a store: the store of its (unpickled) session."""
+    return session.store.with_read_only(read_only)

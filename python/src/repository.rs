@@ -218,7 +218,7 @@ impl Repository {
     /// A session that writes to `branch`.
     fn writable_session(&self, py: Python<'_>, branch: &str) -> PyResult<Session> {
         let s = block_on(py, self.inner.writable_session(branch)).py()?;
-        Ok(Session::new(s))
+        Ok(Session::new(s, self.inner.clone()))
     }
 
     /// A read-only session at a branch, tag, snapshot id or a branch as of a time.
@@ -233,13 +233,13 @@ impl Repository {
     ) -> PyResult<Session> {
         let selector = selector(branch, tag, snapshot_id, as_of)?;
         let s = block_on(py, self.inner.readonly_session(&selector)).py()?;
-        Ok(Session::new(s))
+        Ok(Session::new(s, self.inner.clone()))
     }
 
     /// Spec 2: a session that only moves nodes, on `branch`.
     fn rearrange_session(&self, py: Python<'_>, branch: &str) -> PyResult<Session> {
         let s = block_on(py, self.inner.rearrange_session(branch)).py()?;
-        Ok(Session::new(s))
+        Ok(Session::new(s, self.inner.clone()))
     }
 
     /// What changed between two snapshots, as a dict of sorted path lists.

@@ -15,16 +15,79 @@ use crate::repository::{json_to_py, py_to_metadata};
 #[pyclass(module = "floe._floe", frozen)]
 pub(crate) struct Session {
     inner: floe::Session,
+    repo: floe::Repository,
 }
 
 impl Session {
-    pub(crate) fn new(inner: floe::Session) -> Self {
-        Session { inner }
+    pub(crate) fn new(inner: floe::Session, repo: floe::Repository) -> Self {
+        Session { inner, repo }
     }
+}
+
+/// Re-opens a pickled read-only session: the repository at `url`, at `snapshot_id`.
+#[pyfunction]
+fn _open_readonly(py: Python<'_>, url: &str, snapshot_id: &str) -> PyResult<Session> {
+    let storage = crate::storage::storage_from_url(url)?.inner;
+    let id: floe::SnapshotId = snapshot_id
+        .parse()
+        .map_err(|e| PyValueError::new_err(format!("snapshot id: {e}")))?;
+    let (inner, repo) = block_on(py, async move {
+        let repo = floe::Repository::open(storage).await?;
+        let s = repo
+            .readonly_session(&floe::VersionSelector::Snapshot(id))
+            .await?;
+        Ok::<_, floe::Error>((s, repo))
+    })
+    .py()?;
+    Ok(Session::new(inner, repo))
+}
+
+/// Re-opens a pickled fork: the repository at `url`, the fork from its bytes.
+#[pyfunction]
+fn _open_fork(py: Python<'_>, url: &str, fork: Vec<u8>) -> PyResult<Session> {
+    let storage = crate::storage::storage_from_url(url)?.inner;
+    let (inner, repo) = block_on(py, async move {
+        let repo = floe::Repository::open(storage).await?;
+        let s = repo.fork_from_bytes(&fork).await?;
+        Ok::<_, floe::Error>((s, repo))
+    })
+    .py()?;
+    Ok(Session::new(inner, repo))
 }
 
 #[pymethods]
 impl Session {
+    /// Read-only sessions pickle as (storage URL, snapshot id), forks as (storage URL,
+    /// their changes); no credentials travel. A writable session on a branch
+    /// refuses: fork it and send the fork.
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+        let py = slf.py();
+        let this = slf.get();
+        let module = py.import("floe._floe")?;
+        let url = crate::storage::portable_url(this.repo.storage().as_ref()).ok_or_else(|| {
+            pyo3::exceptions::PyTypeError::new_err(
+                "a session on in-memory storage cannot be pickled",
+            )
+        })?;
+        if this.inner.is_fork() {
+            let bytes = this.inner.to_fork_bytes().py()?;
+            let args = (url, PyBytes::new(py, &bytes))
+                .into_pyobject(py)?
+                .into_any();
+            return Ok((module.getattr("_open_fork")?, args));
+        }
+        if this.inner.branch().is_some() || this.inner.is_writable() {
+            return Err(pyo3::exceptions::PyTypeError::new_err(
+                "a writable session cannot be pickled: call session.fork() and send the \
+                 fork; merge it back with session.merge(fork)",
+            ));
+        }
+        let args = (url, this.inner.snapshot_id().to_string())
+            .into_pyobject(py)?
+            .into_any();
+        Ok((module.getattr("_open_readonly")?, args))
+    }
+
     /// The snapshot the session reads (its base).
     #[getter]
     fn snapshot_id(&self) -> String {
@@ -99,7 +162,8 @@ impl Session {
 
     /// A fork to write elsewhere and merge back.
     fn fork(&self, py: Python<'_>) -> PyResult<Session> {
-        Ok(Session::new(block_on(py, self.inner.fork()).py()?))
+        let fork = block_on(py, self.inner.fork()).py()?;
+        Ok(Session::new(fork, self.repo.clone()))
     }
 
     /// Merges forks' changes into this session.
@@ -251,5 +315,7 @@ impl NativeStore {
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Session>()?;
     m.add_class::<NativeStore>()?;
+    m.add_function(wrap_pyfunction!(_open_readonly, m)?)?;
+    m.add_function(wrap_pyfunction!(_open_fork, m)?)?;
     Ok(())
 }

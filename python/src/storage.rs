@@ -13,10 +13,41 @@ pub(crate) struct Storage {
     pub(crate) inner: Arc<dyn floe::storage::Storage>,
 }
 
+/// The URL a storage is re-created from in another process; `None` for in-memory
+/// storage, which lives in one process only.
+pub(crate) fn portable_url(storage: &dyn floe::storage::Storage) -> Option<String> {
+    let url = storage.root_url();
+    (!url.starts_with("memory://")).then_some(url)
+}
+
+/// Re-creates a storage from its URL (credentials from the environment): how
+/// pickled storages, sessions and forks come back in a worker.
+#[pyfunction]
+pub(crate) fn storage_from_url(url: &str) -> PyResult<Storage> {
+    Ok(Storage {
+        inner: floe::storage::create_storage(url, None).py()?,
+    })
+}
+
 #[pymethods]
 impl Storage {
     fn __repr__(&self) -> String {
         format!("<floe.Storage {}>", self.inner.root_url())
+    }
+
+    /// The storage's root URL.
+    #[getter]
+    fn url(&self) -> String {
+        self.inner.root_url()
+    }
+
+    /// Pickles as its URL (no credentials: the receiver reads its own environment).
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, (String,))> {
+        let url = portable_url(slf.get().inner.as_ref()).ok_or_else(|| {
+            pyo3::exceptions::PyTypeError::new_err("in-memory storage cannot be pickled")
+        })?;
+        let f = slf.py().import("floe._floe")?.getattr("storage_from_url")?;
+        Ok((f, (url,)))
     }
 }
 
@@ -72,5 +103,6 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(local_filesystem_storage, m)?)?;
     m.add_function(wrap_pyfunction!(in_memory_storage, m)?)?;
     m.add_function(wrap_pyfunction!(s3_storage, m)?)?;
+    m.add_function(wrap_pyfunction!(storage_from_url, m)?)?;
     Ok(())
 }

@@ -129,3 +129,34 @@ def test_icechunk_reads_a_python_written_repository(tmp_path):
             "attrs": {"spec": spec},
             "m": (np.arange(12).reshape(4, 3) / 4).tolist(),
         }
+
+
+def test_pickling_read_only_sessions_and_forks(tmp_path):
+    import pickle
+
+    path = str(tmp_path / "r")
+    repo = floe.Repository.create(floe.local_filesystem_storage(path))
+    s = repo.writable_session("main")
+    a = zarr.create_array(s.store, name="a", shape=(6,), chunks=(2,), dtype="i2", fill_value=0)
+    a[...] = [1, 2, 3, 4, 5, 6]
+    sid = s.commit("data")
+
+    ro = repo.readonly_session(snapshot_id=sid)
+    back = pickle.loads(pickle.dumps(ro))
+    assert back.snapshot_id == sid and back.read_only
+    store = pickle.loads(pickle.dumps(ro.store))
+    np.testing.assert_array_equal(zarr.open_array(store=store, path="a", mode="r")[...],
+                                  [1, 2, 3, 4, 5, 6])
+
+    w = repo.writable_session("main")
+    with pytest.raises(TypeError, match="fork"):
+        pickle.dumps(w)
+    fork = w.fork()
+    remote = pickle.loads(pickle.dumps(fork))
+    zarr.open_array(store=remote.store, path="a", mode="r+")[0:2] = [-1, -2]
+    w.merge(pickle.loads(pickle.dumps(remote)))
+    w.commit("merged from a pickled fork")
+    final = zarr.open_array(store=repo.readonly_session("main").store, path="a", mode="r")
+    np.testing.assert_array_equal(final[...], [-1, -2, 3, 4, 5, 6])
+    with pytest.raises(TypeError, match="in-memory"):
+        pickle.dumps(floe.in_memory_storage())
