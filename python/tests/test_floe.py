@@ -160,3 +160,21 @@ def test_pickling_read_only_sessions_and_forks(tmp_path):
     np.testing.assert_array_equal(final[...], [-1, -2, 3, 4, 5, 6])
     with pytest.raises(TypeError, match="in-memory"):
         pickle.dumps(floe.in_memory_storage())
+
+
+def test_xarray_to_zarr_open_zarr_identity():
+    xr = pytest.importorskip("xarray") if os.environ.get("CI") != "true" else __import__("xarray")
+    repo = floe.Repository.create(floe.in_memory_storage())
+    ds = xr.Dataset(
+        {
+            "temp": (("time", "x"), np.random.default_rng(0).normal(size=(5, 7)).astype("f4")),
+            "flag": (("x",), np.arange(7, dtype="u1")),
+        },
+        coords={"time": np.arange(5), "x": np.linspace(0, 1, 7)},
+        attrs={"source": "pytest"},
+    )
+    s = repo.writable_session("main")
+    ds.to_zarr(s.store, consolidated=False, zarr_format=3)
+    sid = s.commit("dataset")
+    back = xr.open_zarr(repo.readonly_session(snapshot_id=sid).store, consolidated=False)
+    xr.testing.assert_identical(ds, back.load())
