@@ -178,3 +178,52 @@ def test_xarray_to_zarr_open_zarr_identity():
     sid = s.commit("dataset")
     back = xr.open_zarr(repo.readonly_session(snapshot_id=sid).store, consolidated=False)
     xr.testing.assert_identical(ds, back.load())
+
+
+def _dask():
+    if os.environ.get("CI") == "true":
+        import dask.array  # noqa: F401
+        import distributed  # noqa: F401
+    else:
+        pytest.importorskip("distributed")
+    import dask.array as da
+    import distributed
+    import xarray as xr
+    return da, distributed, xr
+
+
+def test_to_floe_on_a_distributed_cluster(tmp_path):
+    da, distributed, xr = _dask()
+    from floe.xarray import to_floe
+
+    path = str(tmp_path / "r")
+    repo = floe.Repository.create(floe.local_filesystem_storage(path))
+    values = np.arange(24 * 10, dtype="f8").reshape(24, 10)
+    ds = xr.Dataset(
+        {"v": (("t", "x"), da.from_array(values, chunks=(4, 5)))},
+        coords={"t": np.arange(24), "x": np.arange(10)},
+    )
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster):
+        s = repo.writable_session("main")
+        to_floe(ds, s, encoding={"v": {"chunks": (4, 5)}})
+        first = s.commit("distributed write")
+        # Append along t, again from the workers.
+        more = xr.Dataset(
+            {"v": (("t", "x"), da.from_array(-values[:8], chunks=(4, 5)))},
+            coords={"t": np.arange(24, 32), "x": np.arange(10)},
+        )
+        s = repo.writable_session("main")
+        to_floe(more, s, append_dim="t")
+        second = s.commit("append")
+        # Blocks that share a Zarr chunk conflict, and nothing is merged.
+        clash = xr.Dataset({"v": (("t", "x"), da.from_array(values[:8], chunks=(2, 5)))})
+        s = repo.writable_session("main")
+        with pytest.raises(floe.ConflictError):
+            to_floe(clash, s, region={"t": slice(0, 8), "x": slice(0, 10)}, safe_chunks=False)
+    history = [h.id for h in repo.ancestry(branch="main")]
+    assert history[:2] == [second, first], "one commit per to_floe"
+    back = xr.open_zarr(repo.readonly_session("main").store, consolidated=False)
+    np.testing.assert_array_equal(back["v"].values[:24], values)
+    np.testing.assert_array_equal(back["v"].values[24:], -values[:8])
