@@ -227,3 +227,81 @@ def test_to_floe_on_a_distributed_cluster(tmp_path):
     back = xr.open_zarr(repo.readonly_session("main").store, consolidated=False)
     np.testing.assert_array_equal(back["v"].values[:24], values)
     np.testing.assert_array_equal(back["v"].values[24:], -values[:8])
+
+
+DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+          "float16", "float32", "float64", "complex64", "complex128"]
+
+
+def _codecs():
+    from zarr.codecs import BloscCodec, BytesCodec, GzipCodec, TransposeCodec, ZstdCodec
+
+    return {
+        "none": dict(compressors=None),
+        "zstd": dict(compressors=[ZstdCodec(level=3)]),
+        "gzip": dict(compressors=[GzipCodec(level=5)]),
+        "blosc": dict(compressors=[BloscCodec(cname="lz4", clevel=3)]),
+        "big_endian": dict(serializer=BytesCodec(endian="big"), compressors=None),
+        "transpose": dict(filters=[TransposeCodec(order=[1, 0])], compressors=[ZstdCodec(level=1)]),
+        "sharded": dict(shards=(4, 6), compressors=[ZstdCodec(level=1)]),
+    }
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_every_data_type_round_trips(dtype):
+    repo = floe.Repository.create(floe.in_memory_storage())
+    s = repo.writable_session("main")
+    rng = np.random.default_rng(1)
+    data = (rng.integers(0, 100, size=(5, 6)) % (2 if dtype == "bool" else 100)).astype(dtype)
+    a = zarr.create_array(s.store, name="a", shape=data.shape, chunks=(2, 3), dtype=dtype)
+    a[...] = data
+    sid = s.commit(dtype)
+    back = zarr.open_array(store=repo.readonly_session(snapshot_id=sid).store, path="a", mode="r")
+    np.testing.assert_array_equal(back[...], data)
+    assert back.dtype == data.dtype
+
+
+@pytest.mark.parametrize("codec", list(_codecs()))
+def test_every_codec_round_trips(codec):
+    repo = floe.Repository.create(floe.in_memory_storage())
+    s = repo.writable_session("main")
+    data = np.arange(8 * 12, dtype="i4").reshape(8, 12) * 7
+    a = zarr.create_array(s.store, name="a", shape=data.shape, chunks=(2, 3), dtype="i4",
+                          **_codecs()[codec])
+    a[...] = data
+    a[1, 1:4] = -1
+    data[1, 1:4] = -1
+    sid = s.commit(codec)
+    back = zarr.open_array(store=repo.readonly_session(snapshot_id=sid).store, path="a", mode="r")
+    np.testing.assert_array_equal(back[...], data)
+    np.testing.assert_array_equal(back[2:5, 7:11], data[2:5, 7:11])
+
+
+def test_python_reads_an_icechunk_written_repository(tmp_path):
+    py312 = os.environ.get("FLOE_PYTHON312")
+    if not py312:
+        if os.environ.get("CI") == "true":
+            pytest.fail("FLOE_PYTHON312 (Python with icechunk 2.x) is not set")
+        pytest.skip("no Python with icechunk 2.x")
+    for spec in (1, 2):
+        path = str(tmp_path / f"ic{spec}")
+        script = (
+            "import icechunk as ic, zarr, numpy as np, sys\n"
+            "repo = ic.Repository.create(ic.local_filesystem_storage(sys.argv[1]),"
+            " spec_version=int(sys.argv[2]))\n"
+            "s = repo.writable_session('main')\n"
+            "g = zarr.create_group(store=s.store, attributes={'by': 'icechunk'})\n"
+            "a = g.create_array('w', shape=(6, 4), chunks=(3, 2), dtype='i4', fill_value=-1)\n"
+            "a[...] = np.arange(24, dtype='i4').reshape(6, 4)\n"
+            "print(s.commit('icechunk commit'))\n"
+        )
+        out = subprocess.run([py312, "-c", script, path, str(spec)], check=True,
+                             capture_output=True, text=True).stdout
+        sid = out.strip().splitlines()[-1]
+        repo = floe.Repository.open(floe.local_filesystem_storage(path))
+        assert repo.spec_version == spec
+        assert repo.lookup_branch("main") == sid
+        g = zarr.open_group(store=repo.readonly_session("main").store, mode="r")
+        assert g.attrs["by"] == "icechunk"
+        np.testing.assert_array_equal(g["w"][...], np.arange(24).reshape(6, 4))
+        assert [h.message for h in repo.ancestry(branch="main")][0] == "icechunk commit"
