@@ -12,6 +12,8 @@ changing the import::
 """
 
 from floe._floe import (
+    BasicConflictSolver,
+    ConflictDetector,
     ConflictError,
     FloeError,
     Repository as _NativeRepository,
@@ -21,10 +23,13 @@ from floe._floe import (
     in_memory_storage,
     local_filesystem_storage,
     s3_storage,
+    VersionSelection,
 )
 from floe.store import FloeStore
 
 __all__ = [
+    "BasicConflictSolver",
+    "ConflictDetector",
     "ConflictError",
     "FloeError",
     "FloeStore",
@@ -35,6 +40,7 @@ __all__ = [
     "in_memory_storage",
     "local_filesystem_storage",
     "s3_storage",
+    "VersionSelection",
 ]
 
 
@@ -71,16 +77,19 @@ class Session:
     def discard_changes(self) -> None:
         self._native.discard_changes()
 
-    def commit(self, message: str, metadata: dict | None = None, *, allow_empty: bool = False) -> str:
-        """Commits and returns the new snapshot id; raises ConflictError when the
-        branch moved in a way that conflicts."""
-        return self._native.commit(message, metadata, allow_empty=allow_empty)
+    def commit(self, message: str, metadata: dict | None = None, *, allow_empty: bool = False,
+               rebase_with=None, rebase_tries: int = 100) -> str:
+        """Commits and returns the new snapshot id; when the branch moved, rebases
+        with ``rebase_with`` (a ConflictDetector or BasicConflictSolver; default:
+        detect and fail) and raises ConflictError for conflicts it leaves."""
+        return self._native.commit(message, metadata, allow_empty=allow_empty,
+                                   rebase_with=rebase_with, rebase_tries=rebase_tries)
 
     def amend(self, message: str, metadata: dict | None = None) -> str:
         return self._native.amend(message, metadata)
 
-    def rebase(self) -> None:
-        self._native.rebase()
+    def rebase(self, solver=None) -> None:
+        self._native.rebase(solver)
 
     def fork(self) -> "Session":
         return Session(self._native.fork())

@@ -11,6 +11,81 @@ use crate::block_on;
 use crate::errors::{to_py, FloeError, IntoPyResult};
 use crate::repository::{json_to_py, py_to_metadata};
 
+/// Which side wins a chunk both sides wrote (Icechunk's `VersionSelection`).
+#[pyclass(module = "floe._floe", eq, eq_int, frozen, from_py_object)]
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum VersionSelection {
+    /// The conflict fails the rebase.
+    Fail,
+    /// This session's chunk.
+    UseOurs,
+    /// The chunk already committed.
+    UseTheirs,
+}
+
+/// Fails on any conflict (Icechunk's `ConflictDetector`).
+#[pyclass(module = "floe._floe", frozen)]
+#[derive(Clone)]
+pub(crate) struct ConflictDetector;
+
+#[pymethods]
+impl ConflictDetector {
+    #[new]
+    fn new() -> Self {
+        ConflictDetector
+    }
+}
+
+/// Resolves chunk double-writes and deletes of updated nodes (Icechunk's
+/// `BasicConflictSolver`).
+#[pyclass(module = "floe._floe", frozen)]
+#[derive(Clone)]
+pub(crate) struct BasicConflictSolver {
+    inner: floe::session::BasicConflictSolver,
+}
+
+#[pymethods]
+impl BasicConflictSolver {
+    #[new]
+    #[pyo3(signature = (*, on_chunk_conflict=VersionSelection::UseOurs, fail_on_delete_of_updated_array=false, fail_on_delete_of_updated_group=false))]
+    fn new(
+        on_chunk_conflict: VersionSelection,
+        fail_on_delete_of_updated_array: bool,
+        fail_on_delete_of_updated_group: bool,
+    ) -> Self {
+        use floe::session::VersionSelection as V;
+        let selection = match on_chunk_conflict {
+            VersionSelection::Fail => V::Fail,
+            VersionSelection::UseOurs => V::UseOurs,
+            VersionSelection::UseTheirs => V::UseTheirs,
+        };
+        BasicConflictSolver {
+            inner: floe::session::BasicConflictSolver::default()
+                .on_chunk_conflict(selection)
+                .fail_on_delete_of_updated_array(fail_on_delete_of_updated_array)
+                .fail_on_delete_of_updated_group(fail_on_delete_of_updated_group),
+        }
+    }
+}
+
+/// The solver a Python argument names (`None`: detect and fail).
+fn solver(
+    obj: Option<&Bound<'_, PyAny>>,
+) -> PyResult<std::sync::Arc<dyn floe::session::ConflictSolver>> {
+    let Some(obj) = obj.filter(|o| !o.is_none()) else {
+        return Ok(std::sync::Arc::new(floe::session::ConflictDetector));
+    };
+    if let Ok(s) = obj.cast::<BasicConflictSolver>() {
+        return Ok(std::sync::Arc::new(s.get().inner));
+    }
+    if obj.cast::<ConflictDetector>().is_ok() {
+        return Ok(std::sync::Arc::new(floe::session::ConflictDetector));
+    }
+    Err(PyValueError::new_err(
+        "rebase_with takes a ConflictDetector or a BasicConflictSolver",
+    ))
+}
+
 /// A session: read-only, on a branch, a fork, or a rearrange session.
 #[pyclass(module = "floe._floe", frozen)]
 pub(crate) struct Session {
@@ -124,18 +199,24 @@ impl Session {
         json_to_py(py, &v)
     }
 
-    /// Commits; returns the new snapshot id. Rebases over concurrent commits that do
-    /// not conflict (else raises `ConflictError`).
-    #[pyo3(signature = (message, metadata=None, *, allow_empty=false))]
+    /// Commits; returns the new snapshot id. Rebases over concurrent commits with
+    /// `rebase_with` (default: any conflict raises `ConflictError`), at most
+    /// `rebase_tries` times.
+    #[pyo3(signature = (message, metadata=None, *, allow_empty=false, rebase_with=None, rebase_tries=100))]
     fn commit(
         &self,
         py: Python<'_>,
         message: &str,
         metadata: Option<&Bound<'_, PyAny>>,
         allow_empty: bool,
+        rebase_with: Option<&Bound<'_, PyAny>>,
+        rebase_tries: u32,
     ) -> PyResult<String> {
         let metadata = py_to_metadata(metadata)?;
-        let opts = floe::CommitOptions::default().allow_empty(allow_empty);
+        let mut opts = floe::CommitOptions::default()
+            .allow_empty(allow_empty)
+            .max_attempts(rebase_tries);
+        opts.solver = solver(rebase_with)?;
         let id = block_on(py, self.inner.commit_with(message, metadata, opts)).py()?;
         Ok(id.to_string())
     }
@@ -155,9 +236,12 @@ impl Session {
             .to_string())
     }
 
-    /// Moves the session's base to its branch tip, keeping its changes.
-    fn rebase(&self, py: Python<'_>) -> PyResult<()> {
-        block_on(py, self.inner.rebase()).py()
+    /// Moves the session's base to its branch tip, keeping its changes as `solver`
+    /// resolves their conflicts (default: any conflict raises `ConflictError`).
+    #[pyo3(signature = (solver=None))]
+    fn rebase(&self, py: Python<'_>, solver: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+        let solver = self::solver(solver)?;
+        block_on(py, self.inner.rebase_with(solver.as_ref())).py()
     }
 
     /// A fork to write elsewhere and merge back.
@@ -315,6 +399,9 @@ impl NativeStore {
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Session>()?;
     m.add_class::<NativeStore>()?;
+    m.add_class::<VersionSelection>()?;
+    m.add_class::<ConflictDetector>()?;
+    m.add_class::<BasicConflictSolver>()?;
     m.add_function(wrap_pyfunction!(_open_readonly, m)?)?;
     m.add_function(wrap_pyfunction!(_open_fork, m)?)?;
     Ok(())

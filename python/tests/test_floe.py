@@ -305,3 +305,32 @@ def test_python_reads_an_icechunk_written_repository(tmp_path):
         assert g.attrs["by"] == "icechunk"
         np.testing.assert_array_equal(g["w"][...], np.arange(24).reshape(6, 4))
         assert [h.message for h in repo.ancestry(branch="main")][0] == "icechunk commit"
+
+
+def test_commit_rebases_with_a_solver():
+    repo = floe.Repository.create(floe.in_memory_storage())
+    s = repo.writable_session("main")
+    a = zarr.create_array(s.store, name="a", shape=(4,), chunks=(2,), dtype="i4", fill_value=0)
+    a[...] = [1, 2, 3, 4]
+    s.commit("base")
+    ours = repo.writable_session("main")
+    theirs = repo.writable_session("main")
+    zarr.open_array(store=theirs.store, path="a", mode="r+")[0:2] = [8, 8]
+    theirs.commit("theirs")
+    zarr.open_array(store=ours.store, path="a", mode="r+")[0:2] = [5, 5]
+    solver = floe.BasicConflictSolver(on_chunk_conflict=floe.VersionSelection.UseOurs)
+    ours.commit("ours wins", rebase_with=solver)
+    got = zarr.open_array(store=repo.readonly_session("main").store, path="a", mode="r")[...]
+    np.testing.assert_array_equal(got, [5, 5, 3, 4])
+    late = repo.writable_session("main")
+    zarr.open_array(store=repo.writable_session("main").store, path="a", mode="r+")
+    other = repo.writable_session("main")
+    zarr.open_array(store=other.store, path="a", mode="r+")[2:4] = [0, 0]
+    other.commit("other")
+    zarr.open_array(store=late.store, path="a", mode="r+")[2:4] = [9, 9]
+    late.rebase(floe.BasicConflictSolver(on_chunk_conflict=floe.VersionSelection.UseTheirs))
+    late.commit("after rebase", allow_empty=True)
+    got = zarr.open_array(store=repo.readonly_session("main").store, path="a", mode="r")[...]
+    np.testing.assert_array_equal(got, [5, 5, 0, 0])
+    with pytest.raises(ValueError):
+        late.commit("x", rebase_with="nope", allow_empty=True)
