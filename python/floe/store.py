@@ -51,7 +51,15 @@ class FloeStore(Store):
         return (_store_of, (self._session, self.read_only))
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, FloeStore) and other._native is self._native
+        # Two stores are equal when they view the same session the same way.
+        if not isinstance(other, FloeStore) or other.read_only != self.read_only:
+            return False
+        if self._session is not None and other._session is not None:
+            return self._session._native is other._session._native
+        return other._native is self._native
+
+    def __hash__(self) -> int:
+        return id(self._session._native if self._session is not None else self._native)
 
     def __repr__(self) -> str:
         return f"<FloeStore read_only={self.read_only}>"

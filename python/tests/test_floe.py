@@ -334,3 +334,15 @@ def test_commit_rebases_with_a_solver():
     np.testing.assert_array_equal(got, [5, 5, 0, 0])
     with pytest.raises(ValueError):
         late.commit("x", rebase_with="nope", allow_empty=True)
+
+
+def test_store_equality_and_read_only_views():
+    repo = floe.Repository.create(floe.in_memory_storage())
+    s = repo.writable_session("main")
+    assert s.store == s.store
+    assert s.store != repo.writable_session("main").store
+    ro = s.store.with_read_only(True)
+    assert ro.read_only and ro != s.store
+    assert not s.store.read_only
+    with pytest.raises(ValueError):
+        repo.readonly_session("main").store.with_read_only(False)
