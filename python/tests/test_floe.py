@@ -346,3 +346,27 @@ def test_store_equality_and_read_only_views():
     assert not s.store.read_only
     with pytest.raises(ValueError):
         repo.readonly_session("main").store.with_read_only(False)
+
+
+def test_s3_storage_round_trip_and_pickled_session():
+    import pickle
+    import uuid
+
+    bucket = os.environ.get("FLOE_TEST_S3_BUCKET")
+    if not bucket:
+        if os.environ.get("CI") == "true":
+            pytest.fail("the S3 test server (FLOE_TEST_S3_BUCKET, AWS_*) is not set up")
+        pytest.skip("no S3 test server")
+    prefix = f"python-{uuid.uuid4().hex}"
+    storage = floe.s3_storage(bucket=bucket, prefix=prefix)
+    assert storage.url == f"s3://{bucket}/{prefix}"
+    repo = floe.Repository.create(storage, spec_version=2)
+    s = repo.writable_session("main")
+    a = zarr.create_array(s.store, name="a", shape=(5,), chunks=(2,), dtype="f8", fill_value=0.0)
+    a[...] = [0.5, 1.5, 2.5, 3.5, 4.5]
+    sid = s.commit("on s3")
+    again = floe.Repository.open(floe.s3_storage(bucket=bucket, prefix=prefix))
+    assert again.spec_version == 2 and again.lookup_branch("main") == sid
+    ro = pickle.loads(pickle.dumps(again.readonly_session(snapshot_id=sid)))
+    np.testing.assert_array_equal(zarr.open_array(store=ro.store, path="a", mode="r")[...],
+                                  [0.5, 1.5, 2.5, 3.5, 4.5])
