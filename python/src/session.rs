@@ -354,11 +354,13 @@ impl NativeStore {
         &self,
         py: Python<'py>,
         key: String,
-        value: Vec<u8>,
+        value: pyo3::pybacked::PyBackedBytes,
     ) -> PyResult<Bound<'py, PyAny>> {
+        // The Python bytes object backs the value: no copy into Rust.
         let store = self.inner.clone();
+        let value = Bytes::from_owner(value);
         pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            store.set(&key, Bytes::from(value)).await.map_err(store_err)
+            store.set(&key, value).await.map_err(store_err)
         })
     }
 
