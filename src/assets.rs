@@ -47,7 +47,7 @@ struct RepoObject {
 }
 
 /// Runs CPU-heavy decoding or encoding off the async executor.
-async fn blocking<T: Send + 'static>(
+pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> std::result::Result<T, FormatError> + Send + 'static,
 ) -> Result<T> {
     tokio::task::spawn_blocking(f)
@@ -55,7 +55,7 @@ async fn blocking<T: Send + 'static>(
         .map_err(|e| {
             Error::Format(FormatError::InvalidData {
                 what: "object",
-                reason: format!("decoding task failed: {e}"),
+                reason: format!("encoding or decoding task failed: {e}"),
             })
         })?
         .map_err(Error::from)
@@ -134,6 +134,17 @@ impl AssetManager {
             bytes,
             info,
         });
+    }
+
+    /// Spec 2: the `repo` object copy named `name` under `overwritten/` (what the
+    /// ops log's `repo_before_updates` names; never cached).
+    ///
+    /// # Errors
+    /// [`Error::Storage`] (`NotFound` when it is gone); [`Error::Format`] when
+    /// corrupt.
+    pub async fn fetch_repo_backup(&self, name: &str) -> Result<RepoInfo> {
+        let bytes = self.storage.get(&keys::overwritten(name)).await?.bytes;
+        blocking(move || RepoInfo::decode(&bytes)).await
     }
 
     /// Remembers the parent links of a `repo` object read or written.

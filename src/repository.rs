@@ -152,7 +152,7 @@ impl Repository {
         Ok(Repository {
             inner: Arc::new(Inner {
                 spec,
-                refs: RefStore::new(Arc::clone(&storage), Arc::clone(&assets)),
+                refs: RefStore::new(Arc::clone(&assets)),
                 assets,
                 storage,
                 options,
@@ -556,20 +556,7 @@ impl Repository {
                     reason: format!("the ops log chain loops at `{name}`"),
                 }));
             }
-            let bytes = self
-                .inner
-                .storage
-                .get(&keys::overwritten(&name))
-                .await?
-                .bytes;
-            let older = tokio::task::spawn_blocking(move || RepoInfo::decode(&bytes))
-                .await
-                .map_err(|e| {
-                    Error::Format(crate::format::FormatError::InvalidData {
-                        what: "repo",
-                        reason: format!("decoding task failed: {e}"),
-                    })
-                })??;
+            let older = self.inner.assets.fetch_repo_backup(&name).await?;
             out.extend(older.latest_updates);
             next = older.repo_before_updates;
         }
@@ -893,12 +880,11 @@ impl Repository {
         Session::from_fork_bytes(self.session_context(), bytes).await
     }
 
-    /// What a new session uses of this repository: its storage, caches, current
-    /// configuration and virtual chunk resolver.
+    /// What a new session uses of this repository: its caches (and through them its
+    /// storage and refs), current configuration and virtual chunk resolver.
     fn session_context(&self) -> Arc<SessionContext> {
         let state = self.config_state();
         Arc::new(SessionContext::new(
-            Arc::clone(&self.inner.storage),
             Arc::clone(&self.inner.assets),
             state.config.clone(),
             Arc::clone(&state.resolver),

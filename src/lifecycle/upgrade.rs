@@ -26,7 +26,7 @@ use crate::assets::{AssetManager, ParentWalk};
 use crate::error::{Error, Result};
 use crate::format::config::{RepositoryConfig, CONFIG_KEY};
 use crate::format::repo_info::{
-    Availability, RepoInfo, RepoStatus, RepoUpdate, SnapshotSummary, UpdateKind,
+    ancestry_in, Availability, RepoInfo, RepoStatus, RepoUpdate, SnapshotSummary, UpdateKind,
 };
 use crate::format::snapshot::now_micros;
 use crate::format::{keys, SnapshotId, SpecVersion};
@@ -113,22 +113,14 @@ async fn reachable_snapshots(
 }
 
 /// The ancestry of `tip` in `snapshots`, tip first.
+///
+/// # Errors
+/// [`Error::AncestryLoop`] when the parent links loop.
 fn ancestry(
     snapshots: &BTreeMap<SnapshotId, SnapshotSummary>,
     tip: SnapshotId,
-) -> Vec<&SnapshotSummary> {
-    let mut out = Vec::new();
-    let mut seen = BTreeSet::new();
-    let mut next = Some(tip);
-    while let Some(id) = next {
-        let Some(s) = snapshots.get(&id) else { break };
-        if !seen.insert(id) {
-            break;
-        }
-        out.push(s);
-        next = s.parent_id;
-    }
-    out
+) -> Result<Vec<&SnapshotSummary>> {
+    ancestry_in(snapshots, tip).map_err(|snapshot| Error::AncestryLoop { snapshot })
 }
 
 /// The synthesized ops log, newest first, as Icechunk builds it.
@@ -136,12 +128,11 @@ fn synthesize_ops_log(
     refs: &V1Refs,
     snapshots: &BTreeMap<SnapshotId, SnapshotSummary>,
     now: u64,
-) -> Vec<RepoUpdate> {
-    let main = refs
-        .branches
-        .get("main")
-        .map(|tip| ancestry(snapshots, *tip))
-        .unwrap_or_default();
+) -> Result<Vec<RepoUpdate>> {
+    let main = match refs.branches.get("main") {
+        Some(tip) => ancestry(snapshots, *tip)?,
+        None => Vec::new(),
+    };
     let root_time = main.last().map_or(0, |s| s.flushed_at);
     let time_of = |id: &SnapshotId| snapshots.get(id).map_or(root_time, |s| s.flushed_at);
     let mut entries: Vec<(UpdateKind, u64)> = vec![(UpdateKind::RepoInitialized, root_time)];
@@ -156,7 +147,7 @@ fn synthesize_ops_log(
         ));
     }
     for (name, tip) in refs.branches.iter().filter(|(n, _)| *n != "main") {
-        let history = ancestry(snapshots, *tip);
+        let history = ancestry(snapshots, *tip)?;
         let tip_time = history.first().map_or(root_time, |s| s.flushed_at);
         entries.push((
             UpdateKind::BranchCreated { name: name.clone() },
@@ -206,7 +197,7 @@ fn synthesize_ops_log(
         },
         now.max(last.saturating_add(1)),
     ));
-    entries
+    Ok(entries
         .into_iter()
         .rev()
         .map(|(kind, updated_at)| RepoUpdate {
@@ -214,7 +205,7 @@ fn synthesize_ops_log(
             updated_at,
             backup_path: None,
         })
-        .collect()
+        .collect())
 }
 
 /// Upgrades the spec-1 repository in `storage` to spec 2 (see the module docs); with
@@ -260,7 +251,7 @@ pub async fn upgrade_to_spec2(storage: Arc<dyn Storage>, dry_run: bool) -> Resul
         Err(StorageError::NotFound { .. }) => (RepositoryConfig::default(), None),
         Err(e) => return Err(e.into()),
     };
-    let latest_updates = synthesize_ops_log(&v1, &snapshots, now_micros());
+    let latest_updates = synthesize_ops_log(&v1, &snapshots, now_micros())?;
     let root_time = latest_updates.last().map_or(0, |u| u.updated_at);
     let mut report = UpgradeReport {
         dry_run,

@@ -93,14 +93,7 @@ pub(crate) async fn update<T>(
         let next = std::sync::Arc::new(next);
         let encoded = {
             let next = std::sync::Arc::clone(&next);
-            tokio::task::spawn_blocking(move || next.encode())
-                .await
-                .map_err(|e| {
-                    Error::Format(crate::format::FormatError::InvalidData {
-                        what: "repo",
-                        reason: format!("encoding task failed: {e}"),
-                    })
-                })??
+            crate::assets::blocking(move || next.encode()).await?
         };
         // A name collision (12 random bytes) would only repeat an attempt.
         if let WriteOutcome::Written(_) = storage

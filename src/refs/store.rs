@@ -34,7 +34,6 @@ pub(crate) enum RefUpdate {
 /// Branches, tags and the commit point of one repository.
 #[derive(Clone, Debug)]
 pub(crate) struct RefStore {
-    storage: Arc<dyn Storage>,
     assets: Arc<AssetManager>,
 }
 
@@ -80,9 +79,14 @@ fn summary(s: &Snapshot, pruned_ancestor_tx_logs: Option<Vec<SnapshotId>>) -> Sn
 }
 
 impl RefStore {
-    /// The refs of the repository in `storage`, of the spec version `assets` writes.
-    pub(crate) fn new(storage: Arc<dyn Storage>, assets: Arc<AssetManager>) -> Self {
-        RefStore { storage, assets }
+    /// The refs of the repository `assets` reads and writes, of its spec version.
+    pub(crate) fn new(assets: Arc<AssetManager>) -> Self {
+        RefStore { assets }
+    }
+
+    /// The repository's storage.
+    fn storage(&self) -> &dyn Storage {
+        self.assets.storage().as_ref()
     }
 
     fn spec(&self) -> SpecVersion {
@@ -100,7 +104,7 @@ impl RefStore {
     /// Storage and format errors.
     pub(crate) async fn list(&self) -> Result<RefListing> {
         match self.spec() {
-            SpecVersion::V1 => ref_files::list_refs(self.storage.as_ref()).await,
+            SpecVersion::V1 => ref_files::list_refs(self.storage()).await,
             SpecVersion::V2 => {
                 let info = self.repo().await?;
                 Ok(RefListing {
@@ -119,8 +123,7 @@ impl RefStore {
     pub(crate) async fn branch(&self, name: &str) -> Result<BranchTip> {
         match self.spec() {
             SpecVersion::V1 => {
-                let (snapshot, version) =
-                    ref_files::fetch_branch(self.storage.as_ref(), name).await?;
+                let (snapshot, version) = ref_files::fetch_branch(self.storage(), name).await?;
                 Ok(BranchTip { snapshot, version })
             }
             SpecVersion::V2 => Ok(BranchTip {
@@ -136,7 +139,7 @@ impl RefStore {
     /// [`Error::TagNotFound`]; [`Error::TagDeleted`]; storage and format errors.
     pub(crate) async fn tag(&self, name: &str) -> Result<SnapshotId> {
         match self.spec() {
-            SpecVersion::V1 => ref_files::fetch_tag(self.storage.as_ref(), name).await,
+            SpecVersion::V1 => ref_files::fetch_tag(self.storage(), name).await,
             SpecVersion::V2 => {
                 let info = self.repo().await?;
                 if let Some(id) = info.tags.get(name) {
@@ -165,7 +168,7 @@ impl RefStore {
         match self.spec() {
             SpecVersion::V1 => {
                 self.assets.fetch_snapshot(&snapshot).await?;
-                ref_files::create_branch(self.storage.as_ref(), name, snapshot).await
+                ref_files::create_branch(self.storage(), name, snapshot).await
             }
             SpecVersion::V2 => {
                 repo_object::update(&self.assets, false, |info| {
@@ -195,7 +198,7 @@ impl RefStore {
     /// [`Error::RepositoryReadOnly`]; storage errors.
     pub(crate) async fn delete_branch(&self, name: &str) -> Result<()> {
         match self.spec() {
-            SpecVersion::V1 => ref_files::delete_branch(self.storage.as_ref(), name).await,
+            SpecVersion::V1 => ref_files::delete_branch(self.storage(), name).await,
             SpecVersion::V2 => {
                 if name == "main" {
                     return Err(Error::CannotDeleteMain);
@@ -241,7 +244,7 @@ impl RefStore {
         match self.spec() {
             SpecVersion::V1 => {
                 self.assets.fetch_snapshot(&to).await?;
-                let storage = self.storage.as_ref();
+                let storage = self.storage();
                 if ref_files::update_branch(storage, name, to, tip.version.as_ref()).await? {
                     Ok(())
                 } else {
@@ -280,7 +283,7 @@ impl RefStore {
         match self.spec() {
             SpecVersion::V1 => {
                 self.assets.fetch_snapshot(&snapshot).await?;
-                ref_files::create_tag(self.storage.as_ref(), name, snapshot).await
+                ref_files::create_tag(self.storage(), name, snapshot).await
             }
             SpecVersion::V2 => {
                 repo_object::update(&self.assets, false, |info| {
@@ -316,7 +319,7 @@ impl RefStore {
     /// [`Error::RepositoryReadOnly`]; storage errors.
     pub(crate) async fn delete_tag(&self, name: &str) -> Result<()> {
         match self.spec() {
-            SpecVersion::V1 => ref_files::delete_tag(self.storage.as_ref(), name).await,
+            SpecVersion::V1 => ref_files::delete_tag(self.storage(), name).await,
             SpecVersion::V2 => {
                 repo_object::update(&self.assets, false, |info| {
                     check_flag(info, "delete_tag", FeatureFlag::DeleteTag)?;
@@ -365,7 +368,7 @@ impl RefStore {
         match self.spec() {
             SpecVersion::V1 => {
                 let moved = ref_files::update_branch(
-                    self.storage.as_ref(),
+                    self.storage(),
                     branch,
                     snapshot.id,
                     expected.version.as_ref(),

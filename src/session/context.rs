@@ -7,7 +7,6 @@ use std::sync::Arc;
 use crate::assets::AssetManager;
 use crate::format::config::RepositoryConfig;
 use crate::refs::RefStore;
-use crate::storage::Storage;
 use crate::virtual_refs::VirtualChunkResolver;
 
 /// The refs, object cache, configuration and virtual chunk resolver of the
@@ -29,14 +28,13 @@ pub(crate) struct SessionContext {
 impl SessionContext {
     /// A context over these parts.
     pub(crate) fn new(
-        storage: Arc<dyn Storage>,
         assets: Arc<AssetManager>,
         config: RepositoryConfig,
         virtual_resolver: Arc<VirtualChunkResolver>,
     ) -> Self {
         let inline_threshold_bytes = config.inline_chunk_threshold_bytes();
         SessionContext {
-            refs: RefStore::new(storage, Arc::clone(&assets)),
+            refs: RefStore::new(Arc::clone(&assets)),
             assets,
             config,
             virtual_resolver,

@@ -142,68 +142,6 @@ impl Diff {
         }
         d
     }
-
-    /// Appends a later diff: nodes created then deleted disappear; chunk sets merge.
-    pub fn merge(&mut self, later: Diff) {
-        // Later moves rename what this diff names, and chain with its own moves.
-        for (to, from) in &later.moved_nodes {
-            self.rename(from, to);
-            let origin = self
-                .moved_nodes
-                .remove(from)
-                .unwrap_or_else(|| from.clone());
-            if origin != *to {
-                self.moved_nodes.insert(to.clone(), origin);
-            }
-        }
-        for p in later.deleted_groups {
-            if !self.new_groups.remove(&p) {
-                self.updated_groups.remove(&p);
-                self.deleted_groups.insert(p);
-            }
-        }
-        for p in later.deleted_arrays {
-            self.updated_chunks.remove(&p);
-            if !self.new_arrays.remove(&p) {
-                self.updated_arrays.remove(&p);
-                self.deleted_arrays.insert(p);
-            }
-        }
-        self.new_groups.extend(later.new_groups);
-        self.new_arrays.extend(later.new_arrays);
-        for p in later.updated_groups {
-            if !self.new_groups.contains(&p) {
-                self.updated_groups.insert(p);
-            }
-        }
-        for p in later.updated_arrays {
-            if !self.new_arrays.contains(&p) {
-                self.updated_arrays.insert(p);
-            }
-        }
-        for (p, chunks) in later.updated_chunks {
-            self.updated_chunks.entry(p).or_default().extend(chunks);
-        }
-    }
-
-    /// Renames node `from` to `to` in every set of this diff but the moves.
-    fn rename(&mut self, from: &NodePath, to: &NodePath) {
-        for set in [
-            &mut self.new_groups,
-            &mut self.new_arrays,
-            &mut self.deleted_groups,
-            &mut self.deleted_arrays,
-            &mut self.updated_groups,
-            &mut self.updated_arrays,
-        ] {
-            if set.remove(from) {
-                set.insert(to.clone());
-            }
-        }
-        if let Some(chunks) = self.updated_chunks.remove(from) {
-            self.updated_chunks.insert(to.clone(), chunks);
-        }
-    }
 }
 
 /// The diff between two arbitrary snapshots, by comparing their node trees and chunk

@@ -20,6 +20,31 @@ use super::fb::{self, gen};
 use super::snapshot::decode_metadata_value;
 use super::{FormatError, SnapshotId, SpecVersion};
 
+/// The snapshots of `snapshots` from `start` back to the root, newest first,
+/// following parent links; stops at a snapshot the map does not hold.
+///
+/// # Errors
+/// The first snapshot seen twice, when the parent links loop.
+pub fn ancestry_in(
+    snapshots: &BTreeMap<SnapshotId, SnapshotSummary>,
+    start: SnapshotId,
+) -> Result<Vec<&SnapshotSummary>, SnapshotId> {
+    let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut next = Some(start);
+    while let Some(id) = next {
+        let Some(s) = snapshots.get(&id) else {
+            break;
+        };
+        if !seen.insert(id) {
+            return Err(id);
+        }
+        out.push(s);
+        next = s.parent_id;
+    }
+    Ok(out)
+}
+
 /// What one snapshot looks like in the `repo` object.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SnapshotSummary {
@@ -263,20 +288,7 @@ impl RepoInfo {
     /// # Errors
     /// The first snapshot seen twice, when the parent links loop.
     pub fn ancestry(&self, start: SnapshotId) -> Result<Vec<&SnapshotSummary>, SnapshotId> {
-        let mut out = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        let mut next = Some(start);
-        while let Some(id) = next {
-            let Some(s) = self.snapshots.get(&id) else {
-                break;
-            };
-            if !seen.insert(id) {
-                return Err(id);
-            }
-            out.push(s);
-            next = s.parent_id;
-        }
-        Ok(out)
+        ancestry_in(&self.snapshots, start)
     }
 
     /// Whether `flag` is on: as explicitly set, else on (every flag Icechunk defines
