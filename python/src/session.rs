@@ -151,7 +151,7 @@ impl Session {
                 .into_any();
             return Ok((module.getattr("_open_fork")?, args));
         }
-        if this.inner.branch().is_some() || this.inner.is_writable() {
+        if this.inner.branch().is_some() {
             return Err(pyo3::exceptions::PyTypeError::new_err(
                 "a writable session cannot be pickled: call session.fork() and send the \
                  fork; merge it back with session.merge(fork)",
