@@ -1,6 +1,7 @@
 //! Repository engine benchmarks: the cost of a commit that changes one chunk, in
 //! repositories with few and with many untouched arrays (it should not grow with the
-//! repository), and reading a snapshot with many nodes.
+//! repository), an attribute-only commit on local disk in each durability mode (the
+//! fixed cost of a commit), and reading a snapshot with many nodes.
 
 use std::hint::black_box;
 
@@ -65,6 +66,41 @@ fn commit_one_chunk(c: &mut Criterion) {
     group.finish();
 }
 
+/// The fixed cost of a commit: only a group's attributes change, on local disk, with
+/// [`Durability::Process`] (no fsync) and [`Durability::Synced`].
+fn commit_attributes_local(c: &mut Criterion) {
+    use floe::storage::{Durability, LocalStorage, LocalStorageOptions};
+    use floe::zarr::store::Store;
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut group = c.benchmark_group("commit_attributes_local");
+    group.sample_size(50);
+    for (name, durability) in [
+        ("process", Durability::Process),
+        ("synced", Durability::Synced),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let options = LocalStorageOptions::default().durability(durability);
+        let storage = std::sync::Arc::new(LocalStorage::with_options(dir.path(), options).unwrap());
+        let repo = rt.block_on(Repository::create(storage, None)).unwrap();
+        let mut n = 0u64;
+        group.bench_function(name, |b| {
+            b.to_async(&rt).iter(|| {
+                n += 1;
+                let repo = &repo;
+                async move {
+                    let s = repo.writable_session("main").await.unwrap();
+                    let json = format!(
+                        r#"{{"zarr_format":3,"node_type":"group","attributes":{{"n":{n}}}}}"#
+                    );
+                    s.store().set("zarr.json", Bytes::from(json)).await.unwrap();
+                    black_box(s.commit("attributes").await.unwrap())
+                }
+            })
+        });
+    }
+    group.finish();
+}
+
 fn open_session(c: &mut Criterion) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let repo = rt.block_on(repo_with_arrays(1000, 1));
@@ -86,5 +122,10 @@ fn open_session(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, commit_one_chunk, open_session);
+criterion_group!(
+    benches,
+    commit_one_chunk,
+    commit_attributes_local,
+    open_session
+);
 criterion_main!(benches);

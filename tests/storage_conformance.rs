@@ -19,8 +19,9 @@ use bytes::Bytes;
 use chrono::Utc;
 use floe::storage::conformance::{keys, storage_contract};
 use floe::storage::{
-    create_storage, new_in_memory_storage, open_storage, parse_storage_url, LocalStorage,
-    ObjectStorage, ObjectVersion, S3Options, Storage, StorageLocation, WriteOutcome,
+    create_storage, new_in_memory_storage, open_storage, parse_storage_url, Durability,
+    LocalStorage, LocalStorageOptions, ObjectStorage, ObjectVersion, S3Options, Storage,
+    StorageLocation, WriteOutcome,
 };
 
 fn b(s: &str) -> Bytes {
@@ -51,6 +52,21 @@ async fn local_storage_conformance() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("file://{}", dir.path().join("root").display());
     storage_contract(create_storage(&url, None).unwrap()).await;
+}
+
+/// The synced mode (fsync of every object and its directory) keeps the whole contract.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn local_storage_conformance_synced() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = LocalStorageOptions::default().durability(Durability::Synced);
+    let storage = LocalStorage::with_options(&dir.path().join("root"), options).unwrap();
+    assert_eq!(storage.options().durability, Durability::Synced);
+    assert_eq!(
+        LocalStorage::new(dir.path()).unwrap().options().durability,
+        Durability::Process,
+        "the default is object-store durability"
+    );
+    storage_contract(Arc::new(storage)).await;
 }
 
 /// Local versions are `object_store` etags, `inode-mtime-size`. Inodes are reused as

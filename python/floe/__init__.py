@@ -25,12 +25,14 @@ from floe._floe import (
     s3_storage,
     VersionSelection,
 )
+from floe.diff import Diff
 from floe.store import FloeStore
 
 __all__ = [
     "BasicConflictSolver",
     "ConflictDetector",
     "ConflictError",
+    "Diff",
     "FloeError",
     "FloeStore",
     "Repository",
@@ -71,8 +73,9 @@ class Session:
     def has_uncommitted_changes(self) -> bool:
         return self._native.has_uncommitted_changes
 
-    def status(self) -> dict:
-        return self._native.status()
+    def status(self) -> Diff:
+        """The uncommitted changes of this session."""
+        return Diff(self._native.status())
 
     def discard_changes(self) -> None:
         self._native.discard_changes()
@@ -146,6 +149,24 @@ class Repository:
 
     def ancestry(self, *, branch=None, tag=None, snapshot_id=None):
         return iter(self._native.ancestry(branch=branch, tag=tag, snapshot_id=snapshot_id))
+
+    def diff(self, *, from_branch=None, from_tag=None, from_snapshot_id=None,
+             to_branch=None, to_tag=None, to_snapshot_id=None) -> Diff:
+        """What changed from one version to a later one; each is named by exactly one
+        of a branch, a tag or a snapshot id. ``from`` must be an ancestor of ``to``."""
+        start = self._version("from", from_branch, from_tag, from_snapshot_id)
+        end = self._version("to", to_branch, to_tag, to_snapshot_id)
+        return Diff(self._native.diff(from_snapshot_id=start, to_snapshot_id=end))
+
+    def _version(self, side: str, branch, tag, snapshot_id) -> str:
+        given = [v for v in (branch, tag, snapshot_id) if v is not None]
+        if len(given) != 1:
+            raise ValueError(f"name the `{side}` version by exactly one of branch, tag, snapshot_id")
+        if branch is not None:
+            return self._native.lookup_branch(branch)
+        if tag is not None:
+            return self._native.lookup_tag(tag)
+        return snapshot_id
 
     def __getattr__(self, name):
         # Branches, tags, diff, metadata, expiry and GC: the native methods as they are.

@@ -103,6 +103,31 @@ class FloeStore(Store):
             prefix += "/"
         await self._native.delete_prefix(prefix)
 
+    async def getsize(self, key: str) -> int:
+        """The stored size of ``key`` in bytes (a chunk's compressed size, read from its
+        ref without fetching the chunk). Raises ``FileNotFoundError`` when absent."""
+        size = await self._native.getsize(key)
+        if size is None:
+            raise FileNotFoundError(key)
+        return size
+
+    async def getsize_prefix(self, prefix: str) -> int:
+        """The total stored size in bytes of every key under ``prefix``."""
+        return await self._native.getsize_prefix(prefix)
+
+    async def is_empty(self, prefix: str) -> bool:
+        """Whether no key starts with ``prefix`` (after adding a trailing ``/``)."""
+        if prefix and not prefix.endswith("/"):
+            prefix += "/"
+        keys, prefixes = await self._native.list_dir(prefix)
+        return not keys and not prefixes
+
+    async def clear(self) -> None:
+        """Deletes every group, array and chunk in the session (history is untouched;
+        the deletions are uncommitted changes like any other)."""
+        self._check_writable()
+        await self._native.delete_prefix("")
+
     async def list(self) -> AsyncIterator[str]:
         for k in await self._native.list_prefix(""):
             yield k

@@ -341,11 +341,34 @@ impl NativeStore {
         })
     }
 
-    /// Whether `key` exists.
+    /// Whether `key` exists (a chunk's ref is looked up, its bytes not fetched).
     fn exists<'py>(&self, py: Python<'py>, key: String) -> PyResult<Bound<'py, PyAny>> {
         let store = self.inner.clone();
         pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            Ok(store.get(&key).await.map_err(store_err)?.is_some())
+            Ok(store.size(&key).await.map_err(store_err)?.is_some())
+        })
+    }
+
+    /// The stored size of `key` in bytes, `None` when absent; chunk sizes come from
+    /// their refs, without fetching.
+    fn getsize<'py>(&self, py: Python<'py>, key: String) -> PyResult<Bound<'py, PyAny>> {
+        let store = self.inner.clone();
+        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            store.size(&key).await.map_err(store_err)
+        })
+    }
+
+    /// The total stored size in bytes of every key starting with `prefix`.
+    fn getsize_prefix<'py>(&self, py: Python<'py>, prefix: String) -> PyResult<Bound<'py, PyAny>> {
+        let store = self.inner.clone();
+        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            let keys = store.list_prefix(&prefix).await.map_err(store_err)?;
+            let mut total = 0u64;
+            for key in keys {
+                let size = store.size(&key).await.map_err(store_err)?.unwrap_or(0);
+                total = total.saturating_add(size);
+            }
+            Ok(total)
         })
     }
 

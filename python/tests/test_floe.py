@@ -370,3 +370,96 @@ def test_s3_storage_round_trip_and_pickled_session():
     ro = pickle.loads(pickle.dumps(again.readonly_session(snapshot_id=sid)))
     np.testing.assert_array_equal(zarr.open_array(store=ro.store, path="a", mode="r")[...],
                                   [0.5, 1.5, 2.5, 3.5, 4.5])
+
+
+def _diff_facts(d):
+    return {
+        "new_groups": sorted(d.new_groups),
+        "new_arrays": sorted(d.new_arrays),
+        "deleted_groups": sorted(d.deleted_groups),
+        "deleted_arrays": sorted(d.deleted_arrays),
+        "updated_groups": sorted(d.updated_groups),
+        "updated_arrays": sorted(d.updated_arrays),
+        "updated_chunks": {k: sorted(map(list, v)) for k, v in d.updated_chunks.items()},
+        "moved_nodes": sorted(map(list, d.moved_nodes)),
+    }
+
+
+def test_status_and_diff_are_diff_objects_that_agree_with_icechunk(tmp_path):
+    path = str(tmp_path / "r")
+    repo = floe.Repository.create(floe.local_filesystem_storage(path), spec_version=2)
+    s = repo.writable_session("main")
+    assert s.status().is_empty()
+    root = zarr.create_group(store=s.store)
+    g = root.create_group("g")
+    a = g.create_array("x", shape=(4,), chunks=(2,), dtype="i2", fill_value=0)
+    a[2:] = [1, 2]
+    st = s.status()
+    assert isinstance(st, floe.Diff) and not st.is_empty()
+    assert st.new_groups == {"/", "/g"} and st.new_arrays == {"/g/x"}
+    assert st.updated_chunks == {"/g/x": [[1]]}
+    first = s.commit("tree")
+    repo.create_tag("v1", first)
+    s = repo.writable_session("main")
+    zarr.open_array(store=s.store, path="g/x")[0:2] = [7, 7]
+    zarr.open_group(store=s.store, path="g").attrs["k"] = 1
+    s.commit("edit")
+    r = repo.rearrange_session("main")
+    r.move("/g", "/h")
+    r.commit("move")
+    d = repo.diff(from_tag="v1", to_branch="main")
+    assert d == repo.diff(from_snapshot_id=first, to_branch="main")
+    assert d.moved_nodes == [("/g", "/h"), ("/g/x", "/h/x")]
+    assert d.updated_chunks == {"/h/x": [[0]]}
+    assert d.updated_groups == {"/h"} and not d.new_arrays
+    with pytest.raises(ValueError):
+        repo.diff(from_tag="v1", from_branch="main", to_branch="main")
+
+    py312 = os.environ.get("FLOE_PYTHON312")
+    if not py312:
+        if os.environ.get("CI") == "true":
+            pytest.fail("FLOE_PYTHON312 (Python with icechunk 2.x) is not set")
+        return
+    script = (
+        "import icechunk as ic, json, sys\n"
+        "repo = ic.Repository.open(ic.local_filesystem_storage(sys.argv[1]))\n"
+        "d = repo.diff(from_tag='v1', to_branch='main')\n"
+        "print(json.dumps({n: sorted(getattr(d, n)) for n in ('new_groups', 'new_arrays',"
+        " 'deleted_groups', 'deleted_arrays', 'updated_groups', 'updated_arrays')}"
+        " | {'updated_chunks': {k: sorted(map(list, v)) for k, v in d.updated_chunks.items()},"
+        " 'moved_nodes': sorted(map(list, d.moved_nodes))}))\n"
+    )
+    out = subprocess.run([py312, "-c", script, path], check=True,
+                         capture_output=True, text=True).stdout
+    assert json.loads(out.strip().splitlines()[-1]) == _diff_facts(d)
+
+
+def test_store_sizes_emptiness_and_clear():
+    import asyncio
+
+    repo = floe.Repository.create(floe.in_memory_storage())
+    s = repo.writable_session("main")
+    root = zarr.create_group(store=s.store)
+    a = root.create_array("a", shape=(8,), chunks=(4,), dtype="f8", fill_value=0.0,
+                          compressors=None)
+    a[...] = np.arange(8.0)
+    store = s.store
+
+    async def check():
+        meta = await store.get("a/zarr.json", zarr.core.buffer.default_buffer_prototype())
+        assert await store.getsize("a/zarr.json") == len(meta.to_bytes())
+        assert await store.getsize("a/c/1") == 32
+        with pytest.raises(FileNotFoundError):
+            await store.getsize("a/c/9")
+        total = await store.getsize_prefix("a/")
+        assert total == len(meta.to_bytes()) + 64
+        assert await store.exists("a/c/0") and not await store.exists("a/c/2")
+        assert not await store.is_empty("a") and await store.is_empty("b")
+        await store.clear()
+        assert await store.is_empty("")
+        assert [k async for k in store.list()] == []
+        with pytest.raises(Exception):
+            await store.with_read_only(True).clear()
+
+    asyncio.run(check())
+    assert s.status().deleted_arrays == set()  # created and deleted in one session

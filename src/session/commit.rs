@@ -162,34 +162,41 @@ pub(crate) async fn flush(
         }
     }
 
-    let new_manifests: Vec<(NodePath, ArrayManifests)> =
-        futures::stream::iter(rewrite.into_iter().map(|(path, rewrite_all)| {
-            let node = nodes[&path].clone();
-            async move {
-                let old: Vec<ManifestRef> = base
-                    .nodes
-                    .get(&path)
-                    .filter(|o| o.id == node.id)
-                    .and_then(NodeSnapshot::array)
-                    .map(|a| a.manifests.clone())
-                    .unwrap_or_default();
-                let shape = node.array().map(|a| a.shape.clone()).unwrap_or_default();
-                let written = write_array_manifests(
-                    assets,
-                    base,
-                    node.id,
-                    &old,
-                    &shape,
-                    changes,
-                    rewrite_all,
-                )
-                .await?;
-                Ok::<_, crate::error::Error>((path, written))
-            }
-        }))
-        .buffer_unordered(MANIFEST_WRITE_CONCURRENCY)
-        .try_collect()
-        .await?;
+    let (parent_id, log) = match method {
+        CommitMethod::NewCommit => (Some(base.id), changes.transaction_log(new_id)),
+        CommitMethod::Amend(previous) => (
+            base.parent_id,
+            previous.then(&changes.transaction_log(new_id), new_id),
+        ),
+        CommitMethod::Moves(moves) => {
+            let mut log = changes.transaction_log(new_id);
+            log.moved_nodes = moves;
+            (Some(base.id), log)
+        }
+    };
+    let manifests = futures::stream::iter(rewrite.into_iter().map(|(path, rewrite_all)| {
+        let node = nodes[&path].clone();
+        async move {
+            let old: Vec<ManifestRef> = base
+                .nodes
+                .get(&path)
+                .filter(|o| o.id == node.id)
+                .and_then(NodeSnapshot::array)
+                .map(|a| a.manifests.clone())
+                .unwrap_or_default();
+            let shape = node.array().map(|a| a.shape.clone()).unwrap_or_default();
+            let written =
+                write_array_manifests(assets, base, node.id, &old, &shape, changes, rewrite_all)
+                    .await?;
+            Ok::<_, crate::error::Error>((path, written))
+        }
+    }))
+    .buffer_unordered(MANIFEST_WRITE_CONCURRENCY)
+    .try_collect::<Vec<(NodePath, ArrayManifests)>>();
+
+    // The transaction log does not depend on the manifests: both are written at once.
+    let (new_manifests, ()) =
+        futures::try_join!(manifests, assets.write_transaction_log(Arc::new(log)))?;
 
     let mut infos: HashMap<ManifestId, ManifestFileInfo> =
         base.manifest_files.iter().map(|i| (i.id, *i)).collect();
@@ -214,18 +221,6 @@ pub(crate) async fn flush(
     }
     manifest_files.sort_by_key(|i| i.id);
 
-    let (parent_id, log) = match method {
-        CommitMethod::NewCommit => (Some(base.id), changes.transaction_log(new_id)),
-        CommitMethod::Amend(previous) => (
-            base.parent_id,
-            previous.then(&changes.transaction_log(new_id), new_id),
-        ),
-        CommitMethod::Moves(moves) => {
-            let mut log = changes.transaction_log(new_id);
-            log.moved_nodes = moves;
-            (Some(base.id), log)
-        }
-    };
     let snapshot = Arc::new(Snapshot {
         spec_version: assets.spec_version(),
         id: new_id,
@@ -236,7 +231,6 @@ pub(crate) async fn flush(
         manifest_files,
         nodes,
     });
-    assets.write_transaction_log(Arc::new(log)).await?;
     assets.write_snapshot(Arc::clone(&snapshot)).await?;
     Ok(snapshot)
 }

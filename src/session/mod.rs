@@ -876,13 +876,45 @@ impl Session {
         // was lost (an error, or a retried request that found its own earlier write),
         // the branch may already point at it, and then the commit has landed.
         let mut ours: Option<Arc<Snapshot>> = None;
+        let flush = |base: Arc<Snapshot>, changes: Arc<ChangeSet>| {
+            let metadata = metadata.clone();
+            async move {
+                commit::flush(
+                    assets,
+                    &base,
+                    &changes,
+                    SnapshotId::random(),
+                    message,
+                    metadata,
+                    commit::CommitMethod::NewCommit,
+                )
+                .await
+            }
+        };
         loop {
             attempt += 1;
-            let tip = ctx.refs.branch(&branch).await?;
+            // The first attempt reads the tip and writes the new snapshot at once: the
+            // tip is usually the base, and then that snapshot is the one to commit (one
+            // round trip less per commit; when the branch moved it stays unreferenced
+            // for garbage collection, like the snapshot of a lost compare-and-swap).
+            let (tip, speculative) = if attempt == 1 {
+                let (tip, flushed) = futures::join!(
+                    ctx.refs.branch(&branch),
+                    flush(Arc::clone(&base), Arc::clone(&changes))
+                );
+                (tip?, Some(flushed))
+            } else {
+                (ctx.refs.branch(&branch).await?, None)
+            };
             if let Some(landed) = ours.take().filter(|s| s.id == tip.snapshot) {
                 return Ok(landed);
             }
-            if tip.snapshot != base.id {
+            let snapshot = if tip.snapshot == base.id {
+                match speculative {
+                    Some(flushed) => flushed?,
+                    None => flush(Arc::clone(&base), Arc::clone(&changes)).await?,
+                }
+            } else {
                 if !options.rebase {
                     return Err(Error::conflict(&branch, base.id, tip.snapshot, Vec::new()));
                 }
@@ -897,17 +929,8 @@ impl Session {
                 .await?;
                 base = rebased.tip;
                 changes = rebased.changes;
-            }
-            let snapshot = commit::flush(
-                assets,
-                &base,
-                &changes,
-                SnapshotId::random(),
-                message,
-                metadata.clone(),
-                commit::CommitMethod::NewCommit,
-            )
-            .await?;
+                flush(Arc::clone(&base), Arc::clone(&changes)).await?
+            };
             let update = ctx.refs.commit(&branch, &tip, &snapshot, None).await;
             ours = Some(Arc::clone(&snapshot));
             let update = match update {

@@ -26,7 +26,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 
-pub use local::LocalStorage;
+pub use local::{Durability, LocalStorage, LocalStorageOptions};
 pub use memory::new_in_memory_storage;
 pub use object::ObjectStorage;
 pub use s3::{new_s3_storage, S3Options};

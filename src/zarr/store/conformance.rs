@@ -97,6 +97,23 @@ async fn get_set_erase(store: &dyn Store) {
         store.get("x/c/0/0").await.expect("get 1 MiB").as_ref(),
         Some(&big)
     );
+    for (key, len) in [
+        ("x/c/0/0", big.len()),
+        ("a/b/c/empty", 0),
+        ("x/.zarray", 256),
+    ] {
+        assert_eq!(
+            store.size(key).await.expect("size"),
+            Some(len as u64),
+            "size of `{key}`"
+        );
+    }
+    assert_eq!(store.size("missing").await.expect("size"), None);
+    assert_eq!(
+        store.size("a/b").await.expect("size"),
+        None,
+        "a prefix has no size"
+    );
     // a key that is a prefix of other keys is not a value
     assert_eq!(
         store.get("a/b").await.expect("get prefix"),
@@ -402,7 +419,10 @@ pub async fn zarr_store_conformance(store: &dyn Store) {
         .set("g/a/zarr.json", array.clone())
         .await
         .expect("set array");
-    assert_eq!(store.get("g/a/zarr.json").await.expect("get"), Some(array));
+    assert_eq!(
+        store.get("g/a/zarr.json").await.expect("get"),
+        Some(array.clone())
+    );
     assert_eq!(store.get("g/zarr.json").await.expect("get"), Some(group));
     let big = Bytes::from(
         (0..1u32 << 20)
@@ -417,8 +437,22 @@ pub async fn zarr_store_conformance(store: &dyn Store) {
         .set("g/a/c/1/1", big.clone())
         .await
         .expect("set 1 MiB chunk");
-    assert_eq!(store.get("g/a/c/1/1").await.expect("get"), Some(big));
+    assert_eq!(
+        store.get("g/a/c/1/1").await.expect("get"),
+        Some(big.clone())
+    );
     assert_eq!(store.get("g/a/c/0/1").await.expect("get missing"), None);
+    // Sizes are those of the stored bytes, for chunks and metadata alike.
+    assert_eq!(
+        store.size("g/a/c/1/1").await.expect("size"),
+        Some(big.len() as u64)
+    );
+    assert_eq!(store.size("g/a/c/0/0").await.expect("size"), Some(10));
+    assert_eq!(store.size("g/a/c/0/1").await.expect("size"), None);
+    assert_eq!(
+        store.size("g/a/zarr.json").await.expect("size"),
+        Some(array.len() as u64)
+    );
     assert_eq!(store.get("g/b/zarr.json").await.expect("get missing"), None);
     // Partial reads of a chunk.
     let ranges = [

@@ -293,6 +293,20 @@ impl Store for FilesystemStore {
         .await
     }
 
+    async fn size(&self, key: &str) -> Result<Option<u64>, StoreError> {
+        let key = key.to_string();
+        self.blocking(move |s| {
+            let path = s.path(&key)?;
+            match std::fs::metadata(&path) {
+                Ok(m) if m.is_file() => Ok(Some(m.len())),
+                Ok(_) => Ok(None),
+                Err(e) if is_absent(&e) => Ok(None),
+                Err(e) => Err(io(&key, e)),
+            }
+        })
+        .await
+    }
+
     async fn get_partial_values(
         &self,
         key: &str,

@@ -199,6 +199,16 @@ pub trait Store: Send + Sync + Debug {
     /// Backend failures.
     async fn list_dir(&self, prefix: &str) -> Result<ListDirResult, StoreError>;
 
+    /// The size in bytes of the value stored at `key` (as stored, so after the codecs
+    /// for a chunk), or `None` when there is none: the abstract store's `getsize`.
+    /// The default reads the value; backends that know sizes without reading override it.
+    ///
+    /// # Errors
+    /// Backend failures.
+    async fn size(&self, key: &str) -> Result<Option<u64>, StoreError> {
+        Ok(self.get(key).await?.map(|v| v.len() as u64))
+    }
+
     /// Whether [`Store::set`] and [`Store::erase`] are allowed.
     fn is_writable(&self) -> bool {
         true

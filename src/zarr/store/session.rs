@@ -391,6 +391,23 @@ impl Store for SessionStore {
         }
     }
 
+    async fn size(&self, key: &str) -> Result<Option<u64>, StoreError> {
+        match self.resolve(key)? {
+            Target::Metadata(path) => Ok(self
+                .session
+                .get_node(&path)
+                .ok()
+                .map(|n| n.user_data.len() as u64)),
+            // The chunk ref knows the stored length: nothing is fetched.
+            Target::Chunk(path, idx) => match self.session.get_chunk_ref(&path, &idx).await {
+                Ok(p) => Ok(p.as_ref().map(payload_len)),
+                Err(Error::InvalidChunkIndex { .. }) => Ok(None),
+                Err(e) => Err(backend(key, e)),
+            },
+            Target::Nothing => Ok(None),
+        }
+    }
+
     async fn list_prefix(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
         self.all_keys(prefix).await
     }
