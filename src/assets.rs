@@ -46,6 +46,26 @@ struct RepoObject {
     info: Arc<RepoInfo>,
 }
 
+/// Objects up to this many bytes are decoded, and snapshots of up to
+/// [`INLINE_NODES_MAX`] nodes encoded, on the calling task: a hop to the blocking pool
+/// costs more than the work (an ancestry walk decodes thousands of small snapshots).
+const INLINE_DECODE_MAX: usize = 16 * 1024;
+
+/// See [`INLINE_DECODE_MAX`].
+const INLINE_NODES_MAX: usize = 64;
+
+/// Runs `f` on the calling task when `light`, otherwise as [`blocking`] does.
+async fn maybe_blocking<T: Send + 'static>(
+    light: bool,
+    f: impl FnOnce() -> std::result::Result<T, FormatError> + Send + 'static,
+) -> Result<T> {
+    if light {
+        f().map_err(Error::from)
+    } else {
+        blocking(f).await
+    }
+}
+
 /// Runs CPU-heavy decoding or encoding off the async executor.
 pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> std::result::Result<T, FormatError> + Send + 'static,
@@ -208,7 +228,8 @@ impl AssetManager {
             Err(StorageError::NotFound { .. }) => return Err(Error::SnapshotNotFound { id: *id }),
             Err(e) => return Err(e.into()),
         };
-        let mut snap = blocking(move || Snapshot::decode(&bytes)).await?;
+        let light = bytes.len() <= INLINE_DECODE_MAX;
+        let mut snap = maybe_blocking(light, move || Snapshot::decode(&bytes)).await?;
         // In a spec-2 repository the `repo` object's parent links are the truth, also
         // for spec-1 files kept by an upgrade (expiry re-parents in `repo` only).
         if self.spec == SpecVersion::V2 || snap.spec_version == SpecVersion::V2 {
@@ -291,7 +312,8 @@ impl AssetManager {
             return Ok(t);
         }
         let bytes = self.storage.get(&keys::transaction_log(id)).await?.bytes;
-        let log = Arc::new(blocking(move || TransactionLog::decode(&bytes)).await?);
+        let light = bytes.len() <= INLINE_DECODE_MAX;
+        let log = Arc::new(maybe_blocking(light, move || TransactionLog::decode(&bytes)).await?);
         self.transaction_logs.insert(*id, Arc::clone(&log));
         Ok(log)
     }
@@ -303,7 +325,8 @@ impl AssetManager {
     /// Encoding and storage errors.
     pub async fn write_snapshot(&self, snapshot: Arc<Snapshot>) -> Result<()> {
         let s = Arc::clone(&snapshot);
-        let bytes = blocking(move || s.encode()).await?;
+        let light = s.nodes.len() <= INLINE_NODES_MAX;
+        let bytes = maybe_blocking(light, move || s.encode()).await?;
         self.storage
             .put(&keys::snapshot(&snapshot.id), Bytes::from(bytes))
             .await?;
@@ -341,7 +364,8 @@ impl AssetManager {
     pub async fn write_transaction_log(&self, log: Arc<TransactionLog>) -> Result<()> {
         let l = Arc::clone(&log);
         let spec = self.spec;
-        let bytes = blocking(move || l.encode_as(spec)).await?;
+        let light = l.len() <= INLINE_NODES_MAX;
+        let bytes = maybe_blocking(light, move || l.encode_as(spec)).await?;
         self.storage
             .put(&keys::transaction_log(&log.id), Bytes::from(bytes))
             .await?;

@@ -742,28 +742,76 @@ impl Repository {
         })
     }
 
-    /// The commits from `snapshot` back to the initial snapshot, newest first.
+    /// The commits from `snapshot` back to the initial snapshot, newest first: the
+    /// whole [`Repository::ancestry_stream`], collected.
     ///
     /// # Errors
     /// [`Error::AncestryLoop`] for a corrupt history; [`Error::SnapshotNotFound`];
     /// storage and format errors.
     pub async fn ancestry(&self, snapshot: SnapshotId) -> Result<Vec<SnapshotInfo>> {
-        if self.inner.spec == SpecVersion::V2 {
-            // One `repo` fetch: it holds every snapshot's summary and parent.
-            let info = self.repo_info().await?;
-            if info.snapshots.contains_key(&snapshot) {
-                return info
-                    .ancestry(snapshot)
-                    .map(|list| list.into_iter().map(SnapshotInfo::from).collect())
-                    .map_err(|id| Error::AncestryLoop { snapshot: id });
+        use futures::TryStreamExt;
+        self.ancestry_stream(VersionSelector::Snapshot(snapshot))
+            .try_collect()
+            .await
+    }
+
+    /// The commits from the snapshot `start` selects (a branch tip, a tag, a snapshot
+    /// id, a time on a branch) back to the initial snapshot, newest first, as a
+    /// stream: `.take(n)` reads only the newest `n`. On spec 2 the `repo` object
+    /// holds every commit's summary and parent, so the stream reads one object; on
+    /// spec 1 it reads one snapshot file per item, each only when the stream is
+    /// polled for it.
+    ///
+    /// # Errors
+    /// Items are errors for: a selector that names nothing ([`Error::BranchNotFound`],
+    /// [`Error::TagNotFound`], [`Error::SnapshotNotFound`]), [`Error::AncestryLoop`] for a corrupt history,
+    /// storage and format errors. The stream ends after its first error.
+    pub fn ancestry_stream(
+        &self,
+        start: VersionSelector,
+    ) -> impl futures::Stream<Item = Result<SnapshotInfo>> + Send + '_ {
+        enum Walk<'a> {
+            Start(VersionSelector),
+            Summaries(std::vec::IntoIter<SnapshotInfo>),
+            Files(ParentWalk<'a>),
+        }
+        futures::stream::try_unfold(Walk::Start(start), move |mut walk| async move {
+            loop {
+                walk = match walk {
+                    Walk::Start(selector) => {
+                        let snapshot = self.resolve(&selector).await?;
+                        match self.summary_ancestry(snapshot).await? {
+                            Some(list) => Walk::Summaries(list.into_iter()),
+                            None => Walk::Files(ParentWalk::new(&self.inner.assets, snapshot)),
+                        }
+                    }
+                    Walk::Summaries(mut list) => {
+                        return Ok(list.next().map(|info| (info, Walk::Summaries(list))));
+                    }
+                    Walk::Files(mut files) => {
+                        let snap = files.next().await?;
+                        return Ok(
+                            snap.map(|s| (SnapshotInfo::from(s.as_ref()), Walk::Files(files)))
+                        );
+                    }
+                };
             }
+        })
+    }
+
+    /// Spec 2: the ancestry of `snapshot` from the `repo` object's summaries, when it
+    /// lists the snapshot (`None` otherwise, and on spec 1: walk the files).
+    async fn summary_ancestry(&self, snapshot: SnapshotId) -> Result<Option<Vec<SnapshotInfo>>> {
+        if self.inner.spec != SpecVersion::V2 {
+            return Ok(None);
         }
-        let mut out = Vec::new();
-        let mut walk = ParentWalk::new(&self.inner.assets, snapshot);
-        while let Some(snap) = walk.next().await? {
-            out.push(SnapshotInfo::from(snap.as_ref()));
+        let info = self.repo_info().await?;
+        if !info.snapshots.contains_key(&snapshot) {
+            return Ok(None);
         }
-        Ok(out)
+        info.ancestry(snapshot)
+            .map(|list| Some(list.into_iter().map(SnapshotInfo::from).collect()))
+            .map_err(|id| Error::AncestryLoop { snapshot: id })
     }
 
     /// Expires, in the history of every branch and tag, the snapshots flushed before

@@ -312,6 +312,8 @@ fn import_zarr_then_log_ls_cat() {
     }
     let text = ok(&["log", &repo]);
     assert!(text.contains("import v3"), "{text}");
+    let newest = json_lines(&ok(&["log", &repo, "--json", "-n", "1"]));
+    assert_eq!(newest, log[..1], "log -n 1 prints the newest commit only");
 
     // ls --json: absolute paths, node types, zarr.json objects.
     let nodes = json_lines(&ok(&["ls", &repo, "--json"]));

@@ -978,3 +978,71 @@ async fn odd_ref_names_round_trip_on_s3() {
     };
     odd_ref_names_round_trip(floe::storage::create_storage(&url, None).unwrap()).await;
 }
+
+/// The ancestry is a stream: its newest items need only the newest snapshot files
+/// (spec 1), it starts from a branch, a tag or a snapshot id, and a missing older
+/// snapshot is an error only for a reader that goes that far.
+#[tokio::test]
+async fn ancestry_streams_from_branches_tags_and_snapshots() {
+    use futures::{StreamExt, TryStreamExt};
+    let dir = tempfile::tempdir().unwrap();
+    let storage = local(&dir);
+    let repo = Repository::create(Arc::clone(&storage), None)
+        .await
+        .unwrap();
+    let mut ids = vec![repo.lookup_branch("main").await.unwrap()];
+    for i in 0..5 {
+        let s = repo.writable_session("main").await.unwrap();
+        let json = group_json(serde_json::json!({ "i": i }));
+        if i == 0 {
+            s.add_group(&p("/"), json).unwrap();
+        } else {
+            s.update_group(&p("/"), json).unwrap();
+        }
+        ids.push(s.commit(&format!("commit {i}")).await.unwrap());
+    }
+    repo.create_tag("t", ids[3]).await.unwrap();
+    let newest_first: Vec<SnapshotId> = ids.iter().rev().copied().collect();
+    let all: Vec<_> = repo
+        .ancestry_stream(VersionSelector::Branch("main".into()))
+        .map_ok(|i| i.id)
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(all, newest_first);
+    let from_tag: Vec<_> = repo
+        .ancestry_stream(VersionSelector::Tag("t".into()))
+        .map_ok(|i| i.id)
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(from_tag, newest_first[2..]);
+
+    // Remove the second-oldest snapshot file: the two newest still stream from a
+    // fresh handle (no cache), the whole history fails with a typed error.
+    storage
+        .delete(&floe::format::keys::snapshot(&ids[1]))
+        .await
+        .unwrap();
+    let fresh = Repository::open(Arc::clone(&storage)).await.unwrap();
+    let newest: Vec<_> = fresh
+        .ancestry_stream(VersionSelector::Branch("main".into()))
+        .take(2)
+        .map_ok(|i| i.message)
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(newest, ["commit 4", "commit 3"]);
+    match fresh.ancestry(ids[5]).await {
+        Err(Error::SnapshotNotFound { id }) => assert_eq!(id, ids[1]),
+        other => panic!("a missing ancestor must be SnapshotNotFound, got {other:?}"),
+    }
+    match fresh
+        .ancestry_stream(VersionSelector::Branch("nope".into()))
+        .try_collect::<Vec<_>>()
+        .await
+    {
+        Err(Error::BranchNotFound { name }) => assert_eq!(name, "nope"),
+        other => panic!("an unknown branch must be BranchNotFound, got {other:?}"),
+    }
+}

@@ -94,6 +94,9 @@ pub enum Command {
         /// Print JSON Lines (id, parent_id, flushed_at, message, metadata).
         #[arg(long)]
         json: bool,
+        /// Print at most this many commits (only their snapshots are read).
+        #[arg(short = 'n', long)]
+        max_count: Option<usize>,
     },
     /// Manage branches.
     #[command(subcommand)]

@@ -37,8 +37,14 @@ pub(super) async fn run(cli: Cli) -> CliResult<()> {
         Command::Info { repo, json } => {
             history::info(&mut out, &open_repo(&repo, &[]).await?, json).await?
         }
-        Command::Log { repo, at, json } => {
-            history::log(&mut out, &open_repo(&repo, &[]).await?, &at, json).await?
+        Command::Log {
+            repo,
+            at,
+            json,
+            max_count,
+        } => {
+            let repo = open_repo(&repo, &[]).await?;
+            history::log(&mut out, &repo, &at, json, max_count).await?
         }
         Command::Branch(cmd) => refs::branch(&mut out, cmd).await?,
         Command::Tag(cmd) => refs::tag(&mut out, cmd).await?,

@@ -260,7 +260,7 @@ pub(super) async fn demo(out: &mut impl Write, dir: &Path) -> CliResult<()> {
     };
 
     writeln!(out, "$ floe log {q}")?;
-    history::log(out, &repo, &at("main"), false).await?;
+    history::log(out, &repo, &at("main"), false, None).await?;
 
     writeln!(out, "$ floe branch list {q}")?;
     refs::branch(

@@ -102,8 +102,9 @@ pub(super) async fn ops_log(out: &mut impl Write, repo: &Repository, json: bool)
     Ok(())
 }
 
-/// Prints the commits of `at`, newest first, down to the initial snapshot (text, or
-/// JSON Lines with id, parent_id, flushed_at, message, metadata).
+/// Prints the commits of `at`, newest first, down to the initial snapshot or at most
+/// `max_count` of them, each as soon as it is read (text, or JSON Lines with id,
+/// parent_id, flushed_at, message, metadata).
 ///
 /// # Errors
 /// Unknown refs, bad `--as-of`; repository errors.
@@ -112,9 +113,15 @@ pub(super) async fn log(
     repo: &Repository,
     at: &RefArgs,
     json: bool,
+    max_count: Option<usize>,
 ) -> CliResult<()> {
-    let id = repo.resolve(&selector(repo, at).await?).await?;
-    for info in repo.ancestry(id).await? {
+    use futures::StreamExt;
+    let history = repo
+        .ancestry_stream(selector(repo, at).await?)
+        .take(max_count.unwrap_or(usize::MAX));
+    let mut history = std::pin::pin!(history);
+    while let Some(info) = history.next().await {
+        let info = info?;
         if json {
             output::json_line(out, &output::commit_json(&info))?;
         } else {

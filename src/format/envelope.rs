@@ -12,6 +12,7 @@
 //! Spec: `../shared/docs/icechunk-format-v1.md`, "Envelope"; spec 2 adds file type 6
 //! (the `repo` object) and the version byte 2 (`icechunk-format-notes.md` §3.1).
 
+use std::cell::RefCell;
 use std::io::Read;
 
 use crate::format::{FormatError, SpecVersion};
@@ -66,6 +67,31 @@ impl FileType {
     }
 }
 
+thread_local! {
+    /// This thread's zstd compression context at [`ZSTD_LEVEL`].
+    static COMPRESSOR: RefCell<Option<zstd::bulk::Compressor<'static>>> =
+        const { RefCell::new(None) };
+    /// This thread's zstd decompression context.
+    static DECOMPRESSOR: RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { RefCell::new(None) };
+}
+
+/// Decompresses a frame that declares its content size `declared` (already checked
+/// against the limit) with this thread's reused context, into a buffer of exactly
+/// that size: a frame holding more fails, one holding less is caught by the caller.
+fn decompress_declared(frame: &[u8], declared: usize) -> std::io::Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(declared);
+    DECOMPRESSOR.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let d = match slot.as_mut() {
+            Some(d) => d,
+            None => slot.insert(zstd::bulk::Decompressor::new()?),
+        };
+        d.decompress_to_buffer(frame, &mut out)
+    })?;
+    Ok(out)
+}
+
 /// The writer name floe puts in the header: `floe-<crate version>`.
 pub fn writer_name() -> String {
     format!("floe-{}", env!("CARGO_PKG_VERSION"))
@@ -100,13 +126,29 @@ pub fn seal_version(
     out.push(spec as u8);
     out.push(file_type as u8);
     out.push(COMPRESSION_ZSTD);
-    let compressed =
-        zstd::bulk::compress(flatbuffer, ZSTD_LEVEL).map_err(|e| FormatError::Compression {
-            what: file_type.name(),
-            reason: e.to_string(),
-        })?;
-    out.extend_from_slice(&compressed);
-    Ok(out)
+    let compression = |e: std::io::Error| FormatError::Compression {
+        what: file_type.name(),
+        reason: e.to_string(),
+    };
+    // One compression context per thread, reused: creating one costs more than
+    // compressing a small snapshot or transaction log.
+    let bound = zstd::zstd_safe::compress_bound(flatbuffer.len());
+    out.reserve(bound);
+    COMPRESSOR.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let compressor = match slot.as_mut() {
+            Some(c) => c,
+            None => slot.insert(zstd::bulk::Compressor::new(ZSTD_LEVEL).map_err(compression)?),
+        };
+        // Appends after the header: the buffer has room for the worst case.
+        let header = out.len();
+        out.resize(header + bound, 0);
+        let n = compressor
+            .compress_to_buffer(flatbuffer, &mut out[header..])
+            .map_err(compression)?;
+        out.truncate(header + n);
+        Ok(out)
+    })
 }
 
 /// The parsed header of an envelope.
@@ -194,15 +236,21 @@ pub fn open_versioned(
     if declared.is_some_and(|n| n > limit) {
         return Err(FormatError::TooLarge { what, limit });
     }
-    let decoder =
-        zstd::stream::read::Decoder::new(frame).map_err(|e| compression(e.to_string()))?;
-    let capacity = usize::try_from(declared.unwrap_or(0)).unwrap_or(0);
-    let mut out = Vec::with_capacity(capacity);
-    // One byte past the limit tells a frame that reaches it from one that exceeds it.
-    decoder
-        .take(limit.saturating_add(1))
-        .read_to_end(&mut out)
-        .map_err(|e| compression(e.to_string()))?;
+    let out = match declared.and_then(|n| usize::try_from(n).ok()) {
+        Some(n) => decompress_declared(frame, n).map_err(|e| compression(e.to_string()))?,
+        None => {
+            let decoder =
+                zstd::stream::read::Decoder::new(frame).map_err(|e| compression(e.to_string()))?;
+            let mut out = Vec::new();
+            // One byte past the limit tells a frame that reaches it from one that
+            // exceeds it.
+            decoder
+                .take(limit.saturating_add(1))
+                .read_to_end(&mut out)
+                .map_err(|e| compression(e.to_string()))?;
+            out
+        }
+    };
     if u64::try_from(out.len()).unwrap_or(u64::MAX) > limit {
         return Err(FormatError::TooLarge { what, limit });
     }

@@ -52,6 +52,27 @@ pub struct TransactionLog {
 }
 
 impl TransactionLog {
+    /// How many entries the log holds: node ids listed, chunk indices and moves.
+    pub fn len(&self) -> usize {
+        [
+            &self.new_groups,
+            &self.new_arrays,
+            &self.deleted_groups,
+            &self.deleted_arrays,
+            &self.updated_arrays,
+            &self.updated_groups,
+        ]
+        .iter()
+        .map(|s| s.len())
+        .sum::<usize>()
+            + self
+                .updated_chunks
+                .values()
+                .map(BTreeSet::len)
+                .sum::<usize>()
+            + self.moved_nodes.len()
+    }
+
     /// An empty log for snapshot `id`.
     pub fn new(id: SnapshotId) -> Self {
         TransactionLog {

@@ -255,6 +255,22 @@ fn swap_if_version(
     Ok(Some(version))
 }
 
+/// The whole file at `path` and its version; a directory is `NotFound`.
+fn read_versioned(path: &FsPath) -> std::io::Result<VersionedBytes> {
+    use std::io::Read;
+    let mut file = File::open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::ErrorKind::NotFound.into());
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.read_to_end(&mut bytes)?;
+    Ok(VersionedBytes {
+        bytes: Bytes::from(bytes),
+        version: Some(local_version(&meta)),
+    })
+}
+
 /// Fsyncs the directory holding `path`, making a rename or link into it durable.
 fn sync_parent(path: &FsPath) -> std::io::Result<()> {
     match path.parent() {
@@ -297,7 +313,27 @@ impl fmt::Display for LocalStorage {
 #[async_trait]
 impl Storage for LocalStorage {
     async fn get(&self, key: &str) -> StorageResult<VersionedBytes> {
-        self.inner.get(key).await
+        // One blocking call that opens, stats and reads the file (object_store's takes
+        // two hops and several more syscalls; whole-object reads of small snapshots
+        // and refs dominate history walks). The version comes from the same open file
+        // as the bytes, so they always agree.
+        let path = self.fs_path(key)?;
+        let key_owned = key.to_string();
+        tokio::task::spawn_blocking(move || read_versioned(&path))
+            .await
+            .map_err(|e| StorageError::Io {
+                key: key_owned.clone(),
+                source: std::io::Error::other(e),
+            })?
+            .map_err(|source| match source.kind() {
+                std::io::ErrorKind::NotFound => StorageError::NotFound {
+                    key: key_owned.clone(),
+                },
+                _ => StorageError::Io {
+                    key: key_owned.clone(),
+                    source,
+                },
+            })
     }
 
     async fn get_range(&self, key: &str, range: Range<u64>) -> StorageResult<Bytes> {
