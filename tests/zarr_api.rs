@@ -719,3 +719,49 @@ async fn filesystem_store_array_roundtrip() {
     let b = Array::open(store, "data/x").await.unwrap();
     assert_eq!(b.read_all::<f64>().await.unwrap(), vals);
 }
+
+/// Reads into the caller's buffer: the same values as `read_region` (missing chunks
+/// at the fill value, overwriting whatever the buffer held), one buffer reused
+/// across reads, and typed errors for a buffer of the wrong length or element type.
+#[tokio::test]
+async fn read_region_into_reuses_the_callers_buffer() {
+    let store = mem();
+    let a = ArrayBuilder::new(vec![6, 5], vec![4, 2], DataType::Int32)
+        .fill_value(json!(-1))
+        .codecs(vec![
+            json!({"name": "bytes", "configuration": {"endian": "big"}}),
+            json!({"name": "zstd", "configuration": {"level": 5, "checksum": true}}),
+        ])
+        .create(store.clone(), "a")
+        .await
+        .unwrap();
+    let values: Vec<i32> = (0..12).collect();
+    a.write_region(&ArraySubset::new(vec![0, 0], vec![4, 3]), &values)
+        .await
+        .unwrap();
+    let mut buf = vec![7i32; 6];
+    for region in [
+        ArraySubset::new(vec![1, 1], vec![2, 3]),
+        ArraySubset::new(vec![3, 2], vec![3, 2]),
+    ] {
+        a.read_region_into(&region, &mut buf).await.unwrap();
+        let want: Vec<i32> = a.read_region(&region).await.unwrap();
+        assert_eq!(buf, want, "region {region:?}");
+    }
+    assert!(buf.contains(&-1), "missing chunks read as the fill value");
+    match a
+        .read_region_into(&ArraySubset::new(vec![0, 0], vec![2, 2]), &mut buf)
+        .await
+    {
+        Err(ZarrError::InvalidRegion { .. }) => {}
+        other => panic!("a buffer of the wrong length must be InvalidRegion, got {other:?}"),
+    }
+    let mut floats = vec![0f32; 6];
+    match a
+        .read_region_into(&ArraySubset::new(vec![0, 0], vec![2, 3]), &mut floats)
+        .await
+    {
+        Err(ZarrError::ElementType { .. }) => {}
+        other => panic!("a buffer of another element type must be ElementType, got {other:?}"),
+    }
+}

@@ -364,11 +364,15 @@ impl Array {
         if T::matches(&self.metadata.data_type) {
             Ok(())
         } else {
-            Err(ZarrError::ElementType {
-                path: self.path.clone(),
-                element: T::RUST_TYPE,
-                data_type: self.metadata.data_type.to_string(),
-            })
+            Err(self.element_type_err::<T>())
+        }
+    }
+
+    fn element_type_err<T: Element>(&self) -> ZarrError {
+        ZarrError::ElementType {
+            path: self.path.clone(),
+            element: T::RUST_TYPE,
+            data_type: self.metadata.data_type.to_string(),
         }
     }
 

@@ -136,6 +136,46 @@ impl Array {
         T::from_array_bytes(data, dt)
     }
 
+    /// Reads `region` into the caller's buffer `out` (C order, `region.num_elements()`
+    /// elements of a fixed-size type): no output allocation, so a loop of reads can
+    /// reuse one buffer. Elements of missing chunks are set to the fill value; chunks
+    /// are fetched and decoded concurrently.
+    ///
+    /// # Errors
+    /// [`ZarrError::ElementType`] when `T` does not match the data type or is not a
+    /// plain fixed-size element (strings: use [`Array::read_region`]);
+    /// [`ZarrError::InvalidRegion`] when `out` does not hold exactly the region's
+    /// element count or the region is not within the array; otherwise as
+    /// [`Array::read_region_bytes`].
+    pub async fn read_region_into<T: Element>(
+        &self,
+        region: &ArraySubset,
+        out: &mut [T],
+    ) -> ZarrResult<()> {
+        self.check_element::<T>()?;
+        self.check_region(region)?;
+        let n = self.region_len(region)?;
+        if out.len() != n {
+            return Err(self.region_err(format!(
+                "the output buffer holds {} elements, the region {n}",
+                out.len()
+            )));
+        }
+        let dt = &self.metadata.data_type;
+        let fill = match T::from_array_bytes(self.fill_bytes(1)?, dt)?.pop() {
+            Some(fill) if dt.fixed_size().is_some() => fill,
+            _ => return Err(self.element_type_err::<T>()),
+        };
+        out.fill(fill);
+        let Some(bytes) = T::as_fixed_bytes_mut(out) else {
+            return Err(self.element_type_err::<T>());
+        };
+        if n == 0 {
+            return Ok(());
+        }
+        self.read_into(region, ElemsMut::Fixed(bytes)).await
+    }
+
     /// Reads `region` as an `ndarray` of shape `region.shape`.
     ///
     /// # Errors

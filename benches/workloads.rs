@@ -1,0 +1,487 @@
+//! End-to-end workloads through floe's Rust API, for a side-by-side comparison with
+//! Icechunk (see `benches/compare_engines.py`, which runs the same workloads
+//! through zarr-python on Icechunk 2.3.0 and 1.1.21 and prints the ratios).
+//!
+//! Not a criterion bench: every workload runs `--runs` times, each time on a fresh
+//! spec-1 repository on the local filesystem (in a temporary directory, default
+//! options), and the program prints ONE JSON line to stdout,
+//! `{"engine":"floe","mib":N,"runs":R,"<workload>_s":median_seconds,...}`.
+//!
+//! ```text
+//! cargo bench --bench workloads -- [--mib 256] [--runs 3] [--workload NAME] [--data FILE]
+//! ```
+//!
+//! Workloads (the same names are used on the Icechunk side):
+//!
+//! - `attr_commit`: 100 commits that each change only the root group's attributes
+//!   (`zarr.json` set through the store API, then commit); the median single commit.
+//! - `commit_10k_refs`: an array of 10,000 one-byte chunks, all written; only the
+//!   commit is timed.
+//! - `write_zstd_commit`: `--mib` MiB of float32 (`[rows, 1024]`, 1 MiB chunks of
+//!   `256 x 1024`, `bytes` + `zstd` level 3) written through the Array API, plus the
+//!   commit.
+//! - `store_write_commit`: the same compressed chunks (encoded before timing) set
+//!   through the Zarr store API, 10 sets in flight, plus the commit.
+//! - `read_store` / `read_array`: an uncompressed (`bytes` only) `--mib` MiB float32
+//!   array, written and committed untimed, read back from a read-only session
+//!   through the store API (every chunk key, 10 gets in flight) / through the Array
+//!   API (open the array, read it whole).
+//! - `ancestry_2001_cold`: on a branch of 2,001 commits (the root group, then
+//!   attribute changes), open the repository fresh (new storage handle, new
+//!   `Repository`) and list the whole ancestry of `main`.
+//!
+//! The float32 data is random normal from a fixed seed; `--data FILE` reads it from
+//! a file of little-endian float32 instead (exactly `--mib` MiB; the comparison
+//! script passes the data numpy generated, so both engines see the same bytes).
+//! Everything read back is checked against what was written.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use floe::storage::{LocalStorage, Storage};
+use floe::zarr::{Array, ArrayBuilder, ArraySubset, DataType, MemoryStore, Store};
+use floe::{Repository, VersionSelector};
+use futures::{StreamExt, TryStreamExt};
+use serde_json::{json, Value};
+
+/// The workloads, in the order they run.
+const WORKLOADS: [&str; 7] = [
+    "attr_commit",
+    "commit_10k_refs",
+    "write_zstd_commit",
+    "store_write_commit",
+    "read_store",
+    "read_array",
+    "ancestry_2001_cold",
+];
+
+/// Columns of the 2-D float32 arrays; a chunk is `CHUNK_ROWS x COLS` (1 MiB).
+const COLS: u64 = 1024;
+const CHUNK_ROWS: u64 = 256;
+/// Store-API requests in flight.
+const IN_FLIGHT: usize = 10;
+
+/// Command-line arguments.
+struct Args {
+    mib: u64,
+    runs: usize,
+    workload: Option<String>,
+    data: Option<PathBuf>,
+}
+
+fn parse_args() -> Args {
+    let mut args = Args {
+        mib: 256,
+        runs: 3,
+        workload: None,
+        data: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let mut value = |name: &str| it.next().unwrap_or_else(|| panic!("{name} needs a value"));
+        match arg.as_str() {
+            "--mib" => args.mib = value("--mib").parse().expect("--mib: a whole number"),
+            "--runs" => args.runs = value("--runs").parse().expect("--runs: a whole number"),
+            "--workload" => args.workload = Some(value("--workload")),
+            "--data" => args.data = Some(PathBuf::from(value("--data"))),
+            // What `cargo bench` passes (`--bench`, filters) is ignored.
+            other => eprintln!("workloads: ignoring argument {other:?}"),
+        }
+    }
+    assert!(args.mib > 0, "--mib must be at least 1");
+    assert!(args.runs > 0, "--runs must be at least 1");
+    if let Some(w) = &args.workload {
+        assert!(
+            WORKLOADS.contains(&w.as_str()),
+            "unknown workload {w:?}; one of {WORKLOADS:?}"
+        );
+    }
+    args
+}
+
+/// The float32 test data: `mib` MiB, shape `[mib * 256, 1024]`.
+struct Data {
+    shape: Vec<u64>,
+    values: Vec<f32>,
+}
+
+impl Data {
+    fn load(mib: u64, file: Option<&PathBuf>) -> Data {
+        let n = usize::try_from(mib * 1024 * 1024 / 4).expect("array fits in memory");
+        let values = match file {
+            Some(path) => {
+                let bytes = std::fs::read(path).expect("read --data file");
+                assert_eq!(
+                    bytes.len(),
+                    n * 4,
+                    "--data file must hold exactly --mib MiB"
+                );
+                bytes
+                    .chunks_exact(4)
+                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                    .collect()
+            }
+            None => normal_f32(n, 0),
+        };
+        Data {
+            shape: vec![mib * 1024 * 1024 / 4 / COLS, COLS],
+            values,
+        }
+    }
+
+    fn chunks(&self) -> u64 {
+        self.shape[0] / CHUNK_ROWS
+    }
+
+    /// The elements of chunk `[i, 0]` (a chunk spans whole rows, so it is contiguous).
+    fn chunk(&self, i: u64) -> &[f32] {
+        let len = (CHUNK_ROWS * COLS) as usize;
+        let start = i as usize * len;
+        &self.values[start..start + len]
+    }
+}
+
+/// `n` standard-normal float32 values from `seed` (splitmix64 + Box-Muller).
+fn normal_f32(n: usize, seed: u64) -> Vec<f32> {
+    let mut state = seed;
+    let mut next = move || {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    let mut out = Vec::with_capacity(n + 1);
+    while out.len() < n {
+        // Uniform in (0, 1] and [0, 1).
+        let u1 = ((next() >> 11) + 1) as f64 / (1u64 << 53) as f64;
+        let u2 = (next() >> 11) as f64 / (1u64 << 53) as f64;
+        let r = (-2.0 * u1.ln()).sqrt();
+        let theta = std::f64::consts::TAU * u2;
+        out.push((r * theta.cos()) as f32);
+        out.push((r * theta.sin()) as f32);
+    }
+    out.truncate(n);
+    out
+}
+
+fn codecs(zstd: bool) -> Vec<Value> {
+    let mut codecs = vec![json!({"name": "bytes", "configuration": {"endian": "little"}})];
+    if zstd {
+        codecs.push(json!({"name": "zstd", "configuration": {"level": 3, "checksum": false}}));
+    }
+    codecs
+}
+
+fn float_array(data: &Data, zstd: bool) -> ArrayBuilder {
+    ArrayBuilder::new(
+        data.shape.clone(),
+        vec![CHUNK_ROWS, COLS],
+        DataType::Float32,
+    )
+    .codecs(codecs(zstd))
+}
+
+fn group_json(i: usize) -> Bytes {
+    Bytes::from(json!({"zarr_format": 3, "node_type": "group", "attributes": {"i": i}}).to_string())
+}
+
+/// A new spec-1 repository on the local filesystem; the directory lives as long as
+/// the returned guard.
+async fn new_repo() -> (tempfile::TempDir, Repository) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let storage = Arc::new(LocalStorage::new(dir.path()).expect("local storage"));
+    let repo = Repository::create(storage, None)
+        .await
+        .expect("create repository");
+    (dir, repo)
+}
+
+async fn main_store(repo: &Repository) -> Arc<dyn Store> {
+    let session = repo
+        .readonly_session(&VersionSelector::Branch("main".into()))
+        .await
+        .expect("read-only session");
+    Arc::new(session.store())
+}
+
+/// Commits the root group with attributes `{"i": 0}`, then `more` commits that each
+/// set `{"i": k}`; returns the time of each of the `more` commits (set + commit).
+async fn attribute_commits(repo: &Repository, more: usize) -> Vec<Duration> {
+    let session = repo.writable_session("main").await.expect("session");
+    session
+        .store()
+        .set("zarr.json", group_json(0))
+        .await
+        .expect("set root group");
+    session.commit("root group").await.expect("commit");
+    let mut times = Vec::with_capacity(more);
+    for i in 1..=more {
+        let session = repo.writable_session("main").await.expect("session");
+        let store = session.store();
+        let t = Instant::now();
+        store
+            .set("zarr.json", group_json(i))
+            .await
+            .expect("set attributes");
+        session.commit(&format!("attrs {i}")).await.expect("commit");
+        times.push(t.elapsed());
+    }
+    let meta = main_store(repo)
+        .await
+        .get("zarr.json")
+        .await
+        .expect("get zarr.json")
+        .expect("root group exists");
+    let meta: Value = serde_json::from_slice(&meta).expect("group metadata is JSON");
+    assert_eq!(
+        meta["attributes"]["i"],
+        json!(more),
+        "last attributes committed"
+    );
+    times
+}
+
+async fn attr_commit() -> Duration {
+    let (_dir, repo) = new_repo().await;
+    median(attribute_commits(&repo, 100).await)
+}
+
+async fn commit_10k_refs() -> Duration {
+    const N: u64 = 10_000;
+    let (_dir, repo) = new_repo().await;
+    let session = repo.writable_session("main").await.expect("session");
+    let array = ArrayBuilder::new(vec![N], vec![1], DataType::UInt8)
+        .codecs(codecs(false))
+        .create(Arc::new(session.store()), "refs")
+        .await
+        .expect("create array");
+    // Never the fill value 0, so every chunk is stored.
+    let values: Vec<u8> = (0..N).map(|i| (i % 255 + 1) as u8).collect();
+    array
+        .write_region(&ArraySubset::full(&[N]), &values)
+        .await
+        .expect("write chunks");
+    let t = Instant::now();
+    session.commit("10k chunks").await.expect("commit");
+    let elapsed = t.elapsed();
+    let back: Vec<u8> = Array::open(main_store(&repo).await, "refs")
+        .await
+        .expect("open array")
+        .read_all()
+        .await
+        .expect("read array");
+    assert!(back == values, "10k chunks read back as written");
+    elapsed
+}
+
+async fn check_array(repo: &Repository, path: &str, data: &Data) {
+    let back: Vec<f32> = Array::open(main_store(repo).await, path)
+        .await
+        .expect("open array")
+        .read_all()
+        .await
+        .expect("read array");
+    assert!(back == data.values, "array {path} reads back as written");
+}
+
+async fn write_zstd_commit(data: &Data) -> Duration {
+    let (_dir, repo) = new_repo().await;
+    let session = repo.writable_session("main").await.expect("session");
+    let t = Instant::now();
+    let array = float_array(data, true)
+        .create(Arc::new(session.store()), "big")
+        .await
+        .expect("create array");
+    array
+        .write_region(&ArraySubset::full(&data.shape), &data.values)
+        .await
+        .expect("write array");
+    session.commit("zstd array").await.expect("commit");
+    let elapsed = t.elapsed();
+    check_array(&repo, "big", data).await;
+    elapsed
+}
+
+async fn store_write_commit(data: &Data) -> Duration {
+    // The encoded chunks and their keys, from an in-memory store.
+    let scratch = float_array(data, true)
+        .create(Arc::new(MemoryStore::new()), "big")
+        .await
+        .expect("create scratch array");
+    scratch
+        .write_region(&ArraySubset::full(&data.shape), &data.values)
+        .await
+        .expect("encode chunks");
+    let mut chunks: Vec<(String, Bytes)> = Vec::new();
+    for i in 0..data.chunks() {
+        let bytes = scratch
+            .read_encoded_chunk(&[i, 0])
+            .await
+            .expect("read encoded chunk")
+            .expect("chunk was stored");
+        chunks.push((scratch.chunk_key(&[i, 0]).expect("chunk key"), bytes));
+    }
+    drop(scratch);
+
+    let (_dir, repo) = new_repo().await;
+    let session = repo.writable_session("main").await.expect("session");
+    let store = session.store();
+    float_array(data, true)
+        .create(Arc::new(session.store()), "big")
+        .await
+        .expect("create array");
+    let t = Instant::now();
+    futures::stream::iter(
+        chunks
+            .iter()
+            .map(|(key, bytes)| store.set(key, bytes.clone())),
+    )
+    .buffer_unordered(IN_FLIGHT)
+    .try_collect::<Vec<()>>()
+    .await
+    .expect("set chunks");
+    session.commit("store-API chunks").await.expect("commit");
+    let elapsed = t.elapsed();
+    check_array(&repo, "big", data).await;
+    elapsed
+}
+
+/// A repository holding `data` uncompressed at `raw`, committed; returns the chunk
+/// keys.
+async fn uncompressed_repo(data: &Data) -> (tempfile::TempDir, Repository, Vec<String>) {
+    let (dir, repo) = new_repo().await;
+    let session = repo.writable_session("main").await.expect("session");
+    let array = float_array(data, false)
+        .create(Arc::new(session.store()), "raw")
+        .await
+        .expect("create array");
+    array
+        .write_region(&ArraySubset::full(&data.shape), &data.values)
+        .await
+        .expect("write array");
+    session.commit("uncompressed array").await.expect("commit");
+    let keys = (0..data.chunks())
+        .map(|i| array.chunk_key(&[i, 0]).expect("chunk key"))
+        .collect();
+    (dir, repo, keys)
+}
+
+async fn read_store(data: &Data) -> Duration {
+    let (_dir, repo, keys) = uncompressed_repo(data).await;
+    let store = main_store(&repo).await;
+    let t = Instant::now();
+    let chunks: Vec<(usize, Option<Bytes>)> =
+        futures::stream::iter(keys.iter().enumerate().map(|(i, key)| {
+            let store = Arc::clone(&store);
+            async move { store.get(key).await.map(|b| (i, b)) }
+        }))
+        .buffer_unordered(IN_FLIGHT)
+        .try_collect()
+        .await
+        .expect("get chunks");
+    let elapsed = t.elapsed();
+    assert_eq!(chunks.len(), keys.len());
+    for (i, bytes) in chunks {
+        let bytes = bytes.expect("every chunk is stored");
+        let expected: &[u8] = bytemuck::cast_slice(data.chunk(i as u64));
+        assert!(bytes[..] == *expected, "chunk {i} reads back as written");
+    }
+    elapsed
+}
+
+async fn read_array(data: &Data) -> Duration {
+    let (_dir, repo, _keys) = uncompressed_repo(data).await;
+    let store = main_store(&repo).await;
+    let t = Instant::now();
+    let array = Array::open(store, "raw").await.expect("open array");
+    let back: Vec<f32> = array.read_all().await.expect("read array");
+    let elapsed = t.elapsed();
+    assert!(back == data.values, "array reads back as written");
+    elapsed
+}
+
+async fn ancestry_2001_cold() -> Duration {
+    const COMMITS: usize = 2001;
+    let (dir, repo) = new_repo().await;
+    attribute_commits(&repo, COMMITS - 1).await;
+    drop(repo);
+    let t = Instant::now();
+    let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(dir.path()).expect("local storage"));
+    let repo = Repository::open(storage).await.expect("open repository");
+    let tip = repo.lookup_branch("main").await.expect("main");
+    let history = repo.ancestry(tip).await.expect("ancestry");
+    let elapsed = t.elapsed();
+    // The commits plus the initial snapshot.
+    assert_eq!(history.len(), COMMITS + 1, "whole ancestry listed");
+    elapsed
+}
+
+fn median(mut times: Vec<Duration>) -> Duration {
+    times.sort();
+    let n = times.len();
+    if n % 2 == 1 {
+        times[n / 2]
+    } else {
+        (times[n / 2 - 1] + times[n / 2]) / 2
+    }
+}
+
+fn main() {
+    let args = parse_args();
+    let selected: Vec<&str> = WORKLOADS
+        .iter()
+        .copied()
+        .filter(|w| args.workload.as_deref().is_none_or(|only| only == *w))
+        .collect();
+    let needs_data = selected.iter().any(|w| {
+        matches!(
+            *w,
+            "write_zstd_commit" | "store_write_commit" | "read_store" | "read_array"
+        )
+    });
+    let data = if needs_data {
+        Data::load(args.mib, args.data.as_ref())
+    } else {
+        Data {
+            shape: vec![0, COLS],
+            values: Vec::new(),
+        }
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let mut out = serde_json::Map::new();
+    out.insert("engine".into(), json!("floe"));
+    out.insert("mib".into(), json!(args.mib));
+    out.insert("runs".into(), json!(args.runs));
+    for workload in selected {
+        let mut times = Vec::with_capacity(args.runs);
+        for run in 0..args.runs {
+            let t = rt.block_on(async {
+                match workload {
+                    "attr_commit" => attr_commit().await,
+                    "commit_10k_refs" => commit_10k_refs().await,
+                    "write_zstd_commit" => write_zstd_commit(&data).await,
+                    "store_write_commit" => store_write_commit(&data).await,
+                    "read_store" => read_store(&data).await,
+                    "read_array" => read_array(&data).await,
+                    "ancestry_2001_cold" => ancestry_2001_cold().await,
+                    other => unreachable!("workload {other}"),
+                }
+            });
+            eprintln!(
+                "workloads: {workload} run {}/{}: {:.4} s",
+                run + 1,
+                args.runs,
+                t.as_secs_f64()
+            );
+            times.push(t);
+        }
+        out.insert(format!("{workload}_s"), json!(median(times).as_secs_f64()));
+    }
+    println!("{}", Value::Object(out));
+}
