@@ -461,6 +461,10 @@ fn main() {
     for workload in selected {
         let mut times = Vec::with_capacity(args.runs);
         for run in 0..args.runs {
+            // Flush the previous workload's dirty pages first: their writeback would
+            // otherwise stall this one's file creations (the Icechunk side does the
+            // same with `os.sync()`).
+            let _ = std::process::Command::new("sync").status();
             let t = rt.block_on(async {
                 match workload {
                     "attr_commit" => attr_commit().await,

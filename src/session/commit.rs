@@ -174,9 +174,12 @@ pub(crate) async fn flush(
             (Some(base.id), log)
         }
     };
-    let manifests = futures::stream::iter(rewrite.into_iter().map(|(path, rewrite_all)| {
-        let node = nodes[&path].clone();
-        async move {
+    let jobs: Vec<(NodePath, NodeSnapshot, bool)> = rewrite
+        .into_iter()
+        .filter_map(|(path, all)| Some((path.clone(), nodes.get(&path)?.clone(), all)))
+        .collect();
+    let manifests = futures::stream::iter(jobs.into_iter().map(
+        |(path, node, rewrite_all)| async move {
             let old: Vec<ManifestRef> = base
                 .nodes
                 .get(&path)
@@ -189,48 +192,50 @@ pub(crate) async fn flush(
                 write_array_manifests(assets, base, node.id, &old, &shape, changes, rewrite_all)
                     .await?;
             Ok::<_, crate::error::Error>((path, written))
-        }
-    }))
+        },
+    ))
     .buffer_unordered(MANIFEST_WRITE_CONCURRENCY)
     .try_collect::<Vec<(NodePath, ArrayManifests)>>();
 
-    // The transaction log does not depend on the manifests: both are written at once.
-    let (new_manifests, ()) =
-        futures::try_join!(manifests, assets.write_transaction_log(Arc::new(log)))?;
-
-    let mut infos: HashMap<ManifestId, ManifestFileInfo> =
-        base.manifest_files.iter().map(|i| (i.id, *i)).collect();
-    for (path, new) in new_manifests {
-        if let Some(NodeData::Array(a)) = nodes.get_mut(&path).map(|n| &mut n.node_data) {
-            infos.extend(new.written.iter().map(|i| (i.id, *i)));
-            a.manifests = new.refs;
+    // The transaction log depends on nothing else: it is written while the manifests
+    // and then the snapshot (which names the manifests and their sizes) are.
+    let tree = async move {
+        let new_manifests = manifests.await?;
+        let mut infos: HashMap<ManifestId, ManifestFileInfo> =
+            base.manifest_files.iter().map(|i| (i.id, *i)).collect();
+        for (path, new) in new_manifests {
+            if let Some(NodeData::Array(a)) = nodes.get_mut(&path).map(|n| &mut n.node_data) {
+                infos.extend(new.written.iter().map(|i| (i.id, *i)));
+                a.manifests = new.refs;
+            }
         }
-    }
-    let mut manifest_files: Vec<ManifestFileInfo> = Vec::new();
-    let mut seen = std::collections::HashSet::new();
-    for node in nodes.values() {
-        if let Some(a) = node.array() {
-            for m in &a.manifests {
-                if seen.insert(m.object_id) {
-                    if let Some(info) = infos.get(&m.object_id) {
-                        manifest_files.push(*info);
+        let mut manifest_files: Vec<ManifestFileInfo> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for node in nodes.values() {
+            if let Some(a) = node.array() {
+                for m in &a.manifests {
+                    if seen.insert(m.object_id) {
+                        if let Some(info) = infos.get(&m.object_id) {
+                            manifest_files.push(*info);
+                        }
                     }
                 }
             }
         }
-    }
-    manifest_files.sort_by_key(|i| i.id);
-
-    let snapshot = Arc::new(Snapshot {
-        spec_version: assets.spec_version(),
-        id: new_id,
-        parent_id,
-        flushed_at: now_micros().max(base.flushed_at + 1),
-        message: message.to_string(),
-        metadata,
-        manifest_files,
-        nodes,
-    });
-    assets.write_snapshot(Arc::clone(&snapshot)).await?;
+        manifest_files.sort_by_key(|i| i.id);
+        let snapshot = Arc::new(Snapshot {
+            spec_version: assets.spec_version(),
+            id: new_id,
+            parent_id,
+            flushed_at: now_micros().max(base.flushed_at + 1),
+            message: message.to_string(),
+            metadata,
+            manifest_files,
+            nodes,
+        });
+        assets.write_snapshot(Arc::clone(&snapshot)).await?;
+        Ok::<_, crate::error::Error>(snapshot)
+    };
+    let ((), snapshot) = futures::try_join!(assets.write_transaction_log(Arc::new(log)), tree)?;
     Ok(snapshot)
 }
