@@ -360,10 +360,14 @@ fn nest(flat: Vec<Value>, shape: &[u64]) -> Value {
 /// `n` copies of `value`, `None` when the allocation fails (instead of aborting the
 /// process, as `vec![value; n]` does).
 pub(crate) fn try_filled_vec<T: Clone>(n: usize, value: T) -> Option<Vec<T>> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(n).ok()?;
-    v.resize(n, value);
-    Some(v)
+    // Probe that the allocation can be made (an error, not an abort, when it
+    // cannot), then let `vec!` build it: for a zero value of a primitive type it asks
+    // the allocator for zeroed memory, which the OS hands out lazily instead of
+    // writing every byte (large reads overwrite most of the buffer anyway).
+    let mut probe: Vec<T> = Vec::new();
+    probe.try_reserve_exact(n).ok()?;
+    drop(probe);
+    Some(vec![value; n])
 }
 
 /// Whether `b` is `f` repeated (an empty `f` matches only an empty `b`).
