@@ -49,13 +49,13 @@ struct RepoObject {
 /// Objects up to this many bytes are decoded, and snapshots of up to
 /// [`INLINE_NODES_MAX`] nodes encoded, on the calling task: a hop to the blocking pool
 /// costs more than the work (an ancestry walk decodes thousands of small snapshots).
-const INLINE_DECODE_MAX: usize = 16 * 1024;
+pub(crate) const INLINE_DECODE_MAX: usize = 16 * 1024;
 
 /// See [`INLINE_DECODE_MAX`].
 const INLINE_NODES_MAX: usize = 64;
 
 /// Runs `f` on the calling task when `light`, otherwise as [`blocking`] does.
-async fn maybe_blocking<T: Send + 'static>(
+pub(crate) async fn maybe_blocking<T: Send + 'static>(
     light: bool,
     f: impl FnOnce() -> std::result::Result<T, FormatError> + Send + 'static,
 ) -> Result<T> {
@@ -292,7 +292,8 @@ impl AssetManager {
             Some(size) if size > 0 => self.storage.get_range(&key, 0..size).await?,
             _ => self.storage.get(&key).await?.bytes,
         };
-        let manifest = blocking(move || Manifest::decode(&bytes)).await?;
+        let light = bytes.len() <= INLINE_DECODE_MAX;
+        let manifest = maybe_blocking(light, move || Manifest::decode(&bytes)).await?;
         if manifest.id != *id {
             return Err(Error::Format(FormatError::InvalidData {
                 what: "manifest",

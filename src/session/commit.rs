@@ -23,8 +23,9 @@ use crate::format::{ManifestId, NodeId, NodePath, SnapshotId};
 use super::change_set::ChangeSet;
 use super::manifest_split::{write_array_manifests, ArrayManifests, SplitLayout};
 
-/// How many manifests are written at once.
-const MANIFEST_WRITE_CONCURRENCY: usize = 8;
+/// How many arrays' manifests are merged, encoded and written at once (bounds the
+/// memory of a wide commit and its requests in flight).
+const MANIFEST_WRITE_CONCURRENCY: usize = 32;
 
 /// Whether chunk `index` lies inside the chunk grid of `shape` and every coordinate
 /// fits an Icechunk file ([`crate::format::MAX_CHUNK_COORDINATE`]).

@@ -15,7 +15,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use crate::assets::AssetManager;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::format::manifest::{ChunkPayload, Manifest, ManifestWriter};
 use crate::format::snapshot::{DimensionShape, ManifestFileInfo, ManifestRef, Snapshot};
 use crate::format::{FormatError, ManifestId, NodeId};
@@ -94,6 +94,10 @@ pub(crate) struct ArrayManifests {
 ///
 /// # Errors
 /// Storage and format errors.
+/// Up to this many refs (committed plus changed) an array's manifests are merged and
+/// encoded without a hop to the blocking pool.
+const INLINE_REFS_MAX: usize = 256;
+
 pub(crate) async fn write_array_manifests(
     assets: &AssetManager,
     base: &Snapshot,
@@ -160,35 +164,39 @@ pub(crate) async fn write_array_manifests(
     let changes = Arc::clone(changes);
     let shape = shape.to_vec();
     let spec = assets.spec_version();
-    let encoded = tokio::task::spawn_blocking(move || -> std::result::Result<_, FormatError> {
-        let mut by_block: BTreeMap<BlockId, Vec<(&[u64], &ChunkPayload)>> = BTreeMap::new();
-        for (idx, payload) in merged_refs(&manifests, &changes, &node) {
-            if index_in_bounds(&shape, idx) {
-                by_block
-                    .entry(layout.block_of(idx))
-                    .or_default()
-                    .push((idx, payload));
+    // A few refs (the usual small commit) are encoded on the calling task: a hop to
+    // the blocking pool costs more than the work.
+    let work: usize = manifests
+        .iter()
+        .filter_map(|m| m.arrays.get(&node))
+        .map(|refs| refs.len())
+        .sum::<usize>()
+        + changes.array_chunks(&node).map_or(0, |c| c.len());
+    let light = work <= INLINE_REFS_MAX;
+    let encoded =
+        crate::assets::maybe_blocking(light, move || -> std::result::Result<_, FormatError> {
+            let mut by_block: BTreeMap<BlockId, Vec<(&[u64], &ChunkPayload)>> = BTreeMap::new();
+            for (idx, payload) in merged_refs(&manifests, &changes, &node) {
+                if index_in_bounds(&shape, idx) {
+                    by_block
+                        .entry(layout.block_of(idx))
+                        .or_default()
+                        .push((idx, payload));
+                }
             }
-        }
-        let mut files = Vec::with_capacity(by_block.len());
-        for refs in by_block.into_values() {
-            let id = ManifestId::random();
-            let mut writer = ManifestWriter::new(id, refs.len()).spec_version(spec);
-            let Some(extents) = writer.add_array(node, refs)? else {
-                continue;
-            };
-            let (bytes, count) = writer.finish()?;
-            files.push((id, extents, bytes, count));
-        }
-        Ok(files)
-    })
-    .await
-    .map_err(|e| {
-        Error::Format(FormatError::InvalidData {
-            what: "manifest",
-            reason: format!("encoding task failed: {e}"),
+            let mut files = Vec::with_capacity(by_block.len());
+            for refs in by_block.into_values() {
+                let id = ManifestId::random();
+                let mut writer = ManifestWriter::new(id, refs.len()).spec_version(spec);
+                let Some(extents) = writer.add_array(node, refs)? else {
+                    continue;
+                };
+                let (bytes, count) = writer.finish()?;
+                files.push((id, extents, bytes, count));
+            }
+            Ok(files)
         })
-    })??;
+        .await?;
     for (id, extents, bytes, count) in encoded {
         let info = assets.write_manifest_bytes(id, bytes, count).await?;
         out.refs.push(ManifestRef {
