@@ -287,18 +287,25 @@ async fn check_array(repo: &Repository, path: &str, data: &Data) {
     assert!(back == data.values, "array {path} reads back as written");
 }
 
-async fn write_zstd_commit(data: &Data) -> Duration {
-    let (_dir, repo) = new_repo().await;
-    let session = repo.writable_session("main").await.expect("session");
-    let t = Instant::now();
-    let array = float_array(data, true)
-        .create(Arc::new(session.store()), "big")
+/// Creates the float32 array `name` in `store` (zstd-compressed or not) and writes
+/// `data` into it whole through the Array API.
+async fn write_float_array(data: &Data, zstd: bool, store: Arc<dyn Store>, name: &str) -> Array {
+    let array = float_array(data, zstd)
+        .create(store, name)
         .await
         .expect("create array");
     array
         .write_region(&ArraySubset::full(&data.shape), &data.values)
         .await
         .expect("write array");
+    array
+}
+
+async fn write_zstd_commit(data: &Data) -> Duration {
+    let (_dir, repo) = new_repo().await;
+    let session = repo.writable_session("main").await.expect("session");
+    let t = Instant::now();
+    write_float_array(data, true, Arc::new(session.store()), "big").await;
     session.commit("zstd array").await.expect("commit");
     let elapsed = t.elapsed();
     check_array(&repo, "big", data).await;
@@ -307,14 +314,7 @@ async fn write_zstd_commit(data: &Data) -> Duration {
 
 async fn store_write_commit(data: &Data) -> Duration {
     // The encoded chunks and their keys, from an in-memory store.
-    let scratch = float_array(data, true)
-        .create(Arc::new(MemoryStore::new()), "big")
-        .await
-        .expect("create scratch array");
-    scratch
-        .write_region(&ArraySubset::full(&data.shape), &data.values)
-        .await
-        .expect("encode chunks");
+    let scratch = write_float_array(data, true, Arc::new(MemoryStore::new()), "big").await;
     let mut chunks: Vec<(String, Bytes)> = Vec::new();
     for i in 0..data.chunks() {
         let bytes = scratch
@@ -354,14 +354,7 @@ async fn store_write_commit(data: &Data) -> Duration {
 async fn uncompressed_repo(data: &Data) -> (tempfile::TempDir, Repository, Vec<String>) {
     let (dir, repo) = new_repo().await;
     let session = repo.writable_session("main").await.expect("session");
-    let array = float_array(data, false)
-        .create(Arc::new(session.store()), "raw")
-        .await
-        .expect("create array");
-    array
-        .write_region(&ArraySubset::full(&data.shape), &data.values)
-        .await
-        .expect("write array");
+    let array = write_float_array(data, false, Arc::new(session.store()), "raw").await;
     session.commit("uncompressed array").await.expect("commit");
     let keys = (0..data.chunks())
         .map(|i| array.chunk_key(&[i, 0]).expect("chunk key"))

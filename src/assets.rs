@@ -49,7 +49,7 @@ struct RepoObject {
 /// Objects up to this many bytes are decoded, and snapshots of up to
 /// [`INLINE_NODES_MAX`] nodes encoded, on the calling task: a hop to the blocking pool
 /// costs more than the work (an ancestry walk decodes thousands of small snapshots).
-pub(crate) const INLINE_DECODE_MAX: usize = 16 * 1024;
+const INLINE_DECODE_MAX: usize = 16 * 1024;
 
 /// See [`INLINE_DECODE_MAX`].
 const INLINE_NODES_MAX: usize = 64;
@@ -64,6 +64,16 @@ pub(crate) async fn maybe_blocking<T: Send + 'static>(
     } else {
         blocking(f).await
     }
+}
+
+/// Decodes the object `bytes` with `decode`: on the calling task when they are at most
+/// [`INLINE_DECODE_MAX`] bytes, on the blocking pool otherwise.
+async fn decode_object<T: Send + 'static>(
+    bytes: Bytes,
+    decode: fn(&[u8]) -> std::result::Result<T, FormatError>,
+) -> Result<T> {
+    let light = bytes.len() <= INLINE_DECODE_MAX;
+    maybe_blocking(light, move || decode(&bytes)).await
 }
 
 /// Runs CPU-heavy decoding or encoding off the async executor.
@@ -228,8 +238,7 @@ impl AssetManager {
             Err(StorageError::NotFound { .. }) => return Err(Error::SnapshotNotFound { id: *id }),
             Err(e) => return Err(e.into()),
         };
-        let light = bytes.len() <= INLINE_DECODE_MAX;
-        let mut snap = maybe_blocking(light, move || Snapshot::decode(&bytes)).await?;
+        let mut snap = decode_object(bytes, Snapshot::decode).await?;
         // In a spec-2 repository the `repo` object's parent links are the truth, also
         // for spec-1 files kept by an upgrade (expiry re-parents in `repo` only).
         if self.spec == SpecVersion::V2 || snap.spec_version == SpecVersion::V2 {
@@ -292,8 +301,7 @@ impl AssetManager {
             Some(size) if size > 0 => self.storage.get_range(&key, 0..size).await?,
             _ => self.storage.get(&key).await?.bytes,
         };
-        let light = bytes.len() <= INLINE_DECODE_MAX;
-        let manifest = maybe_blocking(light, move || Manifest::decode(&bytes)).await?;
+        let manifest = decode_object(bytes, Manifest::decode).await?;
         if manifest.id != *id {
             return Err(Error::Format(FormatError::InvalidData {
                 what: "manifest",
@@ -313,8 +321,7 @@ impl AssetManager {
             return Ok(t);
         }
         let bytes = self.storage.get(&keys::transaction_log(id)).await?.bytes;
-        let light = bytes.len() <= INLINE_DECODE_MAX;
-        let log = Arc::new(maybe_blocking(light, move || TransactionLog::decode(&bytes)).await?);
+        let log = Arc::new(decode_object(bytes, TransactionLog::decode).await?);
         self.transaction_logs.insert(*id, Arc::clone(&log));
         Ok(log)
     }

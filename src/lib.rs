@@ -102,6 +102,7 @@ pub mod session;
 pub mod storage;
 pub mod virtual_refs;
 pub mod zarr;
+mod zstd_context;
 
 pub use error::{Error, Result};
 pub use format::{NodePath, SnapshotId};

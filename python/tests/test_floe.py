@@ -14,6 +14,15 @@ import zarr
 import floe
 
 
+def _icechunk_python():
+    """The Python with Icechunk 2.x (`FLOE_PYTHON312`), or None; missing under CI
+    (`CI=true`) is a failure, not a skip."""
+    py312 = os.environ.get("FLOE_PYTHON312")
+    if not py312 and os.environ.get("CI") == "true":
+        pytest.fail("FLOE_PYTHON312 (Python with icechunk 2.x) is not set")
+    return py312 or None
+
+
 def test_zarr_round_trip_and_time_travel(tmp_path):
     repo = floe.Repository.create(floe.local_filesystem_storage(str(tmp_path / "r")))
     s = repo.writable_session("main")
@@ -99,10 +108,8 @@ def test_floe_cli_reads_a_python_written_repository(tmp_path):
 
 
 def test_icechunk_reads_a_python_written_repository(tmp_path):
-    py312 = os.environ.get("FLOE_PYTHON312")
-    if not py312:
-        if os.environ.get("CI") == "true":
-            pytest.fail("FLOE_PYTHON312 (Python with icechunk 2.x) is not set")
+    py312 = _icechunk_python()
+    if py312 is None:
         pytest.skip("no Python with icechunk 2.x")
     for spec in (1, 2):
         path = str(tmp_path / f"r{spec}")
@@ -278,10 +285,8 @@ def test_every_codec_round_trips(codec):
 
 
 def test_python_reads_an_icechunk_written_repository(tmp_path):
-    py312 = os.environ.get("FLOE_PYTHON312")
-    if not py312:
-        if os.environ.get("CI") == "true":
-            pytest.fail("FLOE_PYTHON312 (Python with icechunk 2.x) is not set")
+    py312 = _icechunk_python()
+    if py312 is None:
         pytest.skip("no Python with icechunk 2.x")
     for spec in (1, 2):
         path = str(tmp_path / f"ic{spec}")
@@ -415,10 +420,8 @@ def test_status_and_diff_are_diff_objects_that_agree_with_icechunk(tmp_path):
     with pytest.raises(ValueError):
         repo.diff(from_tag="v1", from_branch="main", to_branch="main")
 
-    py312 = os.environ.get("FLOE_PYTHON312")
-    if not py312:
-        if os.environ.get("CI") == "true":
-            pytest.fail("FLOE_PYTHON312 (Python with icechunk 2.x) is not set")
+    py312 = _icechunk_python()
+    if py312 is None:
         return
     script = (
         "import icechunk as ic, json, sys\n"

@@ -12,10 +12,10 @@
 //! Spec: `../shared/docs/icechunk-format-v1.md`, "Envelope"; spec 2 adds file type 6
 //! (the `repo` object) and the version byte 2 (`icechunk-format-notes.md` §3.1).
 
-use std::cell::RefCell;
 use std::io::Read;
 
 use crate::format::{FormatError, SpecVersion};
+use crate::zstd_context::{with_compressor, with_decompressor};
 
 /// The 12 magic bytes every envelope starts with.
 pub const MAGIC: [u8; 12] = *b"ICE\xF0\x9F\xA7\x8ACHUNK";
@@ -67,28 +67,12 @@ impl FileType {
     }
 }
 
-thread_local! {
-    /// This thread's zstd compression context at [`ZSTD_LEVEL`].
-    static COMPRESSOR: RefCell<Option<zstd::bulk::Compressor<'static>>> =
-        const { RefCell::new(None) };
-    /// This thread's zstd decompression context.
-    static DECOMPRESSOR: RefCell<Option<zstd::bulk::Decompressor<'static>>> =
-        const { RefCell::new(None) };
-}
-
 /// Decompresses a frame that declares its content size `declared` (already checked
 /// against the limit) with this thread's reused context, into a buffer of exactly
 /// that size: a frame holding more fails, one holding less is caught by the caller.
 fn decompress_declared(frame: &[u8], declared: usize) -> std::io::Result<Vec<u8>> {
     let mut out = Vec::with_capacity(declared);
-    DECOMPRESSOR.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        let d = match slot.as_mut() {
-            Some(d) => d,
-            None => slot.insert(zstd::bulk::Decompressor::new()?),
-        };
-        d.decompress_to_buffer(frame, &mut out)
-    })?;
+    with_decompressor(|d| d.decompress_to_buffer(frame, &mut out))?;
     Ok(out)
 }
 
@@ -116,7 +100,8 @@ pub fn seal_version(
     spec: SpecVersion,
     flatbuffer: &[u8],
 ) -> Result<Vec<u8>, FormatError> {
-    let mut out = Vec::with_capacity(HEADER_LEN + flatbuffer.len() / 2);
+    let bound = zstd::zstd_safe::compress_bound(flatbuffer.len());
+    let mut out = Vec::with_capacity(HEADER_LEN + bound);
     out.extend_from_slice(&MAGIC);
     let mut name = [b' '; 24];
     let w = writer_name();
@@ -130,25 +115,15 @@ pub fn seal_version(
         what: file_type.name(),
         reason: e.to_string(),
     };
-    // One compression context per thread, reused: creating one costs more than
-    // compressing a small snapshot or transaction log.
-    let bound = zstd::zstd_safe::compress_bound(flatbuffer.len());
-    out.reserve(bound);
-    COMPRESSOR.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        let compressor = match slot.as_mut() {
-            Some(c) => c,
-            None => slot.insert(zstd::bulk::Compressor::new(ZSTD_LEVEL).map_err(compression)?),
-        };
-        // Appends after the header: the buffer has room for the worst case.
-        let header = out.len();
-        out.resize(header + bound, 0);
-        let n = compressor
-            .compress_to_buffer(flatbuffer, &mut out[header..])
-            .map_err(compression)?;
-        out.truncate(header + n);
-        Ok(out)
+    // Appends after the header: the buffer has room for the worst case.
+    let header = out.len();
+    out.resize(header + bound, 0);
+    let n = with_compressor(ZSTD_LEVEL, false, |c| {
+        c.compress_to_buffer(flatbuffer, &mut out[header..])
     })
+    .map_err(compression)?;
+    out.truncate(header + n);
+    Ok(out)
 }
 
 /// The parsed header of an envelope.

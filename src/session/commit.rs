@@ -177,7 +177,10 @@ pub(crate) async fn flush(
     };
     let jobs: Vec<(NodePath, NodeSnapshot, bool)> = rewrite
         .into_iter()
-        .filter_map(|(path, all)| Some((path.clone(), nodes.get(&path)?.clone(), all)))
+        .filter_map(|(path, all)| {
+            let node = nodes.get(&path)?.clone();
+            Some((path, node, all))
+        })
         .collect();
     let manifests = futures::stream::iter(jobs.into_iter().map(
         |(path, node, rewrite_all)| async move {

@@ -86,6 +86,10 @@ pub(crate) struct ArrayManifests {
     pub(crate) written: Vec<ManifestFileInfo>,
 }
 
+/// Up to this many refs (committed plus changed) an array's manifests are merged and
+/// encoded without a hop to the blocking pool.
+const INLINE_REFS_MAX: usize = 256;
+
 /// Writes the manifests of array `node` for a commit: keeps the committed manifests
 /// (`old`, from `base`) that no changed block overlaps, and rewrites the others as one
 /// manifest per block, merging their refs with `changes` and dropping refs outside
@@ -94,10 +98,6 @@ pub(crate) struct ArrayManifests {
 ///
 /// # Errors
 /// Storage and format errors.
-/// Up to this many refs (committed plus changed) an array's manifests are merged and
-/// encoded without a hop to the blocking pool.
-const INLINE_REFS_MAX: usize = 256;
-
 pub(crate) async fn write_array_manifests(
     assets: &AssetManager,
     base: &Snapshot,

@@ -117,6 +117,11 @@ impl LocalStorage {
         })
     }
 
+    /// The root directory.
+    pub fn root(&self) -> &FsPath {
+        &self.root
+    }
+
     /// The options this storage was opened with.
     pub fn options(&self) -> LocalStorageOptions {
         self.options
@@ -145,30 +150,33 @@ impl LocalStorage {
             .parent()
             .map(FsPath::to_path_buf)
             .unwrap_or_else(|| self.root.clone());
-        let key_owned = key.to_string();
-        tokio::task::spawn_blocking(move || -> StorageResult<Option<File>> {
+        blocking_io(key, move || {
             let dir_file = match File::open(&dir) {
                 Ok(f) => f,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-                Err(source) => {
-                    return Err(StorageError::Io {
-                        key: key_owned,
-                        source,
-                    })
-                }
+                Err(e) => return Err(e),
             };
-            dir_file.lock().map_err(|source| StorageError::Io {
-                key: key_owned.clone(),
-                source,
-            })?;
+            dir_file.lock()?;
             Ok(Some(dir_file))
         })
         .await
-        .map_err(|e| StorageError::Io {
-            key: key.to_string(),
-            source: std::io::Error::other(e),
-        })?
     }
+}
+
+/// Runs file-system work `f` for `key` on the blocking pool; its I/O errors (and a
+/// failed task) are [`StorageError::Io`] naming `key`.
+async fn blocking_io<T: Send + 'static>(
+    key: &str,
+    f: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+) -> StorageResult<T> {
+    let io = |source| StorageError::Io {
+        key: key.to_string(),
+        source,
+    };
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| io(std::io::Error::other(e)))?
+        .map_err(io)
 }
 
 /// Writes `bytes` to a new temporary file beside `target` and renames it over `target`.
@@ -318,22 +326,14 @@ impl Storage for LocalStorage {
         // and refs dominate history walks). The version comes from the same open file
         // as the bytes, so they always agree.
         let path = self.fs_path(key)?;
-        let key_owned = key.to_string();
-        tokio::task::spawn_blocking(move || read_versioned(&path))
-            .await
-            .map_err(|e| StorageError::Io {
-                key: key_owned.clone(),
-                source: std::io::Error::other(e),
-            })?
-            .map_err(|source| match source.kind() {
-                std::io::ErrorKind::NotFound => StorageError::NotFound {
-                    key: key_owned.clone(),
-                },
-                _ => StorageError::Io {
-                    key: key_owned.clone(),
-                    source,
-                },
-            })
+        match blocking_io(key, move || read_versioned(&path)).await {
+            Err(StorageError::Io { key, source })
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                Err(StorageError::NotFound { key })
+            }
+            other => other,
+        }
     }
 
     async fn get_range(&self, key: &str, range: Range<u64>) -> StorageResult<Bytes> {
@@ -364,19 +364,10 @@ impl Storage for LocalStorage {
         let target = self.fs_path(key)?;
         let expected = expected.clone();
         let synced = self.synced();
-        let key_owned = key.to_string();
-        let swapped = tokio::task::spawn_blocking(move || {
+        let swapped = blocking_io(key, move || {
             swap_if_version(&target, &bytes, &expected, synced)
         })
-        .await
-        .map_err(|e| StorageError::Io {
-            key: key_owned.clone(),
-            source: std::io::Error::other(e),
-        })?
-        .map_err(|source| StorageError::Io {
-            key: key_owned,
-            source,
-        })?;
+        .await?;
         Ok(match swapped {
             Some(version) => WriteOutcome::Written(Some(version)),
             None => WriteOutcome::PreconditionFailed,

@@ -119,21 +119,18 @@ impl Array {
     pub async fn read_region<T: Element>(&self, region: &ArraySubset) -> ZarrResult<Vec<T>> {
         self.check_element::<T>()?;
         self.check_region(region)?;
-        let dt = &self.metadata.data_type;
         let n = self.region_len(region)?;
-        if n > 1 && dt.fixed_size().is_some() && T::as_fixed_bytes(&[]).is_some() {
+        if n > 1 && T::as_fixed_bytes(&[]).is_some() {
             // Decode straight into the caller's vector (no conversion copy).
-            if let Some(fill) = T::from_array_bytes(self.fill_bytes(1)?, dt)?.pop() {
+            if let Some(fill) = self.fixed_fill::<T>()? {
                 let mut out = crate::zarr::array_bytes::try_filled_vec(n, fill)
                     .ok_or_else(|| self.too_large(format!("cannot allocate {n} elements")))?;
-                if let Some(bytes) = T::as_fixed_bytes_mut(&mut out) {
-                    self.read_into(region, ElemsMut::Fixed(bytes)).await?;
-                    return Ok(out);
-                }
+                self.read_into_filled(region, &mut out).await?;
+                return Ok(out);
             }
         }
         let data = self.read_region_bytes(region).await?;
-        T::from_array_bytes(data, dt)
+        T::from_array_bytes(data, &self.metadata.data_type)
     }
 
     /// Reads `region` into the caller's buffer `out` (C order, `region.num_elements()`
@@ -161,18 +158,35 @@ impl Array {
                 out.len()
             )));
         }
-        let dt = &self.metadata.data_type;
-        let fill = match T::from_array_bytes(self.fill_bytes(1)?, dt)?.pop() {
-            Some(fill) if dt.fixed_size().is_some() => fill,
-            _ => return Err(self.element_type_err::<T>()),
+        let Some(fill) = self.fixed_fill::<T>()? else {
+            return Err(self.element_type_err::<T>());
         };
         out.fill(fill);
+        self.read_into_filled(region, out).await
+    }
+
+    /// The fill value as one `T`, `None` for a data type of variable size.
+    fn fixed_fill<T: Element>(&self) -> ZarrResult<Option<T>> {
+        let dt = &self.metadata.data_type;
+        if dt.fixed_size().is_none() {
+            return Ok(None);
+        }
+        Ok(T::from_array_bytes(self.fill_bytes(1)?, dt)?.pop())
+    }
+
+    /// Reads `region` into `out`, which already holds the fill value (missing chunks
+    /// are skipped).
+    async fn read_into_filled<T: Element>(
+        &self,
+        region: &ArraySubset,
+        out: &mut [T],
+    ) -> ZarrResult<()> {
+        if out.is_empty() {
+            return Ok(());
+        }
         let Some(bytes) = T::as_fixed_bytes_mut(out) else {
             return Err(self.element_type_err::<T>());
         };
-        if n == 0 {
-            return Ok(());
-        }
         self.read_into(region, ElemsMut::Fixed(bytes)).await
     }
 

@@ -1,8 +1,6 @@
 //! The `zstd` codec (zarr-extensions `codecs/zstd`): Zstandard (RFC 8878) frames,
 //! with an optional content checksum.
 
-use std::cell::RefCell;
-
 use serde_json::{json, Value};
 
 use crate::zarr::codec::{BytesToBytesCodec, Config};
@@ -49,17 +47,6 @@ impl ZstdCodec {
     }
 }
 
-thread_local! {
-    /// This thread's compression context with the level and checksum flag it is set
-    /// to: a new context allocates (and faults in) megabytes of tables, more than
-    /// compressing a 1 MiB chunk costs, so each codec thread keeps one.
-    static COMPRESSOR: RefCell<Option<(i32, bool, zstd::bulk::Compressor<'static>)>> =
-        const { RefCell::new(None) };
-    /// This thread's decompression context.
-    static DECOMPRESSOR: RefCell<Option<zstd::bulk::Decompressor<'static>>> =
-        const { RefCell::new(None) };
-}
-
 pub(crate) fn zstd_compress(
     name: &str,
     data: &[u8],
@@ -70,33 +57,14 @@ pub(crate) fn zstd_compress(
         codec: name.to_string(),
         reason: e.to_string(),
     };
-    COMPRESSOR.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        let reuse = matches!(&*slot, Some((l, c, _)) if *l == level && *c == checksum);
-        if !reuse {
-            let mut c = zstd::bulk::Compressor::new(level).map_err(fail)?;
-            c.include_checksum(checksum).map_err(fail)?;
-            *slot = Some((level, checksum, c));
-        }
-        match slot.as_mut() {
-            Some((_, _, c)) => c.compress(data).map_err(fail),
-            None => Err(fail(std::io::Error::other("no compression context"))),
-        }
-    })
+    crate::zstd_context::with_compressor(level, checksum, |c| c.compress(data)).map_err(fail)
 }
 
 pub(crate) fn zstd_decompress(name: &str, data: &[u8]) -> Result<Vec<u8>, CodecError> {
     const BULK_LIMIT: u64 = 1 << 32;
     if let Ok(Some(n)) = zstd::zstd_safe::get_frame_content_size(data) {
         if n <= BULK_LIMIT {
-            let bulk = DECOMPRESSOR.with(|cell| {
-                let mut slot = cell.borrow_mut();
-                let d = match slot.as_mut() {
-                    Some(d) => d,
-                    None => slot.insert(zstd::bulk::Decompressor::new()?),
-                };
-                d.decompress(data, n as usize)
-            });
+            let bulk = crate::zstd_context::with_decompressor(|d| d.decompress(data, n as usize));
             if let Ok(out) = bulk {
                 return Ok(out);
             }
@@ -148,12 +116,20 @@ mod tests {
         );
     }
 
-    /// The per-thread context switches level and checksum as codecs ask, and gives
-    /// exactly the bytes a fresh context gives (no state leaks between chunks).
+    /// The per-thread context switches level and checksum as codecs ask (the first use
+    /// on a thread asks for a checksum), and gives exactly the bytes a fresh context
+    /// gives (no state leaks between chunks).
     #[test]
     fn reused_contexts_match_fresh_ones() {
         let data: Vec<u8> = (0..200_000u32).map(|i| (i * 7 % 251) as u8).collect();
-        for (level, checksum) in [(3, false), (1, true), (3, false), (19, true), (-5, false)] {
+        for (level, checksum) in [
+            (1, true),
+            (3, false),
+            (1, true),
+            (3, false),
+            (19, true),
+            (-5, false),
+        ] {
             let reused = zstd_compress("zstd", &data, level, checksum).unwrap();
             let mut fresh = zstd::bulk::Compressor::new(level).unwrap();
             fresh.include_checksum(checksum).unwrap();
