@@ -4,7 +4,7 @@
 //!
 //! Snapshots, manifests and transaction logs never change once written (Icechunk
 //! specification, "Storage Operations"), so decoded copies are cached by id and shared
-//! between sessions. Decoding runs on the blocking thread pool.
+//! between sessions. Decoding of large objects runs on the compute pool.
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -47,7 +47,7 @@ struct RepoObject {
 }
 
 /// Objects up to this many bytes are decoded, and snapshots of up to
-/// [`INLINE_NODES_MAX`] nodes encoded, on the calling task: a hop to the blocking pool
+/// [`INLINE_NODES_MAX`] nodes encoded, on the calling task: a hop to the compute pool
 /// costs more than the work (an ancestry walk decodes thousands of small snapshots).
 const INLINE_DECODE_MAX: usize = 16 * 1024;
 
@@ -67,7 +67,7 @@ pub(crate) async fn maybe_blocking<T: Send + 'static>(
 }
 
 /// Decodes the object `bytes` with `decode`: on the calling task when they are at most
-/// [`INLINE_DECODE_MAX`] bytes, on the blocking pool otherwise.
+/// [`INLINE_DECODE_MAX`] bytes, on the compute pool otherwise.
 async fn decode_object<T: Send + 'static>(
     bytes: Bytes,
     decode: fn(&[u8]) -> std::result::Result<T, FormatError>,
@@ -76,11 +76,11 @@ async fn decode_object<T: Send + 'static>(
     maybe_blocking(light, move || decode(&bytes)).await
 }
 
-/// Runs CPU-heavy decoding or encoding off the async executor.
+/// Runs CPU-heavy decoding or encoding on the compute pool, off the async executor.
 pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> std::result::Result<T, FormatError> + Send + 'static,
 ) -> Result<T> {
-    tokio::task::spawn_blocking(f)
+    crate::compute::spawn(f)
         .await
         .map_err(|e| {
             Error::Format(FormatError::InvalidData {

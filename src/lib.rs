@@ -91,7 +91,9 @@ pub mod assets;
 #[cfg(not(feature = "testing"))]
 #[allow(unreachable_pub)]
 pub(crate) mod assets;
+mod buffer_pool;
 pub mod cli;
+mod compute;
 pub mod error;
 pub mod format;
 pub mod lifecycle;

@@ -87,7 +87,7 @@ pub(crate) struct ArrayManifests {
 }
 
 /// Up to this many refs (committed plus changed) an array's manifests are merged and
-/// encoded without a hop to the blocking pool.
+/// encoded without a hop to the compute pool.
 const INLINE_REFS_MAX: usize = 256;
 
 /// Writes the manifests of array `node` for a commit: keeps the committed manifests
@@ -165,7 +165,7 @@ pub(crate) async fn write_array_manifests(
     let shape = shape.to_vec();
     let spec = assets.spec_version();
     // A few refs (the usual small commit) are encoded on the calling task: a hop to
-    // the blocking pool costs more than the work.
+    // the compute pool costs more than the work.
     let work: usize = manifests
         .iter()
         .filter_map(|m| m.arrays.get(&node))

@@ -200,7 +200,11 @@ impl Array {
     /// Stores encoded chunk bytes, or erases the key for `None`.
     pub(super) async fn put_encoded(&self, key: &str, encoded: Option<Vec<u8>>) -> ZarrResult<()> {
         match encoded {
-            Some(bytes) => self.store.set(key, Bytes::from(bytes)).await?,
+            Some(bytes) => {
+                self.store
+                    .set(key, crate::buffer_pool::into_bytes(bytes))
+                    .await?
+            }
             None => self.store.erase(key).await?,
         }
         Ok(())

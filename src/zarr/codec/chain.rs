@@ -4,8 +4,8 @@
 
 use super::*;
 
-/// Runs CPU-bound work on tokio's blocking pool when `size` (bytes of work) is large
-/// and a runtime is available; inline otherwise.
+/// Runs CPU-bound work on the compute pool (`crate::compute`) when `size` (bytes of
+/// work) is large and a runtime is available; inline otherwise.
 pub(crate) async fn run_blocking<T, F>(size: usize, f: F) -> Result<T, CodecError>
 where
     T: Send + 'static,
@@ -15,9 +15,7 @@ where
     if size <= INLINE_LIMIT || tokio::runtime::Handle::try_current().is_err() {
         return f();
     }
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| CodecError::Task(e.to_string()))?
+    crate::compute::spawn(f).await.map_err(CodecError::Task)?
 }
 
 /// An ordered codec list: zero or more `array -> array` codecs, exactly one

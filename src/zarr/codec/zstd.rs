@@ -57,7 +57,10 @@ pub(crate) fn zstd_compress(
         codec: name.to_string(),
         reason: e.to_string(),
     };
-    crate::zstd_context::with_compressor(level, checksum, |c| c.compress(data)).map_err(fail)
+    let mut out = crate::buffer_pool::take(zstd::zstd_safe::compress_bound(data.len()));
+    crate::zstd_context::with_compressor(level, checksum, |c| c.compress_to_buffer(data, &mut out))
+        .map_err(fail)?;
+    Ok(out)
 }
 
 pub(crate) fn zstd_decompress(name: &str, data: &[u8]) -> Result<Vec<u8>, CodecError> {
@@ -79,7 +82,9 @@ impl BytesToBytesCodec for ZstdCodec {
     }
 
     fn encode(&self, bytes: Vec<u8>) -> Result<Vec<u8>, CodecError> {
-        zstd_compress(self.name, &bytes, self.level, self.checksum)
+        let out = zstd_compress(self.name, &bytes, self.level, self.checksum);
+        crate::buffer_pool::give(bytes);
+        out
     }
 
     fn decode(&self, bytes: ::bytes::Bytes) -> Result<::bytes::Bytes, CodecError> {
