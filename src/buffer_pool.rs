@@ -67,7 +67,7 @@ impl BufferPool {
         }
     }
 
-    fn into_bytes(&'static self, buf: Vec<u8>) -> bytes::Bytes {
+    fn bytes_of(&'static self, buf: Vec<u8>) -> bytes::Bytes {
         if (MIN_POOLED..=MAX_POOLED).contains(&buf.capacity()) {
             bytes::Bytes::from_owner(Recycled(buf, self))
         } else {
@@ -105,7 +105,7 @@ pub(crate) fn give(buf: Vec<u8>) {
 /// `buf` as [`bytes::Bytes`] without a copy; the buffer returns to the pool when the
 /// last clone of the `Bytes` is dropped.
 pub(crate) fn into_bytes(buf: Vec<u8>) -> bytes::Bytes {
-    POOL.into_bytes(buf)
+    POOL.bytes_of(buf)
 }
 
 /// A [`Vec`] that goes back to its pool when dropped.
@@ -178,7 +178,7 @@ mod tests {
         let mut buf = pool.take(cap);
         buf.extend_from_slice(b"chunk");
         let ptr = buf.as_ptr();
-        let bytes = pool.into_bytes(buf);
+        let bytes = pool.bytes_of(buf);
         assert_eq!(&bytes[..], b"chunk");
         let clone = bytes.clone();
         drop(bytes);

@@ -326,8 +326,8 @@ fn contiguous_bytes(
     }
     // Element offset of the region's start, and its length in elements.
     let mut offset: u64 = 0;
-    for d in 0..ndim {
-        offset = offset.checked_mul(shape[d])?.checked_add(region.start[d])?;
+    for (&extent, &start) in shape.iter().zip(&region.start) {
+        offset = offset.checked_mul(extent)?.checked_add(start)?;
     }
     let len = region.num_elements();
     let start = usize::try_from(offset).ok()?.checked_mul(elem_size)?;
