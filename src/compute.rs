@@ -56,6 +56,18 @@ where
         .map_err(|_| "compute task ended without a result".to_string())?
 }
 
+/// Runs `f` on the compute pool without waiting for it (on the calling thread when
+/// there is no pool); a panic in `f` is caught and dropped.
+pub(crate) fn spawn_detached(f: impl FnOnce() + Send + 'static) {
+    let run = move || {
+        let _ = catch_unwind(AssertUnwindSafe(f));
+    };
+    match pool() {
+        Some(pool) => pool.spawn(run),
+        None => run(),
+    }
+}
+
 /// The text of a panic payload.
 fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
     match payload.downcast::<String>() {
@@ -89,6 +101,14 @@ mod tests {
         assert!(err.contains("boom 1"), "{err}");
         // The pool survives the panic.
         assert_eq!(spawn(|| 1).await, Ok(1));
+    }
+
+    #[test]
+    fn detached_work_runs_and_its_panics_stay_inside() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        spawn_detached(|| panic!("ignored"));
+        spawn_detached(move || tx.send(7).expect("receiver alive"));
+        assert_eq!(rx.recv_timeout(std::time::Duration::from_secs(10)), Ok(7));
     }
 
     #[test]

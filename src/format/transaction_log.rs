@@ -166,7 +166,15 @@ impl TransactionLog {
             let v: Vec<gen::ObjectId8> = set.iter().map(fb::fb8).collect();
             b.create_vector(&v)
         }
-        let mut b = FlatBufferBuilder::with_capacity(1024);
+        // Room for every entry up front (a chunk's indices take about 24 bytes for
+        // one dimension), so the builder does not grow by copying.
+        let chunks: usize = self.updated_chunks.values().map(BTreeSet::len).sum();
+        let mut b = FlatBufferBuilder::with_capacity(
+            chunks
+                .saturating_mul(24)
+                .saturating_add(self.len().saturating_mul(8))
+                .saturating_add(1024),
+        );
         let new_groups = ids(&mut b, &self.new_groups);
         let new_arrays = ids(&mut b, &self.new_arrays);
         let deleted_groups = ids(&mut b, &self.deleted_groups);

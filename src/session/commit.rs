@@ -27,6 +27,10 @@ use super::manifest_split::{write_array_manifests, ArrayManifests, SplitLayout};
 /// memory of a wide commit and its requests in flight).
 const MANIFEST_WRITE_CONCURRENCY: usize = 32;
 
+/// Up to this many changed chunks the transaction log is built on the calling task;
+/// beyond, on the compute pool, while the manifests are written.
+const INLINE_LOG_CHUNKS: usize = 4096;
+
 /// Whether chunk `index` lies inside the chunk grid of `shape` and every coordinate
 /// fits an Icechunk file ([`crate::format::MAX_CHUNK_COORDINATE`]).
 pub fn index_in_bounds(shape: &[DimensionShape], index: &[u64]) -> bool {
@@ -163,17 +167,40 @@ pub(crate) async fn flush(
         }
     }
 
-    let (parent_id, log) = match method {
-        CommitMethod::NewCommit => (Some(base.id), changes.transaction_log(new_id)),
-        CommitMethod::Amend(previous) => (
-            base.parent_id,
-            previous.then(&changes.transaction_log(new_id), new_id),
-        ),
-        CommitMethod::Moves(moves) => {
-            let mut log = changes.transaction_log(new_id);
-            log.moved_nodes = moves;
-            (Some(base.id), log)
+    let parent_id = match method {
+        CommitMethod::NewCommit | CommitMethod::Moves(_) => Some(base.id),
+        CommitMethod::Amend(_) => base.parent_id,
+    };
+    // The transaction log: built from the change set (one entry per changed chunk)
+    // on the compute pool when large, while the manifests are written.
+    let log_changes = Arc::clone(changes);
+    let previous = match &method {
+        CommitMethod::Amend(previous) => Some((*previous).clone()),
+        _ => None,
+    };
+    let moves = match method {
+        CommitMethod::Moves(moves) => moves,
+        _ => Vec::new(),
+    };
+    let light = changes.num_chunk_changes() <= INLINE_LOG_CHUNKS;
+    let build_log = move || {
+        let mut log = log_changes.transaction_log(new_id);
+        log.moved_nodes = moves;
+        match previous {
+            Some(previous) => previous.then(&log, new_id),
+            None => log,
         }
+    };
+    let log = async move {
+        if light {
+            return Ok(build_log());
+        }
+        crate::compute::spawn(build_log).await.map_err(|reason| {
+            crate::error::Error::Format(crate::format::FormatError::InvalidData {
+                what: "transaction log",
+                reason,
+            })
+        })
     };
     let jobs: Vec<(NodePath, NodeSnapshot, bool)> = rewrite
         .into_iter()
@@ -240,6 +267,7 @@ pub(crate) async fn flush(
         assets.write_snapshot(Arc::clone(&snapshot)).await?;
         Ok::<_, crate::error::Error>(snapshot)
     };
-    let ((), snapshot) = futures::try_join!(assets.write_transaction_log(Arc::new(log)), tree)?;
+    let write_log = async move { assets.write_transaction_log(Arc::new(log.await?)).await };
+    let ((), snapshot) = futures::try_join!(write_log, tree)?;
     Ok(snapshot)
 }

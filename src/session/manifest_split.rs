@@ -64,6 +64,17 @@ impl SplitLayout {
             .collect()
     }
 
+    /// Whether chunk `index` lies in `block` (no allocation, unlike comparing
+    /// [`SplitLayout::block_of`]).
+    pub(crate) fn in_block(&self, block: &[u64], index: &[u64]) -> bool {
+        index.len() == block.len()
+            && index
+                .iter()
+                .zip(&self.block)
+                .zip(block)
+                .all(|((&i, &size), &b)| i / size == b)
+    }
+
     /// Whether `block` overlaps a manifest's chunk index `extents`.
     pub(crate) fn overlaps(&self, block: &[u64], extents: &[Range<u32>]) -> bool {
         block
@@ -175,14 +186,27 @@ pub(crate) async fn write_array_manifests(
     let light = work <= INLINE_REFS_MAX;
     let encoded =
         crate::assets::maybe_blocking(light, move || -> std::result::Result<_, FormatError> {
+            // Refs come in index (C) order, and a block's positions are one run of
+            // that order (its trailing dimensions are whole), so refs are grouped run
+            // by run: one block id per run, not per ref.
             let mut by_block: BTreeMap<BlockId, Vec<(&[u64], &ChunkPayload)>> = BTreeMap::new();
+            let mut run: Option<(BlockId, Vec<(&[u64], &ChunkPayload)>)> = None;
             for (idx, payload) in merged_refs(&manifests, &changes, &node) {
-                if index_in_bounds(&shape, idx) {
-                    by_block
-                        .entry(layout.block_of(idx))
-                        .or_default()
-                        .push((idx, payload));
+                if !index_in_bounds(&shape, idx) {
+                    continue;
                 }
+                match &mut run {
+                    Some((block, refs)) if layout.in_block(block, idx) => refs.push((idx, payload)),
+                    _ => {
+                        if let Some((block, refs)) = run.take() {
+                            by_block.entry(block).or_default().extend(refs);
+                        }
+                        run = Some((layout.block_of(idx), vec![(idx, payload)]));
+                    }
+                }
+            }
+            if let Some((block, refs)) = run {
+                by_block.entry(block).or_default().extend(refs);
             }
             let mut files = Vec::with_capacity(by_block.len());
             for refs in by_block.into_values() {
@@ -238,5 +262,16 @@ mod tests {
         assert!(l.overlaps(&[1, 0], &[50..150, 3..4]));
         assert!(!l.overlaps(&[2, 0], &[50..150, 3..4]));
         assert!(l.overlaps(&[], &[]));
+    }
+
+    #[test]
+    fn in_block_agrees_with_block_of() {
+        let l = SplitLayout::new(&[1000, 1000], 100_000);
+        for idx in [[0u64, 0], [99, 999], [100, 0], [250, 999], [999, 5]] {
+            for block in [[0u64, 0], [1, 0], [2, 0], [9, 0]] {
+                assert_eq!(l.in_block(&block, &idx), l.block_of(&idx) == block);
+            }
+        }
+        assert!(!l.in_block(&[0], &[0, 0]), "dimensionality differs");
     }
 }

@@ -40,6 +40,10 @@ pub use fork::ForkId;
 pub use manifest_split::MAX_REFS_PER_MANIFEST;
 pub use solver::{BasicConflictSolver, ConflictDetector, ConflictSolver, VersionSelection};
 
+/// A committed change set with more chunk changes than this is freed on the compute
+/// pool, after the commit returns.
+const BACKGROUND_DROP_CHUNKS: usize = 100_000;
+
 /// Options of [`Session::commit_with`]: whether and how a commit rebases when its
 /// branch moved (Icechunk's `rebase_with` / `rebase_tries`), and the back-off between
 /// attempts.
@@ -851,7 +855,12 @@ impl Session {
             m(&mut rest);
         }
         state.base = Arc::clone(&snapshot);
-        state.changes = Arc::new(rest);
+        let committed = std::mem::replace(&mut state.changes, Arc::new(rest));
+        drop(state);
+        // Freeing millions of chunk refs takes a while; the caller need not wait.
+        if committed.num_chunk_changes() > BACKGROUND_DROP_CHUNKS {
+            crate::compute::spawn_detached(move || drop(committed));
+        }
         Ok(snapshot.id)
     }
 
