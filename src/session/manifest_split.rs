@@ -36,6 +36,9 @@ pub(crate) struct SplitLayout {
 /// A block of the layout: its position in units of blocks along each dimension.
 pub(crate) type BlockId = Vec<u64>;
 
+/// The refs of one block, borrowed, in index order.
+type BlockRefs<'a> = Vec<(&'a [u64], &'a ChunkPayload)>;
+
 impl SplitLayout {
     /// The layout for a chunk grid of `num_chunks` chunks per dimension, with at most
     /// `max_refs` chunk positions per block (trailing dimensions are kept whole first).
@@ -189,8 +192,8 @@ pub(crate) async fn write_array_manifests(
             // Refs come in index (C) order, and a block's positions are one run of
             // that order (its trailing dimensions are whole), so refs are grouped run
             // by run: one block id per run, not per ref.
-            let mut by_block: BTreeMap<BlockId, Vec<(&[u64], &ChunkPayload)>> = BTreeMap::new();
-            let mut run: Option<(BlockId, Vec<(&[u64], &ChunkPayload)>)> = None;
+            let mut by_block: BTreeMap<BlockId, BlockRefs<'_>> = BTreeMap::new();
+            let mut run: Option<(BlockId, BlockRefs<'_>)> = None;
             for (idx, payload) in merged_refs(&manifests, &changes, &node) {
                 if !index_in_bounds(&shape, idx) {
                     continue;
