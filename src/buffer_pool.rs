@@ -7,7 +7,7 @@
 //! was ~130,000 page faults, a sixth of the CPU time. Buffers that are done with are
 //! kept here (up to [`POOL_BYTES`] in all) and handed out again, already mapped.
 //!
-//! Encoded chunks leave as [`bytes::Bytes`] made by [`into_bytes`]: their buffer
+//! Encoded chunks leave as [`bytes::Bytes`] made by [`bytes_of`]: their buffer
 //! comes back when the last clone is dropped, after the store has written it.
 
 use std::sync::Mutex;
@@ -104,7 +104,7 @@ pub(crate) fn give(buf: Vec<u8>) {
 
 /// `buf` as [`bytes::Bytes`] without a copy; the buffer returns to the pool when the
 /// last clone of the `Bytes` is dropped.
-pub(crate) fn into_bytes(buf: Vec<u8>) -> bytes::Bytes {
+pub(crate) fn bytes_of(buf: Vec<u8>) -> bytes::Bytes {
     POOL.bytes_of(buf)
 }
 

@@ -271,10 +271,12 @@ fn read_versioned(path: &FsPath) -> std::io::Result<VersionedBytes> {
     if !meta.is_file() {
         return Err(std::io::ErrorKind::NotFound.into());
     }
-    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    // A recycled buffer when the object is chunk-sized (no fresh pages to fault in);
+    // it returns to the pool when the last clone of the bytes is dropped.
+    let mut bytes = crate::buffer_pool::take(usize::try_from(meta.len()).unwrap_or(0));
     file.read_to_end(&mut bytes)?;
     Ok(VersionedBytes {
-        bytes: Bytes::from(bytes),
+        bytes: crate::buffer_pool::bytes_of(bytes),
         version: Some(local_version(&meta)),
     })
 }

@@ -202,7 +202,7 @@ impl Array {
         match encoded {
             Some(bytes) => {
                 self.store
-                    .set(key, crate::buffer_pool::into_bytes(bytes))
+                    .set(key, crate::buffer_pool::bytes_of(bytes))
                     .await?
             }
             None => self.store.erase(key).await?,

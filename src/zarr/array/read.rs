@@ -59,6 +59,9 @@ impl Array {
                 &part.inter.shape,
                 elem,
             );
+            if let ArrayBytes::Fixed(buf) = part.data {
+                crate::buffer_pool::give(buf);
+            }
         }
         Ok(())
     }

@@ -124,7 +124,12 @@ impl ArrayToBytesCodec for BytesCodec {
                 format!("expected {expected} bytes, got {}", bytes.len()),
             ));
         }
-        let mut b = Vec::from(bytes);
+        // Taken over without a copy when the bytes own their whole buffer; copied
+        // into a recycled buffer otherwise.
+        let mut b = match bytes.try_into_mut() {
+            Ok(owned) => Vec::from(owned),
+            Err(shared) => crate::buffer_pool::copy_of(&shared),
+        };
         if self.needs_swap(repr) {
             swap_endian(&mut b, repr.data_type.endian_unit());
         }
