@@ -340,6 +340,10 @@ impl Storage for LocalStorage {
         self.inner.get_range(key, range).await
     }
 
+    async fn get_ranges(&self, key: &str, ranges: &[Range<u64>]) -> StorageResult<Vec<Bytes>> {
+        self.inner.get_ranges(key, ranges).await
+    }
+
     async fn head(&self, key: &str) -> StorageResult<ObjectInfo> {
         self.inner.head(key).await
     }

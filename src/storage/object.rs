@@ -14,6 +14,7 @@ use object_store::{
     UpdateVersion,
 };
 
+use super::coalesce::{self, CoalesceOptions};
 use super::{
     ObjectInfo, ObjectVersion, Storage, StorageError, StorageResult, VersionedBytes, WriteOutcome,
 };
@@ -92,6 +93,88 @@ impl ObjectStorage {
             last_modified: meta.last_modified,
             version: meta.e_tag.map(ObjectVersion),
         }
+    }
+}
+
+impl ObjectStorage {
+    /// Reads the ranges of one planned request (`span.members` of `ranges`): its
+    /// non-empty ranges with one `ObjectStore::get_ranges` call (which reads them with
+    /// one request: their gaps are within object_store's coalescing distance, or the
+    /// local filesystem reads them from one open file), its empty ones checked to lie
+    /// within the object. One `Bytes` per member, in member order.
+    async fn read_span(
+        &self,
+        key: &str,
+        ranges: &[Range<u64>],
+        span: &coalesce::Span,
+    ) -> StorageResult<Vec<Bytes>> {
+        let members: Vec<&Range<u64>> = span.members.iter().map(|&i| &ranges[i]).collect();
+        let wanted: Vec<Range<u64>> = members
+            .iter()
+            .filter(|r| !r.is_empty())
+            .map(|r| (*r).clone())
+            .collect();
+        let reach = wanted.iter().map(|r| r.end).max().unwrap_or(0);
+        // Empty ranges past every non-empty one: the object must reach them.
+        if let Some(p) = members
+            .iter()
+            .filter(|r| r.is_empty() && r.start > reach)
+            .map(|r| r.start)
+            .max()
+        {
+            self.get_range(key, p..p).await?;
+        }
+        if wanted.is_empty() {
+            return Ok(vec![Bytes::new(); members.len()]);
+        }
+        let path = self.path(key);
+        let got = match self.store.get_ranges(&path, &wanted).await {
+            Ok(got) => got,
+            Err(e @ object_store::Error::NotFound { .. }) => return Err(map_err(key, e)),
+            Err(e) => return Err(self.short_or(key, &wanted, map_err(key, e)).await),
+        };
+        let whole = got.len() == wanted.len()
+            && got
+                .iter()
+                .zip(&wanted)
+                .all(|(b, r)| b.len() as u64 == r.end - r.start);
+        if !whole {
+            let e = StorageError::Backend {
+                key: key.to_string(),
+                source: Box::new(object_store::Error::Generic {
+                    store: "floe",
+                    source: "a ranged read returned fewer bytes than asked".into(),
+                }),
+            };
+            return Err(self.short_or(key, &wanted, e).await);
+        }
+        let mut got = got.into_iter();
+        Ok(members
+            .iter()
+            .map(|r| {
+                if r.is_empty() {
+                    Bytes::new()
+                } else {
+                    got.next().unwrap_or_default()
+                }
+            })
+            .collect())
+    }
+
+    /// The [`StorageError::ShortRead`] of the first of `ranges` past the object's end
+    /// when there is one (a read past the end fails, or comes back short, on most
+    /// backends), else `other`.
+    async fn short_or(&self, key: &str, ranges: &[Range<u64>], other: StorageError) -> StorageError {
+        if let Ok(meta) = self.store.head(&self.path(key)).await {
+            if let Some(r) = ranges.iter().find(|r| r.end > meta.size) {
+                return StorageError::ShortRead {
+                    key: key.to_string(),
+                    requested: r.clone(),
+                    size: meta.size,
+                };
+            }
+        }
+        other
     }
 }
 
@@ -194,6 +277,25 @@ impl Storage for ObjectStorage {
             });
         }
         Ok(bytes)
+    }
+
+    async fn get_ranges(&self, key: &str, ranges: &[Range<u64>]) -> StorageResult<Vec<Bytes>> {
+        use futures::StreamExt;
+        super::check_ranges(key, ranges)?;
+        let spans = coalesce::plan(ranges, CoalesceOptions::default());
+        let read = futures::stream::iter(spans.clone())
+            .map(|span| async move { self.read_span(key, ranges, &span).await })
+            .buffered(coalesce::DEFAULT_CONCURRENCY)
+            .try_collect::<Vec<Vec<Bytes>>>()
+            .await
+            .map_err(|e| super::short_read_of_member(e, ranges))?;
+        let mut out = vec![Bytes::new(); ranges.len()];
+        for (span, parts) in spans.iter().zip(read) {
+            for (&i, bytes) in span.members.iter().zip(parts) {
+                out[i] = bytes;
+            }
+        }
+        Ok(out)
     }
 
     async fn head(&self, key: &str) -> StorageResult<ObjectInfo> {
