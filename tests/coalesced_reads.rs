@@ -19,7 +19,9 @@ use floe::format::NodePath;
 use floe::storage::fault::{Call, Fault, FaultyStorage};
 use floe::storage::{new_in_memory_storage, Storage, StorageError};
 use floe::virtual_refs::VirtualAccess;
-use floe::zarr::{Array, ArrayBuilder, ArraySubset, ByteRange, DataType, Store, StoreError, ZarrError};
+use floe::zarr::{
+    Array, ArrayBuilder, ArraySubset, ByteRange, DataType, Store, StoreError, ZarrError,
+};
 use floe::{Error, OpenOptions, Repository, Session, VersionSelector};
 use futures::StreamExt;
 use serde_json::json;
@@ -47,13 +49,17 @@ impl Counter {
     /// Ranged reads of keys under `prefix/` (or of `prefix`) since the last reset.
     fn ranged(&self, prefix: &str) -> usize {
         let c = self.0.lock().unwrap();
-        c.get(&(Call::GetRange, prefix.to_string())).copied().unwrap_or(0)
+        c.get(&(Call::GetRange, prefix.to_string()))
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Whole-object reads of keys under `prefix/`.
     fn whole(&self, prefix: &str) -> usize {
         let c = self.0.lock().unwrap();
-        c.get(&(Call::Get, prefix.to_string())).copied().unwrap_or(0)
+        c.get(&(Call::Get, prefix.to_string()))
+            .copied()
+            .unwrap_or(0)
     }
 
     fn reset(&self) {
@@ -62,7 +68,10 @@ impl Counter {
 }
 
 fn pattern(len: u64) -> Bytes {
-    (0..len).map(|i| (i % 251) as u8).collect::<Vec<u8>>().into()
+    (0..len)
+        .map(|i| (i % 251) as u8)
+        .collect::<Vec<u8>>()
+        .into()
 }
 
 // --- Storage::get_ranges -----------------------------------------------------------
@@ -94,7 +103,13 @@ async fn get_ranges_merges_nearby_ranges_and_only_those() {
         assert_eq!(counter.ranged("obj"), requests, "gap of {gap} bytes");
     }
     // Far apart: three requests for three clusters.
-    let ranges = [0..10, 20..30, 4 * MIB..4 * MIB + 10, 9 * MIB..9 * MIB + 1, 40..50];
+    let ranges = [
+        0..10,
+        20..30,
+        4 * MIB..4 * MIB + 10,
+        9 * MIB..9 * MIB + 1,
+        40..50,
+    ];
     counter.reset();
     check(&ranges, &s.get_ranges("obj", &ranges).await.unwrap());
     assert_eq!(counter.ranged("obj"), 3, "three clusters");
@@ -118,7 +133,9 @@ async fn get_ranges_merges_nearby_ranges_and_only_those() {
 /// A repository on counted in-memory storage.
 async fn counted_repo(counter: &Counter) -> (Repository, Arc<dyn Storage>) {
     let storage = counter.wrap(new_in_memory_storage());
-    let repo = Repository::create(Arc::clone(&storage), None).await.unwrap();
+    let repo = Repository::create(Arc::clone(&storage), None)
+        .await
+        .unwrap();
     (repo, storage)
 }
 
@@ -290,8 +307,7 @@ async fn virtual_repo(
         .unwrap();
     }
     s.commit("virtual").await.unwrap();
-    let opts =
-        OpenOptions::default().virtual_access(VirtualAccess::prefixes(authorized).unwrap());
+    let opts = OpenOptions::default().virtual_access(VirtualAccess::prefixes(authorized).unwrap());
     let repo = Repository::open_with(storage, opts).await.unwrap();
     let session = repo
         .readonly_session(&VersionSelector::Branch("main".into()))
@@ -327,7 +343,10 @@ async fn sixteen_adjacent_virtual_chunks_take_one_request() {
     let a = Array::open(Arc::new(session.store()), "v").await.unwrap();
     srv.clear();
     let got: Vec<u8> = a.read_all().await.unwrap();
-    assert!(got[..] == body[96..96 + 16_000], "the bytes of the 16 chunks");
+    assert!(
+        got[..] == body[96..96 + 16_000],
+        "the bytes of the 16 chunks"
+    );
     let gets = srv.gets();
     assert_eq!(gets.len(), 1, "one request for 16 chunks: {gets:?}");
     assert_eq!(gets[0].range, Some((96, 96 + 16_000 - 1)));
@@ -348,7 +367,13 @@ async fn virtual_chunks_farther_apart_than_the_gap_are_separate_requests() {
     let base = format!("http://{}", srv.addr);
     let url = format!("{base}/data/file.nc");
     // Chunks 0..8 from byte 0, chunks 8..16 from 3 MiB: two clusters 3 MiB apart.
-    let offset = |i: u64| if i < 8 { i * 512 } else { 3 * MIB + (i - 8) * 512 };
+    let offset = |i: u64| {
+        if i < 8 {
+            i * 512
+        } else {
+            3 * MIB + (i - 8) * 512
+        }
+    };
     let (_repo, session) = virtual_repo(
         &[format!("{base}/")],
         16,
@@ -362,7 +387,10 @@ async fn virtual_chunks_farther_apart_than_the_gap_are_separate_requests() {
     let got: Vec<u8> = a.read_all().await.unwrap();
     for i in 0..16u64 {
         let o = offset(i) as usize;
-        assert!(got[i as usize * 512..][..512] == body[o..o + 512], "chunk {i}");
+        assert!(
+            got[i as usize * 512..][..512] == body[o..o + 512],
+            "chunk {i}"
+        );
     }
     let mut ranges: Vec<_> = srv.gets().into_iter().map(|h| h.range).collect();
     ranges.sort();
@@ -495,7 +523,16 @@ async fn coalesced_local_reads_stay_inside_the_authorized_directory() {
         &[format!("file://{}/", root.display())],
         16,
         64,
-        |i| (if i % 2 == 0 { good.clone() } else { escape.clone() }, i * 64),
+        |i| {
+            (
+                if i % 2 == 0 {
+                    good.clone()
+                } else {
+                    escape.clone()
+                },
+                i * 64,
+            )
+        },
         &[format!("file://{}/", data.display())],
     )
     .await;

@@ -478,7 +478,12 @@ async fn http_redirect_to_another_path_is_refused() {
     let res = bounded(read(&f, &prefix, &format!("{base}/data/to-path"), 16)).await;
     assert_redirect_refused(res, "redirect to another path");
     assert!(
-        !good.hits.lock().unwrap().iter().any(|h| h.path == "/private/x"),
+        !good
+            .hits
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|h| h.path == "/private/x"),
         "the unauthorized path was requested"
     );
     let res = bounded(read(&f, &prefix, &format!("{base}/data/to-file"), 16)).await;

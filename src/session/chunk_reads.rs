@@ -182,8 +182,9 @@ impl Session {
             };
             let Some(end) = offset.checked_add(length) else {
                 // Unreadable: the single-chunk read reports why.
+                let whole = 0..length;
                 let result = self
-                    .read_payload(&path, &index, &payload, &[0..length])
+                    .read_payload(&path, &index, &payload, std::slice::from_ref(&whole))
                     .await
                     .map(|mut p| p.pop());
                 ready.push((pos, result));
@@ -253,9 +254,9 @@ impl Session {
         }
         futures::stream::iter(members)
             .map(|m| async move {
-                let len = payload_len(&m.payload);
+                let whole = 0..payload_len(&m.payload);
                 let result = self
-                    .read_payload(&m.path, &m.index, &m.payload, &[0..len])
+                    .read_payload(&m.path, &m.index, &m.payload, std::slice::from_ref(&whole))
                     .await
                     .map(|mut p| p.pop());
                 (m.pos, result)

@@ -260,7 +260,10 @@ async fn ranged_reads_of_many_ranges(s: &dyn Storage) {
     // come back whole and in order too.
     let big_key = "ranges/big";
     let size = (3u64 << 20) + 5;
-    let big: Bytes = (0..size).map(|i| (i % 251) as u8).collect::<Vec<u8>>().into();
+    let big: Bytes = (0..size)
+        .map(|i| (i % 251) as u8)
+        .collect::<Vec<u8>>()
+        .into();
     s.put(big_key, big.clone()).await.unwrap();
     let far = [
         size - 5..size,

@@ -110,7 +110,9 @@ impl LocalStorage {
         let fs = Arc::new(fs);
         let url = format!("file://{}", root.display());
         Ok(LocalStorage {
-            inner: ObjectStorage::new(Arc::clone(&fs) as _, "", url),
+            // LocalFileSystem's `get_ranges` reads every range from one open file
+            // and fails on a range past the end.
+            inner: ObjectStorage::new(Arc::clone(&fs) as _, "", url).with_vectored_ranges(true),
             fs,
             root,
             options,

@@ -28,6 +28,9 @@ pub struct ObjectStorage {
     /// Whether the backend lists keys in byte order and starts a listing after a
     /// given key cheaply (S3's `ListObjectsV2` with `start-after`).
     ranged_listing: bool,
+    /// Whether planned requests go to the backend's own `ObjectStore::get_ranges`
+    /// (see [`ObjectStorage::with_vectored_ranges`]).
+    vectored_ranges: bool,
 }
 
 impl ObjectStorage {
@@ -39,7 +42,21 @@ impl ObjectStorage {
             prefix: prefix.trim_matches('/').to_string(),
             url,
             ranged_listing: false,
+            vectored_ranges: false,
         }
+    }
+
+    /// Declares that the backend's own `ObjectStore::get_ranges` reads several ranges
+    /// of one object and handles each range reaching past the object's end (fails,
+    /// or answers it short, which is checked here): the local filesystem (one open
+    /// file, gaps skipped) and memory. Each planned request of [`Storage::get_ranges`]
+    /// then hands it its ranges. Otherwise (the default, and S3) each planned request
+    /// is one ranged GET of its whole span, checked and sliced here: object_store's
+    /// generic `get_ranges` (0.14) slices a short response unchecked and panics when
+    /// a range starts past the bytes that came back.
+    pub fn with_vectored_ranges(mut self, yes: bool) -> Self {
+        self.vectored_ranges = yes;
+        self
     }
 
     /// Declares that the backend lists keys in byte order and starts a listing
@@ -98,10 +115,10 @@ impl ObjectStorage {
 
 impl ObjectStorage {
     /// Reads the ranges of one planned request (`span.members` of `ranges`): its
-    /// non-empty ranges with one `ObjectStore::get_ranges` call (which reads them with
-    /// one request: their gaps are within object_store's coalescing distance, or the
-    /// local filesystem reads them from one open file), its empty ones checked to lie
-    /// within the object. One `Bytes` per member, in member order.
+    /// non-empty ranges with one ranged GET of their span, or with one
+    /// `ObjectStore::get_ranges` call on backends that check ranges themselves
+    /// ([`ObjectStorage::with_vectored_ranges`]); its empty ones checked to lie within
+    /// the object. One `Bytes` per member, in member order.
     async fn read_span(
         &self,
         key: &str,
@@ -126,6 +143,24 @@ impl ObjectStorage {
         }
         if wanted.is_empty() {
             return Ok(vec![Bytes::new(); members.len()]);
+        }
+        if !self.vectored_ranges {
+            // One ranged GET of the span (`get_range` checks its length), sliced here.
+            let start = wanted.iter().map(|r| r.start).min().unwrap_or(0);
+            let bytes = self.get_range(key, start..reach).await?;
+            return members
+                .iter()
+                .map(|r| {
+                    if r.is_empty() {
+                        return Ok(Bytes::new());
+                    }
+                    coalesce::slice(&bytes, start, r).ok_or_else(|| StorageError::ShortRead {
+                        key: key.to_string(),
+                        requested: (*r).clone(),
+                        size: start.saturating_add(bytes.len() as u64),
+                    })
+                })
+                .collect();
         }
         let path = self.path(key);
         let got = match self.store.get_ranges(&path, &wanted).await {
@@ -164,7 +199,12 @@ impl ObjectStorage {
     /// The [`StorageError::ShortRead`] of the first of `ranges` past the object's end
     /// when there is one (a read past the end fails, or comes back short, on most
     /// backends), else `other`.
-    async fn short_or(&self, key: &str, ranges: &[Range<u64>], other: StorageError) -> StorageError {
+    async fn short_or(
+        &self,
+        key: &str,
+        ranges: &[Range<u64>],
+        other: StorageError,
+    ) -> StorageError {
         if let Ok(meta) = self.store.head(&self.path(key)).await {
             if let Some(r) = ranges.iter().find(|r| r.end > meta.size) {
                 return StorageError::ShortRead {

@@ -291,8 +291,13 @@ impl VirtualChunkResolver {
     ) -> Result<Bytes, VirtualChunkError> {
         let from = r.offset.saturating_add(start);
         let to = r.offset.saturating_add(end.min(r.length));
+        let range = from..to;
         let mut parts = self
-            .fetch_ranges(&r.location, r.checksum.as_ref(), &[from..to])
+            .fetch_ranges(
+                &r.location,
+                r.checksum.as_ref(),
+                std::slice::from_ref(&range),
+            )
             .await?;
         Ok(parts.pop().unwrap_or_default())
     }

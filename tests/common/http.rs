@@ -45,7 +45,10 @@ impl Server {
 
     /// The `GET` requests received so far.
     pub fn gets(&self) -> Vec<Hit> {
-        self.hits().into_iter().filter(|h| h.method == "GET").collect()
+        self.hits()
+            .into_iter()
+            .filter(|h| h.method == "GET")
+            .collect()
     }
 
     /// Forgets the requests received so far.

@@ -292,7 +292,9 @@ impl Store for SessionStore {
                     .get_chunk_ranges(&path, &idx, &ranges)
                     .await
                     .map_err(|e| backend(key, e))?;
-                Ok(Some(parts.unwrap_or_else(|| vec![Bytes::new(); ranges.len()])))
+                Ok(Some(
+                    parts.unwrap_or_else(|| vec![Bytes::new(); ranges.len()]),
+                ))
             }
             _ => {
                 let Some(whole) = self.get(key).await? else {
