@@ -118,8 +118,9 @@ impl Array {
 
     /// Reads the part of chunk `idx` inside `region`, `None` when the chunk is
     /// missing. The data is the whole decoded chunk when the chain cannot decode
-    /// partially (the caller copies the intersection out of it, saving a copy), else
-    /// just the intersection.
+    /// partially or the region covers the chunk (the caller copies the intersection
+    /// out of it, saving a copy; region reads fetch those chunks in batches instead),
+    /// else just the intersection.
     pub(super) async fn read_chunk_part(
         &self,
         idx: Vec<u64>,
