@@ -402,6 +402,19 @@ impl AssetManager {
     ) -> std::result::Result<Bytes, StorageError> {
         self.storage.get_range(&keys::chunk(id), range).await
     }
+
+    /// Reads byte ranges of native chunk object `id`, one `Bytes` per range, nearby
+    /// ranges with one request ([`crate::storage::Storage::get_ranges`]).
+    ///
+    /// # Errors
+    /// As [`AssetManager::fetch_chunk`], naming the first range past the end.
+    pub async fn fetch_chunk_ranges(
+        &self,
+        id: &ChunkId,
+        ranges: &[std::ops::Range<u64>],
+    ) -> std::result::Result<Vec<Bytes>, StorageError> {
+        self.storage.get_ranges(&keys::chunk(id), ranges).await
+    }
 }
 
 /// A walk along a snapshot's parent chain, newest first: the snapshot itself, its

@@ -10,12 +10,12 @@
 
 mod common;
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use common::http::{content, not_found, redirect, server, Server};
 use common::{array_def, p};
 use floe::error::VirtualChunkError;
 use floe::format::config::{ContainerStore, RepositoryConfig, VirtualChunkContainer};
@@ -23,8 +23,6 @@ use floe::format::manifest::{ChunkPayload, VirtualChunkRef};
 use floe::storage::LocalStorage;
 use floe::virtual_refs::VirtualAccess;
 use floe::{Error, OpenOptions, Repository};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
 
 const SECRET: &[u8] = b"top secret, never disclose";
 
@@ -391,105 +389,6 @@ async fn s3_dot_segments_are_resolved_before_the_check() {
 
 // --- HTTP ------------------------------------------------------------------------
 
-/// A tiny HTTP/1.1 server on 127.0.0.1: one request per connection, answered by
-/// `respond(method, path, range)`. Records the request paths; stops when dropped.
-struct Server {
-    addr: SocketAddr,
-    hits: Arc<Mutex<Vec<String>>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-type Responder = dyn Fn(&str, &str, Option<(usize, usize)>) -> Vec<u8> + Send + Sync;
-
-async fn server(respond: Arc<Responder>) -> Server {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let hits = Arc::new(Mutex::new(Vec::new()));
-    let task_hits = Arc::clone(&hits);
-    let task = tokio::spawn(async move {
-        loop {
-            let Ok((mut sock, _)) = listener.accept().await else {
-                return;
-            };
-            let respond = Arc::clone(&respond);
-            let hits = Arc::clone(&task_hits);
-            tokio::spawn(async move {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 1024];
-                // Bounded: 16 KiB of headers, 5 seconds.
-                let read_head = async {
-                    while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 16384 {
-                        match sock.read(&mut chunk).await {
-                            Ok(0) | Err(_) => return false,
-                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                        }
-                    }
-                    true
-                };
-                if !matches!(
-                    tokio::time::timeout(Duration::from_secs(5), read_head).await,
-                    Ok(true)
-                ) {
-                    return;
-                }
-                let head = String::from_utf8_lossy(&buf).to_string();
-                let mut first = head.lines().next().unwrap_or("").split(' ');
-                let method = first.next().unwrap_or("").to_string();
-                let path = first.next().unwrap_or("").to_string();
-                let range = head.lines().find_map(|l| {
-                    let (k, v) = l.split_once(':')?;
-                    if !k.eq_ignore_ascii_case("range") {
-                        return None;
-                    }
-                    let (a, b) = v.trim().strip_prefix("bytes=")?.split_once('-')?;
-                    Some((a.parse().ok()?, b.parse().ok()?))
-                });
-                hits.lock().unwrap().push(path.clone());
-                let resp = respond(&method, &path, range);
-                let _ = sock.write_all(&resp).await;
-                let _ = sock.shutdown().await;
-            });
-        }
-    });
-    Server { addr, hits, task }
-}
-
-/// A 206 (or 200 for HEAD) answer with `body`'s requested range.
-fn content(method: &str, body: &[u8], range: Option<(usize, usize)>) -> Vec<u8> {
-    if method == "HEAD" {
-        return format!(
-            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-            body.len()
-        )
-        .into_bytes();
-    }
-    let (a, b) = range.unwrap_or((0, body.len() - 1));
-    let b = b.min(body.len() - 1);
-    let mut out = format!(
-        "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes {a}-{b}/{}\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len(),
-        b + 1 - a
-    )
-    .into_bytes();
-    out.extend_from_slice(&body[a..=b]);
-    out
-}
-
-fn redirect(location: &str) -> Vec<u8> {
-    format!(
-        "HTTP/1.1 302 Found\r\nLocation: {location}\r\nContent-Length: 0\r\n\
-         Connection: close\r\n\r\n"
-    )
-    .into_bytes()
-}
-
 /// The escape target (answers the secret to everything) and the authorized server:
 /// `/data/source.bin` is the pattern, `/data/inside` redirects to it, `/data/to-host`
 /// redirects to the escape target, `/data/to-path` to `/private/x` on the same
@@ -511,7 +410,7 @@ async fn http_servers() -> (Server, Server) {
             let secret: Vec<u8> = SECRET.iter().copied().cycle().take(1024).collect();
             content(m, &secret, r)
         }
-        _ => b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_vec(),
+        _ => not_found(),
     }))
     .await;
     (good, evil)
@@ -579,7 +478,12 @@ async fn http_redirect_to_another_path_is_refused() {
     let res = bounded(read(&f, &prefix, &format!("{base}/data/to-path"), 16)).await;
     assert_redirect_refused(res, "redirect to another path");
     assert!(
-        !good.hits.lock().unwrap().iter().any(|h| h == "/private/x"),
+        !good
+            .hits
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|h| h.path == "/private/x"),
         "the unauthorized path was requested"
     );
     let res = bounded(read(&f, &prefix, &format!("{base}/data/to-file"), 16)).await;
@@ -632,7 +536,7 @@ async fn http_userinfo_ports_and_case() {
             .lock()
             .unwrap()
             .iter()
-            .any(|h| h.starts_with("/private")),
+            .any(|h| h.path.starts_with("/private")),
         "the unauthorized path was requested"
     );
 }

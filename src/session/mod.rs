@@ -6,6 +6,7 @@
 //! Spec: Icechunk specification, "Read from Repository" and "Write New Snapshot".
 
 pub mod change_set;
+mod chunk_reads;
 pub(crate) mod commit;
 pub mod conflict;
 pub(crate) mod context;
@@ -17,7 +18,6 @@ mod rebase;
 mod solver;
 
 use std::collections::BTreeMap;
-use std::ops::Range;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -29,9 +29,10 @@ use crate::format::manifest::{ChunkPayload, NativeChunkRef};
 use crate::format::snapshot::{NodeSnapshot, Snapshot};
 use crate::format::{ChunkId, ChunkIndices, NodeId, NodePath, SnapshotId};
 use crate::refs::RefUpdate;
-use crate::storage::StorageError;
 
 pub use change_set::{ArrayDefinition, ChangeSet, NewNode};
+pub(crate) use chunk_reads::payload_len;
+pub use chunk_reads::ChunkOutcome;
 pub use commit::index_in_bounds;
 pub use conflict::{Conflict, ConflictError};
 use context::SessionContext;
@@ -492,97 +493,6 @@ impl Session {
             .await?;
         manifest.check_rank(&node.id, index.len())?;
         Ok(manifest.get(&node.id, index).cloned())
-    }
-
-    /// The encoded bytes of a chunk, or of `range` (bytes, relative to the chunk) of
-    /// it; `None` when the chunk was never written.
-    ///
-    /// # Errors
-    /// [`Error::ChunkUnreadable`] when a native chunk object is missing or shorter than
-    /// its ref; [`Error::VirtualChunk`] for virtual chunk failures (unauthorized,
-    /// checksum mismatch, missing source, short read); the errors of
-    /// [`Session::get_chunk_ref`].
-    pub async fn get_chunk(
-        &self,
-        path: &NodePath,
-        index: &[u64],
-        range: Option<Range<u64>>,
-    ) -> Result<Option<Bytes>> {
-        let Some(payload) = self.get_chunk_ref(path, index).await? else {
-            return Ok(None);
-        };
-        let unreadable = |reason: String| Error::ChunkUnreadable {
-            path: path.clone(),
-            index: index.to_vec(),
-            reason,
-        };
-        match payload {
-            ChunkPayload::Inline(b) => {
-                let len = b.len() as u64;
-                let r = range.unwrap_or(0..len);
-                if r.start > r.end || r.end > len {
-                    return Err(unreadable(format!(
-                        "byte range {r:?} is outside the {len}-byte inline chunk"
-                    )));
-                }
-                Ok(Some(b.slice(r.start as usize..r.end as usize)))
-            }
-            ChunkPayload::Native(n) => {
-                let r = range.unwrap_or(0..n.length);
-                if r.start > r.end || r.end > n.length {
-                    return Err(unreadable(format!(
-                        "byte range {r:?} is outside the {}-byte chunk",
-                        n.length
-                    )));
-                }
-                // Offsets come from a manifest: checked, never wrapped to an
-                // empty (or any other) range.
-                let abs = match (n.offset.checked_add(r.start), n.offset.checked_add(r.end)) {
-                    (Some(start), Some(end)) => start..end,
-                    _ => {
-                        return Err(unreadable(format!(
-                            "the ref's offset {} plus byte range {r:?} overflows 64 bits",
-                            n.offset
-                        )))
-                    }
-                };
-                match self.inner.ctx.assets.fetch_chunk(&n.id, abs).await {
-                    Ok(b) => Ok(Some(b)),
-                    Err(StorageError::NotFound { key }) => {
-                        Err(unreadable(format!("chunk object `{key}` is missing")))
-                    }
-                    Err(StorageError::ShortRead {
-                        key,
-                        size,
-                        requested,
-                    }) => Err(unreadable(format!(
-                        "chunk object `{key}` has {size} bytes, the ref needs bytes {requested:?}"
-                    ))),
-                    Err(e) => Err(e.into()),
-                }
-            }
-            ChunkPayload::Virtual(v) => {
-                let r = range.unwrap_or(0..v.length);
-                if r.start > r.end || r.end > v.length || v.offset.checked_add(v.length).is_none() {
-                    return Err(unreadable(format!(
-                        "byte range {r:?} of the virtual ref at offset {} with {} bytes is \
-                         outside it or overflows 64 bits",
-                        v.offset, v.length
-                    )));
-                }
-                self.inner
-                    .ctx
-                    .virtual_resolver
-                    .fetch_range(&v, r.start, r.end)
-                    .await
-                    .map(Some)
-                    .map_err(|source| Error::VirtualChunk {
-                        path: path.clone(),
-                        index: index.to_vec(),
-                        source,
-                    })
-            }
-        }
     }
 
     /// Stores the encoded bytes of a chunk: inline in the manifest when at most

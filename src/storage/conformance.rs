@@ -201,6 +201,89 @@ async fn ranged_reads(s: &dyn Storage) {
     }
 }
 
+async fn ranged_reads_of_many_ranges(s: &dyn Storage) {
+    let key = "ranges/obj";
+    s.put(key, b("0123456789")).await.unwrap();
+    // Any order, overlapping, repeated, empty, whole.
+    let ranges = [8..10, 0..3, 2..5, 5..5, 0..10, 2..5, 10..10, 9..10];
+    let got = s
+        .get_ranges(key, &ranges)
+        .await
+        .unwrap_or_else(|e| panic!("{s}: get_ranges {ranges:?}: {e}"));
+    let want = ["89", "012", "234", "", "0123456789", "234", "", "9"];
+    assert_eq!(got.len(), ranges.len(), "{s}: one part per range");
+    for ((r, g), w) in ranges.iter().zip(&got).zip(want) {
+        assert_eq!(*g, b(w), "{s}: get_ranges part {r:?}");
+    }
+    assert!(
+        s.get_ranges(key, &[]).await.unwrap().is_empty(),
+        "{s}: no ranges, no parts"
+    );
+    assert!(
+        matches!(
+            s.get_ranges("ranges/missing", &[0..2, 4..6]).await,
+            Err(StorageError::NotFound { key: k }) if k == "ranges/missing"
+        ),
+        "{s}: get_ranges of a missing key"
+    );
+    // Past the end: the first range (in the caller's order) past it is named.
+    for (ranges, bad) in [
+        (vec![0..3, 8..20, 30..40], 8..20),
+        (vec![12..12, 0..2], 12..12),
+        (vec![0..2, 12..12], 12..12),
+        (vec![3..4, 10..11], 10..11),
+    ] {
+        match s.get_ranges(key, &ranges).await {
+            Err(StorageError::ShortRead {
+                key: k,
+                requested,
+                size,
+            }) => assert_eq!(
+                (k.as_str(), requested, size),
+                (key, bad, 10),
+                "{s}: get_ranges {ranges:?}"
+            ),
+            other => panic!("{s}: get_ranges {ranges:?} of a 10-byte object: {other:?}"),
+        }
+    }
+    #[allow(clippy::reversed_empty_ranges)]
+    let inverted = vec![0..2, 7..2, 9..1];
+    match s.get_ranges(key, &inverted).await {
+        Err(StorageError::InvalidRange { key: k, requested }) => assert_eq!(
+            (k.as_str(), requested.start, requested.end),
+            (key, 7, 2),
+            "{s}: inverted range"
+        ),
+        other => panic!("{s}: get_ranges with 7..2: {other:?}"),
+    }
+    // Ranges farther apart than the coalescing gap, and ranges past the span cap,
+    // come back whole and in order too.
+    let big_key = "ranges/big";
+    let size = (3u64 << 20) + 5;
+    let big: Bytes = (0..size)
+        .map(|i| (i % 251) as u8)
+        .collect::<Vec<u8>>()
+        .into();
+    s.put(big_key, big.clone()).await.unwrap();
+    let far = [
+        size - 5..size,
+        0..10,
+        (2 << 20)..(2 << 20) + 10,
+        100..(3 << 20),
+        20..30,
+    ];
+    let got = s
+        .get_ranges(big_key, &far)
+        .await
+        .unwrap_or_else(|e| panic!("{s}: get_ranges far apart: {e}"));
+    for (r, g) in far.iter().zip(&got) {
+        assert!(
+            g[..] == big[r.start as usize..r.end as usize],
+            "{s}: get_ranges far apart, part {r:?}"
+        );
+    }
+}
+
 async fn put_if_absent_creates_once(s: &dyn Storage) {
     let key = "absent/obj";
     let v = written(
@@ -641,7 +724,8 @@ async fn racing_increments_lose_no_update(s: &Arc<dyn Storage>) {
 }
 
 /// Runs the whole [`Storage`] contract against `s`, which must be empty (a fresh
-/// prefix of a bucket or directory): reads and typed errors, ranged reads,
+/// prefix of a bucket or directory): reads and typed errors, ranged reads (one range
+/// and many ranges of one object),
 /// create-if-absent and compare-and-swap (each with exactly one winner among 16
 /// racing tasks), idempotent deletes, listing by raw key prefix in key-byte order,
 /// long listings, unusual keys, and reopening from the root URL.
@@ -654,6 +738,7 @@ pub async fn storage_contract(s: Arc<dyn Storage>) {
     missing_objects_are_not_found(s.as_ref()).await;
     put_get_head(s.as_ref()).await;
     ranged_reads(s.as_ref()).await;
+    ranged_reads_of_many_ranges(s.as_ref()).await;
     put_if_absent_creates_once(s.as_ref()).await;
     put_if_match_compares_and_swaps(s.as_ref()).await;
     deletes_are_idempotent(s.as_ref()).await;

@@ -3,6 +3,10 @@
 //! storage failures (a commit that returned `Ok` is never lost, one that returned an
 //! error landed completely or not at all).
 //!
+//! [`Storage::get_ranges`] keeps the trait's default: it plans the coalesced requests
+//! and issues each as a [`Storage::get_range`] of this wrapper, so a plan sees one
+//! [`Call::GetRange`] per request actually made (tests count requests this way).
+//!
 //! Available with the `testing` cargo feature.
 
 use std::fmt::{Debug, Display};

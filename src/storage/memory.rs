@@ -10,9 +10,9 @@ use super::Storage;
 
 /// A new, empty in-memory [`Storage`]. Conditional writes are atomic within the process.
 pub fn new_in_memory_storage() -> Arc<dyn Storage> {
-    Arc::new(ObjectStorage::new(
-        Arc::new(InMemory::new()),
-        "",
-        "memory://".to_string(),
-    ))
+    // InMemory's `get_ranges` slices each range, clamped to the object.
+    Arc::new(
+        ObjectStorage::new(Arc::new(InMemory::new()), "", "memory://".to_string())
+            .with_vectored_ranges(true),
+    )
 }

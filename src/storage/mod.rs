@@ -8,6 +8,7 @@
 //! write-if-not-exists, conditional update (compare-and-swap on a version token),
 //! seekable (ranged) reads, deletes and lexicographically sorted listing.
 
+pub mod coalesce;
 #[cfg(feature = "testing")]
 pub mod conformance;
 #[cfg(feature = "testing")]
@@ -26,6 +27,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 
+pub use coalesce::CoalesceOptions;
 pub use local::{Durability, LocalStorage, LocalStorageOptions};
 pub use memory::new_in_memory_storage;
 pub use object::ObjectStorage;
@@ -151,6 +153,37 @@ pub trait Storage: Send + Sync + Debug + Display {
     /// `range.start > range.end`; [`StorageError::Backend`] otherwise.
     async fn get_range(&self, key: &str, range: Range<u64>) -> StorageResult<Bytes>;
 
+    /// Reads several byte ranges (`start..end`, in bytes) of one object: one `Bytes`
+    /// per range, in the order of `ranges` (which may overlap and come in any order).
+    /// Ranges whose gap is at most [`CoalesceOptions::max_gap`] are read by one
+    /// request spanning at most [`CoalesceOptions::max_span`] bytes (the defaults;
+    /// see [`coalesce`]), at most [`coalesce::DEFAULT_CONCURRENCY`] requests at once.
+    /// No range: no request, an empty result. The default plans the requests and
+    /// reads each with [`Storage::get_range`]; object_store-backed storages hand each
+    /// planned request to `ObjectStore::get_ranges`.
+    ///
+    /// # Errors
+    /// [`StorageError::InvalidRange`] for the first inverted range, before any read;
+    /// [`StorageError::NotFound`] when absent; [`StorageError::ShortRead`] naming the
+    /// first range (in the order of `ranges`) past the object's end;
+    /// [`StorageError::Backend`] otherwise. One failing range fails the whole call.
+    async fn get_ranges(&self, key: &str, ranges: &[Range<u64>]) -> StorageResult<Vec<Bytes>> {
+        check_ranges(key, ranges)?;
+        coalesce::read_coalesced(
+            ranges,
+            CoalesceOptions::default(),
+            coalesce::DEFAULT_CONCURRENCY,
+            |span| self.get_range(key, span),
+            |range, available| StorageError::ShortRead {
+                key: key.to_string(),
+                requested: range,
+                size: available,
+            },
+        )
+        .await
+        .map_err(|e| short_read_of_member(e, ranges))
+    }
+
     /// Size, modification time and version of an object.
     ///
     /// # Errors
@@ -241,6 +274,46 @@ pub trait Storage: Send + Sync + Debug + Display {
 
     /// The URL of the storage root (`file:///...`, `memory://`, `s3://bucket/prefix`).
     fn root_url(&self) -> String;
+}
+
+/// Refuses the first inverted range of `ranges` (`start > end`) with
+/// [`StorageError::InvalidRange`].
+///
+/// # Errors
+/// As described.
+pub(crate) fn check_ranges(key: &str, ranges: &[Range<u64>]) -> StorageResult<()> {
+    match ranges.iter().find(|r| r.start > r.end) {
+        Some(r) => Err(StorageError::InvalidRange {
+            key: key.to_string(),
+            requested: r.clone(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// A short read of a merged request, reported as the short read of the first range
+/// of `ranges` (the caller's order) that ends past the object's size; other errors
+/// as they are.
+pub(crate) fn short_read_of_member(e: StorageError, ranges: &[Range<u64>]) -> StorageError {
+    match e {
+        StorageError::ShortRead {
+            key,
+            requested,
+            size,
+        } => {
+            let requested = ranges
+                .iter()
+                .find(|r| r.end > size)
+                .cloned()
+                .unwrap_or(requested);
+            StorageError::ShortRead {
+                key,
+                requested,
+                size,
+            }
+        }
+        other => other,
+    }
 }
 
 /// Opens the storage a repository URL or path points at, for reading or writing an

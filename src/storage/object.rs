@@ -14,6 +14,7 @@ use object_store::{
     UpdateVersion,
 };
 
+use super::coalesce::{self, CoalesceOptions};
 use super::{
     ObjectInfo, ObjectVersion, Storage, StorageError, StorageResult, VersionedBytes, WriteOutcome,
 };
@@ -27,6 +28,9 @@ pub struct ObjectStorage {
     /// Whether the backend lists keys in byte order and starts a listing after a
     /// given key cheaply (S3's `ListObjectsV2` with `start-after`).
     ranged_listing: bool,
+    /// Whether planned requests go to the backend's own `ObjectStore::get_ranges`
+    /// (see [`ObjectStorage::with_vectored_ranges`]).
+    vectored_ranges: bool,
 }
 
 impl ObjectStorage {
@@ -38,7 +42,21 @@ impl ObjectStorage {
             prefix: prefix.trim_matches('/').to_string(),
             url,
             ranged_listing: false,
+            vectored_ranges: false,
         }
+    }
+
+    /// Declares that the backend's own `ObjectStore::get_ranges` reads several ranges
+    /// of one object and handles each range reaching past the object's end (fails,
+    /// or answers it short, which is checked here): the local filesystem (one open
+    /// file, gaps skipped) and memory. Each planned request of [`Storage::get_ranges`]
+    /// then hands it its ranges. Otherwise (the default, and S3) each planned request
+    /// is one ranged GET of its whole span, checked and sliced here: object_store's
+    /// generic `get_ranges` (0.14) slices a short response unchecked and panics when
+    /// a range starts past the bytes that came back.
+    pub fn with_vectored_ranges(mut self, yes: bool) -> Self {
+        self.vectored_ranges = yes;
+        self
     }
 
     /// Declares that the backend lists keys in byte order and starts a listing
@@ -92,6 +110,111 @@ impl ObjectStorage {
             last_modified: meta.last_modified,
             version: meta.e_tag.map(ObjectVersion),
         }
+    }
+}
+
+impl ObjectStorage {
+    /// Reads the ranges of one planned request (`span.members` of `ranges`): its
+    /// non-empty ranges with one ranged GET of their span, or with one
+    /// `ObjectStore::get_ranges` call on backends that check ranges themselves
+    /// ([`ObjectStorage::with_vectored_ranges`]); its empty ones checked to lie within
+    /// the object. One `Bytes` per member, in member order.
+    async fn read_span(
+        &self,
+        key: &str,
+        ranges: &[Range<u64>],
+        span: &coalesce::Span,
+    ) -> StorageResult<Vec<Bytes>> {
+        let members: Vec<&Range<u64>> = span.members.iter().map(|&i| &ranges[i]).collect();
+        let wanted: Vec<Range<u64>> = members
+            .iter()
+            .filter(|r| !r.is_empty())
+            .map(|r| (*r).clone())
+            .collect();
+        let reach = wanted.iter().map(|r| r.end).max().unwrap_or(0);
+        // Empty ranges past every non-empty one: the object must reach them.
+        if let Some(p) = members
+            .iter()
+            .filter(|r| r.is_empty() && r.start > reach)
+            .map(|r| r.start)
+            .max()
+        {
+            self.get_range(key, p..p).await?;
+        }
+        if wanted.is_empty() {
+            return Ok(vec![Bytes::new(); members.len()]);
+        }
+        if !self.vectored_ranges {
+            // One ranged GET of the span (`get_range` checks its length), sliced here.
+            let start = wanted.iter().map(|r| r.start).min().unwrap_or(0);
+            let bytes = self.get_range(key, start..reach).await?;
+            return members
+                .iter()
+                .map(|r| {
+                    if r.is_empty() {
+                        return Ok(Bytes::new());
+                    }
+                    coalesce::slice(&bytes, start, r).ok_or_else(|| StorageError::ShortRead {
+                        key: key.to_string(),
+                        requested: (*r).clone(),
+                        size: start.saturating_add(bytes.len() as u64),
+                    })
+                })
+                .collect();
+        }
+        let path = self.path(key);
+        let got = match self.store.get_ranges(&path, &wanted).await {
+            Ok(got) => got,
+            Err(e @ object_store::Error::NotFound { .. }) => return Err(map_err(key, e)),
+            Err(e) => return Err(self.short_or(key, &wanted, map_err(key, e)).await),
+        };
+        let whole = got.len() == wanted.len()
+            && got
+                .iter()
+                .zip(&wanted)
+                .all(|(b, r)| b.len() as u64 == r.end - r.start);
+        if !whole {
+            let e = StorageError::Backend {
+                key: key.to_string(),
+                source: Box::new(object_store::Error::Generic {
+                    store: "floe",
+                    source: "a ranged read returned fewer bytes than asked".into(),
+                }),
+            };
+            return Err(self.short_or(key, &wanted, e).await);
+        }
+        let mut got = got.into_iter();
+        Ok(members
+            .iter()
+            .map(|r| {
+                if r.is_empty() {
+                    Bytes::new()
+                } else {
+                    got.next().unwrap_or_default()
+                }
+            })
+            .collect())
+    }
+
+    /// The [`StorageError::ShortRead`] of the first of `ranges` past the object's end
+    /// when there is one (a read past the end fails, or comes back short, on most
+    /// backends), else `other`.
+    async fn short_or(
+        &self,
+        key: &str,
+        ranges: &[Range<u64>],
+        other: StorageError,
+    ) -> StorageError {
+        if let Ok(meta) = self.store.head(&self.path(key)).await {
+            if let Some(r) = ranges.iter().find(|r| r.end > meta.size) {
+                return StorageError::ShortRead {
+                    key: key.to_string(),
+                    requested: r.clone(),
+                    size: meta.size,
+                };
+            }
+        }
+        other
     }
 }
 
@@ -194,6 +317,25 @@ impl Storage for ObjectStorage {
             });
         }
         Ok(bytes)
+    }
+
+    async fn get_ranges(&self, key: &str, ranges: &[Range<u64>]) -> StorageResult<Vec<Bytes>> {
+        use futures::StreamExt;
+        super::check_ranges(key, ranges)?;
+        let spans = coalesce::plan(ranges, CoalesceOptions::default());
+        let read = futures::stream::iter(spans.clone())
+            .map(|span| async move { self.read_span(key, ranges, &span).await })
+            .buffered(coalesce::DEFAULT_CONCURRENCY)
+            .try_collect::<Vec<Vec<Bytes>>>()
+            .await
+            .map_err(|e| super::short_read_of_member(e, ranges))?;
+        let mut out = vec![Bytes::new(); ranges.len()];
+        for (span, parts) in spans.iter().zip(read) {
+            for (&i, bytes) in span.members.iter().zip(parts) {
+                out[i] = bytes;
+            }
+        }
+        Ok(out)
     }
 
     async fn head(&self, key: &str) -> StorageResult<ObjectInfo> {

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::ops::Range;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
@@ -23,6 +24,7 @@ use super::authorization::{
 use super::VirtualChunkError;
 use crate::format::config::{ContainerStore, VirtualChunkContainer};
 use crate::format::manifest::{Checksum, VirtualChunkRef};
+use crate::storage::coalesce::{self, CoalesceOptions};
 use crate::storage::S3Options;
 
 /// Where a virtual chunk URL is read from.
@@ -287,19 +289,86 @@ impl VirtualChunkResolver {
         start: u64,
         end: u64,
     ) -> Result<Bytes, VirtualChunkError> {
+        let from = r.offset.saturating_add(start);
+        let to = r.offset.saturating_add(end.min(r.length));
+        let range = from..to;
+        let mut parts = self
+            .fetch_ranges(
+                &r.location,
+                r.checksum.as_ref(),
+                std::slice::from_ref(&range),
+            )
+            .await?;
+        Ok(parts.pop().unwrap_or_default())
+    }
+
+    /// Reads byte ranges (`start..end` in the object, in bytes) of the object at
+    /// `location`, every request under the `checksum` precondition: one `Bytes` per
+    /// range, in the order of `ranges`. The location is normalized, matched to its
+    /// container and authorized once, before any request, exactly as for
+    /// [`VirtualChunkResolver::fetch`]; nearby ranges are then read with one request
+    /// each (gap and span per [`CoalesceOptions::default`], see
+    /// [`crate::storage::coalesce`]), at most
+    /// [`coalesce::DEFAULT_CONCURRENCY`] at once. The bytes of a gap come from the same
+    /// authorized object and are dropped. Empty (or inverted) ranges read as empty
+    /// bytes without a request.
+    ///
+    /// # Errors
+    /// As [`VirtualChunkResolver::fetch`]; [`VirtualChunkError::ShortRead`] names the
+    /// first range the object does not hold.
+    pub async fn fetch_ranges(
+        &self,
+        location: &str,
+        checksum: Option<&Checksum>,
+        ranges: &[Range<u64>],
+    ) -> Result<Vec<Bytes>, VirtualChunkError> {
+        let located = self.locate(location)?;
+        let wanted: Vec<usize> = (0..ranges.len())
+            .filter(|&i| ranges[i].start < ranges[i].end)
+            .collect();
+        let mut out = vec![Bytes::new(); ranges.len()];
+        if wanted.is_empty() {
+            return Ok(out);
+        }
+        let wanted_ranges: Vec<Range<u64>> = wanted.iter().map(|&i| ranges[i].clone()).collect();
+        let url = located.url.clone();
+        let read = coalesce::read_coalesced(
+            &wanted_ranges,
+            CoalesceOptions::default(),
+            coalesce::DEFAULT_CONCURRENCY,
+            |span| self.fetch_span(&located, checksum, span),
+            |range, available| VirtualChunkError::ShortRead {
+                url: url.clone(),
+                offset: range.start,
+                end: range.end,
+                got: available.saturating_sub(range.start),
+            },
+        )
+        .await
+        .map_err(|e| short_read_of_member(e, &wanted_ranges))?;
+        for (i, bytes) in wanted.into_iter().zip(read) {
+            out[i] = bytes;
+        }
+        Ok(out)
+    }
+
+    /// One ranged request (`span`, non-empty, object offsets in bytes) of a located
+    /// object under the `checksum` precondition; all of the span's bytes or an error.
+    async fn fetch_span(
+        &self,
+        located: &Located<'_>,
+        checksum: Option<&Checksum>,
+        span: Range<u64>,
+    ) -> Result<Bytes, VirtualChunkError> {
         let Located {
             url,
             container,
             store,
             path,
-        } = self.locate(&r.location)?;
-        let from = r.offset.saturating_add(start);
-        let to = r.offset.saturating_add(end.min(r.length));
-        if from >= to {
-            return Ok(Bytes::new());
-        }
-        let mut opts = GetOptions::new().with_range(Some(GetRange::Bounded(from..to)));
-        match &r.checksum {
+        } = located;
+        let (from, to) = (span.start, span.end);
+        let mut opts = GetOptions::new().with_range(Some(GetRange::Bounded(span)));
+        match checksum {
             Some(Checksum::ETag(e)) => {
                 opts = opts.with_if_match(Some(if_match_value(&container.store, e)));
             }
@@ -314,17 +383,17 @@ impl VirtualChunkResolver {
             }
             None => {}
         }
-        let res = match store.get_opts(&path, opts).await {
+        let res = match store.get_opts(path, opts).await {
             Ok(res) => res,
             Err(e) => {
-                let err = map_err(&url, e);
+                let err = map_err(url, e);
                 if let VirtualChunkError::Backend { .. } = err {
                     // A range starting past the end fails on most backends: report it
                     // as the short read it is.
-                    if let Ok(meta) = store.head(&path).await {
+                    if let Ok(meta) = store.head(path).await {
                         if meta.size < to {
                             return Err(VirtualChunkError::ShortRead {
-                                url,
+                                url: url.clone(),
                                 offset: from,
                                 end: to,
                                 got: meta.size.saturating_sub(from),
@@ -335,16 +404,47 @@ impl VirtualChunkResolver {
                 return Err(err);
             }
         };
-        let bytes = res.bytes().await.map_err(|e| map_err(&url, e))?;
+        let bytes = res.bytes().await.map_err(|e| map_err(url, e))?;
         if (bytes.len() as u64) < to - from {
             return Err(VirtualChunkError::ShortRead {
-                url,
+                url: url.clone(),
                 offset: from,
                 end: to,
                 got: bytes.len() as u64,
             });
         }
         Ok(bytes)
+    }
+}
+
+/// A short read of a merged request, reported as the short read of the first of
+/// `ranges` (the caller's order) that ends past the bytes the object holds; other
+/// errors as they are.
+fn short_read_of_member(e: VirtualChunkError, ranges: &[Range<u64>]) -> VirtualChunkError {
+    match e {
+        VirtualChunkError::ShortRead {
+            url,
+            offset,
+            end,
+            got,
+        } => {
+            let available = offset.saturating_add(got);
+            match ranges.iter().find(|r| r.end > available) {
+                Some(r) => VirtualChunkError::ShortRead {
+                    url,
+                    offset: r.start,
+                    end: r.end,
+                    got: available.saturating_sub(r.start),
+                },
+                None => VirtualChunkError::ShortRead {
+                    url,
+                    offset,
+                    end,
+                    got,
+                },
+            }
+        }
+        other => other,
     }
 }
 

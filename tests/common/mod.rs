@@ -175,3 +175,4 @@ pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
         .unwrap();
     assert!(status.success());
 }
+pub mod http;

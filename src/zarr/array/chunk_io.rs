@@ -21,6 +21,12 @@ impl Array {
         let Some(bytes) = self.store.get(&key).await? else {
             return Ok(None);
         };
+        self.decode_chunk(&key, bytes).await.map(Some)
+    }
+
+    /// Decodes the stored bytes of a whole chunk (at `key`) on the compute pool and
+    /// checks the element count.
+    pub(super) async fn decode_chunk(&self, key: &str, bytes: Bytes) -> ZarrResult<ArrayBytes> {
         // Only a stored chunk needs decoding into a whole-chunk buffer.
         let chunk_len = self.chunk_len()?;
         let chain = Arc::clone(&self.derived.chain);
@@ -29,9 +35,9 @@ impl Array {
         let size = bytes.len().max(chunk_len.saturating_mul(elem));
         let decoded = run_blocking(size, move || chain.decode(bytes, &repr))
             .await
-            .map_err(|e| chunk_err(&self.path, &key, e))?;
-        self.check_decoded(&key, &decoded, self.derived.repr.num_elements())?;
-        Ok(Some(decoded))
+            .map_err(|e| chunk_err(&self.path, key, e))?;
+        self.check_decoded(key, &decoded, self.derived.repr.num_elements())?;
+        Ok(decoded)
     }
 
     pub(super) fn check_decoded(&self, key: &str, data: &ArrayBytes, n: u64) -> ZarrResult<()> {

@@ -4,6 +4,10 @@
 
 use super::*;
 
+/// Chunk keys handed to one [`Store::get_many`] call by a region read: a store
+/// coalesces reads within one call only, and holds this many keys at once.
+const GET_MANY_BATCH: usize = 4096;
+
 impl Array {
     /// Reads `region` as decoded elements (C order, native-endian for fixed-size
     /// types). Missing chunks read as the fill value; chunks are fetched and decoded
@@ -35,7 +39,11 @@ impl Array {
 
     /// Reads `region` into `out` (C order, shape `region.shape`, already holding the
     /// fill value): chunks are fetched and decoded concurrently and copied in as they
-    /// arrive; missing chunks are skipped.
+    /// arrive; missing chunks are skipped. Chunks read whole are fetched in batches
+    /// through [`Store::get_many`], so a store can read chunks that lie close
+    /// together in one object (virtual chunks of one file) with one request; the
+    /// others are decoded partially (sharding), one request per chunk for its index
+    /// and one for the inner chunks it needs.
     pub(super) async fn read_into(
         &self,
         region: &ArraySubset,
@@ -43,9 +51,54 @@ impl Array {
     ) -> ZarrResult<()> {
         let chunks = self.derived.grid.chunks_intersecting(region);
         let elem = self.metadata.data_type.fixed_size().unwrap_or(0);
-        let mut results = futures::stream::iter(indices_in(&chunks.start, &chunks.shape))
+        let concurrency = self.options.concurrency.max(1);
+        let partial = self.derived.chain.supports_partial_decode();
+        let repr_shape = &self.derived.repr.shape;
+        // Which chunks are read whole; chunk indices stream lazily, in batches.
+        let is_whole = move |idx: &Vec<u64>| -> bool {
+            !partial || {
+                let chunk_region = self.derived.grid.chunk_region(idx);
+                chunk_region
+                    .intersect(region)
+                    .is_some_and(|inter| inter.relative_to(&chunk_region.start).is_full(repr_shape))
+            }
+        };
+        let whole = futures::stream::iter(indices_in(&chunks.start, &chunks.shape))
+            .filter(move |idx| futures::future::ready(is_whole(idx)))
+            .chunks(GET_MANY_BATCH)
+            .map(move |batch| {
+                let keys: Vec<String> = batch.iter().map(|idx| self.key_of(idx)).collect();
+                let batch = Arc::new(batch);
+                self.store
+                    .get_many(keys, concurrency)
+                    .map(move |(i, r)| (Arc::clone(&batch), i, r))
+            })
+            .flatten()
+            .map(|(batch, i, r)| async move {
+                let Some(idx) = batch.get(i) else {
+                    return Ok(None);
+                };
+                let Some(bytes) = r? else {
+                    return Ok(None);
+                };
+                let data = self.decode_chunk(&self.key_of(idx), bytes).await?;
+                let chunk_region = self.derived.grid.chunk_region(idx);
+                let Some(inter) = chunk_region.intersect(region) else {
+                    return Ok(None);
+                };
+                Ok(Some(ChunkPart {
+                    data_start: inter.relative_to(&chunk_region.start).start,
+                    inter,
+                    data,
+                    data_shape: self.derived.repr.shape.clone(),
+                }))
+            })
+            .buffer_unordered(concurrency);
+        let parts = futures::stream::iter(indices_in(&chunks.start, &chunks.shape))
+            .filter(move |idx| futures::future::ready(!is_whole(idx)))
             .map(|idx| self.read_chunk_part(idx, region))
-            .buffer_unordered(self.options.concurrency.max(1));
+            .buffer_unordered(concurrency);
+        let mut results = futures::stream::select(whole, parts);
         while let Some(r) = results.next().await {
             let Some(part) = r? else {
                 continue;
@@ -68,8 +121,9 @@ impl Array {
 
     /// Reads the part of chunk `idx` inside `region`, `None` when the chunk is
     /// missing. The data is the whole decoded chunk when the chain cannot decode
-    /// partially (the caller copies the intersection out of it, saving a copy), else
-    /// just the intersection.
+    /// partially or the region covers the chunk (the caller copies the intersection
+    /// out of it, saving a copy; region reads fetch those chunks in batches instead),
+    /// else just the intersection.
     pub(super) async fn read_chunk_part(
         &self,
         idx: Vec<u64>,

@@ -11,6 +11,7 @@
 
 use bytes::Bytes;
 use futures::future::join_all;
+use futures::StreamExt;
 
 use super::{ByteRange, Store, StoreError};
 
@@ -495,6 +496,47 @@ pub async fn zarr_store_conformance(store: &dyn Store) {
         Err(StoreError::InvalidRange { .. }) => {}
         other => panic!("a range outside the chunk must be InvalidRange, got {other:?}"),
     }
+    // Many keys at once: each value at its position, missing ones as `None`.
+    let keys = [
+        "g/a/c/1/1",
+        "g/a/c/0/1",
+        "g/a/zarr.json",
+        "g/a/c/0/0",
+        "g/b/zarr.json",
+        "g/a/c/1/1",
+    ];
+    let mut many: Vec<(usize, Option<Bytes>)> = store
+        .get_many(keys.iter().map(|k| k.to_string()).collect(), 2)
+        .map(|(i, r)| {
+            (
+                i,
+                r.unwrap_or_else(|e| panic!("get_many `{}`: {e}", keys[i])),
+            )
+        })
+        .collect()
+        .await;
+    many.sort_by_key(|(i, _)| *i);
+    let want = [
+        Some(big.clone()),
+        None,
+        Some(array.clone()),
+        Some(b("0123456789")),
+        None,
+        Some(big.clone()),
+    ];
+    assert_eq!(
+        many.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
+        (0..keys.len()).collect::<Vec<_>>(),
+        "get_many answers every key once"
+    );
+    for ((i, got), want) in many.into_iter().zip(want) {
+        assert_eq!(got, want, "get_many `{}`", keys[i]);
+    }
+    assert_eq!(
+        store.get_many(Vec::new(), 4).count().await,
+        0,
+        "get_many of no keys"
+    );
     // Listing.
     let all = store.list().await.expect("list");
     assert_eq!(

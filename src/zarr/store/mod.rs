@@ -23,6 +23,8 @@ use std::fmt::Debug;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use futures::stream::BoxStream;
+use futures::StreamExt;
 
 /// A byte range within a stored value, as in the core spec's `get_partial_values`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -155,6 +157,24 @@ pub trait Store: Send + Sync + Debug {
         key: &str,
         ranges: &[ByteRange],
     ) -> Result<Option<Vec<Bytes>>, StoreError>;
+
+    /// The values at many `keys`, as a stream of `(position in keys, value)` in
+    /// completion order (`None`: no value at that key). One key's failure is that
+    /// item's error; the others are still read. The default reads each key with
+    /// [`Store::get`], at most `concurrency` at once; stores that know several values
+    /// lie close together in one object (a repository session's virtual chunks of
+    /// one file) override it to read them with fewer requests, with at most
+    /// `concurrency` requests in flight.
+    fn get_many<'a>(
+        &'a self,
+        keys: Vec<String>,
+        concurrency: usize,
+    ) -> BoxStream<'a, (usize, Result<Option<Bytes>, StoreError>)> {
+        futures::stream::iter(keys.into_iter().enumerate())
+            .map(move |(i, key)| async move { (i, self.get(&key).await) })
+            .buffer_unordered(concurrency.max(1))
+            .boxed()
+    }
 
     /// Stores `value` at `key`, replacing any previous value.
     ///
