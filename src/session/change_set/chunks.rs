@@ -196,7 +196,7 @@ impl Interner {
 const MIN_PENDING: usize = 1024;
 
 /// The chunk changes (writes and deletions) of one array, sorted by chunk index.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct ArrayChunks {
     /// Rank of the indices in the sorted run (that of the first index recorded).
     rank: Option<usize>,
@@ -209,6 +209,12 @@ pub struct ArrayChunks {
     /// Changes of indices of another rank (after a change of the array's rank):
     /// rare, never merged into the run.
     other: BTreeMap<ChunkIndices, Entry>,
+}
+
+impl std::fmt::Debug for ArrayChunks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
 }
 
 impl PartialEq for ArrayChunks {
