@@ -336,3 +336,41 @@ impl ChangeSet {
         log
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::manifest::{Checksum, VirtualChunkRef};
+    use crate::format::SpecVersion;
+
+    #[test]
+    fn a_log_encoded_from_the_change_set_is_the_same_file() {
+        let mut c = ChangeSet::default();
+        let (a, b) = (NodeId::new([1; 8]), NodeId::new([2; 8]));
+        for i in (0..3000u64).rev() {
+            let v = ChunkPayload::Virtual(VirtualChunkRef {
+                location: format!("s3://bucket/prefix/file_{}.nc", i % 3),
+                offset: i * 10,
+                length: 10,
+                checksum: Some(Checksum::ETag("e".into())),
+            });
+            c.set_chunk(a, vec![i / 50, i % 50], Some(v));
+            c.set_chunk(b, vec![i], (i % 5 != 0).then(|| ChunkPayload::Inline(Bytes::new())));
+        }
+        c.set_chunk(a, vec![7], None);
+        c.deleted_arrays.insert(NodeId::new([3; 8]), NodePath::root());
+        let id = SnapshotId::new([9; 12]);
+        for spec in [SpecVersion::V1, SpecVersion::V2] {
+            let full = c.transaction_log(id).encode_as(spec).unwrap();
+            let chunks = c.updated_chunks().map(|(id, m)| (id, m.keys()));
+            let streamed = c
+                .transaction_log_of_nodes(id)
+                .encode_with_chunks(spec, chunks, 10)
+                .unwrap();
+            assert_eq!(full, streamed);
+            let decoded = TransactionLog::decode(&streamed).unwrap();
+            assert_eq!(decoded, c.transaction_log(id));
+            assert_eq!(decoded.updated_chunks[&a].len(), 3001);
+        }
+    }
+}
