@@ -248,6 +248,31 @@ async fn missing_sources_are_import_errors() {
 }
 
 #[tokio::test]
+async fn metadata_that_is_not_inline_data_is_an_error() {
+    // In `refs` (read with the header) and made by `gen` (read with the chunks).
+    let dir = tempfile::tempdir().unwrap();
+    let refs = dir.path().join("refs.json");
+    for doc in [
+        json!({"version": 1, "refs": {".zgroup": ["/data/x.nc", 0, 10]}}),
+        json!({"version": 1, "refs": {".zgroup": r#"{"zarr_format": 2}"#},
+               "gen": [{"key": "g{{i}}/.zgroup", "url": "/data/x.nc",
+                        "dimensions": {"i": {"stop": 2}}}]}),
+    ] {
+        std::fs::write(&refs, serde_json::to_vec(&doc).unwrap()).unwrap();
+        let storage = floe::storage::new_in_memory_storage();
+        let repo = Repository::create(storage, None).await.unwrap();
+        let s = repo.writable_session("main").await.unwrap();
+        let err = import_kerchunk(&repo, &s, &refs, &p("/"), None)
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("metadata must be inline data"),
+            "{doc}: {err}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn large_generated_reference_sets_import_with_progress() {
     // 50,000 refs from one `gen` entry (a 250 x 200 chunk grid), each 4 bytes of a file.
     let dir = tempfile::tempdir().unwrap();

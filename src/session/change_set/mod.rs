@@ -355,10 +355,15 @@ mod tests {
                 checksum: Some(Checksum::ETag("e".into())),
             });
             c.set_chunk(a, vec![i / 50, i % 50], Some(v));
-            c.set_chunk(b, vec![i], (i % 5 != 0).then(|| ChunkPayload::Inline(Bytes::new())));
+            c.set_chunk(
+                b,
+                vec![i],
+                (i % 5 != 0).then(|| ChunkPayload::Inline(Bytes::new())),
+            );
         }
         c.set_chunk(a, vec![7], None);
-        c.deleted_arrays.insert(NodeId::new([3; 8]), NodePath::root());
+        c.deleted_arrays
+            .insert(NodeId::new([3; 8]), NodePath::root());
         let id = SnapshotId::new([9; 12]);
         for spec in [SpecVersion::V1, SpecVersion::V2] {
             let full = c.transaction_log(id).encode_as(spec).unwrap();
