@@ -152,6 +152,22 @@ fn status_bytes(field: &str) -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
+/// CPU time (user + system) this process used so far, in seconds: a figure that
+/// other processes on the machine disturb less than wall time.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which is in parentheses): utime and stime are
+    // the 12th and 13th, in clock ticks (100 per second on Linux).
+    let rest = stat.rsplit(')').next().unwrap_or("");
+    let fields: Vec<u64> = rest
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    fields.iter().sum::<u64>() as f64 / 100.0
+}
+
 /// Resets VmHWM to the current resident set (Linux `clear_refs` 5), so the next
 /// phase's peak can be read on its own; false when the kernel refuses.
 fn reset_peak() -> bool {
@@ -186,15 +202,17 @@ fn main() {
     for run in 0..runs {
         let repo_dir = dir.path().join(format!("repo{run}"));
         let can_reset = reset_peak();
-        let (import, commit, import_peak, commit_peak) = rt.block_on(async {
+        let (import, commit, import_peak, commit_peak, cpu) = rt.block_on(async {
             let storage = Arc::new(LocalStorage::new(&repo_dir).unwrap());
             let repo = Repository::create(storage, None).await.unwrap();
             let s = repo.writable_session("main").await.unwrap();
             let t = Instant::now();
+            let cpu0 = cpu_seconds();
             let summary = import_kerchunk(&repo, &s, &refs_file, &NodePath::root(), None)
                 .await
                 .unwrap();
             let import = t.elapsed();
+            let cpu1 = cpu_seconds();
             assert_eq!(summary.virtual_chunks, layout.refs);
             let import_peak = status_bytes("VmHWM:");
             let resident = status_bytes("VmRSS:");
@@ -202,6 +220,7 @@ fn main() {
             let t = Instant::now();
             let id = s.commit("import").await.unwrap();
             let commit = t.elapsed();
+            let cpu = (cpu1 - cpu0, cpu_seconds() - cpu1);
             let commit_peak = status_bytes("VmHWM:");
             drop(s);
             println!(
@@ -210,15 +229,17 @@ fn main() {
                 if reset { "" } else { " (VmHWM not resettable)" }
             );
             check_sample(&repo, &id, &layout).await;
-            (import, commit, import_peak, commit_peak)
+            (import, commit, import_peak, commit_peak, cpu)
         });
         peak = peak.max(import_peak).max(commit_peak);
         println!(
-            "  run {run}: import {:.1} s (peak {:.0} MiB), commit {:.1} s (peak {:.0} MiB), \
-             total {:.1} s{}",
+            "  run {run}: import {:.1} s ({:.1} s CPU, peak {:.0} MiB), commit {:.1} s \
+             ({:.1} s CPU, peak {:.0} MiB), total {:.1} s{}",
             import.as_secs_f64(),
+            cpu.0,
             mib(import_peak),
             commit.as_secs_f64(),
+            cpu.1,
             mib(commit_peak),
             (import + commit).as_secs_f64(),
             if can_reset { "" } else { " (peaks cumulative)" }

@@ -108,6 +108,9 @@ struct Probe {
     added: Vec<String>,
     resolver: Arc<VirtualChunkResolver>,
     sources: HashMap<String, Source>,
+    /// The object looked up last (by its URL as written): references usually come
+    /// in runs into one object.
+    last: Option<(String, Source)>,
 }
 
 impl Probe {
@@ -118,6 +121,7 @@ impl Probe {
             added: Vec::new(),
             resolver,
             sources: HashMap::new(),
+            last: None,
         }
     }
 
@@ -131,15 +135,23 @@ impl Probe {
     /// The object at `raw_url` (as written in the references): normalized URL, size
     /// and checksum, making sure a container covers it.
     async fn object(&mut self, raw_url: &str) -> Result<&Source> {
-        if !self.sources.contains_key(raw_url) {
-            let source = self.look_up(raw_url).await?;
-            self.sources.insert(raw_url.to_string(), source);
+        if self.last.as_ref().is_none_or(|(url, _)| url != raw_url) {
+            let source = match self.sources.get(raw_url) {
+                Some(s) => s.clone(),
+                None => {
+                    let s = self.look_up(raw_url).await?;
+                    self.sources.insert(raw_url.to_string(), s.clone());
+                    s
+                }
+            };
+            self.last = Some((raw_url.to_string(), source));
         }
-        self.sources
-            .get(raw_url)
-            .ok_or_else(|| Error::InvalidConfig {
+        match &self.last {
+            Some((_, source)) => Ok(source),
+            None => Err(Error::InvalidConfig {
                 reason: format!("source `{raw_url}` vanished from the import cache"),
-            })
+            }),
+        }
     }
 
     async fn look_up(&mut self, raw_url: &str) -> Result<Source> {

@@ -201,7 +201,11 @@ pub enum Reference {
 fn raw_from_value(v: Value) -> RawRef {
     match v {
         Value::String(s) => RawRef::Str(s),
-        Value::Array(items) => RawRef::List(items),
+        Value::Array(items) => {
+            let len = items.len();
+            let mut items = items.into_iter().map(RawItem::from_value);
+            RawRef::List([items.next(), items.next(), items.next()], len)
+        }
         _ => RawRef::Other,
     }
 }
@@ -379,12 +383,17 @@ impl Renderer {
         Renderer { env, budget }
     }
 
-    fn render(&self, text: &str, ctx: &BTreeMap<String, i64>) -> Result<String, KerchunkError> {
+    /// Renders `text` (returned as it is when it holds no template).
+    fn render_owned(
+        &self,
+        text: String,
+        ctx: &BTreeMap<String, i64>,
+    ) -> Result<String, KerchunkError> {
         if !text.contains("{{") && !text.contains("{%") {
-            return Ok(text.to_string());
+            return Ok(text);
         }
-        let tpl = compile(&self.env, text)?;
-        self.render_compiled(&tpl, ctx, text)
+        let tpl = compile(&self.env, &text)?;
+        self.render_compiled(&tpl, ctx, &text)
     }
 
     fn render_compiled(
@@ -399,12 +408,77 @@ impl Renderer {
 }
 
 /// A reference value as it appears in JSON: a string, or a list of a URL and
-/// optionally an offset and a length. Parsed without building a JSON tree.
+/// optionally an offset and a length. Parsed without building a JSON tree (and
+/// without a heap allocation besides the strings).
 enum RawRef {
     Str(String),
-    List(Vec<Value>),
+    /// A list: its first three elements and its length.
+    List([Option<RawItem>; 3], usize),
     /// Anything else (numbers, objects, null): an invalid reference.
     Other,
+}
+
+/// An element of a reference list, as much as a reference needs of it.
+enum RawItem {
+    Str(String),
+    U64(u64),
+    /// Anything else: never valid in a reference list.
+    Other,
+}
+
+impl RawItem {
+    fn from_value(v: Value) -> Self {
+        match v {
+            Value::String(s) => RawItem::Str(s),
+            Value::Number(n) => n.as_u64().map_or(RawItem::Other, RawItem::U64),
+            _ => RawItem::Other,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for RawItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct ItemVisitor;
+        impl<'de> Visitor<'de> for ItemVisitor {
+            type Value = RawItem;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a reference list element")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<RawItem, E> {
+                Ok(RawItem::Str(v.to_string()))
+            }
+            fn visit_string<E: serde::de::Error>(self, v: String) -> Result<RawItem, E> {
+                Ok(RawItem::Str(v))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<RawItem, E> {
+                Ok(RawItem::U64(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<RawItem, E> {
+                Ok(RawItem::Other)
+            }
+            fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<RawItem, E> {
+                Ok(RawItem::Other)
+            }
+            fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<RawItem, E> {
+                Ok(RawItem::Other)
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<RawItem, E> {
+                Ok(RawItem::Other)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<RawItem, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(RawItem::Other)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawItem, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(RawItem::Other)
+            }
+        }
+        d.deserialize_any(ItemVisitor)
+    }
 }
 
 struct RawRefVisitor;
@@ -421,11 +495,21 @@ impl<'de> Visitor<'de> for RawRefVisitor {
         Ok(RawRef::Str(v))
     }
     fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<RawRef, A::Error> {
-        let mut items = Vec::with_capacity(3);
-        while let Some(v) = seq.next_element::<Value>()? {
-            items.push(v);
+        let mut first: [Option<RawItem>; 3] = [None, None, None];
+        let mut len = 0usize;
+        for slot in &mut first {
+            match seq.next_element::<RawItem>()? {
+                Some(item) => {
+                    *slot = Some(item);
+                    len += 1;
+                }
+                None => return Ok(RawRef::List(first, len)),
+            }
         }
-        Ok(RawRef::List(items))
+        while seq.next_element::<IgnoredAny>()?.is_some() {
+            len = len.saturating_add(1);
+        }
+        Ok(RawRef::List(first, len))
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawRef, A::Error> {
         while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
@@ -473,24 +557,22 @@ fn parse_reference(
                 .map_err(|e| invalid(&format!("bad base64 data: {e}"))),
             None => Ok(Reference::Data(Bytes::from(s.into_bytes()))),
         },
-        RawRef::List(parts) => {
-            let url = parts
-                .first()
-                .and_then(Value::as_str)
-                .ok_or_else(|| invalid("the first element must be a URL string"))?;
-            let url = renderer.render(url, &none)?;
-            match parts.len() {
+        RawRef::List([url, offset, length], len) => {
+            let Some(RawItem::Str(url)) = url else {
+                return Err(invalid("the first element must be a URL string"));
+            };
+            let url = renderer.render_owned(url, &none)?;
+            match len {
                 1 => Ok(Reference::Url(url)),
                 3 => {
-                    let num = |v: &Value, what: &str| {
-                        v.as_u64().ok_or_else(|| {
-                            invalid(&format!("{what} must be a non-negative integer"))
-                        })
+                    let num = |v: Option<RawItem>, what: &str| match v {
+                        Some(RawItem::U64(n)) => Ok(n),
+                        _ => Err(invalid(&format!("{what} must be a non-negative integer"))),
                     };
                     Ok(Reference::Range {
                         url,
-                        offset: num(&parts[1], "offset")?,
-                        length: num(&parts[2], "length")?,
+                        offset: num(offset, "offset")?,
+                        length: num(length, "length")?,
                     })
                 }
                 n => Err(invalid(&format!(
