@@ -381,6 +381,17 @@ impl AssetManager {
         Ok(())
     }
 
+    /// Writes an encoded transaction log (one too large to keep in the cache).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub async fn write_transaction_log_bytes(&self, id: &SnapshotId, bytes: Vec<u8>) -> Result<()> {
+        self.storage
+            .put(&keys::transaction_log(id), Bytes::from(bytes))
+            .await?;
+        Ok(())
+    }
+
     /// Writes a native chunk object.
     ///
     /// # Errors

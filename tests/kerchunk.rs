@@ -248,6 +248,31 @@ async fn missing_sources_are_import_errors() {
 }
 
 #[tokio::test]
+async fn metadata_that_is_not_inline_data_is_an_error() {
+    // In `refs` (read with the header) and made by `gen` (read with the chunks).
+    let dir = tempfile::tempdir().unwrap();
+    let refs = dir.path().join("refs.json");
+    for doc in [
+        json!({"version": 1, "refs": {".zgroup": ["/data/x.nc", 0, 10]}}),
+        json!({"version": 1, "refs": {".zgroup": r#"{"zarr_format": 2}"#},
+               "gen": [{"key": "g{{i}}/.zgroup", "url": "/data/x.nc",
+                        "dimensions": {"i": {"stop": 2}}}]}),
+    ] {
+        std::fs::write(&refs, serde_json::to_vec(&doc).unwrap()).unwrap();
+        let storage = floe::storage::new_in_memory_storage();
+        let repo = Repository::create(storage, None).await.unwrap();
+        let s = repo.writable_session("main").await.unwrap();
+        let err = import_kerchunk(&repo, &s, &refs, &p("/"), None)
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("metadata must be inline data"),
+            "{doc}: {err}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn large_generated_reference_sets_import_with_progress() {
     // 50,000 refs from one `gen` entry (a 250 x 200 chunk grid), each 4 bytes of a file.
     let dir = tempfile::tempdir().unwrap();
@@ -397,4 +422,146 @@ async fn http_sources_import_and_read_by_range() {
     assert!(common::read_error(&refused, "v")
         .await
         .contains("not authorized"));
+}
+
+#[tokio::test]
+async fn shared_locations_read_back_as_imported_before_and_after_commit() {
+    use floe::format::manifest::{Checksum, ChunkPayload, VirtualChunkRef};
+    use std::collections::BTreeMap;
+    // Two arrays (2,000 and 1,200 chunks) of one zlib-compressed int32 each, stored
+    // with gaps in three data files with long paths; the refs of both arrays
+    // interleave, out of index order.
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir
+        .path()
+        .join("archive/some/long/prefix/of/a/netcdf/collection");
+    std::fs::create_dir_all(&data).unwrap();
+    let files: Vec<std::path::PathBuf> = (0..3)
+        .map(|i| data.join(format!("file_{i:04}.nc")))
+        .collect();
+    let mut contents = vec![Vec::new(); files.len()];
+    let mut refs = serde_json::Map::new();
+    refs.insert(".zgroup".into(), json!(r#"{"zarr_format": 2}"#));
+    let mut entries = Vec::new();
+    let mut expected: BTreeMap<(&str, Vec<u64>), (usize, u64, u64)> = BTreeMap::new();
+    let value = |name: &str, i: u64, j: u64| {
+        let v = (i * 1000 + j) as i32;
+        if name == "a" {
+            v
+        } else {
+            -v
+        }
+    };
+    for (name, rows, cols) in [("a", 40u64, 50u64), ("b", 30, 40)] {
+        refs.insert(
+            format!("{name}/.zarray"),
+            json!(
+                json!({"zarr_format": 2, "shape": [rows, cols], "chunks": [1, 1],
+                "dtype": "<i4", "compressor": {"id": "zlib", "level": 1}, "filters": null,
+                "fill_value": 0, "order": "C"})
+                .to_string()
+            ),
+        );
+        for i in 0..rows {
+            for j in 0..cols {
+                let bytes = zlib(&le_i32([value(name, i, j)]));
+                let f = ((i + j) % 3) as usize;
+                let gap = ((i * 7 + j * 13) % 50) as usize;
+                let end = contents[f].len() + gap;
+                contents[f].resize(end, 0);
+                let offset = contents[f].len() as u64;
+                contents[f].extend_from_slice(&bytes);
+                entries.push((
+                    format!("{name}/{i}.{j}"),
+                    json!([files[f].display().to_string(), offset, bytes.len()]),
+                ));
+                expected.insert((name, vec![i, j]), (f, offset, bytes.len() as u64));
+            }
+        }
+    }
+    let n = entries.len();
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&k| k * 7919 % n);
+    for k in order {
+        refs.insert(entries[k].0.clone(), entries[k].1.clone());
+    }
+    for (i, (path, bytes)) in files.iter().zip(&contents).enumerate() {
+        std::fs::write(path, bytes).unwrap();
+        let mtime = std::time::UNIX_EPOCH
+            + std::time::Duration::from_millis(1_700_000_000_250 + 1000 * i as u64);
+        std::fs::File::options()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_modified(mtime)
+            .unwrap();
+    }
+    let refs_path = dir.path().join("refs.json");
+    let doc = json!({"version": 1, "refs": refs});
+    std::fs::write(&refs_path, serde_json::to_vec(&doc).unwrap()).unwrap();
+
+    let repo_dir = dir.path().join("repo");
+    let repo = Repository::create(Arc::new(LocalStorage::new(&repo_dir).unwrap()), None)
+        .await
+        .unwrap();
+    let s = repo.writable_session("main").await.unwrap();
+    let summary = import_kerchunk(&repo, &s, &refs_path, &p("/"), None)
+        .await
+        .unwrap();
+    assert_eq!(summary.virtual_chunks, 3200);
+    assert_eq!(
+        summary.containers_added,
+        vec![format!("file://{}/", data.display())]
+    );
+    let want = |name: &str| -> Vec<(Vec<u64>, ChunkPayload)> {
+        expected
+            .iter()
+            .filter(|((n, _), _)| *n == name)
+            .map(|((_, idx), &(f, offset, length))| {
+                let v = VirtualChunkRef {
+                    location: format!("file://{}", files[f].display()),
+                    offset,
+                    length,
+                    checksum: Some(Checksum::LastModified(1_700_000_001 + f as u32)),
+                };
+                (idx.clone(), ChunkPayload::Virtual(v))
+            })
+            .collect()
+    };
+    for name in ["a", "b"] {
+        let path = p(&format!("/{name}"));
+        assert_eq!(
+            s.chunk_refs(&path).await.unwrap(),
+            want(name),
+            "uncommitted {name}"
+        );
+    }
+    let id = s.commit("import").await.unwrap();
+
+    let prefix = format!("file://{}/", data.display());
+    let opts = OpenOptions::default().virtual_access(VirtualAccess::prefixes([prefix]).unwrap());
+    let repo = Repository::open_with(Arc::new(LocalStorage::new(&repo_dir).unwrap()), opts)
+        .await
+        .unwrap();
+    let r = repo
+        .readonly_session(&VersionSelector::Snapshot(id))
+        .await
+        .unwrap();
+    for (name, rows, cols) in [("a", 40u64, 50u64), ("b", 30, 40)] {
+        let path = p(&format!("/{name}"));
+        assert_eq!(
+            r.chunk_refs(&path).await.unwrap(),
+            want(name),
+            "committed {name}"
+        );
+        let array = Array::open(Arc::new(r.store()), name).await.unwrap();
+        let all: Vec<i32> = array
+            .read_region(&ArraySubset::new(vec![0, 0], vec![rows, cols]))
+            .await
+            .unwrap();
+        let values: Vec<i32> = (0..rows)
+            .flat_map(|i| (0..cols).map(move |j| value(name, i, j)))
+            .collect();
+        assert_eq!(all, values, "values of {name}");
+    }
 }

@@ -275,3 +275,147 @@ async fn local_etags_match_with_or_without_quotes() {
         "{e}"
     );
 }
+
+/// Refs of arrays `/a` (3 x 1500 chunks) and `/b` (2 x 1000) into three shared
+/// locations, one of them also with an etag (the same URL with another checksum is
+/// another source), in an order that is neither sorted nor grouped by array.
+fn shared_location_refs(urls: &[String]) -> Vec<(&'static str, Vec<u64>, Option<ChunkPayload>)> {
+    let mut out = Vec::new();
+    for (name, rows, cols) in [("/a", 3u64, 1500u64), ("/b", 2, 1000)] {
+        for i in 0..rows {
+            for j in 0..cols {
+                let n = i * cols + j;
+                let (url, checksum) = match n % 4 {
+                    0 => (&urls[0], None),
+                    1 => (&urls[0], Some(Checksum::ETag("\"e1\"".into()))),
+                    2 => (&urls[1], Some(Checksum::LastModified(1_700_000_000))),
+                    _ => (&urls[2], None),
+                };
+                out.push((
+                    name,
+                    vec![i, j],
+                    vref(url.clone(), n * 37 % 1000, 1 + n % 23, checksum),
+                ));
+            }
+        }
+    }
+    let len = out.len();
+    // A fixed permutation (7919 is prime and does not divide `len`).
+    let mut order: Vec<usize> = (0..len).collect();
+    order.sort_by_key(|&k| k * 7919 % len);
+    order.into_iter().map(|k| out[k].clone()).collect()
+}
+
+#[tokio::test]
+async fn shared_locations_are_invisible_to_readers_before_and_after_commit() {
+    use std::collections::BTreeMap;
+    let f = fixture().await;
+    let repo = Repository::open(Arc::new(LocalStorage::new(&f.repo_path).unwrap()))
+        .await
+        .unwrap();
+    let s = repo.writable_session("main").await.unwrap();
+    s.add_array(&p("/a"), array_def("/a", &[3, 1500], &[1, 1], "uint8"))
+        .unwrap();
+    s.add_array(&p("/b"), array_def("/b", &[2, 1000], &[1, 1], "uint8"))
+        .unwrap();
+    let urls: Vec<String> = ["one.nc", "two.nc", "three.nc"]
+        .iter()
+        .map(|n| file_url(&f.data_dir.join("a/long/prefix/of/netcdf/files").join(n)))
+        .collect();
+    type Model = BTreeMap<(&'static str, Vec<u64>), Option<ChunkPayload>>;
+    let mut model: Model = BTreeMap::new();
+    // One ref at a time, and in batches.
+    for (k, (name, idx, payload)) in shared_location_refs(&urls).into_iter().enumerate() {
+        if k % 2 == 0 {
+            s.set_chunk_ref(&p(name), &idx, payload.clone()).unwrap();
+        } else {
+            s.set_chunk_refs(&p(name), [(idx.clone(), payload.clone())])
+                .unwrap();
+        }
+        model.insert((name, idx), payload);
+    }
+    // Overwrites (with another source, with another checksum) and deletions.
+    for j in (0..1500).step_by(7) {
+        let payload = match j % 3 {
+            0 => None,
+            1 => vref(urls[2].clone(), j, 5, Some(Checksum::ETag("\"e1\"".into()))),
+            _ => vref(urls[0].clone(), j, 6, None),
+        };
+        s.set_chunk_ref(&p("/a"), &[1, j], payload.clone()).unwrap();
+        model.insert(("/a", vec![1, j]), payload);
+    }
+    let expect = |model: &Model, name: &str| -> Vec<(Vec<u64>, ChunkPayload)> {
+        model
+            .iter()
+            .filter(|((n, _), _)| *n == name)
+            .filter_map(|((_, idx), p)| p.clone().map(|p| (idx.clone(), p)))
+            .collect()
+    };
+    let check = |session: floe::Session, what: &'static str| {
+        let (expect_a, expect_b) = (expect(&model, "/a"), expect(&model, "/b"));
+        let model = model.clone();
+        async move {
+            assert_eq!(
+                session.chunk_refs(&p("/a")).await.unwrap(),
+                expect_a,
+                "{what}"
+            );
+            assert_eq!(
+                session.chunk_refs(&p("/b")).await.unwrap(),
+                expect_b,
+                "{what}"
+            );
+            for ((name, idx), payload) in model.iter().step_by(13) {
+                let got = session.get_chunk_ref(&p(name), idx).await.unwrap();
+                assert_eq!(&got, payload, "{what}: {name} {idx:?}");
+            }
+        }
+    };
+    check(s.clone(), "uncommitted").await;
+
+    // A fork carries them through its serialized form.
+    let bytes = s.fork().await.unwrap().to_fork_bytes().unwrap();
+    let back = repo.fork_from_bytes(&bytes).await.unwrap();
+    check(back.clone(), "fork").await;
+    // Change sets compare by value, whatever order their sources were interned in.
+    let mut reversed = floe::session::ChangeSet::default();
+    let mut forward = floe::session::ChangeSet::default();
+    let refs: Vec<_> = model.iter().filter(|((n, _), _)| *n == "/a").collect();
+    let id = s.get_node(&p("/a")).unwrap().id;
+    for ((_, idx), payload) in refs.iter().rev() {
+        reversed.set_chunk(id, idx.clone(), (*payload).clone());
+    }
+    for ((_, idx), payload) in &refs {
+        forward.set_chunk(id, idx.clone(), (*payload).clone());
+    }
+    assert!(
+        forward == reversed,
+        "change sets differ by the order of their sources"
+    );
+    assert_eq!(forward.num_chunk_changes(), 4500);
+
+    let first = s.commit("shared locations").await.unwrap();
+    let read = |snapshot| {
+        let repo = repo.clone();
+        async move {
+            repo.readonly_session(&VersionSelector::Snapshot(snapshot))
+                .await
+                .unwrap()
+        }
+    };
+    check(read(first).await, "committed").await;
+
+    // A second commit merges a few changes into the committed manifests.
+    for j in (0..1000).step_by(97) {
+        let payload = (j % 2 == 0)
+            .then(|| vref(urls[1].clone(), j, 9, None))
+            .flatten();
+        s.set_chunk_ref(&p("/b"), &[0, j], payload.clone()).unwrap();
+        model.insert(("/b", vec![0, j]), payload);
+    }
+    let second = s.commit("a few changes").await.unwrap();
+    let (expect_a, expect_b) = (expect(&model, "/a"), expect(&model, "/b"));
+    let r = read(second).await;
+    assert_eq!(r.chunk_refs(&p("/a")).await.unwrap(), expect_a);
+    assert_eq!(r.chunk_refs(&p("/b")).await.unwrap(), expect_b);
+}

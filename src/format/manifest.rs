@@ -24,7 +24,7 @@ pub enum Checksum {
 }
 
 /// A chunk stored in the repository: bytes `offset..offset+length` of `chunks/<id>`.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct NativeChunkRef {
     /// The chunk object's id.
     pub id: ChunkId,
@@ -56,6 +56,65 @@ pub enum ChunkPayload {
     Native(NativeChunkRef),
     /// A byte range of an external object.
     Virtual(VirtualChunkRef),
+}
+
+/// A chunk ref borrowed from wherever it is kept (a decoded manifest, a session's
+/// change set, which shares one location string among many virtual refs): what
+/// [`ManifestWriter`] encodes. [`ChunkPayloadRef::to_payload`] makes the owned
+/// [`ChunkPayload`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChunkPayloadRef<'a> {
+    /// Encoded bytes stored in the manifest itself.
+    Inline(&'a Bytes),
+    /// A chunk object in the repository.
+    Native(NativeChunkRef),
+    /// A byte range of an external object.
+    Virtual {
+        /// Absolute URL of the object.
+        location: &'a str,
+        /// Start within the object, in bytes.
+        offset: u64,
+        /// Length in bytes.
+        length: u64,
+        /// Optional checksum of the object.
+        checksum: Option<&'a Checksum>,
+    },
+}
+
+impl ChunkPayloadRef<'_> {
+    /// The owned chunk ref (copies a virtual ref's location and checksum).
+    pub fn to_payload(&self) -> ChunkPayload {
+        match *self {
+            ChunkPayloadRef::Inline(b) => ChunkPayload::Inline(b.clone()),
+            ChunkPayloadRef::Native(n) => ChunkPayload::Native(n),
+            ChunkPayloadRef::Virtual {
+                location,
+                offset,
+                length,
+                checksum,
+            } => ChunkPayload::Virtual(VirtualChunkRef {
+                location: location.to_string(),
+                offset,
+                length,
+                checksum: checksum.cloned(),
+            }),
+        }
+    }
+}
+
+impl<'a> From<&'a ChunkPayload> for ChunkPayloadRef<'a> {
+    fn from(p: &'a ChunkPayload) -> Self {
+        match p {
+            ChunkPayload::Inline(b) => ChunkPayloadRef::Inline(b),
+            ChunkPayload::Native(n) => ChunkPayloadRef::Native(*n),
+            ChunkPayload::Virtual(v) => ChunkPayloadRef::Virtual {
+                location: &v.location,
+                offset: v.offset,
+                length: v.length,
+                checksum: v.checksum.as_ref(),
+            },
+        }
+    }
 }
 
 /// A decoded manifest: chunk refs by array node id, then by chunk index.
@@ -245,16 +304,16 @@ impl ManifestWriter {
         self
     }
 
-    /// Adds the refs of array `node` (sorted by index; arrays added in node id order).
-    /// Returns the extents of the refs added, `None` when there were none (and then
-    /// the array is not recorded).
+    /// Adds the refs of array `node` (sorted by index; arrays added in node id order),
+    /// given as `&ChunkPayload` or [`ChunkPayloadRef`]. Returns the extents of the refs
+    /// added, `None` when there were none (and then the array is not recorded).
     ///
     /// # Errors
     /// [`FormatError::ChunkIndexTooLarge`] for an index Icechunk cannot store.
-    pub fn add_array<'r>(
+    pub fn add_array<'r, P: Into<ChunkPayloadRef<'r>>>(
         &mut self,
         node: NodeId,
-        refs: impl IntoIterator<Item = (&'r [u64], &'r ChunkPayload)>,
+        refs: impl IntoIterator<Item = (&'r [u64], P)>,
     ) -> Result<Option<Vec<Range<u32>>>, FormatError> {
         let b = &mut self.builder;
         let mut ext = Extents::default();
@@ -262,7 +321,7 @@ impl ManifestWriter {
             .into_iter()
             .map(|(index, payload)| {
                 ext.add(index);
-                write_ref(b, index, payload)
+                write_ref(b, index, payload.into())
             })
             .collect::<Result<Vec<_>, FormatError>>()?;
         if offsets.is_empty() {
@@ -313,7 +372,7 @@ impl ManifestWriter {
 fn write_ref<'a>(
     b: &mut FlatBufferBuilder<'a>,
     index: &[u64],
-    payload: &ChunkPayload,
+    payload: ChunkPayloadRef<'_>,
 ) -> Result<flatbuffers::WIPOffset<gen::ChunkRef<'a>>, FormatError> {
     let index = super::write_coords(b, index)?;
     let mut args = gen::ChunkRefArgs {
@@ -322,18 +381,24 @@ fn write_ref<'a>(
     };
     let chunk_id;
     match payload {
-        ChunkPayload::Inline(bytes) => args.inline = Some(b.create_vector(&bytes[..])),
-        ChunkPayload::Native(n) => {
+        ChunkPayloadRef::Inline(bytes) => args.inline = Some(b.create_vector(&bytes[..])),
+        ChunkPayloadRef::Native(n) => {
             chunk_id = fb::fb12(&n.id);
             args.chunk_id = Some(&chunk_id);
             args.offset = n.offset;
             args.length = n.length;
         }
-        ChunkPayload::Virtual(v) => {
-            args.location = Some(b.create_string(&v.location));
-            args.offset = v.offset;
-            args.length = v.length;
-            match &v.checksum {
+        ChunkPayloadRef::Virtual {
+            location,
+            offset,
+            length,
+            checksum,
+        } => {
+            // Written in full for every ref, as Icechunk writes spec-1 manifests.
+            args.location = Some(b.create_string(location));
+            args.offset = offset;
+            args.length = length;
+            match checksum {
                 Some(Checksum::ETag(e)) => args.checksum_etag = Some(b.create_string(e)),
                 Some(Checksum::LastModified(t)) => args.checksum_last_modified = *t,
                 None => {}

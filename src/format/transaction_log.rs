@@ -159,6 +159,31 @@ impl TransactionLog {
     /// # Errors
     /// [`FormatError::ChunkIndexTooLarge`]; [`FormatError::Compression`].
     pub fn encode_as(&self, spec: SpecVersion) -> Result<Vec<u8>, FormatError> {
+        let chunks = self
+            .updated_chunks
+            .iter()
+            .map(|(node, chunks)| (*node, chunks.iter().map(Vec::as_slice)));
+        self.encode_with_chunks(spec, chunks, self.len())
+    }
+
+    /// Encodes like [`TransactionLog::encode_as`], but with the updated chunks taken
+    /// from `chunks` (arrays in node id order, each with its chunk indices sorted)
+    /// instead of `self.updated_chunks`: a commit of millions of chunks encodes them
+    /// straight from its change set, without a copy in a `TransactionLog`.
+    /// `estimated_chunks` sizes the encoder (the number of chunk indices, about).
+    ///
+    /// # Errors
+    /// [`FormatError::ChunkIndexTooLarge`]; [`FormatError::Compression`].
+    pub fn encode_with_chunks<'c, I, J>(
+        &self,
+        spec: SpecVersion,
+        chunks: I,
+        estimated_chunks: usize,
+    ) -> Result<Vec<u8>, FormatError>
+    where
+        I: IntoIterator<Item = (NodeId, J)>,
+        J: IntoIterator<Item = &'c [u64]>,
+    {
         fn ids<'a>(
             b: &mut FlatBufferBuilder<'a>,
             set: &BTreeSet<NodeId>,
@@ -166,14 +191,10 @@ impl TransactionLog {
             let v: Vec<gen::ObjectId8> = set.iter().map(fb::fb8).collect();
             b.create_vector(&v)
         }
-        // Room for every entry up front (a chunk's indices take about 24 bytes for
-        // one dimension), so the builder does not grow by copying.
-        let chunks: usize = self.updated_chunks.values().map(BTreeSet::len).sum();
+        // About 24-32 bytes per chunk index (a table, its coordinates and an offset
+        // to it): sized once, the builder does not grow (and copy) itself.
         let mut b = FlatBufferBuilder::with_capacity(
-            chunks
-                .saturating_mul(24)
-                .saturating_add(self.len().saturating_mul(8))
-                .saturating_add(1024),
+            estimated_chunks.saturating_mul(32).saturating_add(1024),
         );
         let new_groups = ids(&mut b, &self.new_groups);
         let new_arrays = ids(&mut b, &self.new_arrays);
@@ -181,10 +202,10 @@ impl TransactionLog {
         let deleted_arrays = ids(&mut b, &self.deleted_arrays);
         let updated_arrays = ids(&mut b, &self.updated_arrays);
         let updated_groups = ids(&mut b, &self.updated_groups);
-        let mut updated = Vec::with_capacity(self.updated_chunks.len());
-        for (node, chunks) in &self.updated_chunks {
+        let mut updated = Vec::new();
+        for (node, chunks) in chunks {
             let chunks = chunks
-                .iter()
+                .into_iter()
                 .map(|c| {
                     let coords = super::write_coords(&mut b, c)?;
                     Ok(gen::ChunkIndices::create(
@@ -196,7 +217,7 @@ impl TransactionLog {
                 })
                 .collect::<Result<Vec<_>, FormatError>>()?;
             let chunks = b.create_vector(&chunks);
-            let node_id = fb::fb8(node);
+            let node_id = fb::fb8(&node);
             updated.push(gen::ArrayUpdatedChunks::create(
                 &mut b,
                 &gen::ArrayUpdatedChunksArgs {

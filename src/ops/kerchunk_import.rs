@@ -3,9 +3,11 @@
 //! virtual chunk refs (with a checksum of the source taken at import time) or inline
 //! chunk refs (for `base64:` / ascii data).
 //!
-//! The reference file is streamed twice (metadata first, then chunk references), so a
-//! set with millions of references imports in memory proportional to the chunk refs'
-//! compact form, never to the JSON document. Virtual chunk containers covering the
+//! The reference file is streamed twice (its header and metadata first, then chunk
+//! references, a few thousand at a time), so a set with millions of references
+//! imports in memory proportional to the chunk refs' compact form in the session's
+//! change set (where refs into one object share its location), never to the JSON
+//! document. Virtual chunk containers covering the
 //! referenced URLs are added to the repository configuration when missing.
 
 use std::collections::{BTreeMap, HashMap};
@@ -24,9 +26,7 @@ use crate::repository::Repository;
 use crate::session::Session;
 use crate::storage::S3Options;
 use crate::virtual_refs::authorization::normalize_url;
-use crate::virtual_refs::kerchunk::{
-    read_references_limited, KerchunkError, KerchunkLimits, Reference,
-};
+use crate::virtual_refs::kerchunk::{KerchunkError, KerchunkLimits, Reference, ReferenceFile};
 use crate::virtual_refs::{VirtualAccess, VirtualChunkError, VirtualChunkResolver};
 use crate::zarr::chunk_key_encoding::Separator;
 use crate::zarr::metadata::v2::{translate_v2_array, translate_v2_group};
@@ -108,6 +108,9 @@ struct Probe {
     added: Vec<String>,
     resolver: Arc<VirtualChunkResolver>,
     sources: HashMap<String, Source>,
+    /// The object looked up last (by its URL as written): references usually come
+    /// in runs into one object.
+    last: Option<(String, Source)>,
 }
 
 impl Probe {
@@ -118,6 +121,7 @@ impl Probe {
             added: Vec::new(),
             resolver,
             sources: HashMap::new(),
+            last: None,
         }
     }
 
@@ -131,15 +135,23 @@ impl Probe {
     /// The object at `raw_url` (as written in the references): normalized URL, size
     /// and checksum, making sure a container covers it.
     async fn object(&mut self, raw_url: &str) -> Result<&Source> {
-        if !self.sources.contains_key(raw_url) {
-            let source = self.look_up(raw_url).await?;
-            self.sources.insert(raw_url.to_string(), source);
+        if self.last.as_ref().is_none_or(|(url, _)| url != raw_url) {
+            let source = match self.sources.get(raw_url) {
+                Some(s) => s.clone(),
+                None => {
+                    let s = self.look_up(raw_url).await?;
+                    self.sources.insert(raw_url.to_string(), s.clone());
+                    s
+                }
+            };
+            self.last = Some((raw_url.to_string(), source));
         }
-        self.sources
-            .get(raw_url)
-            .ok_or_else(|| Error::InvalidConfig {
+        match &self.last {
+            Some((_, source)) => Ok(source),
+            None => Err(Error::InvalidConfig {
                 reason: format!("source `{raw_url}` vanished from the import cache"),
-            })
+            }),
+        }
     }
 
     async fn look_up(&mut self, raw_url: &str) -> Result<Source> {
@@ -190,6 +202,17 @@ fn json_of(key: &str, bytes: &[u8]) -> Result<Value> {
         path: NodePath::new(key).unwrap_or_else(|_| NodePath::root()),
         reason: format!("`{key}` is not JSON: {e}"),
     })
+}
+
+/// The bytes of metadata document `key`: inline data.
+fn metadata_bytes(key: String, r: Reference) -> std::result::Result<Bytes, KerchunkError> {
+    match r {
+        Reference::Data(b) => Ok(b),
+        _ => Err(KerchunkError::InvalidReference {
+            key,
+            reason: "metadata must be inline data".into(),
+        }),
+    }
 }
 
 /// Whether a reference key names a Zarr v2 metadata document.
@@ -309,29 +332,21 @@ pub async fn import_kerchunk_with(
     limits: &KerchunkLimits,
 ) -> Result<ImportSummary> {
     let mut summary = ImportSummary::default();
-    // Pass 1: metadata documents only.
+    // Pass 1 (on a blocking thread): the header and the metadata documents; chunk
+    // references are only counted (for progress), never decoded.
+    let (path, file_limits) = (refs.to_path_buf(), limits.clone());
+    let (file, early) =
+        tokio::task::spawn_blocking(move || ReferenceFile::open(&path, &file_limits, &is_metadata))
+            .await
+            .map_err(|e| {
+                kerchunk_err(KerchunkError::Sink(format!("reference reader failed: {e}")))
+            })?
+            .map_err(kerchunk_err)?;
     let mut meta: BTreeMap<String, Bytes> = BTreeMap::new();
-    // Chunk references are only counted here (for progress), never decoded.
-    let chunk_count = std::cell::Cell::new(0u64);
-    let want_metadata = |key: &str| {
-        let wanted = is_metadata(key);
-        if !wanted {
-            chunk_count.set(chunk_count.get() + 1);
-        }
-        wanted
-    };
-    read_references_limited(refs, &want_metadata, limits, |key, r| match r {
-        Reference::Data(b) => {
-            meta.insert(key, b);
-            Ok(())
-        }
-        _ => Err(KerchunkError::InvalidReference {
-            key,
-            reason: "metadata must be inline data".into(),
-        }),
-    })
-    .map_err(kerchunk_err)?;
-    let total = chunk_count.get();
+    for (key, r) in early {
+        meta.insert(key.clone(), metadata_bytes(key, r).map_err(kerchunk_err)?);
+    }
+    let total = file.remaining_refs();
 
     // Create groups and arrays, parents first.
     let join = |prefix: &str| -> Result<NodePath> {
@@ -437,16 +452,18 @@ pub async fn import_kerchunk_with(
     // through a bounded channel, so only a few thousand are in flight at any time.
     let mut probe = Probe::new(session.config().virtual_chunk_containers()?);
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<(usize, Vec<u64>, Reference)>>(8);
-    let refs_path = refs.to_path_buf();
-    let limits = limits.clone();
     let targets: Vec<(String, ArrayTarget)> = arrays.into_iter().collect();
     let paths: Vec<NodePath> = targets.iter().map(|(_, t)| t.path.clone()).collect();
     let reader = tokio::task::spawn_blocking(move || -> std::result::Result<u64, KerchunkError> {
         const BATCH: usize = 4096;
         let mut skipped = 0u64;
         let mut batch = Vec::with_capacity(BATCH);
-        let not_metadata = |key: &str| !is_metadata(key);
-        read_references_limited(&refs_path, &not_metadata, &limits, |key, r| {
+        // Every key: metadata documents were taken in pass 1, but one `gen` makes
+        // would be an error.
+        file.read(&|_| true, |key, r| {
+            if is_metadata(&key) {
+                return metadata_bytes(key, r).map(drop);
+            }
             // The array owning the key: the longest array prefix of the key.
             let target = targets
                 .iter()

@@ -6,6 +6,7 @@
 //! snapshot, then conditionally update `refs/branch.<name>/ref.json`.
 
 use std::collections::{BTreeMap, HashMap};
+use std::ops::Bound;
 use std::sync::Arc;
 
 use futures::{StreamExt, TryStreamExt};
@@ -13,7 +14,7 @@ use itertools::{EitherOrBoth, Itertools};
 
 use crate::assets::AssetManager;
 use crate::error::Result;
-use crate::format::manifest::{ChunkPayload, Manifest};
+use crate::format::manifest::{ChunkPayloadRef, Manifest};
 use crate::format::snapshot::{
     now_micros, DimensionShape, ManifestFileInfo, ManifestRef, NodeData, NodeSnapshot, Snapshot,
 };
@@ -27,9 +28,10 @@ use super::manifest_split::{write_array_manifests, ArrayManifests, SplitLayout};
 /// memory of a wide commit and its requests in flight).
 const MANIFEST_WRITE_CONCURRENCY: usize = 32;
 
-/// Up to this many changed chunks the transaction log is built on the calling task;
-/// beyond, on the compute pool, while the manifests are written.
-const INLINE_LOG_CHUNKS: usize = 4096;
+/// Above this many chunk changes, a commit encodes its transaction log straight from
+/// the change set (no `TransactionLog` copy of every chunk index, and none kept in
+/// the asset cache).
+const LOG_COPY_MAX_CHUNKS: usize = 65_536;
 
 /// Whether chunk `index` lies inside the chunk grid of `shape` and every coordinate
 /// fits an Icechunk file ([`crate::format::MAX_CHUNK_COORDINATE`]).
@@ -90,20 +92,34 @@ pub(crate) fn merged_refs<'a>(
     manifests: &'a [Arc<Manifest>],
     changes: &'a ChangeSet,
     node: &NodeId,
-) -> impl Iterator<Item = (&'a [u64], &'a ChunkPayload)> + 'a {
+) -> impl Iterator<Item = (&'a [u64], ChunkPayloadRef<'a>)> + 'a {
+    merged_refs_from(manifests, changes, node, &[])
+}
+
+/// [`merged_refs`] from the first chunk index at or after `start` (the empty index
+/// is before all others).
+pub(crate) fn merged_refs_from<'a>(
+    manifests: &'a [Arc<Manifest>],
+    changes: &'a ChangeSet,
+    node: &NodeId,
+    start: &'a [u64],
+) -> impl Iterator<Item = (&'a [u64], ChunkPayloadRef<'a>)> + 'a {
+    let from = (Bound::Included(start), Bound::Unbounded);
     let committed = manifests
         .iter()
         .filter_map(|m| m.arrays.get(node))
-        .map(|refs| refs.iter())
-        .kmerge_by(|a, b| a.0 < b.0);
-    let changed = changes.array_chunks(node).into_iter().flatten();
+        .map(move |refs| refs.range::<[u64], _>(from))
+        .kmerge_by(|a, b| a.0 < b.0)
+        .map(|(k, v)| (k.as_slice(), ChunkPayloadRef::from(v)));
+    let changed = changes
+        .array_chunks(node)
+        .into_iter()
+        .flat_map(move |c| c.iter_from(start));
     committed
         .merge_join_by(changed, |a, b| a.0.cmp(b.0))
         .filter_map(|entry| match entry {
-            EitherOrBoth::Left((k, v)) => Some((k.as_slice(), v)),
-            EitherOrBoth::Right((k, v)) | EitherOrBoth::Both(_, (k, v)) => {
-                v.as_ref().map(|v| (k.as_slice(), v))
-            }
+            EitherOrBoth::Left(kv) => Some(kv),
+            EitherOrBoth::Right((k, v)) | EitherOrBoth::Both(_, (k, v)) => v.map(|v| (k, v)),
         })
 }
 
@@ -167,40 +183,38 @@ pub(crate) async fn flush(
         }
     }
 
-    let parent_id = match method {
-        CommitMethod::NewCommit | CommitMethod::Moves(_) => Some(base.id),
-        CommitMethod::Amend(_) => base.parent_id,
-    };
-    // The transaction log: built from the change set (one entry per changed chunk)
-    // on the compute pool when large, while the manifests are written.
-    let log_changes = Arc::clone(changes);
-    let previous = match &method {
-        CommitMethod::Amend(previous) => Some((*previous).clone()),
-        _ => None,
-    };
-    let moves = match method {
-        CommitMethod::Moves(moves) => moves,
-        _ => Vec::new(),
-    };
-    let light = changes.num_chunk_changes() <= INLINE_LOG_CHUNKS;
-    let build_log = move || {
-        let mut log = log_changes.transaction_log(new_id);
-        log.moved_nodes = moves;
-        match previous {
-            Some(previous) => previous.then(&log, new_id),
-            None => log,
+    // A large log of a new commit is encoded from the change set's chunk indices;
+    // an amend merges the replaced commit's log, so it is built in full.
+    let stream_chunks = changes.num_chunk_changes() > LOG_COPY_MAX_CHUNKS
+        && !matches!(method, CommitMethod::Amend(_));
+    let own_log = |id| {
+        if stream_chunks {
+            changes.transaction_log_of_nodes(id)
+        } else {
+            changes.transaction_log(id)
         }
     };
-    let log = async move {
-        if light {
-            return Ok(build_log());
+    let (parent_id, log) = match method {
+        CommitMethod::NewCommit => (Some(base.id), own_log(new_id)),
+        CommitMethod::Amend(previous) => (base.parent_id, previous.then(&own_log(new_id), new_id)),
+        CommitMethod::Moves(moves) => {
+            let mut log = own_log(new_id);
+            log.moved_nodes = moves;
+            (Some(base.id), log)
         }
-        crate::compute::spawn(build_log).await.map_err(|reason| {
-            crate::error::Error::Format(crate::format::FormatError::InvalidData {
-                what: "transaction log",
-                reason,
-            })
+    };
+    let write_log = async {
+        if !stream_chunks {
+            return assets.write_transaction_log(Arc::new(log)).await;
+        }
+        let changes = Arc::clone(changes);
+        let spec = assets.spec_version();
+        let bytes = crate::assets::blocking(move || {
+            let chunks = changes.updated_chunks().map(|(id, c)| (id, c.keys()));
+            log.encode_with_chunks(spec, chunks, changes.num_chunk_changes())
         })
+        .await?;
+        assets.write_transaction_log_bytes(&new_id, bytes).await
     };
     let jobs: Vec<(NodePath, NodeSnapshot, bool)> = rewrite
         .into_iter()
@@ -267,7 +281,6 @@ pub(crate) async fn flush(
         assets.write_snapshot(Arc::clone(&snapshot)).await?;
         Ok::<_, crate::error::Error>(snapshot)
     };
-    let write_log = async move { assets.write_transaction_log(Arc::new(log.await?)).await };
     let ((), snapshot) = futures::try_join!(write_log, tree)?;
     Ok(snapshot)
 }

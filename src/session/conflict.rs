@@ -145,7 +145,7 @@ pub(crate) fn detect(
             .into_iter()
             .flat_map(|m| m.keys())
             .filter(|k| theirs.changed_chunk(id, k))
-            .cloned()
+            .map(<[u64]>::to_vec)
             .collect();
         if !both.is_empty() {
             out.conflicts.push(Conflict::ChunksChangedByBoth {

@@ -86,7 +86,7 @@ impl Diff {
         for id in changes.arrays_with_chunk_changes() {
             if let (Some(p), Some(chunks)) = (path_of.get(id), changes.array_chunks(id)) {
                 d.updated_chunks
-                    .insert(p.clone(), chunks.keys().cloned().collect());
+                    .insert(p.clone(), chunks.keys().map(<[u64]>::to_vec).collect());
             }
         }
         d

@@ -128,7 +128,7 @@ impl TheirChanges for SinceFork<'_> {
         self.now
             .array_chunks(id)
             .into_iter()
-            .flatten()
+            .flat_map(|c| c.iter())
             .any(|(k, v)| self.then.chunk(id, k) != Some(v))
     }
 }
@@ -172,8 +172,12 @@ fn check_fork_chunks(fork: &Incoming) -> Result<()> {
                 reason: format!("chunk changes for node {id}, which is not an array of the fork"),
             });
         };
-        let chunks = fork.changes.array_chunks(id).into_iter().flatten();
-        if let Some((bad, _)) = chunks.into_iter().find(|(k, _)| !index_in_bounds(shape, k)) {
+        let mut chunks = fork
+            .changes
+            .array_chunks(id)
+            .into_iter()
+            .flat_map(|c| c.keys());
+        if let Some(bad) = chunks.find(|k| !index_in_bounds(shape, k)) {
             return Err(Error::InvalidFork {
                 reason: format!("chunk index {bad:?} is outside the chunk grid of node {id}"),
             });

@@ -16,12 +16,12 @@ use std::sync::Arc;
 
 use crate::assets::AssetManager;
 use crate::error::Result;
-use crate::format::manifest::{ChunkPayload, Manifest, ManifestWriter};
+use crate::format::manifest::{Manifest, ManifestWriter};
 use crate::format::snapshot::{DimensionShape, ManifestFileInfo, ManifestRef, Snapshot};
-use crate::format::{FormatError, ManifestId, NodeId};
+use crate::format::{ChunkIndices, FormatError, ManifestId, NodeId, SpecVersion};
 
 use super::change_set::ChangeSet;
-use super::commit::{index_in_bounds, merged_refs};
+use super::commit::{index_in_bounds, merged_refs_from};
 
 /// Largest number of chunk positions covered by one manifest floe writes.
 pub const MAX_REFS_PER_MANIFEST: u64 = 100_000;
@@ -36,12 +36,15 @@ pub(crate) struct SplitLayout {
 /// A block of the layout: its position in units of blocks along each dimension.
 pub(crate) type BlockId = Vec<u64>;
 
-/// The refs of one block, borrowed, in index order.
-type BlockRefs<'a> = Vec<(&'a [u64], &'a ChunkPayload)>;
-
 impl SplitLayout {
     /// The layout for a chunk grid of `num_chunks` chunks per dimension, with at most
     /// `max_refs` chunk positions per block (trailing dimensions are kept whole first).
+    ///
+    /// Only the last dimension not kept whole (if any) is cut in several blocks; the
+    /// dimensions before it get blocks of one chunk. So the block of a chunk inside
+    /// the grid is `(i0, .., i(k-1), ik / block_k, 0, .., 0)`, which never decreases
+    /// along chunk indices in lexicographic order: a block's refs are one run of the
+    /// sorted refs, and manifests can be encoded one after another from them.
     pub(crate) fn new(num_chunks: &[u64], max_refs: u64) -> Self {
         let mut budget = max_refs.max(1);
         let mut block = vec![1; num_chunks.len()];
@@ -67,15 +70,24 @@ impl SplitLayout {
             .collect()
     }
 
-    /// Whether chunk `index` lies in `block` (no allocation, unlike comparing
-    /// [`SplitLayout::block_of`]).
-    pub(crate) fn in_block(&self, block: &[u64], index: &[u64]) -> bool {
+    /// Whether chunk `index` lies in `block` (an index of another rank never does).
+    pub(crate) fn in_block(&self, index: &[u64], block: &[u64]) -> bool {
         index.len() == block.len()
             && index
                 .iter()
                 .zip(&self.block)
                 .zip(block)
                 .all(|((&i, &size), &b)| i / size == b)
+    }
+
+    /// Chunk positions per block (at most the `max_refs` of [`SplitLayout::new`]).
+    pub(crate) fn block_positions(&self) -> usize {
+        let n = self
+            .block
+            .iter()
+            .try_fold(1u64, |acc, &b| acc.checked_mul(b));
+        n.and_then(|n| usize::try_from(n).ok())
+            .unwrap_or(usize::MAX)
     }
 
     /// Whether `block` overlaps a manifest's chunk index `extents`.
@@ -104,11 +116,24 @@ pub(crate) struct ArrayManifests {
 /// encoded without a hop to the compute pool.
 const INLINE_REFS_MAX: usize = 256;
 
+/// One encoded manifest, not yet written.
+struct Encoded {
+    id: ManifestId,
+    extents: Vec<Range<u32>>,
+    bytes: Vec<u8>,
+    count: u64,
+}
+
 /// Writes the manifests of array `node` for a commit: keeps the committed manifests
 /// (`old`, from `base`) that no changed block overlaps, and rewrites the others as one
 /// manifest per block, merging their refs with `changes` and dropping refs outside
 /// `shape`. With `rewrite_all`, every committed manifest is rewritten (after a resize
 /// that shrinks the array or changes the layout).
+///
+/// Manifests are encoded one block at a time, each written while the next is
+/// encoded, straight from the committed manifests and the change set: the refs are
+/// never copied, and at most two encoded manifests are held at once, however large
+/// the array.
 ///
 /// # Errors
 /// Storage and format errors.
@@ -122,12 +147,21 @@ pub(crate) async fn write_array_manifests(
     rewrite_all: bool,
 ) -> Result<ArrayManifests> {
     let layout = SplitLayout::for_shape(shape);
-    let changed_blocks: BTreeSet<BlockId> = changes
+    let mut changed_blocks: BTreeSet<BlockId> = BTreeSet::new();
+    let mut last: Option<BlockId> = None;
+    for idx in changes
         .array_chunks(&node)
         .into_iter()
         .flat_map(|c| c.keys())
-        .map(|idx| layout.block_of(idx))
-        .collect();
+    {
+        // Sorted indices: consecutive ones mostly fall in one block.
+        if last.as_ref().is_some_and(|b| layout.in_block(idx, b)) {
+            continue;
+        }
+        let block = layout.block_of(idx);
+        changed_blocks.insert(block.clone());
+        last = Some(block);
+    }
     // Which committed manifests to rewrite: those overlapping a changed block, and then
     // (until nothing moves) those overlapping any block the rewritten ones fill.
     let mut rewrite: Vec<bool> = old
@@ -173,64 +207,142 @@ pub(crate) async fn write_array_manifests(
         written: Vec::new(),
     };
 
-    // Merge, split by block and encode: CPU work, off the async executor.
-    let manifests: Vec<Arc<Manifest>> = fetched.into_values().collect();
-    let changes = Arc::clone(changes);
-    let shape = shape.to_vec();
+    let manifests: Arc<Vec<Arc<Manifest>>> = Arc::new(fetched.into_values().collect());
     let spec = assets.spec_version();
-    // A few refs (the usual small commit) are encoded on the calling task: a hop to
-    // the compute pool costs more than the work.
     let work: usize = manifests
         .iter()
         .filter_map(|m| m.arrays.get(&node))
         .map(|refs| refs.len())
         .sum::<usize>()
         + changes.array_chunks(&node).map_or(0, |c| c.len());
-    let light = work <= INLINE_REFS_MAX;
-    let encoded =
-        crate::assets::maybe_blocking(light, move || -> std::result::Result<_, FormatError> {
-            // Refs come in index (C) order, and a block's positions are one run of
-            // that order (its trailing dimensions are whole), so refs are grouped run
-            // by run: one block id per run, not per ref.
-            let mut by_block: BTreeMap<BlockId, BlockRefs<'_>> = BTreeMap::new();
-            let mut run: Option<(BlockId, BlockRefs<'_>)> = None;
-            for (idx, payload) in merged_refs(&manifests, &changes, &node) {
-                if !index_in_bounds(&shape, idx) {
-                    continue;
-                }
-                match &mut run {
-                    Some((block, refs)) if layout.in_block(block, idx) => refs.push((idx, payload)),
-                    _ => {
-                        if let Some((block, refs)) = run.take() {
-                            by_block.entry(block).or_default().extend(refs);
-                        }
-                        run = Some((layout.block_of(idx), vec![(idx, payload)]));
-                    }
-                }
-            }
-            if let Some((block, refs)) = run {
-                by_block.entry(block).or_default().extend(refs);
-            }
-            let mut files = Vec::with_capacity(by_block.len());
-            for refs in by_block.into_values() {
-                let id = ManifestId::random();
-                let mut writer = ManifestWriter::new(id, refs.len()).spec_version(spec);
-                let Some(extents) = writer.add_array(node, refs)? else {
-                    continue;
-                };
-                let (bytes, count) = writer.finish()?;
-                files.push((id, extents, bytes, count));
-            }
-            Ok(files)
-        })
-        .await?;
-    for (id, extents, bytes, count) in encoded {
-        let info = assets.write_manifest_bytes(id, bytes, count).await?;
-        out.refs.push(ManifestRef {
-            object_id: id,
-            extents,
-        });
-        out.written.push(info);
+    // A few refs (the usual small commit) are encoded on the calling task: a hop to
+    // the compute pool costs more than the work.
+    if work <= INLINE_REFS_MAX {
+        let (files, _) = encode_blocks(
+            &manifests,
+            changes,
+            node,
+            shape,
+            &layout,
+            spec,
+            &[],
+            usize::MAX,
+            work,
+        )?;
+        for (r, info) in write_encoded(assets, files).await? {
+            out.refs.push(r);
+            out.written.push(info);
+        }
+        return Ok(out);
+    }
+    // Otherwise one block per compute task: the next block is encoded (off the async
+    // executor) while the last one is written.
+    let mut next: Option<ChunkIndices> = Some(Vec::new());
+    let mut ready: Vec<Encoded> = Vec::new();
+    while next.is_some() || !ready.is_empty() {
+        let encode = async {
+            let Some(start) = next.take() else {
+                return Ok((Vec::new(), None));
+            };
+            let (manifests, changes) = (Arc::clone(&manifests), Arc::clone(changes));
+            let (shape, layout) = (shape.to_vec(), layout.clone());
+            crate::assets::blocking(move || {
+                encode_blocks(
+                    &manifests, &changes, node, &shape, &layout, spec, &start, 1, work,
+                )
+            })
+            .await
+        };
+        let (encoded, written) =
+            futures::join!(encode, write_encoded(assets, std::mem::take(&mut ready)));
+        for (r, info) in written? {
+            out.refs.push(r);
+            out.written.push(info);
+        }
+        (ready, next) = encoded?;
+    }
+    Ok(out)
+}
+
+/// Encodes the manifests of at most `max_blocks` blocks of array `node`, from its
+/// first ref at or after `start`: the committed refs of `manifests` merged with
+/// `changes`, without those outside `shape`. Returns them and the first index of the
+/// next block, if any. `estimate` bounds the refs a block is expected to hold (to size
+/// the encoder).
+///
+/// Blocks follow index order (a block's refs are a run of the sorted refs): see
+/// [`SplitLayout::new`].
+///
+/// # Errors
+/// [`FormatError::ChunkIndexTooLarge`]; [`FormatError::Compression`];
+/// [`FormatError::InvalidData`] if blocks ever came out of order (a bug: two
+/// manifests of one block would overlap).
+#[allow(clippy::too_many_arguments)]
+fn encode_blocks(
+    manifests: &[Arc<Manifest>],
+    changes: &ChangeSet,
+    node: NodeId,
+    shape: &[DimensionShape],
+    layout: &SplitLayout,
+    spec: SpecVersion,
+    start: &[u64],
+    max_blocks: usize,
+    estimate: usize,
+) -> std::result::Result<(Vec<Encoded>, Option<ChunkIndices>), FormatError> {
+    let mut refs = merged_refs_from(manifests, changes, &node, start)
+        .filter(|(idx, _)| index_in_bounds(shape, idx))
+        .peekable();
+    let mut out = Vec::new();
+    let mut previous: Option<BlockId> = None;
+    while let Some(&(first, _)) = refs.peek() {
+        if out.len() >= max_blocks {
+            return Ok((out, Some(first.to_vec())));
+        }
+        let block = layout.block_of(first);
+        if previous.as_ref().is_some_and(|p| *p >= block) {
+            return Err(FormatError::InvalidData {
+                what: "manifest",
+                reason: format!(
+                    "chunk refs of node {node} came out of block order at index {first:?}"
+                ),
+            });
+        }
+        let id = ManifestId::random();
+        let mut writer =
+            ManifestWriter::new(id, layout.block_positions().min(estimate)).spec_version(spec);
+        let in_block = std::iter::from_fn(|| refs.next_if(|(idx, _)| layout.in_block(idx, &block)));
+        if let Some(extents) = writer.add_array(node, in_block)? {
+            let (bytes, count) = writer.finish()?;
+            out.push(Encoded {
+                id,
+                extents,
+                bytes,
+                count,
+            });
+        }
+        previous = Some(block);
+    }
+    Ok((out, None))
+}
+
+/// Writes encoded manifests; returns their refs and file infos.
+///
+/// # Errors
+/// Storage errors.
+async fn write_encoded(
+    assets: &AssetManager,
+    files: Vec<Encoded>,
+) -> Result<Vec<(ManifestRef, ManifestFileInfo)>> {
+    let mut out = Vec::with_capacity(files.len());
+    for f in files {
+        let info = assets.write_manifest_bytes(f.id, f.bytes, f.count).await?;
+        out.push((
+            ManifestRef {
+                object_id: f.id,
+                extents: f.extents,
+            },
+            info,
+        ));
     }
     Ok(out)
 }
@@ -265,16 +377,5 @@ mod tests {
         assert!(l.overlaps(&[1, 0], &[50..150, 3..4]));
         assert!(!l.overlaps(&[2, 0], &[50..150, 3..4]));
         assert!(l.overlaps(&[], &[]));
-    }
-
-    #[test]
-    fn in_block_agrees_with_block_of() {
-        let l = SplitLayout::new(&[1000, 1000], 100_000);
-        for idx in [[0u64, 0], [99, 999], [100, 0], [250, 999], [999, 5]] {
-            for block in [[0u64, 0], [1, 0], [2, 0], [9, 0]] {
-                assert_eq!(l.in_block(&block, &idx), l.block_of(&idx) == block);
-            }
-        }
-        assert!(!l.in_block(&[0], &[0, 0]), "dimensionality differs");
     }
 }

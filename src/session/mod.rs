@@ -25,7 +25,7 @@ use bytes::Bytes;
 
 use crate::error::{Error, Result};
 use crate::format::config::RepositoryConfig;
-use crate::format::manifest::{ChunkPayload, NativeChunkRef};
+use crate::format::manifest::{ChunkPayload, ChunkPayloadRef, NativeChunkRef};
 use crate::format::snapshot::{NodeSnapshot, Snapshot};
 use crate::format::{ChunkId, ChunkIndices, NodeId, NodePath, SnapshotId};
 use crate::refs::RefUpdate;
@@ -150,7 +150,13 @@ impl State {
     where
         M: FnOnce(&mut ChangeSet) + Clone + Send + Sync + 'static,
     {
-        self.record(m.clone());
+        // Only a commit in flight needs the copy (an importer's batch of refs is
+        // not copied otherwise).
+        if self.replay.is_some() {
+            self.record(m.clone());
+        } else {
+            self.forks.changed();
+        }
         m(Arc::make_mut(&mut self.changes));
     }
 
@@ -471,7 +477,7 @@ impl Session {
         let base = {
             let state = self.read();
             if let Some(change) = state.changes.chunk(&node.id, index) {
-                return Ok(change.clone());
+                return Ok(change.map(|p| p.to_payload()));
             }
             if state.changes.is_new(&node.id) {
                 return Ok(None);
@@ -598,14 +604,14 @@ impl Session {
     /// # Errors
     /// As [`Session::list_chunks`].
     pub async fn chunk_refs(&self, path: &NodePath) -> Result<Vec<(ChunkIndices, ChunkPayload)>> {
-        self.collect_refs(path, |idx, p| (idx.to_vec(), p.clone()))
+        self.collect_refs(path, |idx, p| (idx.to_vec(), p.to_payload()))
             .await
     }
 
     async fn collect_refs<T>(
         &self,
         path: &NodePath,
-        f: impl Fn(&[u64], &ChunkPayload) -> T,
+        f: impl Fn(&[u64], ChunkPayloadRef<'_>) -> T,
     ) -> Result<Vec<T>> {
         let node = self.get_node(path)?;
         let Some(a) = node.array() else {

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::fs::File;
 use std::io::BufReader;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 pub use crate::error::KerchunkError;
 use base64::Engine;
@@ -196,54 +196,147 @@ pub enum Reference {
     },
 }
 
-/// The small parts of a version-1 document: templates and generators.
-#[derive(Debug, Default)]
-struct Header {
-    version: Option<Value>,
-    templates: BTreeMap<String, String>,
-    gen: Vec<Value>,
-    has_refs: bool,
+/// A reference value's JSON turned into the form [`parse_reference`] takes (for the
+/// values of the top-level keys a version-0 document shares with version 1).
+fn raw_from_value(v: Value) -> RawRef {
+    match v {
+        Value::String(s) => RawRef::Str(s),
+        Value::Array(items) => {
+            let len = items.len();
+            let mut items = items.into_iter().map(RawItem::from_value);
+            RawRef::List([items.next(), items.next(), items.next()], len)
+        }
+        _ => RawRef::Other,
+    }
 }
 
-struct HeaderVisitor;
+/// What the first pass over a document collects before its version is known: the
+/// header fields of version 1, and for both versions the references whose key
+/// passes `early` (unparsed) and a count of the others.
+struct Scan<'a> {
+    early: &'a dyn Fn(&str) -> bool,
+    version: Option<Value>,
+    templates: Option<Value>,
+    gen: Option<Value>,
+    /// Early entries of the `refs` object (version 1).
+    v1_early: Vec<(String, RawRef)>,
+    /// Other entries of the `refs` object.
+    v1_others: u64,
+    /// Early top-level entries (version 0).
+    v0_early: Vec<(String, RawRef)>,
+    /// Other top-level entries.
+    v0_others: u64,
+}
 
-impl<'de> Visitor<'de> for HeaderVisitor {
-    type Value = Header;
+impl Scan<'_> {
+    /// Records top-level entry `key` as a version-0 reference.
+    fn top_level(&mut self, key: &str, value: impl FnOnce() -> RawRef) {
+        if (self.early)(key) {
+            self.v0_early.push((key.to_string(), value()));
+        } else {
+            self.v0_others += 1;
+        }
+    }
+}
+
+impl<'de> Visitor<'de> for &mut Scan<'_> {
+    type Value = ();
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a JSON object")
     }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Header, A::Error> {
-        let mut h = Header::default();
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         while let Some(key) = map.next_key::<String>()? {
             match key.as_str() {
-                "version" => h.version = Some(map.next_value()?),
-                "templates" => {
-                    let t: BTreeMap<String, Value> = map.next_value()?;
-                    h.templates = t
-                        .into_iter()
-                        .map(|(k, v)| match v {
-                            Value::String(s) => (k, s),
-                            other => (k, other.to_string()),
-                        })
-                        .collect();
+                "version" | "templates" | "gen" => {
+                    let v: Value = map.next_value()?;
+                    self.top_level(&key, || raw_from_value(v.clone()));
+                    let slot = match key.as_str() {
+                        "version" => &mut self.version,
+                        "templates" => &mut self.templates,
+                        _ => &mut self.gen,
+                    };
+                    *slot = Some(v);
                 }
-                "gen" => h.gen = map.next_value()?,
                 "refs" => {
-                    h.has_refs = true;
-                    map.next_value::<IgnoredAny>()?;
+                    let early = self.early;
+                    let as_v0 = map.next_value_seed(RefsScan {
+                        early,
+                        found: &mut self.v1_early,
+                        others: &mut self.v1_others,
+                    })?;
+                    // An object is version 1's references (or, in version 0, an
+                    // invalid reference named `refs`).
+                    self.top_level(&key, || as_v0.unwrap_or(RawRef::Other));
+                }
+                _ if (self.early)(&key) => {
+                    let raw: RawRef = map.next_value()?;
+                    self.v0_early.push((key, raw));
                 }
                 _ => {
                     map.next_value::<IgnoredAny>()?;
+                    self.v0_others += 1;
                 }
             }
         }
-        Ok(h)
+        Ok(())
     }
 }
 
-impl<'de> Deserialize<'de> for Header {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_map(HeaderVisitor)
+/// The value of a top-level `refs` key: an object (version 1's references: the early
+/// ones kept, the others counted; `None`), or anything else (a version-0 reference).
+struct RefsScan<'a> {
+    early: &'a dyn Fn(&str) -> bool,
+    found: &'a mut Vec<(String, RawRef)>,
+    others: &'a mut u64,
+}
+
+impl<'de> DeserializeSeed<'de> for RefsScan<'_> {
+    type Value = Option<RawRef>;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for RefsScan<'_> {
+    type Value = Option<RawRef>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object of references")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while let Some(key) = map.next_key::<String>()? {
+            if (self.early)(&key) {
+                let raw: RawRef = map.next_value()?;
+                self.found.push((key, raw));
+            } else {
+                map.next_value::<IgnoredAny>()?;
+                *self.others += 1;
+            }
+        }
+        Ok(None)
+    }
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Some(RawRef::Str(v.to_string())))
+    }
+    fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Self::Value, E> {
+        Ok(Some(RawRef::Str(v)))
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        RawRefVisitor.visit_seq(seq).map(Some)
+    }
+    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(Some(RawRef::Other))
+    }
+    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(Some(RawRef::Other))
+    }
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(Some(RawRef::Other))
+    }
+    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(Some(RawRef::Other))
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Some(RawRef::Other))
     }
 }
 
@@ -290,12 +383,17 @@ impl Renderer {
         Renderer { env, budget }
     }
 
-    fn render(&self, text: &str, ctx: &BTreeMap<String, i64>) -> Result<String, KerchunkError> {
+    /// Renders `text` (returned as it is when it holds no template).
+    fn render_owned(
+        &self,
+        text: String,
+        ctx: &BTreeMap<String, i64>,
+    ) -> Result<String, KerchunkError> {
         if !text.contains("{{") && !text.contains("{%") {
-            return Ok(text.to_string());
+            return Ok(text);
         }
-        let tpl = compile(&self.env, text)?;
-        self.render_compiled(&tpl, ctx, text)
+        let tpl = compile(&self.env, &text)?;
+        self.render_compiled(&tpl, ctx, &text)
     }
 
     fn render_compiled(
@@ -310,12 +408,77 @@ impl Renderer {
 }
 
 /// A reference value as it appears in JSON: a string, or a list of a URL and
-/// optionally an offset and a length. Parsed without building a JSON tree.
+/// optionally an offset and a length. Parsed without building a JSON tree (and
+/// without a heap allocation besides the strings).
 enum RawRef {
     Str(String),
-    List(Vec<Value>),
+    /// A list: its first three elements and its length.
+    List([Option<RawItem>; 3], usize),
     /// Anything else (numbers, objects, null): an invalid reference.
     Other,
+}
+
+/// An element of a reference list, as much as a reference needs of it.
+enum RawItem {
+    Str(String),
+    U64(u64),
+    /// Anything else: never valid in a reference list.
+    Other,
+}
+
+impl RawItem {
+    fn from_value(v: Value) -> Self {
+        match v {
+            Value::String(s) => RawItem::Str(s),
+            Value::Number(n) => n.as_u64().map_or(RawItem::Other, RawItem::U64),
+            _ => RawItem::Other,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for RawItem {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct ItemVisitor;
+        impl<'de> Visitor<'de> for ItemVisitor {
+            type Value = RawItem;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a reference list element")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<RawItem, E> {
+                Ok(RawItem::Str(v.to_string()))
+            }
+            fn visit_string<E: serde::de::Error>(self, v: String) -> Result<RawItem, E> {
+                Ok(RawItem::Str(v))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<RawItem, E> {
+                Ok(RawItem::U64(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<RawItem, E> {
+                Ok(RawItem::Other)
+            }
+            fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<RawItem, E> {
+                Ok(RawItem::Other)
+            }
+            fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<RawItem, E> {
+                Ok(RawItem::Other)
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<RawItem, E> {
+                Ok(RawItem::Other)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<RawItem, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(RawItem::Other)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawItem, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(RawItem::Other)
+            }
+        }
+        d.deserialize_any(ItemVisitor)
+    }
 }
 
 struct RawRefVisitor;
@@ -332,11 +495,21 @@ impl<'de> Visitor<'de> for RawRefVisitor {
         Ok(RawRef::Str(v))
     }
     fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<RawRef, A::Error> {
-        let mut items = Vec::with_capacity(3);
-        while let Some(v) = seq.next_element::<Value>()? {
-            items.push(v);
+        let mut first: [Option<RawItem>; 3] = [None, None, None];
+        let mut len = 0usize;
+        for slot in &mut first {
+            match seq.next_element::<RawItem>()? {
+                Some(item) => {
+                    *slot = Some(item);
+                    len += 1;
+                }
+                None => return Ok(RawRef::List(first, len)),
+            }
         }
-        Ok(RawRef::List(items))
+        while seq.next_element::<IgnoredAny>()?.is_some() {
+            len = len.saturating_add(1);
+        }
+        Ok(RawRef::List(first, len))
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawRef, A::Error> {
         while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
@@ -384,24 +557,22 @@ fn parse_reference(
                 .map_err(|e| invalid(&format!("bad base64 data: {e}"))),
             None => Ok(Reference::Data(Bytes::from(s.into_bytes()))),
         },
-        RawRef::List(parts) => {
-            let url = parts
-                .first()
-                .and_then(Value::as_str)
-                .ok_or_else(|| invalid("the first element must be a URL string"))?;
-            let url = renderer.render(url, &none)?;
-            match parts.len() {
+        RawRef::List([url, offset, length], len) => {
+            let Some(RawItem::Str(url)) = url else {
+                return Err(invalid("the first element must be a URL string"));
+            };
+            let url = renderer.render_owned(url, &none)?;
+            match len {
                 1 => Ok(Reference::Url(url)),
                 3 => {
-                    let num = |v: &Value, what: &str| {
-                        v.as_u64().ok_or_else(|| {
-                            invalid(&format!("{what} must be a non-negative integer"))
-                        })
+                    let num = |v: Option<RawItem>, what: &str| match v {
+                        Some(RawItem::U64(n)) => Ok(n),
+                        _ => Err(invalid(&format!("{what} must be a non-negative integer"))),
                     };
                     Ok(Reference::Range {
                         url,
-                        offset: num(&parts[1], "offset")?,
-                        length: num(&parts[2], "length")?,
+                        offset: num(offset, "offset")?,
+                        length: num(length, "length")?,
                     })
                 }
                 n => Err(invalid(&format!(
@@ -599,12 +770,12 @@ fn gen_axes(index: usize, spec: &Value) -> Result<Axes, KerchunkError> {
 }
 
 /// Checks that the `gen` entries generate at most `limit` references together,
-/// before any is generated.
+/// before any is generated; returns how many they generate.
 ///
 /// # Errors
 /// [`KerchunkError::TooManyRefs`] naming the first entry past the limit;
 /// [`KerchunkError::InvalidGen`] for malformed dimensions.
-fn check_gen_total(gen: &[Value], limit: u64) -> Result<(), KerchunkError> {
+fn check_gen_total(gen: &[Value], limit: u64) -> Result<u64, KerchunkError> {
     let mut sum = Some(0u64);
     for (index, spec) in gen.iter().enumerate() {
         let (_, n) = gen_axes(index, spec)?;
@@ -620,7 +791,7 @@ fn check_gen_total(gen: &[Value], limit: u64) -> Result<(), KerchunkError> {
             }
         }
     }
-    Ok(())
+    Ok(sum.unwrap_or_default())
 }
 
 /// Expands one `gen` entry, calling `emit` for every generated reference.
@@ -760,63 +931,179 @@ pub fn read_references_limited(
     path: &Path,
     want: &dyn Fn(&str) -> bool,
     limits: &KerchunkLimits,
-    mut sink: impl FnMut(String, Reference) -> Result<(), KerchunkError>,
+    sink: impl FnMut(String, Reference) -> Result<(), KerchunkError>,
 ) -> Result<u64, KerchunkError> {
-    let json_err = |e: serde_json::Error| KerchunkError::Json {
-        path: path.to_path_buf(),
-        reason: e.to_string(),
-    };
-    let mut de = open(path)?;
-    let header = Header::deserialize(&mut de).map_err(json_err)?;
-    de.end().map_err(json_err)?;
-    let v1 = match &header.version {
-        Some(Value::Number(n)) if n.as_u64() == Some(1) => true,
-        Some(Value::Number(n)) if n.as_u64() == Some(0) => false,
-        Some(Value::Number(n)) => {
-            return Err(KerchunkError::UnsupportedVersion {
-                version: n.to_string(),
-            });
-        }
-        // Version 0 has no version key; a key named "version" is then a reference.
-        _ => false,
-    };
-    if v1 {
-        check_gen_total(&header.gen, limits.max_generated_refs)?;
-    }
-    let no_templates = BTreeMap::new();
-    let renderer = Renderer::new(if v1 { &header.templates } else { &no_templates }, limits);
-    let mut error = None;
-    let mut count = 0u64;
-    let mut de = open(path)?;
-    let seed = RefsSeed {
-        want,
-        renderer: &renderer,
-        sink: &mut sink,
-        error: &mut error,
-        count: &mut count,
-    };
-    if v1 {
-        serde::Deserializer::deserialize_map(&mut de, V1Body(seed)).map_err(json_err)?;
-    } else {
-        seed.deserialize(&mut de).map_err(json_err)?;
-    }
-    if let Some(e) = error {
-        return Err(e);
-    }
-    if v1 {
-        let mut filtered = |key: String, r: Reference| {
-            if want(&key) {
-                count += 1;
-                sink(key, r)
-            } else {
-                Ok(())
-            }
+    let (file, _) = ReferenceFile::open(path, limits, &|_| false)?;
+    file.read(want, sink)
+}
+
+/// A reference file whose header (version, templates, generators) has been read:
+/// [`ReferenceFile::read`] then streams its references in one more pass. Opening
+/// also hands over the few references a caller needs first (e.g. an importer's
+/// metadata documents), so an import reads the file twice in all.
+#[derive(Debug)]
+pub struct ReferenceFile {
+    path: PathBuf,
+    v1: bool,
+    templates: BTreeMap<String, String>,
+    gen: Vec<Value>,
+    limits: KerchunkLimits,
+    /// References not handed over by `open`: in `refs` (or at the top level of a
+    /// version-0 document), plus the number `gen` makes.
+    remaining: u64,
+}
+
+impl ReferenceFile {
+    /// Reads the header of the reference file at `path` in one pass, returning the
+    /// references whose key passes `early` (those of `refs` or, in version 0, of the
+    /// top level; not those `gen` makes). The early references are held until the
+    /// pass ends (templates may come after them), so they should be few.
+    ///
+    /// # Errors
+    /// [`KerchunkError::Io`]; [`KerchunkError::Json`] for invalid JSON or a version-1
+    /// `templates` or `gen` of the wrong type; [`KerchunkError::UnsupportedVersion`];
+    /// [`KerchunkError::TooManyRefs`] when `gen` would make more references than
+    /// `limits` allow; errors parsing the early references.
+    pub fn open(
+        path: &Path,
+        limits: &KerchunkLimits,
+        early: &dyn Fn(&str) -> bool,
+    ) -> Result<(Self, Vec<(String, Reference)>), KerchunkError> {
+        let json_err = |reason: String| KerchunkError::Json {
+            path: path.to_path_buf(),
+            reason,
         };
-        for (i, spec) in header.gen.iter().enumerate() {
-            expand_gen(i, spec, &renderer, &mut filtered)?;
-        }
+        let mut scan = Scan {
+            early,
+            version: None,
+            templates: None,
+            gen: None,
+            v1_early: Vec::new(),
+            v1_others: 0,
+            v0_early: Vec::new(),
+            v0_others: 0,
+        };
+        let mut de = open(path)?;
+        serde::Deserializer::deserialize_map(&mut de, &mut scan)
+            .map_err(|e| json_err(e.to_string()))?;
+        de.end().map_err(|e| json_err(e.to_string()))?;
+        let v1 = match &scan.version {
+            Some(Value::Number(n)) if n.as_u64() == Some(1) => true,
+            Some(Value::Number(n)) if n.as_u64() == Some(0) => false,
+            Some(Value::Number(n)) => {
+                return Err(KerchunkError::UnsupportedVersion {
+                    version: n.to_string(),
+                });
+            }
+            // Version 0 has no version key; a key named "version" is then a reference.
+            _ => false,
+        };
+        let mut file = ReferenceFile {
+            path: path.to_path_buf(),
+            v1,
+            templates: BTreeMap::new(),
+            gen: Vec::new(),
+            limits: limits.clone(),
+            remaining: scan.v0_others,
+        };
+        let found = if v1 {
+            file.templates = match scan.templates {
+                None => BTreeMap::new(),
+                Some(Value::Object(t)) => t
+                    .into_iter()
+                    .map(|(k, v)| match v {
+                        Value::String(s) => (k, s),
+                        other => (k, other.to_string()),
+                    })
+                    .collect(),
+                Some(_) => return Err(json_err("`templates` must be an object".into())),
+            };
+            file.gen = match scan.gen {
+                None => Vec::new(),
+                Some(Value::Array(g)) => g,
+                Some(_) => return Err(json_err("`gen` must be a list".into())),
+            };
+            let generated = check_gen_total(&file.gen, limits.max_generated_refs)?;
+            file.remaining = scan.v1_others.saturating_add(generated);
+            scan.v1_early
+        } else {
+            scan.v0_early
+        };
+        let renderer = file.renderer();
+        let refs = found
+            .into_iter()
+            .map(|(key, raw)| parse_reference(&key, raw, &renderer).map(|r| (key, r)))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((file, refs))
     }
-    Ok(count)
+
+    /// About how many references [`ReferenceFile::read`] will find besides those
+    /// `open` handed over (exact unless `gen` makes keys that `open` took early).
+    pub fn remaining_refs(&self) -> u64 {
+        self.remaining
+    }
+
+    fn renderer(&self) -> Renderer {
+        let no_templates = BTreeMap::new();
+        let templates = if self.v1 {
+            &self.templates
+        } else {
+            &no_templates
+        };
+        Renderer::new(templates, &self.limits)
+    }
+
+    /// Streams every reference whose key passes `want` into `sink` (those of `refs`
+    /// in document order, then those `gen` makes), parsing only those; one pass over
+    /// the file. Returns how many were handed over.
+    ///
+    /// # Errors
+    /// [`KerchunkError::Io`]; [`KerchunkError::Json`]; malformed references,
+    /// templates or generators; [`KerchunkError::TemplateLimit`]; the sink's own
+    /// error.
+    pub fn read(
+        &self,
+        want: &dyn Fn(&str) -> bool,
+        mut sink: impl FnMut(String, Reference) -> Result<(), KerchunkError>,
+    ) -> Result<u64, KerchunkError> {
+        let json_err = |e: serde_json::Error| KerchunkError::Json {
+            path: self.path.clone(),
+            reason: e.to_string(),
+        };
+        let renderer = self.renderer();
+        let mut error = None;
+        let mut count = 0u64;
+        let mut de = open(&self.path)?;
+        let seed = RefsSeed {
+            want,
+            renderer: &renderer,
+            sink: &mut sink,
+            error: &mut error,
+            count: &mut count,
+        };
+        if self.v1 {
+            serde::Deserializer::deserialize_map(&mut de, V1Body(seed)).map_err(json_err)?;
+        } else {
+            seed.deserialize(&mut de).map_err(json_err)?;
+        }
+        if let Some(e) = error {
+            return Err(e);
+        }
+        if self.v1 {
+            let mut filtered = |key: String, r: Reference| {
+                if want(&key) {
+                    count += 1;
+                    sink(key, r)
+                } else {
+                    Ok(())
+                }
+            };
+            for (i, spec) in self.gen.iter().enumerate() {
+                expand_gen(i, spec, &renderer, &mut filtered)?;
+            }
+        }
+        Ok(count)
+    }
 }
 
 #[cfg(test)]
@@ -971,6 +1258,70 @@ mod tests {
             url: url.into(),
             offset,
             length,
+        }
+    }
+
+    #[test]
+    fn open_reads_the_header_and_early_refs_in_one_pass() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("refs.json");
+        let limits = KerchunkLimits::default();
+        // Templates after the references that use them.
+        std::fs::write(
+            &path,
+            r#"{"version": 1, "refs": {"a/.zarray": "{}", "a/0": ["{{u}}/f", 1, 2], "m": ["{{u}}/m", 0, 3]},
+            "gen": [{"key": "a/{{i}}", "url": "{{u}}/g", "dimensions": {"i": {"start": 1, "stop": 4}}}],
+            "templates": {"u": "s3://b"}}"#,
+        )
+        .unwrap();
+        let early = |k: &str| k.ends_with(".zarray") || k == "m";
+        let (file, first) = ReferenceFile::open(&path, &limits, &early).unwrap();
+        assert_eq!(
+            first,
+            [
+                (
+                    "a/.zarray".to_string(),
+                    Reference::Data(Bytes::from_static(b"{}"))
+                ),
+                ("m".to_string(), range("s3://b/m", 0, 3)),
+            ]
+        );
+        assert_eq!(file.remaining_refs(), 4);
+        let mut all = Vec::new();
+        let n = file
+            .read(&|k| !early(k), |k, r| {
+                all.push((k, r));
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(n, 4);
+        assert_eq!(all[0], ("a/0".to_string(), range("s3://b/f", 1, 2)));
+        assert_eq!(
+            all[3],
+            ("a/3".to_string(), Reference::Url("s3://b/g".into()))
+        );
+
+        // Version 0: every top-level key is a reference, `templates` and `refs` too.
+        std::fs::write(
+            &path,
+            r#"{"templates": "t", ".zgroup": "{}", "x/0": ["/d", 1, 2], "refs": ["/r"]}"#,
+        )
+        .unwrap();
+        let early = |k: &str| k != "x/0";
+        let (file, first) = ReferenceFile::open(&path, &limits, &early).unwrap();
+        let keys: Vec<&str> = first.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["templates", ".zgroup", "refs"]);
+        assert_eq!(first[2].1, Reference::Url("/r".into()));
+        assert_eq!(file.remaining_refs(), 1);
+
+        // Version 1 header fields of the wrong type.
+        for doc in [
+            r#"{"version": 1, "templates": [1], "refs": {}}"#,
+            r#"{"version": 1, "gen": {}, "refs": {}}"#,
+        ] {
+            std::fs::write(&path, doc).unwrap();
+            let e = ReferenceFile::open(&path, &limits, &|_| true).unwrap_err();
+            assert!(matches!(e, KerchunkError::Json { .. }), "{doc}: {e}");
         }
     }
 

@@ -1,13 +1,17 @@
 //! The change set of a writable session: groups and arrays created, updated and
 //! deleted, and chunk refs written or deleted, not yet committed.
 
+mod chunks;
 pub(crate) mod wire;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use bytes::Bytes;
 
-use crate::format::manifest::ChunkPayload;
+pub use chunks::ArrayChunks;
+use chunks::Interner;
+
+use crate::format::manifest::{ChunkPayload, ChunkPayloadRef};
 use crate::format::snapshot::{ArrayData, DimensionShape, NodeData, NodeSnapshot};
 use crate::format::transaction_log::TransactionLog;
 use crate::format::{ChunkIndices, NodeId, NodePath, SnapshotId};
@@ -57,6 +61,12 @@ impl NewNode {
 }
 
 /// Uncommitted changes, keyed by node id (and by path for new nodes).
+///
+/// Chunk changes are stored compactly ([`ArrayChunks`]): virtual refs into the same
+/// object share one interned copy of its location and checksum, so a change set of
+/// 10^7 virtual refs into a few files takes about `8 × rank + 32` bytes per ref.
+/// Interning is invisible: refs read back as they were set, and change sets compare
+/// by value.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ChangeSet {
     new_nodes: BTreeMap<NodePath, (NodeId, NewNode)>,
@@ -66,7 +76,9 @@ pub struct ChangeSet {
     updated_arrays: HashMap<NodeId, ArrayDefinition>,
     deleted_groups: BTreeMap<NodeId, NodePath>,
     deleted_arrays: BTreeMap<NodeId, NodePath>,
-    chunks: BTreeMap<NodeId, BTreeMap<ChunkIndices, Option<ChunkPayload>>>,
+    chunks: BTreeMap<NodeId, ArrayChunks>,
+    /// The shared locations of the virtual refs in `chunks`.
+    sources: Interner,
 }
 
 impl ChangeSet {
@@ -77,7 +89,7 @@ impl ChangeSet {
             && self.updated_arrays.is_empty()
             && self.deleted_groups.is_empty()
             && self.deleted_arrays.is_empty()
-            && self.chunks.values().all(BTreeMap::is_empty)
+            && self.chunks.values().all(ArrayChunks::is_empty)
     }
 
     /// Records a new node.
@@ -131,9 +143,7 @@ impl ChangeSet {
     /// Forgets the chunk changes of array `id` at `chunks` (the committed refs stay).
     pub fn drop_chunk_changes(&mut self, id: &NodeId, chunks: &[ChunkIndices]) {
         if let Some(m) = self.chunks.get_mut(id) {
-            for c in chunks {
-                m.remove(c);
-            }
+            m.remove_all(chunks);
         }
     }
 
@@ -165,15 +175,15 @@ impl ChangeSet {
         }
         for (id, chunks) in &other.chunks {
             let mine = self.chunks.entry(*id).or_default();
-            for (index, payload) in chunks {
-                mine.insert(index.clone(), payload.clone());
+            for (index, entry) in chunks.entries() {
+                mine.insert(index.to_vec(), self.sources.adopt(entry));
             }
         }
     }
 
     /// Number of chunk changes (writes and deletions) over all arrays.
     pub fn num_chunk_changes(&self) -> usize {
-        self.chunks.values().map(BTreeMap::len).sum()
+        self.chunks.values().map(ArrayChunks::len).sum()
     }
 
     /// Replaces a group's `zarr.json`.
@@ -245,19 +255,17 @@ impl ChangeSet {
 
     /// Sets (`Some`) or deletes (`None`) the chunk ref of array `id` at `index`.
     pub fn set_chunk(&mut self, id: NodeId, index: ChunkIndices, payload: Option<ChunkPayload>) {
-        self.chunks.entry(id).or_default().insert(index, payload);
+        let entry = self.sources.entry(payload);
+        self.chunks.entry(id).or_default().insert(index, entry);
     }
 
     /// The chunk change of array `id` at `index`: `Some(None)` means deleted.
-    pub fn chunk(&self, id: &NodeId, index: &[u64]) -> Option<&Option<ChunkPayload>> {
+    pub fn chunk(&self, id: &NodeId, index: &[u64]) -> Option<Option<ChunkPayloadRef<'_>>> {
         self.chunks.get(id).and_then(|m| m.get(index))
     }
 
-    /// All chunk changes of array `id`.
-    pub fn array_chunks(
-        &self,
-        id: &NodeId,
-    ) -> Option<&BTreeMap<ChunkIndices, Option<ChunkPayload>>> {
+    /// All chunk changes of array `id`, sorted by index.
+    pub fn array_chunks(&self, id: &NodeId) -> Option<&ArrayChunks> {
         self.chunks.get(id)
     }
 
@@ -289,6 +297,31 @@ impl ChangeSet {
 
     /// The transaction log recording these changes for snapshot `id`.
     pub fn transaction_log(&self, id: SnapshotId) -> TransactionLog {
+        let mut log = self.transaction_log_of_nodes(id);
+        for (nid, chunks) in &self.chunks {
+            if !chunks.is_empty() {
+                log.updated_chunks.insert(
+                    *nid,
+                    chunks.keys().map(<[u64]>::to_vec).collect::<BTreeSet<_>>(),
+                );
+            }
+        }
+        log
+    }
+
+    /// The chunk indices these changes write or delete, by array (node id order, each
+    /// sorted; arrays without changes left out): the `updated_chunks` of
+    /// [`ChangeSet::transaction_log`], without copying them.
+    pub fn updated_chunks(&self) -> impl Iterator<Item = (NodeId, &ArrayChunks)> + '_ {
+        self.chunks
+            .iter()
+            .filter(|(_, m)| !m.is_empty())
+            .map(|(id, m)| (*id, m))
+    }
+
+    /// [`ChangeSet::transaction_log`] without its `updated_chunks` (see
+    /// [`ChangeSet::updated_chunks`]).
+    pub fn transaction_log_of_nodes(&self, id: SnapshotId) -> TransactionLog {
         let mut log = TransactionLog::new(id);
         for (nid, node) in self.new_nodes.values() {
             match node {
@@ -300,12 +333,49 @@ impl ChangeSet {
         log.updated_arrays = self.updated_arrays.keys().copied().collect();
         log.deleted_groups = self.deleted_groups.keys().copied().collect();
         log.deleted_arrays = self.deleted_arrays.keys().copied().collect();
-        for (nid, chunks) in &self.chunks {
-            if !chunks.is_empty() {
-                log.updated_chunks
-                    .insert(*nid, chunks.keys().cloned().collect::<BTreeSet<_>>());
-            }
-        }
         log
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::manifest::{Checksum, VirtualChunkRef};
+    use crate::format::SpecVersion;
+
+    #[test]
+    fn a_log_encoded_from_the_change_set_is_the_same_file() {
+        let mut c = ChangeSet::default();
+        let (a, b) = (NodeId::new([1; 8]), NodeId::new([2; 8]));
+        for i in (0..3000u64).rev() {
+            let v = ChunkPayload::Virtual(VirtualChunkRef {
+                location: format!("s3://bucket/prefix/file_{}.nc", i % 3),
+                offset: i * 10,
+                length: 10,
+                checksum: Some(Checksum::ETag("e".into())),
+            });
+            c.set_chunk(a, vec![i / 50, i % 50], Some(v));
+            c.set_chunk(
+                b,
+                vec![i],
+                (i % 5 != 0).then(|| ChunkPayload::Inline(Bytes::new())),
+            );
+        }
+        c.set_chunk(a, vec![7], None);
+        c.deleted_arrays
+            .insert(NodeId::new([3; 8]), NodePath::root());
+        let id = SnapshotId::new([9; 12]);
+        for spec in [SpecVersion::V1, SpecVersion::V2] {
+            let full = c.transaction_log(id).encode_as(spec).unwrap();
+            let chunks = c.updated_chunks().map(|(id, m)| (id, m.keys()));
+            let streamed = c
+                .transaction_log_of_nodes(id)
+                .encode_with_chunks(spec, chunks, 10)
+                .unwrap();
+            assert_eq!(full, streamed);
+            let decoded = TransactionLog::decode(&streamed).unwrap();
+            assert_eq!(decoded, c.transaction_log(id));
+            assert_eq!(decoded.updated_chunks[&a].len(), 3001);
+        }
     }
 }

@@ -7,13 +7,13 @@
 //! (nodes existing, indices inside chunk grids) is checked where the change set is
 //! merged.
 
-use std::collections::BTreeMap;
-
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_bytes::ByteBuf;
 
-use crate::format::manifest::{Checksum, ChunkPayload, NativeChunkRef, VirtualChunkRef};
+use crate::format::manifest::{
+    Checksum, ChunkPayload, ChunkPayloadRef, NativeChunkRef, VirtualChunkRef,
+};
 use crate::format::snapshot::DimensionShape;
 use crate::format::{ChunkId, ChunkIndices, NodeId, NodePath};
 
@@ -116,15 +116,20 @@ fn definition_from_wire(d: Definition) -> ArrayDefinition {
     }
 }
 
-fn payload_to_wire(p: &ChunkPayload) -> Payload {
+fn payload_to_wire(p: ChunkPayloadRef<'_>) -> Payload {
     match p {
-        ChunkPayload::Inline(b) => Payload::Inline(bin(b)),
-        ChunkPayload::Native(n) => Payload::Native(chunk_to_wire(&n.id), n.offset, n.length),
-        ChunkPayload::Virtual(v) => Payload::Virtual(
-            v.location.clone(),
-            v.offset,
-            v.length,
-            v.checksum.as_ref().map(|c| match c {
+        ChunkPayloadRef::Inline(b) => Payload::Inline(bin(b)),
+        ChunkPayloadRef::Native(n) => Payload::Native(chunk_to_wire(&n.id), n.offset, n.length),
+        ChunkPayloadRef::Virtual {
+            location,
+            offset,
+            length,
+            checksum,
+        } => Payload::Virtual(
+            location.to_string(),
+            offset,
+            length,
+            checksum.map(|c| match c {
                 Checksum::ETag(e) => Sum::ETag(e.clone()),
                 Checksum::LastModified(t) => Sum::LastModified(*t),
             }),
@@ -200,7 +205,7 @@ impl Wire {
                 .map(|(id, m)| {
                     let refs = m
                         .iter()
-                        .map(|(idx, p)| (idx.clone(), p.as_ref().map(payload_to_wire)))
+                        .map(|(idx, p)| (idx.to_vec(), p.map(payload_to_wire)))
                         .collect();
                     (node_to_wire(id), refs)
                 })
@@ -238,11 +243,10 @@ impl Wire {
             c.deleted_arrays.insert(node_from_wire(id), path(&p)?);
         }
         for (id, refs) in self.chunks {
-            let m: BTreeMap<ChunkIndices, Option<ChunkPayload>> = refs
-                .into_iter()
-                .map(|(idx, p)| (idx, p.map(payload_from_wire)))
-                .collect();
-            c.chunks.insert(node_from_wire(id), m);
+            let id = node_from_wire(id);
+            for (idx, p) in refs {
+                c.set_chunk(id, idx, p.map(payload_from_wire));
+            }
         }
         Ok(c)
     }
