@@ -259,11 +259,6 @@ impl ElemsRef<'_> {
                 if region.is_full(shape) {
                     return ArrayBytes::Fixed(crate::buffer_pool::copy_of(b));
                 }
-                if let Some(range) = contiguous_bytes(shape, region, s) {
-                    if let Some(run) = b.get(range) {
-                        return ArrayBytes::Fixed(crate::buffer_pool::copy_of(run));
-                    }
-                }
                 let mut out = crate::buffer_pool::zeroed(n * s);
                 if s > 0 {
                     copy_region_bytes(
@@ -297,42 +292,6 @@ impl ElemsRef<'_> {
             }
         }
     }
-}
-
-/// The byte range `region` occupies in a C-order buffer of shape `shape` with
-/// `elem_size`-byte elements, when that is one contiguous run (the region spans
-/// whole every dimension after its first one longer than 1); `None` otherwise or
-/// on overflow.
-fn contiguous_bytes(
-    shape: &[u64],
-    region: &ArraySubset,
-    elem_size: usize,
-) -> Option<std::ops::Range<usize>> {
-    let ndim = shape.len();
-    if region.ndim() != ndim || ndim == 0 {
-        return None;
-    }
-    // The first dimension where the region is longer than one element; every later
-    // dimension must be spanned whole.
-    let first = region
-        .shape
-        .iter()
-        .position(|&e| e != 1)
-        .unwrap_or(ndim - 1);
-    let whole_after =
-        (first + 1..ndim).all(|d| region.start[d] == 0 && region.shape[d] == shape[d]);
-    if !whole_after {
-        return None;
-    }
-    // Element offset of the region's start, and its length in elements.
-    let mut offset: u64 = 0;
-    for (&extent, &start) in shape.iter().zip(&region.start) {
-        offset = offset.checked_mul(extent)?.checked_add(start)?;
-    }
-    let len = region.num_elements();
-    let start = usize::try_from(offset).ok()?.checked_mul(elem_size)?;
-    let end = start.checked_add(usize::try_from(len).ok()?.checked_mul(elem_size)?)?;
-    Some(start..end)
 }
 
 /// Mutable borrowed decoded elements.
@@ -440,32 +399,20 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn contiguous_runs_are_found_and_strided_regions_are_not() {
+    fn extracted_regions_hold_their_elements() {
         let shape = [4, 3, 5];
         let r = |start: [u64; 3], ext: [u64; 3]| ArraySubset::new(start.to_vec(), ext.to_vec());
-        // Whole rows of the last two dimensions.
-        assert_eq!(
-            contiguous_bytes(&shape, &r([1, 0, 0], [2, 3, 5]), 4),
-            Some(60..180)
-        );
-        // One row, part of it; leading unit dimensions.
-        assert_eq!(
-            contiguous_bytes(&shape, &r([2, 1, 1], [1, 1, 3]), 2),
-            Some(72..78)
-        );
-        // Whole planes after a partial middle dimension.
-        assert_eq!(
-            contiguous_bytes(&shape, &r([0, 1, 0], [1, 2, 5]), 1),
-            Some(5..15)
-        );
-        // Strided: a partial last dimension under a longer middle one.
-        assert_eq!(contiguous_bytes(&shape, &r([0, 0, 0], [1, 2, 4]), 1), None);
-        assert_eq!(contiguous_bytes(&shape, &r([0, 0, 1], [2, 3, 4]), 1), None);
-        // Extraction through the run matches the strided copy.
         let data: Vec<u8> = (0..60).collect();
         let view = ElemsRef::Fixed(&data);
+        // One contiguous run: whole rows of the last dimension.
         let got = view.extract(&DataType::UInt8, &shape, &r([1, 1, 0], [1, 2, 5]));
         assert_eq!(got, ArrayBytes::Fixed((20..30).collect()));
+        // Strided: a partial last dimension.
+        let got = view.extract(&DataType::UInt8, &shape, &r([0, 0, 1], [2, 3, 4]));
+        let want: Vec<u8> = (0..2u8)
+            .flat_map(|i| (0..3u8).flat_map(move |j| (1..5u8).map(move |k| i * 15 + j * 5 + k)))
+            .collect();
+        assert_eq!(got, ArrayBytes::Fixed(want));
     }
 
     #[test]
