@@ -119,10 +119,17 @@ fn fixture() -> Fixture {
     }
 }
 
-async fn import(f: &Fixture, dest: &str) -> Repository {
-    let storage = Arc::new(LocalStorage::new(&f.dir.path().join("repo")).unwrap());
-    let repo = Repository::create(storage, None).await.unwrap();
+/// A new repository on local disk at `repo_dir`, with a writable session on `main`.
+async fn new_repo(repo_dir: &std::path::Path) -> (Repository, floe::Session) {
+    let repo = Repository::create(Arc::new(LocalStorage::new(repo_dir).unwrap()), None)
+        .await
+        .unwrap();
     let s = repo.writable_session("main").await.unwrap();
+    (repo, s)
+}
+
+async fn import(f: &Fixture, dest: &str) -> Repository {
+    let (repo, s) = new_repo(&f.dir.path().join("repo")).await;
     let summary = import_kerchunk(&repo, &s, &f.refs, &p(dest), None)
         .await
         .unwrap();
@@ -293,10 +300,7 @@ async fn large_generated_reference_sets_import_with_progress() {
     let refs = dir.path().join("refs.json");
     std::fs::write(&refs, serde_json::to_vec(&doc).unwrap()).unwrap();
     let repo_dir = dir.path().join("repo");
-    let repo = Repository::create(Arc::new(LocalStorage::new(&repo_dir).unwrap()), None)
-        .await
-        .unwrap();
-    let s = repo.writable_session("main").await.unwrap();
+    let (repo, s) = new_repo(&repo_dir).await;
     let seen = std::sync::Mutex::new(Vec::new());
     let progress = |done: u64, total: u64| seen.lock().unwrap().push((done, total));
     let summary = import_kerchunk(&repo, &s, &refs, &p("/"), Some(&progress))
@@ -402,10 +406,7 @@ async fn http_sources_import_and_read_by_range() {
     )
     .unwrap();
     let repo_dir = dir.path().join("repo");
-    let repo = Repository::create(Arc::new(LocalStorage::new(&repo_dir).unwrap()), None)
-        .await
-        .unwrap();
-    let s = repo.writable_session("main").await.unwrap();
+    let (repo, s) = new_repo(&repo_dir).await;
     let summary = import_kerchunk(&repo, &s, &refs_path, &p("/"), None)
         .await
         .unwrap();
@@ -501,10 +502,7 @@ async fn shared_locations_read_back_as_imported_before_and_after_commit() {
     std::fs::write(&refs_path, serde_json::to_vec(&doc).unwrap()).unwrap();
 
     let repo_dir = dir.path().join("repo");
-    let repo = Repository::create(Arc::new(LocalStorage::new(&repo_dir).unwrap()), None)
-        .await
-        .unwrap();
-    let s = repo.writable_session("main").await.unwrap();
+    let (repo, s) = new_repo(&repo_dir).await;
     let summary = import_kerchunk(&repo, &s, &refs_path, &p("/"), None)
         .await
         .unwrap();
