@@ -23,8 +23,9 @@ pub const MAGIC: [u8; 12] = *b"ICE\xF0\x9F\xA7\x8ACHUNK";
 pub const HEADER_LEN: usize = 39;
 /// Compression byte for zstd, the only one Icechunk readers accept.
 pub const COMPRESSION_ZSTD: u8 = 1;
-/// zstd level used for writing.
-const ZSTD_LEVEL: i32 = 3;
+/// The zstd level files are written at unless the repository config's
+/// `compression.level` says otherwise (Icechunk's default too).
+pub const DEFAULT_LEVEL: i32 = 3;
 /// Largest decompressed payload accepted, in bytes (guards against zstd bombs).
 const MAX_DECOMPRESSED: u64 = 4 << 30;
 /// Decompressed bytes accepted per compressed byte. Flatbuffers full of random
@@ -87,7 +88,7 @@ pub fn writer_name() -> String {
 /// [`FormatError::Compression`] if zstd fails.
 #[cfg_attr(not(feature = "testing"), allow(dead_code))]
 pub fn seal(file_type: FileType, flatbuffer: &[u8]) -> Result<Vec<u8>, FormatError> {
-    seal_version(file_type, SpecVersion::V1, flatbuffer)
+    seal_parts(file_type, SpecVersion::V1, DEFAULT_LEVEL, &[flatbuffer])
 }
 
 /// Wraps a finished flatbuffer into an envelope of type `file_type` and version
@@ -100,7 +101,37 @@ pub fn seal_version(
     spec: SpecVersion,
     flatbuffer: &[u8],
 ) -> Result<Vec<u8>, FormatError> {
-    let bound = zstd::zstd_safe::compress_bound(flatbuffer.len());
+    seal_parts(file_type, spec, DEFAULT_LEVEL, &[flatbuffer])
+}
+
+/// Wraps a flatbuffer given in consecutive `parts` (as [`super::forward`] writes a
+/// large one: head, then body) into an envelope of type `file_type` and version
+/// `spec`, compressed at zstd level `level` into one frame that declares its
+/// content size. The output is not zero-filled before zstd writes it.
+///
+/// Several parts are joined first: zstd compresses a whole input given at once in
+/// a single pass, but parts streamed one after another through its window buffer
+/// cost ~20% more CPU than the copy.
+///
+/// # Errors
+/// [`FormatError::Compression`] if zstd fails.
+pub fn seal_parts(
+    file_type: FileType,
+    spec: SpecVersion,
+    level: i32,
+    parts: &[&[u8]],
+) -> Result<Vec<u8>, FormatError> {
+    use zstd::zstd_safe::{zstd_sys::ZSTD_EndDirective, InBuffer, OutBuffer, ResetDirective};
+    let joined;
+    let input: &[u8] = match parts {
+        [] => &[],
+        [one] => one,
+        _ => {
+            joined = parts.concat();
+            &joined
+        }
+    };
+    let bound = zstd::zstd_safe::compress_bound(input.len());
     let mut out = Vec::with_capacity(HEADER_LEN + bound);
     out.extend_from_slice(&MAGIC);
     let mut name = [b' '; 24];
@@ -111,18 +142,32 @@ pub fn seal_version(
     out.push(spec as u8);
     out.push(file_type as u8);
     out.push(COMPRESSION_ZSTD);
-    let compression = |e: std::io::Error| FormatError::Compression {
+    let compression = |reason: String| FormatError::Compression {
         what: file_type.name(),
-        reason: e.to_string(),
+        reason,
     };
-    // Appends after the header: the buffer has room for the worst case.
-    let header = out.len();
-    out.resize(header + bound, 0);
-    let n = with_compressor(ZSTD_LEVEL, false, |c| {
-        c.compress_to_buffer(flatbuffer, &mut out[header..])
+    let zstd_error = |code: usize| compression(zstd::zstd_safe::get_error_name(code).to_string());
+    with_compressor(level, false, |c| {
+        let cx = c.context_mut();
+        Ok(cx
+            .reset(ResetDirective::SessionOnly)
+            .and_then(|_| cx.set_pledged_src_size(Some(input.len() as u64)))
+            .map_err(zstd_error)
+            .and_then(|_| {
+                // With room for the worst case, one call with `e_end` compresses the
+                // whole input and ends the frame (0: nothing left to flush).
+                let mut output = OutBuffer::around_pos(&mut out, HEADER_LEN);
+                let mut src = InBuffer::around(input);
+                let left = cx
+                    .compress_stream2(&mut output, &mut src, ZSTD_EndDirective::ZSTD_e_end)
+                    .map_err(zstd_error)?;
+                if left != 0 || src.pos() != input.len() {
+                    return Err(compression("zstd did not finish the frame".into()));
+                }
+                Ok(())
+            }))
     })
-    .map_err(compression)?;
-    out.truncate(header + n);
+    .map_err(|e| compression(e.to_string()))??;
     Ok(out)
 }
 

@@ -6,12 +6,11 @@
 use std::collections::BTreeMap;
 use std::ops::Range;
 
-use bytes::Bytes;
-use flatbuffers::FlatBufferBuilder;
-
 use super::envelope::{self, FileType};
 use super::fb::{self, gen};
+use super::forward::Forward;
 use super::{ChunkId, ChunkIndices, FormatError, ManifestId, NodeId, SpecVersion};
+use bytes::Bytes;
 
 /// A checksum of the object a virtual chunk ref points into; reads fail when the object
 /// no longer matches it.
@@ -276,12 +275,61 @@ impl Extents {
 
 /// Streams chunk refs into a manifest file without materializing a [`Manifest`]:
 /// arrays are added in node id order, each with its refs sorted by chunk index.
+///
+/// The flatbuffer is laid out front to back ([`super::forward`]): the refs' tables
+/// go into a body as they come; [`ManifestWriter::finish`] writes the `Manifest`
+/// and `ArrayManifest` tables and the vectors of offsets to the refs in front of it,
+/// and compresses the two parts into one zstd frame without joining them.
 pub struct ManifestWriter {
     id: ManifestId,
-    builder: FlatBufferBuilder<'static>,
-    arrays: Vec<flatbuffers::WIPOffset<gen::ArrayManifest<'static>>>,
+    body: Forward,
+    /// Each array's node id and the body positions of its refs' tables.
+    arrays: Vec<(NodeId, Vec<u32>)>,
+    /// The body position of the vtable for each field set of a `ChunkRef`.
+    vtables: [Option<usize>; 256],
     count: u64,
     spec: SpecVersion,
+    level: i32,
+}
+
+/// Bits of a `ChunkRef`'s field set, one per field, in vtable slot order.
+mod field {
+    pub(super) const INDEX: u8 = 1;
+    pub(super) const INLINE: u8 = 1 << 1;
+    pub(super) const OFFSET: u8 = 1 << 2;
+    pub(super) const LENGTH: u8 = 1 << 3;
+    pub(super) const CHUNK_ID: u8 = 1 << 4;
+    pub(super) const LOCATION: u8 = 1 << 5;
+    pub(super) const ETAG: u8 = 1 << 6;
+    pub(super) const LAST_MODIFIED: u8 = 1 << 7;
+}
+
+/// Where each field of a `ChunkRef` with field set `mask` sits in its table (0:
+/// absent), by vtable slot, and the table's length. The order is the order
+/// [`write_ref`] writes them: the `u64`s right after the `soffset` (the table
+/// starts 4 bytes past a multiple of 8, so they are aligned), then the 4-byte
+/// offsets and scalar, then the 12-byte chunk id.
+fn ref_layout(mask: u8) -> ([u16; 8], u16) {
+    use field::*;
+    let sizes: [(u8, usize, u16); 8] = [
+        (OFFSET, 2, 8),
+        (LENGTH, 3, 8),
+        (INDEX, 0, 4),
+        (INLINE, 1, 4),
+        (LOCATION, 5, 4),
+        (ETAG, 6, 4),
+        (LAST_MODIFIED, 7, 4),
+        (CHUNK_ID, 4, 12),
+    ];
+    let mut at = [0u16; 8];
+    let mut pos = 4u16;
+    for (bit, slot, size) in sizes {
+        if mask & bit != 0 {
+            at[slot] = pos;
+            pos += size;
+        }
+    }
+    (at, pos)
 }
 
 impl ManifestWriter {
@@ -289,10 +337,12 @@ impl ManifestWriter {
     pub fn new(id: ManifestId, estimated_refs: usize) -> Self {
         ManifestWriter {
             id,
-            builder: FlatBufferBuilder::with_capacity(1024 + estimated_refs.saturating_mul(48)),
+            body: Forward::with_capacity(estimated_refs.saturating_mul(44).saturating_add(64)),
             arrays: Vec::new(),
+            vtables: [None; 256],
             count: 0,
             spec: SpecVersion::V1,
+            level: envelope::DEFAULT_LEVEL,
         }
     }
 
@@ -304,40 +354,43 @@ impl ManifestWriter {
         self
     }
 
+    /// Compresses at zstd level `level` (the repository config's
+    /// `compression.level`; 3 by default, as Icechunk).
+    #[must_use]
+    pub fn compression_level(mut self, level: i32) -> Self {
+        self.level = level;
+        self
+    }
+
     /// Adds the refs of array `node` (sorted by index; arrays added in node id order),
     /// given as `&ChunkPayload` or [`ChunkPayloadRef`]. Returns the extents of the refs
     /// added, `None` when there were none (and then the array is not recorded).
     ///
     /// # Errors
-    /// [`FormatError::ChunkIndexTooLarge`] for an index Icechunk cannot store.
+    /// [`FormatError::ChunkIndexTooLarge`] for an index Icechunk cannot store;
+    /// [`FormatError::InvalidData`] when the file would pass 2 GiB.
     pub fn add_array<'r, P: Into<ChunkPayloadRef<'r>>>(
         &mut self,
         node: NodeId,
         refs: impl IntoIterator<Item = (&'r [u64], P)>,
     ) -> Result<Option<Vec<Range<u32>>>, FormatError> {
-        let b = &mut self.builder;
         let mut ext = Extents::default();
-        let offsets = refs
-            .into_iter()
-            .map(|(index, payload)| {
-                ext.add(index);
-                write_ref(b, index, payload.into())
-            })
-            .collect::<Result<Vec<_>, FormatError>>()?;
-        if offsets.is_empty() {
+        let refs = refs.into_iter();
+        let mut tables = Vec::with_capacity(refs.size_hint().0);
+        for (index, payload) in refs {
+            ext.add(index);
+            tables.push(write_ref(
+                &mut self.body,
+                &mut self.vtables,
+                index,
+                payload.into(),
+            )?);
+        }
+        if tables.is_empty() {
             return Ok(None);
         }
-        self.count += offsets.len() as u64;
-        let refs = b.create_vector(&offsets);
-        let node_id = fb::fb8(&node);
-        self.arrays.push(gen::ArrayManifest::create(
-            b,
-            &gen::ArrayManifestArgs {
-                node_id: Some(&node_id),
-                refs: Some(refs),
-                ..Default::default()
-            },
-        ));
+        self.count += tables.len() as u64;
+        self.arrays.push((node, tables));
         Ok(ext.finish())
     }
 
@@ -349,63 +402,164 @@ impl ManifestWriter {
     /// Finishes the file: returns its bytes and the number of refs.
     ///
     /// # Errors
-    /// [`FormatError::Compression`].
-    pub fn finish(mut self) -> Result<(Vec<u8>, u64), FormatError> {
-        let arrays = self.builder.create_vector(&self.arrays);
-        let id = fb::fb12(&self.id);
-        let root = gen::Manifest::create(
-            &mut self.builder,
-            &gen::ManifestArgs {
-                id: Some(&id),
-                arrays: Some(arrays),
-                ..Default::default()
-            },
+    /// [`FormatError::Compression`]; [`FormatError::InvalidData`] past 2 GiB.
+    pub fn finish(self) -> Result<(Vec<u8>, u64), FormatError> {
+        const WHAT: &str = "manifest";
+        let refs = usize::try_from(self.count).unwrap_or(usize::MAX);
+        let mut head = Forward::root(
+            fb::IDENTIFIER,
+            refs.saturating_mul(4)
+                .saturating_add(self.arrays.len().saturating_mul(24))
+                .saturating_add(64),
         );
-        self.builder.finish(root, Some(fb::IDENTIFIER));
-        Ok((
-            envelope::seal_version(FileType::Manifest, self.spec, self.builder.finished_data())?,
-            self.count,
-        ))
+        // Manifest { id: ObjectId12 (slot 0), arrays: [ArrayManifest] (slot 1) }:
+        // soffset, arrays, id.
+        let manifest_vt = head.vtable(20, &[8, 4]);
+        // ArrayManifest { node_id: ObjectId8 (slot 0), refs: [ChunkRef] (slot 1) }:
+        // soffset, refs, node_id.
+        let array_vt = head.vtable(16, &[8, 4]);
+        head.pad(4, 0);
+        let root = head.table(WHAT, manifest_vt)?;
+        let arrays_slot = head.slot();
+        head.bytes(&self.id.0);
+        head.finish_root(WHAT, root)?;
+        head.point(WHAT, arrays_slot)?;
+        head.u32(super::forward::count(WHAT, self.arrays.len())?);
+        let array_slots = head.slots(self.arrays.len());
+        let mut refs_slots = Vec::with_capacity(self.arrays.len());
+        for (i, (node, _)) in self.arrays.iter().enumerate() {
+            head.point(WHAT, Forward::nth(array_slots, i))?;
+            head.table(WHAT, array_vt)?;
+            refs_slots.push(head.slot());
+            head.bytes(&node.0);
+        }
+        let mut vectors = Vec::with_capacity(self.arrays.len());
+        for ((_, tables), slot) in self.arrays.iter().zip(refs_slots) {
+            head.point(WHAT, slot)?;
+            head.u32(super::forward::count(WHAT, tables.len())?);
+            vectors.push(head.slots(tables.len()));
+        }
+        // The body starts 8-aligned, so its alignment holds where it is placed.
+        head.pad(8, 0);
+        let base = head.len();
+        for ((_, tables), first) in self.arrays.iter().zip(vectors) {
+            for (i, &t) in tables.iter().enumerate() {
+                head.point_at(WHAT, Forward::nth(first, i), base + t as usize)?;
+            }
+        }
+        let bytes = envelope::seal_parts(
+            FileType::Manifest,
+            self.spec,
+            self.level,
+            &[head.as_slice(), self.body.as_slice()],
+        )?;
+        Ok((bytes, self.count))
     }
 }
 
-fn write_ref<'a>(
-    b: &mut FlatBufferBuilder<'a>,
+/// Writes one `ChunkRef` table and the objects it points to into `body`; returns the
+/// table's position.
+fn write_ref(
+    body: &mut Forward,
+    vtables: &mut [Option<usize>; 256],
     index: &[u64],
     payload: ChunkPayloadRef<'_>,
-) -> Result<flatbuffers::WIPOffset<gen::ChunkRef<'a>>, FormatError> {
-    let index = super::write_coords(b, index)?;
-    let mut args = gen::ChunkRefArgs {
-        index: Some(index),
-        ..Default::default()
-    };
-    let chunk_id;
-    match payload {
-        ChunkPayloadRef::Inline(bytes) => args.inline = Some(b.create_vector(&bytes[..])),
-        ChunkPayloadRef::Native(n) => {
-            chunk_id = fb::fb12(&n.id);
-            args.chunk_id = Some(&chunk_id);
-            args.offset = n.offset;
-            args.length = n.length;
-        }
-        ChunkPayloadRef::Virtual {
-            location,
-            offset,
-            length,
-            checksum,
-        } => {
-            // Written in full for every ref, as Icechunk writes spec-1 manifests.
-            args.location = Some(b.create_string(location));
-            args.offset = offset;
-            args.length = length;
-            match checksum {
-                Some(Checksum::ETag(e)) => args.checksum_etag = Some(b.create_string(e)),
-                Some(Checksum::LastModified(t)) => args.checksum_last_modified = *t,
-                None => {}
+) -> Result<u32, FormatError> {
+    use field::*;
+    const WHAT: &str = "manifest";
+    let coords = super::coords_u32(index)?;
+    let nonzero = |v: u64, bit: u8| if v == 0 { 0 } else { bit };
+    let mask = INDEX
+        | match payload {
+            ChunkPayloadRef::Inline(_) => INLINE,
+            ChunkPayloadRef::Native(n) => {
+                CHUNK_ID | nonzero(n.offset, OFFSET) | nonzero(n.length, LENGTH)
             }
+            ChunkPayloadRef::Virtual {
+                offset,
+                length,
+                checksum,
+                ..
+            } => {
+                LOCATION
+                    | nonzero(offset, OFFSET)
+                    | nonzero(length, LENGTH)
+                    | match checksum {
+                        Some(Checksum::ETag(_)) => ETAG,
+                        Some(Checksum::LastModified(t)) => nonzero(u64::from(*t), LAST_MODIFIED),
+                        None => 0,
+                    }
+            }
+        };
+    let vt = match vtables[usize::from(mask)] {
+        Some(vt) => vt,
+        None => {
+            let (at, len) = ref_layout(mask);
+            let vt = body.vtable(len, &at);
+            vtables[usize::from(mask)] = Some(vt);
+            vt
+        }
+    };
+    body.pad(8, 4);
+    let table = body.table(WHAT, vt)?;
+    let pos = super::forward::count(WHAT, table)?;
+    // Fields in `ref_layout`'s order.
+    let (offset, length) = match payload {
+        ChunkPayloadRef::Native(n) => (n.offset, n.length),
+        ChunkPayloadRef::Virtual { offset, length, .. } => (offset, length),
+        ChunkPayloadRef::Inline(_) => (0, 0),
+    };
+    if mask & OFFSET != 0 {
+        body.u64(offset);
+    }
+    if mask & LENGTH != 0 {
+        body.u64(length);
+    }
+    let index_slot = body.slot();
+    let inline_slot = (mask & INLINE != 0).then(|| body.slot());
+    let location_slot = (mask & LOCATION != 0).then(|| body.slot());
+    let etag_slot = (mask & ETAG != 0).then(|| body.slot());
+    if let ChunkPayloadRef::Virtual {
+        checksum: Some(Checksum::LastModified(t)),
+        ..
+    } = payload
+    {
+        if mask & LAST_MODIFIED != 0 {
+            body.u32(*t);
         }
     }
-    Ok(gen::ChunkRef::create(b, &args))
+    if let ChunkPayloadRef::Native(n) = payload {
+        body.bytes(&n.id.0);
+    }
+    // The objects the table points to, in slot order.
+    body.pad(4, 0);
+    body.point(WHAT, index_slot)?;
+    body.u32_vector(coords);
+    match payload {
+        ChunkPayloadRef::Inline(bytes) => {
+            if let Some(s) = inline_slot {
+                body.pad(4, 0);
+                body.point(WHAT, s)?;
+                body.byte_vector(WHAT, bytes, false)?;
+            }
+        }
+        ChunkPayloadRef::Virtual {
+            location, checksum, ..
+        } => {
+            if let Some(s) = location_slot {
+                body.pad(4, 0);
+                body.point(WHAT, s)?;
+                body.byte_vector(WHAT, location.as_bytes(), true)?;
+            }
+            if let (Some(s), Some(Checksum::ETag(e))) = (etag_slot, checksum) {
+                body.pad(4, 0);
+                body.point(WHAT, s)?;
+                body.byte_vector(WHAT, e.as_bytes(), true)?;
+            }
+        }
+        ChunkPayloadRef::Native(_) => {}
+    }
+    Ok(pos)
 }
 
 /// Longest virtual location a compressed location may expand to, in bytes (as

@@ -26,6 +26,7 @@ pub(crate) mod envelope;
 #[rustfmt::skip]
 mod generated;
 mod fb;
+mod forward;
 pub mod ids;
 pub mod keys;
 pub mod manifest;
@@ -90,15 +91,14 @@ pub type ChunkIndices = Vec<u64>;
 /// one past the largest coordinate.
 pub const MAX_CHUNK_COORDINATE: u64 = u32::MAX as u64 - 1;
 
-/// Writes a chunk index as stored: a flatbuffers vector of `u32` coordinates.
+/// A chunk index as stored: its coordinates as `u32`s, checked first.
 ///
 /// # Errors
 /// [`FormatError::ChunkIndexTooLarge`] when a coordinate exceeds
 /// [`MAX_CHUNK_COORDINATE`].
-pub(crate) fn write_coords<'a>(
-    b: &mut flatbuffers::FlatBufferBuilder<'a>,
+pub(crate) fn coords_u32(
     index: &[u64],
-) -> Result<flatbuffers::WIPOffset<flatbuffers::Vector<'a, u32>>, FormatError> {
+) -> Result<impl ExactSizeIterator<Item = u32> + '_, FormatError> {
     if index.iter().any(|&i| i > MAX_CHUNK_COORDINATE) {
         return Err(FormatError::ChunkIndexTooLarge {
             index: index.to_vec(),
@@ -106,7 +106,7 @@ pub(crate) fn write_coords<'a>(
     }
     // Checked above: every coordinate fits.
     #[allow(clippy::cast_possible_truncation)]
-    Ok(b.create_vector_from_iter(index.iter().map(|&i| i as u32)))
+    Ok(index.iter().map(|&i| i as u32))
 }
 
 /// Errors decoding or validating format objects. Corrupt or truncated input always

@@ -6,10 +6,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use flatbuffers::FlatBufferBuilder;
-
 use super::envelope::{self, FileType};
 use super::fb::{self, gen};
+use super::forward::{self, Forward};
 use super::snapshot::NodeKind;
 use super::{ChunkIndices, FormatError, NodeId, NodePath, SnapshotId, SpecVersion};
 
@@ -142,6 +141,7 @@ impl TransactionLog {
             && self.updated_arrays.is_empty()
             && self.updated_groups.is_empty()
             && self.updated_chunks.values().all(BTreeSet::is_empty)
+            && self.moved_nodes.is_empty()
     }
 
     /// Encodes into a full spec-1 transaction log file.
@@ -184,91 +184,127 @@ impl TransactionLog {
         I: IntoIterator<Item = (NodeId, J)>,
         J: IntoIterator<Item = &'c [u64]>,
     {
-        fn ids<'a>(
-            b: &mut FlatBufferBuilder<'a>,
-            set: &BTreeSet<NodeId>,
-        ) -> flatbuffers::WIPOffset<flatbuffers::Vector<'a, gen::ObjectId8>> {
-            let v: Vec<gen::ObjectId8> = set.iter().map(fb::fb8).collect();
-            b.create_vector(&v)
-        }
-        // About 24-32 bytes per chunk index (a table, its coordinates and an offset
-        // to it): sized once, the builder does not grow (and copy) itself.
-        let mut b = FlatBufferBuilder::with_capacity(
-            estimated_chunks.saturating_mul(32).saturating_add(1024),
-        );
-        let new_groups = ids(&mut b, &self.new_groups);
-        let new_arrays = ids(&mut b, &self.new_arrays);
-        let deleted_groups = ids(&mut b, &self.deleted_groups);
-        let deleted_arrays = ids(&mut b, &self.deleted_arrays);
-        let updated_arrays = ids(&mut b, &self.updated_arrays);
-        let updated_groups = ids(&mut b, &self.updated_groups);
-        let mut updated = Vec::new();
+        const WHAT: &str = "transaction log";
+        // The ChunkIndices tables go into the body as they come (8 bytes and their
+        // coordinates, ~16 bytes each); everything else, with the vectors of
+        // offsets to them, into the head written in front of it (see
+        // `format::forward`).
+        let mut body =
+            Forward::with_capacity(estimated_chunks.saturating_mul(16).saturating_add(64));
+        // ChunkIndices { coords: [uint32] (slot 0) }: soffset, coords.
+        let indices_vt = body.vtable(8, &[4]);
+        let mut arrays: Vec<(NodeId, Vec<u32>)> = Vec::new();
+        let mut total = 0usize;
         for (node, chunks) in chunks {
-            let chunks = chunks
-                .into_iter()
-                .map(|c| {
-                    let coords = super::write_coords(&mut b, c)?;
-                    Ok(gen::ChunkIndices::create(
-                        &mut b,
-                        &gen::ChunkIndicesArgs {
-                            coords: Some(coords),
-                        },
-                    ))
-                })
-                .collect::<Result<Vec<_>, FormatError>>()?;
-            let chunks = b.create_vector(&chunks);
-            let node_id = fb::fb8(&node);
-            updated.push(gen::ArrayUpdatedChunks::create(
-                &mut b,
-                &gen::ArrayUpdatedChunksArgs {
-                    node_id: Some(&node_id),
-                    chunks: Some(chunks),
-                },
-            ));
+            let chunks = chunks.into_iter();
+            let mut tables = Vec::with_capacity(chunks.size_hint().0);
+            for c in chunks {
+                let coords = super::coords_u32(c)?;
+                body.pad(4, 0);
+                let t = body.table(WHAT, indices_vt)?;
+                tables.push(forward::count(WHAT, t)?);
+                let slot = body.slot();
+                body.point(WHAT, slot)?;
+                body.u32_vector(coords);
+            }
+            total = total.saturating_add(tables.len());
+            arrays.push((node, tables));
         }
-        let updated_chunks = b.create_vector(&updated);
-        let moved_nodes = (spec == SpecVersion::V2 || !self.moved_nodes.is_empty()).then(|| {
-            let moves: Vec<_> = self
-                .moved_nodes
-                .iter()
-                .map(|m| {
-                    let from = b.create_string(m.from.as_str());
-                    let to = b.create_string(m.to.as_str());
-                    let node_id = fb::fb8(&m.node_id);
-                    gen::MoveOperation::create(
-                        &mut b,
-                        &gen::MoveOperationArgs {
-                            from: Some(from),
-                            to: Some(to),
-                            node_id: Some(&node_id),
-                            node_type: match m.kind {
-                                NodeKind::Group => gen::NodeType::Group,
-                                NodeKind::Array => gen::NodeType::Array,
-                            },
-                        },
-                    )
-                })
-                .collect();
-            b.create_vector(&moves)
-        });
-        let id = fb::fb12(&self.id);
-        let root = gen::TransactionLog::create(
-            &mut b,
-            &gen::TransactionLogArgs {
-                id: Some(&id),
-                new_groups: Some(new_groups),
-                new_arrays: Some(new_arrays),
-                deleted_groups: Some(deleted_groups),
-                deleted_arrays: Some(deleted_arrays),
-                updated_arrays: Some(updated_arrays),
-                updated_groups: Some(updated_groups),
-                updated_chunks: Some(updated_chunks),
-                moved_nodes,
-                ..Default::default()
-            },
+        let moves = spec == SpecVersion::V2 || !self.moved_nodes.is_empty();
+        let id_sets = [
+            &self.new_groups,
+            &self.new_arrays,
+            &self.deleted_groups,
+            &self.deleted_arrays,
+            &self.updated_arrays,
+            &self.updated_groups,
+        ];
+        let mut head = Forward::root(
+            fb::IDENTIFIER,
+            total
+                .saturating_add(id_sets.iter().map(|s| s.len()).sum::<usize>() * 2)
+                .saturating_mul(4)
+                .saturating_add(arrays.len().saturating_mul(24))
+                .saturating_add(256),
         );
-        b.finish(root, Some(fb::IDENTIFIER));
-        envelope::seal_version(FileType::TransactionLog, spec, b.finished_data())
+        // TransactionLog { id: ObjectId12 (slot 0), six [ObjectId8] (slots 1-6),
+        // updated_chunks (7), moved_nodes (8) }: soffset, the offsets, id.
+        let vectors: u16 = if moves { 8 } else { 7 };
+        let mut fields = vec![4 + 4 * vectors];
+        fields.extend((0..vectors).map(|v| 4 + 4 * v));
+        let log_vt = head.vtable(4 + 4 * vectors + 12, &fields);
+        // ArrayUpdatedChunks { node_id: ObjectId8 (slot 0), chunks (slot 1) }:
+        // soffset, chunks, node_id.
+        let array_vt = head.vtable(16, &[8, 4]);
+        // MoveOperation { from, to: string (slots 0, 1), node_id: ObjectId8 (2),
+        // node_type: ubyte (3) }: soffset, from, to, node_id, node_type, padding.
+        let move_vt = moves.then(|| head.vtable(24, &[4, 8, 12, 20]));
+        head.pad(4, 0);
+        let root = head.table(WHAT, log_vt)?;
+        let slots = head.slots(usize::from(vectors));
+        head.bytes(&self.id.0);
+        head.finish_root(WHAT, root)?;
+        for (i, set) in id_sets.iter().enumerate() {
+            head.point(WHAT, Forward::nth(slots, i))?;
+            head.u32(forward::count(WHAT, set.len())?);
+            for id in *set {
+                head.bytes(&id.0);
+            }
+            head.pad(4, 0);
+        }
+        head.point(WHAT, Forward::nth(slots, 6))?;
+        head.u32(forward::count(WHAT, arrays.len())?);
+        let array_slots = head.slots(arrays.len());
+        let mut chunk_slots = Vec::with_capacity(arrays.len());
+        for (i, (node, _)) in arrays.iter().enumerate() {
+            head.point(WHAT, Forward::nth(array_slots, i))?;
+            head.table(WHAT, array_vt)?;
+            chunk_slots.push(head.slot());
+            head.bytes(&node.0);
+        }
+        let mut chunk_vectors = Vec::with_capacity(arrays.len());
+        for ((_, tables), slot) in arrays.iter().zip(chunk_slots) {
+            head.point(WHAT, slot)?;
+            head.u32(forward::count(WHAT, tables.len())?);
+            chunk_vectors.push(head.slots(tables.len()));
+        }
+        if let Some(move_vt) = move_vt {
+            head.point(WHAT, Forward::nth(slots, 7))?;
+            head.u32(forward::count(WHAT, self.moved_nodes.len())?);
+            let move_slots = head.slots(self.moved_nodes.len());
+            for (i, m) in self.moved_nodes.iter().enumerate() {
+                head.point(WHAT, Forward::nth(move_slots, i))?;
+                head.table(WHAT, move_vt)?;
+                let from = head.slot();
+                let to = head.slot();
+                head.bytes(&m.node_id.0);
+                let kind = match m.kind {
+                    NodeKind::Group => gen::NodeType::Group,
+                    NodeKind::Array => gen::NodeType::Array,
+                };
+                head.bytes(&[kind.0, 0, 0, 0]);
+                head.point(WHAT, from)?;
+                head.byte_vector(WHAT, m.from.as_str().as_bytes(), true)?;
+                head.pad(4, 0);
+                head.point(WHAT, to)?;
+                head.byte_vector(WHAT, m.to.as_str().as_bytes(), true)?;
+                head.pad(4, 0);
+            }
+        }
+        // The body starts 8-aligned, so its alignment holds where it is placed.
+        head.pad(8, 0);
+        let base = head.len();
+        for ((_, tables), first) in arrays.iter().zip(chunk_vectors) {
+            for (i, &t) in tables.iter().enumerate() {
+                head.point_at(WHAT, Forward::nth(first, i), base + t as usize)?;
+            }
+        }
+        envelope::seal_parts(
+            FileType::TransactionLog,
+            spec,
+            envelope::DEFAULT_LEVEL,
+            &[head.as_slice(), body.as_slice()],
+        )
     }
 
     /// Decodes a transaction log file (spec 1 or 2).
