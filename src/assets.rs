@@ -7,6 +7,7 @@
 //! between sessions. Decoding of large objects runs on the compute pool.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, RwLock};
 
 use bytes::Bytes;
@@ -27,6 +28,8 @@ pub struct AssetManager {
     storage: Arc<dyn Storage>,
     /// The spec version of the files this manager writes.
     spec: SpecVersion,
+    /// The zstd level it writes them at (the config's `compression.level`).
+    level: AtomicI32,
     snapshots: Cache<SnapshotId, Arc<Snapshot>>,
     manifests: Cache<ManifestId, Arc<Manifest>>,
     transaction_logs: Cache<SnapshotId, Arc<TransactionLog>>,
@@ -103,6 +106,7 @@ impl AssetManager {
         AssetManager {
             storage,
             spec,
+            level: AtomicI32::new(crate::format::envelope::DEFAULT_LEVEL),
             snapshots: Cache::new(512),
             manifests: Cache::new(256),
             transaction_logs: Cache::new(512),
@@ -188,6 +192,18 @@ impl AssetManager {
     /// The spec version of the files this manager writes.
     pub fn spec_version(&self) -> SpecVersion {
         self.spec
+    }
+
+    /// The zstd level snapshots, manifests and transaction logs are written at: the
+    /// repository config's `compression.level` (3 by default).
+    pub fn compression_level(&self) -> i32 {
+        self.level.load(Ordering::Relaxed)
+    }
+
+    /// Writes files at zstd level `level` from now on (the repository sets it from
+    /// its config when it opens and when the config is saved).
+    pub fn set_compression_level(&self, level: i32) {
+        self.level.store(level, Ordering::Relaxed);
     }
 
     /// The parent link of snapshot `id` in the `repo` object (`Some(None)` for a
@@ -334,7 +350,8 @@ impl AssetManager {
     pub async fn write_snapshot(&self, snapshot: Arc<Snapshot>) -> Result<()> {
         let s = Arc::clone(&snapshot);
         let light = s.nodes.len() <= INLINE_NODES_MAX;
-        let bytes = maybe_blocking(light, move || s.encode()).await?;
+        let level = self.compression_level();
+        let bytes = maybe_blocking(light, move || s.encode_at(level)).await?;
         self.storage
             .put(&keys::snapshot(&snapshot.id), Bytes::from(bytes))
             .await?;
@@ -373,7 +390,8 @@ impl AssetManager {
         let l = Arc::clone(&log);
         let spec = self.spec;
         let light = l.len() <= INLINE_NODES_MAX;
-        let bytes = maybe_blocking(light, move || l.encode_as(spec)).await?;
+        let level = self.compression_level();
+        let bytes = maybe_blocking(light, move || l.encode_at(spec, level)).await?;
         self.storage
             .put(&keys::transaction_log(&log.id), Bytes::from(bytes))
             .await?;

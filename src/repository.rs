@@ -149,6 +149,7 @@ impl Repository {
             options.virtual_access.clone(),
             options.virtual_s3_credentials.clone(),
         ));
+        assets.set_compression_level(config.compression_level());
         Ok(Repository {
             inner: Arc::new(Inner {
                 spec,
@@ -421,6 +422,9 @@ impl Repository {
                 None
             }
         };
+        self.inner
+            .assets
+            .set_compression_level(config.compression_level());
         let mut state = self.write_config_state();
         state.config = config;
         state.version = version;

@@ -351,6 +351,46 @@ impl RepositoryConfig {
         self.raw.values().all(Value::is_null)
     }
 
+    /// The zstd level snapshots, manifests and transaction logs are written at
+    /// (`compression.level`; default 3, as Icechunk; a level outside 1-22 is taken as
+    /// the nearest one, and 0 as the default).
+    pub fn compression_level(&self) -> i32 {
+        self.raw
+            .get("compression")
+            .and_then(|c| c.get("level"))
+            .and_then(Value::as_u64)
+            .map_or(super::envelope::DEFAULT_LEVEL, |l| match l {
+                0 => super::envelope::DEFAULT_LEVEL,
+                // Clamped to 22 first: fits.
+                #[allow(clippy::cast_possible_truncation)]
+                l => l.min(22) as i32,
+            })
+    }
+
+    /// Sets (or with `None`, unsets) `compression.level`, keeping the rest of
+    /// `compression` (its `algorithm`) as it is.
+    pub fn set_compression_level(&mut self, level: Option<u8>) {
+        let key = Value::from("compression");
+        let mut compression = match self.raw.get(&key) {
+            Some(Value::Mapping(m)) => m.clone(),
+            _ => Mapping::new(),
+        };
+        match level {
+            Some(l) => {
+                compression.insert("level".into(), Value::from(l));
+            }
+            None => {
+                compression.remove("level");
+            }
+        }
+        let v = if compression.is_empty() {
+            Value::Null
+        } else {
+            Value::Mapping(compression)
+        };
+        self.raw.insert(key, v);
+    }
+
     /// Largest encoded chunk size stored inline in a manifest, in bytes (default 512).
     pub fn inline_chunk_threshold_bytes(&self) -> u64 {
         self.raw
@@ -442,6 +482,25 @@ manifest: null
 some_future_key:
   nested: [1, 2, 3]
 ";
+
+    #[test]
+    fn compression_level_reads_icechunks_key_and_keeps_the_algorithm() {
+        let mut cfg =
+            RepositoryConfig::parse(b"compression:\n  algorithm: zstd\n  level: 1\n").unwrap();
+        assert_eq!(cfg.compression_level(), 1);
+        cfg.set_compression_level(Some(40));
+        assert_eq!(
+            cfg.compression_level(),
+            22,
+            "above zstd's range: its maximum"
+        );
+        let back = RepositoryConfig::parse(cfg.to_yaml().unwrap().as_bytes()).unwrap();
+        assert_eq!(back.raw()["compression"]["algorithm"], Value::from("zstd"));
+        cfg.set_compression_level(None);
+        assert_eq!(cfg.compression_level(), 3);
+        assert_eq!(cfg.raw()["compression"]["algorithm"], Value::from("zstd"));
+        assert_eq!(RepositoryConfig::default().compression_level(), 3);
+    }
 
     #[test]
     fn reads_icechunk_config_and_keeps_unknown_keys() {

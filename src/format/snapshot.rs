@@ -214,6 +214,14 @@ impl Snapshot {
     /// [`FormatError::InvalidData`] when metadata cannot be encoded as MessagePack;
     /// [`FormatError::Compression`].
     pub fn encode(&self) -> Result<Vec<u8>, FormatError> {
+        self.encode_at(envelope::DEFAULT_LEVEL)
+    }
+
+    /// [`Snapshot::encode`] at zstd level `level` (the config's `compression.level`).
+    ///
+    /// # Errors
+    /// As [`Snapshot::encode`].
+    pub fn encode_at(&self, level: i32) -> Result<Vec<u8>, FormatError> {
         let mut b = FlatBufferBuilder::with_capacity(1024 + self.nodes.len() * 256);
         let nodes: Vec<_> = self
             .nodes
@@ -302,7 +310,7 @@ impl Snapshot {
             },
         );
         b.finish(root, Some(fb::IDENTIFIER));
-        envelope::seal_version(FileType::Snapshot, spec, b.finished_data())
+        envelope::seal_parts(FileType::Snapshot, spec, level, &[b.finished_data()])
     }
 
     /// Decodes a snapshot file.

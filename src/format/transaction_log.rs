@@ -159,24 +159,35 @@ impl TransactionLog {
     /// # Errors
     /// [`FormatError::ChunkIndexTooLarge`]; [`FormatError::Compression`].
     pub fn encode_as(&self, spec: SpecVersion) -> Result<Vec<u8>, FormatError> {
+        self.encode_at(spec, envelope::DEFAULT_LEVEL)
+    }
+
+    /// [`TransactionLog::encode_as`] at zstd level `level` (the config's
+    /// `compression.level`).
+    ///
+    /// # Errors
+    /// As [`TransactionLog::encode_as`].
+    pub fn encode_at(&self, spec: SpecVersion, level: i32) -> Result<Vec<u8>, FormatError> {
         let chunks = self
             .updated_chunks
             .iter()
             .map(|(node, chunks)| (*node, chunks.iter().map(Vec::as_slice)));
-        self.encode_with_chunks(spec, chunks, self.len())
+        self.encode_with_chunks(spec, level, chunks, self.len())
     }
 
     /// Encodes like [`TransactionLog::encode_as`], but with the updated chunks taken
     /// from `chunks` (arrays in node id order, each with its chunk indices sorted)
     /// instead of `self.updated_chunks`: a commit of millions of chunks encodes them
     /// straight from its change set, without a copy in a `TransactionLog`.
-    /// `estimated_chunks` sizes the encoder (the number of chunk indices, about).
+    /// `estimated_chunks` sizes the encoder (the number of chunk indices, about);
+    /// `level` is the zstd level (the config's `compression.level`).
     ///
     /// # Errors
     /// [`FormatError::ChunkIndexTooLarge`]; [`FormatError::Compression`].
     pub fn encode_with_chunks<'c, I, J>(
         &self,
         spec: SpecVersion,
+        level: i32,
         chunks: I,
         estimated_chunks: usize,
     ) -> Result<Vec<u8>, FormatError>
@@ -302,7 +313,7 @@ impl TransactionLog {
         envelope::seal_parts(
             FileType::TransactionLog,
             spec,
-            envelope::DEFAULT_LEVEL,
+            level,
             &[head.as_slice(), body.as_slice()],
         )
     }

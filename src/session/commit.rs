@@ -208,10 +208,10 @@ pub(crate) async fn flush(
             return assets.write_transaction_log(Arc::new(log)).await;
         }
         let changes = Arc::clone(changes);
-        let spec = assets.spec_version();
+        let (spec, level) = (assets.spec_version(), assets.compression_level());
         let bytes = crate::assets::blocking(move || {
             let chunks = changes.updated_chunks().map(|(id, c)| (id, c.keys()));
-            log.encode_with_chunks(spec, chunks, changes.num_chunk_changes())
+            log.encode_with_chunks(spec, level, chunks, changes.num_chunk_changes())
         })
         .await?;
         assets.write_transaction_log_bytes(&new_id, bytes).await

@@ -208,7 +208,7 @@ pub(crate) async fn write_array_manifests(
     };
 
     let manifests: Arc<Vec<Arc<Manifest>>> = Arc::new(fetched.into_values().collect());
-    let spec = assets.spec_version();
+    let (spec, level) = (assets.spec_version(), assets.compression_level());
     let work: usize = manifests
         .iter()
         .filter_map(|m| m.arrays.get(&node))
@@ -224,7 +224,7 @@ pub(crate) async fn write_array_manifests(
             node,
             shape,
             &layout,
-            spec,
+            (spec, level),
             &[],
             usize::MAX,
             work,
@@ -248,7 +248,15 @@ pub(crate) async fn write_array_manifests(
             let (shape, layout) = (shape.to_vec(), layout.clone());
             crate::assets::blocking(move || {
                 encode_blocks(
-                    &manifests, &changes, node, &shape, &layout, spec, &start, 1, work,
+                    &manifests,
+                    &changes,
+                    node,
+                    &shape,
+                    &layout,
+                    (spec, level),
+                    &start,
+                    1,
+                    work,
                 )
             })
             .await
@@ -284,7 +292,7 @@ fn encode_blocks(
     node: NodeId,
     shape: &[DimensionShape],
     layout: &SplitLayout,
-    spec: SpecVersion,
+    (spec, level): (SpecVersion, i32),
     start: &[u64],
     max_blocks: usize,
     estimate: usize,
@@ -308,8 +316,9 @@ fn encode_blocks(
             });
         }
         let id = ManifestId::random();
-        let mut writer =
-            ManifestWriter::new(id, layout.block_positions().min(estimate)).spec_version(spec);
+        let mut writer = ManifestWriter::new(id, layout.block_positions().min(estimate))
+            .spec_version(spec)
+            .compression_level(level);
         let in_block = std::iter::from_fn(|| refs.next_if(|(idx, _)| layout.in_block(idx, &block)));
         if let Some(extents) = writer.add_array(node, in_block)? {
             let (bytes, count) = writer.finish()?;
