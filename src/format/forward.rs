@@ -19,8 +19,9 @@
 //! patched ([`Forward::point`]). Where a vector of offsets must come before objects
 //! whose number is not known yet, the objects go into a second `Forward` (the
 //! body) and the vector into the first (the head), which is then placed in front of
-//! it: [`Forward::head_offset`] gives the distance. A body stays valid when moved by
-//! a multiple of 8, since every offset inside it is relative.
+//! it ([`Forward::behind`]: into a gap left for it, without copying the body). A
+//! body stays valid when moved by a multiple of 8, since every offset inside it is
+//! relative.
 
 use super::FormatError;
 
@@ -32,6 +33,8 @@ pub(crate) struct Slot(usize);
 #[derive(Debug, Default)]
 pub(crate) struct Forward {
     buf: Vec<u8>,
+    /// Bytes reserved in front of position 0 for a head ([`Forward::with_gap`]).
+    origin: usize,
 }
 
 /// The error for a file past flatbuffers' 2 GiB limit.
@@ -63,6 +66,32 @@ impl Forward {
     pub(crate) fn with_capacity(capacity: usize) -> Self {
         Forward {
             buf: Vec::with_capacity(capacity),
+            origin: 0,
+        }
+    }
+
+    /// A body with `gap` bytes reserved in front of it (and room for `capacity`
+    /// bytes after them), where [`Forward::behind`] can place its head without
+    /// copying the body.
+    pub(crate) fn with_gap(gap: usize, capacity: usize) -> Self {
+        let mut buf = Vec::with_capacity(gap.saturating_add(capacity));
+        buf.resize(gap, 0);
+        Forward { buf, origin: gap }
+    }
+
+    /// The whole flatbuffer: `head` followed by this body (which must start 8-aligned
+    /// relative to the flatbuffer's start: the head's length is a multiple of 8).
+    /// The head goes into the gap in front when it fits; otherwise the two are
+    /// joined. Returns the buffer and where the flatbuffer starts in it.
+    pub(crate) fn behind(mut self, head: &Forward) -> (Vec<u8>, usize) {
+        debug_assert_eq!(head.len() % 8, 0);
+        let h = head.as_slice();
+        match self.origin.checked_sub(h.len()) {
+            Some(start) => {
+                self.buf[start..self.origin].copy_from_slice(h);
+                (self.buf, start)
+            }
+            None => ([h, self.as_slice()].concat(), 0),
         }
     }
 
@@ -79,19 +108,19 @@ impl Forward {
         w
     }
 
-    /// Bytes written so far.
+    /// Bytes written so far (the gap in front not counted).
     pub(crate) fn len(&self) -> usize {
-        self.buf.len()
+        self.buf.len() - self.origin
     }
 
-    /// The bytes.
+    /// The bytes (the gap in front not included).
     pub(crate) fn as_slice(&self) -> &[u8] {
-        &self.buf
+        &self.buf[self.origin..]
     }
 
     /// Pads with zeros until the length is `phase` modulo `align` (a power of two).
     pub(crate) fn pad(&mut self, align: usize, phase: usize) {
-        while self.buf.len() & (align - 1) != phase {
+        while self.len() & (align - 1) != phase {
             self.buf.push(0);
         }
     }
@@ -114,8 +143,8 @@ impl Forward {
 
     /// Reserves a `uoffset` field here (the length must be a multiple of 4).
     pub(crate) fn slot(&mut self) -> Slot {
-        debug_assert_eq!(self.buf.len() % 4, 0);
-        let s = Slot(self.buf.len());
+        debug_assert_eq!(self.len() % 4, 0);
+        let s = Slot(self.len());
         self.buf.extend_from_slice(&[0; 4]);
         s
     }
@@ -123,8 +152,8 @@ impl Forward {
     /// Reserves `n` consecutive `uoffset` fields (a vector's elements); the first is
     /// returned, element `i` is `Slot(first + 4 i)` ([`Forward::nth`]).
     pub(crate) fn slots(&mut self, n: usize) -> Slot {
-        debug_assert_eq!(self.buf.len() % 4, 0);
-        let s = Slot(self.buf.len());
+        debug_assert_eq!(self.len() % 4, 0);
+        let s = Slot(self.len());
         self.buf.resize(self.buf.len() + 4 * n, 0);
         s
     }
@@ -146,7 +175,8 @@ impl Forward {
     ) -> Result<(), FormatError> {
         debug_assert!(target >= slot.0);
         let v = offset(what, target - slot.0)?;
-        self.buf[slot.0..slot.0 + 4].copy_from_slice(&v.to_le_bytes());
+        let at = self.origin + slot.0;
+        self.buf[at..at + 4].copy_from_slice(&v.to_le_bytes());
         Ok(())
     }
 
@@ -155,7 +185,7 @@ impl Forward {
     /// # Errors
     /// [`FormatError::InvalidData`] past 2 GiB.
     pub(crate) fn point(&mut self, what: &'static str, slot: Slot) -> Result<(), FormatError> {
-        self.point_at(what, slot, self.buf.len())
+        self.point_at(what, slot, self.len())
     }
 
     /// Points the root `uoffset` (see [`Forward::root`]) at the table at `table`.
@@ -175,7 +205,7 @@ impl Forward {
     /// its position.
     pub(crate) fn vtable(&mut self, table_len: u16, fields: &[u16]) -> usize {
         self.pad(2, 0);
-        let pos = self.buf.len();
+        let pos = self.len();
         // 4 + 2 × at most a few dozen fields: always fits a u16.
         #[allow(clippy::cast_possible_truncation)]
         let vt_len = (4 + 2 * fields.len()) as u16;
@@ -199,8 +229,8 @@ impl Forward {
         what: &'static str,
         vtable: usize,
     ) -> Result<usize, FormatError> {
-        debug_assert_eq!(self.buf.len() % 4, 0);
-        let pos = self.buf.len();
+        debug_assert_eq!(self.len() % 4, 0);
+        let pos = self.len();
         self.u32(offset(what, pos - vtable)?);
         Ok(pos)
     }
@@ -259,6 +289,32 @@ mod tests {
         assert_eq!(t - rd(t), vt, "soffset leads back to the vtable");
         let v = s + rd(s);
         assert_eq!((rd(v), rd(v + 4), rd(v + 8)), (2, 7, 9));
+    }
+
+    #[test]
+    fn a_head_goes_into_the_gap_when_it_fits_and_is_joined_otherwise() {
+        let head = |n: usize| {
+            let mut h = Forward::with_capacity(n);
+            h.bytes(&vec![7; n]);
+            h
+        };
+        let body = |gap: usize| {
+            let mut b = Forward::with_gap(gap, 8);
+            b.u64(u64::MAX);
+            let slot = b.slot();
+            b.point("test", slot).unwrap();
+            b
+        };
+        for (gap, h) in [(16, 8), (16, 16), (8, 16), (0, 8)] {
+            let (buf, start) = body(gap).behind(&head(h));
+            let fb = &buf[start..];
+            assert_eq!(fb.len(), h + 12, "gap {gap}, head {h}");
+            assert!(fb[..h].iter().all(|&b| b == 7));
+            assert_eq!(&fb[h..h + 8], &[0xff; 8]);
+            // The body's own offsets are relative: unchanged by where it went.
+            assert_eq!(&fb[h + 8..], &4u32.to_le_bytes());
+            assert_eq!(start, gap.saturating_sub(h) * usize::from(h <= gap));
+        }
     }
 
     #[test]

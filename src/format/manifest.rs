@@ -337,7 +337,12 @@ impl ManifestWriter {
     pub fn new(id: ManifestId, estimated_refs: usize) -> Self {
         ManifestWriter {
             id,
-            body: Forward::with_capacity(estimated_refs.saturating_mul(44).saturating_add(64)),
+            // Room in front for the head: 4 bytes per ref and the tables of a few
+            // dozen arrays.
+            body: Forward::with_gap(
+                estimated_refs.saturating_mul(4).saturating_add(1024),
+                estimated_refs.saturating_mul(44).saturating_add(64),
+            ),
             arrays: Vec::new(),
             vtables: [None; 256],
             count: 0,
@@ -447,12 +452,9 @@ impl ManifestWriter {
                 head.point_at(WHAT, Forward::nth(first, i), base + t as usize)?;
             }
         }
-        let bytes = envelope::seal_parts(
-            FileType::Manifest,
-            self.spec,
-            self.level,
-            &[head.as_slice(), self.body.as_slice()],
-        )?;
+        let (buf, start) = self.body.behind(&head);
+        let bytes =
+            envelope::seal_parts(FileType::Manifest, self.spec, self.level, &[&buf[start..]])?;
         Ok((bytes, self.count))
     }
 }

@@ -200,8 +200,29 @@ impl TransactionLog {
         // coordinates, ~16 bytes each); everything else, with the vectors of
         // offsets to them, into the head written in front of it (see
         // `format::forward`).
+        let id_sets = [
+            &self.new_groups,
+            &self.new_arrays,
+            &self.deleted_groups,
+            &self.deleted_arrays,
+            &self.updated_arrays,
+            &self.updated_groups,
+        ];
+        let ids: usize = id_sets.iter().map(|s| s.len()).sum();
+        let moved: usize = self
+            .moved_nodes
+            .iter()
+            .map(|m| m.from.as_str().len() + m.to.as_str().len() + 48)
+            .sum();
+        // Room in front for the head: 4 bytes per chunk, the ids, the moves and the
+        // tables of up to ~1,000 arrays.
+        let gap = estimated_chunks
+            .saturating_mul(4)
+            .saturating_add(ids.saturating_mul(8))
+            .saturating_add(moved)
+            .saturating_add(32 * 1024);
         let mut body =
-            Forward::with_capacity(estimated_chunks.saturating_mul(16).saturating_add(64));
+            Forward::with_gap(gap, estimated_chunks.saturating_mul(16).saturating_add(64));
         // ChunkIndices { coords: [uint32] (slot 0) }: soffset, coords.
         let indices_vt = body.vtable(8, &[4]);
         let mut arrays: Vec<(NodeId, Vec<u32>)> = Vec::new();
@@ -222,18 +243,11 @@ impl TransactionLog {
             arrays.push((node, tables));
         }
         let moves = spec == SpecVersion::V2 || !self.moved_nodes.is_empty();
-        let id_sets = [
-            &self.new_groups,
-            &self.new_arrays,
-            &self.deleted_groups,
-            &self.deleted_arrays,
-            &self.updated_arrays,
-            &self.updated_groups,
-        ];
         let mut head = Forward::root(
             fb::IDENTIFIER,
             total
-                .saturating_add(id_sets.iter().map(|s| s.len()).sum::<usize>() * 2)
+                .saturating_add(ids * 2)
+                .saturating_add(moved)
                 .saturating_mul(4)
                 .saturating_add(arrays.len().saturating_mul(24))
                 .saturating_add(256),
@@ -310,12 +324,8 @@ impl TransactionLog {
                 head.point_at(WHAT, Forward::nth(first, i), base + t as usize)?;
             }
         }
-        envelope::seal_parts(
-            FileType::TransactionLog,
-            spec,
-            level,
-            &[head.as_slice(), body.as_slice()],
-        )
+        let (buf, start) = body.behind(&head);
+        envelope::seal_parts(FileType::TransactionLog, spec, level, &[&buf[start..]])
     }
 
     /// Decodes a transaction log file (spec 1 or 2).
