@@ -31,6 +31,10 @@ Workloads (see `benches/workloads.rs` for the floe side):
   store API (10 in flight) / the whole array through the array API.
 - ancestry_2001_cold: a branch of 2,001 commits; open the repository fresh and list
   the whole ancestry of main.
+
+A second table puts the store-API rows against their page-cache floor, which the floe
+side measures too (`floor_write`, `floor_read`): the same files written and read with
+plain std::fs, 10 at a time, without a repository.
 """
 
 import argparse
@@ -338,6 +342,26 @@ def table(labels, med, workloads):
     return "\n".join(lines)
 
 
+# The page-cache floor of the store-API rows (floe's side only): the same files
+# written / read with plain std::fs.
+FLOORS = {"store_write_commit": "floor_write", "read_store": "floor_read"}
+
+
+def floor_table(floe_runs, floe_med):
+    """Markdown: each store-API row against its page-cache floor, when both ran."""
+    lines = []
+    for w, f in FLOORS.items():
+        if f"{w}_s" not in floe_med or not all(f"{f}_s" in r for r in floe_runs):
+            continue
+        fl = statistics.median(r[f"{f}_s"] for r in floe_runs)
+        lines.append(f"| {w} | {floe_med[f'{w}_s'] * 1000:.1f} | {fl * 1000:.1f} | "
+                     f"{floe_med[f'{w}_s'] / fl:.2f}x |")
+    if not lines:
+        return ""
+    return "\n".join(["| workload | floe (ms) | plain std::fs, same files (ms) | floe / floor |",
+                      "|---|---:|---:|---:|"] + lines)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--engine", choices=["icechunk"], help=argparse.SUPPRESS)
@@ -386,6 +410,9 @@ def main():
     med = {e: {f"{w}_s": statistics.median(r[f"{w}_s"] for r in rs) for w in args.workloads}
            for e, rs in runs.items()}
     md = table(labels, med, args.workloads)
+    floor = floor_table(runs["floe"], med["floe"])
+    if floor:
+        md += "\n\n" + floor
     print(f"{args.mib} MiB, median of {args.runs} run(s), local filesystem, spec 1\n")
     print(md)
     if args.json:

@@ -29,6 +29,10 @@
 //! - `ancestry_2001_cold`: on a branch of 2,001 commits (the root group, then
 //!   attribute changes), open the repository fresh (new storage handle, new
 //!   `Repository`) and list the whole ancestry of `main`.
+//! - `floor_write` / `floor_read` (floe's side only): the page-cache floor of the
+//!   store-API rows, the same chunk files written (the compressed chunks) and read
+//!   back (the uncompressed ones) with plain `std::fs`, 10 at a time, in one
+//!   directory, without a repository.
 //!
 //! The float32 data is random normal from a fixed seed; `--data FILE` reads it from
 //! a file of little-endian float32 instead (exactly `--mib` MiB; the comparison
@@ -47,7 +51,7 @@ use futures::{StreamExt, TryStreamExt};
 use serde_json::{json, Value};
 
 /// The workloads, in the order they run.
-const WORKLOADS: [&str; 7] = [
+const WORKLOADS: [&str; 9] = [
     "attr_commit",
     "commit_10k_refs",
     "write_zstd_commit",
@@ -55,6 +59,8 @@ const WORKLOADS: [&str; 7] = [
     "read_store",
     "read_array",
     "ancestry_2001_cold",
+    "floor_write",
+    "floor_read",
 ];
 
 /// Columns of the 2-D float32 arrays; a chunk is `CHUNK_ROWS x COLS` (1 MiB).
@@ -312,9 +318,10 @@ async fn write_zstd_commit(data: &Data) -> Duration {
     elapsed
 }
 
-async fn store_write_commit(data: &Data) -> Duration {
-    // The encoded chunks and their keys, from an in-memory store.
-    let scratch = write_float_array(data, true, Arc::new(MemoryStore::new()), "big").await;
+/// The chunks of `data` encoded (with zstd or not) and their keys, from an
+/// in-memory store.
+async fn encoded_chunks(data: &Data, zstd: bool) -> Vec<(String, Bytes)> {
+    let scratch = write_float_array(data, zstd, Arc::new(MemoryStore::new()), "big").await;
     let mut chunks: Vec<(String, Bytes)> = Vec::new();
     for i in 0..data.chunks() {
         let bytes = scratch
@@ -324,7 +331,63 @@ async fn store_write_commit(data: &Data) -> Duration {
             .expect("chunk was stored");
         chunks.push((scratch.chunk_key(&[i, 0]).expect("chunk key"), bytes));
     }
-    drop(scratch);
+    chunks
+}
+
+/// Writes `chunks` as files `dir/c<i>` with `std::fs::write`, `IN_FLIGHT` at a time.
+async fn write_files(dir: &std::path::Path, chunks: &[(String, Bytes)]) {
+    futures::stream::iter(chunks.iter().enumerate().map(|(i, (_, bytes))| {
+        let (path, bytes) = (dir.join(format!("c{i}")), bytes.clone());
+        tokio::task::spawn_blocking(move || std::fs::write(path, &bytes))
+    }))
+    .buffer_unordered(IN_FLIGHT)
+    .try_collect::<Vec<_>>()
+    .await
+    .expect("join")
+    .into_iter()
+    .collect::<std::io::Result<Vec<()>>>()
+    .expect("write files");
+}
+
+/// `store_write_commit`'s floor: its compressed chunks written with plain `std::fs`.
+async fn floor_write(data: &Data) -> Duration {
+    let chunks = encoded_chunks(data, true).await;
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let t = Instant::now();
+    write_files(dir.path(), &chunks).await;
+    t.elapsed()
+}
+
+/// `read_store`'s floor: the uncompressed chunks, written untimed, read back with
+/// plain `std::fs`.
+async fn floor_read(data: &Data) -> Duration {
+    let chunks = encoded_chunks(data, false).await;
+    let dir = tempfile::tempdir().expect("temporary directory");
+    write_files(dir.path(), &chunks).await;
+    let t = Instant::now();
+    let back: Vec<(usize, Vec<u8>)> = futures::stream::iter((0..chunks.len()).map(|i| {
+        let path = dir.path().join(format!("c{i}"));
+        tokio::task::spawn_blocking(move || std::fs::read(path).map(|b| (i, b)))
+    }))
+    .buffer_unordered(IN_FLIGHT)
+    .try_collect::<Vec<_>>()
+    .await
+    .expect("join")
+    .into_iter()
+    .collect::<std::io::Result<_>>()
+    .expect("read files");
+    let elapsed = t.elapsed();
+    for (i, bytes) in back {
+        assert!(
+            bytes[..] == chunks[i].1[..],
+            "file {i} reads back as written"
+        );
+    }
+    elapsed
+}
+
+async fn store_write_commit(data: &Data) -> Duration {
+    let chunks = encoded_chunks(data, true).await;
 
     let (_dir, repo) = new_repo().await;
     let session = repo.writable_session("main").await.expect("session");
@@ -427,12 +490,24 @@ fn main() {
     let selected: Vec<&str> = WORKLOADS
         .iter()
         .copied()
-        .filter(|w| args.workload.as_deref().is_none_or(|only| only == *w))
+        .filter(|w| {
+            // A store-API row runs with its page-cache floor.
+            args.workload.as_deref().is_none_or(|only| {
+                only == *w
+                    || (only, *w) == ("store_write_commit", "floor_write")
+                    || (only, *w) == ("read_store", "floor_read")
+            })
+        })
         .collect();
     let needs_data = selected.iter().any(|w| {
         matches!(
             *w,
-            "write_zstd_commit" | "store_write_commit" | "read_store" | "read_array"
+            "write_zstd_commit"
+                | "store_write_commit"
+                | "read_store"
+                | "read_array"
+                | "floor_write"
+                | "floor_read"
         )
     });
     let data = if needs_data {
@@ -467,6 +542,8 @@ fn main() {
                     "read_store" => read_store(&data).await,
                     "read_array" => read_array(&data).await,
                     "ancestry_2001_cold" => ancestry_2001_cold().await,
+                    "floor_write" => floor_write(&data).await,
+                    "floor_read" => floor_read(&data).await,
                     other => unreachable!("workload {other}"),
                 }
             });
