@@ -296,6 +296,14 @@ impl ArrayChunks {
             self.other.insert(index, entry);
             return;
         }
+        // Indices arriving in order (an import, a whole array written) extend the
+        // sorted run directly.
+        let after_run = self.entries.is_empty() || self.key(self.entries.len() - 1) < &index[..];
+        if after_run && self.pending.is_empty() {
+            self.coords.extend_from_slice(&index);
+            self.entries.push(entry);
+            return;
+        }
         match self.search(&index) {
             Ok(i) => self.entries[i] = entry,
             Err(_) => {
@@ -504,6 +512,39 @@ mod tests {
             let got: Vec<_> = chunks.iter().map(|(k, p)| (k.to_vec(), p.map(|p| p.to_payload()))).collect();
             let want: Vec<_> = model.into_iter().collect();
             prop_assert_eq!(got, want);
+        }
+
+        /// Runs of ascending indices (which extend the sorted run directly) mixed
+        /// with indices anywhere, rewrites of earlier ones included.
+        #[test]
+        fn ascending_runs_and_stray_indices_behave_like_a_sorted_map(
+            runs in prop::collection::vec((0u64..200, 0usize..80, prop::collection::vec(0u64..300, 0..5)), 0..40)
+        ) {
+            let mut interner = Interner::default();
+            let mut chunks = ArrayChunks::default();
+            let mut model: BTreeMap<ChunkIndices, Option<ChunkPayload>> = BTreeMap::new();
+            let mut put = |i: u64, tag: u64| {
+                let p = Some(ChunkPayload::Native(NativeChunkRef { id: ChunkId::new([tag as u8; 12]), offset: i, length: tag }));
+                chunks.insert(vec![i / 16, i % 16], interner.entry(p.clone()));
+                model.insert(vec![i / 16, i % 16], p);
+            };
+            for (n, (start, len, strays)) in runs.into_iter().enumerate() {
+                for i in start..start + len as u64 {
+                    put(i, n as u64);
+                }
+                for i in strays {
+                    put(i, 1000 + n as u64);
+                }
+            }
+            let want: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            let got: Vec<_> = chunks.iter().map(|(k, p)| (k.to_vec(), p.map(|p| p.to_payload()))).collect();
+            prop_assert_eq!(got, want);
+            for (k, v) in &model {
+                prop_assert_eq!(chunks.get(k).map(|p| p.map(|p| p.to_payload())), Some(v.clone()));
+            }
+            let from: Vec<_> = chunks.iter_from(&[5, 0]).map(|(k, _)| k.to_vec()).collect();
+            let want_from: Vec<_> = model.range(vec![5, 0]..).map(|(k, _)| k.clone()).collect();
+            prop_assert_eq!(from, want_from);
         }
     }
 }
