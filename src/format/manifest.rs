@@ -6,11 +6,12 @@
 use std::collections::BTreeMap;
 use std::ops::Range;
 
+use bytes::Bytes;
+
 use super::envelope::{self, FileType};
 use super::fb::{self, gen};
 use super::forward::Forward;
 use super::{ChunkId, ChunkIndices, FormatError, ManifestId, NodeId, SpecVersion};
-use bytes::Bytes;
 
 /// A checksum of the object a virtual chunk ref points into; reads fail when the object
 /// no longer matches it.
@@ -278,8 +279,8 @@ impl Extents {
 ///
 /// The flatbuffer is laid out front to back ([`super::forward`]): the refs' tables
 /// go into a body as they come; [`ManifestWriter::finish`] writes the `Manifest`
-/// and `ArrayManifest` tables and the vectors of offsets to the refs in front of it,
-/// and compresses the two parts into one zstd frame without joining them.
+/// and `ArrayManifest` tables and the vectors of offsets to the refs into the room
+/// left in front of the body, and compresses the whole in one zstd pass.
 pub struct ManifestWriter {
     id: ManifestId,
     body: Forward,
@@ -453,8 +454,7 @@ impl ManifestWriter {
             }
         }
         let (buf, start) = self.body.behind(&head);
-        let bytes =
-            envelope::seal_parts(FileType::Manifest, self.spec, self.level, &[&buf[start..]])?;
+        let bytes = envelope::seal_at(FileType::Manifest, self.spec, self.level, &buf[start..])?;
         Ok((bytes, self.count))
     }
 }

@@ -310,7 +310,7 @@ impl Snapshot {
             },
         );
         b.finish(root, Some(fb::IDENTIFIER));
-        envelope::seal_parts(FileType::Snapshot, spec, level, &[b.finished_data()])
+        envelope::seal_at(FileType::Snapshot, spec, level, b.finished_data())
     }
 
     /// Decodes a snapshot file.

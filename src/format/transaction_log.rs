@@ -325,7 +325,7 @@ impl TransactionLog {
             }
         }
         let (buf, start) = body.behind(&head);
-        envelope::seal_parts(FileType::TransactionLog, spec, level, &[&buf[start..]])
+        envelope::seal_at(FileType::TransactionLog, spec, level, &buf[start..])
     }
 
     /// Decodes a transaction log file (spec 1 or 2).
