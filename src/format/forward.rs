@@ -23,7 +23,7 @@
 //! body stays valid when moved by a multiple of 8, since every offset inside it is
 //! relative.
 
-use super::FormatError;
+use super::{FormatError, NodeId};
 
 /// A reserved `uoffset` field, to be pointed at an object written later.
 #[derive(Clone, Copy, Debug)]
@@ -233,6 +233,52 @@ impl Forward {
         let pos = self.len();
         self.u32(offset(what, pos - vtable)?);
         Ok(pos)
+    }
+
+    /// Ends a head whose body holds each array's tables (refs of a manifest, chunk
+    /// indices of a transaction log): points `vector` at a vector of
+    /// `{ node_id: ObjectId8 (slot 0), [table] (slot 1) }` tables, the layout both
+    /// `ArrayManifest` and `ArrayUpdatedChunks` have, one per array; writes each
+    /// array's vector of offsets to its tables at body positions `arrays[i].1`; and
+    /// pads to 8, so the body ([`Forward::behind`]) follows right after. Nothing may
+    /// be written to the head after this.
+    ///
+    /// # Errors
+    /// [`FormatError::InvalidData`] past 2 GiB.
+    pub(crate) fn array_tables_then_body(
+        &mut self,
+        what: &'static str,
+        vector: Slot,
+        arrays: &[(NodeId, Vec<u32>)],
+    ) -> Result<(), FormatError> {
+        // soffset, the offset to the tables, node_id.
+        let array_vt = self.vtable(16, &[8, 4]);
+        self.pad(4, 0);
+        self.point(what, vector)?;
+        self.u32(count(what, arrays.len())?);
+        let elements = self.slots(arrays.len());
+        let mut table_slots = Vec::with_capacity(arrays.len());
+        for (i, (node, _)) in arrays.iter().enumerate() {
+            self.point(what, Forward::nth(elements, i))?;
+            self.table(what, array_vt)?;
+            table_slots.push(self.slot());
+            self.bytes(&node.0);
+        }
+        let mut vectors = Vec::with_capacity(arrays.len());
+        for ((_, tables), slot) in arrays.iter().zip(table_slots) {
+            self.point(what, slot)?;
+            self.u32(count(what, tables.len())?);
+            vectors.push(self.slots(tables.len()));
+        }
+        // The body starts 8-aligned, so its alignment holds where it is placed.
+        self.pad(8, 0);
+        let base = self.len();
+        for ((_, tables), first) in arrays.iter().zip(vectors) {
+            for (i, &t) in tables.iter().enumerate() {
+                self.point_at(what, Forward::nth(first, i), base + t as usize)?;
+            }
+        }
+        Ok(())
     }
 
     /// Writes a vector of `u32` (aligned first).

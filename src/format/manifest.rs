@@ -421,38 +421,12 @@ impl ManifestWriter {
         // Manifest { id: ObjectId12 (slot 0), arrays: [ArrayManifest] (slot 1) }:
         // soffset, arrays, id.
         let manifest_vt = head.vtable(20, &[8, 4]);
-        // ArrayManifest { node_id: ObjectId8 (slot 0), refs: [ChunkRef] (slot 1) }:
-        // soffset, refs, node_id.
-        let array_vt = head.vtable(16, &[8, 4]);
         head.pad(4, 0);
         let root = head.table(WHAT, manifest_vt)?;
         let arrays_slot = head.slot();
         head.bytes(&self.id.0);
         head.finish_root(WHAT, root)?;
-        head.point(WHAT, arrays_slot)?;
-        head.u32(super::forward::count(WHAT, self.arrays.len())?);
-        let array_slots = head.slots(self.arrays.len());
-        let mut refs_slots = Vec::with_capacity(self.arrays.len());
-        for (i, (node, _)) in self.arrays.iter().enumerate() {
-            head.point(WHAT, Forward::nth(array_slots, i))?;
-            head.table(WHAT, array_vt)?;
-            refs_slots.push(head.slot());
-            head.bytes(&node.0);
-        }
-        let mut vectors = Vec::with_capacity(self.arrays.len());
-        for ((_, tables), slot) in self.arrays.iter().zip(refs_slots) {
-            head.point(WHAT, slot)?;
-            head.u32(super::forward::count(WHAT, tables.len())?);
-            vectors.push(head.slots(tables.len()));
-        }
-        // The body starts 8-aligned, so its alignment holds where it is placed.
-        head.pad(8, 0);
-        let base = head.len();
-        for ((_, tables), first) in self.arrays.iter().zip(vectors) {
-            for (i, &t) in tables.iter().enumerate() {
-                head.point_at(WHAT, Forward::nth(first, i), base + t as usize)?;
-            }
-        }
+        head.array_tables_then_body(WHAT, arrays_slot, &self.arrays)?;
         let (buf, start) = self.body.behind(&head);
         let bytes = envelope::seal_at(FileType::Manifest, self.spec, self.level, &buf[start..])?;
         Ok((bytes, self.count))

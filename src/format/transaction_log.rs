@@ -53,6 +53,17 @@ pub struct TransactionLog {
 impl TransactionLog {
     /// How many entries the log holds: node ids listed, chunk indices and moves.
     pub fn len(&self) -> usize {
+        self.id_sets().iter().map(|s| s.len()).sum::<usize>()
+            + self
+                .updated_chunks
+                .values()
+                .map(BTreeSet::len)
+                .sum::<usize>()
+            + self.moved_nodes.len()
+    }
+
+    /// The six sets of node ids, in the order the format stores them (slots 1-6).
+    fn id_sets(&self) -> [&BTreeSet<NodeId>; 6] {
         [
             &self.new_groups,
             &self.new_arrays,
@@ -61,15 +72,6 @@ impl TransactionLog {
             &self.updated_arrays,
             &self.updated_groups,
         ]
-        .iter()
-        .map(|s| s.len())
-        .sum::<usize>()
-            + self
-                .updated_chunks
-                .values()
-                .map(BTreeSet::len)
-                .sum::<usize>()
-            + self.moved_nodes.len()
     }
 
     /// An empty log for snapshot `id`.
@@ -134,12 +136,7 @@ impl TransactionLog {
 
     /// Whether the log records no change at all.
     pub fn is_empty(&self) -> bool {
-        self.new_groups.is_empty()
-            && self.new_arrays.is_empty()
-            && self.deleted_groups.is_empty()
-            && self.deleted_arrays.is_empty()
-            && self.updated_arrays.is_empty()
-            && self.updated_groups.is_empty()
+        self.id_sets().iter().all(|s| s.is_empty())
             && self.updated_chunks.values().all(BTreeSet::is_empty)
             && self.moved_nodes.is_empty()
     }
@@ -200,14 +197,7 @@ impl TransactionLog {
         // coordinates, ~16 bytes each); everything else, with the vectors of
         // offsets to them, into the head written in front of it (see
         // `format::forward`).
-        let id_sets = [
-            &self.new_groups,
-            &self.new_arrays,
-            &self.deleted_groups,
-            &self.deleted_arrays,
-            &self.updated_arrays,
-            &self.updated_groups,
-        ];
+        let id_sets = self.id_sets();
         let ids: usize = id_sets.iter().map(|s| s.len()).sum();
         let moved: usize = self
             .moved_nodes
@@ -258,9 +248,6 @@ impl TransactionLog {
         let mut fields = vec![4 + 4 * vectors];
         fields.extend((0..vectors).map(|v| 4 + 4 * v));
         let log_vt = head.vtable(4 + 4 * vectors + 12, &fields);
-        // ArrayUpdatedChunks { node_id: ObjectId8 (slot 0), chunks (slot 1) }:
-        // soffset, chunks, node_id.
-        let array_vt = head.vtable(16, &[8, 4]);
         // MoveOperation { from, to: string (slots 0, 1), node_id: ObjectId8 (2),
         // node_type: ubyte (3) }: soffset, from, to, node_id, node_type, padding.
         let move_vt = moves.then(|| head.vtable(24, &[4, 8, 12, 20]));
@@ -276,22 +263,6 @@ impl TransactionLog {
                 head.bytes(&id.0);
             }
             head.pad(4, 0);
-        }
-        head.point(WHAT, Forward::nth(slots, 6))?;
-        head.u32(forward::count(WHAT, arrays.len())?);
-        let array_slots = head.slots(arrays.len());
-        let mut chunk_slots = Vec::with_capacity(arrays.len());
-        for (i, (node, _)) in arrays.iter().enumerate() {
-            head.point(WHAT, Forward::nth(array_slots, i))?;
-            head.table(WHAT, array_vt)?;
-            chunk_slots.push(head.slot());
-            head.bytes(&node.0);
-        }
-        let mut chunk_vectors = Vec::with_capacity(arrays.len());
-        for ((_, tables), slot) in arrays.iter().zip(chunk_slots) {
-            head.point(WHAT, slot)?;
-            head.u32(forward::count(WHAT, tables.len())?);
-            chunk_vectors.push(head.slots(tables.len()));
         }
         if let Some(move_vt) = move_vt {
             head.point(WHAT, Forward::nth(slots, 7))?;
@@ -316,14 +287,8 @@ impl TransactionLog {
                 head.pad(4, 0);
             }
         }
-        // The body starts 8-aligned, so its alignment holds where it is placed.
-        head.pad(8, 0);
-        let base = head.len();
-        for ((_, tables), first) in arrays.iter().zip(chunk_vectors) {
-            for (i, &t) in tables.iter().enumerate() {
-                head.point_at(WHAT, Forward::nth(first, i), base + t as usize)?;
-            }
-        }
+        // ArrayUpdatedChunks tables last: the body follows them.
+        head.array_tables_then_body(WHAT, Forward::nth(slots, 6), &arrays)?;
         let (buf, start) = body.behind(&head);
         envelope::seal_at(FileType::TransactionLog, spec, level, &buf[start..])
     }
