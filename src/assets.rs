@@ -254,7 +254,18 @@ impl AssetManager {
             Err(StorageError::NotFound { .. }) => return Err(Error::SnapshotNotFound { id: *id }),
             Err(e) => return Err(e.into()),
         };
-        let mut snap = decode_object(bytes, Snapshot::decode).await?;
+        let snap = decode_object(bytes, Snapshot::decode).await?;
+        self.admit_snapshot(id, snap).await
+    }
+
+    /// Snapshot `snap`, decoded from file `snapshots/{id}`, completed and cached:
+    /// spec 2's parent link from the `repo` object, after a check that the file holds
+    /// the snapshot its name says.
+    ///
+    /// # Errors
+    /// [`Error::Format`] when the file holds another snapshot; reading the `repo`
+    /// object's.
+    async fn admit_snapshot(&self, id: &SnapshotId, mut snap: Snapshot) -> Result<Arc<Snapshot>> {
         // In a spec-2 repository the `repo` object's parent links are the truth, also
         // for spec-1 files kept by an upgrade (expiry re-parents in `repo` only).
         if self.spec == SpecVersion::V2 || snap.spec_version == SpecVersion::V2 {
@@ -451,12 +462,30 @@ impl AssetManager {
 /// diff, rebase, expiry, garbage collection) goes through it, so a corrupt or hostile
 /// repository whose parent chain loops ends the walk with [`Error::AncestryLoop`]
 /// instead of running forever. Memory grows by one snapshot id (12 bytes) per step.
+///
+/// On spec-1 repositories whose storage reads synchronously
+/// ([`Storage::get_blocking`]: local disks) the walk reads ahead: one blocking task
+/// reads and decodes a batch of parents, 1, then 2, 4, ... up to [`READ_AHEAD_MAX`]
+/// snapshots or [`READ_AHEAD_BYTES`] of files, so the newest `n` cost about `2n`
+/// reads at most and a long history one thread hop per batch.
 #[derive(Debug)]
 pub struct ParentWalk<'a> {
     assets: &'a AssetManager,
     next: Option<SnapshotId>,
     seen: std::collections::HashSet<SnapshotId>,
+    /// Snapshots read ahead along the chain, next first.
+    ahead: std::collections::VecDeque<(SnapshotId, Result<Snapshot>)>,
+    /// The size of the next read-ahead batch; 0 when the storage has no blocking read
+    /// or the repository is not spec 1.
+    batch: usize,
 }
+
+/// The most snapshots one read-ahead batch of a [`ParentWalk`] reads.
+const READ_AHEAD_MAX: usize = 256;
+
+/// A read-ahead batch of a [`ParentWalk`] ends once its files add up to this many
+/// bytes (4 MiB): snapshots of many nodes are large, and the batch is held in memory.
+const READ_AHEAD_BYTES: usize = 4 << 20;
 
 impl<'a> ParentWalk<'a> {
     /// A walk starting at `start`.
@@ -465,6 +494,8 @@ impl<'a> ParentWalk<'a> {
             assets,
             next: Some(start),
             seen: std::collections::HashSet::new(),
+            ahead: std::collections::VecDeque::new(),
+            batch: usize::from(assets.spec == SpecVersion::V1),
         }
     }
 
@@ -480,8 +511,78 @@ impl<'a> ParentWalk<'a> {
         if !self.seen.insert(id) {
             return Err(Error::AncestryLoop { snapshot: id });
         }
-        let snap = self.assets.fetch_snapshot(&id).await?;
+        let snap = match self.ahead.pop_front() {
+            Some((ahead_id, read)) if ahead_id == id => {
+                self.assets.admit_snapshot(&id, read?).await?
+            }
+            _ => {
+                self.ahead.clear();
+                self.fetch(id).await?
+            }
+        };
         self.next = snap.parent_id;
         Ok(Some(snap))
     }
+
+    /// Snapshot `id` from the cache, else read ahead from it, else fetched alone.
+    async fn fetch(&mut self, id: SnapshotId) -> Result<Arc<Snapshot>> {
+        if self.batch == 0 {
+            return self.assets.fetch_snapshot(&id).await;
+        }
+        if let Some(s) = self.assets.snapshots.get(&id) {
+            return Ok(s);
+        }
+        let storage = Arc::clone(&self.assets.storage);
+        let max = self.batch;
+        let read = tokio::task::spawn_blocking(move || read_chain(storage.as_ref(), id, max))
+            .await
+            .map_err(|e| {
+                Error::Format(FormatError::InvalidData {
+                    what: "snapshot",
+                    reason: format!("reading ahead along the parent chain failed: {e}"),
+                })
+            })?;
+        let Some(chain) = read else {
+            // No blocking reads on this storage: one snapshot at a time.
+            self.batch = 0;
+            return self.assets.fetch_snapshot(&id).await;
+        };
+        self.batch = (self.batch * 2).min(READ_AHEAD_MAX);
+        self.ahead = chain.into();
+        match self.ahead.pop_front() {
+            Some((first, read)) if first == id => self.assets.admit_snapshot(&id, read?).await,
+            _ => self.assets.fetch_snapshot(&id).await,
+        }
+    }
+}
+
+/// Reads and decodes, with [`Storage::get_blocking`], the chain of snapshots from
+/// `start` along parent links in the files: up to `max` of them and about
+/// [`READ_AHEAD_BYTES`], ending at the initial snapshot or the first error (which is
+/// the last item). `None` when the storage has no blocking reads.
+fn read_chain(
+    storage: &dyn Storage,
+    start: SnapshotId,
+    max: usize,
+) -> Option<Vec<(SnapshotId, Result<Snapshot>)>> {
+    let mut chain = Vec::new();
+    let mut bytes_read = 0usize;
+    let mut id = start;
+    while chain.len() < max && bytes_read < READ_AHEAD_BYTES {
+        let read = match storage.get_blocking(&keys::snapshot(&id))? {
+            Ok(v) => {
+                bytes_read = bytes_read.saturating_add(v.bytes.len());
+                Snapshot::decode(&v.bytes).map_err(Error::from)
+            }
+            Err(StorageError::NotFound { .. }) => Err(Error::SnapshotNotFound { id }),
+            Err(e) => Err(e.into()),
+        };
+        let parent = read.as_ref().ok().and_then(|s| s.parent_id);
+        chain.push((id, read));
+        match parent {
+            Some(p) => id = p,
+            None => break,
+        }
+    }
+    Some(chain)
 }

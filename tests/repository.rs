@@ -1047,6 +1047,84 @@ async fn ancestry_streams_from_branches_tags_and_snapshots() {
     }
 }
 
+/// On a local disk a spec-1 ancestry reads its snapshots ahead in batches (1, 2, 4,
+/// ... files on one blocking thread): a history longer than several batches lists
+/// in order, a fresh handle's `take(n)` works, and a missing or corrupt snapshot in
+/// the middle of a batch is reported with its typed error, after the snapshots
+/// before it.
+#[tokio::test]
+async fn ancestry_read_ahead_keeps_order_and_typed_errors() {
+    use floe::format::FormatError;
+    use futures::{StreamExt, TryStreamExt};
+    let dir = tempfile::tempdir().unwrap();
+    let storage = local(&dir);
+    let repo = Repository::create(Arc::clone(&storage), None)
+        .await
+        .unwrap();
+    let mut ids = vec![repo.lookup_branch("main").await.unwrap()];
+    for i in 0..140 {
+        let s = repo.writable_session("main").await.unwrap();
+        let json = group_json(serde_json::json!({ "i": i }));
+        if i == 0 {
+            s.add_group(&p("/"), json).unwrap();
+        } else {
+            s.update_group(&p("/"), json).unwrap();
+        }
+        ids.push(s.commit(&format!("commit {i}")).await.unwrap());
+    }
+    let newest_first: Vec<SnapshotId> = ids.iter().rev().copied().collect();
+    let fresh = || async { Repository::open(Arc::clone(&storage)).await.unwrap() };
+    let all: Vec<_> = fresh()
+        .await
+        .ancestry(ids[140])
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|i| i.id)
+        .collect();
+    assert_eq!(all, newest_first);
+    let newest: Vec<_> = fresh()
+        .await
+        .ancestry_stream(VersionSelector::Branch("main".into()))
+        .take(5)
+        .map_ok(|i| i.message)
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(
+        newest,
+        (135..140)
+            .rev()
+            .map(|i| format!("commit {i}"))
+            .collect::<Vec<_>>()
+    );
+
+    // Snapshot 100 (in the batch of 64 that starts at the 64th newest) is missing,
+    // then corrupt: the 40 newer snapshots stream first.
+    let key = floe::format::keys::snapshot(&ids[100]);
+    let saved = storage.get(&key).await.unwrap().bytes;
+    storage.delete(&key).await.unwrap();
+    let repo = fresh().await;
+    let mut stream = std::pin::pin!(repo.ancestry_stream(VersionSelector::Snapshot(ids[140])));
+    for expected in newest_first.iter().take(40) {
+        assert_eq!(stream.next().await.unwrap().unwrap().id, *expected);
+    }
+    match stream.next().await {
+        Some(Err(Error::SnapshotNotFound { id })) => assert_eq!(id, ids[100]),
+        other => panic!("a missing ancestor must be SnapshotNotFound, got {other:?}"),
+    }
+    let mut corrupt = saved.to_vec();
+    corrupt.truncate(20);
+    storage.put(&key, Bytes::from(corrupt)).await.unwrap();
+    match fresh().await.ancestry(ids[140]).await {
+        Err(Error::Format(FormatError::Truncated { .. })) => {}
+        other => panic!("a corrupt ancestor must be a format error, got {other:?}"),
+    }
+    // Restored, the whole history lists again.
+    storage.put(&key, saved).await.unwrap();
+    assert_eq!(fresh().await.ancestry(ids[140]).await.unwrap().len(), 141);
+}
+
 /// The config's `compression.level` is the zstd level commits write their files at:
 /// the same commit at level 19 makes a smaller manifest and transaction log than at
 /// level 1 (they hold the same bytes), and both read back alike.

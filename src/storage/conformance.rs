@@ -75,6 +75,13 @@ async fn missing_objects_are_not_found(s: &dyn Storage) {
         e.to_string().contains(key),
         "{s}: the error names the key: {e}"
     );
+    if let Some(got) = s.get_blocking(key) {
+        let e = got.unwrap_err();
+        assert!(
+            is_not_found(&e, key),
+            "{s}: get_blocking of a missing key: {e:?}"
+        );
+    }
     let e = s.head(key).await.unwrap_err();
     assert!(is_not_found(&e, key), "{s}: head of a missing key: {e:?}");
     let e = s.get_range(key, 0..4).await.unwrap_err();
@@ -92,6 +99,18 @@ async fn put_get_head(s: &dyn Storage) {
     assert_eq!(got.bytes, b("0123456789"), "{s}: get after put");
     assert!(got.version.is_some(), "{s}: get reports a version");
     assert_eq!(v1, got.version, "{s}: put and get report the same version");
+    // Blocking on the test's executor is harmless here.
+    if let Some(blocking) = s.get_blocking(key) {
+        let blocking = blocking.unwrap();
+        assert_eq!(
+            blocking.bytes, got.bytes,
+            "{s}: get_blocking reads what get does"
+        );
+        assert_eq!(
+            blocking.version, got.version,
+            "{s}: get_blocking reports get's version"
+        );
+    }
 
     let info = s.head(key).await.unwrap();
     assert_eq!(info.key, key, "{s}: head key");

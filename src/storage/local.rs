@@ -266,6 +266,16 @@ fn swap_if_version(
 }
 
 /// The whole file at `path` and its version; a directory is `NotFound`.
+/// `result`, with an I/O error of kind `NotFound` as [`StorageError::NotFound`].
+fn not_found_of_io<T>(result: StorageResult<T>) -> StorageResult<T> {
+    match result {
+        Err(StorageError::Io { key, source }) if source.kind() == std::io::ErrorKind::NotFound => {
+            Err(StorageError::NotFound { key })
+        }
+        other => other,
+    }
+}
+
 fn read_versioned(path: &FsPath) -> std::io::Result<VersionedBytes> {
     use std::io::Read;
     let mut file = File::open(path)?;
@@ -330,14 +340,17 @@ impl Storage for LocalStorage {
         // and refs dominate history walks). The version comes from the same open file
         // as the bytes, so they always agree.
         let path = self.fs_path(key)?;
-        match blocking_io(key, move || read_versioned(&path)).await {
-            Err(StorageError::Io { key, source })
-                if source.kind() == std::io::ErrorKind::NotFound =>
-            {
-                Err(StorageError::NotFound { key })
-            }
-            other => other,
-        }
+        not_found_of_io(blocking_io(key, move || read_versioned(&path)).await)
+    }
+
+    fn get_blocking(&self, key: &str) -> Option<StorageResult<VersionedBytes>> {
+        let read = self.fs_path(key).and_then(|path| {
+            read_versioned(&path).map_err(|source| StorageError::Io {
+                key: key.to_string(),
+                source,
+            })
+        });
+        Some(not_found_of_io(read))
     }
 
     async fn get_range(&self, key: &str, range: Range<u64>) -> StorageResult<Bytes> {
