@@ -128,6 +128,40 @@ impl ArraySubset {
     pub fn is_full(&self, shape: &[u64]) -> bool {
         self.start.iter().all(|&s| s == 0) && self.shape == shape
     }
+
+    /// The elements of this region as one run of a C-order buffer of shape `shape`
+    /// (element positions), when they are one: the dimensions before some `k` have
+    /// extent 1, those after `k` are whole. `None` otherwise, for an empty region, or
+    /// when the region does not fit `shape` or its positions overflow `usize`.
+    pub(crate) fn contiguous_in(&self, shape: &[u64]) -> Option<std::ops::Range<usize>> {
+        let ndim = shape.len();
+        if self.start.len() != ndim || self.shape.len() != ndim || self.shape.contains(&0) {
+            return None;
+        }
+        let k = self
+            .shape
+            .iter()
+            .position(|&n| n != 1)
+            .unwrap_or(ndim.saturating_sub(1));
+        let trailing_whole = (k + 1..ndim).all(|d| self.start[d] == 0 && self.shape[d] == shape[d]);
+        let fits = (0..ndim).all(|d| {
+            self.start[d]
+                .checked_add(self.shape[d])
+                .is_some_and(|end| end <= shape[d])
+        });
+        if !trailing_whole || !fits {
+            return None;
+        }
+        // C-order position of `start`, then the run's length.
+        let mut first: u64 = 0;
+        for (&n, &s) in shape.iter().zip(&self.start) {
+            first = first.checked_mul(n)?.checked_add(s)?;
+        }
+        let len = self.checked_num_elements()?;
+        let first = usize::try_from(first).ok()?;
+        let end = first.checked_add(usize::try_from(len).ok()?)?;
+        Some(first..end)
+    }
 }
 
 /// The product of `v` (1 for an empty slice), `None` when it overflows `u64`.
@@ -281,6 +315,37 @@ pub(crate) fn indices_in(start: &[u64], shape: &[u64]) -> impl Iterator<Item = V
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn contiguous_runs_are_whole_trailing_dimensions() {
+        let r = |start: &[u64], shape: &[u64]| ArraySubset::new(start.to_vec(), shape.to_vec());
+        let shape = [4, 3, 5];
+        // Part of one row; whole rows of one plane; whole planes; one element.
+        assert_eq!(
+            r(&[1, 2, 1], &[1, 1, 3]).contiguous_in(&shape),
+            Some(26..29)
+        );
+        assert_eq!(
+            r(&[1, 1, 0], &[1, 2, 5]).contiguous_in(&shape),
+            Some(20..30)
+        );
+        assert_eq!(
+            r(&[2, 0, 0], &[2, 3, 5]).contiguous_in(&shape),
+            Some(30..60)
+        );
+        assert_eq!(
+            r(&[3, 2, 4], &[1, 1, 1]).contiguous_in(&shape),
+            Some(59..60)
+        );
+        assert_eq!(r(&[], &[]).contiguous_in(&[]), Some(0..1));
+        // Strided, empty, out of bounds, or of another rank.
+        assert_eq!(r(&[0, 0, 1], &[1, 2, 4]).contiguous_in(&shape), None);
+        assert_eq!(r(&[0, 1, 0], &[2, 2, 5]).contiguous_in(&shape), None);
+        assert_eq!(r(&[0, 0, 0], &[1, 0, 5]).contiguous_in(&shape), None);
+        assert_eq!(r(&[3, 0, 0], &[2, 3, 5]).contiguous_in(&shape), None);
+        assert_eq!(r(&[0, 0, u64::MAX], &[1, 1, 2]).contiguous_in(&shape), None);
+        assert_eq!(r(&[0, 0], &[1, 5]).contiguous_in(&shape), None);
+    }
 
     #[test]
     fn intersect_and_bounds() {
