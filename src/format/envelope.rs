@@ -92,19 +92,6 @@ pub fn seal(file_type: FileType, flatbuffer: &[u8]) -> Result<Vec<u8>, FormatErr
 }
 
 /// Wraps a finished flatbuffer into an envelope of type `file_type` and version
-/// `spec`.
-///
-/// # Errors
-/// [`FormatError::Compression`] if zstd fails.
-pub fn seal_version(
-    file_type: FileType,
-    spec: SpecVersion,
-    flatbuffer: &[u8],
-) -> Result<Vec<u8>, FormatError> {
-    seal_at(file_type, spec, DEFAULT_LEVEL, flatbuffer)
-}
-
-/// Wraps a finished flatbuffer into an envelope of type `file_type` and version
 /// `spec`, compressed at zstd level `level` (the config's `compression.level`) into
 /// one frame that declares its content size. zstd compresses the whole input in one
 /// pass, straight into the output after the header (not zero-filled first).
@@ -334,7 +321,7 @@ mod tests {
         let h = read_header(FileType::Manifest, &sealed).unwrap();
         assert_eq!(h.writer, writer_name());
         assert_eq!(open(FileType::Manifest, &sealed).unwrap(), payload);
-        let v2 = seal_version(FileType::RepoInfo, SpecVersion::V2, &payload).unwrap();
+        let v2 = seal_at(FileType::RepoInfo, SpecVersion::V2, DEFAULT_LEVEL, &payload).unwrap();
         assert_eq!(v2[36..39], [2, 6, 1]);
         assert_eq!(
             open_versioned(FileType::RepoInfo, &v2).unwrap(),

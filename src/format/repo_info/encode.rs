@@ -320,7 +320,7 @@ fn update<'a>(b: &mut FlatBufferBuilder<'a>, u: &RepoUpdate) -> WIPOffset<gen::U
 
 impl RepoInfo {
     /// Encodes into a full `repo` file (envelope with spec version 2 and file type 6,
-    /// zstd, flatbuffer `Repo`).
+    /// zstd at the level of its own config's `compression.level`, flatbuffer `Repo`).
     ///
     /// # Errors
     /// [`FormatError::InvalidData`] when a ref or parent link names a snapshot the
@@ -431,6 +431,12 @@ impl RepoInfo {
             },
         );
         b.finish(root, Some(fb::IDENTIFIER));
-        envelope::seal_version(FileType::RepoInfo, SpecVersion::V2, b.finished_data())
+        // The object carries the config, so its own `compression.level` applies.
+        envelope::seal_at(
+            FileType::RepoInfo,
+            SpecVersion::V2,
+            self.config.compression_level(),
+            b.finished_data(),
+        )
     }
 }
