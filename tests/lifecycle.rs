@@ -551,6 +551,70 @@ async fn ranged_listings_collect_exactly_what_one_listing_collects() {
     }
 }
 
+/// On spec 2, collection judges snapshot retention by one listing of `snapshots/`
+/// and sweeps that same listing: the directory is listed once, and what is deleted
+/// is what a collection of a copy through plain storage deletes.
+#[tokio::test]
+async fn spec2_collection_lists_snapshots_once() {
+    use floe::storage::fault::{Call, Fault, FaultyStorage};
+    let tmp = tempfile::tempdir().unwrap();
+    let (base, plain, counted) = (
+        tmp.path().join("base"),
+        tmp.path().join("plain"),
+        tmp.path().join("counted"),
+    );
+    let sc = scenario_spec(&base, SpecVersion::V2).await;
+    common::copy_tree(&base, &plain);
+    common::copy_tree(&base, &counted);
+    let repo = open(&plain).await;
+    expire_deleting_refs(&repo, sc.cut_off).await;
+    let want = repo
+        .garbage_collect(sc.cut_off, GcOptions::default(), None)
+        .await
+        .unwrap();
+    assert!(want.snapshots_deleted > 0, "{want:?}");
+
+    let listed: Arc<Mutex<Vec<String>>> = Arc::default();
+    let seen = listed.clone();
+    let storage = Arc::new(FaultyStorage::new(
+        Arc::new(LocalStorage::new(&counted).unwrap()),
+        Box::new(move |call, key| {
+            if call == Call::List {
+                seen.lock().unwrap().push(key.to_string());
+            }
+            Fault::None
+        }),
+    ));
+    let repo = Repository::open(storage).await.unwrap();
+    expire_deleting_refs(&repo, sc.cut_off).await;
+    listed.lock().unwrap().clear();
+    let got = repo
+        .garbage_collect(sc.cut_off, GcOptions::default(), None)
+        .await
+        .unwrap();
+    assert_eq!(got, want);
+    // The same objects, but for the names of the ops-log backups (named by the time
+    // of each update).
+    let without_backup_names = |dir: &Path| -> Vec<String> {
+        let mut keys: Vec<String> = objects(dir)
+            .into_iter()
+            .map(|k| match k.starts_with("overwritten/repo.") {
+                true => "overwritten/repo.*".to_string(),
+                false => k,
+            })
+            .collect();
+        keys.sort();
+        keys
+    };
+    assert_eq!(without_backup_names(&counted), without_backup_names(&plain));
+    let listed = listed.lock().unwrap().clone();
+    let snapshot_listings = listed
+        .iter()
+        .filter(|k| k.starts_with("snapshots/"))
+        .count();
+    assert_eq!(snapshot_listings, 1, "{listed:?}");
+}
+
 #[tokio::test]
 async fn collection_retries_transient_delete_failures() {
     use floe::storage::fault::{Call, Fault, FaultyStorage};

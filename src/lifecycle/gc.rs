@@ -40,7 +40,7 @@ use crate::format::snapshot::ManifestFileInfo;
 use crate::format::SpecVersion;
 use crate::format::{ChunkId, ManifestId, SnapshotId};
 use crate::refs::{self, repo_object};
-use crate::storage::{Storage, StorageError};
+use crate::storage::{ObjectInfo, Storage, StorageError};
 use std::sync::Arc;
 
 /// Options of [`crate::Repository::garbage_collect`].
@@ -159,6 +159,15 @@ async fn roots(
     Ok((roots, None))
 }
 
+/// What [`retained_snapshots`] found.
+struct Walked {
+    snapshots: HashSet<SnapshotId>,
+    manifests: Vec<ManifestFileInfo>,
+    /// Spec 2: the listing of `snapshots/` retention was judged on, reused by the
+    /// sweep (objects written after it are newer than any cut-off and kept anyway).
+    snapshot_files: Option<Vec<ObjectInfo>>,
+}
+
 /// Walks every root's ancestry (stopping where an earlier root's walk already went)
 /// and collects retained snapshots and the manifests they list; on spec 2 also the
 /// snapshots of the `repo` object whose files are not older than `cut_off`.
@@ -168,7 +177,7 @@ async fn retained_snapshots(
     roots: Vec<SnapshotId>,
     info: Option<&RepoInfo>,
     cut_off: DateTime<Utc>,
-) -> Result<(HashSet<SnapshotId>, Vec<ManifestFileInfo>)> {
+) -> Result<Walked> {
     let mut snapshots = HashSet::new();
     let mut manifests: Vec<ManifestFileInfo> = Vec::new();
     let mut manifest_ids = HashSet::new();
@@ -193,11 +202,13 @@ async fn retained_snapshots(
             }
         }
     }
+    let mut snapshot_files = None;
     if let Some(info) = info {
         // Retention by the same clock as deletion: the file's modification time. A
         // snapshot not listed yet cannot be deleted by this run, so it is kept.
+        let listed = storage.list(keys::SNAPSHOTS).await?;
         let mut modified = std::collections::HashMap::new();
-        for o in storage.list(keys::SNAPSHOTS).await? {
+        for o in &listed {
             if let Some(Ok(id)) = o
                 .key
                 .strip_prefix(keys::SNAPSHOTS)
@@ -206,6 +217,7 @@ async fn retained_snapshots(
                 modified.insert(id, o.last_modified);
             }
         }
+        snapshot_files = Some(listed);
         for id in info.snapshots.keys() {
             let recent = modified.get(id).is_none_or(|t| *t >= cut_off);
             if recent && !snapshots.contains(id) {
@@ -221,7 +233,11 @@ async fn retained_snapshots(
             }
         }
     }
-    Ok((snapshots, manifests))
+    Ok(Walked {
+        snapshots,
+        manifests,
+        snapshot_files,
+    })
 }
 
 /// Spec 2: what removing the dropped snapshots from the `repo` object decided.
@@ -399,12 +415,28 @@ async fn sweep(
     let streams: Vec<_> = prefixes.iter().map(|p| storage.list_stream(p)).collect();
     let listed = futures::stream::iter(streams)
         .flatten_unordered(options.list_concurrency.max(1))
-        .map_err(Error::from)
-        .try_filter(|o| {
-            let doomed =
-                o.last_modified < cut_off && o.key.strip_prefix(dir).is_some_and(|id| !keep(id));
-            futures::future::ready(doomed)
-        });
+        .map_err(Error::from);
+    delete_unretained(storage, dir, listed, keep, cut_off, options, progress).await
+}
+
+/// The deleting half of [`sweep`], over objects `listed` under `dir`.
+///
+/// # Errors
+/// The listing's; deletes failing after `options.delete_attempts` tries.
+async fn delete_unretained(
+    storage: &dyn Storage,
+    dir: &str,
+    listed: impl futures::Stream<Item = Result<ObjectInfo>> + Send,
+    keep: KeepFn<'_>,
+    cut_off: DateTime<Utc>,
+    options: GcOptions,
+    progress: Option<GcProgress<'_>>,
+) -> Result<(u64, u64)> {
+    let listed = listed.try_filter(|o| {
+        let doomed =
+            o.last_modified < cut_off && o.key.strip_prefix(dir).is_some_and(|id| !keep(id));
+        futures::future::ready(doomed)
+    });
     let count = AtomicU64::new(0);
     let bytes = AtomicU64::new(0);
     listed
@@ -453,11 +485,14 @@ pub(crate) async fn garbage_collect(
 ) -> Result<GcSummary> {
     const ATTEMPTS: u32 = 10;
     let mut attempt = 0;
-    let (retained, tx_logs) = loop {
+    let (retained, tx_logs, snapshot_files) = loop {
         attempt += 1;
         let (roots, info) = roots(assets, storage).await?;
-        let (mut snapshots, manifests) =
-            retained_snapshots(assets, storage, roots, info.as_deref(), cut_off).await?;
+        let Walked {
+            mut snapshots,
+            manifests,
+            snapshot_files,
+        } = retained_snapshots(assets, storage, roots, info.as_deref(), cut_off).await?;
         let mut tx_logs: HashSet<SnapshotId> = HashSet::new();
         if let Some(info) = &info {
             let drop: HashSet<SnapshotId> = info
@@ -489,6 +524,7 @@ pub(crate) async fn garbage_collect(
                 manifests,
             },
             tx_logs,
+            snapshot_files,
         );
     };
     let manifest_ids: HashSet<ManifestId> = retained.manifests.iter().map(|m| m.id).collect();
@@ -508,8 +544,20 @@ pub(crate) async fn garbage_collect(
         .collect();
     let mut deleted = [0u64; 4];
     let mut summary = GcSummary::default();
+    let mut snapshot_files = snapshot_files;
     for (count, (prefix, keep)) in deleted.iter_mut().zip(phases) {
-        let (n, bytes) = sweep(storage, prefix, &all_ids, keep, cut_off, options, progress).await?;
+        let listed = if prefix == keys::SNAPSHOTS {
+            snapshot_files.take()
+        } else {
+            None
+        };
+        let (n, bytes) = match listed {
+            Some(listed) => {
+                let listed = futures::stream::iter(listed.into_iter().map(Ok));
+                delete_unretained(storage, prefix, listed, keep, cut_off, options, progress).await?
+            }
+            None => sweep(storage, prefix, &all_ids, keep, cut_off, options, progress).await?,
+        };
         *count = n;
         summary.bytes_deleted = summary.bytes_deleted.saturating_add(bytes);
     }
