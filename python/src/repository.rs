@@ -75,6 +75,87 @@ fn info(py: Python<'_>, s: &floe::SnapshotInfo) -> PyResult<SnapshotInfo> {
     })
 }
 
+/// The commits of a history, newest first: a Python iterator that reads them in
+/// batches (16 commits, then twice as many each time, up to 1,024) as iteration
+/// reaches them, so `next(repo.ancestry(branch="main"))` reads only the newest few
+/// snapshots of a long spec-1 history.
+#[pyclass(module = "floe._floe")]
+pub(crate) struct Ancestry {
+    repo: floe::Repository,
+    /// Where the next batch starts; `None` once the initial snapshot was read.
+    next: Option<floe::VersionSelector>,
+    buffered: std::collections::VecDeque<floe::SnapshotInfo>,
+    /// Every id yielded: a loop across batches is an error, as within one.
+    seen: std::collections::HashSet<floe::SnapshotId>,
+    batch: usize,
+    /// The error that ended the last batch, raised once the commits before it are
+    /// yielded.
+    failed: Option<floe::Error>,
+}
+
+impl Ancestry {
+    const FIRST_BATCH: usize = 16;
+    const MAX_BATCH: usize = 1024;
+}
+
+#[pymethods]
+impl Ancestry {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<SnapshotInfo>> {
+        if self.buffered.is_empty() {
+            if let Some(e) = self.failed.take() {
+                return Err(e).py();
+            }
+            let Some(start) = self.next.take() else {
+                return Ok(None);
+            };
+            let (repo, n) = (self.repo.clone(), self.batch);
+            let (batch, failed) = block_on(py, async move {
+                use futures::StreamExt;
+                let mut stream = std::pin::pin!(repo.ancestry_stream(start).take(n));
+                let mut batch = Vec::new();
+                while let Some(item) = stream.next().await {
+                    match item {
+                        Ok(s) => batch.push(s),
+                        Err(e) => return (batch, Some(e)),
+                    }
+                }
+                (batch, None)
+            });
+            self.batch = (n * 2).min(Self::MAX_BATCH);
+            // A full batch may have more behind it: continue from its oldest commit's
+            // parent. A failed one is yielded up to the failure, then the error.
+            if failed.is_none() && batch.len() == n {
+                self.next = batch
+                    .last()
+                    .and_then(|s| s.parent_id)
+                    .map(floe::VersionSelector::Snapshot);
+            }
+            self.failed = failed;
+            self.buffered = batch.into();
+            if self.buffered.is_empty() {
+                return match self.failed.take() {
+                    Some(e) => Err(e).py(),
+                    None => Ok(None),
+                };
+            }
+        }
+        let Some(s) = self.buffered.pop_front() else {
+            return Ok(None);
+        };
+        if !self.seen.insert(s.id) {
+            self.next = None;
+            self.buffered.clear();
+            self.failed = None;
+            return Err(floe::Error::AncestryLoop { snapshot: s.id }).py();
+        }
+        info(py, &s).map(Some)
+    }
+}
+
 /// A floe repository (Icechunk format).
 #[pyclass(module = "floe._floe", frozen)]
 pub(crate) struct Repository {
@@ -196,23 +277,26 @@ impl Repository {
         block_on(py, self.inner.delete_tag(tag)).py()
     }
 
-    /// The history of a branch, tag or snapshot, newest first.
+    /// The history of a branch, tag or snapshot, newest first, as an iterator that
+    /// reads commits as iteration reaches them (see [`Ancestry`]).
+    ///
+    /// Errors (raised by `next`): an unknown branch, tag or snapshot; a looping
+    /// history; storage and format errors.
     #[pyo3(signature = (*, branch=None, tag=None, snapshot_id=None))]
     fn ancestry(
         &self,
-        py: Python<'_>,
         branch: Option<String>,
         tag: Option<String>,
         snapshot_id: Option<&str>,
-    ) -> PyResult<Vec<SnapshotInfo>> {
-        let selector = selector(branch, tag, snapshot_id, None)?;
-        let repo = self.inner.clone();
-        let list = block_on(py, async move {
-            let id = repo.resolve(&selector).await?;
-            repo.ancestry(id).await
+    ) -> PyResult<Ancestry> {
+        Ok(Ancestry {
+            repo: self.inner.clone(),
+            next: Some(selector(branch, tag, snapshot_id, None)?),
+            buffered: std::collections::VecDeque::new(),
+            seen: std::collections::HashSet::new(),
+            batch: Ancestry::FIRST_BATCH,
+            failed: None,
         })
-        .py()?;
-        list.iter().map(|s| info(py, s)).collect()
     }
 
     /// A session that writes to `branch`.
@@ -341,5 +425,6 @@ fn selector(
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Repository>()?;
     m.add_class::<SnapshotInfo>()?;
+    m.add_class::<Ancestry>()?;
     Ok(())
 }

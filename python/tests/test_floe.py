@@ -53,6 +53,30 @@ def test_zarr_round_trip_and_time_travel(tmp_path):
         zarr.open_array(store=ro.store, path="t", mode="r+")
 
 
+def test_ancestry_reads_commits_as_iteration_reaches_them(tmp_path):
+    path = tmp_path / "r"
+    repo = floe.Repository.create(floe.local_filesystem_storage(str(path)))
+    ids = []
+    for i in range(40):
+        s = repo.writable_session("main")
+        zarr.create_group(store=s.store, attributes={"i": i}, overwrite=True)
+        ids.append(s.commit(f"commit {i}"))
+    newest_first = ids[::-1]
+    assert [h.id for h in repo.ancestry(branch="main")][:40] == newest_first
+    # The snapshot of commit 5 goes missing: a fresh handle still iterates the 34
+    # newer commits (the first batch of 16 and 18 of the next) and only then raises.
+    os.remove(path / "snapshots" / ids[5])
+    fresh = floe.Repository.open(floe.local_filesystem_storage(str(path)))
+    history = fresh.ancestry(snapshot_id=ids[-1])
+    assert next(history).id == ids[-1]
+    newer = [next(history).id for _ in range(33)]
+    assert newer == newest_first[1:34]
+    with pytest.raises(floe.FloeError, match=ids[5]):
+        next(history)
+    with pytest.raises(floe.FloeError, match="nope"):
+        next(fresh.ancestry(branch="nope"))
+
+
 def test_branches_tags_and_conflicts():
     repo = floe.Repository.create(floe.in_memory_storage())
     s = repo.writable_session("main")
