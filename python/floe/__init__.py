@@ -13,10 +13,12 @@ changing the import::
 
 from floe._floe import (
     BasicConflictSolver,
+    CompressionConfig,
     ConflictDetector,
     ConflictError,
     FloeError,
     Repository as _NativeRepository,
+    RepositoryConfig,
     Session as _NativeSession,
     SnapshotInfo,
     Storage,
@@ -30,12 +32,14 @@ from floe.store import FloeStore
 
 __all__ = [
     "BasicConflictSolver",
+    "CompressionConfig",
     "ConflictDetector",
     "ConflictError",
     "Diff",
     "FloeError",
     "FloeStore",
     "Repository",
+    "RepositoryConfig",
     "Session",
     "SnapshotInfo",
     "Storage",
@@ -117,8 +121,16 @@ class Repository:
         self._native = native
 
     @classmethod
-    def create(cls, storage: Storage, spec_version: int | None = None) -> "Repository":
-        return cls(_NativeRepository.create(storage, spec_version))
+    def create(cls, storage: Storage, config: RepositoryConfig | None = None, *,
+               spec_version: int | None = None) -> "Repository":
+        return cls(_NativeRepository.create(storage, config, spec_version))
+
+    @property
+    def config(self) -> RepositoryConfig:
+        return self._native.config
+
+    def save_config(self, config: RepositoryConfig | None = None) -> None:
+        self._native.save_config(config)
 
     @classmethod
     def open(cls, storage: Storage) -> "Repository":

@@ -6,6 +6,7 @@
 //! runtime (the one `pyo3-async-runtimes` drives awaitables with), so Python threads
 //! and zarr's async pipeline overlap I/O.
 
+mod config;
 mod errors;
 mod repository;
 mod session;
@@ -26,6 +27,7 @@ where
 #[pymodule]
 fn _floe(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
+    config::register(m)?;
     storage::register(m)?;
     repository::register(m)?;
     session::register(m)?;

@@ -9,6 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::block_on;
+use crate::config::RepositoryConfig;
 use crate::errors::IntoPyResult;
 use crate::session::Session;
 use crate::storage::Storage;
@@ -169,17 +170,43 @@ fn spec(spec_version: Option<u8>) -> PyResult<floe::format::SpecVersion> {
 
 #[pymethods]
 impl Repository {
-    /// Creates a repository (spec 1 unless `spec_version=2`).
+    /// Creates a repository (spec 1 unless `spec_version=2`) with `config` (the
+    /// defaults when `None`).
     #[staticmethod]
-    #[pyo3(signature = (storage, spec_version=None))]
-    fn create(py: Python<'_>, storage: &Storage, spec_version: Option<u8>) -> PyResult<Self> {
+    #[pyo3(signature = (storage, config=None, spec_version=None))]
+    fn create(
+        py: Python<'_>,
+        storage: &Storage,
+        config: Option<RepositoryConfig>,
+        spec_version: Option<u8>,
+    ) -> PyResult<Self> {
         let spec = spec(spec_version)?;
         let st = Arc::clone(&storage.inner);
+        let config = config.map(|c| c.inner);
         let inner = block_on(py, async move {
-            floe::Repository::create_with(st, None, spec, floe::OpenOptions::default()).await
+            floe::Repository::create_with(st, config, spec, floe::OpenOptions::default()).await
         })
         .py()?;
         Ok(Repository { inner })
+    }
+
+    /// The configuration as last read or saved (a copy: change it, then
+    /// `save_config`).
+    #[getter]
+    fn config(&self) -> RepositoryConfig {
+        RepositoryConfig {
+            inner: self.inner.config(),
+        }
+    }
+
+    /// Stores `config` as the repository's configuration (`config.yaml` on spec 1,
+    /// the `repo` object on spec 2); with no argument, stores the current one.
+    /// Raises `FloeError` when another writer changed it since it was read.
+    #[pyo3(signature = (config=None))]
+    fn save_config(&self, py: Python<'_>, config: Option<RepositoryConfig>) -> PyResult<()> {
+        let config = config.map_or_else(|| self.inner.config(), |c| c.inner);
+        let repo = self.inner.clone();
+        block_on(py, async move { repo.save_config(config).await }).py()
     }
 
     /// Opens an existing repository.
