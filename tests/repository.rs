@@ -979,19 +979,16 @@ async fn odd_ref_names_round_trip_on_s3() {
     odd_ref_names_round_trip(floe::storage::create_storage(&url, None).unwrap()).await;
 }
 
-/// The ancestry is a stream: its newest items need only the newest snapshot files
-/// (spec 1), it starts from a branch, a tag or a snapshot id, and a missing older
-/// snapshot is an error only for a reader that goes that far.
-#[tokio::test]
-async fn ancestry_streams_from_branches_tags_and_snapshots() {
-    use futures::{StreamExt, TryStreamExt};
-    let dir = tempfile::tempdir().unwrap();
-    let storage = local(&dir);
-    let repo = Repository::create(Arc::clone(&storage), None)
-        .await
-        .unwrap();
+/// A new repository on `storage` whose `main` has `commits` commits after the initial
+/// snapshot, `commit {i}` setting the root group's attributes to `{"i": i}`; returns
+/// it and the snapshot ids, oldest (the initial snapshot) first.
+async fn attribute_history(
+    storage: &Arc<dyn Storage>,
+    commits: usize,
+) -> (Repository, Vec<SnapshotId>) {
+    let repo = Repository::create(Arc::clone(storage), None).await.unwrap();
     let mut ids = vec![repo.lookup_branch("main").await.unwrap()];
-    for i in 0..5 {
+    for i in 0..commits {
         let s = repo.writable_session("main").await.unwrap();
         let json = group_json(serde_json::json!({ "i": i }));
         if i == 0 {
@@ -1001,6 +998,18 @@ async fn ancestry_streams_from_branches_tags_and_snapshots() {
         }
         ids.push(s.commit(&format!("commit {i}")).await.unwrap());
     }
+    (repo, ids)
+}
+
+/// The ancestry is a stream: its newest items need only the newest snapshot files
+/// (spec 1), it starts from a branch, a tag or a snapshot id, and a missing older
+/// snapshot is an error only for a reader that goes that far.
+#[tokio::test]
+async fn ancestry_streams_from_branches_tags_and_snapshots() {
+    use futures::{StreamExt, TryStreamExt};
+    let dir = tempfile::tempdir().unwrap();
+    let storage = local(&dir);
+    let (repo, ids) = attribute_history(&storage, 5).await;
     repo.create_tag("t", ids[3]).await.unwrap();
     let newest_first: Vec<SnapshotId> = ids.iter().rev().copied().collect();
     let all: Vec<_> = repo
@@ -1058,20 +1067,7 @@ async fn ancestry_read_ahead_keeps_order_and_typed_errors() {
     use futures::{StreamExt, TryStreamExt};
     let dir = tempfile::tempdir().unwrap();
     let storage = local(&dir);
-    let repo = Repository::create(Arc::clone(&storage), None)
-        .await
-        .unwrap();
-    let mut ids = vec![repo.lookup_branch("main").await.unwrap()];
-    for i in 0..140 {
-        let s = repo.writable_session("main").await.unwrap();
-        let json = group_json(serde_json::json!({ "i": i }));
-        if i == 0 {
-            s.add_group(&p("/"), json).unwrap();
-        } else {
-            s.update_group(&p("/"), json).unwrap();
-        }
-        ids.push(s.commit(&format!("commit {i}")).await.unwrap());
-    }
+    let (_, ids) = attribute_history(&storage, 140).await;
     let newest_first: Vec<SnapshotId> = ids.iter().rev().copied().collect();
     let fresh = || async { Repository::open(Arc::clone(&storage)).await.unwrap() };
     let all: Vec<_> = fresh()

@@ -318,33 +318,30 @@ mod tests {
 
     #[test]
     fn contiguous_runs_are_whole_trailing_dimensions() {
-        let r = |start: &[u64], shape: &[u64]| ArraySubset::new(start.to_vec(), shape.to_vec());
-        let shape = [4, 3, 5];
-        // Part of one row; whole rows of one plane; whole planes; one element.
+        type Case<'a> = (&'a [u64], &'a [u64], Option<std::ops::Range<usize>>);
+        let cases: [Case<'_>; 10] = [
+            // Part of one row; whole rows of one plane; whole planes; one element.
+            (&[1, 2, 1], &[1, 1, 3], Some(26..29)),
+            (&[1, 1, 0], &[1, 2, 5], Some(20..30)),
+            (&[2, 0, 0], &[2, 3, 5], Some(30..60)),
+            (&[3, 2, 4], &[1, 1, 1], Some(59..60)),
+            // Strided, empty, out of bounds, or of another rank.
+            (&[0, 0, 1], &[1, 2, 4], None),
+            (&[0, 1, 0], &[2, 2, 5], None),
+            (&[0, 0, 0], &[1, 0, 5], None),
+            (&[3, 0, 0], &[2, 3, 5], None),
+            (&[0, 0, u64::MAX], &[1, 1, 2], None),
+            (&[0, 0], &[1, 5], None),
+        ];
+        for (start, extent, want) in cases {
+            let region = ArraySubset::new(start.to_vec(), extent.to_vec());
+            assert_eq!(region.contiguous_in(&[4, 3, 5]), want, "{region:?}");
+        }
+        // A 0-d region is its one element.
         assert_eq!(
-            r(&[1, 2, 1], &[1, 1, 3]).contiguous_in(&shape),
-            Some(26..29)
+            ArraySubset::new(vec![], vec![]).contiguous_in(&[]),
+            Some(0..1)
         );
-        assert_eq!(
-            r(&[1, 1, 0], &[1, 2, 5]).contiguous_in(&shape),
-            Some(20..30)
-        );
-        assert_eq!(
-            r(&[2, 0, 0], &[2, 3, 5]).contiguous_in(&shape),
-            Some(30..60)
-        );
-        assert_eq!(
-            r(&[3, 2, 4], &[1, 1, 1]).contiguous_in(&shape),
-            Some(59..60)
-        );
-        assert_eq!(r(&[], &[]).contiguous_in(&[]), Some(0..1));
-        // Strided, empty, out of bounds, or of another rank.
-        assert_eq!(r(&[0, 0, 1], &[1, 2, 4]).contiguous_in(&shape), None);
-        assert_eq!(r(&[0, 1, 0], &[2, 2, 5]).contiguous_in(&shape), None);
-        assert_eq!(r(&[0, 0, 0], &[1, 0, 5]).contiguous_in(&shape), None);
-        assert_eq!(r(&[3, 0, 0], &[2, 3, 5]).contiguous_in(&shape), None);
-        assert_eq!(r(&[0, 0, u64::MAX], &[1, 1, 2]).contiguous_in(&shape), None);
-        assert_eq!(r(&[0, 0], &[1, 5]).contiguous_in(&shape), None);
     }
 
     #[test]
