@@ -1001,12 +1001,23 @@ async fn attribute_history(
     (repo, ids)
 }
 
+/// The messages of the newest `n` commits on `main`, through the ancestry stream.
+async fn newest_messages(repo: &Repository, n: usize) -> Vec<String> {
+    use futures::{StreamExt, TryStreamExt};
+    repo.ancestry_stream(VersionSelector::Branch("main".into()))
+        .take(n)
+        .map_ok(|i| i.message)
+        .try_collect()
+        .await
+        .unwrap()
+}
+
 /// The ancestry is a stream: its newest items need only the newest snapshot files
 /// (spec 1), it starts from a branch, a tag or a snapshot id, and a missing older
 /// snapshot is an error only for a reader that goes that far.
 #[tokio::test]
 async fn ancestry_streams_from_branches_tags_and_snapshots() {
-    use futures::{StreamExt, TryStreamExt};
+    use futures::TryStreamExt;
     let dir = tempfile::tempdir().unwrap();
     let storage = local(&dir);
     let (repo, ids) = attribute_history(&storage, 5).await;
@@ -1034,14 +1045,7 @@ async fn ancestry_streams_from_branches_tags_and_snapshots() {
         .await
         .unwrap();
     let fresh = Repository::open(Arc::clone(&storage)).await.unwrap();
-    let newest: Vec<_> = fresh
-        .ancestry_stream(VersionSelector::Branch("main".into()))
-        .take(2)
-        .map_ok(|i| i.message)
-        .try_collect()
-        .await
-        .unwrap();
-    assert_eq!(newest, ["commit 4", "commit 3"]);
+    assert_eq!(newest_messages(&fresh, 2).await, ["commit 4", "commit 3"]);
     match fresh.ancestry(ids[5]).await {
         Err(Error::SnapshotNotFound { id }) => assert_eq!(id, ids[1]),
         other => panic!("a missing ancestor must be SnapshotNotFound, got {other:?}"),
@@ -1064,7 +1068,7 @@ async fn ancestry_streams_from_branches_tags_and_snapshots() {
 #[tokio::test]
 async fn ancestry_read_ahead_keeps_order_and_typed_errors() {
     use floe::format::FormatError;
-    use futures::{StreamExt, TryStreamExt};
+    use futures::StreamExt;
     let dir = tempfile::tempdir().unwrap();
     let storage = local(&dir);
     let (_, ids) = attribute_history(&storage, 140).await;
@@ -1079,16 +1083,8 @@ async fn ancestry_read_ahead_keeps_order_and_typed_errors() {
         .map(|i| i.id)
         .collect();
     assert_eq!(all, newest_first);
-    let newest: Vec<_> = fresh()
-        .await
-        .ancestry_stream(VersionSelector::Branch("main".into()))
-        .take(5)
-        .map_ok(|i| i.message)
-        .try_collect()
-        .await
-        .unwrap();
     assert_eq!(
-        newest,
+        newest_messages(&fresh().await, 5).await,
         (135..140)
             .rev()
             .map(|i| format!("commit {i}"))

@@ -106,7 +106,17 @@ impl Ancestry {
     }
 
     fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<SnapshotInfo>> {
-        if self.buffered.is_empty() {
+        loop {
+            if let Some(s) = self.buffered.pop_front() {
+                if !self.seen.insert(s.id) {
+                    self.next = None;
+                    self.buffered.clear();
+                    self.failed = None;
+                    return Err(floe::Error::AncestryLoop { snapshot: s.id }).py();
+                }
+                return info(py, &s).map(Some);
+            }
+            // A failed batch is yielded up to the failure, then the error.
             if let Some(e) = self.failed.take() {
                 return Err(e).py();
             }
@@ -128,7 +138,7 @@ impl Ancestry {
             });
             self.batch = (n * 2).min(Self::MAX_BATCH);
             // A full batch may have more behind it: continue from its oldest commit's
-            // parent. A failed one is yielded up to the failure, then the error.
+            // parent.
             if failed.is_none() && batch.len() == n {
                 self.next = batch
                     .last()
@@ -137,23 +147,7 @@ impl Ancestry {
             }
             self.failed = failed;
             self.buffered = batch.into();
-            if self.buffered.is_empty() {
-                return match self.failed.take() {
-                    Some(e) => Err(e).py(),
-                    None => Ok(None),
-                };
-            }
         }
-        let Some(s) = self.buffered.pop_front() else {
-            return Ok(None);
-        };
-        if !self.seen.insert(s.id) {
-            self.next = None;
-            self.buffered.clear();
-            self.failed = None;
-            return Err(floe::Error::AncestryLoop { snapshot: s.id }).py();
-        }
-        info(py, &s).map(Some)
     }
 }
 

@@ -485,7 +485,7 @@ pub(crate) async fn garbage_collect(
 ) -> Result<GcSummary> {
     const ATTEMPTS: u32 = 10;
     let mut attempt = 0;
-    let (retained, tx_logs, snapshot_files) = loop {
+    let (retained, tx_logs, mut snapshot_files) = loop {
         attempt += 1;
         let (roots, info) = roots(assets, storage).await?;
         let Walked {
@@ -544,7 +544,6 @@ pub(crate) async fn garbage_collect(
         .collect();
     let mut deleted = [0u64; 4];
     let mut summary = GcSummary::default();
-    let mut snapshot_files = snapshot_files;
     for (count, (prefix, keep)) in deleted.iter_mut().zip(phases) {
         let listed = if prefix == keys::SNAPSHOTS {
             snapshot_files.take()

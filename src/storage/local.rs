@@ -265,7 +265,6 @@ fn swap_if_version(
     Ok(Some(version))
 }
 
-/// The whole file at `path` and its version; a directory is `NotFound`.
 /// `result`, with an I/O error of kind `NotFound` as [`StorageError::NotFound`].
 fn not_found_of_io<T>(result: StorageResult<T>) -> StorageResult<T> {
     match result {
@@ -276,6 +275,7 @@ fn not_found_of_io<T>(result: StorageResult<T>) -> StorageResult<T> {
     }
 }
 
+/// The whole file at `path` and its version; a directory is `NotFound`.
 fn read_versioned(path: &FsPath) -> std::io::Result<VersionedBytes> {
     use std::io::Read;
     let mut file = File::open(path)?;
