@@ -14,6 +14,7 @@ use bytes::Bytes;
 use quick_cache::sync::Cache;
 
 use crate::error::{Error, Result};
+use crate::format::envelope::FileType;
 use crate::format::keys;
 use crate::format::manifest::Manifest;
 use crate::format::repo_info::RepoInfo;
@@ -28,7 +29,8 @@ pub struct AssetManager {
     storage: Arc<dyn Storage>,
     /// The spec version of the files this manager writes.
     spec: SpecVersion,
-    /// The zstd level it writes them at (the config's `compression.level`).
+    /// The zstd level it writes them at (the config's `compression.level`; 0 when
+    /// the config sets none and each file type has its default).
     level: AtomicI32,
     snapshots: Cache<SnapshotId, Arc<Snapshot>>,
     manifests: Cache<ManifestId, Arc<Manifest>>,
@@ -106,7 +108,7 @@ impl AssetManager {
         AssetManager {
             storage,
             spec,
-            level: AtomicI32::new(crate::format::envelope::DEFAULT_LEVEL),
+            level: AtomicI32::new(0),
             snapshots: Cache::new(512),
             manifests: Cache::new(256),
             transaction_logs: Cache::new(512),
@@ -194,16 +196,21 @@ impl AssetManager {
         self.spec
     }
 
-    /// The zstd level snapshots, manifests and transaction logs are written at: the
-    /// repository config's `compression.level` (3 by default).
-    pub fn compression_level(&self) -> i32 {
-        self.level.load(Ordering::Relaxed)
+    /// The zstd level files of type `file_type` are written at: the repository
+    /// config's `compression.level`, or that type's default
+    /// ([`crate::format::envelope::default_level`]).
+    pub fn compression_level(&self, file_type: FileType) -> i32 {
+        match self.level.load(Ordering::Relaxed) {
+            0 => crate::format::envelope::default_level(file_type),
+            level => level,
+        }
     }
 
-    /// Writes files at zstd level `level` from now on (the repository sets it from
+    /// Writes files at zstd level `level` from now on, or with `None` at each file
+    /// type's default (the repository sets it from
     /// its config when it opens and when the config is saved).
-    pub fn set_compression_level(&self, level: i32) {
-        self.level.store(level, Ordering::Relaxed);
+    pub fn set_compression_level(&self, level: Option<i32>) {
+        self.level.store(level.unwrap_or(0), Ordering::Relaxed);
     }
 
     /// The parent link of snapshot `id` in the `repo` object (`Some(None)` for a
@@ -361,7 +368,7 @@ impl AssetManager {
     pub async fn write_snapshot(&self, snapshot: Arc<Snapshot>) -> Result<()> {
         let s = Arc::clone(&snapshot);
         let light = s.nodes.len() <= INLINE_NODES_MAX;
-        let level = self.compression_level();
+        let level = self.compression_level(FileType::Snapshot);
         let bytes = maybe_blocking(light, move || s.encode_at(level)).await?;
         self.storage
             .put(&keys::snapshot(&snapshot.id), Bytes::from(bytes))
@@ -401,7 +408,7 @@ impl AssetManager {
         let l = Arc::clone(&log);
         let spec = self.spec;
         let light = l.len() <= INLINE_NODES_MAX;
-        let level = self.compression_level();
+        let level = self.compression_level(FileType::TransactionLog);
         let bytes = maybe_blocking(light, move || l.encode_at(spec, level)).await?;
         self.storage
             .put(&keys::transaction_log(&log.id), Bytes::from(bytes))

@@ -1119,7 +1119,8 @@ async fn ancestry_read_ahead_keeps_order_and_typed_errors() {
 
 /// The config's `compression.level` is the zstd level commits write their files at:
 /// the same commit at level 19 makes a smaller manifest and transaction log than at
-/// level 1 (they hold the same bytes), and both read back alike.
+/// level 1 (they hold the same bytes), and both read back alike. Without a level,
+/// manifests and transaction logs are written at level 1 (`BULK_DEFAULT_LEVEL`).
 #[tokio::test]
 async fn commits_write_files_at_the_configured_compression_level() {
     use floe::format::config::RepositoryConfig;
@@ -1133,10 +1134,7 @@ async fn commits_write_files_at_the_configured_compression_level() {
         let repo = Repository::create(Arc::clone(&storage), Some(config))
             .await
             .unwrap();
-        assert_eq!(
-            repo.config().compression_level(),
-            level.map_or(3, i32::from)
-        );
+        assert_eq!(repo.config().compression_level(), level.map(i32::from));
         let s = repo.writable_session("main").await.unwrap();
         s.add_array(&p("/a"), array_def("/a", &[20_000], &[1], "uint8"))
             .unwrap();
@@ -1189,7 +1187,13 @@ async fn commits_write_files_at_the_configured_compression_level() {
         t19 < t1,
         "transaction log: level 19 {t19} bytes, level 1 {t1}"
     );
-    let (m3, _, _) = sizes(None).await;
-    // (Level 1 may beat level 3 on such data; they differ.)
-    assert!(m19 < m3 && m3 != m1, "default level 3: {m3} bytes");
+    let (m3, t3, _) = sizes(Some(3)).await;
+    let (m, t, _) = sizes(None).await;
+    // The files hold random ids (of the manifest, the chunks, the snapshot), whose
+    // bytes change the entropy coding by some 30 bytes from run to run; the levels
+    // differ by ~370 (transaction log) and ~1,600 (manifest).
+    let near = |a: usize, b: usize| a.abs_diff(b) <= 64;
+    assert!(m19 < m3 && !near(m3, m1), "level 3: {m3} bytes");
+    assert!(!near(t3, t1), "level 3: {t3} bytes");
+    assert!(near(m, m1) && near(t, t1), "default: {m}, {t} bytes");
 }

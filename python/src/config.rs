@@ -6,11 +6,13 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 /// How snapshots, manifests and transaction logs are compressed: zstd at `level`
-/// (1-22; `None` for the default, 3, as Icechunk).
+/// (1-22), or with `None` at each file type's default (3 for snapshots and the `repo`
+/// object, as Icechunk; 1 for manifests and transaction logs, where zstd's level 1
+/// makes files as small in half the time).
 #[pyclass(module = "floe._floe", get_all, set_all, from_py_object)]
 #[derive(Clone, Debug)]
 pub(crate) struct CompressionConfig {
-    /// The zstd level, or `None` for the default (3).
+    /// The zstd level, or `None` for each file type's default.
     level: Option<u8>,
 }
 
@@ -26,6 +28,12 @@ impl CompressionConfig {
                 "compression algorithm `{other}`: only zstd is defined"
             ))),
         }
+    }
+
+    /// The default: zstd at each file type's default level.
+    #[staticmethod]
+    fn default() -> Self {
+        CompressionConfig { level: None }
     }
 
     /// The algorithm, always `"zstd"`.
@@ -84,12 +92,20 @@ impl RepositoryConfig {
         self.inner.set_inline_chunk_threshold_bytes(bytes);
     }
 
-    /// The compression of the repository's metadata files (the effective level).
+    /// The compression of the repository's metadata files, `None` when the
+    /// configuration has no `compression` section (as Icechunk).
     #[getter]
-    fn compression(&self) -> CompressionConfig {
-        CompressionConfig {
-            level: u8::try_from(self.inner.compression_level()).ok(),
-        }
+    fn compression(&self) -> Option<CompressionConfig> {
+        self.inner
+            .raw()
+            .get("compression")
+            .filter(|c| !c.is_null())?;
+        Some(CompressionConfig {
+            level: self
+                .inner
+                .compression_level()
+                .and_then(|l| u8::try_from(l).ok()),
+        })
     }
 
     #[setter]
@@ -102,7 +118,8 @@ impl RepositoryConfig {
         format!(
             "RepositoryConfig(inline_chunk_threshold_bytes={}, compression={})",
             self.inline_chunk_threshold_bytes(),
-            self.compression().__repr__()
+            self.compression()
+                .map_or_else(|| "None".to_owned(), |c| c.__repr__())
         )
     }
 }

@@ -351,20 +351,24 @@ impl RepositoryConfig {
         self.raw.values().all(Value::is_null)
     }
 
-    /// The zstd level snapshots, manifests and transaction logs are written at
-    /// (`compression.level`; default 3, as Icechunk; a level outside 1-22 is taken as
-    /// the nearest one, and 0 as the default).
-    pub fn compression_level(&self) -> i32 {
+    /// The zstd level every metadata file is written at (`compression.level`), or
+    /// `None` when the config sets none (then each file type has its default:
+    /// [`super::envelope::default_level`]). A level above 22 is taken as 22, and 0 as
+    /// unset.
+    pub fn compression_level(&self) -> Option<i32> {
         self.raw
             .get("compression")
             .and_then(|c| c.get("level"))
             .and_then(Value::as_u64)
-            .map_or(super::envelope::DEFAULT_LEVEL, |l| match l {
-                0 => super::envelope::DEFAULT_LEVEL,
-                // Clamped to 22 first: fits.
-                #[allow(clippy::cast_possible_truncation)]
-                l => l.min(22) as i32,
-            })
+            .filter(|&l| l > 0)
+            .and_then(|l| i32::try_from(l.min(22)).ok())
+    }
+
+    /// The zstd level files of type `file_type` are written at: the configured
+    /// `compression.level`, or that type's default.
+    pub fn compression_level_for(&self, file_type: super::envelope::FileType) -> i32 {
+        self.compression_level()
+            .unwrap_or_else(|| super::envelope::default_level(file_type))
     }
 
     /// Sets (or with `None`, unsets) `compression.level`, keeping the rest of
@@ -451,6 +455,7 @@ impl RepositoryConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::envelope::FileType;
 
     const ICECHUNK_CONFIG: &str = "inline_chunk_threshold_bytes: 100
 get_partial_values_concurrency: null
@@ -487,19 +492,32 @@ some_future_key:
     fn compression_level_reads_icechunks_key_and_keeps_the_algorithm() {
         let mut cfg =
             RepositoryConfig::parse(b"compression:\n  algorithm: zstd\n  level: 1\n").unwrap();
-        assert_eq!(cfg.compression_level(), 1);
+        assert_eq!(cfg.compression_level(), Some(1));
+        assert_eq!(cfg.compression_level_for(FileType::Snapshot), 1);
         cfg.set_compression_level(Some(40));
         assert_eq!(
             cfg.compression_level(),
-            22,
+            Some(22),
             "above zstd's range: its maximum"
         );
         let back = RepositoryConfig::parse(cfg.to_yaml().unwrap().as_bytes()).unwrap();
         assert_eq!(back.raw()["compression"]["algorithm"], Value::from("zstd"));
         cfg.set_compression_level(None);
-        assert_eq!(cfg.compression_level(), 3);
+        assert_eq!(cfg.compression_level(), None);
         assert_eq!(cfg.raw()["compression"]["algorithm"], Value::from("zstd"));
-        assert_eq!(RepositoryConfig::default().compression_level(), 3);
+        let zero = RepositoryConfig::parse(b"compression:\n  level: 0\n").unwrap();
+        for unset in [RepositoryConfig::default(), zero] {
+            assert_eq!(unset.compression_level(), None);
+            // Unset: manifests and transaction logs at 1, the rest at 3.
+            let by_type = [
+                FileType::Snapshot,
+                FileType::Manifest,
+                FileType::TransactionLog,
+                FileType::RepoInfo,
+            ]
+            .map(|t| unset.compression_level_for(t));
+            assert_eq!(by_type, [3, 1, 1, 3]);
+        }
     }
 
     #[test]

@@ -23,9 +23,30 @@ pub const MAGIC: [u8; 12] = *b"ICE\xF0\x9F\xA7\x8ACHUNK";
 pub const HEADER_LEN: usize = 39;
 /// Compression byte for zstd, the only one Icechunk readers accept.
 pub const COMPRESSION_ZSTD: u8 = 1;
-/// The zstd level files are written at unless the repository config's
-/// `compression.level` says otherwise (Icechunk's default too).
+/// The zstd level snapshots and the `repo` object are written at unless the
+/// repository config's `compression.level` says otherwise (Icechunk's default for
+/// every file).
 pub const DEFAULT_LEVEL: i32 = 3;
+/// The zstd level manifests and transaction logs are written at unless the
+/// repository config's `compression.level` says otherwise.
+///
+/// These files are millions of small flatbuffer tables, and on them zstd's level 1
+/// makes files as small as level 3 or smaller in about half the CPU (zstd 1.5,
+/// 150,000 refs: native refs with random chunk ids 2.38× at ~400 MB/s against
+/// 2.27× at ~200 MB/s; virtual refs 7.8× against 6.9×; chunk indices of a
+/// transaction log the same ratio at ~2× the speed). Inline refs come out up to ~10%
+/// larger. A configured level applies to every file as it is.
+pub const BULK_DEFAULT_LEVEL: i32 = 1;
+
+/// The zstd level a file of type `file_type` is written at when the repository
+/// config sets no `compression.level`: [`BULK_DEFAULT_LEVEL`] for manifests and
+/// transaction logs, [`DEFAULT_LEVEL`] for the rest.
+pub fn default_level(file_type: FileType) -> i32 {
+    match file_type {
+        FileType::Manifest | FileType::TransactionLog => BULK_DEFAULT_LEVEL,
+        FileType::Snapshot | FileType::RepoInfo => DEFAULT_LEVEL,
+    }
+}
 /// Largest decompressed payload accepted, in bytes (guards against zstd bombs).
 const MAX_DECOMPRESSED: u64 = 4 << 30;
 /// Decompressed bytes accepted per compressed byte. Flatbuffers full of random

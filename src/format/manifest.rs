@@ -348,7 +348,7 @@ impl ManifestWriter {
             vtables: [None; 256],
             count: 0,
             spec: SpecVersion::V1,
-            level: envelope::DEFAULT_LEVEL,
+            level: envelope::default_level(FileType::Manifest),
         }
     }
 

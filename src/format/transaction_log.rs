@@ -156,7 +156,7 @@ impl TransactionLog {
     /// # Errors
     /// [`FormatError::ChunkIndexTooLarge`]; [`FormatError::Compression`].
     pub fn encode_as(&self, spec: SpecVersion) -> Result<Vec<u8>, FormatError> {
-        self.encode_at(spec, envelope::DEFAULT_LEVEL)
+        self.encode_at(spec, envelope::default_level(FileType::TransactionLog))
     }
 
     /// [`TransactionLog::encode_as`] at zstd level `level` (the config's
@@ -193,8 +193,8 @@ impl TransactionLog {
         J: IntoIterator<Item = &'c [u64]>,
     {
         const WHAT: &str = "transaction log";
-        // The ChunkIndices tables go into the body as they come (8 bytes and their
-        // coordinates, ~16 bytes each); everything else, with the vectors of
+        // The ChunkIndices tables go into the body as they come (a vtable, 8 bytes
+        // and their coordinates, ~24 bytes each); everything else, with the vectors of
         // offsets to them, into the head written in front of it (see
         // `format::forward`).
         let id_sets = self.id_sets();
@@ -212,9 +212,7 @@ impl TransactionLog {
             .saturating_add(moved)
             .saturating_add(32 * 1024);
         let mut body =
-            Forward::with_gap(gap, estimated_chunks.saturating_mul(16).saturating_add(64));
-        // ChunkIndices { coords: [uint32] (slot 0) }: soffset, coords.
-        let indices_vt = body.vtable(8, &[4]);
+            Forward::with_gap(gap, estimated_chunks.saturating_mul(24).saturating_add(64));
         let mut arrays: Vec<(NodeId, Vec<u32>)> = Vec::new();
         let mut total = 0usize;
         for (node, chunks) in chunks {
@@ -222,8 +220,9 @@ impl TransactionLog {
             let mut tables = Vec::with_capacity(chunks.size_hint().0);
             for c in chunks {
                 let coords = super::coords_u32(c)?;
-                body.pad(4, 0);
-                let t = body.table(WHAT, indices_vt)?;
+                // ChunkIndices { coords: [uint32] (slot 0) }: soffset, coords; each
+                // with its own vtable, so that the tables repeat byte for byte.
+                let t = body.table_with_own_vtable(WHAT, 8, &[4])?;
                 tables.push(forward::count(WHAT, t)?);
                 let slot = body.slot();
                 body.point(WHAT, slot)?;

@@ -10,10 +10,11 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use futures::{StreamExt, TryStreamExt};
-use itertools::{EitherOrBoth, Itertools};
+use itertools::{Either, EitherOrBoth, Itertools};
 
 use crate::assets::AssetManager;
 use crate::error::Result;
+use crate::format::envelope::FileType;
 use crate::format::manifest::{ChunkPayloadRef, Manifest};
 use crate::format::snapshot::{
     now_micros, DimensionShape, ManifestFileInfo, ManifestRef, NodeData, NodeSnapshot, Snapshot,
@@ -105,22 +106,31 @@ pub(crate) fn merged_refs_from<'a>(
     start: &'a [u64],
 ) -> impl Iterator<Item = (&'a [u64], ChunkPayloadRef<'a>)> + 'a {
     let from = (Bound::Included(start), Bound::Unbounded);
-    let committed = manifests
-        .iter()
-        .filter_map(|m| m.arrays.get(node))
-        .map(move |refs| refs.range::<[u64], _>(from))
-        .kmerge_by(|a, b| a.0 < b.0)
-        .map(|(k, v)| (k.as_slice(), ChunkPayloadRef::from(v)));
     let changed = changes
         .array_chunks(node)
         .into_iter()
         .flat_map(move |c| c.iter_from(start));
-    committed
-        .merge_join_by(changed, |a, b| a.0.cmp(b.0))
-        .filter_map(|entry| match entry {
-            EitherOrBoth::Left(kv) => Some(kv),
-            EitherOrBoth::Right((k, v)) | EitherOrBoth::Both(_, (k, v)) => v.map(|v| (k, v)),
-        })
+    let mut committed_arrays = manifests
+        .iter()
+        .filter_map(|m| m.arrays.get(node))
+        .peekable();
+    if committed_arrays.peek().is_none() {
+        // A new array, or one whose refs were all dropped: only the change set's
+        // refs (the common case of a large commit), without a merge per ref.
+        return Either::Left(changed.filter_map(|(k, v)| v.map(|v| (k, v))));
+    }
+    let committed = committed_arrays
+        .map(move |refs| refs.range::<[u64], _>(from))
+        .kmerge_by(|a, b| a.0 < b.0)
+        .map(|(k, v)| (k.as_slice(), ChunkPayloadRef::from(v)));
+    Either::Right(
+        committed
+            .merge_join_by(changed, |a, b| a.0.cmp(b.0))
+            .filter_map(|entry| match entry {
+                EitherOrBoth::Left(kv) => Some(kv),
+                EitherOrBoth::Right((k, v)) | EitherOrBoth::Both(_, (k, v)) => v.map(|v| (k, v)),
+            }),
+    )
 }
 
 /// Where a new snapshot goes in the history.
@@ -208,7 +218,10 @@ pub(crate) async fn flush(
             return assets.write_transaction_log(Arc::new(log)).await;
         }
         let changes = Arc::clone(changes);
-        let (spec, level) = (assets.spec_version(), assets.compression_level());
+        let (spec, level) = (
+            assets.spec_version(),
+            assets.compression_level(FileType::TransactionLog),
+        );
         let bytes = crate::assets::blocking(move || {
             let chunks = changes.updated_chunks().map(|(id, c)| (id, c.keys()));
             log.encode_with_chunks(spec, level, chunks, changes.num_chunk_changes())

@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use crate::assets::AssetManager;
 use crate::error::Result;
+use crate::format::envelope::FileType;
 use crate::format::manifest::{Manifest, ManifestWriter};
 use crate::format::snapshot::{DimensionShape, ManifestFileInfo, ManifestRef, Snapshot};
 use crate::format::{ChunkIndices, FormatError, ManifestId, NodeId, SpecVersion};
@@ -208,7 +209,10 @@ pub(crate) async fn write_array_manifests(
     };
 
     let manifests: Arc<Vec<Arc<Manifest>>> = Arc::new(fetched.into_values().collect());
-    let (spec, level) = (assets.spec_version(), assets.compression_level());
+    let (spec, level) = (
+        assets.spec_version(),
+        assets.compression_level(FileType::Manifest),
+    );
     let work: usize = manifests
         .iter()
         .filter_map(|m| m.arrays.get(&node))

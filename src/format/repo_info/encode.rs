@@ -435,7 +435,7 @@ impl RepoInfo {
         envelope::seal_at(
             FileType::RepoInfo,
             SpecVersion::V2,
-            self.config.compression_level(),
+            self.config.compression_level_for(FileType::RepoInfo),
             b.finished_data(),
         )
     }

@@ -366,7 +366,7 @@ mod tests {
             .insert(NodeId::new([3; 8]), NodePath::root());
         let id = SnapshotId::new([9; 12]);
         for spec in [SpecVersion::V1, SpecVersion::V2] {
-            let full = c.transaction_log(id).encode_as(spec).unwrap();
+            let full = c.transaction_log(id).encode_at(spec, 3).unwrap();
             let chunks = c.updated_chunks().map(|(id, m)| (id, m.keys()));
             let streamed = c
                 .transaction_log_of_nodes(id)
