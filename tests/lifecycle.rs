@@ -659,3 +659,83 @@ async fn collection_retries_transient_delete_failures() {
     assert_eq!(got, want);
     assert_eq!(objects(&faulty), objects(&clean));
 }
+
+/// A session whose base snapshot expiry collapsed rebases over exactly the commits
+/// made since its base (spec 2.1: the transaction logs of the pruned ancestors).
+/// Its handle opened the sessions before those commits, so it knows no parent link
+/// past the base; the rest runs on another handle, as another writer would.
+/// - a chunk written before the base (by c1 and the base c2) rebases cleanly: the
+///   logs before the base are not replayed;
+/// - a chunk written by a pruned commit after the base (c3) is a conflict naming it;
+/// - so is one written by the kept commit after the cut-off (c4).
+#[tokio::test]
+async fn a_session_on_an_expired_base_rebases_over_the_pruned_logs() {
+    use floe::error::{Conflict, Error};
+
+    let dir = tempfile::tempdir().unwrap();
+    let other = Repository::create_with(
+        Arc::new(LocalStorage::new(dir.path()).unwrap()),
+        None,
+        SpecVersion::V2,
+        floe::OpenOptions::default(),
+    )
+    .await
+    .unwrap();
+    let a = p("/a");
+    let s = other.writable_session("main").await.unwrap();
+    s.add_array(&a, array_def("/a", &[4096], &[1024], "uint8"))
+        .unwrap();
+    s.set_chunk(&a, &[0], chunk(1)).await.unwrap();
+    s.commit("c1").await.unwrap();
+    s.set_chunk(&a, &[0], chunk(2)).await.unwrap();
+    s.set_chunk(&a, &[1], chunk(2)).await.unwrap();
+    let c2 = s.commit("c2").await.unwrap();
+
+    let mine = open(dir.path()).await;
+    let clean = mine.writable_session("main").await.unwrap();
+    let clashing = mine.writable_session("main").await.unwrap();
+    let late = mine.writable_session("main").await.unwrap();
+    clean.set_chunk(&a, &[0], chunk(9)).await.unwrap();
+    clashing.set_chunk(&a, &[2], chunk(8)).await.unwrap();
+    late.set_chunk(&a, &[3], chunk(8)).await.unwrap();
+
+    s.set_chunk(&a, &[2], chunk(3)).await.unwrap();
+    s.commit("c3").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let cut_off = Utc::now();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    s.set_chunk(&a, &[3], chunk(4)).await.unwrap();
+    let c4 = s.commit("c4").await.unwrap();
+    let expired = other
+        .expire_snapshots(cut_off, ExpireOptions::default())
+        .await
+        .unwrap();
+    assert!(expired.expired.contains(&c2), "{expired:?}");
+    let history = ancestry(&other, "main").await;
+    assert_eq!(history.len(), 2, "c4 re-parented onto the root");
+    assert!(!history.contains(&c2));
+
+    clean.rebase().await.unwrap();
+    let landed = clean.commit("clean").await.unwrap();
+    let read = other
+        .readonly_session(&VersionSelector::Snapshot(landed))
+        .await
+        .unwrap();
+    for (i, v) in [(0u64, 9u8), (1, 2), (2, 3), (3, 4)] {
+        let got = read.get_chunk(&a, &[i], None).await.unwrap().unwrap();
+        assert_eq!(got, chunk(v), "chunk {i}");
+    }
+    assert_eq!(&ancestry(&other, "main").await[..2], &[landed, c4]);
+
+    for (session, index) in [(&clashing, 2u64), (&late, 3)] {
+        match session.rebase().await {
+            Err(Error::Conflict(c)) => match c.conflicts.as_slice() {
+                [Conflict::ChunksChangedByBoth { path, chunks, .. }] => {
+                    assert_eq!((path, chunks.as_slice()), (&a, &[vec![index]][..]));
+                }
+                other => panic!("chunk {index}: {other:?}"),
+            },
+            other => panic!("chunk {index}: {other:?}"),
+        }
+    }
+}

@@ -15,14 +15,23 @@ use crate::assets::{AssetManager, ParentWalk};
 use crate::error::{Conflict, Error, Result};
 use crate::format::snapshot::Snapshot;
 use crate::format::transaction_log::TransactionLog;
-use crate::format::{ChunkIndices, NodeId, NodePath, SnapshotId};
+use crate::format::{ChunkIndices, NodeId, NodePath, SnapshotId, SpecVersion};
 
 use super::change_set::ChangeSet;
 use super::conflict::{detect, paths_by_id, Rules, TheirChanges, TheirTree};
 use super::solver::ConflictSolver;
 
-/// Snapshot ids from `tip` back to (excluding) `base`, oldest first; `None` when
-/// `base` is not an ancestor of `tip`.
+/// The commits whose transaction logs say what happened from `base` to `tip`, oldest
+/// first: the snapshot ids from `tip` back to (excluding) `base`; `None` when `base`
+/// is not an ancestor of `tip`.
+///
+/// On spec 2 a `base` that expiry collapsed counts as an ancestor when a commit of
+/// `tip`'s history was re-parented over it (spec 2.1, `pruned_ancestor_tx_logs`):
+/// then the pruned logs after `base` come first, then that commit and the ones after
+/// it, each after its own pruned logs. The changes are exactly those made since
+/// `base`, so a rebase neither misses a conflict nor reports one the session had
+/// already seen. (Icechunk 2.3.0 fails such a rebase with an internal error; its
+/// later versions replay every log back to the root.)
 ///
 /// # Errors
 /// [`Error::AncestryLoop`]; storage and format errors.
@@ -31,16 +40,42 @@ pub(crate) async fn commits_since(
     base: SnapshotId,
     tip: SnapshotId,
 ) -> Result<Option<Vec<SnapshotId>>> {
-    let mut out = Vec::new();
+    // Newest first.
+    let mut chain = Vec::new();
     let mut walk = ParentWalk::new(assets, tip);
     while let Some(snap) = walk.next().await? {
         if snap.id == base {
-            out.reverse();
-            return Ok(Some(out));
+            chain.reverse();
+            return Ok(Some(chain));
         }
-        out.push(snap.id);
+        chain.push(snap.id);
     }
-    Ok(None)
+    if assets.spec_version() != SpecVersion::V2 {
+        return Ok(None);
+    }
+    let (info, _) = assets.fetch_repo_info().await?;
+    let pruned = |id: &SnapshotId| {
+        info.snapshots
+            .get(id)
+            .and_then(|s| s.pruned_ancestor_tx_logs.as_deref())
+            .unwrap_or_default()
+    };
+    // The newest commit re-parented over `base` (a later expiry merges the pruned
+    // lists of the commits it collapses into the one it re-parents).
+    let Some((i, at)) = chain
+        .iter()
+        .enumerate()
+        .find_map(|(i, id)| Some((i, pruned(id).iter().position(|p| *p == base)?)))
+    else {
+        return Ok(None);
+    };
+    let mut out = pruned(&chain[i])[at + 1..].to_vec();
+    out.push(chain[i]);
+    for id in chain[..i].iter().rev() {
+        out.extend_from_slice(pruned(id));
+        out.push(*id);
+    }
+    Ok(Some(out))
 }
 
 /// What a run of commits did, merged from their transaction logs, with the node ids
