@@ -192,6 +192,30 @@ async fn commit_race(url: &str, spec: SpecVersion) {
             .collect();
         assert_eq!(seqs, (0..COMMITS_PER_PROCESS).collect::<Vec<_>>());
     }
+    // Spec 2: every `overwritten/` copy of the `repo` object is one a landed update
+    // names in the ops log; the copies of updates that lost a race were removed.
+    if spec == SpecVersion::V2 {
+        let named: BTreeSet<String> = repo
+            .ops_log()
+            .await
+            .unwrap()
+            .into_iter()
+            .filter_map(|u| u.backup_path)
+            .collect();
+        let stored: BTreeSet<String> = storage(url)
+            .list("overwritten/")
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|o| o.key.trim_start_matches("overwritten/").to_string())
+            .collect();
+        assert!(
+            named.len() > PROCESSES * COMMITS_PER_PROCESS,
+            "{}",
+            named.len()
+        );
+        assert_eq!(stored, named, "orphaned copies of the repo object");
+    }
     // Every chunk is readable with the value its commit wrote.
     let r = repo
         .readonly_session(&VersionSelector::Branch("main".into()))

@@ -112,7 +112,14 @@ pub(crate) async fn update<T>(
                     }
                     return Ok(out);
                 }
-                WriteOutcome::PreconditionFailed => {}
+                WriteOutcome::PreconditionFailed => {
+                    // Another writer won: nothing refers to this copy. (After a lost
+                    // response, where the write may have landed and its ops-log entry
+                    // names the copy, the error above returns before this.)
+                    if let Err(e) = storage.delete(&keys::overwritten(&backup)).await {
+                        tracing::debug!("orphaned repo copy {backup} left behind: {e}");
+                    }
+                }
             }
         }
         if attempt > IMMEDIATE_RETRIES {
