@@ -47,6 +47,7 @@ pub fn default_level(file_type: FileType) -> i32 {
         FileType::Snapshot | FileType::RepoInfo => DEFAULT_LEVEL,
     }
 }
+
 /// Largest decompressed payload accepted, in bytes (guards against zstd bombs).
 const MAX_DECOMPRESSED: u64 = 4 << 30;
 /// Decompressed bytes accepted per compressed byte. Flatbuffers full of random

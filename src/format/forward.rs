@@ -5,8 +5,10 @@
 //! The generic `flatbuffers` builder writes back to front and, for every table,
 //! builds a vtable and searches the ones already written for a duplicate; for
 //! 10^7 refs that was as much CPU as compressing the result. Here the caller knows
-//! each table's layout: vtables are written once per field layout, and a table is
-//! its `soffset` followed by its fields, written in place.
+//! each table's layout: vtables are written once per field layout (or, where the
+//! tables should repeat byte for byte for zstd, once per table, right in front of
+//! it: [`Forward::table_with_own_vtable`]), and a table is its `soffset` followed
+//! by its fields, written in place.
 //!
 //! Flatbuffers rules kept (FlatBuffers "Internals" document): a `uoffset` (`u32`)
 //! points forward, to `its own position + value`; a table starts with an `soffset`
