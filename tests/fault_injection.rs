@@ -16,16 +16,27 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::{array_def, p};
+use floe::format::SpecVersion;
+use floe::lifecycle::GcOptions;
 use floe::storage::fault::{Call, Fault, FaultyStorage};
-use floe::storage::{new_in_memory_storage, Storage};
-use floe::{Error, Repository, Session, SnapshotId, VersionSelector};
+use floe::storage::{
+    new_in_memory_storage, ObjectInfo, ObjectVersion, Storage, StorageResult, VersionedBytes,
+    WriteOutcome,
+};
+use floe::{CommitOptions, Error, OpenOptions, Repository, Session, SnapshotId, VersionSelector};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 const BRANCH_REF: &str = "refs/branch.main/ref.json";
 
 async fn repo_with_array(storage: Arc<dyn Storage>) -> (Repository, Session) {
-    let repo = Repository::create(storage, None).await.unwrap();
+    repo_with_array_of(storage, SpecVersion::V1).await
+}
+
+async fn repo_with_array_of(storage: Arc<dyn Storage>, spec: SpecVersion) -> (Repository, Session) {
+    let repo = Repository::create_with(storage, None, spec, OpenOptions::default())
+        .await
+        .unwrap();
     let s = repo.writable_session("main").await.unwrap();
     s.add_array(&p("/a"), array_def("/a", &[64], &[1], "uint8"))
         .unwrap();
@@ -176,8 +187,7 @@ async fn values_at(repo: &Repository, id: SnapshotId) -> BTreeMap<u32, u8> {
 }
 
 /// Checks the invariants on the storage without faults.
-async fn check(inner: &Arc<dyn Storage>, model: &Model, seed: u64, step: usize) {
-    let ctx = format!("seed {seed}, step {step}");
+async fn check(inner: &Arc<dyn Storage>, model: &Model, ctx: &str) {
     let repo = Repository::open(Arc::clone(inner)).await.unwrap();
     let tip = repo.lookup_branch("main").await.unwrap();
     assert_eq!(values_at(&repo, tip).await, model.values, "{ctx}: main");
@@ -248,7 +258,7 @@ async fn settle_ref(inner: &Arc<dyn Storage>, op: &Op, model: &mut Model) {
     }
 }
 
-async fn run_model(seed: u64) {
+async fn run_model(seed: u64, spec: SpecVersion) {
     let mut rng = StdRng::seed_from_u64(seed);
     let inner = new_in_memory_storage();
     let faults = Arc::new(Mutex::new(StdRng::seed_from_u64(seed ^ 0x5eed)));
@@ -265,11 +275,14 @@ async fn run_model(seed: u64) {
                 0..=3 => Fault::FailBefore,
                 4..=7 if call.is_write() => Fault::FailAfter,
                 8..=9 => Fault::Delay(Duration::from_millis(rng.random_range(0..3))),
+                10..=13 if matches!(call, Call::PutIfAbsent | Call::PutIfMatch) => {
+                    Fault::LandThenRefuse
+                }
                 _ => Fault::None,
             }
         }),
     ));
-    let (repo, _) = repo_with_array(storage.clone() as Arc<dyn Storage>).await;
+    let (repo, _) = repo_with_array_of(storage.clone() as Arc<dyn Storage>, spec).await;
     let mut sessions = [
         repo.writable_session("main").await.unwrap(),
         repo.writable_session("main").await.unwrap(),
@@ -335,7 +348,7 @@ async fn run_model(seed: u64) {
                 } else {
                     assert_eq!(
                         now, model.values,
-                        "seed {seed}, step {step}: partial commit"
+                        "{spec:?}, seed {seed}, step {step}: partial commit"
                     );
                 }
                 // Start that writer afresh from the branch tip.
@@ -366,7 +379,12 @@ async fn run_model(seed: u64) {
             (_, Err(_)) => settle_ref(&inner, &op, &mut model).await,
             (_, Ok(_)) => {}
         }
-        check(&inner, &model, seed, step).await;
+        check(
+            &inner,
+            &model,
+            &format!("{spec:?}, seed {seed}, step {step}"),
+        )
+        .await;
         enabled.store(true, Ordering::SeqCst);
     }
 }
@@ -378,6 +396,307 @@ async fn model_based_operations_under_faults_keep_their_promises() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(6);
     for seed in 0..seeds {
-        run_model(seed).await;
+        for spec in [SpecVersion::V1, SpecVersion::V2] {
+            run_model(seed, spec).await;
+        }
+    }
+}
+
+/// What [`HookStorage`] does at an armed compare-and-swap.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum At {
+    /// Runs the hook, then the write (which the hook's commit makes lose).
+    Before,
+    /// Does the write, runs the hook, then reports the write refused: a lost
+    /// response whose retry found the first try's write, with another commit on
+    /// top by the time the writer looks again.
+    AfterLanding,
+}
+
+type Hook = Box<dyn Fn() -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
+
+/// A storage that runs a hook (another writer's commit) at the next compare-and-swap
+/// of `key` once armed.
+struct HookStorage {
+    inner: Arc<dyn Storage>,
+    key: &'static str,
+    armed: Mutex<Option<At>>,
+    hook: Hook,
+}
+
+impl std::fmt::Debug for HookStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "HookStorage({})", self.inner)
+    }
+}
+
+impl std::fmt::Display for HookStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&self.inner, f)
+    }
+}
+
+#[async_trait::async_trait]
+impl Storage for HookStorage {
+    async fn get(&self, key: &str) -> StorageResult<VersionedBytes> {
+        self.inner.get(key).await
+    }
+    async fn get_range(&self, key: &str, range: std::ops::Range<u64>) -> StorageResult<Bytes> {
+        self.inner.get_range(key, range).await
+    }
+    async fn head(&self, key: &str) -> StorageResult<ObjectInfo> {
+        self.inner.head(key).await
+    }
+    async fn put(&self, key: &str, bytes: Bytes) -> StorageResult<Option<ObjectVersion>> {
+        self.inner.put(key, bytes).await
+    }
+    async fn put_if_absent(&self, key: &str, bytes: Bytes) -> StorageResult<WriteOutcome> {
+        self.inner.put_if_absent(key, bytes).await
+    }
+    async fn put_if_match(
+        &self,
+        key: &str,
+        bytes: Bytes,
+        expected: &ObjectVersion,
+    ) -> StorageResult<WriteOutcome> {
+        let at = if key == self.key {
+            self.armed.lock().unwrap().take()
+        } else {
+            None
+        };
+        match at {
+            None => self.inner.put_if_match(key, bytes, expected).await,
+            Some(At::Before) => {
+                (self.hook)().await;
+                self.inner.put_if_match(key, bytes, expected).await
+            }
+            Some(At::AfterLanding) => {
+                let written = self.inner.put_if_match(key, bytes, expected).await?;
+                assert!(matches!(written, WriteOutcome::Written(_)));
+                (self.hook)().await;
+                Ok(WriteOutcome::PreconditionFailed)
+            }
+        }
+    }
+    async fn delete(&self, key: &str) -> StorageResult<()> {
+        self.inner.delete(key).await
+    }
+    async fn list(&self, prefix: &str) -> StorageResult<Vec<ObjectInfo>> {
+        self.inner.list(prefix).await
+    }
+    fn root_url(&self) -> String {
+        self.inner.root_url()
+    }
+}
+
+/// The key of the commit point of `spec`.
+fn commit_point(spec: SpecVersion) -> &'static str {
+    match spec {
+        SpecVersion::V1 => BRANCH_REF,
+        _ => "repo",
+    }
+}
+
+/// A repository of `spec` with the array `/a` on `inner`, seen through a
+/// [`HookStorage`] whose hook commits chunk 60 = `n` (n counting up) on `main`
+/// through its own handle on `inner`.
+async fn hooked_repo(spec: SpecVersion) -> (Arc<HookStorage>, Repository, Arc<dyn Storage>) {
+    let inner = new_in_memory_storage();
+    let other = Repository::create_with(Arc::clone(&inner), None, spec, OpenOptions::default())
+        .await
+        .unwrap();
+    let s = other.writable_session("main").await.unwrap();
+    s.add_array(&p("/a"), array_def("/a", &[64], &[1], "uint8"))
+        .unwrap();
+    s.commit("array").await.unwrap();
+    let n = Arc::new(std::sync::atomic::AtomicU8::new(0));
+    let hook: Hook = Box::new(move || {
+        let (other, n) = (other.clone(), Arc::clone(&n));
+        Box::pin(async move {
+            let v = n.fetch_add(1, Ordering::SeqCst) + 1;
+            let s = other.writable_session("main").await.unwrap();
+            s.set_chunk(&p("/a"), &[60], Bytes::from(vec![v]))
+                .await
+                .unwrap();
+            s.commit(&format!("other {v}")).await.unwrap();
+        })
+    });
+    let storage = Arc::new(HookStorage {
+        inner: Arc::clone(&inner),
+        key: commit_point(spec),
+        armed: Mutex::new(None),
+        hook,
+    });
+    let repo = Repository::open(storage.clone() as Arc<dyn Storage>)
+        .await
+        .unwrap();
+    (storage, repo, inner)
+}
+
+/// What garbage collection would delete now (a dry run with a cut-off in the
+/// future): snapshots, manifests and transaction logs that nothing references.
+async fn orphans(repo: &Repository) -> (u64, u64, u64) {
+    let later = chrono::Utc::now() + chrono::Duration::hours(1);
+    let s = repo
+        .garbage_collect(later, GcOptions::default().dry_run(true), None)
+        .await
+        .unwrap();
+    (
+        s.snapshots_deleted,
+        s.manifests_deleted,
+        s.transaction_logs_deleted,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_that_landed_before_its_refused_retry_is_found_under_a_later_commit() {
+    for spec in [SpecVersion::V1, SpecVersion::V2] {
+        let (storage, repo, _) = hooked_repo(spec).await;
+        let before = repo.lookup_branch("main").await.unwrap();
+        let s = repo.writable_session("main").await.unwrap();
+        s.set_chunk(&p("/a"), &[5], Bytes::from_static(&[5]))
+            .await
+            .unwrap();
+        *storage.armed.lock().unwrap() = Some(At::AfterLanding);
+        let id = s.commit("ours").await.unwrap();
+
+        let tip = repo.lookup_branch("main").await.unwrap();
+        let history = common::history(&repo, tip).await;
+        assert_eq!(
+            &history[..3],
+            &[tip, id, before],
+            "{spec:?}: one commit, under the other"
+        );
+        let messages: Vec<String> = repo
+            .ancestry(tip)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|i| i.message)
+            .collect();
+        assert_eq!(
+            messages.iter().filter(|m| *m == "ours").count(),
+            1,
+            "{spec:?}"
+        );
+        assert!(!s.has_uncommitted_changes());
+        let at = repo
+            .readonly_session(&VersionSelector::Snapshot(id))
+            .await
+            .unwrap();
+        assert_eq!(
+            value(&at, 5).await,
+            Some(5),
+            "{spec:?}: the commit was deleted"
+        );
+        assert_eq!(orphans(&repo).await, (0, 0, 0), "{spec:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commits_that_lose_the_branch_leave_no_orphaned_snapshot() {
+    for spec in [SpecVersion::V1, SpecVersion::V2] {
+        let (storage, repo, _) = hooked_repo(spec).await;
+
+        // The branch moved before the commit: its first, speculative flush is unused.
+        let s = repo.writable_session("main").await.unwrap();
+        s.set_chunk(&p("/a"), &[1], Bytes::from_static(&[1]))
+            .await
+            .unwrap();
+        (storage.hook)().await;
+        let refused = s
+            .commit_with(
+                "no rebase",
+                BTreeMap::new(),
+                CommitOptions::default().rebase(false),
+            )
+            .await;
+        assert!(
+            matches!(refused, Err(Error::Conflict(_))),
+            "{spec:?}: {refused:?}"
+        );
+        assert_eq!(orphans(&repo).await, (0, 0, 0), "{spec:?}: refused");
+        let id = s.commit("rebased").await.unwrap();
+        assert_eq!(orphans(&repo).await, (0, 0, 0), "{spec:?}: rebased");
+
+        // The branch moves between the flush and the compare-and-swap, which loses.
+        s.set_chunk(&p("/a"), &[2], Bytes::from_static(&[2]))
+            .await
+            .unwrap();
+        *storage.armed.lock().unwrap() = Some(At::Before);
+        let second = s.commit("lost the swap").await.unwrap();
+        let tip = repo.lookup_branch("main").await.unwrap();
+        assert_eq!(tip, second);
+        let history = common::history(&repo, tip).await;
+        assert_eq!(history[2], id, "{spec:?}: rebased onto the other commit");
+        assert_eq!(orphans(&repo).await, (0, 0, 0), "{spec:?}: lost swap");
+        let at = repo
+            .readonly_session(&VersionSelector::Snapshot(second))
+            .await
+            .unwrap();
+        assert_eq!(
+            (
+                value(&at, 1).await,
+                value(&at, 2).await,
+                value(&at, 60).await
+            ),
+            (Some(1), Some(2), Some(2))
+        );
+    }
+}
+
+#[tokio::test]
+async fn spec2_updates_whose_response_was_lost_return_their_result_once() {
+    for fault in [Fault::LandThenRefuse, Fault::FailAfter] {
+        let armed = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&armed);
+        let storage = Arc::new(FaultyStorage::new(
+            new_in_memory_storage(),
+            Box::new(move |call, key| {
+                if call == Call::PutIfMatch && key == "repo" && flag.swap(false, Ordering::SeqCst) {
+                    return fault;
+                }
+                Fault::None
+            }),
+        ));
+        let repo = Repository::create_with(
+            storage.clone() as Arc<dyn Storage>,
+            None,
+            SpecVersion::V2,
+            OpenOptions::default(),
+        )
+        .await
+        .unwrap();
+        let tip = repo.lookup_branch("main").await.unwrap();
+        let ctx = format!("{fault:?}");
+        armed.store(true, Ordering::SeqCst);
+        repo.create_branch("b", tip).await.expect(&ctx);
+        armed.store(true, Ordering::SeqCst);
+        repo.create_tag("t", tip).await.expect(&ctx);
+        let s = repo.writable_session("main").await.unwrap();
+        s.add_group(&p("/g"), Bytes::new()).unwrap();
+        armed.store(true, Ordering::SeqCst);
+        let id = s.commit("group").await.expect(&ctx);
+        assert_eq!(repo.lookup_branch("main").await.unwrap(), id);
+        armed.store(true, Ordering::SeqCst);
+        repo.delete_tag("t").await.expect(&ctx);
+        armed.store(true, Ordering::SeqCst);
+        repo.delete_branch("b").await.expect(&ctx);
+        assert!(!armed.load(Ordering::SeqCst), "every fault was used");
+
+        // Each update is in the ops log once, and the stored copies of the repo
+        // object are exactly those the log names.
+        let log = repo.ops_log().await.unwrap();
+        assert_eq!(log.len(), 6, "{ctx}: {log:?}");
+        let named: std::collections::BTreeSet<String> =
+            log.into_iter().filter_map(|u| u.backup_path).collect();
+        let stored: std::collections::BTreeSet<String> = storage
+            .list("overwritten/")
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|o| o.key.trim_start_matches("overwritten/").to_string())
+            .collect();
+        assert_eq!(stored, named, "{ctx}");
     }
 }

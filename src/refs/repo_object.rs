@@ -11,6 +11,14 @@
 //! `update_repo_info`); unlike Icechunk on local disks, floe's local storage has a
 //! real compare-and-swap, so concurrent writers never lose an update there either.
 //!
+//! A write whose response was lost may have landed: the request failed, or a retry of
+//! it was refused because the first try had already replaced the object. Each attempt
+//! saves its copy under a fresh random name, and the ops-log entry below the one it
+//! records names that copy, so the object read afterwards tells whether the attempt
+//! landed (then the update returns its result instead of failing or applying the
+//! change twice). A copy is deleted only when the object shows another writer's
+//! update in its place.
+//!
 //! Spec: `../shared/docs/icechunk-format-notes.md` §1.3 (backup naming), §2.5 (ops
 //! log), §4.2 (the commit point).
 
@@ -67,8 +75,16 @@ pub(crate) async fn update<T>(
     mut change: impl FnMut(&mut RepoInfo) -> Result<Change<T>>,
 ) -> Result<T> {
     let storage = assets.storage();
+    // An attempt refused after it may have landed: a retried request can find the
+    // object already replaced by its own first try.
+    let mut refused: Option<Attempt<T>> = None;
     for attempt in 1..=MAX_ATTEMPTS {
         let (bytes, info, version) = assets.fetch_repo_object().await?;
+        if let Some(tried) = refused.take() {
+            if let Some(out) = tried.settle(assets, &info).await {
+                return Ok(out);
+            }
+        }
         if !unchecked {
             check_online(&info)?;
         }
@@ -89,6 +105,7 @@ pub(crate) async fn update<T>(
         let now = now_micros();
         let backup = keys::repo_backup_name(now / 1000);
         let per_file = next.config.num_updates_per_repo_info_file();
+        let replaced_top = info.last_updated_at();
         next.record(kind, now, &backup, per_file);
         let next = std::sync::Arc::new(next);
         let encoded = {
@@ -101,24 +118,37 @@ pub(crate) async fn update<T>(
             .await?
         {
             let encoded = bytes::Bytes::from(encoded);
+            let tried = Attempt {
+                backup,
+                replaced_top,
+                next: std::sync::Arc::clone(&next),
+                out,
+            };
             match storage
                 .put_if_match(keys::SPEC2_REPO, encoded.clone(), &version)
-                .await?
+                .await
             {
-                WriteOutcome::Written(new_version) => {
+                Ok(WriteOutcome::Written(new_version)) => {
                     assets.learn_parents(&next);
                     if let Some(v) = new_version {
                         assets.remember_repo_object(v, encoded, next);
                     }
-                    return Ok(out);
+                    return Ok(tried.out);
                 }
-                WriteOutcome::PreconditionFailed => {
-                    // Another writer won: nothing refers to this copy. (After a lost
-                    // response, where the write may have landed and its ops-log entry
-                    // names the copy, the error above returns before this.)
-                    if let Err(e) = storage.delete(&keys::overwritten(&backup)).await {
-                        tracing::debug!("orphaned repo copy {backup} left behind: {e}");
+                // Settled on the next attempt's object.
+                Ok(WriteOutcome::PreconditionFailed) => refused = Some(tried),
+                Err(e) => {
+                    // The response was lost: the write may have landed (an error
+                    // is only returned when it did not, or cannot be told).
+                    let landed = match assets.fetch_repo_info().await {
+                        Ok((now, _)) => tried.landed_on(&now),
+                        Err(_) => false,
+                    };
+                    if landed {
+                        assets.learn_parents(&tried.next);
+                        return Ok(tried.out);
                     }
+                    return Err(e.into());
                 }
             }
         }
@@ -126,9 +156,80 @@ pub(crate) async fn update<T>(
             tokio::time::sleep(backoff(attempt - IMMEDIATE_RETRIES)).await;
         }
     }
+    if let Some(tried) = refused {
+        if let Ok((info, _)) = assets.fetch_repo_info().await {
+            if let Some(out) = tried.settle(assets, &info).await {
+                return Ok(out);
+            }
+        }
+    }
     Err(Error::RepoObjectContention {
         attempts: MAX_ATTEMPTS,
     })
+}
+
+/// One write of the `repo` object whose outcome is not known yet.
+struct Attempt<T> {
+    /// The copy it saved under `overwritten/` (a unique name per attempt).
+    backup: String,
+    /// The time of the newest ops-log entry of the object it replaces (µs).
+    replaced_top: u64,
+    /// The object it wrote.
+    next: std::sync::Arc<RepoInfo>,
+    /// What the update returns when it landed.
+    out: T,
+}
+
+impl<T> Attempt<T> {
+    /// Whether `now`, an object read after the attempt, shows the attempt: `Some(true)`
+    /// when its ops log names the attempt's copy (the write id: 12 random bytes in
+    /// the name), `Some(false)` when it shows that another update replaced the object
+    /// the attempt read, `None` when it no longer tells (the entries went to an older
+    /// copy) or nothing replaced that object yet.
+    fn seen_in(&self, now: &RepoInfo) -> Option<bool> {
+        let ours = Some(self.backup.as_str());
+        if now.repo_before_updates.as_deref() == ours
+            || now
+                .latest_updates
+                .iter()
+                .any(|u| u.backup_path.as_deref() == ours)
+        {
+            return Some(true);
+        }
+        // Entry times are strictly increasing, so `replaced_top` names one entry.
+        now.latest_updates
+            .iter()
+            .find(|u| u.updated_at == self.replaced_top)
+            .and_then(|u| u.backup_path.as_ref())
+            .map(|_| false)
+    }
+
+    /// Whether `now` proves that the attempt landed.
+    fn landed_on(&self, now: &RepoInfo) -> bool {
+        self.seen_in(now) == Some(true)
+    }
+
+    /// Settles an attempt refused with `PreconditionFailed`, judged on `now`: its
+    /// result when it landed after all; otherwise `None`, after deleting its copy
+    /// when `now` shows that another writer replaced that object (nothing names the
+    /// copy then). When `now` no longer tells, the copy is left for garbage
+    /// collection.
+    async fn settle(self, assets: &AssetManager, now: &RepoInfo) -> Option<T> {
+        match self.seen_in(now) {
+            Some(true) => {
+                assets.learn_parents(&self.next);
+                return Some(self.out);
+            }
+            Some(false) => {
+                let copy = keys::overwritten(&self.backup);
+                if let Err(e) = assets.storage().delete(&copy).await {
+                    tracing::debug!("orphaned repo copy {} left behind: {e}", self.backup);
+                }
+            }
+            None => tracing::debug!("repo copy {} left for garbage collection", self.backup),
+        }
+        None
+    }
 }
 
 /// Full-jitter exponential backoff for the `n`-th delayed retry (1-based).

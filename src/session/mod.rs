@@ -12,6 +12,7 @@ pub mod conflict;
 pub(crate) mod context;
 pub mod diff;
 mod fork;
+mod landing;
 pub(crate) mod manifest_split;
 mod rearrange;
 mod rebase;
@@ -710,9 +711,9 @@ impl Session {
             }
             let ctx = &self.inner.ctx;
             let tip = ctx.refs.branch(&branch).await?;
-            let moved = || Error::conflict(&branch, base.id, tip.snapshot, Vec::new());
+            let moved = |now| Error::conflict(&branch, base.id, now, Vec::new());
             if tip.snapshot != base.id {
-                return Err(moved());
+                return Err(moved(tip.snapshot));
             }
             let previous = ctx.assets.fetch_transaction_log(&base.id).await?;
             let snapshot = commit::flush(
@@ -725,18 +726,17 @@ impl Session {
                 commit::CommitMethod::Amend(&previous),
             )
             .await?;
-            match ctx
+            let tried = landing::Attempt {
+                snapshot: Arc::clone(&snapshot),
+                base: Arc::clone(&base),
+            };
+            let update = ctx
                 .refs
                 .commit(&branch, &tip, &snapshot, Some(base.id))
+                .await;
+            tried
+                .settle(&ctx.assets, &ctx.refs, &branch, update, moved)
                 .await
-            {
-                Ok(RefUpdate::Moved) => Ok(snapshot),
-                Ok(RefUpdate::Lost) => Err(moved()),
-                Err(e) => match ctx.refs.branch(&branch).await {
-                    Ok(now) if now.snapshot == snapshot.id => Ok(snapshot),
-                    _ => Err(e),
-                },
-            }
         })
         .await
     }
@@ -797,14 +797,14 @@ impl Session {
         let ctx = &self.inner.ctx;
         let assets = &ctx.assets;
         let mut attempt = 0u32;
-        // The last snapshot this commit tried to move the branch to: when a response
-        // was lost (an error, or a retried request that found its own earlier write),
-        // the branch may already point at it, and then the commit has landed.
-        let mut ours: Option<Arc<Snapshot>> = None;
+        // The last attempt whose move of the branch was refused: it may have landed
+        // all the same (a retried request that found its own earlier write), and the
+        // next read of the branch tells (see `landing`).
+        let mut refused: Option<landing::Attempt> = None;
         let flush = |base: Arc<Snapshot>, changes: Arc<ChangeSet>| {
             let metadata = metadata.clone();
             async move {
-                commit::flush(
+                let snapshot = commit::flush(
                     assets,
                     &base,
                     &changes,
@@ -813,15 +813,15 @@ impl Session {
                     metadata,
                     commit::CommitMethod::NewCommit,
                 )
-                .await
+                .await?;
+                Ok::<_, Error>(landing::Attempt { snapshot, base })
             }
         };
         loop {
             attempt += 1;
             // The first attempt reads the tip and writes the new snapshot at once: the
             // tip is usually the base, and then that snapshot is the one to commit (one
-            // round trip less per commit; when the branch moved it stays unreferenced
-            // for garbage collection, like the snapshot of a lost compare-and-swap).
+            // round trip less per commit; when the branch moved, it is deleted unused).
             let (tip, speculative) = if attempt == 1 {
                 let (tip, flushed) = futures::join!(
                     ctx.refs.branch(&branch),
@@ -831,15 +831,22 @@ impl Session {
             } else {
                 (ctx.refs.branch(&branch).await?, None)
             };
-            if let Some(landed) = ours.take().filter(|s| s.id == tip.snapshot) {
-                return Ok(landed);
+            if let Some(tried) = refused.take() {
+                match tried.landed(assets, tip.snapshot).await {
+                    Some(true) => return Ok(tried.snapshot),
+                    Some(false) => tried.discard(assets).await,
+                    None => {}
+                }
             }
-            let snapshot = if tip.snapshot == base.id {
+            let next = if tip.snapshot == base.id {
                 match speculative {
                     Some(flushed) => flushed?,
                     None => flush(Arc::clone(&base), Arc::clone(&changes)).await?,
                 }
             } else {
+                if let Some(Ok(unused)) = speculative {
+                    unused.discard(assets).await;
+                }
                 if !options.rebase {
                     return Err(Error::conflict(&branch, base.id, tip.snapshot, Vec::new()));
                 }
@@ -856,25 +863,18 @@ impl Session {
                 changes = rebased.changes;
                 flush(Arc::clone(&base), Arc::clone(&changes)).await?
             };
-            let update = ctx.refs.commit(&branch, &tip, &snapshot, None).await;
-            ours = Some(Arc::clone(&snapshot));
-            let update = match update {
-                Ok(update) => update,
-                Err(e) => match ctx.refs.branch(&branch).await {
-                    Ok(now) if now.snapshot == snapshot.id => RefUpdate::Moved,
-                    _ => return Err(e),
-                },
-            };
-            match update {
-                RefUpdate::Moved => return Ok(snapshot),
-                RefUpdate::Lost => {
-                    if attempt >= options.max_attempts {
-                        let now = ctx.refs.branch(&branch).await?;
-                        return Err(Error::conflict(&branch, base.id, now.snapshot, Vec::new()));
-                    }
-                    tokio::time::sleep(backoff(&options, attempt)).await;
-                }
+            let update = ctx.refs.commit(&branch, &tip, &next.snapshot, None).await;
+            if matches!(update, Ok(RefUpdate::Lost)) && attempt < options.max_attempts {
+                refused = Some(next);
+                tokio::time::sleep(backoff(&options, attempt)).await;
+                continue;
             }
+            let base_id = base.id;
+            return next
+                .settle(assets, &ctx.refs, &branch, update, |now| {
+                    Error::conflict(&branch, base_id, now, Vec::new())
+                })
+                .await;
         }
     }
 

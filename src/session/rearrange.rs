@@ -20,7 +20,6 @@ use crate::error::{Conflict, Error, Result};
 use crate::format::snapshot::{NodeSnapshot, Snapshot};
 use crate::format::transaction_log::MovedNode;
 use crate::format::{NodeId, NodePath, SnapshotId};
-use crate::refs::RefUpdate;
 use crate::session::CommitOptions;
 
 /// `snapshot` with node `from` (and everything under it) moved to `to`.
@@ -180,17 +179,14 @@ impl Session {
             commit::CommitMethod::Moves(moves),
         )
         .await?;
-        let landed = match ctx.refs.commit(branch, &tip, &snapshot, None).await {
-            Ok(RefUpdate::Moved) => true,
-            Ok(RefUpdate::Lost) => false,
-            Err(e) => match ctx.refs.branch(branch).await {
-                Ok(now) if now.snapshot == snapshot.id => true,
-                _ => return Err(e),
-            },
+        let update = ctx.refs.commit(branch, &tip, &snapshot, None).await;
+        let tried = super::landing::Attempt {
+            snapshot,
+            base: Arc::clone(&view),
         };
-        if !landed {
-            return Err(refused(ctx.refs.branch(branch).await?.snapshot));
-        }
+        let snapshot = tried
+            .settle(&ctx.assets, &ctx.refs, branch, update, refused)
+            .await?;
         let mut state = self.write();
         state.base = Arc::clone(&snapshot);
         state.rearranged_from = None;

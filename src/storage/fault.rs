@@ -66,6 +66,12 @@ pub enum Fault {
     FailAfter,
     /// The call goes through after this delay.
     Delay(Duration),
+    /// A conditional write ([`Storage::put_if_absent`], [`Storage::put_if_match`])
+    /// reaches the storage and is done, then reports
+    /// [`WriteOutcome::PreconditionFailed`]: what a client sees when the response to
+    /// its write was lost and its automatic retry of the same request found the
+    /// object already changed (by that first write). Other calls go through.
+    LandThenRefuse,
 }
 
 /// Decides the fault of each call from its method and key.
@@ -120,8 +126,16 @@ impl FaultyStorage {
     where
         F: std::future::Future<Output = StorageResult<T>>,
     {
-        match self.fault(call, key) {
-            Fault::None => op.await,
+        Self::apply(self.fault(call, key), call, key, op).await
+    }
+
+    /// Runs `op` under `fault`.
+    async fn apply<T, F>(fault: Fault, call: Call, key: &str, op: F) -> StorageResult<T>
+    where
+        F: std::future::Future<Output = StorageResult<T>>,
+    {
+        match fault {
+            Fault::None | Fault::LandThenRefuse => op.await,
             Fault::FailBefore => Err(Self::injected(call, key)),
             Fault::FailAfter => {
                 op.await?;
@@ -131,6 +145,20 @@ impl FaultyStorage {
                 tokio::time::sleep(d).await;
                 op.await
             }
+        }
+    }
+
+    /// Runs the conditional write `op` under the plan's fault for (`call`, `key`).
+    async fn run_conditional<F>(&self, call: Call, key: &str, op: F) -> StorageResult<WriteOutcome>
+    where
+        F: std::future::Future<Output = StorageResult<WriteOutcome>>,
+    {
+        match self.fault(call, key) {
+            Fault::LandThenRefuse => {
+                op.await?;
+                Ok(WriteOutcome::PreconditionFailed)
+            }
+            fault => Self::apply(fault, call, key, op).await,
         }
     }
 }
@@ -167,7 +195,7 @@ impl Storage for FaultyStorage {
     }
 
     async fn put_if_absent(&self, key: &str, bytes: Bytes) -> StorageResult<WriteOutcome> {
-        self.run(Call::PutIfAbsent, key, self.inner.put_if_absent(key, bytes))
+        self.run_conditional(Call::PutIfAbsent, key, self.inner.put_if_absent(key, bytes))
             .await
     }
 
@@ -177,7 +205,7 @@ impl Storage for FaultyStorage {
         bytes: Bytes,
         expected: &ObjectVersion,
     ) -> StorageResult<WriteOutcome> {
-        self.run(
+        self.run_conditional(
             Call::PutIfMatch,
             key,
             self.inner.put_if_match(key, bytes, expected),
