@@ -2,7 +2,10 @@
 //!
 //! - a float32 array of `FLOE_BENCH_MIB` MiB (default 256) in 1 MiB chunks,
 //!   uncompressed (`bytes`) and `zstd`;
-//! - 10,000 chunks of 4 KiB.
+//! - 10,000 chunks of 4 KiB;
+//! - the store API: `FLOE_BENCH_MIB` encoded 1 MiB chunks `set` into a fresh store
+//!   (10 in flight; the first writes of a store, where directories are created), and
+//!   read back with `get`.
 //!
 //! To benchmark another store, add one line to [`stores`].
 
@@ -11,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use futures::{StreamExt, TryStreamExt};
 use floe::zarr::{Array, ArrayBuilder, ArraySubset, DataType, FilesystemStore, MemoryStore, Store};
 use serde_json::{json, Value};
 
@@ -178,5 +182,90 @@ fn small_chunks(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, big_arrays, small_chunks);
+/// Store-API requests in flight.
+const IN_FLIGHT: usize = 10;
+
+/// `bs` with a `[mib * 256, 1024]` float32 array `raw` in chunks of `256 x 1024`
+/// (1 MiB, `bytes` only); returns its chunk keys.
+async fn raw_array(bs: &BenchStore, mib: u64) -> Vec<String> {
+    let array = ArrayBuilder::new(vec![mib * 256, 1024], vec![256, 1024], DataType::Float32)
+        .codecs(codecs("uncompressed"))
+        .create(bs.store.clone(), "raw")
+        .await
+        .expect("create");
+    (0..mib)
+        .map(|i| array.chunk_key(&[i, 0]).expect("chunk key"))
+        .collect()
+}
+
+async fn set_all(store: &Arc<dyn Store>, keys: &[String], chunks: &[bytes::Bytes]) {
+    futures::stream::iter(keys.iter().zip(chunks).map(|(k, v)| store.set(k, v.clone())))
+        .buffer_unordered(IN_FLIGHT)
+        .try_collect::<Vec<()>>()
+        .await
+        .expect("set");
+}
+
+fn store_api(c: &mut Criterion) {
+    let mib: u64 = std::env::var("FLOE_BENCH_MIB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(256);
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let chunks: Vec<bytes::Bytes> = (0..mib)
+        .map(|_| {
+            let v: Vec<u8> = (0..1 << 20)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    state as u8
+                })
+                .collect();
+            bytes::Bytes::from(v)
+        })
+        .collect();
+    let rt = runtime();
+    let mut group = c.benchmark_group(format!("store_api_{mib}_chunks_of_1MiB"));
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(8))
+        .throughput(Throughput::Bytes(mib << 20));
+    for (store_name, make) in stores() {
+        group.bench_function(BenchmarkId::new("set_into_fresh_store", store_name), |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let bs = make();
+                    let keys = rt.block_on(raw_array(&bs, mib));
+                    let t = std::time::Instant::now();
+                    rt.block_on(set_all(&bs.store, &keys, &chunks));
+                    total += t.elapsed();
+                }
+                total
+            })
+        });
+        let bs = make();
+        let keys = rt.block_on(async {
+            let keys = raw_array(&bs, mib).await;
+            set_all(&bs.store, &keys, &chunks).await;
+            keys
+        });
+        group.bench_function(BenchmarkId::new("get", store_name), |b| {
+            b.to_async(&rt).iter(|| async {
+                let got: Vec<Option<bytes::Bytes>> =
+                    futures::stream::iter(keys.iter().map(|k| bs.store.get(k)))
+                        .buffered(IN_FLIGHT)
+                        .try_collect()
+                        .await
+                        .expect("get");
+                black_box(got)
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, big_arrays, small_chunks, store_api);
 criterion_main!(benches);
