@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use futures::{StreamExt, TryStreamExt};
 use floe::zarr::{Array, ArrayBuilder, ArraySubset, DataType, FilesystemStore, MemoryStore, Store};
+use futures::{StreamExt, TryStreamExt};
 use serde_json::{json, Value};
 
 /// A store under test; `_guard` keeps temporary directories alive.
@@ -199,11 +199,15 @@ async fn raw_array(bs: &BenchStore, mib: u64) -> Vec<String> {
 }
 
 async fn set_all(store: &Arc<dyn Store>, keys: &[String], chunks: &[bytes::Bytes]) {
-    futures::stream::iter(keys.iter().zip(chunks).map(|(k, v)| store.set(k, v.clone())))
-        .buffer_unordered(IN_FLIGHT)
-        .try_collect::<Vec<()>>()
-        .await
-        .expect("set");
+    futures::stream::iter(
+        keys.iter()
+            .zip(chunks)
+            .map(|(k, v)| store.set(k, v.clone())),
+    )
+    .buffer_unordered(IN_FLIGHT)
+    .try_collect::<Vec<()>>()
+    .await
+    .expect("set");
 }
 
 fn store_api(c: &mut Criterion) {

@@ -204,9 +204,13 @@ impl Manifest {
         let mut arrays = BTreeMap::new();
         for a in root.arrays() {
             let node: NodeId = fb::id8(a.node_id());
-            let mut refs = BTreeMap::new();
+            let stored = a.refs();
+            // Collected, then built in one pass (refs are stored sorted, and
+            // `BTreeMap`'s bulk build is linear on sorted input; a later duplicate
+            // index replaces an earlier one, as one insert after another would).
+            let mut refs = Vec::with_capacity(stored.len());
             let mut rank = None;
-            for r in a.refs() {
+            for r in stored {
                 let index: ChunkIndices = r.index().iter().map(u64::from).collect();
                 if *rank.get_or_insert(index.len()) != index.len() {
                     return Err(FormatError::InvalidData {
@@ -225,9 +229,9 @@ impl Manifest {
                             "chunk ref {index:?} of node {node} is neither inline, native nor virtual"
                         ),
                     })?;
-                refs.insert(index, payload);
+                refs.push((index, payload));
             }
-            arrays.insert(node, refs);
+            arrays.insert(node, refs.into_iter().collect());
         }
         Ok(Manifest {
             id: fb::id12(root.id()),
