@@ -529,3 +529,34 @@ def test_store_sizes_emptiness_and_clear():
 
     asyncio.run(check())
     assert s.status().deleted_arrays == set()  # created and deleted in one session
+
+
+def test_get_partial_values_answers_every_request_in_order():
+    import asyncio
+
+    from zarr.abc.store import OffsetByteRequest, RangeByteRequest, SuffixByteRequest
+
+    repo = floe.Repository.create(floe.in_memory_storage())
+    s = repo.writable_session("main")
+    a = zarr.create_array(s.store, name="a", shape=(64,), chunks=(8,), dtype="u1",
+                          fill_value=0, compressors=None)
+    a[...] = np.arange(64, dtype="u1")
+    store = s.store
+    proto = zarr.core.buffer.default_buffer_prototype()
+    requests = [(f"a/c/{i % 8}", RangeByteRequest(i % 5, i % 5 + 3)) for i in range(40)]
+    requests += [("a/c/7", OffsetByteRequest(6)), ("a/c/2", SuffixByteRequest(2)),
+                 ("a/c/3", None), ("a/c/99", None)]
+
+    async def check():
+        got = await store.get_partial_values(proto, requests)
+        assert len(got) == len(requests)
+        for (key, r), value in zip(requests[:40], got[:40]):
+            c = int(key.rsplit("/", 1)[1])
+            want = bytes(range(8 * c + r.start, 8 * c + r.end))
+            assert value.to_bytes() == want, (key, r)
+        assert got[40].to_bytes() == bytes([62, 63])
+        assert got[41].to_bytes() == bytes([22, 23])
+        assert got[42].to_bytes() == bytes(range(24, 32))
+        assert got[43] is None
+
+    asyncio.run(check())
