@@ -428,12 +428,14 @@ impl AssetManager {
         Ok(())
     }
 
-    /// Writes a native chunk object.
+    /// Writes a native chunk object. Its id is new and random and nothing refers to it
+    /// until a commit does, so it goes through [`Storage::put_fresh`] (in place on
+    /// local disks, where a rename per chunk was a tenth of a bulk write's CPU).
     ///
     /// # Errors
     /// Storage errors.
     pub async fn write_chunk(&self, id: &ChunkId, bytes: Bytes) -> Result<()> {
-        self.storage.put(&keys::chunk(id), bytes).await?;
+        self.storage.put_fresh(&keys::chunk(id), bytes).await?;
         Ok(())
     }
 

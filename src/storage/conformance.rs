@@ -153,6 +153,41 @@ async fn put_get_head(s: &dyn Storage) {
     );
 }
 
+async fn put_fresh_writes_new_objects(s: &dyn Storage) {
+    // Into a prefix (directory) that does not exist yet, many at once, as chunks are.
+    let keys_and_bytes: Vec<(String, Bytes)> = (0..24)
+        .map(|i| {
+            let bytes = Bytes::from(vec![u8::try_from(i).unwrap_or(0); 1000 + 37 * i]);
+            (format!("fresh/deep/dir/obj{i:02}"), bytes)
+        })
+        .collect();
+    futures::stream::iter(keys_and_bytes.iter())
+        .map(|(key, bytes)| s.put_fresh(key, bytes.clone()))
+        .buffer_unordered(8)
+        .try_collect::<Vec<()>>()
+        .await
+        .unwrap_or_else(|e| panic!("{s}: put_fresh: {e}"));
+    for (key, bytes) in &keys_and_bytes {
+        assert_eq!(&content(s, key).await, bytes, "{s}: get after put_fresh");
+        assert_eq!(
+            s.head(key).await.unwrap().size,
+            bytes.len() as u64,
+            "{s}: head size after put_fresh"
+        );
+    }
+    let want: Vec<String> = keys_and_bytes.iter().map(|(k, _)| k.clone()).collect();
+    assert_eq!(
+        keys(s, "fresh/").await,
+        want,
+        "{s}: exactly the fresh objects are listed (no temporary files)"
+    );
+    s.put_fresh("fresh/empty", Bytes::new()).await.unwrap();
+    assert!(
+        content(s, "fresh/empty").await.is_empty(),
+        "{s}: empty fresh object"
+    );
+}
+
 async fn ranged_reads(s: &dyn Storage) {
     let key = "range/obj";
     s.put(key, b("0123456789")).await.unwrap();
@@ -756,6 +791,7 @@ pub async fn storage_contract(s: Arc<dyn Storage>) {
     let started = Instant::now();
     missing_objects_are_not_found(s.as_ref()).await;
     put_get_head(s.as_ref()).await;
+    put_fresh_writes_new_objects(s.as_ref()).await;
     ranged_reads(s.as_ref()).await;
     ranged_reads_of_many_ranges(s.as_ref()).await;
     put_if_absent_creates_once(s.as_ref()).await;

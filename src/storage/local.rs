@@ -10,7 +10,10 @@
 //!
 //! # Durability
 //! Every object appears whole or not at all (written aside, then renamed or linked
-//! into place), so a process that dies mid-write never leaves a torn object. Whether
+//! into place), so a process that dies mid-write never leaves a torn object. The one
+//! exception is [`Storage::put_fresh`], for objects under new random ids that nothing
+//! reads or refers to until it returns: they are written in place, and a torn one
+//! is unreferenced (garbage collection removes it). Whether
 //! a write also survives an operating-system crash or power loss is
 //! [`Durability`], chosen in [`LocalStorageOptions`]:
 //! - [`Durability::Process`] (the default, and what object stores and Icechunk's own
@@ -222,6 +225,35 @@ fn write_and_rename(
     result
 }
 
+/// Writes `bytes` to `target` in place, creating its directory when missing
+/// ([`Storage::put_fresh`]); with `synced`, the file and its directory are fsynced.
+fn write_in_place(target: &FsPath, bytes: &[u8], synced: bool) -> std::io::Result<()> {
+    let mut file = match File::create(target) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let dir = target.parent().ok_or(e)?;
+            std::fs::create_dir_all(dir)?;
+            if synced {
+                sync_parent(dir)?;
+            }
+            File::create(target)?
+        }
+        other => other?,
+    };
+    let written = file.write_all(bytes).and_then(|()| {
+        if synced {
+            file.sync_all()?;
+            sync_parent(target)?;
+        }
+        Ok(())
+    });
+    if written.is_err() {
+        // Best effort: a partial object left here is unreferenced either way.
+        drop(file);
+        let _ = std::fs::remove_file(target);
+    }
+    written
+}
+
 /// The version of a local object as `object_store`'s `LocalFileSystem` reports it
 /// (its etag: inode, mtime in microseconds and size, in hex, quoted), read from the
 /// file's metadata without a round trip through `object_store`.
@@ -367,6 +399,14 @@ impl Storage for LocalStorage {
 
     async fn put(&self, key: &str, bytes: Bytes) -> StorageResult<Option<ObjectVersion>> {
         self.inner.put(key, bytes).await
+    }
+
+    async fn put_fresh(&self, key: &str, bytes: Bytes) -> StorageResult<()> {
+        // Written in place in one blocking call: create (and its directory when
+        // missing), write, close. No temporary file, rename or stat.
+        let path = self.fs_path(key)?;
+        let synced = self.synced();
+        blocking_io(key, move || write_in_place(&path, &bytes, synced)).await
     }
 
     async fn put_if_absent(&self, key: &str, bytes: Bytes) -> StorageResult<WriteOutcome> {

@@ -211,6 +211,22 @@ pub trait Storage: Send + Sync + Debug + Display {
     /// [`StorageError::Backend`] / [`StorageError::Io`].
     async fn put(&self, key: &str, bytes: Bytes) -> StorageResult<Option<ObjectVersion>>;
 
+    /// Writes a new object under a key no other writer uses and nothing reads before
+    /// this call returns, such as a chunk named by a fresh random id, which becomes
+    /// reachable only once a later write (a commit) refers to it.
+    ///
+    /// Such an object needs no atomic replacement, so a backend may write it in place
+    /// (the local filesystem does: no temporary file and rename). A call that fails
+    /// or is interrupted may then leave a partial object under `key`; nothing refers
+    /// to it, and garbage collection removes it like any other unreferenced object.
+    /// The default is [`Storage::put`].
+    ///
+    /// # Errors
+    /// As [`Storage::put`].
+    async fn put_fresh(&self, key: &str, bytes: Bytes) -> StorageResult<()> {
+        self.put(key, bytes).await.map(|_| ())
+    }
+
     /// Writes an object only if no object exists at `key` (create-if-not-exists).
     ///
     /// # Errors
