@@ -29,12 +29,30 @@ Workloads (see `benches/workloads.rs` for the floe side):
 - read_store / read_array: an uncompressed --mib MiB float32 array (written and
   committed untimed) read from a read-only session: every chunk key through the
   store API (10 in flight) / the whole array through the array API.
+- small_write_commit / small_read: 10,000 chunks of 4 KiB (a 1-D float32 array of
+  0, 1, 2, ..., uncompressed) written through the array API plus the commit / read
+  back whole through the array API from a read-only session.
+- cold_open: a repository of 1,000 small arrays (one chunk each, one commit); open it
+  fresh, take a read-only session on main, open one array and read it; the median
+  of 20 such opens.
+- concurrent_commits: 8 writer processes (each its own interpreter and repository
+  handle) make 10 commits each to main at once, each commit writing its own element
+  of a shared array and rebasing when the branch moved (Icechunk: `commit(...,
+  rebase_with=ConflictDetector())`); timed from the start signal until every writer
+  is done. Commits that raised an error are counted as failed
+  (`concurrent_commits_failed`), those that reported success but are missing from
+  the history or the array as lost (`concurrent_commits_lost`), summed over the
+  runs. (Icechunk warns that its local file-system storage is not safe for
+  concurrent commits; floe's local storage has a real compare-and-swap.)
 - ancestry_2001_cold: a branch of 2,001 commits; open the repository fresh and list
   the whole ancestry of main.
+- ancestry_2001_cold_spec2: the same on a spec-2 repository (Icechunk 2.x only).
 
-A second table puts the store-API rows against their page-cache floor, which the floe
-side measures too (`floor_write`, `floor_read`): the same files written and read with
-plain std::fs, 10 at a time, without a repository.
+A second table puts the bulk-write and store-API rows against their floors, which the
+floe side measures too: `floor_zstd_write` (the same chunks compressed with zstd
+level 3 on one thread per core and written as files), `floor_write` and `floor_read`
+(the same files written and read with plain std::fs, 10 at a time), all without a
+repository.
 """
 
 import argparse
@@ -55,7 +73,12 @@ WORKLOADS = [
     "store_write_commit",
     "read_store",
     "read_array",
+    "small_write_commit",
+    "small_read",
+    "cold_open",
+    "concurrent_commits",
     "ancestry_2001_cold",
+    "ancestry_2001_cold_spec2",
 ]
 COLS = 1024
 CHUNK_ROWS = 256
@@ -63,6 +86,12 @@ IN_FLIGHT = 10
 ATTR_COMMITS = 100
 REFS = 10_000
 ANCESTRY_COMMITS = 2001
+SMALL_CHUNKS = 10_000
+SMALL_CHUNK_LEN = 1_024
+COLD_ARRAYS = 1_000
+COLD_OPENS = 20
+WRITERS = 8
+COMMITS_PER_WRITER = 10
 
 
 def make_data(mib):
@@ -97,11 +126,11 @@ class IcechunkWorkloads:
     def run(self, coro):
         return self.loop.run_until_complete(coro)
 
-    def new_repo(self):
+    def new_repo(self, spec=1):
         path = tempfile.mkdtemp(dir=self.tmp.name)
         storage = self.ic.local_filesystem_storage(path)
         if self.major >= 2:
-            repo = self.ic.Repository.create(storage, spec_version=1)
+            repo = self.ic.Repository.create(storage, spec_version=spec)
         else:
             repo = self.ic.Repository.create(storage)
         return path, repo
@@ -250,8 +279,8 @@ class IcechunkWorkloads:
         assert np.array_equal(back, self.data), "array reads back as written"
         return elapsed
 
-    def ancestry_2001_cold(self):
-        path, repo = self.new_repo()
+    def ancestry_2001_cold(self, spec=1):
+        path, repo = self.new_repo(spec)
         self.attribute_commits(repo, ANCESTRY_COMMITS - 1)
         del repo
         t = time.perf_counter()
@@ -261,6 +290,137 @@ class IcechunkWorkloads:
         # The commits plus the initial snapshot.
         assert len(history) == ANCESTRY_COMMITS + 1, len(history)
         return elapsed
+
+    def ancestry_2001_cold_spec2(self):
+        """None on Icechunk 1.x, which has no spec 2."""
+        return self.ancestry_2001_cold(spec=2) if self.major >= 2 else None
+
+
+    def small_values(self):
+        return np.arange(SMALL_CHUNKS * SMALL_CHUNK_LEN, dtype="<f4")
+
+    def write_small(self, repo, values):
+        s = repo.writable_session("main")
+        a = self.zarr.create_array(
+            s.store, name="small", shape=values.shape, chunks=(SMALL_CHUNK_LEN,),
+            dtype="float32", fill_value=0.0, compressors=None,
+        )
+        a[...] = values
+        return s
+
+    def small_write_commit(self):
+        values = self.small_values()
+        _, repo = self.new_repo()
+        t = time.perf_counter()
+        self.write_small(repo, values).commit("small chunks")
+        elapsed = time.perf_counter() - t
+        back = self.zarr.open_array(store=self.main_store(repo), path="small", mode="r")
+        assert np.array_equal(back[...], values), "small chunks read back as written"
+        return elapsed
+
+    def small_read(self):
+        values = self.small_values()
+        _, repo = self.new_repo()
+        self.write_small(repo, values).commit("small chunks")
+        store = self.main_store(repo)
+        t = time.perf_counter()
+        back = self.zarr.open_array(store=store, path="small", mode="r")[...]
+        elapsed = time.perf_counter() - t
+        assert np.array_equal(back, values), "small chunks read back as written"
+        return elapsed
+
+    @staticmethod
+    def cold_values(i):
+        return np.arange(i * 4, i * 4 + 4, dtype="<f4")
+
+    def cold_open(self):
+        path, repo = self.new_repo()
+        s = repo.writable_session("main")
+        self.zarr.create_group(s.store)
+        for i in range(COLD_ARRAYS):
+            a = self.zarr.create_array(s.store, name=f"a{i}", shape=(4,), chunks=(4,),
+                                       dtype="float32", fill_value=0.0, compressors=None)
+            a[...] = self.cold_values(i)
+        s.commit("1,000 arrays")
+        del repo
+        times = []
+        for k in range(COLD_OPENS):
+            i = k * COLD_ARRAYS // COLD_OPENS + 7
+            t = time.perf_counter()
+            repo = self.ic.Repository.open(self.ic.local_filesystem_storage(path))
+            store = repo.readonly_session(branch="main").store
+            back = self.zarr.open_array(store=store, path=f"a{i}", mode="r")[...]
+            times.append(time.perf_counter() - t)
+            assert np.array_equal(back, self.cold_values(i)), f"array a{i} reads back"
+        return statistics.median(times)
+
+    def concurrent_commits(self):
+        """Returns (seconds, {"failed": commits that raised, "lost": commits that
+        reported success but are missing from the history or the array})."""
+        total = WRITERS * COMMITS_PER_WRITER
+        path, repo = self.new_repo()
+        s = repo.writable_session("main")
+        self.zarr.create_array(s.store, name="c", shape=(total,), chunks=(1,),
+                               dtype="uint8", fill_value=0, compressors=None)
+        base = s.commit("shared array")
+        writers = []
+        for w in range(WRITERS):
+            proc = subprocess.Popen(
+                [sys.executable, os.path.abspath(__file__), "--writer", path, str(w)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                text=True,
+            )
+            assert proc.stdout.readline().strip() == "ready", f"writer {w} started"
+            writers.append(proc)
+        t = time.perf_counter()
+        for proc in writers:
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        # Each writer prints the commits it made that returned success.
+        succeeded = []
+        for proc in writers:
+            succeeded += json.loads(proc.stdout.readline())
+            proc.wait()
+        elapsed = time.perf_counter() - t
+        # What landed: the commits since `base` on main, by message, and the values.
+        landed = set()
+        for c in repo.ancestry(branch="main"):
+            if c.id == base:
+                break
+            landed.add(c.message)
+        back = self.zarr.open_array(store=self.main_store(repo), path="c", mode="r")[...]
+        lost = sum(1 for w, c in succeeded
+                   if f"writer {w} commit {c}" not in landed
+                   or int(back[w * COMMITS_PER_WRITER + c]) != writer_value(w, c))
+        return elapsed, {"failed": total - len(succeeded), "lost": lost}
+
+
+def writer_value(w, c):
+    """The value concurrent_commits writer w writes at its commit c (never 0)."""
+    return w * COMMITS_PER_WRITER + c + 1
+
+
+def writer_main(path, w):
+    """A concurrent_commits writer: opens the repository, prints `ready`, waits for a
+    line on stdin, makes its commits, then prints the JSON list of `[w, c]` for the
+    commits that returned success (a failure is reported on stderr)."""
+    import icechunk
+    import zarr
+
+    repo = icechunk.Repository.open(icechunk.local_filesystem_storage(path))
+    print("ready", flush=True)
+    sys.stdin.readline()
+    succeeded = []
+    for c in range(COMMITS_PER_WRITER):
+        s = repo.writable_session("main")
+        a = zarr.open_array(store=s.store, path="c", mode="r+")
+        a[w * COMMITS_PER_WRITER + c] = writer_value(w, c)
+        try:
+            s.commit(f"writer {w} commit {c}", rebase_with=icechunk.ConflictDetector())
+            succeeded.append([w, c])
+        except Exception as e:  # noqa: BLE001 - reported and counted
+            print(f"writer {w} commit {c} failed: {e!r}", file=sys.stderr)
+    print(json.dumps(succeeded), flush=True)
 
 
 def icechunk_main(args):
@@ -280,14 +440,26 @@ def icechunk_main(args):
            "zarr": zarr.__version__, "mib": args.mib, "runs": args.runs}
     for name in args.workloads:
         times = []
+        outcomes = []
         for run in range(args.runs):
             # Flush the previous workload's dirty pages first: their writeback would
             # otherwise stall this one's file creations (both engines do the same).
             os.sync()
-            times.append(getattr(w, name)())
+            result = getattr(w, name)()
+            if result is None:
+                break
+            if isinstance(result, tuple):
+                result, outcome = result
+                outcomes.append(outcome)
+            times.append(result)
             print(f"icechunk {icechunk.__version__}: {name} run {run + 1}/{args.runs}: "
                   f"{times[-1]:.4f} s", file=sys.stderr)
+        if not times:
+            continue
         out[f"{name}_s"] = statistics.median(times)
+        for kind in ("failed", "lost"):
+            if outcomes:
+                out[f"{name}_{kind}"] = sum(o[kind] for o in outcomes)
     w.tmp.cleanup()
     print(json.dumps(out))
 
@@ -336,15 +508,18 @@ def table(labels, med, workloads):
              "|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|"]
     for w in workloads:
         key = f"{w}_s"
-        row = [w] + [f"{med[e][key] * 1000:.1f}" for e in med]
-        row += [f"{med[e][key] / med['floe'][key]:.2f}x" for e in others]
+        row = [w] + [f"{med[e][key] * 1000:.1f}" if key in med[e] else "n/a" for e in med]
+        row += [f"{med[e][key] / med['floe'][key]:.2f}x" if key in med[e] else "n/a"
+                 for e in others]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
 
-# The page-cache floor of the store-API rows (floe's side only): the same files
-# written / read with plain std::fs.
-FLOORS = {"store_write_commit": "floor_write", "read_store": "floor_read"}
+# The floors of the bulk-write and store-API rows (floe's side only): the same chunks
+# compressed on one thread per core and written as files / the same files written
+# and read with plain std::fs.
+FLOORS = {"write_zstd_commit": "floor_zstd_write", "store_write_commit": "floor_write",
+          "read_store": "floor_read"}
 
 
 def floor_table(floe_runs, floe_med):
@@ -358,7 +533,8 @@ def floor_table(floe_runs, floe_med):
                      f"{floe_med[f'{w}_s'] / fl:.2f}x |")
     if not lines:
         return ""
-    return "\n".join(["| workload | floe (ms) | plain std::fs, same files (ms) | floe / floor |",
+    return "\n".join(["| workload | floe (ms) | floor: the same files, no repository (ms) "
+                      "| floe / floor |",
                       "|---|---:|---:|---:|"] + lines)
 
 
@@ -366,6 +542,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--engine", choices=["icechunk"], help=argparse.SUPPRESS)
     p.add_argument("--data", help=argparse.SUPPRESS)
+    p.add_argument("--writer", nargs=2, help=argparse.SUPPRESS)
     p.add_argument("--icechunk-python", help="interpreter with icechunk 2.x, zarr, numpy")
     p.add_argument("--icechunk1-python", help="interpreter with icechunk 1.x (optional)")
     p.add_argument("--floe-bin", help="the built workloads bench executable")
@@ -376,6 +553,9 @@ def main():
     args = p.parse_args()
     args.workloads = [args.workload] if args.workload else WORKLOADS
 
+    if args.writer:
+        writer_main(args.writer[0], int(args.writer[1]))
+        return
     if args.engine == "icechunk":
         icechunk_main(args)
         return
@@ -407,9 +587,17 @@ def main():
 
     labels = {e: "floe" if e == "floe" else f"Icechunk {runs[e][0]['version']}"
               for e in engines}
-    med = {e: {f"{w}_s": statistics.median(r[f"{w}_s"] for r in rs) for w in args.workloads}
+    med = {e: {f"{w}_s": statistics.median(r[f"{w}_s"] for r in rs)
+               for w in args.workloads if all(f"{w}_s" in r for r in rs)}
            for e, rs in runs.items()}
     md = table(labels, med, args.workloads)
+    if "concurrent_commits" in args.workloads:
+        total = WRITERS * COMMITS_PER_WRITER * args.runs
+        md += f"\n\nconcurrent_commits, of {total} commits: " + "; ".join(
+            f"{labels[e]} "
+            + ", ".join(f"{sum(r.get(f'concurrent_commits_{k}', 0) for r in rs)} {k}"
+                        for k in ("failed", "lost"))
+            for e, rs in runs.items())
     floor = floor_table(runs["floe"], med["floe"])
     if floor:
         md += "\n\n" + floor

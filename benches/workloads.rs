@@ -29,6 +29,24 @@
 //! - `ancestry_2001_cold`: on a branch of 2,001 commits (the root group, then
 //!   attribute changes), open the repository fresh (new storage handle, new
 //!   `Repository`) and list the whole ancestry of `main`.
+//! - `small_write_commit` / `small_read`: 10,000 chunks of 4 KiB (a 1-D float32
+//!   array of `0, 1, 2, ...`, uncompressed) written through the Array API plus the
+//!   commit / read back whole through the Array API from a read-only session.
+//! - `cold_open`: a repository of 1,000 small arrays (one chunk each, one commit);
+//!   open it fresh, take a read-only session on `main`, open one array and read its
+//!   chunk; the median of 20 such opens.
+//! - `concurrent_commits`: 8 writer processes (this executable with `--writer`), each
+//!   with its own repository handle, make 10 commits each to `main` at once, each
+//!   commit writing its own element of a shared array and rebasing when the branch
+//!   moved; timed from the start signal until every writer is done. The JSON line
+//!   also reports `concurrent_commits_failed` (commits that returned an error) and
+//!   `concurrent_commits_lost` (commits that returned success but are missing from
+//!   the history, or whose value is not in the array), summed over the runs.
+//! - `ancestry_2001_cold_spec2`: the same on a spec-2 repository (Icechunk 2.x only:
+//!   1.x cannot read spec 2).
+//! - `floor_zstd_write` (floe's side only): the floor of `write_zstd_commit`, the
+//!   same chunks compressed with zstd level 3 on one thread per core and written
+//!   with plain `std::fs`, without a repository.
 //! - `floor_write` / `floor_read` (floe's side only): the page-cache floor of the
 //!   store-API rows, the same chunk files written (the compressed chunks) and read
 //!   back (the uncompressed ones) with plain `std::fs`, 10 at a time, in one
@@ -44,24 +62,41 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use floe::format::SpecVersion;
 use floe::storage::{LocalStorage, Storage};
 use floe::zarr::{Array, ArrayBuilder, ArraySubset, DataType, MemoryStore, Store};
-use floe::{Repository, VersionSelector};
+use floe::{OpenOptions, Repository, VersionSelector};
 use futures::{StreamExt, TryStreamExt};
 use serde_json::{json, Value};
 
 /// The workloads, in the order they run.
-const WORKLOADS: [&str; 9] = [
+const WORKLOADS: [&str; 15] = [
     "attr_commit",
     "commit_10k_refs",
     "write_zstd_commit",
     "store_write_commit",
     "read_store",
     "read_array",
+    "small_write_commit",
+    "small_read",
+    "cold_open",
+    "concurrent_commits",
     "ancestry_2001_cold",
+    "ancestry_2001_cold_spec2",
+    "floor_zstd_write",
     "floor_write",
     "floor_read",
 ];
+
+/// Chunks of `small_write_commit` / `small_read`, and elements per chunk (4 KiB).
+const SMALL_CHUNKS: u64 = 10_000;
+const SMALL_CHUNK_LEN: u64 = 1_024;
+/// Arrays in the `cold_open` repository, and opens timed per run.
+const COLD_ARRAYS: usize = 1_000;
+const COLD_OPENS: usize = 20;
+/// Writer processes of `concurrent_commits` and commits each makes.
+const WRITERS: usize = 8;
+const COMMITS_PER_WRITER: usize = 10;
 
 /// Columns of the 2-D float32 arrays; a chunk is `CHUNK_ROWS x COLS` (1 MiB).
 const COLS: u64 = 1024;
@@ -197,9 +232,14 @@ fn group_json(i: usize) -> Bytes {
 /// A new spec-1 repository on the local filesystem; the directory lives as long as
 /// the returned guard.
 async fn new_repo() -> (tempfile::TempDir, Repository) {
+    new_repo_of(SpecVersion::V1).await
+}
+
+/// A new repository of spec version `spec` on the local filesystem.
+async fn new_repo_of(spec: SpecVersion) -> (tempfile::TempDir, Repository) {
     let dir = tempfile::tempdir().expect("tempdir");
     let storage = Arc::new(LocalStorage::new(dir.path()).expect("local storage"));
-    let repo = Repository::create(storage, None)
+    let repo = Repository::create_with(storage, None, spec, OpenOptions::default())
         .await
         .expect("create repository");
     (dir, repo)
@@ -459,9 +499,11 @@ async fn read_array(data: &Data) -> Duration {
     elapsed
 }
 
-async fn ancestry_2001_cold() -> Duration {
+/// A repository of spec version `spec` with 2,001 commits on `main`: open it fresh
+/// and list the whole ancestry.
+async fn ancestry_2001_cold(spec: SpecVersion) -> Duration {
     const COMMITS: usize = 2001;
-    let (dir, repo) = new_repo().await;
+    let (dir, repo) = new_repo_of(spec).await;
     attribute_commits(&repo, COMMITS - 1).await;
     drop(repo);
     let t = Instant::now();
@@ -475,6 +517,265 @@ async fn ancestry_2001_cold() -> Duration {
     elapsed
 }
 
+/// The 1-D float32 array of `small_write_commit`: `0, 1, 2, ...` in 10,000 chunks
+/// of 4 KiB, uncompressed.
+fn small_values() -> Vec<f32> {
+    (0..SMALL_CHUNKS * SMALL_CHUNK_LEN)
+        .map(|i| i as f32)
+        .collect()
+}
+
+/// Writes the small-chunk array `small` into a new writable session on `repo`
+/// through the Array API.
+async fn write_small(repo: &Repository, values: &[f32]) -> floe::Session {
+    let session = repo.writable_session("main").await.expect("session");
+    let n = values.len() as u64;
+    let array = ArrayBuilder::new(vec![n], vec![SMALL_CHUNK_LEN], DataType::Float32)
+        .codecs(codecs(false))
+        .create(Arc::new(session.store()), "small")
+        .await
+        .expect("create array");
+    array
+        .write_region(&ArraySubset::full(&[n]), values)
+        .await
+        .expect("write small chunks");
+    session
+}
+
+async fn small_write_commit() -> Duration {
+    let values = small_values();
+    let (_dir, repo) = new_repo().await;
+    let t = Instant::now();
+    let session = write_small(&repo, &values).await;
+    session.commit("small chunks").await.expect("commit");
+    let elapsed = t.elapsed();
+    let back: Vec<f32> = Array::open(main_store(&repo).await, "small")
+        .await
+        .expect("open array")
+        .read_all()
+        .await
+        .expect("read array");
+    assert!(back == values, "small chunks read back as written");
+    elapsed
+}
+
+async fn small_read() -> Duration {
+    let values = small_values();
+    let (_dir, repo) = new_repo().await;
+    write_small(&repo, &values)
+        .await
+        .commit("small chunks")
+        .await
+        .expect("commit");
+    let store = main_store(&repo).await;
+    let t = Instant::now();
+    let back: Vec<f32> = Array::open(store, "small")
+        .await
+        .expect("open array")
+        .read_all()
+        .await
+        .expect("read array");
+    let elapsed = t.elapsed();
+    assert!(back == values, "small chunks read back as written");
+    elapsed
+}
+
+/// The four values of array `a{i}` in the `cold_open` repository.
+fn cold_values(i: usize) -> [f32; 4] {
+    let base = (i * 4) as f32;
+    [base, base + 1.0, base + 2.0, base + 3.0]
+}
+
+async fn cold_open() -> Duration {
+    let (dir, repo) = new_repo().await;
+    let session = repo.writable_session("main").await.expect("session");
+    let store: Arc<dyn Store> = Arc::new(session.store());
+    floe::zarr::Group::create(Arc::clone(&store), "", serde_json::Map::new())
+        .await
+        .expect("root group");
+    for i in 0..COLD_ARRAYS {
+        let array = ArrayBuilder::new(vec![4], vec![4], DataType::Float32)
+            .codecs(codecs(false))
+            .create(Arc::clone(&store), &format!("a{i}"))
+            .await
+            .expect("create array");
+        array
+            .write_region(&ArraySubset::full(&[4]), &cold_values(i))
+            .await
+            .expect("write chunk");
+    }
+    session.commit("1,000 arrays").await.expect("commit");
+    drop(repo);
+    let mut times = Vec::with_capacity(COLD_OPENS);
+    for k in 0..COLD_OPENS {
+        let i = k * COLD_ARRAYS / COLD_OPENS + 7;
+        let t = Instant::now();
+        let storage: Arc<dyn Storage> =
+            Arc::new(LocalStorage::new(dir.path()).expect("local storage"));
+        let repo = Repository::open(storage).await.expect("open repository");
+        let back: Vec<f32> = Array::open(main_store(&repo).await, &format!("a{i}"))
+            .await
+            .expect("open array")
+            .read_all()
+            .await
+            .expect("read array");
+        times.push(t.elapsed());
+        assert_eq!(back, cold_values(i), "array a{i} reads back as written");
+    }
+    median(times)
+}
+
+/// The value `concurrent_commits` writer `w` writes at its commit `c`: never the
+/// fill value 0.
+fn writer_value(w: usize, c: usize) -> u8 {
+    (w * COMMITS_PER_WRITER + c + 1) as u8
+}
+
+/// A `concurrent_commits` writer process: opens the repository at `path`, prints
+/// `ready`, waits for a line on stdin, makes its commits, then prints the JSON list
+/// of `[w, c]` for the commits that returned success (a failure is reported on
+/// stderr).
+fn writer_main(path: &str, w: usize) -> ! {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let succeeded = rt.block_on(async {
+        let storage: Arc<dyn Storage> =
+            Arc::new(LocalStorage::new(std::path::Path::new(path)).expect("local storage"));
+        let repo = Repository::open(storage).await.expect("open repository");
+        println!("ready");
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line).expect("start signal");
+        let mut succeeded = Vec::new();
+        for c in 0..COMMITS_PER_WRITER {
+            let session = repo.writable_session("main").await.expect("session");
+            let array = Array::open(Arc::new(session.store()), "c")
+                .await
+                .expect("open array");
+            let at = (w * COMMITS_PER_WRITER + c) as u64;
+            array
+                .write_region(&ArraySubset::new(vec![at], vec![1]), &[writer_value(w, c)])
+                .await
+                .expect("write element");
+            match session.commit(&format!("writer {w} commit {c}")).await {
+                Ok(_) => succeeded.push([w, c]),
+                Err(e) => eprintln!("writer {w} commit {c} failed: {e}"),
+            }
+        }
+        succeeded
+    });
+    println!("{}", json!(succeeded));
+    std::process::exit(0);
+}
+
+/// What became of the `concurrent_commits` commits.
+struct Outcome {
+    /// Commits whose `commit` call returned an error.
+    failed: usize,
+    /// Commits that returned success but are missing from the history or whose
+    /// value is not in the array.
+    lost: usize,
+}
+
+async fn concurrent_commits() -> (Duration, Outcome) {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::{Command, Stdio};
+    let total = WRITERS * COMMITS_PER_WRITER;
+    let (dir, repo) = new_repo().await;
+    let session = repo.writable_session("main").await.expect("session");
+    ArrayBuilder::new(vec![total as u64], vec![1], DataType::UInt8)
+        .codecs(codecs(false))
+        .create(Arc::new(session.store()), "c")
+        .await
+        .expect("create array");
+    let base = session.commit("shared array").await.expect("commit");
+    let exe = std::env::current_exe().expect("this executable");
+    let path = dir.path().to_str().expect("UTF-8 path").to_string();
+    let mut writers: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let mut child = Command::new(&exe)
+                .args(["--writer", &path, &w.to_string()])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("spawn writer");
+            let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+            let mut line = String::new();
+            out.read_line(&mut line).expect("writer ready");
+            assert_eq!(line.trim(), "ready", "writer {w} started");
+            (child, out)
+        })
+        .collect();
+    let t = Instant::now();
+    for (child, _) in &mut writers {
+        writeln!(child.stdin.as_mut().expect("stdin"), "go").expect("start writer");
+    }
+    let mut succeeded: Vec<[usize; 2]> = Vec::new();
+    for (mut child, mut out) in writers {
+        let mut line = String::new();
+        out.read_line(&mut line).expect("writer's report");
+        succeeded.extend(serde_json::from_str::<Vec<[usize; 2]>>(&line).expect("JSON report"));
+        child.wait().expect("writer exits");
+    }
+    let elapsed = t.elapsed();
+    // What landed: the commits since `base` on main, by message, and the values.
+    let tip = repo.lookup_branch("main").await.expect("main");
+    let landed: std::collections::HashSet<String> = repo
+        .ancestry(tip)
+        .await
+        .expect("ancestry")
+        .into_iter()
+        .take_while(|c| c.id != base)
+        .map(|c| c.message)
+        .collect();
+    let back: Vec<u8> = Array::open(main_store(&repo).await, "c")
+        .await
+        .expect("open array")
+        .read_all()
+        .await
+        .expect("read array");
+    let lost = succeeded
+        .iter()
+        .filter(|&&[w, c]| {
+            !landed.contains(&format!("writer {w} commit {c}"))
+                || back[w * COMMITS_PER_WRITER + c] != writer_value(w, c)
+        })
+        .count();
+    let outcome = Outcome {
+        failed: total - succeeded.len(),
+        lost,
+    };
+    (elapsed, outcome)
+}
+
+/// `write_zstd_commit`'s floor: the same chunks compressed with zstd level 3 on
+/// one thread per core and written as files with plain `std::fs`.
+async fn floor_zstd_write(data: &Data) -> Duration {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let next = AtomicU64::new(0);
+    let t = Instant::now();
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                let mut zstd = zstd::bulk::Compressor::new(3).expect("zstd context");
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= data.chunks() {
+                        break;
+                    }
+                    let raw: &[u8] = bytemuck::cast_slice(data.chunk(i));
+                    let packed = zstd.compress(raw).expect("compress");
+                    std::fs::write(dir.path().join(format!("c{i}")), packed).expect("write");
+                }
+            });
+        }
+    });
+    t.elapsed()
+}
+
 fn median(mut times: Vec<Duration>) -> Duration {
     times.sort();
     let n = times.len();
@@ -486,6 +787,16 @@ fn median(mut times: Vec<Duration>) -> Duration {
 }
 
 fn main() {
+    // A `concurrent_commits` writer process: `--writer REPO_PATH INDEX`.
+    let argv: Vec<String> = std::env::args().collect();
+    if let Some(at) = argv.iter().position(|a| a == "--writer") {
+        let path = argv.get(at + 1).expect("--writer REPO_PATH INDEX");
+        let w = argv
+            .get(at + 2)
+            .and_then(|w| w.parse().ok())
+            .expect("--writer REPO_PATH INDEX");
+        writer_main(path, w);
+    }
     let args = parse_args();
     let selected: Vec<&str> = WORKLOADS
         .iter()
@@ -496,6 +807,7 @@ fn main() {
                 only == *w
                     || (only, *w) == ("store_write_commit", "floor_write")
                     || (only, *w) == ("read_store", "floor_read")
+                    || (only, *w) == ("write_zstd_commit", "floor_zstd_write")
             })
         })
         .collect();
@@ -506,6 +818,7 @@ fn main() {
                 | "store_write_commit"
                 | "read_store"
                 | "read_array"
+                | "floor_zstd_write"
                 | "floor_write"
                 | "floor_read"
         )
@@ -528,6 +841,7 @@ fn main() {
     out.insert("runs".into(), json!(args.runs));
     for workload in selected {
         let mut times = Vec::with_capacity(args.runs);
+        let mut outcomes = Vec::new();
         for run in 0..args.runs {
             // Flush the previous workload's dirty pages first: their writeback would
             // otherwise stall this one's file creations (the Icechunk side does the
@@ -541,7 +855,17 @@ fn main() {
                     "store_write_commit" => store_write_commit(&data).await,
                     "read_store" => read_store(&data).await,
                     "read_array" => read_array(&data).await,
-                    "ancestry_2001_cold" => ancestry_2001_cold().await,
+                    "small_write_commit" => small_write_commit().await,
+                    "small_read" => small_read().await,
+                    "cold_open" => cold_open().await,
+                    "concurrent_commits" => {
+                        let (t, outcome) = concurrent_commits().await;
+                        outcomes.push(outcome);
+                        t
+                    }
+                    "ancestry_2001_cold" => ancestry_2001_cold(SpecVersion::V1).await,
+                    "ancestry_2001_cold_spec2" => ancestry_2001_cold(SpecVersion::V2).await,
+                    "floor_zstd_write" => floor_zstd_write(&data).await,
                     "floor_write" => floor_write(&data).await,
                     "floor_read" => floor_read(&data).await,
                     other => unreachable!("workload {other}"),
@@ -556,6 +880,12 @@ fn main() {
             times.push(t);
         }
         out.insert(format!("{workload}_s"), json!(median(times).as_secs_f64()));
+        if !outcomes.is_empty() {
+            let failed: usize = outcomes.iter().map(|o| o.failed).sum();
+            let lost: usize = outcomes.iter().map(|o| o.lost).sum();
+            out.insert(format!("{workload}_failed"), json!(failed));
+            out.insert(format!("{workload}_lost"), json!(lost));
+        }
     }
     println!("{}", Value::Object(out));
 }
