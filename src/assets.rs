@@ -439,6 +439,18 @@ impl AssetManager {
         Ok(())
     }
 
+    /// [`AssetManager::write_chunk`] as a plain blocking call where the storage has
+    /// one ([`Storage::put_fresh_blocking`]: local disks); `None`, with nothing
+    /// written, otherwise. Only on a blocking or compute thread.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn write_chunk_blocking(&self, id: &ChunkId, bytes: &[u8]) -> Option<Result<()>> {
+        self.storage
+            .put_fresh_blocking(&keys::chunk(id), bytes)
+            .map(|written| written.map_err(Into::into))
+    }
+
     /// Reads bytes `range` of native chunk object `id`.
     ///
     /// # Errors

@@ -241,11 +241,277 @@ async fn array_api_through_sessions_and_commits() {
 
 #[tokio::test]
 async fn session_store_passes_the_zarr_store_conformance_suite() {
-    let repo = Repository::create(floe::storage::new_in_memory_storage(), None)
+    // In memory (chunks through `set` only) and on a local disk (chunks also
+    // through `set_blocking`).
+    let dir = tempfile::tempdir().unwrap();
+    let local: Arc<dyn floe::storage::Storage> =
+        Arc::new(floe::storage::LocalStorage::new(dir.path()).unwrap());
+    for storage in [floe::storage::new_in_memory_storage(), local] {
+        let repo = Repository::create(storage, None).await.unwrap();
+        let session = repo.writable_session("main").await.unwrap();
+        floe::zarr::store::conformance::zarr_store_conformance(&session.store()).await;
+        // And what it wrote commits: the session is left with no node.
+        assert!(session.list_nodes().is_empty());
+    }
+}
+
+/// A store over a session's store that records which chunk keys were written with
+/// `set_blocking` (and on which thread) and which with `set`.
+#[derive(Debug)]
+struct Recording {
+    inner: floe::SessionStore,
+    blocking: std::sync::Mutex<Vec<(String, String)>>,
+    sets: std::sync::Mutex<Vec<String>>,
+}
+
+#[async_trait::async_trait]
+impl Store for Recording {
+    async fn get(&self, key: &str) -> Result<Option<Bytes>, StoreError> {
+        self.inner.get(key).await
+    }
+    async fn get_partial_values(
+        &self,
+        key: &str,
+        ranges: &[ByteRange],
+    ) -> Result<Option<Vec<Bytes>>, StoreError> {
+        self.inner.get_partial_values(key, ranges).await
+    }
+    async fn set(&self, key: &str, value: Bytes) -> Result<(), StoreError> {
+        if !key.ends_with("zarr.json") {
+            self.sets.lock().unwrap().push(key.to_string());
+        }
+        self.inner.set(key, value).await
+    }
+    fn set_blocking(&self, key: &str, value: &Bytes) -> Option<Result<(), StoreError>> {
+        let done = self.inner.set_blocking(key, value)?;
+        let thread = std::thread::current().name().unwrap_or("").to_string();
+        self.blocking
+            .lock()
+            .unwrap()
+            .push((key.to_string(), thread));
+        Some(done)
+    }
+    async fn erase(&self, key: &str) -> Result<(), StoreError> {
+        self.inner.erase(key).await
+    }
+    async fn list_prefix(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        self.inner.list_prefix(prefix).await
+    }
+    async fn list_dir(&self, prefix: &str) -> Result<floe::zarr::ListDirResult, StoreError> {
+        self.inner.list_dir(prefix).await
+    }
+}
+
+/// A store over a read-only session on `main`.
+async fn main_store(repo: &Repository) -> Arc<dyn Store> {
+    let session = repo
+        .readonly_session(&VersionSelector::Branch("main".into()))
         .await
         .unwrap();
+    Arc::new(session.store())
+}
+
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
+}
+
+/// On a local disk, an array's chunks encoded on the compute pool (over 64 KiB) are
+/// written by the thread that encoded them (`Store::set_blocking`), whole and
+/// partial writes alike; small chunks, encoded on the executor, go through `set`;
+/// everything commits and reads back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_chunks_are_written_from_the_encoding_thread_on_local_disks() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = Arc::new(floe::storage::LocalStorage::new(dir.path()).unwrap());
+    let repo = Repository::create(storage, None).await.unwrap();
     let session = repo.writable_session("main").await.unwrap();
-    floe::zarr::store::conformance::zarr_store_conformance(&session.store()).await;
-    // And what it wrote commits: the session is left with no node.
-    assert!(session.list_nodes().is_empty());
+    let recording = Arc::new(Recording {
+        inner: session.store(),
+        blocking: Default::default(),
+        sets: Default::default(),
+    });
+    let store: Arc<dyn Store> = recording.clone();
+    let zstd = vec![
+        json!({"name": "bytes", "configuration": {"endian": "little"}}),
+        json!({"name": "zstd", "configuration": {"level": 1, "checksum": false}}),
+    ];
+    // Chunks of 2 x 32,768 float32 (256 KiB), four of them.
+    let big = ArrayBuilder::new(vec![8, 32_768], vec![2, 32_768], DataType::Float32)
+        .codecs(zstd.clone())
+        .create(Arc::clone(&store), "big")
+        .await
+        .unwrap();
+    let mut values: Vec<f32> = (0..8 * 32_768).map(|i| i as f32).collect();
+    big.write_region(&ArraySubset::full(&[8, 32_768]), &values)
+        .await
+        .unwrap();
+    // Half of chunk 1 rewritten (read, modify, write) and chunk 3 back to the fill
+    // value (erased).
+    let half: Vec<f32> = vec![-1.0; 32_768];
+    big.write_region(&ArraySubset::new(vec![2, 0], vec![1, 32_768]), &half)
+        .await
+        .unwrap();
+    values[2 * 32_768..3 * 32_768].copy_from_slice(&half);
+    big.write_region(
+        &ArraySubset::new(vec![6, 0], vec![2, 32_768]),
+        &[0.0f32; 65_536],
+    )
+    .await
+    .unwrap();
+    values[6 * 32_768..].fill(0.0);
+    // Chunks of 1,024 float32 (4 KiB), encoded in place.
+    let small = ArrayBuilder::new(vec![4_096], vec![1_024], DataType::Float32)
+        .codecs(zstd)
+        .create(Arc::clone(&store), "small")
+        .await
+        .unwrap();
+    let small_values: Vec<f32> = (0..4_096).map(|i| i as f32 + 0.5).collect();
+    small
+        .write_region(&ArraySubset::full(&[4_096]), &small_values)
+        .await
+        .unwrap();
+
+    let blocking = recording.blocking.lock().unwrap().clone();
+    assert_eq!(
+        sorted(blocking.iter().map(|(k, _)| k.clone()).collect()),
+        [
+            "big/c/0/0",
+            "big/c/1/0",
+            "big/c/1/0",
+            "big/c/2/0",
+            "big/c/3/0"
+        ],
+        "every large chunk write, whole or partial, went through set_blocking"
+    );
+    for (key, thread) in &blocking {
+        assert!(
+            thread.starts_with("floe-compute-"),
+            "{key} was written on {thread:?}, not on the compute pool that encoded it"
+        );
+    }
+    assert_eq!(
+        sorted(recording.sets.lock().unwrap().clone()),
+        ["small/c/0", "small/c/1", "small/c/2", "small/c/3"],
+        "small chunks went through set"
+    );
+
+    session.commit("chunks").await.unwrap();
+    let store = main_store(&repo).await;
+    let back: Vec<f32> = Array::open(Arc::clone(&store), "big")
+        .await
+        .unwrap()
+        .read_all()
+        .await
+        .unwrap();
+    assert!(back == values, "large chunks read back as written");
+    let back: Vec<f32> = Array::open(store.clone(), "small")
+        .await
+        .unwrap()
+        .read_all()
+        .await
+        .unwrap();
+    assert_eq!(back, small_values);
+    assert_eq!(
+        store.get("big/c/3/0").await.unwrap(),
+        None,
+        "the all-fill chunk was erased"
+    );
+}
+
+/// `Session::set_chunk_blocking` writes a native chunk only where the storage
+/// writes that way, and declines (writing and recording nothing) elsewhere; inline
+/// chunks and refusals need no storage.
+#[test]
+fn set_chunk_blocking_writes_where_the_storage_can() {
+    use floe::format::manifest::ChunkPayload;
+    use floe::Error;
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let big = Bytes::from(vec![7u8; 10_000]);
+    let small = Bytes::from_static(b"tiny");
+    let path = common::p("/a");
+
+    // In memory: a native chunk is declined, an inline one recorded.
+    let repo = rt.block_on(repo());
+    let session = rt.block_on(async {
+        let s = repo.writable_session("main").await.unwrap();
+        s.add_array(&path, common::array_def("/a", &[4], &[1], "uint8"))
+            .unwrap();
+        s
+    });
+    assert!(session
+        .set_chunk_blocking(&path, &[0], big.clone())
+        .is_none());
+    assert_eq!(
+        rt.block_on(session.get_chunk_ref(&path, &[0])).unwrap(),
+        None
+    );
+    session
+        .set_chunk_blocking(&path, &[1], small.clone())
+        .expect("inline chunks need no storage")
+        .unwrap();
+    assert!(matches!(
+        rt.block_on(session.get_chunk_ref(&path, &[1])).unwrap(),
+        Some(ChunkPayload::Inline(b)) if b == small
+    ));
+    match session.set_chunk_blocking(&path, &[9], small.clone()) {
+        Some(Err(Error::InvalidChunkIndex { .. })) => {}
+        other => panic!("out-of-grid index: {other:?}"),
+    }
+    let snapshot = rt.block_on(session.commit("inline")).unwrap();
+    let readonly = rt
+        .block_on(repo.readonly_session(&VersionSelector::Snapshot(snapshot)))
+        .unwrap();
+    match readonly.set_chunk_blocking(&path, &[2], small) {
+        Some(Err(Error::ReadOnlySession)) => {}
+        other => panic!("read-only session: {other:?}"),
+    }
+
+    // On a local disk: the chunk object is written and its native ref recorded.
+    let dir = tempfile::tempdir().unwrap();
+    let storage = Arc::new(floe::storage::LocalStorage::new(dir.path()).unwrap());
+    let repo = rt.block_on(Repository::create(storage, None)).unwrap();
+    let session = rt.block_on(repo.writable_session("main")).unwrap();
+    session
+        .add_array(&path, common::array_def("/a", &[4], &[1], "uint8"))
+        .unwrap();
+    session
+        .set_chunk_blocking(&path, &[3], big.clone())
+        .expect("local disks write in place")
+        .unwrap();
+    match rt.block_on(session.get_chunk_ref(&path, &[3])).unwrap() {
+        Some(ChunkPayload::Native(r)) => {
+            assert_eq!(r.length, big.len() as u64);
+            let file = dir.path().join("chunks").join(r.id.to_string());
+            assert_eq!(std::fs::read(file).unwrap(), big);
+        }
+        other => panic!("expected a native ref, got {other:?}"),
+    }
+    rt.block_on(session.commit("native")).unwrap();
+    let store = rt.block_on(main_store(&repo));
+    assert_eq!(rt.block_on(store.get("a/c/3")).unwrap(), Some(big));
+}
+
+/// The session store writes only chunks with `set_blocking`: metadata, read-only
+/// sessions and bad keys go through `set` (and its errors).
+#[tokio::test]
+async fn session_store_set_blocking_declines_what_set_handles() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = Arc::new(floe::storage::LocalStorage::new(dir.path()).unwrap());
+    let repo = Repository::create(storage, None).await.unwrap();
+    let session = repo.writable_session("main").await.unwrap();
+    let store = session.store();
+    assert!(store.set_blocking("zarr.json", &group_bytes()).is_none());
+    assert!(store.set_blocking("nothing/c/0", &group_bytes()).is_none());
+    assert!(store.set_blocking("../x", &group_bytes()).is_none());
+    store.set("zarr.json", group_bytes()).await.unwrap();
+    let snapshot = session.commit("root").await.unwrap();
+    let readonly = repo
+        .readonly_session(&VersionSelector::Snapshot(snapshot))
+        .await
+        .unwrap();
+    assert!(readonly
+        .store()
+        .set_blocking("zarr.json", &group_bytes())
+        .is_none());
 }

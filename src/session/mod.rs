@@ -512,19 +512,54 @@ impl Session {
     pub async fn set_chunk(&self, path: &NodePath, index: &[u64], bytes: Bytes) -> Result<()> {
         self.check_writable()?;
         let node = self.array_node(path, index)?;
-        let payload = if (bytes.len() as u64) <= self.inner.ctx.inline_threshold_bytes {
+        let payload = if self.is_inline(&bytes) {
             ChunkPayload::Inline(bytes)
         } else {
             let id = ChunkId::random();
             let length = bytes.len() as u64;
             self.inner.ctx.assets.write_chunk(&id, bytes).await?;
-            ChunkPayload::Native(NativeChunkRef {
-                id,
-                offset: 0,
-                length,
-            })
+            native_payload(id, length)
         };
         self.record_chunk(path, &node, index, Some(payload))
+    }
+
+    /// [`Session::set_chunk`] as a plain blocking call where the storage writes
+    /// chunks that way ([`crate::storage::Storage::put_fresh_blocking`]: local
+    /// disks, or an inline chunk, which writes nothing); `None`, with nothing written
+    /// or recorded, otherwise: call [`Session::set_chunk`] then. Only on a blocking
+    /// or compute thread.
+    ///
+    /// # Errors
+    /// As [`Session::set_chunk`].
+    pub fn set_chunk_blocking(
+        &self,
+        path: &NodePath,
+        index: &[u64],
+        bytes: Bytes,
+    ) -> Option<Result<()>> {
+        let node = match self
+            .check_writable()
+            .and_then(|()| self.array_node(path, index))
+        {
+            Ok(node) => node,
+            Err(e) => return Some(Err(e)),
+        };
+        let payload = if self.is_inline(&bytes) {
+            ChunkPayload::Inline(bytes)
+        } else {
+            let id = ChunkId::random();
+            if let Err(e) = self.inner.ctx.assets.write_chunk_blocking(&id, &bytes)? {
+                return Some(Err(e));
+            }
+            native_payload(id, bytes.len() as u64)
+        };
+        Some(self.record_chunk(path, &node, index, Some(payload)))
+    }
+
+    /// Whether `bytes` are kept inline in the manifest rather than written as a
+    /// native chunk object (at most `inline_chunk_threshold_bytes` long).
+    fn is_inline(&self, bytes: &[u8]) -> bool {
+        (bytes.len() as u64) <= self.inner.ctx.inline_threshold_bytes
     }
 
     /// Sets a chunk ref directly (e.g. a virtual ref), or deletes the chunk with `None`.
@@ -932,4 +967,13 @@ fn backoff(options: &CommitOptions, attempt: u32) -> Duration {
         .min(options.max_backoff);
     let nanos = u64::try_from(exp.as_nanos()).unwrap_or(u64::MAX);
     Duration::from_nanos(rand::random_range(0..=nanos))
+}
+
+/// The ref of a native chunk object `id` written whole (`length` bytes).
+fn native_payload(id: ChunkId, length: u64) -> ChunkPayload {
+    ChunkPayload::Native(NativeChunkRef {
+        id,
+        offset: 0,
+        length,
+    })
 }

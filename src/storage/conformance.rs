@@ -186,6 +186,48 @@ async fn put_fresh_writes_new_objects(s: &dyn Storage) {
         content(s, "fresh/empty").await.is_empty(),
         "{s}: empty fresh object"
     );
+    put_fresh_blocking_writes_new_objects(s).await;
+}
+
+/// Where the backend has [`Storage::put_fresh_blocking`]: objects written by it from
+/// several threads at once into a new prefix read back whole and are listed exactly.
+async fn put_fresh_blocking_writes_new_objects(s: &dyn Storage) {
+    let keys_and_bytes: Vec<(String, Bytes)> = (0..16)
+        .map(|i| {
+            let bytes = Bytes::from(vec![u8::try_from(i + 100).unwrap_or(0); 700 + 51 * i]);
+            (format!("fresh-blocking/a/b/obj{i:02}"), bytes)
+        })
+        .collect();
+    // Blocking on the test's executor is harmless here.
+    let Some(first) = s.put_fresh_blocking(&keys_and_bytes[0].0, &keys_and_bytes[0].1) else {
+        return;
+    };
+    first.unwrap_or_else(|e| panic!("{s}: put_fresh_blocking: {e}"));
+    std::thread::scope(|scope| {
+        for part in keys_and_bytes[1..].chunks(4) {
+            scope.spawn(move || {
+                for (key, bytes) in part {
+                    match s.put_fresh_blocking(key, bytes) {
+                        Some(Ok(())) => {}
+                        other => panic!("{s}: put_fresh_blocking of {key}: {other:?}"),
+                    }
+                }
+            });
+        }
+    });
+    for (key, bytes) in &keys_and_bytes {
+        assert_eq!(
+            &content(s, key).await,
+            bytes,
+            "{s}: get after put_fresh_blocking"
+        );
+    }
+    let want: Vec<String> = keys_and_bytes.iter().map(|(k, _)| k.clone()).collect();
+    assert_eq!(
+        keys(s, "fresh-blocking/").await,
+        want,
+        "{s}: exactly the objects put_fresh_blocking wrote are listed"
+    );
 }
 
 async fn ranged_reads(s: &dyn Storage) {

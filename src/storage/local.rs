@@ -406,7 +406,36 @@ impl Storage for LocalStorage {
         // missing), write, close. No temporary file, rename or stat.
         let path = self.fs_path(key)?;
         let synced = self.synced();
-        blocking_io(key, move || write_in_place(&path, &bytes, synced)).await
+        if synced {
+            return blocking_io(key, move || write_in_place(&path, &bytes, true)).await;
+        }
+        // Unsynced, the write is a copy into the page cache plus the file system's
+        // bookkeeping: CPU work, done on the compute pool, one file at a time per
+        // core. Dozens of blocking threads creating files in one directory spin on
+        // its lock (256 chunk files of 1 MiB: ~80 ms here against ~95 ms from the
+        // blocking pool, and against ~90 ms for plain `std::fs` writes 10 at a time).
+        let io = |source| StorageError::Io {
+            key: key.to_string(),
+            source,
+        };
+        crate::compute::spawn(move || write_in_place(&path, &bytes, false))
+            .await
+            .map_err(|panic| io(std::io::Error::other(panic)))?
+            .map_err(io)
+    }
+
+    fn put_fresh_blocking(&self, key: &str, bytes: &[u8]) -> Option<StorageResult<()>> {
+        // A synced write waits for the disk: not work for a compute thread.
+        if self.synced() {
+            return None;
+        }
+        let written = self.fs_path(key).and_then(|path| {
+            write_in_place(&path, bytes, false).map_err(|source| StorageError::Io {
+                key: key.to_string(),
+                source,
+            })
+        });
+        Some(written)
     }
 
     async fn put_if_absent(&self, key: &str, bytes: Bytes) -> StorageResult<WriteOutcome> {

@@ -227,6 +227,22 @@ pub trait Storage: Send + Sync + Debug + Display {
         self.put(key, bytes).await.map(|_| ())
     }
 
+    /// [`Storage::put_fresh`] as a plain blocking call, for backends where a write is
+    /// a quick local system call (a file on a local disk); `None`, with nothing
+    /// written, where the backend has no such path (the default: object stores,
+    /// wrappers). Call it only on a blocking or compute thread, never on the async
+    /// executor. A chunk encoded on the compute pool is then written by the thread
+    /// that encoded it, while its bytes are in cache, instead of hopping to the
+    /// blocking pool, and no more files are created at once than there are cores
+    /// (dozens of threads creating files in one directory spin on its lock).
+    ///
+    /// # Errors
+    /// As [`Storage::put_fresh`].
+    fn put_fresh_blocking(&self, key: &str, bytes: &[u8]) -> Option<StorageResult<()>> {
+        let _ = (key, bytes);
+        None
+    }
+
     /// Writes an object only if no object exists at `key` (create-if-not-exists).
     ///
     /// # Errors

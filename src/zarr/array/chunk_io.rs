@@ -197,22 +197,56 @@ impl Array {
         let write_empty = self.options.write_empty_chunks;
         let elem = self.metadata.data_type.fixed_size().unwrap_or(0);
         let size = chunk_len.saturating_mul(elem);
-        let encoded = run_blocking(size, move || encode_chunk(&chain, &repr, write_empty, data))
-            .await
-            .map_err(|e| chunk_err(&self.path, &key, e))?;
-        self.put_encoded(&key, encoded).await
+        self.encode_and_put(&key, size, move || {
+            encode_chunk(&chain, &repr, write_empty, data)
+        })
+        .await
     }
 
-    /// Stores encoded chunk bytes, or erases the key for `None`.
-    pub(super) async fn put_encoded(&self, key: &str, encoded: Option<Vec<u8>>) -> ZarrResult<()> {
-        match encoded {
-            Some(bytes) => {
-                self.store
-                    .set(key, crate::buffer_pool::bytes_of(bytes))
-                    .await?
-            }
-            None => self.store.erase(key).await?,
+    /// Runs `encode` (work of about `size` bytes: on the compute pool when large) and
+    /// stores the chunk it returns at `key`, or erases the key for `None`. A chunk
+    /// encoded on the pool is written by the same thread when the store writes that
+    /// way ([`Store::set_blocking`]: local disks), while its bytes are in cache and
+    /// with no hop to the blocking pool; otherwise through [`Store::set`].
+    pub(super) async fn encode_and_put(
+        &self,
+        key: &str,
+        size: usize,
+        encode: impl FnOnce() -> Result<Option<Vec<u8>>, CodecError> + Send + 'static,
+    ) -> ZarrResult<()> {
+        let on_pool = offloads(size);
+        let store = Arc::clone(&self.store);
+        let owned_key = key.to_string();
+        let put = run_blocking(size, move || {
+            let Some(bytes) = encode()? else {
+                return Ok(Put::Erase);
+            };
+            let bytes = crate::buffer_pool::bytes_of(bytes);
+            Ok(
+                match on_pool.then(|| store.set_blocking(&owned_key, &bytes)) {
+                    Some(Some(stored)) => Put::Done(stored),
+                    _ => Put::Set(bytes),
+                },
+            )
+        })
+        .await
+        .map_err(|e| chunk_err(&self.path, key, e))?;
+        match put {
+            Put::Done(stored) => stored?,
+            Put::Set(bytes) => self.store.set(key, bytes).await?,
+            Put::Erase => self.store.erase(key).await?,
         }
         Ok(())
     }
+}
+
+/// What is left to do with an encoded chunk once [`Array::encode_and_put`]'s
+/// encoding step returns.
+enum Put {
+    /// Written from the encoding thread, with this outcome.
+    Done(Result<(), crate::zarr::store::StoreError>),
+    /// To be written with [`Store::set`].
+    Set(Bytes),
+    /// All fill value: the key is erased.
+    Erase,
 }

@@ -32,7 +32,7 @@ use crate::format::NodePath;
 use crate::zarr::array_bytes::{ArrayBytes, ElemsMut, ElemsRef};
 use crate::zarr::chunk_grid::{ChunkGrid, RegularChunkGrid};
 use crate::zarr::chunk_key_encoding::{ChunkKeyEncoding, Separator};
-use crate::zarr::codec::{run_blocking, ByteSource, ChunkRepr, CodecChain};
+use crate::zarr::codec::{offloads, run_blocking, ByteSource, ChunkRepr, CodecChain};
 use crate::zarr::data_type::{DataType, FillValue};
 use crate::zarr::element::Element;
 use crate::zarr::error::{CodecError, ZarrError, ZarrResult};

@@ -105,7 +105,7 @@ impl Array {
         let size = chunk_len.saturating_mul(elem);
         let chain = Arc::clone(&self.derived.chain);
         let write_empty = self.options.write_empty_chunks;
-        let encoded = run_blocking(size, move || {
+        self.encode_and_put(&key, size, move || {
             let mut chunk = match existing {
                 Some(c) => c,
                 None => ArrayBytes::new_fill(chunk_len, &repr.data_type, &repr.fill_value)
@@ -123,8 +123,6 @@ impl Array {
             encode_chunk(&chain, &repr, write_empty, chunk)
         })
         .await
-        .map_err(|e| chunk_err(&self.path, &key, e))?;
-        self.put_encoded(&key, encoded).await
     }
 
     /// Partial write into a chunk whose codec can re-encode in place (a shard: only
@@ -142,13 +140,12 @@ impl Array {
         let chain = Arc::clone(&self.derived.chain);
         let repr = self.derived.repr.clone();
         let size = existing.as_ref().map_or(0, |b| b.len());
-        let (bytes, all_fill) = run_blocking(size, move || {
-            chain.partial_encode(existing, &repr, &local, &part)
+        let write_empty = self.options.write_empty_chunks;
+        self.encode_and_put(&key, size, move || {
+            let (bytes, all_fill) = chain.partial_encode(existing, &repr, &local, &part)?;
+            Ok((!all_fill || write_empty).then_some(bytes))
         })
         .await
-        .map_err(|e| chunk_err(&self.path, &key, e))?;
-        let encoded = (!all_fill || self.options.write_empty_chunks).then_some(bytes);
-        self.put_encoded(&key, encoded).await
     }
 
     /// Writes elements of `T` (C order, shape `region.shape`) into `region`.

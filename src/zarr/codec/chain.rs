@@ -11,11 +11,18 @@ where
     T: Send + 'static,
     F: FnOnce() -> Result<T, CodecError> + Send + 'static,
 {
-    const INLINE_LIMIT: usize = 64 * 1024;
-    if size <= INLINE_LIMIT || tokio::runtime::Handle::try_current().is_err() {
+    if !offloads(size) {
         return f();
     }
     crate::compute::spawn(f).await.map_err(CodecError::Task)?
+}
+
+/// Whether [`run_blocking`] runs work of `size` bytes off the async executor (on the
+/// compute pool, where blocking calls are allowed): above 64 KiB, with a tokio
+/// runtime current. Smaller work, and all work without a runtime, runs in place.
+pub(crate) fn offloads(size: usize) -> bool {
+    const INLINE_LIMIT: usize = 64 * 1024;
+    size > INLINE_LIMIT && tokio::runtime::Handle::try_current().is_ok()
 }
 
 /// An ordered codec list: zero or more `array -> array` codecs, exactly one

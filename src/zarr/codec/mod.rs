@@ -38,8 +38,8 @@ mod config;
 mod registry;
 mod traits;
 
-pub(crate) use chain::run_blocking;
 pub use chain::CodecChain;
+pub(crate) use chain::{offloads, run_blocking};
 pub(crate) use config::{name_and_config, Config};
 pub use registry::codec_from_json;
 pub(crate) use traits::check_data;

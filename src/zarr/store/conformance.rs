@@ -496,6 +496,28 @@ pub async fn zarr_store_conformance(store: &dyn Store) {
         Err(StoreError::InvalidRange { .. }) => {}
         other => panic!("a range outside the chunk must be InvalidRange, got {other:?}"),
     }
+    // Where the store writes chunks with `set_blocking` (from a thread that is not
+    // the executor's), the value reads back as after `set`; `None` wrote nothing.
+    let reversed = Bytes::from(big.iter().rev().copied().collect::<Vec<u8>>());
+    let blocking = std::thread::scope(|scope| {
+        scope
+            .spawn(|| store.set_blocking("g/a/c/1/0", &reversed))
+            .join()
+            .expect("set_blocking thread")
+    });
+    let after = store.get("g/a/c/1/0").await.expect("get");
+    match blocking {
+        Some(set) => {
+            set.expect("set_blocking of a chunk");
+            assert_eq!(after, Some(reversed.clone()), "get after set_blocking");
+            assert_eq!(
+                store.size("g/a/c/1/0").await.expect("size"),
+                Some(reversed.len() as u64)
+            );
+            store.erase("g/a/c/1/0").await.expect("erase");
+        }
+        None => assert_eq!(after, None, "set_blocking that declined wrote nothing"),
+    }
     // Many keys at once: each value at its position, missing ones as `None`.
     let keys = [
         "g/a/c/1/1",

@@ -350,6 +350,13 @@ impl Store for FilesystemStore {
         .await
     }
 
+    fn set_blocking(&self, key: &str, value: &Bytes) -> Option<Result<(), StoreError>> {
+        Some(self.check_writable(key).and_then(|()| {
+            let path = self.inner.path(key)?;
+            self.inner.write_atomic(key, &path, value)
+        }))
+    }
+
     async fn erase(&self, key: &str) -> Result<(), StoreError> {
         self.check_writable(key)?;
         let key = key.to_string();

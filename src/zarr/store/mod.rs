@@ -182,6 +182,20 @@ pub trait Store: Send + Sync + Debug {
     /// [`StoreError::ReadOnly`] on read-only stores; backend failures.
     async fn set(&self, key: &str, value: Bytes) -> Result<(), StoreError>;
 
+    /// [`Store::set`] as a plain blocking call, for stores where a write is a quick
+    /// local system call (files on a local disk); `None`, with nothing written, where
+    /// the store has no such path for this key (the default): call [`Store::set`]
+    /// then. Call it only on a blocking or compute thread, never on the async
+    /// executor: an array encodes a chunk on the compute pool and writes it from the
+    /// same thread, while its bytes are in cache.
+    ///
+    /// # Errors
+    /// As [`Store::set`].
+    fn set_blocking(&self, key: &str, value: &Bytes) -> Option<Result<(), StoreError>> {
+        let _ = (key, value);
+        None
+    }
+
     /// Removes `key`; removing an absent key is not an error.
     ///
     /// # Errors

@@ -406,6 +406,21 @@ impl Store for SessionStore {
         }
     }
 
+    fn set_blocking(&self, key: &str, value: &Bytes) -> Option<Result<(), StoreError>> {
+        // Chunks only: metadata writes are quick and in memory, and go through `set`,
+        // as does anything `set` refuses (read-only sessions, bad keys).
+        if !self.session.is_writable() {
+            return None;
+        }
+        match self.resolve(key) {
+            Ok(Target::Chunk(path, idx)) => self
+                .session
+                .set_chunk_blocking(&path, &idx, value.clone())
+                .map(|set| set.map_err(|e| backend(key, e))),
+            _ => None,
+        }
+    }
+
     async fn erase(&self, key: &str) -> Result<(), StoreError> {
         if !self.session.is_writable() {
             return Err(StoreError::ReadOnly {
