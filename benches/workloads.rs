@@ -9,7 +9,13 @@
 //!
 //! ```text
 //! cargo bench --bench workloads -- [--mib 256] [--runs 3] [--workload NAME] [--data FILE]
+//!     [--scratch DIR]
 //! ```
+//!
+//! Repositories and files go into new directories under `--scratch DIR` (default: a
+//! temporary directory), and none is deleted before the program ends: ext4 creates
+//! files slowly right after many were deleted, and a run must not pay for the
+//! previous one's clean-up. With `--scratch`, the caller removes the directory.
 //!
 //! Workloads (the same names are used on the Icechunk side):
 //!
@@ -110,6 +116,7 @@ struct Args {
     runs: usize,
     workload: Option<String>,
     data: Option<PathBuf>,
+    scratch: Option<PathBuf>,
 }
 
 fn parse_args() -> Args {
@@ -118,6 +125,7 @@ fn parse_args() -> Args {
         runs: 3,
         workload: None,
         data: None,
+        scratch: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -127,6 +135,7 @@ fn parse_args() -> Args {
             "--runs" => args.runs = value("--runs").parse().expect("--runs: a whole number"),
             "--workload" => args.workload = Some(value("--workload")),
             "--data" => args.data = Some(PathBuf::from(value("--data"))),
+            "--scratch" => args.scratch = Some(PathBuf::from(value("--scratch"))),
             // What `cargo bench` passes (`--bench`, filters) is ignored.
             other => eprintln!("workloads: ignoring argument {other:?}"),
         }
@@ -229,16 +238,16 @@ fn group_json(i: usize) -> Bytes {
     Bytes::from(json!({"zarr_format": 3, "node_type": "group", "attributes": {"i": i}}).to_string())
 }
 
-/// A new spec-1 repository on the local filesystem; the directory lives as long as
-/// the returned guard.
-async fn new_repo() -> (tempfile::TempDir, Repository) {
+/// A new spec-1 repository on the local filesystem, in a new directory under the
+/// scratch directory (see [`scratch_dir`]).
+async fn new_repo() -> (PathBuf, Repository) {
     new_repo_of(SpecVersion::V1).await
 }
 
 /// A new repository of spec version `spec` on the local filesystem.
-async fn new_repo_of(spec: SpecVersion) -> (tempfile::TempDir, Repository) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let storage = Arc::new(LocalStorage::new(dir.path()).expect("local storage"));
+async fn new_repo_of(spec: SpecVersion) -> (PathBuf, Repository) {
+    let dir = scratch_dir();
+    let storage = Arc::new(LocalStorage::new(dir.as_path()).expect("local storage"));
     let repo = Repository::create_with(storage, None, spec, OpenOptions::default())
         .await
         .expect("create repository");
@@ -392,9 +401,9 @@ async fn write_files(dir: &std::path::Path, chunks: &[(String, Bytes)]) {
 /// `store_write_commit`'s floor: its compressed chunks written with plain `std::fs`.
 async fn floor_write(data: &Data) -> Duration {
     let chunks = encoded_chunks(data, true).await;
-    let dir = tempfile::tempdir().expect("temporary directory");
+    let dir = scratch_dir();
     let t = Instant::now();
-    write_files(dir.path(), &chunks).await;
+    write_files(dir.as_path(), &chunks).await;
     t.elapsed()
 }
 
@@ -402,11 +411,11 @@ async fn floor_write(data: &Data) -> Duration {
 /// plain `std::fs`.
 async fn floor_read(data: &Data) -> Duration {
     let chunks = encoded_chunks(data, false).await;
-    let dir = tempfile::tempdir().expect("temporary directory");
-    write_files(dir.path(), &chunks).await;
+    let dir = scratch_dir();
+    write_files(dir.as_path(), &chunks).await;
     let t = Instant::now();
     let back: Vec<(usize, Vec<u8>)> = futures::stream::iter((0..chunks.len()).map(|i| {
-        let path = dir.path().join(format!("c{i}"));
+        let path = dir.as_path().join(format!("c{i}"));
         tokio::task::spawn_blocking(move || std::fs::read(path).map(|b| (i, b)))
     }))
     .buffer_unordered(IN_FLIGHT)
@@ -454,7 +463,7 @@ async fn store_write_commit(data: &Data) -> Duration {
 
 /// A repository holding `data` uncompressed at `raw`, committed; returns the chunk
 /// keys.
-async fn uncompressed_repo(data: &Data) -> (tempfile::TempDir, Repository, Vec<String>) {
+async fn uncompressed_repo(data: &Data) -> (PathBuf, Repository, Vec<String>) {
     let (dir, repo) = new_repo().await;
     let session = repo.writable_session("main").await.expect("session");
     let array = write_float_array(data, false, Arc::new(session.store()), "raw").await;
@@ -507,7 +516,7 @@ async fn ancestry_2001_cold(spec: SpecVersion) -> Duration {
     attribute_commits(&repo, COMMITS - 1).await;
     drop(repo);
     let t = Instant::now();
-    let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(dir.path()).expect("local storage"));
+    let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(dir.as_path()).expect("local storage"));
     let repo = Repository::open(storage).await.expect("open repository");
     let tip = repo.lookup_branch("main").await.expect("main");
     let history = repo.ancestry(tip).await.expect("ancestry");
@@ -611,7 +620,7 @@ async fn cold_open() -> Duration {
         let i = k * COLD_ARRAYS / COLD_OPENS + 7;
         let t = Instant::now();
         let storage: Arc<dyn Storage> =
-            Arc::new(LocalStorage::new(dir.path()).expect("local storage"));
+            Arc::new(LocalStorage::new(dir.as_path()).expect("local storage"));
         let repo = Repository::open(storage).await.expect("open repository");
         let back: Vec<f32> = Array::open(main_store(&repo).await, &format!("a{i}"))
             .await
@@ -691,7 +700,7 @@ async fn concurrent_commits() -> (Duration, Outcome) {
         .expect("create array");
     let base = session.commit("shared array").await.expect("commit");
     let exe = std::env::current_exe().expect("this executable");
-    let path = dir.path().to_str().expect("UTF-8 path").to_string();
+    let path = dir.as_path().to_str().expect("UTF-8 path").to_string();
     let mut writers: Vec<_> = (0..WRITERS)
         .map(|w| {
             let mut child = Command::new(&exe)
@@ -753,7 +762,7 @@ async fn concurrent_commits() -> (Duration, Outcome) {
 /// one thread per core and written as files with plain `std::fs`.
 async fn floor_zstd_write(data: &Data) -> Duration {
     use std::sync::atomic::{AtomicU64, Ordering};
-    let dir = tempfile::tempdir().expect("temporary directory");
+    let dir = scratch_dir();
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     let next = AtomicU64::new(0);
     let t = Instant::now();
@@ -768,12 +777,41 @@ async fn floor_zstd_write(data: &Data) -> Duration {
                     }
                     let raw: &[u8] = bytemuck::cast_slice(data.chunk(i));
                     let packed = zstd.compress(raw).expect("compress");
-                    std::fs::write(dir.path().join(format!("c{i}")), packed).expect("write");
+                    std::fs::write(dir.as_path().join(format!("c{i}")), packed).expect("write");
                 }
             });
         }
     });
     t.elapsed()
+}
+
+/// Where every run's repositories and files go (`--scratch DIR`, or a temporary
+/// directory removed when the program ends).
+static SCRATCH: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// A new, empty directory under the scratch directory. Nothing is deleted until the
+/// program ends (or, with `--scratch`, until the caller removes the directory):
+/// files created right after many others were deleted are slow on ext4 (see
+/// [`settle`]), and a run must not pay for the previous one's clean-up.
+fn scratch_dir() -> PathBuf {
+    let root = SCRATCH.get().expect("scratch directory set in main");
+    tempfile::Builder::new()
+        .prefix("run")
+        .tempdir_in(root)
+        .expect("scratch directory")
+        .keep()
+}
+
+/// Before each run (the Icechunk side does the same): flushes the previous run's
+/// dirty pages, whose writeback would otherwise stall this run's file creations,
+/// then drops the kernel's clean caches where allowed (root). ext4 skips the inodes
+/// of files deleted within the last minute when it allocates new ones, scanning past
+/// each of them while their inode-table blocks are cached: 10,000 file creations
+/// right after 10,000 deletions took 0.8-4 s instead of 0.16 s, for whichever engine
+/// came next. Dropping the caches ends that scan.
+fn settle() {
+    let _ = std::process::Command::new("sync").status();
+    let _ = std::fs::write("/proc/sys/vm/drop_caches", "3");
 }
 
 fn median(mut times: Vec<Duration>) -> Duration {
@@ -798,6 +836,19 @@ fn main() {
         writer_main(path, w);
     }
     let args = parse_args();
+    // Removed when the program ends, unless the caller gave a directory.
+    let own_scratch = match &args.scratch {
+        Some(dir) => {
+            std::fs::create_dir_all(dir).expect("--scratch directory");
+            SCRATCH.set(dir.clone()).expect("set once");
+            None
+        }
+        None => {
+            let dir = tempfile::tempdir().expect("temporary directory");
+            SCRATCH.set(dir.path().to_path_buf()).expect("set once");
+            Some(dir)
+        }
+    };
     let selected: Vec<&str> = WORKLOADS
         .iter()
         .copied()
@@ -843,10 +894,7 @@ fn main() {
         let mut times = Vec::with_capacity(args.runs);
         let mut outcomes = Vec::new();
         for run in 0..args.runs {
-            // Flush the previous workload's dirty pages first: their writeback would
-            // otherwise stall this one's file creations (the Icechunk side does the
-            // same with `os.sync()`).
-            let _ = std::process::Command::new("sync").status();
+            settle();
             let t = rt.block_on(async {
                 match workload {
                     "attr_commit" => attr_commit().await,
@@ -888,4 +936,5 @@ fn main() {
         }
     }
     println!("{}", Value::Object(out));
+    drop(own_scratch);
 }
