@@ -516,7 +516,8 @@ async fn ancestry_2001_cold(spec: SpecVersion) -> Duration {
     attribute_commits(&repo, COMMITS - 1).await;
     drop(repo);
     let t = Instant::now();
-    let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(dir.as_path()).expect("local storage"));
+    let storage: Arc<dyn Storage> =
+        Arc::new(LocalStorage::new(dir.as_path()).expect("local storage"));
     let repo = Repository::open(storage).await.expect("open repository");
     let tip = repo.lookup_branch("main").await.expect("main");
     let history = repo.ancestry(tip).await.expect("ancestry");

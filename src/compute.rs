@@ -56,6 +56,26 @@ where
         .map_err(|_| "compute task ended without a result".to_string())?
 }
 
+/// Runs `f` on the compute pool and blocks the calling thread until it returns; `f`
+/// may borrow from the caller (no `'static` bound) and use the pool's threads with
+/// rayon's parallel iterators. With no pool, `f` runs on the calling thread. Call it
+/// only where blocking is allowed (a plain thread, or inside
+/// `tokio::task::block_in_place`).
+///
+/// # Errors
+/// The panic message, as `Err`, when `f` panicked.
+pub(crate) fn install<R, F>(f: F) -> Result<R, String>
+where
+    R: Send,
+    F: FnOnce() -> R + Send,
+{
+    let run = || catch_unwind(AssertUnwindSafe(f)).map_err(panic_message);
+    match pool() {
+        Some(pool) => pool.install(run),
+        None => run(),
+    }
+}
+
 /// Runs `f` on the compute pool without waiting for it (on the calling thread when
 /// there is no pool); a panic in `f` is caught and dropped.
 pub(crate) fn spawn_detached(f: impl FnOnce() + Send + 'static) {
@@ -109,6 +129,23 @@ mod tests {
         spawn_detached(|| panic!("ignored"));
         spawn_detached(move || tx.send(7).expect("receiver alive"));
         assert_eq!(rx.recv_timeout(std::time::Duration::from_secs(10)), Ok(7));
+    }
+
+    #[test]
+    fn installed_work_borrows_runs_on_the_pool_and_reports_panics() {
+        use rayon::prelude::*;
+        let data: Vec<u64> = (1..=1000).collect();
+        let (sum, on_pool) = install(|| {
+            let sum: u64 = data.par_iter().sum();
+            let name = std::thread::current().name().unwrap_or("").to_string();
+            (sum, name.starts_with("floe-compute-"))
+        })
+        .expect("no panic");
+        assert_eq!(sum, 500_500);
+        assert!(on_pool, "install runs on the compute pool");
+        let err = install(|| -> u32 { panic!("installed {}", 2) }).expect_err("panicked");
+        assert!(err.contains("installed 2"), "{err}");
+        assert_eq!(install(|| 3), Ok(3), "the pool survives the panic");
     }
 
     #[test]

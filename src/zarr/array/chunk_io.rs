@@ -218,19 +218,15 @@ impl Array {
         let store = Arc::clone(&self.store);
         let owned_key = key.to_string();
         let put = run_blocking(size, move || {
-            let Some(bytes) = encode()? else {
-                return Ok(Put::Erase);
-            };
-            let bytes = crate::buffer_pool::bytes_of(bytes);
-            Ok(
-                match on_pool.then(|| store.set_blocking(&owned_key, &bytes)) {
-                    Some(Some(stored)) => Put::Done(stored),
-                    _ => Put::Set(bytes),
-                },
-            )
+            Ok(stage(store.as_ref(), &owned_key, encode()?, on_pool))
         })
         .await
         .map_err(|e| chunk_err(&self.path, key, e))?;
+        self.finish_put(key, put).await
+    }
+
+    /// Does what [`stage`] left of storing chunk `key`.
+    pub(super) async fn finish_put(&self, key: &str, put: Put) -> ZarrResult<()> {
         match put {
             Put::Done(stored) => stored?,
             Put::Set(bytes) => self.store.set(key, bytes).await?,
@@ -240,9 +236,28 @@ impl Array {
     }
 }
 
-/// What is left to do with an encoded chunk once [`Array::encode_and_put`]'s
-/// encoding step returns.
-enum Put {
+/// The first step of storing an encoded chunk (`None`: all fill value, erased), on
+/// the thread that encoded it: with `may_block` (a compute or blocking thread), the
+/// chunk is written there when the store writes that way
+/// ([`Store::set_blocking`]); what is left goes to [`Array::finish_put`].
+pub(super) fn stage(
+    store: &dyn Store,
+    key: &str,
+    encoded: Option<Vec<u8>>,
+    may_block: bool,
+) -> Put {
+    let Some(bytes) = encoded else {
+        return Put::Erase;
+    };
+    let bytes = crate::buffer_pool::bytes_of(bytes);
+    match may_block.then(|| store.set_blocking(key, &bytes)) {
+        Some(Some(stored)) => Put::Done(stored),
+        _ => Put::Set(bytes),
+    }
+}
+
+/// What is left to do with an encoded chunk once [`stage`] returns.
+pub(super) enum Put {
     /// Written from the encoding thread, with this outcome.
     Done(Result<(), crate::zarr::store::StoreError>),
     /// To be written with [`Store::set`].

@@ -2,7 +2,9 @@
 //! partially covered ones read, modified and written back; all-fill chunks are erased
 //! unless `write_empty_chunks`.
 
+use super::chunk_io::stage;
 use super::*;
+use crate::zarr::array_bytes::is_repeated;
 
 impl Array {
     /// Writes decoded elements (C order, shape `region.shape`) into `region`.
@@ -48,7 +50,9 @@ impl Array {
 
     /// Writes borrowed elements (already checked) chunk by chunk: the part of the
     /// input for each chunk is copied out as the chunk's turn comes, so at most
-    /// `concurrency` chunk buffers exist at once.
+    /// `concurrency` chunk buffers exist at once. Whole chunks that are each one run
+    /// of `data` are encoded straight from it where the chain allows
+    /// ([`Array::write_borrowed`]).
     pub(super) async fn write_from(
         &self,
         region: &ArraySubset,
@@ -57,10 +61,21 @@ impl Array {
         if region.num_elements() == 0 {
             return Ok(());
         }
+        let borrowed = match data {
+            ElemsRef::Fixed(bytes) if self.writes_borrowed() => Some(bytes),
+            _ => None,
+        };
+        if let Some(bytes) = borrowed {
+            self.write_borrowed(region, bytes).await?;
+        }
         let grid = &self.derived.grid;
         let chunks = grid.chunks_intersecting(region);
         let dt = &self.metadata.data_type;
         futures::stream::iter(indices_in(&chunks.start, &chunks.shape))
+            .filter(|idx| {
+                let done = borrowed.is_some() && self.borrowed_run(region, idx).is_some();
+                std::future::ready(!done)
+            })
             .filter_map(|idx| {
                 let part = grid.chunk_region(&idx).intersect(region).map(|inter| {
                     let local = inter.relative_to(&region.start);
@@ -73,6 +88,98 @@ impl Array {
             .buffer_unordered(self.options.concurrency.max(1))
             .try_collect::<Vec<()>>()
             .await?;
+        Ok(())
+    }
+
+    /// Whether whole chunks may be encoded straight from the caller's buffer: the
+    /// chain reads borrowed bytes ([`CodecChain::encodes_borrowed`]), a chunk is
+    /// large enough for the compute pool, and the calling task may block (a
+    /// multi-thread tokio runtime; `block_in_place` panics on a current-thread one).
+    fn writes_borrowed(&self) -> bool {
+        let elem = self.metadata.data_type.fixed_size().unwrap_or(0);
+        let size = self.derived.chunk_len.map_or(0, |n| n.saturating_mul(elem));
+        let multi_thread = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        multi_thread && offloads(size) && self.derived.chain.encodes_borrowed(&self.derived.repr)
+    }
+
+    /// The bytes of `data` (elements of `region`, C order) that hold chunk `idx`,
+    /// when the chunk lies wholly inside `region` (and so inside the array) and is
+    /// one contiguous run of it: a region spanning the chunk's trailing dimensions.
+    fn borrowed_run(&self, region: &ArraySubset, idx: &[u64]) -> Option<std::ops::Range<usize>> {
+        let chunk = self.derived.grid.chunk_region(idx);
+        if chunk.intersect(region).as_ref() != Some(&chunk) {
+            return None;
+        }
+        let elem = self.metadata.data_type.fixed_size()?;
+        let run = chunk
+            .relative_to(&region.start)
+            .contiguous_in(&region.shape)?;
+        Some(run.start.checked_mul(elem)?..run.end.checked_mul(elem)?)
+    }
+
+    /// Writes the whole chunks of `region` that are each one run of `data`
+    /// ([`Array::borrowed_run`]) without copying them out: they are encoded on the
+    /// compute pool straight from `data` and written by the encoding thread where
+    /// the store allows ([`Store::set_blocking`]), the rest through `set` once a
+    /// window of them is encoded. The calling task blocks while a window (~64 MiB
+    /// of input) is encoded (`tokio::task::block_in_place`); a window bounds the
+    /// encoded chunks held for `set`.
+    ///
+    /// # Errors
+    /// As [`Array::write_region`]: chunk errors naming the key; store errors.
+    async fn write_borrowed(&self, region: &ArraySubset, data: &[u8]) -> ZarrResult<()> {
+        use rayon::prelude::*;
+        const WINDOW_BYTES: usize = 64 << 20;
+        let chunks = self.derived.grid.chunks_intersecting(region);
+        let plan: Vec<(Vec<u64>, std::ops::Range<usize>)> =
+            indices_in(&chunks.start, &chunks.shape)
+                .filter_map(|idx| self.borrowed_run(region, &idx).map(|run| (idx, run)))
+                .collect();
+        let Some(chunk_bytes) = plan.first().map(|(_, run)| run.len().max(1)) else {
+            return Ok(());
+        };
+        let window = (WINDOW_BYTES / chunk_bytes).max(4);
+        let repr = &self.derived.repr;
+        let chain = &self.derived.chain;
+        let write_empty = self.options.write_empty_chunks;
+        let store = self.store.as_ref();
+        for part in plan.chunks(window) {
+            let staged = tokio::task::block_in_place(|| {
+                crate::compute::install(|| {
+                    part.par_iter()
+                        .map(|(idx, run)| {
+                            let key = self.key_of(idx);
+                            let bytes = data.get(run.clone()).ok_or_else(|| {
+                                CodecError::invalid("codecs", "chunk run outside the input")
+                            });
+                            let put = bytes.and_then(|bytes| {
+                                let fill = matches!(
+                                    &repr.fill_value,
+                                    FillValue::Bytes(f) if is_repeated(bytes, f)
+                                );
+                                let encoded = if fill && !write_empty {
+                                    None
+                                } else {
+                                    Some(chain.encode_borrowed(bytes, repr)?)
+                                };
+                                Ok(stage(store, &key, encoded, true))
+                            });
+                            (key, put)
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .map_err(|panic| ZarrError::Chunk {
+                path: self.path.clone(),
+                key: self.key_of(&part[0].0),
+                source: CodecError::Task(panic),
+            })?;
+            for (key, put) in staged {
+                let put = put.map_err(|e| chunk_err(&self.path, &key, e))?;
+                self.finish_put(&key, put).await?;
+            }
+        }
         Ok(())
     }
 
@@ -210,5 +317,168 @@ impl Array {
                 self.write_region(&region, &v).await
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::zarr::{ArrayBuilder, MemoryStore};
+
+    fn zstd() -> Vec<Value> {
+        vec![
+            serde_json::json!({"name": "bytes", "configuration": {"endian": "little"}}),
+            serde_json::json!({"name": "zstd", "configuration": {"level": 1, "checksum": true}}),
+        ]
+    }
+
+    async fn float_array(store: Arc<dyn Store>, shape: [u64; 2], chunks: [u64; 2]) -> Array {
+        named_array(store, "a", shape, chunks).await
+    }
+
+    async fn named_array(
+        store: Arc<dyn Store>,
+        name: &str,
+        shape: [u64; 2],
+        chunks: [u64; 2],
+    ) -> Array {
+        ArrayBuilder::new(shape.to_vec(), chunks.to_vec(), DataType::Float32)
+            .codecs(zstd())
+            .create(store, name)
+            .await
+            .expect("create array")
+    }
+
+    fn multi_thread() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .build()
+            .expect("runtime")
+    }
+
+    /// Which chunks are one run of the caller's buffer: wholly inside the region
+    /// (and the array) and spanning its trailing dimension.
+    #[test]
+    fn borrowed_runs_are_whole_contiguous_chunks() {
+        let rt = multi_thread();
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let rows = rt.block_on(float_array(Arc::clone(&store), [10, 8], [3, 8]));
+        let full = ArraySubset::full(&[10, 8]);
+        assert_eq!(rows.borrowed_run(&full, &[0, 0]), Some(0..96));
+        assert_eq!(rows.borrowed_run(&full, &[2, 0]), Some(192..288));
+        // Rows 9..12 pass the array's end.
+        assert_eq!(rows.borrowed_run(&full, &[3, 0]), None);
+        // Rows 1..7: chunk 1 (rows 3..6) is whole, at row 2 of the region.
+        let middle = ArraySubset::new(vec![1, 0], vec![6, 8]);
+        assert_eq!(rows.borrowed_run(&middle, &[1, 0]), Some(64..160));
+        assert_eq!(rows.borrowed_run(&middle, &[0, 0]), None);
+        // Chunks of half a row are not runs of a region two chunks wide.
+        let halves = rt.block_on(named_array(store, "halves", [10, 8], [2, 4]));
+        assert_eq!(halves.borrowed_run(&full, &[0, 0]), None);
+        // A region of exactly one such chunk is one run.
+        let one = ArraySubset::new(vec![2, 4], vec![2, 4]);
+        assert_eq!(halves.borrowed_run(&one, &[1, 1]), Some(0..32));
+    }
+
+    /// Only chains that read borrowed bytes, chunks large enough for the pool and a
+    /// runtime that lets the task block take the borrowed path.
+    #[test]
+    fn the_borrowed_path_needs_its_chain_chunk_size_and_runtime() {
+        let mt = multi_thread();
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let big = mt.block_on(float_array(Arc::clone(&store), [256, 1024], [64, 1024]));
+        assert!(mt.block_on(async { big.writes_borrowed() }));
+        let small = mt.block_on(async {
+            ArrayBuilder::new(vec![256, 1024], vec![4, 1024], DataType::Float32)
+                .codecs(zstd())
+                .create(Arc::clone(&store), "small")
+                .await
+                .expect("create")
+        });
+        assert!(
+            !mt.block_on(async { small.writes_borrowed() }),
+            "16 KiB chunks"
+        );
+        let raw = mt.block_on(async {
+            ArrayBuilder::new(vec![256, 1024], vec![64, 1024], DataType::Float32)
+                .codecs(vec![
+                    serde_json::json!({"name": "bytes", "configuration": {"endian": "little"}}),
+                ])
+                .create(Arc::clone(&store), "raw")
+                .await
+                .expect("create")
+        });
+        assert!(
+            !mt.block_on(async { raw.writes_borrowed() }),
+            "no compressor"
+        );
+        let big_endian = mt.block_on(async {
+            ArrayBuilder::new(vec![256, 1024], vec![64, 1024], DataType::Float32)
+                .codecs(vec![
+                    serde_json::json!({"name": "bytes", "configuration": {"endian": "big"}}),
+                    serde_json::json!({"name": "zstd", "configuration": {"level": 1}}),
+                ])
+                .create(Arc::clone(&store), "be")
+                .await
+                .expect("create")
+        });
+        assert_eq!(
+            !mt.block_on(async { big_endian.writes_borrowed() }),
+            cfg!(target_endian = "little"),
+            "bytes that must be swapped"
+        );
+        let current = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        assert!(
+            !current.block_on(async { big.writes_borrowed() }),
+            "current-thread runtime"
+        );
+        assert!(!big.writes_borrowed(), "no runtime");
+    }
+
+    /// A region of whole contiguous chunks, an edge chunk past the array's end and
+    /// an all-fill chunk: written through the borrowed path on a multi-thread
+    /// runtime, the store holds exactly the bytes the copying path writes on a
+    /// current-thread runtime, and the array reads back as written.
+    #[test]
+    fn borrowed_writes_store_what_copying_writes_store() {
+        let (rows, cols) = (100u64, 1024u64);
+        let mut values: Vec<f32> = (0..rows * cols).map(|i| (i % 977) as f32 * 0.5).collect();
+        // Chunk 1 (rows 32..64) all fill value: erased, not written.
+        values[32 * 1024..64 * 1024].fill(0.0);
+        let region = ArraySubset::full(&[rows, cols]);
+        let write = |rt: &tokio::runtime::Runtime| {
+            let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+            rt.block_on(async {
+                let a = float_array(Arc::clone(&store), [rows, cols], [32, cols]).await;
+                assert_eq!(
+                    a.writes_borrowed(),
+                    rt.handle().runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
+                );
+                a.write_region(&region, &values).await.expect("write");
+                let back: Vec<f32> = a.read_all().await.expect("read");
+                assert!(back == values, "reads back as written");
+                let mut stored = Vec::new();
+                for key in store.list_prefix("a/c/").await.expect("list") {
+                    let bytes = store.get(&key).await.expect("get").expect("present");
+                    stored.push((key, bytes));
+                }
+                stored
+            })
+        };
+        let borrowed = write(&multi_thread());
+        let copied = write(
+            &tokio::runtime::Builder::new_current_thread()
+                .build()
+                .expect("runtime"),
+        );
+        let keys: Vec<&str> = borrowed.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            keys,
+            ["a/c/0/0", "a/c/2/0", "a/c/3/0"],
+            "the fill chunk is erased"
+        );
+        assert_eq!(borrowed, copied, "the same bytes either way");
     }
 }

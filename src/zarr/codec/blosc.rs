@@ -288,6 +288,10 @@ impl BytesToBytesCodec for BloscCodec {
         self.compress("blosc", &bytes)
     }
 
+    fn encode_slice(&self, bytes: &[u8]) -> Result<Vec<u8>, CodecError> {
+        self.compress("blosc", bytes)
+    }
+
     fn decode(&self, bytes: ::bytes::Bytes) -> Result<::bytes::Bytes, CodecError> {
         blosc_decompress("blosc", &bytes).map(Into::into)
     }

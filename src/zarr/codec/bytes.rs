@@ -101,6 +101,10 @@ impl ArrayToBytesCodec for BytesCodec {
         Ok(())
     }
 
+    fn keeps_native_bytes(&self, repr: &ChunkRepr) -> bool {
+        self.validate(repr).is_ok() && !self.needs_swap(repr)
+    }
+
     fn encode(&self, data: ArrayBytes, repr: &ChunkRepr) -> Result<Vec<u8>, CodecError> {
         self.validate(repr)?;
         check_data(NAME, &data, repr)?;

@@ -156,6 +156,63 @@ impl CodecChain {
         Ok(bytes)
     }
 
+    /// Whether [`CodecChain::encode_borrowed`] encodes chunks of `repr`: no
+    /// `array -> array` codecs, an `array -> bytes` codec that keeps native bytes as
+    /// they are, and at least one `bytes -> bytes` codec (without one, the encoded
+    /// chunk would be the caller's bytes themselves, which must be copied anyway).
+    pub(crate) fn encodes_borrowed(&self, repr: &ChunkRepr) -> bool {
+        self.array_to_array.is_empty()
+            && !self.bytes_to_bytes.is_empty()
+            && self.array_to_bytes.keeps_native_bytes(repr)
+    }
+
+    /// Encodes a whole chunk of `repr` given as native-endian element bytes borrowed
+    /// from the caller's buffer, without copying them first: the first
+    /// `bytes -> bytes` codec reads them in place. Produces exactly what
+    /// [`CodecChain::encode`] does. Only for chains where
+    /// [`CodecChain::encodes_borrowed`] holds.
+    ///
+    /// # Errors
+    /// [`CodecError::Unsupported`] for a chain that cannot;
+    /// [`CodecError::InvalidData`] when `data` is not one chunk's bytes; codec
+    /// failures.
+    pub(crate) fn encode_borrowed(
+        &self,
+        data: &[u8],
+        repr: &ChunkRepr,
+    ) -> Result<Vec<u8>, CodecError> {
+        let Some((first, rest)) = self
+            .bytes_to_bytes
+            .split_first()
+            .filter(|_| self.encodes_borrowed(repr))
+        else {
+            return Err(CodecError::unsupported(
+                "codecs",
+                "this chain does not encode borrowed bytes",
+            ));
+        };
+        let expected = repr
+            .data_type
+            .fixed_size()
+            .and_then(|s| usize::try_from(repr.num_elements()).ok()?.checked_mul(s));
+        if expected != Some(data.len()) {
+            return Err(CodecError::invalid(
+                "codecs",
+                format!(
+                    "{} bytes are not one chunk of {} x {}",
+                    data.len(),
+                    repr.num_elements(),
+                    repr.data_type
+                ),
+            ));
+        }
+        let mut bytes = first.encode_slice(data)?;
+        for c in rest {
+            bytes = c.encode(bytes)?;
+        }
+        Ok(bytes)
+    }
+
     /// Decodes a whole chunk into representation `repr` (core spec, "Decoding
     /// procedure").
     ///
@@ -266,5 +323,102 @@ impl CodecChain {
         })
         .await
         .map(Some)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::zarr::codec::registry::codec_from_json;
+    use crate::zarr::data_type::{DataType, FillValue};
+
+    fn chain(codecs: serde_json::Value) -> CodecChain {
+        let codecs = codecs
+            .as_array()
+            .expect("a list")
+            .iter()
+            .map(|c| {
+                codec_from_json(c, &DataType::UInt32)
+                    .expect("codec")
+                    .expect("known")
+            })
+            .collect();
+        CodecChain::new(codecs).expect("chain")
+    }
+
+    fn repr(n: u64, data_type: DataType) -> ChunkRepr {
+        let fill = FillValue::Bytes(vec![0; data_type.fixed_size().unwrap_or(0)]);
+        ChunkRepr {
+            shape: vec![n],
+            data_type,
+            fill_value: fill,
+        }
+    }
+
+    /// Borrowed encoding gives exactly what encoding an owned copy gives, for
+    /// compressors that read in place and for codecs that take the default copy.
+    #[test]
+    fn borrowed_encoding_matches_owned_encoding() {
+        let data: Vec<u8> = (0..4096u32).flat_map(|i| (i % 300).to_le_bytes()).collect();
+        let r = repr(4096, DataType::UInt32);
+        for codecs in [
+            serde_json::json!([{"name": "bytes", "configuration": {"endian": "little"}},
+                               {"name": "zstd", "configuration": {"level": 3, "checksum": true}}]),
+            serde_json::json!([{"name": "bytes", "configuration": {"endian": "little"}},
+                               {"name": "gzip", "configuration": {"level": 5}},
+                               {"name": "crc32c"}]),
+            serde_json::json!([{"name": "bytes", "configuration": {"endian": "little"}},
+                               {"name": "crc32c"}]),
+        ] {
+            let c = chain(codecs.clone());
+            assert!(c.encodes_borrowed(&r), "{codecs}");
+            let owned = c
+                .encode(ArrayBytes::Fixed(data.clone()), &r)
+                .expect("encode");
+            assert_eq!(
+                c.encode_borrowed(&data, &r).expect("encode"),
+                owned,
+                "{codecs}"
+            );
+        }
+    }
+
+    /// Chains that must change or copy the bytes refuse, as does input that is not
+    /// one chunk.
+    #[test]
+    fn borrowed_encoding_refuses_what_it_cannot_do() {
+        let r = repr(16, DataType::UInt32);
+        let data = vec![1u8; 64];
+        let swapped = if cfg!(target_endian = "little") {
+            "big"
+        } else {
+            "little"
+        };
+        for codecs in [
+            serde_json::json!([{"name": "bytes", "configuration": {"endian": "little"}}]),
+            serde_json::json!([{"name": "bytes", "configuration": {"endian": swapped}},
+                               {"name": "crc32c"}]),
+            serde_json::json!([{"name": "transpose", "configuration": {"order": [0]}},
+                               {"name": "bytes", "configuration": {"endian": "little"}},
+                               {"name": "crc32c"}]),
+        ] {
+            let c = chain(codecs.clone());
+            assert!(!c.encodes_borrowed(&r), "{codecs}");
+            assert!(
+                matches!(
+                    c.encode_borrowed(&data, &r),
+                    Err(CodecError::Unsupported { .. })
+                ),
+                "{codecs}"
+            );
+        }
+        let c = chain(
+            serde_json::json!([{"name": "bytes", "configuration": {"endian": "little"}},
+                                         {"name": "crc32c"}]),
+        );
+        assert!(matches!(
+            c.encode_borrowed(&data[..60], &r),
+            Err(CodecError::InvalidData { .. })
+        ));
     }
 }

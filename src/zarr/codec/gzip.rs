@@ -73,6 +73,10 @@ impl BytesToBytesCodec for GzipCodec {
         gzip_compress(self.name, &bytes, self.level)
     }
 
+    fn encode_slice(&self, bytes: &[u8]) -> Result<Vec<u8>, CodecError> {
+        gzip_compress(self.name, bytes, self.level)
+    }
+
     fn decode(&self, bytes: ::bytes::Bytes) -> Result<::bytes::Bytes, CodecError> {
         gzip_decompress(self.name, &bytes).map(Into::into)
     }

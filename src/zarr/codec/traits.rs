@@ -127,6 +127,15 @@ pub trait ArrayToBytesCodec: Send + Sync + Debug {
     /// encodings), else `None`.
     fn encoded_size(&self, repr: &ChunkRepr) -> Option<u64>;
 
+    /// Whether encoding a chunk of `repr` leaves its native-endian element bytes
+    /// exactly as they are (`bytes` when no byte swap is needed), so that the
+    /// `bytes -> bytes` codecs after it can read the caller's buffer directly. The
+    /// default is `false`.
+    fn keeps_native_bytes(&self, repr: &ChunkRepr) -> bool {
+        let _ = repr;
+        false
+    }
+
     /// Decodes only `region` (relative to the chunk) of the chunk in `source`;
     /// `Ok(None)` when the chunk is absent. The default reads and decodes the whole
     /// chunk; `sharding_indexed` reads only the index and the inner chunks needed.
@@ -186,6 +195,16 @@ pub trait BytesToBytesCodec: Send + Sync + Debug {
     /// # Errors
     /// [`CodecError::EncodeFailed`] when the underlying library fails.
     fn encode(&self, bytes: Vec<u8>) -> Result<Vec<u8>, CodecError>;
+
+    /// Encodes borrowed bytes (a chunk still in the caller's buffer). The default
+    /// copies them and calls [`BytesToBytesCodec::encode`]; codecs that read their
+    /// input in place (`zstd`) encode straight from the slice.
+    ///
+    /// # Errors
+    /// As [`BytesToBytesCodec::encode`].
+    fn encode_slice(&self, bytes: &[u8]) -> Result<Vec<u8>, CodecError> {
+        self.encode(crate::buffer_pool::copy_of(bytes))
+    }
 
     /// Decodes bytes.
     ///

@@ -82,9 +82,13 @@ impl BytesToBytesCodec for ZstdCodec {
     }
 
     fn encode(&self, bytes: Vec<u8>) -> Result<Vec<u8>, CodecError> {
-        let out = zstd_compress(self.name, &bytes, self.level, self.checksum);
+        let out = self.encode_slice(&bytes);
         crate::buffer_pool::give(bytes);
         out
+    }
+
+    fn encode_slice(&self, bytes: &[u8]) -> Result<Vec<u8>, CodecError> {
+        zstd_compress(self.name, bytes, self.level, self.checksum)
     }
 
     fn decode(&self, bytes: ::bytes::Bytes) -> Result<::bytes::Bytes, CodecError> {
