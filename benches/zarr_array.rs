@@ -142,6 +142,25 @@ fn big_arrays(c: &mut Criterion) {
                 })
             });
         }
+        // Chunks of whole rows (`[n / 1024 / 256 ... , 1024]` in 256 x 1024 chunks):
+        // each chunk is one run of the caller's buffer, so zstd reads it in place
+        // (no extraction copy) and each chunk is written by the thread that
+        // compressed it.
+        let bs = make();
+        let rows = vec![(n as u64) / 1024, 1024];
+        let array: Array = rt.block_on(async {
+            ArrayBuilder::new(rows.clone(), vec![256, 1024], DataType::Float32)
+                .codecs(codecs("zstd"))
+                .create(bs.store.clone(), "rows")
+                .await
+                .expect("create")
+        });
+        let all_rows = ArraySubset::full(&rows);
+        let id = format!("{store_name}/zstd_row_chunks");
+        group.bench_function(BenchmarkId::new("write", &id), |b| {
+            b.to_async(&rt)
+                .iter(|| async { array.write_region(&all_rows, &data).await.expect("write") })
+        });
     }
     group.finish();
 }
