@@ -451,6 +451,29 @@ impl AssetManager {
             .map(|written| written.map_err(Into::into))
     }
 
+    /// Reads `dest.len()` bytes of native chunk object `id` from byte `offset`
+    /// straight into `dest`, as a plain blocking call, where the storage reads that
+    /// way ([`Storage::get_range_into_blocking`]: local disks); `None` otherwise.
+    /// Only on a blocking or compute thread.
+    ///
+    /// # Errors
+    /// Storage errors: `NotFound`, `ShortRead`.
+    pub fn fetch_chunk_into_blocking(
+        &self,
+        id: &ChunkId,
+        offset: u64,
+        dest: &mut [u8],
+    ) -> Option<Result<()>> {
+        self.storage
+            .get_range_into_blocking(&keys::chunk(id), offset, dest)
+            .map(|read| read.map_err(Into::into))
+    }
+
+    /// A manifest already in the cache, without fetching it.
+    pub fn cached_manifest(&self, id: &ManifestId) -> Option<Arc<Manifest>> {
+        self.manifests.get(id)
+    }
+
     /// Reads bytes `range` of native chunk object `id`.
     ///
     /// # Errors

@@ -515,3 +515,85 @@ async fn session_store_set_blocking_declines_what_set_handles() {
         .set_blocking("zarr.json", &group_bytes())
         .is_none());
 }
+
+/// The session store reads a chunk straight into a buffer when its ref is known
+/// without I/O and its bytes are on a local disk (or inline): uncommitted chunks at
+/// once, committed ones once their manifest was read; never-written chunks are
+/// `false`; wrong lengths, metadata and chunks on storage without blocking reads
+/// are declined (`None`).
+#[tokio::test]
+async fn session_store_reads_chunks_into_buffers_where_it_can() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = Arc::new(floe::storage::LocalStorage::new(dir.path()).unwrap());
+    let repo = Repository::create(storage, None).await.unwrap();
+    let session = repo.writable_session("main").await.unwrap();
+    let store = session.store();
+    store.set("zarr.json", group_bytes()).await.unwrap();
+    store
+        .set(
+            "a/zarr.json",
+            common::array_json(&[4], &[1], "uint8", json!(0)),
+        )
+        .await
+        .unwrap();
+    let big = Bytes::from((0..2000u32).map(|i| (i % 251) as u8).collect::<Vec<u8>>());
+    let tiny = Bytes::from_static(b"xyz");
+    store.set("a/c/0", big.clone()).await.unwrap();
+    store.set("a/c/1", tiny.clone()).await.unwrap();
+    let into = |store: &floe::SessionStore, key: &str, len: usize| {
+        let mut dest = vec![0u8; len];
+        let got = store.get_into_blocking(key, &mut dest);
+        (got, dest)
+    };
+    // Uncommitted: native and inline.
+    assert_eq!(into(&store, "a/c/0", big.len()), (Some(true), big.to_vec()));
+    assert_eq!(into(&store, "a/c/1", 3), (Some(true), tiny.to_vec()));
+    assert_eq!(into(&store, "a/c/2", 5), (Some(false), vec![0; 5]));
+    assert_eq!(into(&store, "a/c/0", big.len() + 1).0, None, "wrong length");
+    assert_eq!(into(&store, "a/zarr.json", 10).0, None, "metadata");
+    assert_eq!(into(&store, "nothing/c/0", 10).0, None, "no such array");
+    session.commit("chunks").await.unwrap();
+
+    // Committed: declined until the manifest is read, then read.
+    let readonly = repo
+        .readonly_session(&VersionSelector::Branch("main".into()))
+        .await
+        .unwrap();
+    let store = readonly.store();
+    assert_eq!(
+        into(&store, "a/c/0", big.len()).0,
+        None,
+        "manifest not read yet"
+    );
+    assert_eq!(store.size("a/c/0").await.unwrap(), Some(big.len() as u64));
+    assert_eq!(into(&store, "a/c/0", big.len()), (Some(true), big.to_vec()));
+    assert_eq!(into(&store, "a/c/1", 3), (Some(true), tiny.to_vec()));
+    assert_eq!(into(&store, "a/c/3", 1), (Some(false), vec![0]));
+
+    // In memory: native chunks are declined, inline ones read.
+    let repo = repo_in_memory_with(&big, &tiny).await;
+    let session = repo.writable_session("main").await.unwrap();
+    let store = session.store();
+    assert_eq!(store.size("a/c/0").await.unwrap(), Some(big.len() as u64));
+    assert_eq!(into(&store, "a/c/0", big.len()).0, None);
+    assert_eq!(into(&store, "a/c/1", 3), (Some(true), tiny.to_vec()));
+}
+
+/// An in-memory repository whose array `a` holds `big` at chunk 0 and `tiny` at 1.
+async fn repo_in_memory_with(big: &Bytes, tiny: &Bytes) -> Repository {
+    let repo = repo().await;
+    let session = repo.writable_session("main").await.unwrap();
+    let store = session.store();
+    store.set("zarr.json", group_bytes()).await.unwrap();
+    store
+        .set(
+            "a/zarr.json",
+            common::array_json(&[4], &[1], "uint8", json!(0)),
+        )
+        .await
+        .unwrap();
+    store.set("a/c/0", big.clone()).await.unwrap();
+    store.set("a/c/1", tiny.clone()).await.unwrap();
+    session.commit("chunks").await.unwrap();
+    repo
+}

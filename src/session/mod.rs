@@ -502,6 +502,67 @@ impl Session {
         Ok(manifest.get(&node.id, index).cloned())
     }
 
+    /// Reads the stored (encoded) bytes of chunk `index` of the array at `path`
+    /// straight into `dest`, as a plain blocking call, when that is quick and exact:
+    /// the chunk's ref is known without I/O (uncommitted, or in a manifest already
+    /// read), it is inline or native on storage that reads into buffers
+    /// ([`crate::storage::Storage::get_range_into_blocking`]: local disks), and it
+    /// is exactly `dest.len()` bytes long. `Some(true)`: `dest` holds the chunk;
+    /// `Some(false)`: the chunk was never written (it reads as the fill value) and
+    /// `dest` is untouched. `None` in every other case, failures included (`dest`
+    /// may then be partly written): [`Session::get_chunk_ref`] and the chunk reads
+    /// it leads to report what went wrong. Only on a blocking or compute thread.
+    pub fn read_chunk_into_blocking(
+        &self,
+        path: &NodePath,
+        index: &[u64],
+        dest: &mut [u8],
+    ) -> Option<bool> {
+        let node = self.array_node(path, index).ok()?;
+        let manifest = {
+            let state = self.read();
+            if let Some(change) = state.changes.chunk(&node.id, index) {
+                return match change.map(|p| p.to_payload()) {
+                    None => Some(false),
+                    Some(payload) => self.read_payload_into(&payload, dest),
+                };
+            }
+            if state.changes.is_new(&node.id) {
+                return Some(false);
+            }
+            let Some(mref) = node
+                .array()
+                .and_then(|a| a.manifests.iter().find(|m| m.contains(index)))
+            else {
+                return Some(false);
+            };
+            self.inner.ctx.assets.cached_manifest(&mref.object_id)?
+        };
+        manifest.check_rank(&node.id, index.len()).ok()?;
+        match manifest.get(&node.id, index) {
+            None => Some(false),
+            Some(payload) => self.read_payload_into(payload, dest),
+        }
+    }
+
+    /// [`Session::read_chunk_into_blocking`] for one chunk ref.
+    fn read_payload_into(&self, payload: &ChunkPayload, dest: &mut [u8]) -> Option<bool> {
+        match payload {
+            ChunkPayload::Inline(bytes) if bytes.len() == dest.len() => {
+                dest.copy_from_slice(bytes);
+                Some(true)
+            }
+            ChunkPayload::Native(r) if r.length == dest.len() as u64 => {
+                let assets = &self.inner.ctx.assets;
+                assets
+                    .fetch_chunk_into_blocking(&r.id, r.offset, dest)?
+                    .ok()?;
+                Some(true)
+            }
+            _ => None,
+        }
+    }
+
     /// Stores the encoded bytes of a chunk: inline in the manifest when at most
     /// `inline_chunk_threshold_bytes` long, otherwise as a new native chunk object
     /// written now.

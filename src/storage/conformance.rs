@@ -230,6 +230,42 @@ async fn put_fresh_blocking_writes_new_objects(s: &dyn Storage) {
     );
 }
 
+/// Where the backend has [`Storage::get_range_into_blocking`] (on a 10-byte object
+/// `key` holding `0123456789`): what `get_range` reads, into the caller's buffer;
+/// the same typed errors.
+fn ranged_reads_into(s: &dyn Storage, key: &str) {
+    let mut probe = [0u8; 3];
+    // Blocking on the test's executor is harmless here.
+    if s.get_range_into_blocking(key, 2, &mut probe).is_none() {
+        return;
+    }
+    for (start, len, want) in [
+        (0u64, 3usize, "012"),
+        (2, 3, "234"),
+        (0, 10, "0123456789"),
+        (10, 0, ""),
+    ] {
+        let mut dest = vec![b'#'; len];
+        match s.get_range_into_blocking(key, start, &mut dest) {
+            Some(Ok(())) => assert_eq!(dest, want.as_bytes(), "{s}: into at {start}+{len}"),
+            other => panic!("{s}: get_range_into_blocking at {start}+{len}: {other:?}"),
+        }
+    }
+    let mut dest = [0u8; 4];
+    match s.get_range_into_blocking(key, 8, &mut dest) {
+        Some(Err(StorageError::ShortRead {
+            key: k,
+            requested,
+            size,
+        })) => assert_eq!((k.as_str(), requested, size), (key, 8..12, 10), "{s}"),
+        other => panic!("{s}: into past the end: {other:?}"),
+    }
+    match s.get_range_into_blocking("range/missing", 0, &mut dest) {
+        Some(Err(StorageError::NotFound { key })) => assert_eq!(key, "range/missing"),
+        other => panic!("{s}: into a missing key: {other:?}"),
+    }
+}
+
 async fn ranged_reads(s: &dyn Storage) {
     let key = "range/obj";
     s.put(key, b("0123456789")).await.unwrap();
@@ -262,6 +298,7 @@ async fn ranged_reads(s: &dyn Storage) {
             other => panic!("{s}: get_range {range:?} of a 10-byte object: {other:?}"),
         }
     }
+    ranged_reads_into(s, key);
     // Empty ranges: empty bytes up to the end, a short read past it, never empty
     // bytes for an object that does not reach the start or does not exist.
     assert_eq!(

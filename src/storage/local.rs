@@ -325,6 +325,60 @@ fn read_versioned(path: &FsPath) -> std::io::Result<VersionedBytes> {
     })
 }
 
+/// Why [`read_exact_at`] failed, before the key is known.
+enum ReadAtError {
+    NotFound,
+    Short { requested: Range<u64>, size: u64 },
+    Io(std::io::Error),
+}
+
+impl ReadAtError {
+    /// The storage error for object `key`.
+    fn at(self, key: &str) -> StorageError {
+        match self {
+            ReadAtError::NotFound => StorageError::NotFound {
+                key: key.to_string(),
+            },
+            ReadAtError::Short { requested, size } => StorageError::ShortRead {
+                key: key.to_string(),
+                requested,
+                size,
+            },
+            ReadAtError::Io(source) => StorageError::Io {
+                key: key.to_string(),
+                source,
+            },
+        }
+    }
+}
+
+/// Reads `dest.len()` bytes of the file at `path` from byte `start` into `dest`.
+fn read_exact_at(path: &FsPath, start: u64, dest: &mut [u8]) -> Result<(), ReadAtError> {
+    use std::os::unix::fs::FileExt;
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(ReadAtError::NotFound),
+        Err(e) => return Err(ReadAtError::Io(e)),
+    };
+    let end = start.checked_add(dest.len() as u64);
+    let short = |file: &File| {
+        let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+        ReadAtError::Short {
+            requested: start..end.unwrap_or(u64::MAX),
+            size,
+        }
+    };
+    if end.is_none() {
+        return Err(short(&file));
+    }
+    match file.read_exact_at(dest, start) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Err(short(&file)),
+        Err(e) if e.kind() == std::io::ErrorKind::IsADirectory => Err(ReadAtError::NotFound),
+        Err(e) => Err(ReadAtError::Io(e)),
+    }
+}
+
 /// Fsyncs the directory holding `path`, making a rename or link into it durable.
 fn sync_parent(path: &FsPath) -> std::io::Result<()> {
     match path.parent() {
@@ -383,6 +437,18 @@ impl Storage for LocalStorage {
             })
         });
         Some(not_found_of_io(read))
+    }
+
+    fn get_range_into_blocking(
+        &self,
+        key: &str,
+        start: u64,
+        dest: &mut [u8],
+    ) -> Option<StorageResult<()>> {
+        let read = self
+            .fs_path(key)
+            .and_then(|path| read_exact_at(&path, start, dest).map_err(|e| e.at(key)));
+        Some(read)
     }
 
     async fn get_range(&self, key: &str, range: Range<u64>) -> StorageResult<Bytes> {

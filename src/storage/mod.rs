@@ -159,6 +159,26 @@ pub trait Storage: Send + Sync + Debug + Display {
         None
     }
 
+    /// Reads `dest.len()` bytes of an object, from byte `start`, straight into
+    /// `dest`, as a plain blocking call, for backends where a read is a quick local
+    /// system call (a file on a local disk); `None`, with nothing read, where the
+    /// backend has no such path (the default). Call it only on a blocking or compute
+    /// thread, never on the async executor. An array reads uncompressed chunks into
+    /// the caller's output this way: one copy instead of two, and no buffer.
+    ///
+    /// # Errors
+    /// [`StorageError::NotFound`] when absent; [`StorageError::ShortRead`] when the
+    /// object ends before `start + dest.len()` (`dest` is then partly written).
+    fn get_range_into_blocking(
+        &self,
+        key: &str,
+        start: u64,
+        dest: &mut [u8],
+    ) -> Option<StorageResult<()>> {
+        let _ = (key, start, dest);
+        None
+    }
+
     /// Reads bytes `range` (`start..end`, in bytes) of an object.
     ///
     /// # Errors

@@ -49,6 +49,12 @@ impl Array {
         region: &ArraySubset,
         mut out: ElemsMut<'_>,
     ) -> ZarrResult<()> {
+        // Whole uncompressed chunks that are each one run of `out` first, straight
+        // from the store; `direct` holds those read, the others go the general way.
+        let direct = match &mut out {
+            ElemsMut::Fixed(bytes) if self.reads_direct() => self.read_direct(region, bytes).await,
+            _ => std::collections::HashSet::new(),
+        };
         let chunks = self.derived.grid.chunks_intersecting(region);
         let elem = self.metadata.data_type.fixed_size().unwrap_or(0);
         let concurrency = self.options.concurrency.max(1);
@@ -63,8 +69,9 @@ impl Array {
                     .is_some_and(|inter| inter.relative_to(&chunk_region.start).is_full(repr_shape))
             }
         };
+        let direct = &direct;
         let whole = futures::stream::iter(indices_in(&chunks.start, &chunks.shape))
-            .filter(move |idx| futures::future::ready(is_whole(idx)))
+            .filter(move |idx| futures::future::ready(is_whole(idx) && !direct.contains(idx)))
             .chunks(GET_MANY_BATCH)
             .map(move |batch| {
                 let keys: Vec<String> = batch.iter().map(|idx| self.key_of(idx)).collect();
@@ -95,7 +102,7 @@ impl Array {
             })
             .buffer_unordered(concurrency);
         let parts = futures::stream::iter(indices_in(&chunks.start, &chunks.shape))
-            .filter(move |idx| futures::future::ready(!is_whole(idx)))
+            .filter(move |idx| futures::future::ready(!is_whole(idx) && !direct.contains(idx)))
             .map(|idx| self.read_chunk_part(idx, region))
             .buffer_unordered(concurrency);
         let mut results = futures::stream::select(whole, parts);
@@ -117,6 +124,106 @@ impl Array {
             }
         }
         Ok(())
+    }
+
+    /// Whether whole chunks may be read straight into the caller's output: a stored
+    /// chunk is its elements as they are ([`CodecChain::stores_native_bytes`]) and
+    /// the calling task may block (a multi-thread tokio runtime).
+    fn reads_direct(&self) -> bool {
+        let multi_thread = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        multi_thread
+            && self.metadata.data_type.fixed_size().is_some()
+            && self.derived.chain.stores_native_bytes(&self.derived.repr)
+    }
+
+    /// Reads the whole chunks of `region` that are each one run of `out`
+    /// ([`Array::borrowed_run`]) straight into `out` where the store reads that way
+    /// ([`Store::get_into_blocking`]: a repository session or a plain directory on a
+    /// local disk, memory): one copy per chunk and no buffer, on the compute pool
+    /// (the calling task blocks meanwhile, `block_in_place`). Returns the chunks it
+    /// read (missing ones included: `out` keeps their fill value); the caller reads
+    /// the others. A chunk the store declines gets its fill value back and is left
+    /// to the caller; when the first chunk is declined, none is tried.
+    async fn read_direct(
+        &self,
+        region: &ArraySubset,
+        out: &mut [u8],
+    ) -> std::collections::HashSet<Vec<u64>> {
+        use rayon::prelude::*;
+        let mut done = std::collections::HashSet::new();
+        let chunks = self.derived.grid.chunks_intersecting(region);
+        let mut plan: Vec<(Vec<u64>, std::ops::Range<usize>)> =
+            indices_in(&chunks.start, &chunks.shape)
+                .filter_map(|idx| self.borrowed_run(region, &idx).map(|run| (idx, run)))
+                .filter(|(_, run)| run.end <= out.len())
+                .collect();
+        plan.sort_by_key(|(_, run)| run.start);
+        let Some((first, _)) = plan.first() else {
+            return done;
+        };
+        // A repository session reads the manifest holding the first chunk here, so
+        // that its refs are known without I/O below. Errors surface later, if at all.
+        let _ = self.store.size(&self.key_of(first)).await;
+        // Disjoint slices of `out`, one per chunk, in order.
+        let mut dests: Vec<(&Vec<u64>, &mut [u8])> = Vec::with_capacity(plan.len());
+        let mut rest: &mut [u8] = out;
+        let mut at = 0;
+        for (idx, run) in &plan {
+            let Some(skip) = run.start.checked_sub(at) else {
+                return done;
+            };
+            let (_, tail) = std::mem::take(&mut rest).split_at_mut(skip);
+            let (dest, tail) = tail.split_at_mut(run.len());
+            dests.push((idx, dest));
+            rest = tail;
+            at = run.end;
+        }
+        let fill = self.derived.repr.fill_value.as_bytes();
+        let refill = |dest: &mut [u8]| {
+            if !fill.is_empty() {
+                for (d, f) in dest.iter_mut().zip(fill.iter().cycle()) {
+                    *d = *f;
+                }
+            }
+        };
+        let store = self.store.as_ref();
+        let read = |idx: &Vec<u64>, dest: &mut [u8]| -> bool {
+            if store.get_into_blocking(&self.key_of(idx), dest).is_some() {
+                return true;
+            }
+            // Declined, perhaps after writing part of it: back to the fill value.
+            refill(dest);
+            false
+        };
+        let read_all = || {
+            let mut dests = dests.into_iter();
+            let Some((idx, dest)) = dests.next() else {
+                return Vec::new();
+            };
+            if !read(idx, dest) {
+                return Vec::new();
+            }
+            let rest: Vec<_> = dests.collect();
+            let mut read_ok: Vec<Vec<u64>> = rest
+                .into_par_iter()
+                .filter_map(|(idx, dest)| read(idx, dest).then(|| idx.clone()))
+                .collect();
+            read_ok.push(idx.clone());
+            read_ok
+        };
+        match tokio::task::block_in_place(|| crate::compute::install(read_all)) {
+            Ok(read_ok) => done.extend(read_ok),
+            // A store panicked: every chunk goes the general way, from the fill value.
+            Err(_) => {
+                for (_, run) in &plan {
+                    if let Some(dest) = out.get_mut(run.clone()) {
+                        refill(dest);
+                    }
+                }
+            }
+        }
+        done
     }
 
     /// Reads the part of chunk `idx` inside `region`, `None` when the chunk is
@@ -267,5 +374,141 @@ impl Array {
     pub async fn read_all<T: Element>(&self) -> ZarrResult<Vec<T>> {
         self.read_region(&ArraySubset::full(&self.metadata.shape))
             .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::zarr::{ArrayBuilder, MemoryStore, StoreError};
+
+    fn runtime(multi: bool) -> tokio::runtime::Runtime {
+        if multi {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .build()
+                .expect("runtime")
+        } else {
+            tokio::runtime::Builder::new_current_thread()
+                .build()
+                .expect("runtime")
+        }
+    }
+
+    /// A memory store that declines (after scribbling on the buffer) direct reads
+    /// of chunks 1 (stored) and 2 (never written).
+    #[derive(Debug, Default)]
+    struct Declining(MemoryStore);
+
+    #[async_trait]
+    impl Store for Declining {
+        async fn get(&self, key: &str) -> Result<Option<Bytes>, StoreError> {
+            self.0.get(key).await
+        }
+        async fn get_partial_values(
+            &self,
+            key: &str,
+            ranges: &[ByteRange],
+        ) -> Result<Option<Vec<Bytes>>, StoreError> {
+            self.0.get_partial_values(key, ranges).await
+        }
+        fn get_into_blocking(&self, key: &str, dest: &mut [u8]) -> Option<bool> {
+            if key.ends_with("/c/1/0") || key.ends_with("/c/2/0") {
+                dest.fill(0xAB);
+                return None;
+            }
+            self.0.get_into_blocking(key, dest)
+        }
+        async fn set(&self, key: &str, value: Bytes) -> Result<(), StoreError> {
+            self.0.set(key, value).await
+        }
+        async fn erase(&self, key: &str) -> Result<(), StoreError> {
+            self.0.erase(key).await
+        }
+        async fn list_prefix(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+            self.0.list_prefix(prefix).await
+        }
+        async fn list_dir(&self, prefix: &str) -> Result<crate::zarr::ListDirResult, StoreError> {
+            self.0.list_dir(prefix).await
+        }
+    }
+
+    /// An uncompressed array of 100 x 64 float32 in chunks of 16 whole rows, fill
+    /// value 7.5, with chunk 2 never written; every region read straight into the
+    /// output on a multi-thread runtime (from a store that declines chunk 1 or not)
+    /// equals the same read the general way on a current-thread runtime.
+    #[test]
+    fn direct_reads_equal_general_reads() {
+        let values: Vec<f32> = (0..100 * 64).map(|i| i as f32 * 0.25).collect();
+        let regions = [
+            ArraySubset::full(&[100, 64]),
+            ArraySubset::new(vec![5, 0], vec![60, 64]),
+            ArraySubset::new(vec![16, 0], vec![32, 64]),
+            ArraySubset::new(vec![3, 8], vec![50, 16]),
+            ArraySubset::new(vec![96, 0], vec![4, 64]),
+        ];
+        let read = |multi: bool, store: Arc<dyn Store>| -> Vec<Vec<f32>> {
+            runtime(multi).block_on(async {
+                let a = ArrayBuilder::new(vec![100, 64], vec![16, 64], DataType::Float32)
+                    .codecs(vec![serde_json::json!({"name": "bytes",
+                        "configuration": {"endian": "little"}})])
+                    .fill_value(serde_json::json!(7.5))
+                    .create(store, "a")
+                    .await
+                    .expect("create");
+                assert_eq!(a.reads_direct(), multi);
+                for rows in [0..32usize, 48..100] {
+                    let region = ArraySubset::new(
+                        vec![rows.start as u64, 0],
+                        vec![(rows.end - rows.start) as u64, 64],
+                    );
+                    a.write_region(&region, &values[rows.start * 64..rows.end * 64])
+                        .await
+                        .expect("write");
+                }
+                let mut out = Vec::new();
+                for region in &regions {
+                    out.push(a.read_region::<f32>(region).await.expect("read"));
+                }
+                out
+            })
+        };
+        let general = read(false, Arc::new(MemoryStore::new()));
+        let direct = read(true, Arc::new(MemoryStore::new()));
+        let declined = read(true, Arc::new(Declining::default()));
+        assert_eq!(direct, general);
+        assert_eq!(declined, general);
+        // The fill value where chunk 2 was never written.
+        assert!(general[0][32 * 64..48 * 64].iter().all(|&v| v == 7.5));
+        assert_eq!(general[0][..32 * 64], values[..32 * 64]);
+    }
+
+    /// Compressed chunks, big-endian bytes and current-thread runtimes do not take
+    /// the direct path.
+    #[test]
+    fn direct_reads_need_stored_native_bytes_and_a_multi_thread_runtime() {
+        let rt = runtime(true);
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let make = |name: &str, codecs: Vec<Value>| {
+            rt.block_on(
+                ArrayBuilder::new(vec![8], vec![4], DataType::UInt32)
+                    .codecs(codecs)
+                    .create(Arc::clone(&store), name),
+            )
+            .expect("create")
+        };
+        let le = serde_json::json!({"name": "bytes", "configuration": {"endian": "little"}});
+        let be = serde_json::json!({"name": "bytes", "configuration": {"endian": "big"}});
+        let raw = make("raw", vec![le.clone()]);
+        let zstd = make("zstd", vec![le, serde_json::json!({"name": "zstd"})]);
+        let swapped = make("be", vec![be]);
+        assert!(rt.block_on(async { raw.reads_direct() }));
+        assert!(!rt.block_on(async { zstd.reads_direct() }));
+        assert_eq!(
+            rt.block_on(async { swapped.reads_direct() }),
+            cfg!(target_endian = "big")
+        );
+        assert!(!runtime(false).block_on(async { raw.reads_direct() }));
+        assert!(!raw.reads_direct(), "no runtime");
     }
 }

@@ -106,7 +106,11 @@ impl Array {
     /// The bytes of `data` (elements of `region`, C order) that hold chunk `idx`,
     /// when the chunk lies wholly inside `region` (and so inside the array) and is
     /// one contiguous run of it: a region spanning the chunk's trailing dimensions.
-    fn borrowed_run(&self, region: &ArraySubset, idx: &[u64]) -> Option<std::ops::Range<usize>> {
+    pub(super) fn borrowed_run(
+        &self,
+        region: &ArraySubset,
+        idx: &[u64],
+    ) -> Option<std::ops::Range<usize>> {
         let chunk = self.derived.grid.chunk_region(idx);
         if chunk.intersect(region).as_ref() != Some(&chunk) {
             return None;

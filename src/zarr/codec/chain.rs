@@ -156,6 +156,15 @@ impl CodecChain {
         Ok(bytes)
     }
 
+    /// Whether a stored chunk of `repr` is its decoded elements as they are (no
+    /// `array -> array` or `bytes -> bytes` codecs, and `bytes` without a byte
+    /// swap), so that it can be read straight into the caller's output.
+    pub(crate) fn stores_native_bytes(&self, repr: &ChunkRepr) -> bool {
+        self.array_to_array.is_empty()
+            && self.bytes_to_bytes.is_empty()
+            && self.array_to_bytes.keeps_native_bytes(repr)
+    }
+
     /// Whether [`CodecChain::encode_borrowed`] encodes chunks of `repr`: no
     /// `array -> array` codecs, an `array -> bytes` codec that keeps native bytes as
     /// they are, and at least one `bytes -> bytes` codec (without one, the encoded

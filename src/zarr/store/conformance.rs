@@ -518,6 +518,44 @@ pub async fn zarr_store_conformance(store: &dyn Store) {
         }
         None => assert_eq!(after, None, "set_blocking that declined wrote nothing"),
     }
+    // Where the store reads into buffers: exactly the value, `false` for a missing
+    // key, and nothing for a buffer of another length.
+    let into = std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let mut whole = vec![0u8; big.len()];
+                let mut short = vec![0u8; big.len() - 1];
+                let mut missing = vec![7u8; 4];
+                let got = (
+                    store.get_into_blocking("g/a/c/1/1", &mut whole),
+                    store.get_into_blocking("g/a/c/1/1", &mut short),
+                    store.get_into_blocking("g/a/c/0/1", &mut missing),
+                );
+                (got, whole, missing)
+            })
+            .join()
+            .expect("get_into_blocking thread")
+    });
+    let ((whole, short, missing), whole_bytes, missing_bytes) = into;
+    if whole == Some(true) {
+        assert_eq!(
+            whole_bytes,
+            big.as_ref(),
+            "get_into_blocking reads the value"
+        );
+    }
+    assert_ne!(whole, Some(false), "get_into_blocking of a stored chunk");
+    assert_eq!(
+        short, None,
+        "get_into_blocking into a buffer of another length"
+    );
+    assert_ne!(missing, Some(true), "get_into_blocking of a missing chunk");
+    if missing == Some(false) {
+        assert_eq!(
+            missing_bytes, [7u8; 4],
+            "a missing chunk leaves the buffer as it was"
+        );
+    }
     // Many keys at once: each value at its position, missing ones as `None`.
     let keys = [
         "g/a/c/1/1",

@@ -293,6 +293,22 @@ impl Store for FilesystemStore {
         .await
     }
 
+    fn get_into_blocking(&self, key: &str, dest: &mut [u8]) -> Option<bool> {
+        use std::io::Read;
+        let path = self.inner.path(key).ok()?;
+        let mut file = match std::fs::File::open(&path) {
+            Ok(f) => f,
+            Err(e) if is_absent(&e) => return Some(false),
+            Err(_) => return None,
+        };
+        let meta = file.metadata().ok()?;
+        if !meta.is_file() || meta.len() != dest.len() as u64 {
+            return None;
+        }
+        file.read_exact(dest).ok()?;
+        Some(true)
+    }
+
     async fn size(&self, key: &str) -> Result<Option<u64>, StoreError> {
         let key = key.to_string();
         self.blocking(move |s| {

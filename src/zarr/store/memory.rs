@@ -63,6 +63,17 @@ impl Store for MemoryStore {
         Ok(self.read().get(key).cloned())
     }
 
+    fn get_into_blocking(&self, key: &str, dest: &mut [u8]) -> Option<bool> {
+        match self.read().get(key) {
+            None => Some(false),
+            Some(value) if value.len() == dest.len() => {
+                dest.copy_from_slice(value);
+                Some(true)
+            }
+            Some(_) => None,
+        }
+    }
+
     async fn get_partial_values(
         &self,
         key: &str,

@@ -176,6 +176,20 @@ pub trait Store: Send + Sync + Debug {
             .boxed()
     }
 
+    /// Reads the value at `key` straight into `dest` as a plain blocking call, where
+    /// the store reads that way and the value is exactly `dest.len()` bytes long:
+    /// `Some(true)` when `dest` holds it, `Some(false)` when there is no value at
+    /// `key` (`dest` untouched). `None` where the store has no such path for this
+    /// key, the length differs, or the read failed (`dest` may then be partly
+    /// written): call [`Store::get`], which reports any error. The default is
+    /// `None`. Call it only on a blocking or compute thread, never on the async
+    /// executor: an array reads uncompressed chunks into its caller's output this
+    /// way, one copy and no buffer per chunk.
+    fn get_into_blocking(&self, key: &str, dest: &mut [u8]) -> Option<bool> {
+        let _ = (key, dest);
+        None
+    }
+
     /// Stores `value` at `key`, replacing any previous value.
     ///
     /// # Errors

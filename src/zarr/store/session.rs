@@ -406,6 +406,14 @@ impl Store for SessionStore {
         }
     }
 
+    fn get_into_blocking(&self, key: &str, dest: &mut [u8]) -> Option<bool> {
+        // Chunks only: metadata is read from memory through `get`.
+        match self.resolve(key).ok()? {
+            Target::Chunk(path, idx) => self.session.read_chunk_into_blocking(&path, &idx, dest),
+            _ => None,
+        }
+    }
+
     fn set_blocking(&self, key: &str, value: &Bytes) -> Option<Result<(), StoreError>> {
         // Chunks only: metadata writes are quick and in memory, and go through `set`,
         // as does anything `set` refuses (read-only sessions, bad keys).
