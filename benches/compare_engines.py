@@ -36,6 +36,8 @@ Workloads (see `benches/workloads.rs` for the floe side):
 - read_store / read_array: an uncompressed --mib MiB float32 array (written and
   committed untimed) read from a read-only session: every chunk key through the
   store API (10 in flight) / the whole array through the array API.
+- read_zstd_array: the zstd array of write_zstd_commit, written and committed
+  untimed, read whole through the array API from a read-only session.
 - small_write_commit / small_read: 10,000 chunks of 4 KiB (a 1-D float32 array of
   0, 1, 2, ..., uncompressed) written through the array API plus the commit / read
   back whole through the array API from a read-only session.
@@ -80,6 +82,7 @@ WORKLOADS = [
     "store_write_commit",
     "read_store",
     "read_array",
+    "read_zstd_array",
     "small_write_commit",
     "small_read",
     "cold_open",
@@ -289,6 +292,18 @@ class IcechunkWorkloads:
         assert np.array_equal(back, self.data), "array reads back as written"
         return elapsed
 
+    def read_zstd_array(self):
+        _, repo = self.new_repo()
+        s = repo.writable_session("main")
+        self.float_array(s.store, "big", zstd=True)[...] = self.data
+        s.commit("zstd array")
+        store = self.main_store(repo)
+        t = time.perf_counter()
+        back = self.zarr.open_array(store=store, path="big", mode="r")[...]
+        elapsed = time.perf_counter() - t
+        assert np.array_equal(back, self.data), "array reads back as written"
+        return elapsed
+
     def ancestry_2001_cold(self, spec=1):
         path, repo = self.new_repo(spec)
         self.attribute_commits(repo, ANCESTRY_COMMITS - 1)
@@ -463,7 +478,7 @@ def icechunk_main(args):
 
     data = None
     if set(args.workloads) & {"write_zstd_commit", "store_write_commit", "read_store",
-                              "read_array"}:
+                              "read_array", "read_zstd_array"}:
         if args.data:
             data = np.fromfile(args.data, dtype="<f4").reshape(-1, COLS)
             assert data.nbytes == args.mib * 1024 * 1024, "--data must hold --mib MiB"

@@ -32,6 +32,8 @@
 //!   array, written and committed untimed, read back from a read-only session
 //!   through the store API (every chunk key, 10 gets in flight) / through the Array
 //!   API (open the array, read it whole).
+//! - `read_zstd_array`: the zstd array of `write_zstd_commit`, written and committed
+//!   untimed, read whole through the Array API from a read-only session.
 //! - `ancestry_2001_cold`: on a branch of 2,001 commits (the root group, then
 //!   attribute changes), open the repository fresh (new storage handle, new
 //!   `Repository`) and list the whole ancestry of `main`.
@@ -76,13 +78,14 @@ use futures::{StreamExt, TryStreamExt};
 use serde_json::{json, Value};
 
 /// The workloads, in the order they run.
-const WORKLOADS: [&str; 15] = [
+const WORKLOADS: [&str; 16] = [
     "attr_commit",
     "commit_10k_refs",
     "write_zstd_commit",
     "store_write_commit",
     "read_store",
     "read_array",
+    "read_zstd_array",
     "small_write_commit",
     "small_read",
     "cold_open",
@@ -508,6 +511,22 @@ async fn read_array(data: &Data) -> Duration {
     elapsed
 }
 
+/// The zstd(3) array of `write_zstd_commit`, written and committed untimed, read
+/// whole through the Array API from a read-only session.
+async fn read_zstd_array(data: &Data) -> Duration {
+    let (_dir, repo) = new_repo().await;
+    let session = repo.writable_session("main").await.expect("session");
+    write_float_array(data, true, Arc::new(session.store()), "big").await;
+    session.commit("zstd array").await.expect("commit");
+    let store = main_store(&repo).await;
+    let t = Instant::now();
+    let array = Array::open(store, "big").await.expect("open array");
+    let back: Vec<f32> = array.read_all().await.expect("read array");
+    let elapsed = t.elapsed();
+    assert!(back == data.values, "array reads back as written");
+    elapsed
+}
+
 /// A repository of spec version `spec` with 2,001 commits on `main`: open it fresh
 /// and list the whole ancestry.
 async fn ancestry_2001_cold(spec: SpecVersion) -> Duration {
@@ -870,6 +889,7 @@ fn main() {
                 | "store_write_commit"
                 | "read_store"
                 | "read_array"
+                | "read_zstd_array"
                 | "floor_zstd_write"
                 | "floor_write"
                 | "floor_read"
@@ -904,6 +924,7 @@ fn main() {
                     "store_write_commit" => store_write_commit(&data).await,
                     "read_store" => read_store(&data).await,
                     "read_array" => read_array(&data).await,
+                    "read_zstd_array" => read_zstd_array(&data).await,
                     "small_write_commit" => small_write_commit().await,
                     "small_read" => small_read().await,
                     "cold_open" => cold_open().await,

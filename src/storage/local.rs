@@ -352,6 +352,59 @@ impl ReadAtError {
     }
 }
 
+/// Reads `ranges` (checked: none inverted) of the file at `path`, coalesced as
+/// [`coalesce::plan`] does, into recycled buffers; a range past the end is a short
+/// read naming the first such range in the caller's order.
+fn read_ranges(path: &FsPath, ranges: &[Range<u64>]) -> Result<Vec<Bytes>, ReadAtError> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(ReadAtError::NotFound),
+        Err(e) => return Err(ReadAtError::Io(e)),
+    };
+    let meta = file.metadata().map_err(ReadAtError::Io)?;
+    if !meta.is_file() {
+        return Err(ReadAtError::NotFound);
+    }
+    let size = meta.len();
+    if let Some(past) = ranges.iter().find(|r| r.end > size) {
+        return Err(ReadAtError::Short {
+            requested: past.clone(),
+            size,
+        });
+    }
+    let mut out = vec![Bytes::new(); ranges.len()];
+    for span in super::coalesce::plan(ranges, super::CoalesceOptions::default()) {
+        if span.range.is_empty() {
+            continue;
+        }
+        let len = usize::try_from(span.range.end - span.range.start)
+            .map_err(|e| ReadAtError::Io(std::io::Error::other(e)))?;
+        let mut buf = crate::buffer_pool::take(len);
+        file.seek(SeekFrom::Start(span.range.start))
+            .map_err(ReadAtError::Io)?;
+        // `read_to_end` reads into the buffer's spare capacity without zeroing it.
+        (&mut file)
+            .take(len as u64)
+            .read_to_end(&mut buf)
+            .map_err(ReadAtError::Io)?;
+        if buf.len() != len {
+            // Shortened since its size was read.
+            let size = span.range.start.saturating_add(buf.len() as u64);
+            return Err(ReadAtError::Short {
+                requested: span.range,
+                size,
+            });
+        }
+        let bytes = crate::buffer_pool::bytes_of(buf);
+        for &i in &span.members {
+            let part = super::coalesce::slice(&bytes, span.range.start, &ranges[i]);
+            out[i] = part.unwrap_or_default();
+        }
+    }
+    Ok(out)
+}
+
 /// Reads `dest.len()` bytes of the file at `path` from byte `start` into `dest`.
 fn read_exact_at(path: &FsPath, start: u64, dest: &mut [u8]) -> Result<(), ReadAtError> {
     use std::os::unix::fs::FileExt;
@@ -452,11 +505,22 @@ impl Storage for LocalStorage {
     }
 
     async fn get_range(&self, key: &str, range: Range<u64>) -> StorageResult<Bytes> {
-        self.inner.get_range(key, range).await
+        let mut parts = self.get_ranges(key, std::slice::from_ref(&range)).await?;
+        Ok(parts.pop().unwrap_or_default())
     }
 
     async fn get_ranges(&self, key: &str, ranges: &[Range<u64>]) -> StorageResult<Vec<Bytes>> {
-        self.inner.get_ranges(key, ranges).await
+        // One blocking call: open the file once, read each coalesced span into a
+        // recycled buffer (no zero fill, no fresh pages to fault in), slice the
+        // parts out of it. object_store zero-fills a new buffer per read.
+        super::check_ranges(key, ranges)?;
+        let path = self.fs_path(key)?;
+        let ranges = ranges.to_vec();
+        let owned_key = key.to_string();
+        blocking_io(key, move || {
+            Ok(read_ranges(&path, &ranges).map_err(|e| e.at(&owned_key)))
+        })
+        .await?
     }
 
     async fn head(&self, key: &str) -> StorageResult<ObjectInfo> {

@@ -8,6 +8,38 @@ use super::*;
 /// coalesces reads within one call only, and holds this many keys at once.
 const GET_MANY_BATCH: usize = 4096;
 
+/// How [`Array::read_direct`] puts whole chunks into the caller's output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Direct {
+    /// The stored bytes are the elements: the store reads them into the output.
+    Stored,
+    /// Compressed: fetched, then decoded into the output.
+    Decoded,
+}
+
+/// Disjoint slices of `out`, one per run of `plan` (sorted, non-overlapping, within
+/// `out`), in order; `None` when the runs overlap or pass the end.
+fn split_runs<'o, 'p>(
+    out: &'o mut [u8],
+    plan: &'p [(Vec<u64>, std::ops::Range<usize>)],
+) -> Option<Vec<(&'p Vec<u64>, &'o mut [u8])>> {
+    let mut dests = Vec::with_capacity(plan.len());
+    let mut rest = out;
+    let mut at = 0;
+    for (idx, run) in plan {
+        let skip = run.start.checked_sub(at)?;
+        if rest.len() < skip.checked_add(run.len())? {
+            return None;
+        }
+        let (_, tail) = std::mem::take(&mut rest).split_at_mut(skip);
+        let (dest, tail) = tail.split_at_mut(run.len());
+        dests.push((idx, dest));
+        rest = tail;
+        at = run.end;
+    }
+    Some(dests)
+}
+
 impl Array {
     /// Reads `region` as decoded elements (C order, native-endian for fixed-size
     /// types). Missing chunks read as the fill value; chunks are fetched and decoded
@@ -51,8 +83,8 @@ impl Array {
     ) -> ZarrResult<()> {
         // Whole uncompressed chunks that are each one run of `out` first, straight
         // from the store; `direct` holds those read, the others go the general way.
-        let direct = match &mut out {
-            ElemsMut::Fixed(bytes) if self.reads_direct() => self.read_direct(region, bytes).await,
+        let direct = match (&mut out, self.direct_mode()) {
+            (ElemsMut::Fixed(bytes), Some(mode)) => self.read_direct(region, bytes, mode).await,
             _ => std::collections::HashSet::new(),
         };
         let chunks = self.derived.grid.chunks_intersecting(region);
@@ -126,31 +158,46 @@ impl Array {
         Ok(())
     }
 
-    /// Whether whole chunks may be read straight into the caller's output: a stored
-    /// chunk is its elements as they are ([`CodecChain::stores_native_bytes`]) and
-    /// the calling task may block (a multi-thread tokio runtime).
-    fn reads_direct(&self) -> bool {
+    /// How whole chunks may be read straight into the caller's output, if at all:
+    /// the calling task must be allowed to block (a multi-thread tokio runtime), and
+    /// the chain must either store a chunk's elements as they are
+    /// ([`CodecChain::stores_native_bytes`]) or decode into a borrowed buffer
+    /// ([`CodecChain::encodes_borrowed`]: `bytes` without a swap, then compressors).
+    fn direct_mode(&self) -> Option<Direct> {
         let multi_thread = tokio::runtime::Handle::try_current()
             .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-        multi_thread
-            && self.metadata.data_type.fixed_size().is_some()
-            && self.derived.chain.stores_native_bytes(&self.derived.repr)
+        if !multi_thread || self.metadata.data_type.fixed_size().is_none() {
+            return None;
+        }
+        let (chain, repr) = (&self.derived.chain, &self.derived.repr);
+        if chain.stores_native_bytes(repr) {
+            Some(Direct::Stored)
+        } else if chain.encodes_borrowed(repr) {
+            Some(Direct::Decoded)
+        } else {
+            None
+        }
     }
 
     /// Reads the whole chunks of `region` that are each one run of `out`
-    /// ([`Array::borrowed_run`]) straight into `out` where the store reads that way
-    /// ([`Store::get_into_blocking`]: a repository session or a plain directory on a
-    /// local disk, memory): one copy per chunk and no buffer, on the compute pool
-    /// (the calling task blocks meanwhile, `block_in_place`). Returns the chunks it
-    /// read (missing ones included: `out` keeps their fill value); the caller reads
-    /// the others. A chunk the store declines gets its fill value back and is left
-    /// to the caller; when the first chunk is declined, none is tried.
+    /// ([`Array::borrowed_run`]) straight into `out`, on the compute pool (the
+    /// calling task blocks meanwhile, `block_in_place`), and returns those it read
+    /// (missing ones included: `out` keeps their fill value); the caller reads the
+    /// others the general way, after they got their fill value back.
+    /// - [`Direct::Stored`]: the store reads each chunk into its slice where it can
+    ///   ([`Store::get_into_blocking`]: a repository session or a plain directory on
+    ///   a local disk, memory): one copy and no buffer per chunk. When the first
+    ///   chunk is declined, none is tried.
+    /// - [`Direct::Decoded`]: a window (~64 MiB of output) of chunks is fetched with
+    ///   [`Store::get_many`], then each is decoded into its slice
+    ///   ([`CodecChain::decode_into`]); a chunk that fails to fetch or decode is
+    ///   left to the caller, which reports the error.
     async fn read_direct(
         &self,
         region: &ArraySubset,
         out: &mut [u8],
+        mode: Direct,
     ) -> std::collections::HashSet<Vec<u64>> {
-        use rayon::prelude::*;
         let mut done = std::collections::HashSet::new();
         let chunks = self.derived.grid.chunks_intersecting(region);
         let mut plan: Vec<(Vec<u64>, std::ops::Range<usize>)> =
@@ -162,23 +209,6 @@ impl Array {
         let Some((first, _)) = plan.first() else {
             return done;
         };
-        // A repository session reads the manifest holding the first chunk here, so
-        // that its refs are known without I/O below. Errors surface later, if at all.
-        let _ = self.store.size(&self.key_of(first)).await;
-        // Disjoint slices of `out`, one per chunk, in order.
-        let mut dests: Vec<(&Vec<u64>, &mut [u8])> = Vec::with_capacity(plan.len());
-        let mut rest: &mut [u8] = out;
-        let mut at = 0;
-        for (idx, run) in &plan {
-            let Some(skip) = run.start.checked_sub(at) else {
-                return done;
-            };
-            let (_, tail) = std::mem::take(&mut rest).split_at_mut(skip);
-            let (dest, tail) = tail.split_at_mut(run.len());
-            dests.push((idx, dest));
-            rest = tail;
-            at = run.end;
-        }
         let fill = self.derived.repr.fill_value.as_bytes();
         let refill = |dest: &mut [u8]| {
             if !fill.is_empty() {
@@ -187,34 +217,33 @@ impl Array {
                 }
             }
         };
-        let store = self.store.as_ref();
-        let read = |idx: &Vec<u64>, dest: &mut [u8]| -> bool {
-            if store.get_into_blocking(&self.key_of(idx), dest).is_some() {
-                return true;
-            }
-            // Declined, perhaps after writing part of it: back to the fill value.
-            refill(dest);
-            false
+        if mode == Direct::Stored {
+            // A repository session reads the manifest holding the first chunk here,
+            // so that its refs are known without I/O below. Errors surface later.
+            let _ = self.store.size(&self.key_of(first)).await;
+        }
+        let Some(mut dests) = split_runs(out, &plan) else {
+            return done;
         };
-        let read_all = || {
-            let mut dests = dests.into_iter();
-            let Some((idx, dest)) = dests.next() else {
-                return Vec::new();
-            };
-            if !read(idx, dest) {
-                return Vec::new();
+        let read = match mode {
+            Direct::Stored => self.read_stored_into(dests, &refill),
+            Direct::Decoded => {
+                let window = (64 << 20) / plan[0].1.len().max(1);
+                let mut read_ok = Ok(Vec::new());
+                for part in dests.chunks_mut(window.max(1)) {
+                    let got = self.read_decoded_into(part, &refill).await;
+                    match (&mut read_ok, got) {
+                        (Ok(all), Ok(some)) => all.extend(some),
+                        (_, Err(panic)) => read_ok = Err(panic),
+                        (Err(_), Ok(_)) => {}
+                    }
+                }
+                read_ok
             }
-            let rest: Vec<_> = dests.collect();
-            let mut read_ok: Vec<Vec<u64>> = rest
-                .into_par_iter()
-                .filter_map(|(idx, dest)| read(idx, dest).then(|| idx.clone()))
-                .collect();
-            read_ok.push(idx.clone());
-            read_ok
         };
-        match tokio::task::block_in_place(|| crate::compute::install(read_all)) {
+        match read {
             Ok(read_ok) => done.extend(read_ok),
-            // A store panicked: every chunk goes the general way, from the fill value.
+            // A store or codec panicked: every chunk goes the general way.
             Err(_) => {
                 for (_, run) in &plan {
                     if let Some(dest) = out.get_mut(run.clone()) {
@@ -224,6 +253,83 @@ impl Array {
             }
         }
         done
+    }
+
+    /// [`Direct::Stored`]: each chunk read into its slice by the store; the chunks
+    /// read, or the panic message of a store that panicked.
+    fn read_stored_into(
+        &self,
+        dests: Vec<(&Vec<u64>, &mut [u8])>,
+        refill: &(dyn Fn(&mut [u8]) + Sync),
+    ) -> Result<Vec<Vec<u64>>, String> {
+        use rayon::prelude::*;
+        let store = self.store.as_ref();
+        let read = |idx: &Vec<u64>, dest: &mut [u8]| -> bool {
+            if store.get_into_blocking(&self.key_of(idx), dest).is_some() {
+                return true;
+            }
+            // Declined, perhaps after writing part of it: back to the fill value.
+            refill(dest);
+            false
+        };
+        tokio::task::block_in_place(|| {
+            crate::compute::install(|| {
+                let mut dests = dests.into_iter();
+                let Some((idx, dest)) = dests.next() else {
+                    return Vec::new();
+                };
+                if !read(idx, dest) {
+                    return Vec::new();
+                }
+                let rest: Vec<_> = dests.collect();
+                let mut read_ok: Vec<Vec<u64>> = rest
+                    .into_par_iter()
+                    .filter_map(|(idx, dest)| read(idx, dest).then(|| idx.clone()))
+                    .collect();
+                read_ok.push(idx.clone());
+                read_ok
+            })
+        })
+    }
+
+    /// [`Direct::Decoded`] for one window: its chunks fetched, then decoded into
+    /// their slices; the chunks read (missing ones included), or the panic message.
+    async fn read_decoded_into(
+        &self,
+        part: &mut [(&Vec<u64>, &mut [u8])],
+        refill: &(dyn Fn(&mut [u8]) + Sync),
+    ) -> Result<Vec<Vec<u64>>, String> {
+        use rayon::prelude::*;
+        let keys: Vec<String> = part.iter().map(|(idx, _)| self.key_of(idx)).collect();
+        let mut fetched: Vec<Option<Result<Option<Bytes>, crate::zarr::StoreError>>> =
+            (0..keys.len()).map(|_| None).collect();
+        let concurrency = self.options.concurrency.max(1);
+        let mut stream = self.store.get_many(keys, concurrency);
+        while let Some((i, got)) = stream.next().await {
+            if let Some(slot) = fetched.get_mut(i) {
+                *slot = Some(got);
+            }
+        }
+        drop(stream);
+        let (chain, repr) = (&self.derived.chain, &self.derived.repr);
+        tokio::task::block_in_place(|| {
+            crate::compute::install(|| {
+                part.par_iter_mut()
+                    .zip(fetched.into_par_iter())
+                    .filter_map(|((idx, dest), got)| match got {
+                        Some(Ok(None)) => Some((*idx).clone()),
+                        Some(Ok(Some(bytes))) => match chain.decode_into(bytes, repr, dest) {
+                            Ok(()) => Some((*idx).clone()),
+                            Err(_) => {
+                                refill(dest);
+                                None
+                            }
+                        },
+                        _ => None,
+                    })
+                    .collect()
+            })
+        })
     }
 
     /// Reads the part of chunk `idx` inside `region`, `None` when the chunk is
@@ -433,10 +539,11 @@ mod tests {
         }
     }
 
-    /// An uncompressed array of 100 x 64 float32 in chunks of 16 whole rows, fill
-    /// value 7.5, with chunk 2 never written; every region read straight into the
-    /// output on a multi-thread runtime (from a store that declines chunk 1 or not)
-    /// equals the same read the general way on a current-thread runtime.
+    /// An array of 100 x 64 float32 in chunks of 16 whole rows (uncompressed, or
+    /// zstd and crc32c), fill value 7.5, with chunk 2 never written; every region
+    /// read straight into the output on a multi-thread runtime (from a store that
+    /// declines chunks 1 and 2 or not) equals the same read the general way on a
+    /// current-thread runtime.
     #[test]
     fn direct_reads_equal_general_reads() {
         let values: Vec<f32> = (0..100 * 64).map(|i| i as f32 * 0.25).collect();
@@ -447,46 +554,89 @@ mod tests {
             ArraySubset::new(vec![3, 8], vec![50, 16]),
             ArraySubset::new(vec![96, 0], vec![4, 64]),
         ];
-        let read = |multi: bool, store: Arc<dyn Store>| -> Vec<Vec<f32>> {
-            runtime(multi).block_on(async {
-                let a = ArrayBuilder::new(vec![100, 64], vec![16, 64], DataType::Float32)
-                    .codecs(vec![serde_json::json!({"name": "bytes",
-                        "configuration": {"endian": "little"}})])
-                    .fill_value(serde_json::json!(7.5))
-                    .create(store, "a")
-                    .await
-                    .expect("create");
-                assert_eq!(a.reads_direct(), multi);
-                for rows in [0..32usize, 48..100] {
-                    let region = ArraySubset::new(
-                        vec![rows.start as u64, 0],
-                        vec![(rows.end - rows.start) as u64, 64],
-                    );
-                    a.write_region(&region, &values[rows.start * 64..rows.end * 64])
+        let le = serde_json::json!({"name": "bytes", "configuration": {"endian": "little"}});
+        let chains = [
+            (vec![le.clone()], Direct::Stored),
+            (
+                vec![
+                    le,
+                    serde_json::json!({"name": "zstd", "configuration": {"level": 1}}),
+                    serde_json::json!({"name": "crc32c"}),
+                ],
+                Direct::Decoded,
+            ),
+        ];
+        for (codecs, mode) in chains {
+            let read = |multi: bool, store: Arc<dyn Store>| -> Vec<Vec<f32>> {
+                runtime(multi).block_on(async {
+                    let a = ArrayBuilder::new(vec![100, 64], vec![16, 64], DataType::Float32)
+                        .codecs(codecs.clone())
+                        .fill_value(serde_json::json!(7.5))
+                        .create(store, "a")
                         .await
-                        .expect("write");
-                }
-                let mut out = Vec::new();
-                for region in &regions {
-                    out.push(a.read_region::<f32>(region).await.expect("read"));
-                }
-                out
-            })
-        };
-        let general = read(false, Arc::new(MemoryStore::new()));
-        let direct = read(true, Arc::new(MemoryStore::new()));
-        let declined = read(true, Arc::new(Declining::default()));
-        assert_eq!(direct, general);
-        assert_eq!(declined, general);
-        // The fill value where chunk 2 was never written.
-        assert!(general[0][32 * 64..48 * 64].iter().all(|&v| v == 7.5));
-        assert_eq!(general[0][..32 * 64], values[..32 * 64]);
+                        .expect("create");
+                    assert_eq!(a.direct_mode(), multi.then_some(mode));
+                    for rows in [0..32usize, 48..100] {
+                        let region = ArraySubset::new(
+                            vec![rows.start as u64, 0],
+                            vec![(rows.end - rows.start) as u64, 64],
+                        );
+                        a.write_region(&region, &values[rows.start * 64..rows.end * 64])
+                            .await
+                            .expect("write");
+                    }
+                    let mut out = Vec::new();
+                    for region in &regions {
+                        out.push(a.read_region::<f32>(region).await.expect("read"));
+                    }
+                    out
+                })
+            };
+            let general = read(false, Arc::new(MemoryStore::new()));
+            let direct = read(true, Arc::new(MemoryStore::new()));
+            let declined = read(true, Arc::new(Declining::default()));
+            assert_eq!(direct, general, "{mode:?}");
+            assert_eq!(declined, general, "{mode:?}");
+            // The fill value where chunk 2 was never written.
+            assert!(general[0][32 * 64..48 * 64].iter().all(|&v| v == 7.5));
+            assert_eq!(general[0][..32 * 64], values[..32 * 64]);
+        }
     }
 
-    /// Compressed chunks, big-endian bytes and current-thread runtimes do not take
-    /// the direct path.
+    /// A corrupt compressed chunk read directly is an error naming its key, as
+    /// read the general way.
     #[test]
-    fn direct_reads_need_stored_native_bytes_and_a_multi_thread_runtime() {
+    fn a_corrupt_chunk_read_directly_is_a_chunk_error() {
+        let rt = runtime(true);
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        rt.block_on(async {
+            let a = ArrayBuilder::new(vec![64, 64], vec![16, 64], DataType::Float32)
+                .codecs(vec![
+                    serde_json::json!({"name": "bytes", "configuration": {"endian": "little"}}),
+                    serde_json::json!({"name": "zstd", "configuration": {"level": 1}}),
+                ])
+                .create(Arc::clone(&store), "a")
+                .await
+                .expect("create");
+            assert_eq!(a.direct_mode(), Some(Direct::Decoded));
+            a.write_region(&ArraySubset::full(&[64, 64]), &vec![1.5f32; 64 * 64])
+                .await
+                .expect("write");
+            store
+                .set("a/c/2/0", Bytes::from_static(b"not zstd"))
+                .await
+                .expect("corrupt");
+            match a.read_all::<f32>().await {
+                Err(ZarrError::Chunk { key, .. }) => assert_eq!(key, "a/c/2/0"),
+                other => panic!("expected a chunk error, got {other:?}"),
+            }
+        });
+    }
+
+    /// Chains that change the bytes beyond compression, and current-thread
+    /// runtimes, do not take a direct path.
+    #[test]
+    fn direct_reads_need_native_bytes_and_a_multi_thread_runtime() {
         let rt = runtime(true);
         let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
         let make = |name: &str, codecs: Vec<Value>| {
@@ -500,15 +650,24 @@ mod tests {
         let le = serde_json::json!({"name": "bytes", "configuration": {"endian": "little"}});
         let be = serde_json::json!({"name": "bytes", "configuration": {"endian": "big"}});
         let raw = make("raw", vec![le.clone()]);
-        let zstd = make("zstd", vec![le, serde_json::json!({"name": "zstd"})]);
-        let swapped = make("be", vec![be]);
-        assert!(rt.block_on(async { raw.reads_direct() }));
-        assert!(!rt.block_on(async { zstd.reads_direct() }));
-        assert_eq!(
-            rt.block_on(async { swapped.reads_direct() }),
-            cfg!(target_endian = "big")
+        let zstd = make(
+            "zstd",
+            vec![le.clone(), serde_json::json!({"name": "zstd"})],
         );
-        assert!(!runtime(false).block_on(async { raw.reads_direct() }));
-        assert!(!raw.reads_direct(), "no runtime");
+        let transposed = make(
+            "t",
+            vec![
+                serde_json::json!({"name": "transpose", "configuration": {"order": [0]}}),
+                le,
+            ],
+        );
+        let swapped = make("be", vec![be]);
+        let mode = |a: &Array| rt.block_on(async { a.direct_mode() });
+        assert_eq!(mode(&raw), Some(Direct::Stored));
+        assert_eq!(mode(&zstd), Some(Direct::Decoded));
+        assert_eq!(mode(&transposed), None);
+        assert_eq!(mode(&swapped).is_some(), cfg!(target_endian = "big"));
+        assert_eq!(runtime(false).block_on(async { raw.direct_mode() }), None);
+        assert_eq!(raw.direct_mode(), None, "no runtime");
     }
 }

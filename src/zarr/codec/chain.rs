@@ -222,6 +222,49 @@ impl CodecChain {
         Ok(bytes)
     }
 
+    /// Decodes a whole stored chunk of `repr` straight into `dest`, its
+    /// native-endian element bytes (exactly one chunk long), for chains where
+    /// [`CodecChain::encodes_borrowed`] holds: the `bytes -> bytes` codecs run in
+    /// reverse and the last of them writes into `dest`. Gives exactly what
+    /// [`CodecChain::decode`] gives.
+    ///
+    /// # Errors
+    /// [`CodecError::Unsupported`] for a chain that cannot; [`CodecError::InvalidData`]
+    /// when `dest` is not one chunk long or the chunk does not decode to its length
+    /// (`dest` may then be partly written); codec failures.
+    pub(crate) fn decode_into(
+        &self,
+        bytes: ::bytes::Bytes,
+        repr: &ChunkRepr,
+        dest: &mut [u8],
+    ) -> Result<(), CodecError> {
+        let Some((first, rest)) = self
+            .bytes_to_bytes
+            .split_first()
+            .filter(|_| self.encodes_borrowed(repr))
+        else {
+            return Err(CodecError::unsupported(
+                "codecs",
+                "this chain does not decode into a borrowed buffer",
+            ));
+        };
+        let expected = repr
+            .data_type
+            .fixed_size()
+            .and_then(|s| usize::try_from(repr.num_elements()).ok()?.checked_mul(s));
+        if expected != Some(dest.len()) {
+            return Err(CodecError::invalid(
+                "codecs",
+                format!("{} bytes are not one chunk", dest.len()),
+            ));
+        }
+        let mut bytes = bytes;
+        for c in rest.iter().rev() {
+            bytes = c.decode(bytes)?;
+        }
+        first.decode_into(bytes, dest)
+    }
+
     /// Decodes a whole chunk into representation `repr` (core spec, "Decoding
     /// procedure").
     ///
@@ -390,6 +433,56 @@ mod tests {
                 "{codecs}"
             );
         }
+    }
+
+    /// Decoding into a borrowed buffer gives exactly what decoding gives; a zstd
+    /// frame that does not state its size decodes too; a buffer of another length
+    /// is an error.
+    #[test]
+    fn decoding_into_a_buffer_matches_decoding() {
+        let data: Vec<u8> = (0..4096u32).flat_map(|i| (i % 300).to_le_bytes()).collect();
+        let r = repr(4096, DataType::UInt32);
+        for codecs in [
+            serde_json::json!([{"name": "bytes", "configuration": {"endian": "little"}},
+                               {"name": "zstd", "configuration": {"level": 3, "checksum": true}}]),
+            serde_json::json!([{"name": "bytes", "configuration": {"endian": "little"}},
+                               {"name": "gzip", "configuration": {"level": 5}},
+                               {"name": "crc32c"}]),
+        ] {
+            let c = chain(codecs.clone());
+            let encoded = ::bytes::Bytes::from(c.encode_borrowed(&data, &r).expect("encode"));
+            let mut dest = vec![0u8; data.len()];
+            c.decode_into(encoded.clone(), &r, &mut dest)
+                .expect("decode");
+            assert_eq!(dest, data, "{codecs}");
+            let decoded = c.decode(encoded.clone(), &r).expect("decode");
+            assert_eq!(decoded, ArrayBytes::Fixed(data.clone()), "{codecs}");
+            let mut short = vec![0u8; data.len() - 4];
+            assert!(
+                matches!(
+                    c.decode_into(encoded, &r, &mut short),
+                    Err(CodecError::InvalidData { .. })
+                ),
+                "{codecs}"
+            );
+        }
+        // A streamed zstd frame states no content size.
+        let c = chain(
+            serde_json::json!([{"name": "bytes", "configuration": {"endian": "little"}},
+                                         {"name": "zstd", "configuration": {"level": 1}}]),
+        );
+        let streamed = ::zstd::stream::encode_all(&data[..], 1).expect("stream");
+        assert!(
+            matches!(
+                ::zstd::zstd_safe::get_frame_content_size(&streamed),
+                Ok(None)
+            ),
+            "the frame states no size"
+        );
+        let mut dest = vec![0u8; data.len()];
+        c.decode_into(streamed.into(), &r, &mut dest)
+            .expect("decode");
+        assert_eq!(dest, data);
     }
 
     /// Chains that must change or copy the bytes refuse, as does input that is not

@@ -212,6 +212,26 @@ pub trait BytesToBytesCodec: Send + Sync + Debug {
     /// [`CodecError::InvalidData`] for corrupt input.
     fn decode(&self, bytes: ::bytes::Bytes) -> Result<::bytes::Bytes, CodecError>;
 
+    /// Decodes `bytes` into `dest`, which must be exactly the decoded length (a
+    /// chunk's place in the caller's output). The default decodes into a new
+    /// buffer and copies; codecs that can write in place (`zstd`, when the frame
+    /// states its size) decompress straight into `dest`.
+    ///
+    /// # Errors
+    /// As [`BytesToBytesCodec::decode`]; [`CodecError::InvalidData`] when the
+    /// decoded length is not `dest.len()` (`dest` may then be partly written).
+    fn decode_into(&self, bytes: ::bytes::Bytes, dest: &mut [u8]) -> Result<(), CodecError> {
+        let decoded = self.decode(bytes)?;
+        if decoded.len() != dest.len() {
+            return Err(CodecError::invalid(
+                "codecs",
+                format!("decoded {} bytes where {} fit", decoded.len(), dest.len()),
+            ));
+        }
+        dest.copy_from_slice(&decoded);
+        Ok(())
+    }
+
     /// The encoded size for a decoded size, when it is fixed (e.g. `crc32c`: +4).
     fn encoded_size(&self, _decoded_size: u64) -> Option<u64> {
         None

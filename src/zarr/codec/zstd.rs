@@ -94,6 +94,32 @@ impl BytesToBytesCodec for ZstdCodec {
     fn decode(&self, bytes: ::bytes::Bytes) -> Result<::bytes::Bytes, CodecError> {
         zstd_decompress(self.name, &bytes).map(Into::into)
     }
+
+    fn decode_into(&self, bytes: ::bytes::Bytes, dest: &mut [u8]) -> Result<(), CodecError> {
+        let stated = zstd::zstd_safe::get_frame_content_size(&bytes);
+        if !matches!(stated, Ok(Some(n)) if n == dest.len() as u64) {
+            // No stated size (or another one): decode the general way, which checks.
+            let decoded = self.decode(bytes)?;
+            if decoded.len() != dest.len() {
+                return Err(CodecError::invalid(
+                    self.name,
+                    format!("decoded {} bytes where {} fit", decoded.len(), dest.len()),
+                ));
+            }
+            dest.copy_from_slice(&decoded);
+            return Ok(());
+        }
+        let written =
+            crate::zstd_context::with_decompressor(|d| d.decompress_to_buffer(&bytes[..], dest))
+                .map_err(|e| CodecError::invalid(self.name, e.to_string()))?;
+        if written != dest.len() {
+            return Err(CodecError::invalid(
+                self.name,
+                format!("decoded {written} bytes where {} fit", dest.len()),
+            ));
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
