@@ -528,18 +528,9 @@ async fn session_store_reads_chunks_into_buffers_where_it_can() {
     let repo = Repository::create(storage, None).await.unwrap();
     let session = repo.writable_session("main").await.unwrap();
     let store = session.store();
-    store.set("zarr.json", group_bytes()).await.unwrap();
-    store
-        .set(
-            "a/zarr.json",
-            common::array_json(&[4], &[1], "uint8", json!(0)),
-        )
-        .await
-        .unwrap();
     let big = Bytes::from((0..2000u32).map(|i| (i % 251) as u8).collect::<Vec<u8>>());
     let tiny = Bytes::from_static(b"xyz");
-    store.set("a/c/0", big.clone()).await.unwrap();
-    store.set("a/c/1", tiny.clone()).await.unwrap();
+    write_two_chunks(&store, &big, &tiny).await;
     let into = |store: &floe::SessionStore, key: &str, len: usize| {
         let mut dest = vec![0u8; len];
         let got = store.get_into_blocking(key, &mut dest);
@@ -579,11 +570,8 @@ async fn session_store_reads_chunks_into_buffers_where_it_can() {
     assert_eq!(into(&store, "a/c/1", 3), (Some(true), tiny.to_vec()));
 }
 
-/// An in-memory repository whose array `a` holds `big` at chunk 0 and `tiny` at 1.
-async fn repo_in_memory_with(big: &Bytes, tiny: &Bytes) -> Repository {
-    let repo = repo().await;
-    let session = repo.writable_session("main").await.unwrap();
-    let store = session.store();
+/// Writes the root group and array `a` holding `big` at chunk 0 and `tiny` at 1.
+async fn write_two_chunks(store: &floe::SessionStore, big: &Bytes, tiny: &Bytes) {
     store.set("zarr.json", group_bytes()).await.unwrap();
     store
         .set(
@@ -594,6 +582,13 @@ async fn repo_in_memory_with(big: &Bytes, tiny: &Bytes) -> Repository {
         .unwrap();
     store.set("a/c/0", big.clone()).await.unwrap();
     store.set("a/c/1", tiny.clone()).await.unwrap();
+}
+
+/// An in-memory repository whose array `a` holds `big` at chunk 0 and `tiny` at 1.
+async fn repo_in_memory_with(big: &Bytes, tiny: &Bytes) -> Repository {
+    let repo = repo().await;
+    let session = repo.writable_session("main").await.unwrap();
+    write_two_chunks(&session.store(), big, tiny).await;
     session.commit("chunks").await.unwrap();
     repo
 }

@@ -190,6 +190,26 @@ impl CodecChain {
         data: &[u8],
         repr: &ChunkRepr,
     ) -> Result<Vec<u8>, CodecError> {
+        let (first, rest) = self.borrowed_codecs(repr, data.len())?;
+        let mut bytes = first.encode_slice(data)?;
+        for c in rest {
+            bytes = c.encode(bytes)?;
+        }
+        Ok(bytes)
+    }
+
+    /// The first `bytes -> bytes` codec and the rest, for [`CodecChain::encode_borrowed`]
+    /// and [`CodecChain::decode_into`] on `len` bytes of elements of `repr`.
+    ///
+    /// # Errors
+    /// [`CodecError::Unsupported`] when [`CodecChain::encodes_borrowed`] does not
+    /// hold; [`CodecError::InvalidData`] when `len` bytes are not one chunk.
+    #[allow(clippy::type_complexity)]
+    fn borrowed_codecs(
+        &self,
+        repr: &ChunkRepr,
+        len: usize,
+    ) -> Result<(&Arc<dyn BytesToBytesCodec>, &[Arc<dyn BytesToBytesCodec>]), CodecError> {
         let Some((first, rest)) = self
             .bytes_to_bytes
             .split_first()
@@ -197,29 +217,24 @@ impl CodecChain {
         else {
             return Err(CodecError::unsupported(
                 "codecs",
-                "this chain does not encode borrowed bytes",
+                "this chain does not encode or decode borrowed bytes",
             ));
         };
         let expected = repr
             .data_type
             .fixed_size()
             .and_then(|s| usize::try_from(repr.num_elements()).ok()?.checked_mul(s));
-        if expected != Some(data.len()) {
+        if expected != Some(len) {
             return Err(CodecError::invalid(
                 "codecs",
                 format!(
-                    "{} bytes are not one chunk of {} x {}",
-                    data.len(),
+                    "{len} bytes are not one chunk of {} x {}",
                     repr.num_elements(),
                     repr.data_type
                 ),
             ));
         }
-        let mut bytes = first.encode_slice(data)?;
-        for c in rest {
-            bytes = c.encode(bytes)?;
-        }
-        Ok(bytes)
+        Ok((first, rest))
     }
 
     /// Decodes a whole stored chunk of `repr` straight into `dest`, its
@@ -238,26 +253,7 @@ impl CodecChain {
         repr: &ChunkRepr,
         dest: &mut [u8],
     ) -> Result<(), CodecError> {
-        let Some((first, rest)) = self
-            .bytes_to_bytes
-            .split_first()
-            .filter(|_| self.encodes_borrowed(repr))
-        else {
-            return Err(CodecError::unsupported(
-                "codecs",
-                "this chain does not decode into a borrowed buffer",
-            ));
-        };
-        let expected = repr
-            .data_type
-            .fixed_size()
-            .and_then(|s| usize::try_from(repr.num_elements()).ok()?.checked_mul(s));
-        if expected != Some(dest.len()) {
-            return Err(CodecError::invalid(
-                "codecs",
-                format!("{} bytes are not one chunk", dest.len()),
-            ));
-        }
+        let (first, rest) = self.borrowed_codecs(repr, dest.len())?;
         let mut bytes = bytes;
         for c in rest.iter().rev() {
             bytes = c.decode(bytes)?;
