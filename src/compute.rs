@@ -58,9 +58,12 @@ where
 
 /// Runs `f` on the compute pool and blocks the calling thread until it returns; `f`
 /// may borrow from the caller (no `'static` bound) and use the pool's threads with
-/// rayon's parallel iterators. With no pool, `f` runs on the calling thread. Call it
-/// only where blocking is allowed (a plain thread, or inside
-/// `tokio::task::block_in_place`).
+/// rayon's parallel iterators. With no pool, `f` runs on the calling thread. From
+/// async code (arrays encoding or decoding a window of chunks straight from or into
+/// the caller's buffer, which cannot be sent to a task) the executor thread waits
+/// meanwhile: keep each call to a bounded amount of work and yield between calls.
+/// (`tokio::task::block_in_place` would hand the thread's other tasks on, but it
+/// panics inside a `LocalSet` and cannot be asked beforehand whether it would.)
 ///
 /// # Errors
 /// The panic message, as `Err`, when `f` panicked.

@@ -765,3 +765,53 @@ async fn read_region_into_reuses_the_callers_buffer() {
         other => panic!("a buffer of another element type must be ElementType, got {other:?}"),
     }
 }
+
+/// Array writes and reads that encode, decode or read chunks straight from and into
+/// the caller's buffers work from a `LocalSet` driven by a multi-thread runtime's
+/// `block_on`, where tokio forbids `block_in_place`, and from tasks on its workers.
+#[test]
+fn direct_chunk_paths_work_in_local_sets_and_worker_tasks() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .unwrap();
+    let values: Vec<f32> = (0..64 * 1024).map(|i| (i % 1000) as f32).collect();
+    let roundtrip = |codecs: Vec<Value>, name: &'static str, values: Vec<f32>| async move {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let a = ArrayBuilder::new(vec![64, 1024], vec![32, 1024], DataType::Float32)
+            .codecs(codecs)
+            .create(store, name)
+            .await
+            .unwrap();
+        a.write_region(&ArraySubset::full(&[64, 1024]), &values)
+            .await
+            .unwrap();
+        let back: Vec<f32> = a.read_all().await.unwrap();
+        assert!(back == values, "{name} reads back as written");
+    };
+    let raw = vec![json!({"name": "bytes", "configuration": {"endian": "little"}})];
+    let zstd = vec![
+        json!({"name": "bytes", "configuration": {"endian": "little"}}),
+        json!({"name": "zstd", "configuration": {"level": 1}}),
+    ];
+    let local = tokio::task::LocalSet::new();
+    rt.block_on(local.run_until(async {
+        roundtrip(raw.clone(), "raw", values.clone()).await;
+        roundtrip(zstd.clone(), "zstd", values.clone()).await;
+        let (r, z, v) = (raw.clone(), zstd.clone(), values.clone());
+        tokio::task::spawn_local(async move {
+            roundtrip(r, "raw", v.clone()).await;
+            roundtrip(z, "zstd", v).await;
+        })
+        .await
+        .unwrap();
+    }));
+    rt.block_on(async {
+        tokio::spawn(async move {
+            roundtrip(raw, "raw", values.clone()).await;
+            roundtrip(zstd, "zstd", values).await;
+        })
+        .await
+        .unwrap();
+    });
+}

@@ -180,10 +180,12 @@ impl Array {
     }
 
     /// Reads the whole chunks of `region` that are each one run of `out`
-    /// ([`Array::borrowed_run`]) straight into `out`, on the compute pool (the
-    /// calling task blocks meanwhile, `block_in_place`), and returns those it read
-    /// (missing ones included: `out` keeps their fill value); the caller reads the
-    /// others the general way, after they got their fill value back.
+    /// ([`Array::borrowed_run`]) straight into `out`, on the compute pool, and
+    /// returns those it read (missing ones included: `out` keeps their fill value);
+    /// the caller reads the others the general way, after they got their fill value
+    /// back. The calling thread waits for the pool one window (~64 MiB of output) at
+    /// a time and yields between windows (not `block_in_place`, which tokio refuses
+    /// in a `LocalSet`).
     /// - [`Direct::Stored`]: the store reads each chunk into its slice where it can
     ///   ([`Store::get_into_blocking`]: a repository session or a plain directory on
     ///   a local disk, memory): one copy and no buffer per chunk. When the first
@@ -225,22 +227,25 @@ impl Array {
         let Some(mut dests) = split_runs(out, &plan) else {
             return done;
         };
-        let read = match mode {
-            Direct::Stored => self.read_stored_into(dests, &refill),
-            Direct::Decoded => {
-                let window = (64 << 20) / plan[0].1.len().max(1);
-                let mut read_ok = Ok(Vec::new());
-                for part in dests.chunks_mut(window.max(1)) {
-                    let got = self.read_decoded_into(part, &refill).await;
-                    match (&mut read_ok, got) {
-                        (Ok(all), Ok(some)) => all.extend(some),
-                        (_, Err(panic)) => read_ok = Err(panic),
-                        (Err(_), Ok(_)) => {}
-                    }
-                }
-                read_ok
+        let window = ((64 << 20) / plan[0].1.len().max(1)).max(1);
+        let mut read: Result<Vec<Vec<u64>>, String> = Ok(Vec::new());
+        for (k, part) in dests.chunks_mut(window).enumerate() {
+            let got = match mode {
+                Direct::Stored => match self.read_stored_into(part, &refill, k == 0) {
+                    // The store declined the first chunk: it reads none this way.
+                    Ok(None) => break,
+                    Ok(Some(read_ok)) => Ok(read_ok),
+                    Err(panic) => Err(panic),
+                },
+                Direct::Decoded => self.read_decoded_into(part, &refill).await,
+            };
+            match (&mut read, got) {
+                (Ok(all), Ok(some)) => all.extend(some),
+                (_, Err(panic)) => read = Err(panic),
+                (Err(_), Ok(_)) => {}
             }
-        };
+            tokio::task::yield_now().await;
+        }
         match read {
             Ok(read_ok) => done.extend(read_ok),
             // A store or codec panicked: every chunk goes the general way.
@@ -255,13 +260,15 @@ impl Array {
         done
     }
 
-    /// [`Direct::Stored`]: each chunk read into its slice by the store; the chunks
-    /// read, or the panic message of a store that panicked.
+    /// [`Direct::Stored`] for one window: each chunk read into its slice by the
+    /// store; the chunks read, `None` when `probe` and the store declined the first
+    /// chunk (nothing else tried), or the panic message of a store that panicked.
     fn read_stored_into(
         &self,
-        dests: Vec<(&Vec<u64>, &mut [u8])>,
+        part: &mut [(&Vec<u64>, &mut [u8])],
         refill: &(dyn Fn(&mut [u8]) + Sync),
-    ) -> Result<Vec<Vec<u64>>, String> {
+        probe: bool,
+    ) -> Result<Option<Vec<Vec<u64>>>, String> {
         use rayon::prelude::*;
         let store = self.store.as_ref();
         let read = |idx: &Vec<u64>, dest: &mut [u8]| -> bool {
@@ -272,23 +279,23 @@ impl Array {
             refill(dest);
             false
         };
-        tokio::task::block_in_place(|| {
-            crate::compute::install(|| {
-                let mut dests = dests.into_iter();
-                let Some((idx, dest)) = dests.next() else {
-                    return Vec::new();
-                };
+        crate::compute::install(|| {
+            let (first, rest) = match part.split_first_mut() {
+                Some((first, rest)) if probe => (Some(first), rest),
+                _ => (None, &mut part[..]),
+            };
+            let mut read_ok = Vec::new();
+            if let Some((idx, dest)) = first {
                 if !read(idx, dest) {
-                    return Vec::new();
+                    return None;
                 }
-                let rest: Vec<_> = dests.collect();
-                let mut read_ok: Vec<Vec<u64>> = rest
-                    .into_par_iter()
-                    .filter_map(|(idx, dest)| read(idx, dest).then(|| idx.clone()))
-                    .collect();
-                read_ok.push(idx.clone());
-                read_ok
-            })
+                read_ok.push((*idx).clone());
+            }
+            read_ok.par_extend(
+                rest.par_iter_mut()
+                    .filter_map(|(idx, dest)| read(idx, dest).then(|| (*idx).clone())),
+            );
+            Some(read_ok)
         })
     }
 
@@ -312,23 +319,21 @@ impl Array {
         }
         drop(stream);
         let (chain, repr) = (&self.derived.chain, &self.derived.repr);
-        tokio::task::block_in_place(|| {
-            crate::compute::install(|| {
-                part.par_iter_mut()
-                    .zip(fetched.into_par_iter())
-                    .filter_map(|((idx, dest), got)| match got {
-                        Some(Ok(None)) => Some((*idx).clone()),
-                        Some(Ok(Some(bytes))) => match chain.decode_into(bytes, repr, dest) {
-                            Ok(()) => Some((*idx).clone()),
-                            Err(_) => {
-                                refill(dest);
-                                None
-                            }
-                        },
-                        _ => None,
-                    })
-                    .collect()
-            })
+        crate::compute::install(|| {
+            part.par_iter_mut()
+                .zip(fetched.into_par_iter())
+                .filter_map(|((idx, dest), got)| match got {
+                    Some(Ok(None)) => Some((*idx).clone()),
+                    Some(Ok(Some(bytes))) => match chain.decode_into(bytes, repr, dest) {
+                        Ok(()) => Some((*idx).clone()),
+                        Err(_) => {
+                            refill(dest);
+                            None
+                        }
+                    },
+                    _ => None,
+                })
+                .collect()
         })
     }
 

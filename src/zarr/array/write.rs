@@ -94,7 +94,8 @@ impl Array {
     /// Whether whole chunks may be encoded straight from the caller's buffer: the
     /// chain reads borrowed bytes ([`CodecChain::encodes_borrowed`]), a chunk is
     /// large enough for the compute pool, and the calling task may block (a
-    /// multi-thread tokio runtime; `block_in_place` panics on a current-thread one).
+    /// multi-thread tokio runtime: on a current-thread one, waiting for the pool
+    /// would stall every other task).
     fn writes_borrowed(&self) -> bool {
         let elem = self.metadata.data_type.fixed_size().unwrap_or(0);
         let size = self.derived.chunk_len.map_or(0, |n| n.saturating_mul(elem));
@@ -126,9 +127,10 @@ impl Array {
     /// ([`Array::borrowed_run`]) without copying them out: they are encoded on the
     /// compute pool straight from `data` and written by the encoding thread where
     /// the store allows ([`Store::set_blocking`]), the rest through `set` once a
-    /// window of them is encoded. The calling task blocks while a window (~64 MiB
-    /// of input) is encoded (`tokio::task::block_in_place`); a window bounds the
-    /// encoded chunks held for `set`.
+    /// window of them is encoded. The calling thread waits for the pool while a
+    /// window (~64 MiB of input) is encoded and yields between windows (not
+    /// `block_in_place`, which tokio refuses in a `LocalSet`); a window also bounds
+    /// the encoded chunks held for `set`.
     ///
     /// # Errors
     /// As [`Array::write_region`]: chunk errors naming the key; store errors.
@@ -149,30 +151,28 @@ impl Array {
         let write_empty = self.options.write_empty_chunks;
         let store = self.store.as_ref();
         for part in plan.chunks(window) {
-            let staged = tokio::task::block_in_place(|| {
-                crate::compute::install(|| {
-                    part.par_iter()
-                        .map(|(idx, run)| {
-                            let key = self.key_of(idx);
-                            let bytes = data.get(run.clone()).ok_or_else(|| {
-                                CodecError::invalid("codecs", "chunk run outside the input")
-                            });
-                            let put = bytes.and_then(|bytes| {
-                                let fill = matches!(
-                                    &repr.fill_value,
-                                    FillValue::Bytes(f) if is_repeated(bytes, f)
-                                );
-                                let encoded = if fill && !write_empty {
-                                    None
-                                } else {
-                                    Some(chain.encode_borrowed(bytes, repr)?)
-                                };
-                                Ok(stage(store, &key, encoded, true))
-                            });
-                            (key, put)
-                        })
-                        .collect::<Vec<_>>()
-                })
+            let staged = crate::compute::install(|| {
+                part.par_iter()
+                    .map(|(idx, run)| {
+                        let key = self.key_of(idx);
+                        let bytes = data.get(run.clone()).ok_or_else(|| {
+                            CodecError::invalid("codecs", "chunk run outside the input")
+                        });
+                        let put = bytes.and_then(|bytes| {
+                            let fill = matches!(
+                                &repr.fill_value,
+                                FillValue::Bytes(f) if is_repeated(bytes, f)
+                            );
+                            let encoded = if fill && !write_empty {
+                                None
+                            } else {
+                                Some(chain.encode_borrowed(bytes, repr)?)
+                            };
+                            Ok(stage(store, &key, encoded, true))
+                        });
+                        (key, put)
+                    })
+                    .collect::<Vec<_>>()
             })
             .map_err(|panic| ZarrError::Chunk {
                 path: self.path.clone(),
@@ -183,6 +183,7 @@ impl Array {
                 let put = put.map_err(|e| chunk_err(&self.path, &key, e))?;
                 self.finish_put(&key, put).await?;
             }
+            tokio::task::yield_now().await;
         }
         Ok(())
     }
