@@ -325,23 +325,23 @@ async fn commit_10k_refs() -> Duration {
     let t = Instant::now();
     session.commit("10k chunks").await.expect("commit");
     let elapsed = t.elapsed();
-    let back: Vec<u8> = Array::open(main_store(&repo).await, "refs")
-        .await
-        .expect("open array")
-        .read_all()
-        .await
-        .expect("read array");
+    let back: Vec<u8> = read_whole(main_store(&repo).await, "refs").await;
     assert!(back == values, "10k chunks read back as written");
     elapsed
 }
 
-async fn check_array(repo: &Repository, path: &str, data: &Data) {
-    let back: Vec<f32> = Array::open(main_store(repo).await, path)
+/// The whole array at `path` in `store`, opened and read through the Array API.
+async fn read_whole<T: floe::zarr::Element>(store: Arc<dyn Store>, path: &str) -> Vec<T> {
+    Array::open(store, path)
         .await
         .expect("open array")
         .read_all()
         .await
-        .expect("read array");
+        .expect("read array")
+}
+
+async fn check_array(repo: &Repository, path: &str, data: &Data) {
+    let back: Vec<f32> = read_whole(main_store(repo).await, path).await;
     assert!(back == data.values, "array {path} reads back as written");
 }
 
@@ -504,8 +504,7 @@ async fn read_array(data: &Data) -> Duration {
     let (_dir, repo, _keys) = uncompressed_repo(data).await;
     let store = main_store(&repo).await;
     let t = Instant::now();
-    let array = Array::open(store, "raw").await.expect("open array");
-    let back: Vec<f32> = array.read_all().await.expect("read array");
+    let back: Vec<f32> = read_whole(store, "raw").await;
     let elapsed = t.elapsed();
     assert!(back == data.values, "array reads back as written");
     elapsed
@@ -520,8 +519,7 @@ async fn read_zstd_array(data: &Data) -> Duration {
     session.commit("zstd array").await.expect("commit");
     let store = main_store(&repo).await;
     let t = Instant::now();
-    let array = Array::open(store, "big").await.expect("open array");
-    let back: Vec<f32> = array.read_all().await.expect("read array");
+    let back: Vec<f32> = read_whole(store, "big").await;
     let elapsed = t.elapsed();
     assert!(back == data.values, "array reads back as written");
     elapsed
@@ -578,12 +576,7 @@ async fn small_write_commit() -> Duration {
     let session = write_small(&repo, &values).await;
     session.commit("small chunks").await.expect("commit");
     let elapsed = t.elapsed();
-    let back: Vec<f32> = Array::open(main_store(&repo).await, "small")
-        .await
-        .expect("open array")
-        .read_all()
-        .await
-        .expect("read array");
+    let back: Vec<f32> = read_whole(main_store(&repo).await, "small").await;
     assert!(back == values, "small chunks read back as written");
     elapsed
 }
@@ -598,12 +591,7 @@ async fn small_read() -> Duration {
         .expect("commit");
     let store = main_store(&repo).await;
     let t = Instant::now();
-    let back: Vec<f32> = Array::open(store, "small")
-        .await
-        .expect("open array")
-        .read_all()
-        .await
-        .expect("read array");
+    let back: Vec<f32> = read_whole(store, "small").await;
     let elapsed = t.elapsed();
     assert!(back == values, "small chunks read back as written");
     elapsed
@@ -642,12 +630,7 @@ async fn cold_open() -> Duration {
         let storage: Arc<dyn Storage> =
             Arc::new(LocalStorage::new(dir.as_path()).expect("local storage"));
         let repo = Repository::open(storage).await.expect("open repository");
-        let back: Vec<f32> = Array::open(main_store(&repo).await, &format!("a{i}"))
-            .await
-            .expect("open array")
-            .read_all()
-            .await
-            .expect("read array");
+        let back: Vec<f32> = read_whole(main_store(&repo).await, &format!("a{i}")).await;
         times.push(t.elapsed());
         assert_eq!(back, cold_values(i), "array a{i} reads back as written");
     }
@@ -758,12 +741,7 @@ async fn concurrent_commits() -> (Duration, Outcome) {
         .take_while(|c| c.id != base)
         .map(|c| c.message)
         .collect();
-    let back: Vec<u8> = Array::open(main_store(&repo).await, "c")
-        .await
-        .expect("open array")
-        .read_all()
-        .await
-        .expect("read array");
+    let back: Vec<u8> = read_whole(main_store(&repo).await, "c").await;
     let lost = succeeded
         .iter()
         .filter(|&&[w, c]| {

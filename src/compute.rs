@@ -56,6 +56,14 @@ where
         .map_err(|_| "compute task ended without a result".to_string())?
 }
 
+/// Whether async code running now may wait for [`install`]: a multi-thread tokio
+/// runtime is current. On a current-thread runtime waiting would stall every other
+/// task; with no runtime the caller is synchronous and takes the ordinary paths.
+pub(crate) fn may_wait_for_pool() -> bool {
+    tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
+}
+
 /// Runs `f` on the compute pool and blocks the calling thread until it returns; `f`
 /// may borrow from the caller (no `'static` bound) and use the pool's threads with
 /// rayon's parallel iterators. With no pool, `f` runs on the calling thread. From

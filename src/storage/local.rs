@@ -352,16 +352,20 @@ impl ReadAtError {
     }
 }
 
+/// Opens the file at `path` for reading; a missing one is `NotFound`.
+fn open_object(path: &FsPath) -> Result<File, ReadAtError> {
+    File::open(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => ReadAtError::NotFound,
+        _ => ReadAtError::Io(e),
+    })
+}
+
 /// Reads `ranges` (checked: none inverted) of the file at `path`, coalesced as
 /// [`coalesce::plan`] does, into recycled buffers; a range past the end is a short
 /// read naming the first such range in the caller's order.
 fn read_ranges(path: &FsPath, ranges: &[Range<u64>]) -> Result<Vec<Bytes>, ReadAtError> {
     use std::io::{Read, Seek, SeekFrom};
-    let mut file = match File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(ReadAtError::NotFound),
-        Err(e) => return Err(ReadAtError::Io(e)),
-    };
+    let mut file = open_object(path)?;
     let meta = file.metadata().map_err(ReadAtError::Io)?;
     if !meta.is_file() {
         return Err(ReadAtError::NotFound);
@@ -408,11 +412,7 @@ fn read_ranges(path: &FsPath, ranges: &[Range<u64>]) -> Result<Vec<Bytes>, ReadA
 /// Reads `dest.len()` bytes of the file at `path` from byte `start` into `dest`.
 fn read_exact_at(path: &FsPath, start: u64, dest: &mut [u8]) -> Result<(), ReadAtError> {
     use std::os::unix::fs::FileExt;
-    let file = match File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(ReadAtError::NotFound),
-        Err(e) => return Err(ReadAtError::Io(e)),
-    };
+    let file = open_object(path)?;
     let end = start.checked_add(dest.len() as u64);
     let short = |file: &File| {
         let size = file.metadata().map(|m| m.len()).unwrap_or(0);

@@ -83,11 +83,7 @@ impl ArrayBytes {
 
     /// Whether every element equals `fill` (bitwise for fixed-size types).
     pub fn is_fill(&self, fill: &FillValue) -> bool {
-        match (self, fill) {
-            (ArrayBytes::Strings(v), FillValue::String(s)) => v.iter().all(|x| x == s),
-            (ArrayBytes::Fixed(b), FillValue::Bytes(f)) => is_repeated(b, f),
-            _ => false,
-        }
+        self.as_view().is_fill(fill)
     }
 
     /// Extracts `region` (relative to this buffer) from a buffer of shape `shape`.
@@ -220,6 +216,16 @@ pub enum ElemsRef<'a> {
 }
 
 impl ElemsRef<'_> {
+    /// Whether every element equals `fill` (bitwise for fixed-size types); a fill
+    /// value of the other kind (string against bytes) never matches.
+    pub fn is_fill(&self, fill: &FillValue) -> bool {
+        match (self, fill) {
+            (ElemsRef::Strings(v), FillValue::String(s)) => v.iter().all(|x| x == s),
+            (ElemsRef::Fixed(b), FillValue::Bytes(f)) => is_repeated(b, f),
+            _ => false,
+        }
+    }
+
     /// Checks that this holds `n` elements of data type `dt`.
     ///
     /// # Errors

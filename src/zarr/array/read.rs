@@ -164,9 +164,7 @@ impl Array {
     /// ([`CodecChain::stores_native_bytes`]) or decode into a borrowed buffer
     /// ([`CodecChain::encodes_borrowed`]: `bytes` without a swap, then compressors).
     fn direct_mode(&self) -> Option<Direct> {
-        let multi_thread = tokio::runtime::Handle::try_current()
-            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-        if !multi_thread || self.metadata.data_type.fixed_size().is_none() {
+        if !crate::compute::may_wait_for_pool() || self.metadata.data_type.fixed_size().is_none() {
             return None;
         }
         let (chain, repr) = (&self.derived.chain, &self.derived.repr);
@@ -201,13 +199,8 @@ impl Array {
         mode: Direct,
     ) -> std::collections::HashSet<Vec<u64>> {
         let mut done = std::collections::HashSet::new();
-        let chunks = self.derived.grid.chunks_intersecting(region);
-        let mut plan: Vec<(Vec<u64>, std::ops::Range<usize>)> =
-            indices_in(&chunks.start, &chunks.shape)
-                .filter_map(|idx| self.borrowed_run(region, &idx).map(|run| (idx, run)))
-                .filter(|(_, run)| run.end <= out.len())
-                .collect();
-        plan.sort_by_key(|(_, run)| run.start);
+        let mut plan = self.borrowed_plan(region);
+        plan.retain(|(_, run)| run.end <= out.len());
         let Some((first, _)) = plan.first() else {
             return done;
         };
@@ -227,7 +220,7 @@ impl Array {
         let Some(mut dests) = split_runs(out, &plan) else {
             return done;
         };
-        let window = ((64 << 20) / plan[0].1.len().max(1)).max(1);
+        let window = (DIRECT_WINDOW_BYTES / plan[0].1.len().max(1)).max(1);
         let mut read: Result<Vec<Vec<u64>>, String> = Ok(Vec::new());
         for (k, part) in dests.chunks_mut(window).enumerate() {
             let got = match mode {

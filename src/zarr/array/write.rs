@@ -4,7 +4,6 @@
 
 use super::chunk_io::stage;
 use super::*;
-use crate::zarr::array_bytes::is_repeated;
 
 impl Array {
     /// Writes decoded elements (C order, shape `region.shape`) into `region`.
@@ -99,9 +98,24 @@ impl Array {
     fn writes_borrowed(&self) -> bool {
         let elem = self.metadata.data_type.fixed_size().unwrap_or(0);
         let size = self.derived.chunk_len.map_or(0, |n| n.saturating_mul(elem));
-        let multi_thread = tokio::runtime::Handle::try_current()
-            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-        multi_thread && offloads(size) && self.derived.chain.encodes_borrowed(&self.derived.repr)
+        crate::compute::may_wait_for_pool()
+            && offloads(size)
+            && self.derived.chain.encodes_borrowed(&self.derived.repr)
+    }
+
+    /// The whole chunks of `region` that are each one run of the caller's buffer
+    /// ([`Array::borrowed_run`]), with their runs, by increasing start.
+    pub(super) fn borrowed_plan(
+        &self,
+        region: &ArraySubset,
+    ) -> Vec<(Vec<u64>, std::ops::Range<usize>)> {
+        let chunks = self.derived.grid.chunks_intersecting(region);
+        let mut plan: Vec<(Vec<u64>, std::ops::Range<usize>)> =
+            indices_in(&chunks.start, &chunks.shape)
+                .filter_map(|idx| self.borrowed_run(region, &idx).map(|run| (idx, run)))
+                .collect();
+        plan.sort_by_key(|(_, run)| run.start);
+        plan
     }
 
     /// The bytes of `data` (elements of `region`, C order) that hold chunk `idx`,
@@ -136,16 +150,11 @@ impl Array {
     /// As [`Array::write_region`]: chunk errors naming the key; store errors.
     async fn write_borrowed(&self, region: &ArraySubset, data: &[u8]) -> ZarrResult<()> {
         use rayon::prelude::*;
-        const WINDOW_BYTES: usize = 64 << 20;
-        let chunks = self.derived.grid.chunks_intersecting(region);
-        let plan: Vec<(Vec<u64>, std::ops::Range<usize>)> =
-            indices_in(&chunks.start, &chunks.shape)
-                .filter_map(|idx| self.borrowed_run(region, &idx).map(|run| (idx, run)))
-                .collect();
+        let plan = self.borrowed_plan(region);
         let Some(chunk_bytes) = plan.first().map(|(_, run)| run.len().max(1)) else {
             return Ok(());
         };
-        let window = (WINDOW_BYTES / chunk_bytes).max(4);
+        let window = (DIRECT_WINDOW_BYTES / chunk_bytes).max(4);
         let repr = &self.derived.repr;
         let chain = &self.derived.chain;
         let write_empty = self.options.write_empty_chunks;
@@ -159,10 +168,7 @@ impl Array {
                             CodecError::invalid("codecs", "chunk run outside the input")
                         });
                         let put = bytes.and_then(|bytes| {
-                            let fill = matches!(
-                                &repr.fill_value,
-                                FillValue::Bytes(f) if is_repeated(bytes, f)
-                            );
+                            let fill = ElemsRef::Fixed(bytes).is_fill(&repr.fill_value);
                             let encoded = if fill && !write_empty {
                                 None
                             } else {

@@ -221,15 +221,7 @@ pub trait BytesToBytesCodec: Send + Sync + Debug {
     /// As [`BytesToBytesCodec::decode`]; [`CodecError::InvalidData`] when the
     /// decoded length is not `dest.len()` (`dest` may then be partly written).
     fn decode_into(&self, bytes: ::bytes::Bytes, dest: &mut [u8]) -> Result<(), CodecError> {
-        let decoded = self.decode(bytes)?;
-        if decoded.len() != dest.len() {
-            return Err(CodecError::invalid(
-                "codecs",
-                format!("decoded {} bytes where {} fit", decoded.len(), dest.len()),
-            ));
-        }
-        dest.copy_from_slice(&decoded);
-        Ok(())
+        copy_decoded("codecs", &self.decode(bytes)?, dest)
     }
 
     /// The encoded size for a decoded size, when it is fixed (e.g. `crc32c`: +4).
@@ -280,4 +272,22 @@ pub(crate) fn check_data(
                 ),
             )
         })
+}
+
+/// Copies the decoded bytes of a chunk into `dest`, its place in the caller's
+/// output ([`BytesToBytesCodec::decode_into`] when a codec decodes into a buffer of
+/// its own).
+///
+/// # Errors
+/// [`CodecError::InvalidData`], naming `codec`, when `decoded` is not exactly
+/// `dest.len()` bytes long.
+pub(crate) fn copy_decoded(codec: &str, decoded: &[u8], dest: &mut [u8]) -> Result<(), CodecError> {
+    if decoded.len() != dest.len() {
+        return Err(CodecError::invalid(
+            codec,
+            format!("decoded {} bytes where {} fit", decoded.len(), dest.len()),
+        ));
+    }
+    dest.copy_from_slice(decoded);
+    Ok(())
 }

@@ -3,6 +3,7 @@
 
 use serde_json::{json, Value};
 
+use crate::zarr::codec::traits::copy_decoded;
 use crate::zarr::codec::{BytesToBytesCodec, Config};
 use crate::zarr::error::{CodecError, ZarrResult};
 
@@ -99,15 +100,7 @@ impl BytesToBytesCodec for ZstdCodec {
         let stated = zstd::zstd_safe::get_frame_content_size(&bytes);
         if !matches!(stated, Ok(Some(n)) if n == dest.len() as u64) {
             // No stated size (or another one): decode the general way, which checks.
-            let decoded = self.decode(bytes)?;
-            if decoded.len() != dest.len() {
-                return Err(CodecError::invalid(
-                    self.name,
-                    format!("decoded {} bytes where {} fit", decoded.len(), dest.len()),
-                ));
-            }
-            dest.copy_from_slice(&decoded);
-            return Ok(());
+            return copy_decoded(self.name, &self.decode(bytes)?, dest);
         }
         let written =
             crate::zstd_context::with_decompressor(|d| d.decompress_to_buffer(&bytes[..], dest))
