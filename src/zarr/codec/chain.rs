@@ -403,13 +403,11 @@ mod tests {
         }
     }
 
-    /// Borrowed encoding gives exactly what encoding an owned copy gives, for
-    /// compressors that read in place and for codecs that take the default copy.
-    #[test]
-    fn borrowed_encoding_matches_owned_encoding() {
-        let data: Vec<u8> = (0..4096u32).flat_map(|i| (i % 300).to_le_bytes()).collect();
-        let r = repr(4096, DataType::UInt32);
-        for codecs in [
+    /// Chains that encode and decode borrowed bytes: a compressor that reads and
+    /// writes in place (zstd), one that takes the default copy (gzip) followed by a
+    /// checksum, and a checksum alone.
+    fn borrowing_chains() -> [serde_json::Value; 3] {
+        [
             serde_json::json!([{"name": "bytes", "configuration": {"endian": "little"}},
                                {"name": "zstd", "configuration": {"level": 3, "checksum": true}}]),
             serde_json::json!([{"name": "bytes", "configuration": {"endian": "little"}},
@@ -417,7 +415,21 @@ mod tests {
                                {"name": "crc32c"}]),
             serde_json::json!([{"name": "bytes", "configuration": {"endian": "little"}},
                                {"name": "crc32c"}]),
-        ] {
+        ]
+    }
+
+    /// One chunk of 4,096 uint32 (compressible) and its representation.
+    fn sample() -> (Vec<u8>, ChunkRepr) {
+        let data = (0..4096u32).flat_map(|i| (i % 300).to_le_bytes()).collect();
+        (data, repr(4096, DataType::UInt32))
+    }
+
+    /// Borrowed encoding gives exactly what encoding an owned copy gives, for
+    /// compressors that read in place and for codecs that take the default copy.
+    #[test]
+    fn borrowed_encoding_matches_owned_encoding() {
+        let (data, r) = sample();
+        for codecs in borrowing_chains() {
             let c = chain(codecs.clone());
             assert!(c.encodes_borrowed(&r), "{codecs}");
             let owned = c
@@ -436,15 +448,8 @@ mod tests {
     /// is an error.
     #[test]
     fn decoding_into_a_buffer_matches_decoding() {
-        let data: Vec<u8> = (0..4096u32).flat_map(|i| (i % 300).to_le_bytes()).collect();
-        let r = repr(4096, DataType::UInt32);
-        for codecs in [
-            serde_json::json!([{"name": "bytes", "configuration": {"endian": "little"}},
-                               {"name": "zstd", "configuration": {"level": 3, "checksum": true}}]),
-            serde_json::json!([{"name": "bytes", "configuration": {"endian": "little"}},
-                               {"name": "gzip", "configuration": {"level": 5}},
-                               {"name": "crc32c"}]),
-        ] {
+        let (data, r) = sample();
+        for codecs in borrowing_chains() {
             let c = chain(codecs.clone());
             let encoded = ::bytes::Bytes::from(c.encode_borrowed(&data, &r).expect("encode"));
             let mut dest = vec![0u8; data.len()];
