@@ -67,6 +67,19 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Spec 2: put back the newest readable copy of an unreadable `repo` object (from
+    /// `overwritten/`), after saving the unreadable one there. Does nothing when the
+    /// object reads.
+    Repair {
+        /// Repository path or URL.
+        repo: String,
+        /// Find the copy, change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
     /// Spec 2: the repository's operations (commits, ref and config changes), newest
     /// first.
     OpsLog {

@@ -31,6 +31,11 @@ pub(super) async fn run(cli: Cli) -> CliResult<()> {
             dry_run,
             json,
         } => lifecycle::upgrade(&mut out, &repo, dry_run, json).await?,
+        Command::Repair {
+            repo,
+            dry_run,
+            json,
+        } => super::repair::repair(&mut out, &repo, dry_run, json).await?,
         Command::OpsLog { repo, json } => {
             history::ops_log(&mut out, &open_repo(&repo, &[]).await?, json).await?
         }

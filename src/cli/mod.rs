@@ -25,6 +25,7 @@ mod plain_store;
 mod progress;
 mod refs;
 mod region;
+mod repair;
 mod target;
 mod text;
 

@@ -286,6 +286,19 @@ pub enum Error {
         /// The flag's name.
         flag: &'static str,
     },
+    /// Spec 2: the `repo` object cannot be read and no copy under `overwritten/`
+    /// can be read either, so [`crate::lifecycle::repair::repair_repo_object`] has
+    /// nothing to restore.
+    #[error(
+        "the repo object cannot be read ({reason}) and none of the {tried} copies under \
+         overwritten/ can be read either"
+    )]
+    NoReadableRepoBackup {
+        /// Why the `repo` object cannot be read.
+        reason: String,
+        /// Copies tried.
+        tried: usize,
+    },
 }
 
 impl Error {

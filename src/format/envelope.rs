@@ -14,6 +14,7 @@
 
 use std::io::Read;
 
+use crate::format::limits::MAX_OBJECT_BYTES;
 use crate::format::{FormatError, SpecVersion};
 use crate::zstd_context::{with_compressor, with_decompressor};
 
@@ -48,21 +49,18 @@ pub fn default_level(file_type: FileType) -> i32 {
     }
 }
 
-/// Largest decompressed payload accepted, in bytes (guards against zstd bombs).
-const MAX_DECOMPRESSED: u64 = 4 << 30;
-/// Decompressed bytes accepted per compressed byte. Flatbuffers full of random
-/// 8- and 12-byte ids compress far less; a zstd bomb compresses far more.
-const MAX_RATIO: u64 = 1000;
-/// Decompressed size always accepted, whatever the ratio, in bytes.
-const RATIO_FLOOR: u64 = 16 << 20;
+/// A declared content size this many times the compressed size (plus
+/// [`TRUSTED_FLOOR`]) is allocated up front; a larger declaration is not trusted, and
+/// the buffer grows with the bytes actually decompressed instead.
+const TRUSTED_RATIO: u64 = 64;
+/// Declared sizes up to this many bytes are always allocated up front.
+const TRUSTED_FLOOR: u64 = 16 << 20;
 
-/// The most a zstd frame of `compressed` bytes may decompress to, in bytes:
-/// `1000 × compressed`, at least 16 MiB, at most 4 GiB.
-pub fn decompressed_limit(compressed: usize) -> u64 {
-    u64::try_from(compressed)
-        .unwrap_or(u64::MAX)
-        .saturating_mul(MAX_RATIO)
-        .clamp(RATIO_FLOOR, MAX_DECOMPRESSED)
+/// The most a zstd frame may decompress to, in bytes: [`MAX_OBJECT_BYTES`] whatever
+/// the frame's size, since a legitimate 2 GiB object of repeated bytes compresses to
+/// a few hundred KiB (`limits` explains why there is no ratio bound).
+pub fn decompressed_limit(_compressed: usize) -> u64 {
+    MAX_OBJECT_BYTES
 }
 
 /// What an enveloped file holds (header byte 37).
@@ -252,12 +250,22 @@ pub fn open_versioned(
     if declared.is_some_and(|n| n > limit) {
         return Err(FormatError::TooLarge { what, limit });
     }
-    let out = match declared.and_then(|n| usize::try_from(n).ok()) {
+    let compressed = u64::try_from(frame.len()).unwrap_or(u64::MAX);
+    let trusted = compressed
+        .saturating_mul(TRUSTED_RATIO)
+        .saturating_add(TRUSTED_FLOOR);
+    let out = match declared
+        .filter(|&n| n <= trusted)
+        .and_then(|n| usize::try_from(n).ok())
+    {
         Some(n) => decompress_declared(frame, n).map_err(|e| compression(e.to_string()))?,
         None => {
             let decoder =
                 zstd::stream::read::Decoder::new(frame).map_err(|e| compression(e.to_string()))?;
-            let mut out = Vec::new();
+            // The buffer grows with what really comes out (a declared size may lie).
+            let mut out = Vec::with_capacity(
+                usize::try_from(trusted.min(declared.unwrap_or(0))).unwrap_or(0),
+            );
             // One byte past the limit tells a frame that reaches it from one that
             // exceeds it.
             decoder
@@ -290,24 +298,33 @@ mod tests {
         out
     }
 
+    /// A zstd frame whose header declares `declared` bytes of content and whose one
+    /// raw block holds `content`.
+    fn frame_declaring(declared: u64, content: &[u8]) -> Vec<u8> {
+        // Magic, then a descriptor with an 8-byte content size and a single segment.
+        let mut f = vec![0x28, 0xB5, 0x2F, 0xFD, 0xE0];
+        f.extend_from_slice(&declared.to_le_bytes());
+        // Last block, raw, `content.len()` bytes.
+        let header = 1 | (u32::try_from(content.len()).unwrap() << 3);
+        f.extend_from_slice(&header.to_le_bytes()[..3]);
+        f.extend_from_slice(content);
+        f
+    }
+
     #[test]
-    fn zstd_bombs_are_refused_without_inflating_them() {
-        // 256 MiB of zeros compress to a few KiB: far beyond 1000:1.
-        let size = 256usize << 20;
-        let zeros = std::io::repeat(0).take(size as u64);
-        // With the size declared in the frame header: refused before decoding.
-        let declared = zstd::stream::encode_all(zeros, 1).unwrap();
-        assert!(declared.len() < 64 << 10, "{}", declared.len());
-        let err = open(
-            FileType::Snapshot,
-            &enveloped(FileType::Snapshot, &declared),
-        );
-        assert!(matches!(err, Err(FormatError::TooLarge { limit, .. }) if limit == RATIO_FLOOR));
-        // Without it (a streamed frame): decoding stops one byte past the limit.
+    fn highly_compressible_objects_are_read_back_whatever_their_ratio() {
+        // 64 MiB of one byte compress ~10,000:1; floe wrote such objects (a large
+        // attribute) and then refused to read them under a 1000:1 bound.
+        let size = 64usize << 20;
+        let payload = vec![b'a'; size];
+        let sealed = seal(FileType::Snapshot, &payload).unwrap();
+        assert!(sealed.len() < (size >> 12), "{}", sealed.len());
+        assert_eq!(open(FileType::Snapshot, &sealed).unwrap().len(), size);
+        // The same bytes in a frame that does not declare its size.
         let mut streamed = Vec::new();
         let mut enc = zstd::stream::write::Encoder::new(&mut streamed, 1).unwrap();
         enc.include_contentsize(false).unwrap();
-        std::io::copy(&mut std::io::repeat(0).take(size as u64), &mut enc).unwrap();
+        std::io::copy(&mut &payload[..], &mut enc).unwrap();
         enc.finish().unwrap();
         assert_eq!(
             zstd::zstd_safe::get_frame_content_size(&streamed)
@@ -315,23 +332,58 @@ mod tests {
                 .flatten(),
             None
         );
-        let err = open(
+        let opened = open(
             FileType::Manifest,
             &enveloped(FileType::Manifest, &streamed),
+        )
+        .unwrap();
+        assert_eq!(opened.len(), size);
+        assert_eq!(decompressed_limit(1 << 10), MAX_OBJECT_BYTES);
+    }
+
+    #[test]
+    fn frames_declaring_more_than_an_object_can_hold_are_refused_unread() {
+        let err = open(
+            FileType::Snapshot,
+            &enveloped(
+                FileType::Snapshot,
+                &frame_declaring(MAX_OBJECT_BYTES + 1, b"x"),
+            ),
         );
         assert!(matches!(
             err,
             Err(FormatError::TooLarge {
-                what: "manifest",
-                ..
+                what: "snapshot",
+                limit: MAX_OBJECT_BYTES
             })
         ));
-        // Highly compressible but within the ratio: accepted.
-        let ok = zstd::bulk::compress(&[7u8; 1 << 20], 1).unwrap();
-        let opened = open(FileType::Snapshot, &enveloped(FileType::Snapshot, &ok)).unwrap();
-        assert_eq!(opened.len(), 1 << 20);
-        assert_eq!(decompressed_limit(1 << 30), MAX_DECOMPRESSED);
-        assert_eq!(decompressed_limit(100 << 10), (100 << 10) * MAX_RATIO);
+    }
+
+    #[test]
+    fn a_declared_size_is_not_trusted_for_allocation() {
+        // 1 GiB declared, 5 bytes held: refused as a lying frame, without allocating
+        // the declared size first.
+        let err = open(
+            FileType::Manifest,
+            &enveloped(FileType::Manifest, &frame_declaring(1 << 30, b"hello")),
+        );
+        assert!(
+            matches!(
+                err,
+                Err(FormatError::Compression {
+                    what: "manifest",
+                    ..
+                })
+            ),
+            "{err:?}"
+        );
+        // A truthful small frame decodes.
+        let ok = open(
+            FileType::Manifest,
+            &enveloped(FileType::Manifest, &frame_declaring(5, b"hello")),
+        )
+        .unwrap();
+        assert_eq!(ok, b"hello");
     }
 
     #[test]

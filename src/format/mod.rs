@@ -1,8 +1,12 @@
-//! The Icechunk spec-1 on-disk format: ids, the file envelope, snapshots, manifests,
-//! transaction logs, refs (branches, tags and tag tombstones) and `config.yaml`.
+//! The Icechunk on-disk format, spec 1 and 2: ids, the file envelope, snapshots,
+//! manifests, transaction logs, refs (spec-1 ref files, tags and tag tombstones),
+//! `config.yaml`, the spec-2 `repo` object, and the size limits readers and writers
+//! share ([`limits`]).
 //!
-//! Binary facts: `../shared/docs/icechunk-format-v1.md`; prose:
-//! `../shared/specs/icechunk-spec.txt`. This module knows nothing of sessions.
+//! Binary facts: `../shared/docs/icechunk-format-v1.md` and
+//! `../shared/docs/icechunk-format-notes.md` (spec 2); prose:
+//! `../shared/specs/icechunk-spec.txt`. This module does no I/O and knows nothing of
+//! sessions.
 
 pub mod config;
 /// Envelope encoding is internal; the `testing` feature exposes it for building
@@ -29,6 +33,7 @@ mod fb;
 mod forward;
 pub mod ids;
 pub mod keys;
+pub mod limits;
 pub mod manifest;
 pub mod path;
 pub mod refs;
@@ -137,7 +142,7 @@ pub enum FormatError {
         what: &'static str,
     },
     /// A spec version other than 1.
-    #[error("Icechunk spec version {version} is not supported (floe reads spec 1)")]
+    #[error("Icechunk spec version {version} is not supported (floe reads spec 1 and 2)")]
     UnsupportedSpecVersion {
         /// The version byte found.
         version: u8,
@@ -203,10 +208,10 @@ pub enum FormatError {
         /// The parser's message.
         reason: String,
     },
-    /// A compressed object that decompresses to more than floe accepts: more than it
-    /// declares, more than 1000 times its compressed size (and 16 MiB), or more than
-    /// 4 GiB. Real objects never come near; a zstd bomb does.
-    #[error("{what} file decompresses to more than {limit} bytes (limit for its size)")]
+    /// A compressed object that decompresses to more than
+    /// [`limits::MAX_OBJECT_BYTES`] (2 GiB − 1, flatbuffers' own cap, which no
+    /// Icechunk or floe writer can pass), or to more than its frame declares.
+    #[error("{what} file decompresses to more than {limit} bytes")]
     TooLarge {
         /// Which file type.
         what: &'static str,
@@ -220,5 +225,37 @@ pub enum FormatError {
         path: String,
         /// What is wrong.
         reason: &'static str,
+    },
+    /// An object floe was about to write is larger than readers accept
+    /// ([`limits::MAX_OBJECT_BYTES`]): refused before anything is stored. Split the
+    /// data (smaller attributes, a shorter message, smaller inline chunks, fewer
+    /// arrays per commit).
+    #[error(
+        "the {what} would hold about {size} bytes, more than the {limit}-byte limit of \
+         an Icechunk object (format::limits::MAX_OBJECT_BYTES); nothing was written"
+    )]
+    ObjectTooLarge {
+        /// Which object.
+        what: &'static str,
+        /// Its size (an upper bound), in bytes.
+        size: u64,
+        /// The limit, in bytes.
+        limit: u64,
+    },
+    /// A metadata value nested deeper than [`limits::MAX_METADATA_DEPTH`]: refused
+    /// before anything is stored.
+    #[error(
+        "{what} metadata `{name}` is nested {depth} levels deep, more than the \
+         {limit} floe writes (format::limits::MAX_METADATA_DEPTH); nothing was written"
+    )]
+    MetadataTooDeep {
+        /// Which object.
+        what: &'static str,
+        /// The metadata key.
+        name: String,
+        /// Its depth.
+        depth: usize,
+        /// The limit.
+        limit: usize,
     },
 }

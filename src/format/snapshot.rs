@@ -13,6 +13,7 @@ use flatbuffers::FlatBufferBuilder;
 
 use super::envelope::{self, FileType};
 use super::fb::{self, gen};
+use super::limits;
 use super::{FormatError, ManifestId, NodeId, NodePath, SnapshotId, SpecVersion};
 
 /// Length of an array and of its chunks along one dimension (elements).
@@ -222,17 +223,10 @@ impl Snapshot {
     /// # Errors
     /// As [`Snapshot::encode`].
     pub fn encode_at(&self, level: i32) -> Result<Vec<u8>, FormatError> {
-        let mut b = FlatBufferBuilder::with_capacity(1024 + self.nodes.len() * 256);
-        let nodes: Vec<_> = self
-            .nodes
-            .values()
-            .map(|n| write_node(&mut b, n, self.spec_version))
-            .collect();
-        let nodes = b.create_vector(&nodes);
-        let message = b.create_string(&self.message);
-        let mut items = Vec::with_capacity(self.metadata.len());
         let spec = self.spec_version;
+        let mut packed_metadata = Vec::with_capacity(self.metadata.len());
         for (name, value) in &self.metadata {
+            limits::check_metadata_depth("snapshot", name, value)?;
             let packed = match spec {
                 SpecVersion::V1 => rmp_serde::to_vec(value).map_err(|e| e.to_string()),
                 SpecVersion::V2 => super::repo_info::encode_metadata_value(value),
@@ -241,8 +235,21 @@ impl Snapshot {
                 what: "snapshot metadata",
                 reason: format!("cannot encode `{name}` for spec {spec}: {e}"),
             })?;
+            packed_metadata.push((name, packed));
+        }
+        self.size_budget(&packed_metadata).check()?;
+        let mut b = FlatBufferBuilder::with_capacity(1024 + self.nodes.len() * 256);
+        let nodes: Vec<_> = self
+            .nodes
+            .values()
+            .map(|n| write_node(&mut b, n, self.spec_version))
+            .collect();
+        let nodes = b.create_vector(&nodes);
+        let message = b.create_string(&self.message);
+        let mut items = Vec::with_capacity(packed_metadata.len());
+        for (name, packed) in &packed_metadata {
             let name = b.create_string(name);
-            let value = b.create_vector(&packed);
+            let value = b.create_vector(packed);
             items.push(gen::MetadataItem::create(
                 &mut b,
                 &gen::MetadataItemArgs {
@@ -311,6 +318,36 @@ impl Snapshot {
         );
         b.finish(root, Some(fb::IDENTIFIER));
         envelope::seal_at(FileType::Snapshot, spec, level, b.finished_data())
+    }
+
+    /// An upper bound of the flatbuffer [`Snapshot::encode_at`] builds, given the
+    /// packed metadata values: every string and vector with its length, alignment
+    /// and table overhead (see `format::limits`).
+    fn size_budget(&self, packed_metadata: &[(&String, Vec<u8>)]) -> limits::SizeBudget {
+        let mut budget = limits::SizeBudget::new("snapshot", 4096);
+        budget.add(self.message.len(), 16);
+        for (name, packed) in packed_metadata {
+            budget.add(name.len() + packed.len(), 64);
+        }
+        budget.add(0, 64u64.saturating_mul(self.manifest_files.len() as u64));
+        for n in self.nodes.values() {
+            budget.add(n.path.as_str().len() + n.user_data.len(), 256);
+            if let NodeData::Array(a) = &n.node_data {
+                for (i, _) in a.shape.iter().enumerate() {
+                    let name = a
+                        .dimension_names
+                        .as_ref()
+                        .and_then(|d| d.get(i))
+                        .and_then(|d| d.as_ref())
+                        .map_or(0, String::len);
+                    budget.add(name, 96);
+                }
+                for m in &a.manifests {
+                    budget.add(0, 64 + 8 * m.extents.len() as u64);
+                }
+            }
+        }
+        budget
     }
 
     /// Decodes a snapshot file.

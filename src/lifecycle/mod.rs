@@ -1,6 +1,7 @@
 //! Repository maintenance for repositories that live for years: expiring old
 //! snapshots from history ([`expire`]), deleting objects nothing reaches any more
-//! ([`gc`]) and upgrading spec-1 repositories to spec 2 ([`upgrade`]). Both follow Icechunk's semantics on spec-1 repositories (Icechunk's
+//! ([`gc`]), upgrading spec-1 repositories to spec 2 ([`upgrade`]) and restoring an
+//! unreadable spec-2 `repo` object from its saved copies ([`repair`]). Both follow Icechunk's semantics on spec-1 repositories (Icechunk's
 //! design documents 007 "basic expiration" and its garbage collector), so floe and
 //! Icechunk leave the same objects behind on the same repository.
 //!
@@ -10,8 +11,10 @@
 
 pub mod expire;
 pub mod gc;
+pub mod repair;
 pub mod upgrade;
 
 pub use expire::{ExpireOptions, ExpireResult};
 pub use gc::{GcOptions, GcSummary};
+pub use repair::{repair_repo_object, RepairOutcome};
 pub use upgrade::{upgrade_to_spec2, UpgradeReport};

@@ -13,6 +13,7 @@ use flatbuffers::{FlatBufferBuilder, UnionWIPOffset, WIPOffset};
 use super::{Availability, RepoInfo, RepoStatus, RepoUpdate, UpdateKind};
 use crate::format::envelope::{self, FileType};
 use crate::format::fb::{self, gen};
+use crate::format::limits;
 use crate::format::{FormatError, SnapshotId, SpecVersion};
 
 type Items<'a> =
@@ -25,17 +26,32 @@ fn invalid(reason: String) -> FormatError {
     }
 }
 
+/// Metadata values packed as FlexBuffers, in name order, each checked against
+/// [`limits::MAX_METADATA_DEPTH`].
+type Packed<'m> = Vec<(&'m str, Vec<u8>)>;
+
+/// Packs `metadata` (of the `what` part of the object).
+fn pack_metadata<'m>(
+    what: &'static str,
+    metadata: &'m BTreeMap<String, serde_json::Value>,
+) -> Result<Packed<'m>, FormatError> {
+    metadata
+        .iter()
+        .map(|(name, value)| {
+            limits::check_metadata_depth(what, name, value)?;
+            let encoded = encode_metadata_value(value)
+                .map_err(|e| invalid(format!("metadata `{name}`: {e}")))?;
+            Ok((name.as_str(), encoded))
+        })
+        .collect()
+}
+
 /// FlexBuffers metadata items, sorted by name.
-fn metadata_items<'a>(
-    b: &mut FlatBufferBuilder<'a>,
-    metadata: &BTreeMap<String, serde_json::Value>,
-) -> Result<Items<'a>, FormatError> {
-    let mut items = Vec::with_capacity(metadata.len());
-    for (name, value) in metadata {
-        let encoded =
-            encode_metadata_value(value).map_err(|e| invalid(format!("metadata `{name}`: {e}")))?;
+fn metadata_items<'a>(b: &mut FlatBufferBuilder<'a>, packed: &Packed<'_>) -> Items<'a> {
+    let mut items = Vec::with_capacity(packed.len());
+    for (name, encoded) in packed {
         let name = b.create_shared_string(name);
-        let value = b.create_vector(&encoded);
+        let value = b.create_vector(encoded);
         items.push(gen::MetadataItem::create(
             b,
             &gen::MetadataItemArgs {
@@ -44,7 +60,37 @@ fn metadata_items<'a>(
             },
         ));
     }
-    Ok(b.create_vector(&items))
+    b.create_vector(&items)
+}
+
+/// Adds packed metadata to `budget`.
+fn budget_metadata(budget: &mut limits::SizeBudget, packed: &Packed<'_>) {
+    for (name, encoded) in packed {
+        budget.add(name.len() + encoded.len(), 64);
+    }
+}
+
+/// The text an ops-log entry holds (a ref name or a status reason), in bytes.
+fn update_text_len(kind: &UpdateKind) -> usize {
+    match kind {
+        UpdateKind::TagCreated { name }
+        | UpdateKind::TagDeleted { name, .. }
+        | UpdateKind::BranchCreated { name }
+        | UpdateKind::BranchDeleted { name, .. }
+        | UpdateKind::BranchReset { name, .. } => name.len(),
+        UpdateKind::NewCommit { branch, .. } | UpdateKind::CommitAmended { branch, .. } => {
+            branch.len()
+        }
+        UpdateKind::RepoStatusChanged { status } => status.reason.as_ref().map_or(0, String::len),
+        UpdateKind::RepoInitialized
+        | UpdateKind::RepoMigrated { .. }
+        | UpdateKind::ConfigChanged
+        | UpdateKind::MetadataChanged
+        | UpdateKind::NewDetachedSnapshot { .. }
+        | UpdateKind::GcRan
+        | UpdateKind::ExpirationRan
+        | UpdateKind::FeatureFlagChanged { .. } => 0,
+    }
 }
 
 /// One metadata value as spec 2 stores it (FlexBuffers of a JSON value).
@@ -352,6 +398,37 @@ impl RepoInfo {
                 .copied()
                 .ok_or_else(|| invalid(format!("{} names unknown snapshot {id}", what())))
         };
+        let snapshot_metadata = self
+            .snapshots
+            .values()
+            .map(|s| pack_metadata("snapshot", &s.metadata))
+            .collect::<Result<Vec<_>, _>>()?;
+        let repo_metadata = pack_metadata("repository", &self.metadata)?;
+        let mut budget = limits::SizeBudget::new("repo object", 4096);
+        for (name, _) in self.tags.iter().chain(&self.branches) {
+            budget.add(name.len(), 48);
+        }
+        for name in &self.deleted_tags {
+            budget.add(name.len(), 16);
+        }
+        for (s, packed) in self.snapshots.values().zip(&snapshot_metadata) {
+            let pruned = s.pruned_ancestor_tx_logs.as_ref().map_or(0, Vec::len);
+            budget.add(s.message.len(), 96 + 12 * pruned as u64);
+            budget_metadata(&mut budget, packed);
+        }
+        budget_metadata(&mut budget, &repo_metadata);
+        for u in &self.latest_updates {
+            let backup = u.backup_path.as_ref().map_or(0, String::len);
+            budget.add(update_text_len(&u.kind) + backup, 128);
+        }
+        let reason = self.status.reason.as_ref().map_or(0, String::len);
+        let config = self.config_bytes.as_ref().map_or(0, |c| c.len());
+        budget.add(reason + config, 64);
+        budget.add(
+            0,
+            16 * (self.enabled_feature_flags.len() + self.disabled_feature_flags.len()) as u64,
+        );
+        budget.check()?;
         let mut b = FlatBufferBuilder::with_capacity(4096 + self.snapshots.len() * 96);
         let tags = refs(&mut b, &self.tags, "tag", &lookup)?;
         let tags = b.create_vector(&tags);
@@ -365,7 +442,7 @@ impl RepoInfo {
         let deleted_tags = b.create_vector(&deleted);
 
         let mut infos = Vec::with_capacity(self.snapshots.len());
-        for s in self.snapshots.values() {
+        for (s, packed) in self.snapshots.values().zip(&snapshot_metadata) {
             let parent_offset = match &s.parent_id {
                 None => -1,
                 Some(p) => {
@@ -374,7 +451,7 @@ impl RepoInfo {
                 }
             };
             let message = b.create_string(&s.message);
-            let metadata = metadata_items(&mut b, &s.metadata)?;
+            let metadata = metadata_items(&mut b, packed);
             let pruned = s
                 .pruned_ancestor_tx_logs
                 .as_ref()
@@ -398,7 +475,7 @@ impl RepoInfo {
         }
         let snapshots = b.create_vector(&infos);
         let repo_status = status(&mut b, &self.status);
-        let metadata = metadata_items(&mut b, &self.metadata)?;
+        let metadata = metadata_items(&mut b, &repo_metadata);
         let enabled_feature_flags = flags(&mut b, &self.enabled_feature_flags);
         let disabled_feature_flags = flags(&mut b, &self.disabled_feature_flags);
         let updates: Vec<_> = self
