@@ -446,3 +446,61 @@ proptest! {
         prop_assert_eq!(back, meta);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn floe_repair_restores_a_damaged_repo_object_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage: Arc<dyn Storage> = Arc::new(floe::storage::LocalStorage::new(dir.path()).unwrap());
+    let repo = create(&storage, SpecVersion::V2, None).await;
+    let session = repo.writable_session("main").await.unwrap();
+    session
+        .store()
+        .set("zarr.json", group_json(serde_json::json!({})))
+        .await
+        .unwrap();
+    let first = session.commit("first").await.unwrap();
+    // The newest copy under overwritten/ is the object before the last update: tag
+    // one, so that the copy holds the commit.
+    repo.create_tag("v1", first).await.unwrap();
+    std::fs::write(dir.path().join("repo"), b"\x1b[31mdamaged").unwrap();
+
+    let floe = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_floe"))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let path = dir.path().to_str().unwrap();
+    let log = floe(&["log", path]);
+    assert!(!log.status.success());
+    let dry = floe(&["repair", path, "--dry-run", "--json"]);
+    assert!(
+        dry.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dry.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&dry.stdout).unwrap();
+    assert_eq!(v["state"], "would_restore");
+    let done = floe(&["repair", path]);
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    let text = String::from_utf8(done.stdout).unwrap();
+    assert!(
+        text.contains("Restored the copy overwritten/repo."),
+        "{text}"
+    );
+    assert!(!text.contains('\x1b'), "{text}");
+    let log = floe(&["log", path]);
+    assert!(
+        log.status.success(),
+        "{}",
+        String::from_utf8_lossy(&log.stderr)
+    );
+    assert!(String::from_utf8_lossy(&log.stdout).contains("first"));
+    let again = floe(&["repair", path, "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(v["state"], "healthy");
+}

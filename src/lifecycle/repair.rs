@@ -6,8 +6,9 @@
 //! the object it replaces under `overwritten/repo.<T>.<R>` before replacing it
 //! (`icechunk-format-notes.md` §1.3), with `T` counting down so the newest copy sorts
 //! first. [`repair_repo_object`] puts back the newest copy that decodes: the state
-//! right before the bad write, so only the update that damaged the object is lost
-//! (its snapshots stay in storage, unreferenced, until garbage collection).
+//! right before the last update, so that update is lost (the bad write itself, or,
+//! when the object was damaged in storage, the last good update); its snapshots stay
+//! in storage, unreferenced, until garbage collection.
 //!
 //! Spec-1 repositories need no such command: each ref is its own file, and
 //! `branch reset` moves a branch without reading the snapshot it leaves.
