@@ -66,14 +66,14 @@ pub(super) async fn run(cli: Cli) -> CliResult<()> {
             at,
             region,
             format,
-            allow_virtual,
+            virtual_reads,
         } => {
             let request = CatRequest {
                 array: &array,
                 region: region.as_deref(),
                 format,
             };
-            cat(&mut out, &repo, &at, &allow_virtual, &request).await?
+            cat(&mut out, &repo, &at, &virtual_reads, &request).await?
         }
         Command::Import(ImportCommand::Zarr { src, target }) => {
             import_zarr(&mut out, &src, &target).await?
@@ -91,8 +91,8 @@ pub(super) async fn run(cli: Cli) -> CliResult<()> {
             repo,
             dest,
             at,
-            allow_virtual,
-        } => export::export(&mut out, &repo, &dest, &at, &allow_virtual).await?,
+            virtual_reads,
+        } => export::export(&mut out, &repo, &dest, &at, &virtual_reads).await?,
         Command::Expire {
             repo,
             older_than,
