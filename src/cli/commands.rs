@@ -2,19 +2,32 @@
 
 use std::io::Write;
 
-use super::args::{Cli, Command, ImportCommand};
+use super::args::{CatFormat, Cli, Command, ImportCommand};
 use super::cat::{cat, CatRequest};
 use super::import::{import_kerchunk, import_zarr};
 use super::target::{create_repo, open_repo};
-use super::{demo, export, history, lifecycle, ls, refs, CliResult};
+use super::{demo, export, history, lifecycle, ls, output, refs, CliResult};
 
 /// Runs one parsed command line.
 ///
 /// # Errors
 /// Whatever the command fails with; printed as one line by the caller.
 pub(super) async fn run(cli: Cli) -> CliResult<()> {
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
+    let stdout = std::io::BufWriter::new(std::io::stdout().lock());
+    // Raw array bytes are data; everything else is text for a terminal, where no
+    // control character from the repository may pass.
+    let raw = matches!(
+        cli.command,
+        Command::Cat {
+            format: CatFormat::Raw,
+            ..
+        }
+    );
+    let mut out: Box<dyn Write> = if raw {
+        Box::new(stdout)
+    } else {
+        Box::new(output::TerminalSafe::new(stdout))
+    };
     match cli.command {
         Command::Init { repo, spec_version } => {
             let spec =

@@ -50,7 +50,8 @@ pub(super) async fn ls(
                 &json!({"path": n.path, "node_type": node_type, "metadata": n.metadata}),
             )?;
         } else {
-            writeln!(out, "{}", output::node_summary(&n.path, &n.metadata))?;
+            let line = output::node_summary(&n.path, &n.metadata);
+            writeln!(out, "{}", output::escape_controls(&line))?;
         }
     }
     Ok(())
