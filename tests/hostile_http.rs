@@ -333,3 +333,36 @@ async fn a_single_chunk_403_is_one_request() {
         "no HEAD after a 403"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_virtual_read_deadline_bounds_a_dripping_server() {
+    let server = raw_server(Behaviour::Drip).await;
+    let (dir, s) = repo_over(&server, None).await;
+    s.commit("virtual refs").await.unwrap();
+    let repo = dir.path().to_str().unwrap().to_string();
+    let prefix = format!("http://{}/data/", server.addr);
+    let start = Instant::now();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_floe"))
+            .args(["cat", &repo, "/v", "--region", "0:4"])
+            .args(["--allow-virtual", &prefix, "--virtual-read-deadline", "2"])
+            .env_remove("FLOE_LOG")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let took = start.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("within the 2-second deadline"), "{stderr}");
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+    // A bad value is a usage error.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_floe"))
+        .args(["cat", dir.path().to_str().unwrap(), "/v"])
+        .args(["--virtual-read-deadline", "0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a positive number of seconds"));
+}
