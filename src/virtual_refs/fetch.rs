@@ -56,7 +56,7 @@ use crate::storage::S3Options;
 /// `--virtual-read-deadline SECONDS`.
 pub const DEFAULT_READ_DEADLINE: Duration = Duration::from_secs(60);
 
-/// Connect timeout of one HTTP attempt (seconds), when shorter than the deadline.
+/// Connect timeout of one HTTP attempt, when shorter than the deadline.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Timeout of one HTTP attempt, when shorter than the deadline: a stalled attempt is
 /// retried while the deadline allows.
