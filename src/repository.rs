@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use crate::assets::{AssetManager, ParentWalk};
 use crate::error::{Error, Result};
-use crate::format::config::{RepositoryConfig, CONFIG_KEY};
+use crate::format::config::{RepositoryConfig, VirtualChunkContainer, CONFIG_KEY};
 use crate::format::keys;
 use crate::format::repo_info::{
     Availability, FeatureFlag, RepoInfo, RepoStatus, RepoUpdate, SnapshotSummary, UpdateKind,
@@ -74,6 +74,15 @@ impl OpenOptions {
         self.virtual_s3_credentials = credentials;
         self
     }
+
+    /// These options with `deadline` as the read deadline of virtual chunk reads: the
+    /// longest one request (with its retries) may take before failing with
+    /// [`crate::error::VirtualChunkError::DeadlineExceeded`]. Default
+    /// [`crate::virtual_refs::fetch::DEFAULT_READ_DEADLINE`] (60 seconds).
+    pub fn virtual_read_deadline(mut self, deadline: std::time::Duration) -> Self {
+        self.virtual_read_deadline = Some(deadline);
+        self
+    }
 }
 
 impl From<&SnapshotSummary> for SnapshotInfo {
@@ -109,6 +118,24 @@ pub struct OpenOptions {
     pub virtual_access: VirtualAccess,
     /// Credentials for S3 virtual chunk containers; `None` reads `AWS_*` variables.
     pub virtual_s3_credentials: Option<S3Options>,
+    /// Read deadline of one virtual chunk request with its retries; `None`:
+    /// [`crate::virtual_refs::fetch::DEFAULT_READ_DEADLINE`] (60 seconds).
+    pub virtual_read_deadline: Option<std::time::Duration>,
+}
+
+impl OpenOptions {
+    /// The virtual chunk resolver of a repository whose config lists `containers`.
+    fn resolver(&self, containers: Vec<VirtualChunkContainer>) -> VirtualChunkResolver {
+        let resolver = VirtualChunkResolver::new(
+            containers,
+            self.virtual_access.clone(),
+            self.virtual_s3_credentials.clone(),
+        );
+        match self.virtual_read_deadline {
+            Some(d) => resolver.with_read_deadline(d),
+            None => resolver,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -144,11 +171,7 @@ impl Repository {
         version: Option<ObjectVersion>,
         options: OpenOptions,
     ) -> Result<Self> {
-        let resolver = Arc::new(VirtualChunkResolver::new(
-            config.virtual_chunk_containers()?,
-            options.virtual_access.clone(),
-            options.virtual_s3_credentials.clone(),
-        ));
+        let resolver = Arc::new(options.resolver(config.virtual_chunk_containers()?));
         assets.set_compression_level(config.compression_level());
         Ok(Repository {
             inner: Arc::new(Inner {
@@ -406,11 +429,11 @@ impl Repository {
     /// [`Error::ConfigChanged`] when another writer wrote the file since it was read;
     /// [`Error::Format`]; storage errors.
     pub async fn save_config(&self, config: RepositoryConfig) -> Result<()> {
-        let resolver = Arc::new(VirtualChunkResolver::new(
-            config.virtual_chunk_containers()?,
-            self.inner.options.virtual_access.clone(),
-            self.inner.options.virtual_s3_credentials.clone(),
-        ));
+        let resolver = Arc::new(
+            self.inner
+                .options
+                .resolver(config.virtual_chunk_containers()?),
+        );
         let version = match self.inner.spec {
             SpecVersion::V1 => self.save_config_file(&config).await?,
             SpecVersion::V2 => {

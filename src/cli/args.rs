@@ -31,6 +31,27 @@ pub struct RefArgs {
     pub as_of: Option<String>,
 }
 
+/// How virtual chunks may be read.
+#[derive(Debug, Clone, Default, Args)]
+pub struct VirtualArgs {
+    /// Authorize reading virtual chunks under this URL prefix (repeatable).
+    #[arg(long = "allow-virtual", value_name = "PREFIX")]
+    pub allow_virtual: Vec<String>,
+    /// Give up a virtual chunk request (with its retries) after this many seconds
+    /// (default 60).
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    pub virtual_read_deadline: Option<std::time::Duration>,
+}
+
+/// A positive, finite number of seconds.
+fn parse_seconds(s: &str) -> Result<std::time::Duration, String> {
+    s.parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .and_then(|v| std::time::Duration::try_from_secs_f64(v).ok())
+        .ok_or_else(|| format!("`{s}` is not a positive number of seconds"))
+}
+
 /// Output format of `floe cat`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum CatFormat {
@@ -146,9 +167,9 @@ pub enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value = "text")]
         format: CatFormat,
-        /// Authorize reading virtual chunks under this URL prefix (repeatable).
-        #[arg(long = "allow-virtual", value_name = "PREFIX")]
-        allow_virtual: Vec<String>,
+        /// Virtual chunk reads: authorized prefixes, read deadline.
+        #[command(flatten)]
+        virtual_reads: VirtualArgs,
     },
     /// Import data into a repository.
     #[command(subcommand)]
@@ -162,9 +183,9 @@ pub enum Command {
         /// Which snapshot.
         #[command(flatten)]
         at: RefArgs,
-        /// Authorize reading virtual chunks under this URL prefix (repeatable).
-        #[arg(long = "allow-virtual", value_name = "PREFIX")]
-        allow_virtual: Vec<String>,
+        /// Virtual chunk reads: authorized prefixes, read deadline.
+        #[command(flatten)]
+        virtual_reads: VirtualArgs,
     },
     /// Show what changed between two refs: nodes added, deleted and updated, and
     /// chunks changed per array.

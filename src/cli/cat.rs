@@ -7,7 +7,7 @@
 use std::io::Write;
 use std::sync::Arc;
 
-use super::args::{CatFormat, RefArgs};
+use super::args::{CatFormat, RefArgs, VirtualArgs};
 use super::formats::RegionFormats;
 use super::region::parse_region;
 use super::target::open_source;
@@ -35,15 +35,16 @@ pub(super) struct CatRequest<'a> {
 ///
 /// # Errors
 /// Repository, ref and store errors; a missing array or a group; a bad region;
-/// virtual chunks outside the `allow_virtual` prefixes; `raw` output of strings.
+/// virtual chunks outside the `virtual_reads` prefixes or past its deadline; `raw`
+/// output of strings.
 pub(super) async fn cat(
     out: &mut impl Write,
     location: &str,
     at: &RefArgs,
-    allow_virtual: &[String],
+    virtual_reads: &VirtualArgs,
     request: &CatRequest<'_>,
 ) -> CliResult<()> {
-    let source = open_source(location, at, allow_virtual).await?;
+    let source = open_source(location, at, virtual_reads).await?;
     let array = open_array(source.store(), request.array).await?;
     print_array(out, &array, request.region, request.format).await
 }

@@ -2,19 +2,32 @@
 
 use std::io::Write;
 
-use super::args::{Cli, Command, ImportCommand};
+use super::args::{CatFormat, Cli, Command, ImportCommand};
 use super::cat::{cat, CatRequest};
 use super::import::{import_kerchunk, import_zarr};
 use super::target::{create_repo, open_repo};
-use super::{demo, export, history, lifecycle, ls, refs, CliResult};
+use super::{demo, export, history, lifecycle, ls, output, refs, CliResult};
 
 /// Runs one parsed command line.
 ///
 /// # Errors
 /// Whatever the command fails with; printed as one line by the caller.
 pub(super) async fn run(cli: Cli) -> CliResult<()> {
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
+    let stdout = std::io::BufWriter::new(std::io::stdout().lock());
+    // Raw array bytes are data; everything else is text for a terminal, where no
+    // control character from the repository may pass.
+    let raw = matches!(
+        cli.command,
+        Command::Cat {
+            format: CatFormat::Raw,
+            ..
+        }
+    );
+    let mut out: Box<dyn Write> = if raw {
+        Box::new(stdout)
+    } else {
+        Box::new(output::TerminalSafe::new(stdout))
+    };
     match cli.command {
         Command::Init { repo, spec_version } => {
             let spec =
@@ -71,14 +84,14 @@ pub(super) async fn run(cli: Cli) -> CliResult<()> {
             at,
             region,
             format,
-            allow_virtual,
+            virtual_reads,
         } => {
             let request = CatRequest {
                 array: &array,
                 region: region.as_deref(),
                 format,
             };
-            cat(&mut out, &repo, &at, &allow_virtual, &request).await?
+            cat(&mut out, &repo, &at, &virtual_reads, &request).await?
         }
         Command::Import(ImportCommand::Zarr { src, target }) => {
             import_zarr(&mut out, &src, &target).await?
@@ -96,8 +109,8 @@ pub(super) async fn run(cli: Cli) -> CliResult<()> {
             repo,
             dest,
             at,
-            allow_virtual,
-        } => export::export(&mut out, &repo, &dest, &at, &allow_virtual).await?,
+            virtual_reads,
+        } => export::export(&mut out, &repo, &dest, &at, &virtual_reads).await?,
         Command::Expire {
             repo,
             older_than,

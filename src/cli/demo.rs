@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
-use super::args::{CatFormat, RefArgs};
+use super::args::{CatFormat, RefArgs, VirtualArgs};
 use super::cat::{cat, CatRequest};
 use super::target::create_repo;
 use super::CliError;
@@ -305,7 +305,14 @@ pub(super) async fn demo(out: &mut impl Write, dir: &Path) -> CliResult<()> {
             region,
             format: CatFormat::Text,
         };
-        cat(out, &location, &at(reference), &[], &request).await?;
+        cat(
+            out,
+            &location,
+            &at(reference),
+            &VirtualArgs::default(),
+            &request,
+        )
+        .await?;
     }
 
     writeln!(out, "\n$ floe cat {q} /climate/station_id --format json")?;
@@ -314,7 +321,14 @@ pub(super) async fn demo(out: &mut impl Write, dir: &Path) -> CliResult<()> {
         region: None,
         format: CatFormat::Json,
     };
-    cat(out, &location, &at("main"), &[], &request).await?;
+    cat(
+        out,
+        &location,
+        &at("main"),
+        &VirtualArgs::default(),
+        &request,
+    )
+    .await?;
 
     writeln!(out, "\n$ floe diff {q} v1.0 experiment")?;
     history::diff(out, &repo, "v1.0", "experiment", false).await?;

@@ -5,8 +5,8 @@
 use std::io::Write;
 use std::path::Path;
 
-use super::args::RefArgs;
-use super::target::{open_repo, selector};
+use super::args::{RefArgs, VirtualArgs};
+use super::target::{open_repo_reading, selector};
 use super::{progress, CliResult};
 
 /// Exports the snapshot `at` of the repository at `location` to `dest`.
@@ -20,9 +20,9 @@ pub(super) async fn export(
     location: &str,
     dest: &Path,
     at: &RefArgs,
-    allow_virtual: &[String],
+    virtual_reads: &VirtualArgs,
 ) -> CliResult<()> {
-    let repo = open_repo(location, allow_virtual).await?;
+    let repo = open_repo_reading(location, virtual_reads).await?;
     let session = repo.readonly_session(&selector(&repo, at).await?).await?;
     let bar = progress::bar(0, "chunks");
     let report = progress::follow(&bar);

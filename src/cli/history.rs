@@ -36,12 +36,13 @@ pub(super) async fn info(out: &mut impl Write, repo: &Repository, json: bool) ->
     writeln!(out, "Repository:   {}", repo.storage().root_url())?;
     writeln!(out, "Spec version: {}", repo.spec_version())?;
     writeln!(out, "Branches:")?;
+    // Names are checked when read (no control characters); escaped all the same.
     for (n, id) in &branches {
-        writeln!(out, "    {n}  {id}")?;
+        writeln!(out, "    {}  {id}", output::escape_controls(n))?;
     }
     writeln!(out, "Tags:")?;
     for (n, id) in &tags {
-        writeln!(out, "    {n}  {id}")?;
+        writeln!(out, "    {}  {id}", output::escape_controls(n))?;
     }
     writeln!(out, "Config:")?;
     writeln!(
@@ -53,11 +54,8 @@ pub(super) async fn info(out: &mut impl Write, repo: &Repository, json: bool) ->
         .virtual_chunk_containers()
         .map_err(crate::Error::from)?
     {
-        writeln!(
-            out,
-            "    virtual chunk container: {} ({:?})",
-            c.url_prefix, c.store
-        )?;
+        let line = format!("virtual chunk container: {} ({:?})", c.url_prefix, c.store);
+        writeln!(out, "    {}", output::escape_controls(&line))?;
     }
     Ok(())
 }
@@ -96,7 +94,8 @@ pub(super) async fn ops_log(out: &mut impl Write, repo: &Repository, json: bool)
                 })
                 .collect();
             fields.sort();
-            writeln!(out, "{}  {kind}  {}", time.to_rfc3339(), fields.join(" "))?;
+            let line = format!("{}  {kind}  {}", time.to_rfc3339(), fields.join(" "));
+            writeln!(out, "{}", output::escape_controls(&line))?;
         }
     }
     Ok(())

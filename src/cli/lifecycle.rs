@@ -46,10 +46,10 @@ pub(super) async fn expire(
         result.edited.len()
     )?;
     for b in &result.deleted_branches {
-        writeln!(out, "Deleted expired branch {b}")?;
+        writeln!(out, "Deleted expired branch {}", output::escape_controls(b))?;
     }
     for t in &result.deleted_tags {
-        writeln!(out, "Deleted expired tag {t}")?;
+        writeln!(out, "Deleted expired tag {}", output::escape_controls(t))?;
     }
     if !result.expired.is_empty() {
         writeln!(out, "Run `floe gc` to delete what is no longer reachable")?;

@@ -4,7 +4,7 @@ use std::io::Write;
 
 use serde_json::{json, Value};
 
-use super::args::RefArgs;
+use super::args::{RefArgs, VirtualArgs};
 use super::output;
 use super::plain_store::{self, ListedNode};
 use super::target::{open_source, Source};
@@ -25,7 +25,7 @@ pub(super) async fn ls(
     json: bool,
 ) -> CliResult<()> {
     let root = NodePath::new(path.unwrap_or("/")).map_err(crate::Error::from)?;
-    let nodes = match open_source(location, at, &[]).await? {
+    let nodes = match open_source(location, at, &VirtualArgs::default()).await? {
         Source::Plain(store) => plain_store::list(store.as_ref(), root.key_prefix()).await?,
         Source::Repo(session) => {
             let nodes = session.list_nodes_under(&root);
@@ -50,7 +50,8 @@ pub(super) async fn ls(
                 &json!({"path": n.path, "node_type": node_type, "metadata": n.metadata}),
             )?;
         } else {
-            writeln!(out, "{}", output::node_summary(&n.path, &n.metadata))?;
+            let line = output::node_summary(&n.path, &n.metadata);
+            writeln!(out, "{}", output::escape_controls(&line))?;
         }
     }
     Ok(())

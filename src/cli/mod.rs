@@ -87,7 +87,9 @@ impl CliError {
             ),
             None => self.to_string(),
         };
-        msg.replace(['\n', '\r'], " ")
+        // One line, and no control character from the repository reaches the
+        // terminal.
+        output::escape_controls(&msg.replace(['\n', '\r'], " ")).into_owned()
     }
 }
 
@@ -158,8 +160,10 @@ fn init_tracing(verbose: u8) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("FLOE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    // Colors only on a terminal: a log piped or saved holds no escape sequences.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .try_init();
 }

@@ -139,3 +139,135 @@ pub(super) fn diff_text(out: &mut impl Write, d: &Diff) -> std::io::Result<()> {
     }
     Ok(())
 }
+
+/// Writes `byte` (a control character) as the escape `\u00XX`: readable text, and a
+/// valid JSON escape of the same character inside a JSON string.
+fn write_escape(out: &mut impl Write, byte: u8) -> std::io::Result<()> {
+    write!(out, "\\u{byte:04x}")
+}
+
+/// Whether `byte`, outside a UTF-8 sequence, is a control character to escape: C0
+/// except line feed and tab, and DEL.
+fn escaped_c0(byte: u8) -> bool {
+    (byte < 0x20 && byte != b'\n' && byte != b'\t') || byte == 0x7f
+}
+
+/// Writes text output with every control character escaped as `\u00XX` except line
+/// feed and tab, which structure the output: C0 controls, DEL and the C1 controls
+/// (U+0080 to U+009F, in UTF-8 `C2 80` to `C2 9F`). Everything the CLI prints goes
+/// through it (except `cat --format raw`, which is data), so no repository-provided
+/// string (names, commit messages, metadata, paths, attributes, values) can send a
+/// terminal escape sequence. JSON output stays valid JSON with the same values: its
+/// strings hold no raw C0 controls (serde escapes them), and `\u007f` or `\u009b` in
+/// a string is the character escaped.
+pub(super) struct TerminalSafe<W: Write> {
+    inner: W,
+    /// A `C2` byte held back until the next byte says whether it starts a C1 control.
+    pending_c2: bool,
+}
+
+impl<W: Write> TerminalSafe<W> {
+    /// Escapes what is written to `inner`.
+    pub(super) fn new(inner: W) -> Self {
+        TerminalSafe {
+            inner,
+            pending_c2: false,
+        }
+    }
+}
+
+impl<W: Write> Write for TerminalSafe<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut start = 0;
+        for (i, &b) in buf.iter().enumerate() {
+            if self.pending_c2 {
+                self.pending_c2 = false;
+                if (0x80..=0x9f).contains(&b) {
+                    write_escape(&mut self.inner, b)?;
+                    start = i + 1;
+                    continue;
+                }
+                self.inner.write_all(&[0xc2])?;
+                start = i;
+            }
+            if b == 0xc2 || escaped_c0(b) {
+                self.inner.write_all(&buf[start..i])?;
+                start = i + 1;
+                if b == 0xc2 {
+                    self.pending_c2 = true;
+                } else {
+                    write_escape(&mut self.inner, b)?;
+                }
+            }
+        }
+        self.inner.write_all(&buf[start..])?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if std::mem::take(&mut self.pending_c2) {
+            // A lone lead byte: not a control character.
+            self.inner.write_all(&[0xc2])?;
+        }
+        self.inner.flush()
+    }
+}
+
+/// `text` with every control character (C0, DEL, C1, line breaks included) escaped as
+/// `\u00XX`, for one-line messages.
+pub(crate) fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c.is_control() {
+            out.push_str(&format!("\\u{:04x}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn through(parts: &[&[u8]]) -> Vec<u8> {
+        let mut out = TerminalSafe::new(Vec::new());
+        for p in parts {
+            out.write_all(p).unwrap();
+        }
+        out.flush().unwrap();
+        out.inner
+    }
+
+    #[test]
+    fn controls_are_escaped_and_text_kept() {
+        let text = "a\u{1b}[31mred\u{7}\r\n\tb\u{9b}2Jé\u{7f}ü\n";
+        assert_eq!(
+            String::from_utf8(through(&[text.as_bytes()])).unwrap(),
+            "a\\u001b[31mred\\u0007\\u000d\n\tb\\u009b2Jé\\u007fü\n"
+        );
+        // A C1 control split between two writes, and a lone lead byte at the end.
+        assert_eq!(through(&[b"x\xc2", b"\x9by\xc2"]), b"x\\u009by\xc2");
+        // Other two-byte characters after C2 stay (U+00A0 to U+00BF).
+        assert_eq!(through(&["\u{a9}".as_bytes()]), "\u{a9}".as_bytes());
+    }
+
+    #[test]
+    fn json_stays_valid_with_the_same_value() {
+        let v = serde_json::json!({"name": "x\u{1b}y\u{9b}z\u{7f}"});
+        let line = through(&[serde_json::to_string(&v).unwrap().as_bytes()]);
+        assert!(!line.iter().any(|&b| escaped_c0(b)));
+        let back: serde_json::Value = serde_json::from_slice(&line).unwrap();
+        assert_eq!(back, v);
+    }
+
+    #[test]
+    fn messages_escape_line_breaks_too() {
+        assert_eq!(escape_controls("a\nb\u{1b}"), "a\\u000ab\\u001b");
+        assert_eq!(escape_controls("plain"), "plain");
+    }
+}

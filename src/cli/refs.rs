@@ -97,7 +97,7 @@ fn print_ref_map(
         output::json_line(out, &serde_json::to_value(map).unwrap_or(Value::Null))?;
     } else {
         for (n, id) in map {
-            writeln!(out, "{n}  {id}")?;
+            writeln!(out, "{}  {id}", output::escape_controls(n))?;
         }
     }
     Ok(())

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
-use super::args::RefArgs;
+use super::args::{RefArgs, VirtualArgs};
 use super::{CliError, CliResult};
 use crate::repository::{OpenOptions, Repository, VersionSelector};
 use crate::session::Session;
@@ -19,10 +19,29 @@ use crate::zarr::Store;
 /// # Errors
 /// Storage errors for a bad URL; [`crate::Error::RepositoryNotFound`] and friends.
 pub(super) async fn open_repo(location: &str, allow_virtual: &[String]) -> CliResult<Repository> {
+    let virtual_reads = VirtualArgs {
+        allow_virtual: allow_virtual.to_vec(),
+        ..VirtualArgs::default()
+    };
+    open_repo_reading(location, &virtual_reads).await
+}
+
+/// Opens the repository at `location`, reading virtual chunks as `virtual_reads`
+/// says (authorized prefixes, read deadline).
+///
+/// # Errors
+/// As [`open_repo`]; [`CliError::Usage`] for a bad `--allow-virtual` prefix.
+pub(super) async fn open_repo_reading(
+    location: &str,
+    virtual_reads: &VirtualArgs,
+) -> CliResult<Repository> {
     let storage = repo_storage(location)?;
-    let access = VirtualAccess::prefixes(allow_virtual)
+    let access = VirtualAccess::prefixes(&virtual_reads.allow_virtual)
         .map_err(|e| CliError::Usage(format!("--allow-virtual: {e}")))?;
-    let opts = OpenOptions::default().virtual_access(access);
+    let mut opts = OpenOptions::default().virtual_access(access);
+    if let Some(deadline) = virtual_reads.virtual_read_deadline {
+        opts = opts.virtual_read_deadline(deadline);
+    }
     Ok(Repository::open_with(storage, opts).await?)
 }
 
@@ -115,19 +134,19 @@ impl Source {
 
 /// Opens `location` for reading: a plain Zarr store when it is one (see
 /// [`plain_zarr_store`]), else a repository session at `at`, authorized to read
-/// virtual chunks under `allow_virtual`.
+/// virtual chunks as `virtual_reads` says.
 ///
 /// # Errors
 /// As [`open_repo`] and [`selector`]; plain store errors.
 pub(super) async fn open_source(
     location: &str,
     at: &RefArgs,
-    allow_virtual: &[String],
+    virtual_reads: &VirtualArgs,
 ) -> CliResult<Source> {
     if let Some(dir) = plain_zarr_store(location) {
         return Ok(Source::Plain(super::plain_store::open(&dir)?));
     }
-    let repo = open_repo(location, allow_virtual).await?;
+    let repo = open_repo_reading(location, virtual_reads).await?;
     let session = repo.readonly_session(&selector(&repo, at).await?).await?;
     Ok(Source::Repo(session))
 }

@@ -77,4 +77,35 @@ pub enum VirtualChunkError {
         #[source]
         source: Box<object_store::Error>,
     },
+    /// One read (a request with its retries and the follow-up size check, or a
+    /// `HEAD`) did not finish within the read deadline
+    /// ([`crate::virtual_refs::DEFAULT_READ_DEADLINE`] unless configured).
+    #[error("reading `{url}` did not finish within the {}-second deadline", deadline.as_secs_f64())]
+    DeadlineExceeded {
+        /// The URL.
+        url: String,
+        /// The deadline that passed.
+        deadline: std::time::Duration,
+    },
+    /// The server answered a range request with a body longer than the range it
+    /// acknowledged; reading stopped after `end - offset` bytes.
+    #[error("`{url}` answered bytes {offset}..{end} with a longer body: refused")]
+    OverlongResponse {
+        /// The URL.
+        url: String,
+        /// Start of the range, in bytes.
+        offset: u64,
+        /// End of the range, in bytes.
+        end: u64,
+    },
+    /// The server refused access (HTTP 401 or 403, or the store's equivalent). Not
+    /// retried.
+    #[error("access to `{url}` denied by its server: {source}")]
+    AccessDenied {
+        /// The URL.
+        url: String,
+        /// The backend error.
+        #[source]
+        source: Box<object_store::Error>,
+    },
 }

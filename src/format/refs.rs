@@ -36,11 +36,20 @@ impl RefData {
     }
 }
 
-/// What is wrong with a branch or tag name, if anything: it must be non-empty, not
-/// `.` or `..`, and hold no `/` and no control characters.
+/// Longest branch or tag name, in bytes of UTF-8: `branch.<name>`, the directory of
+/// a spec-1 branch, then fits in the 255-byte file names of common file systems.
+pub const MAX_REF_NAME_BYTES: usize = 248;
+
+/// What is wrong with a branch or tag name, if anything: it must be non-empty, at
+/// most [`MAX_REF_NAME_BYTES`] bytes, not `.` or `..`, and hold no `/` and no control
+/// characters. The same rules apply to names given to create a ref and to names read
+/// from storage (ref files, the spec-2 `repo` object). Icechunk itself only refuses
+/// `/`, so an Icechunk repository may hold refs floe does not list.
 pub fn ref_name_problem(name: &str) -> Option<&'static str> {
     if name.is_empty() {
         Some("names cannot be empty")
+    } else if name.len() > MAX_REF_NAME_BYTES {
+        Some("names are at most 248 bytes long")
     } else if name.contains('/') {
         Some("names cannot contain `/`")
     } else if name.chars().any(char::is_control) {

@@ -17,11 +17,13 @@ pub use crate::format::refs::RefData;
 use crate::format::{keys, SnapshotId};
 use crate::storage::{ObjectVersion, Storage, StorageError, WriteOutcome};
 
-/// Checks a branch or tag name (`kind` is `branch` or `tag`, for the message).
+/// Checks a branch or tag name (`kind` is `branch` or `tag`, for the message), given
+/// by a caller or read from storage (rules: [`ref_name_problem`]).
 ///
 /// # Errors
-/// [`Error::InvalidRefName`]: empty, `.` or `..`, or holding `/` or control
-/// characters.
+/// [`Error::InvalidRefName`]: empty, longer than
+/// [`crate::format::refs::MAX_REF_NAME_BYTES`], `.` or `..`, or holding `/` or
+/// control characters.
 pub fn validate_ref_name(kind: &'static str, name: &str) -> Result<()> {
     match ref_name_problem(name) {
         None => Ok(()),
@@ -98,7 +100,10 @@ pub struct RefListing {
 }
 
 /// Lists branches and tags: lists `refs/` and takes each key's first segment
-/// (`branch.X` / `tag.X`); tags with a tombstone are reported as deleted.
+/// (`branch.X` / `tag.X`); tags with a tombstone are reported as deleted. Names are
+/// as stored, unchecked (so that garbage collection keeps what every ref points to);
+/// reading or changing a ref by one of them checks it ([`validate_ref_name`]), and
+/// `Repository::list_branches` and friends leave invalid names out.
 ///
 /// # Errors
 /// Storage errors.

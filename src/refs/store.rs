@@ -8,6 +8,7 @@ use super::repo_object::{self, Change};
 use super::RefListing;
 use crate::assets::AssetManager;
 use crate::error::{Error, Result};
+use crate::format::refs::ref_name_problem;
 use crate::format::repo_info::{FeatureFlag, RepoInfo, SnapshotSummary, UpdateKind};
 use crate::format::snapshot::Snapshot;
 use crate::format::{SnapshotId, SpecVersion};
@@ -51,6 +52,38 @@ pub(crate) fn check_flag(
             flag: flag.name(),
         })
     }
+}
+
+/// A name for a log line: its first 64 characters in `Debug` form (control
+/// characters escaped), with its length when longer.
+fn shown(name: &str) -> String {
+    let head: String = name.chars().take(64).collect();
+    if head.len() == name.len() {
+        format!("{head:?}")
+    } else {
+        format!("{head:?}... ({} bytes)", name.len())
+    }
+}
+
+/// `names` (of refs of `kind`, read from storage) without those that break the naming
+/// rules, each left out with a warning (the name escaped and shortened, see
+/// [`shown`]).
+fn valid_names(kind: &'static str, names: Vec<String>) -> Vec<String> {
+    names
+        .into_iter()
+        .filter(|name| match ref_name_problem(name) {
+            None => true,
+            Some(reason) => {
+                tracing::warn!(
+                    kind,
+                    name = %shown(name),
+                    reason,
+                    "ignoring a ref with an invalid name in the repository"
+                );
+                false
+            }
+        })
+        .collect()
 }
 
 fn known_snapshot(info: &RepoInfo, id: SnapshotId) -> Result<()> {
@@ -98,22 +131,29 @@ impl RefStore {
         Ok(self.assets.fetch_repo_info().await?.0)
     }
 
-    /// Branches, live tags and deleted tags, sorted.
+    /// Branches, live tags and deleted tags, sorted. Names read from storage that
+    /// break the naming rules ([`ref_files::validate_ref_name`]: empty, too long,
+    /// `.`, `..`, `/`, control characters) are left out, each with a warning.
     ///
     /// # Errors
     /// Storage and format errors.
     pub(crate) async fn list(&self) -> Result<RefListing> {
-        match self.spec() {
-            SpecVersion::V1 => ref_files::list_refs(self.storage()).await,
+        let listing = match self.spec() {
+            SpecVersion::V1 => ref_files::list_refs(self.storage()).await?,
             SpecVersion::V2 => {
                 let info = self.repo().await?;
-                Ok(RefListing {
+                RefListing {
                     branches: info.branches.keys().cloned().collect(),
                     tags: info.tags.keys().cloned().collect(),
                     deleted_tags: info.deleted_tags.iter().cloned().collect(),
-                })
+                }
             }
-        }
+        };
+        Ok(RefListing {
+            branches: valid_names("branch", listing.branches),
+            tags: valid_names("tag", listing.tags),
+            deleted_tags: valid_names("tag", listing.deleted_tags),
+        })
     }
 
     /// Where branch `name` points.
@@ -121,6 +161,7 @@ impl RefStore {
     /// # Errors
     /// [`Error::BranchNotFound`]; [`Error::InvalidRefName`]; storage and format errors.
     pub(crate) async fn branch(&self, name: &str) -> Result<BranchTip> {
+        ref_files::validate_ref_name("branch", name)?;
         match self.spec() {
             SpecVersion::V1 => {
                 let (snapshot, version) = ref_files::fetch_branch(self.storage(), name).await?;
@@ -136,8 +177,10 @@ impl RefStore {
     /// Where tag `name` points.
     ///
     /// # Errors
-    /// [`Error::TagNotFound`]; [`Error::TagDeleted`]; storage and format errors.
+    /// [`Error::TagNotFound`]; [`Error::TagDeleted`]; [`Error::InvalidRefName`];
+    /// storage and format errors.
     pub(crate) async fn tag(&self, name: &str) -> Result<SnapshotId> {
+        ref_files::validate_ref_name("tag", name)?;
         match self.spec() {
             SpecVersion::V1 => ref_files::fetch_tag(self.storage(), name).await,
             SpecVersion::V2 => {
@@ -194,9 +237,10 @@ impl RefStore {
     /// Deletes branch `name` (never `main`).
     ///
     /// # Errors
-    /// [`Error::BranchNotFound`], [`Error::CannotDeleteMain`],
+    /// [`Error::BranchNotFound`], [`Error::CannotDeleteMain`], [`Error::InvalidRefName`],
     /// [`Error::RepositoryReadOnly`]; storage errors.
     pub(crate) async fn delete_branch(&self, name: &str) -> Result<()> {
+        ref_files::validate_ref_name("branch", name)?;
         match self.spec() {
             SpecVersion::V1 => ref_files::delete_branch(self.storage(), name).await,
             SpecVersion::V2 => {
@@ -316,8 +360,9 @@ impl RefStore {
     ///
     /// # Errors
     /// [`Error::TagNotFound`], [`Error::TagDeleted`], [`Error::FeatureDisabled`],
-    /// [`Error::RepositoryReadOnly`]; storage errors.
+    /// [`Error::InvalidRefName`], [`Error::RepositoryReadOnly`]; storage errors.
     pub(crate) async fn delete_tag(&self, name: &str) -> Result<()> {
+        ref_files::validate_ref_name("tag", name)?;
         match self.spec() {
             SpecVersion::V1 => ref_files::delete_tag(self.storage(), name).await,
             SpecVersion::V2 => {
@@ -357,7 +402,8 @@ impl RefStore {
     ///
     /// # Errors
     /// [`Error::BranchNotFound`] (spec 2: the branch was deleted);
-    /// [`Error::RepositoryReadOnly`]; storage and format errors.
+    /// [`Error::InvalidRefName`]; [`Error::RepositoryReadOnly`]; storage and format
+    /// errors.
     pub(crate) async fn commit(
         &self,
         branch: &str,
@@ -365,6 +411,7 @@ impl RefStore {
         snapshot: &Snapshot,
         amends: Option<SnapshotId>,
     ) -> Result<RefUpdate> {
+        ref_files::validate_ref_name("branch", branch)?;
         match self.spec() {
             SpecVersion::V1 => {
                 let moved = ref_files::update_branch(

@@ -22,6 +22,7 @@ use crate::format::manifest::{Checksum, ChunkPayload};
 use crate::format::{ChunkId, ChunkIndices, NodePath};
 use crate::storage::coalesce::{self, CoalesceOptions};
 use crate::storage::StorageError;
+use crate::virtual_refs::fetch::worth_retrying_per_chunk;
 
 use super::Session;
 
@@ -109,9 +110,12 @@ impl Session {
     /// `concurrency` × 16 MiB ([`coalesce::DEFAULT_MAX_SPAN`]), or `concurrency`
     /// chunks when a chunk is larger, are held by the stream at once.
     ///
-    /// When a merged request fails, its chunks are read again one by one, so each
-    /// chunk reports its own outcome (one chunk past the end of its file does not
-    /// fail its neighbours).
+    /// When a merged request fails in a way that may be one chunk's (a short read:
+    /// one chunk past the end of its file does not fail its neighbours), its chunks
+    /// are read again one by one, so each chunk reports its own outcome. A merged
+    /// virtual request that fails for every chunk alike (missing object, refused
+    /// access, checksum mismatch, read deadline, ...) is not repeated: each of its
+    /// chunks reports that error.
     pub fn get_chunks<'a>(
         &'a self,
         chunks: Vec<(NodePath, ChunkIndices)>,
@@ -236,13 +240,34 @@ impl Session {
                     .fetch_chunk_ranges(id, &ranges)
                     .await
                     .ok(),
-                Source::Virtual { location, checksum } => self
+                Source::Virtual { location, checksum } => match self
                     .inner
                     .ctx
                     .virtual_resolver
                     .fetch_ranges(location, checksum.as_ref(), &ranges)
                     .await
-                    .ok(),
+                {
+                    Ok(parts) => Some(parts),
+                    Err(e) if worth_retrying_per_chunk(&e) => None,
+                    // Would fail again for every chunk: not repeated.
+                    Err(e) => {
+                        let mut sources: Vec<_> =
+                            members[1..].iter().map(|_| e.for_another_chunk()).collect();
+                        sources.push(e);
+                        return members
+                            .iter()
+                            .zip(sources)
+                            .map(|(m, source)| {
+                                let error = Error::VirtualChunk {
+                                    path: m.path.clone(),
+                                    index: m.index.clone(),
+                                    source,
+                                };
+                                (m.pos, Err(error))
+                            })
+                            .collect();
+                    }
+                },
             };
             if let Some(parts) = read.filter(|p| p.len() == members.len()) {
                 return members

@@ -1,21 +1,42 @@
 //! Reading virtual chunks by byte range through `object_store`, with checksum
 //! preconditions.
+//!
+//! Reads are bounded against hostile or broken servers:
+//!
+//! - *Memory*: a response body is read as a stream and never beyond the range the
+//!   request asked for; a longer body stops the read with
+//!   [`VirtualChunkError::OverlongResponse`] (a body that disagrees with the range in
+//!   its `Content-Range`, or a `200` instead of a `206`, is refused by `object_store`
+//!   before the body is read). Memory per request is at most the requested range.
+//! - *Time*: every request, with its retries and the size check that may follow it,
+//!   must finish within the resolver's read deadline
+//!   ([`DEFAULT_READ_DEADLINE`], [`VirtualChunkResolver::with_read_deadline`]), or
+//!   fails with [`VirtualChunkError::DeadlineExceeded`].
+//! - *Retries*: only failures that can pass are retried (by `object_store`: server
+//!   errors, `429`, timeouts, dropped connections, within the deadline). A missing
+//!   object (`404`), refused access (`401`, `403`), a failed checksum precondition or
+//!   a refused redirect fail at once, and a merged request that fails so is not
+//!   repeated chunk by chunk.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::ops::Range;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use bytes::Bytes;
 use chrono::{TimeZone, Utc};
+use futures::StreamExt;
 use object_store::client::{
     HttpClient, HttpConnector, HttpError, HttpErrorKind, HttpRequest, HttpResponse, HttpService,
 };
 use object_store::http::HttpBuilder;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
-use object_store::{ClientOptions, GetOptions, GetRange, ObjectStore, ObjectStoreExt};
+use object_store::{
+    ClientOptions, GetOptions, GetRange, GetResultPayload, ObjectStore, ObjectStoreExt, RetryConfig,
+};
 use url::Url;
 
 use super::authorization::{
@@ -26,6 +47,20 @@ use crate::format::config::{ContainerStore, VirtualChunkContainer};
 use crate::format::manifest::{Checksum, VirtualChunkRef};
 use crate::storage::coalesce::{self, CoalesceOptions};
 use crate::storage::S3Options;
+
+/// Default read deadline of virtual chunk reads: 60 seconds for one request (a chunk,
+/// or nearby chunks of one object merged into at most
+/// [`coalesce::DEFAULT_MAX_SPAN`] bytes), including its retries and the size check
+/// that may follow it. Change it with [`VirtualChunkResolver::with_read_deadline`],
+/// [`crate::OpenOptions::virtual_read_deadline`] or the CLI's
+/// `--virtual-read-deadline SECONDS`.
+pub const DEFAULT_READ_DEADLINE: Duration = Duration::from_secs(60);
+
+/// Connect timeout of one HTTP attempt, when shorter than the deadline.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Timeout of one HTTP attempt, when shorter than the deadline: a stalled attempt is
+/// retried while the deadline allows.
+const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Where a virtual chunk URL is read from.
 struct Located<'a> {
@@ -48,6 +83,8 @@ pub struct VirtualChunkResolver {
     access: VirtualAccess,
     s3_credentials: Option<S3Options>,
     stores: Mutex<HashMap<String, Arc<dyn ObjectStore>>>,
+    /// The read deadline of one request with its retries.
+    deadline: Duration,
 }
 
 impl VirtualChunkResolver {
@@ -75,6 +112,38 @@ impl VirtualChunkResolver {
             access,
             s3_credentials,
             stores: Mutex::new(HashMap::new()),
+            deadline: DEFAULT_READ_DEADLINE,
+        }
+    }
+
+    /// This resolver with `deadline` as the read deadline: the longest one request
+    /// for a virtual chunk (or for nearby chunks of one object merged into one
+    /// request), with its retries and the size check that may follow it, or one
+    /// [`VirtualChunkResolver::head`], may take. A zero deadline is raised to one
+    /// millisecond. Default [`DEFAULT_READ_DEADLINE`].
+    #[must_use]
+    pub fn with_read_deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = deadline.max(Duration::from_millis(1));
+        self
+    }
+
+    /// The read deadline (see [`VirtualChunkResolver::with_read_deadline`]).
+    pub fn read_deadline(&self) -> Duration {
+        self.deadline
+    }
+
+    /// Runs `read` (a request of `url`) under the read deadline.
+    async fn within_deadline<T>(
+        &self,
+        url: &str,
+        read: impl Future<Output = Result<T, VirtualChunkError>>,
+    ) -> Result<T, VirtualChunkError> {
+        match tokio::time::timeout(self.deadline, read).await {
+            Ok(r) => r,
+            Err(_) => Err(VirtualChunkError::DeadlineExceeded {
+                url: url.to_string(),
+                deadline: self.deadline,
+            }),
         }
     }
 
@@ -173,9 +242,14 @@ impl VirtualChunkResolver {
                     Arc::new(
                         HttpBuilder::new()
                             .with_client_options(ClientOptions::new().with_allow_http(allow_http))
+                            .with_retry(RetryConfig {
+                                retry_timeout: self.deadline,
+                                ..RetryConfig::default()
+                            })
                             .with_http_connector(ConfinedConnector {
                                 access: self.access.clone(),
                                 allow_http,
+                                deadline: self.deadline,
                             })
                             .with_url(base.clone())
                             .build()
@@ -198,7 +272,7 @@ impl VirtualChunkResolver {
     }
 
     /// Size, modification time and etag of the object at `url` (authorized and covered
-    /// by a container, like reads).
+    /// by a container, like reads), within the read deadline.
     ///
     /// # Errors
     /// As [`VirtualChunkResolver::fetch`].
@@ -206,7 +280,10 @@ impl VirtualChunkResolver {
         let Located {
             url, store, path, ..
         } = self.locate(url)?;
-        store.head(&path).await.map_err(|e| map_err(&url, e))
+        self.within_deadline(&url, async {
+            store.head(&path).await.map_err(|e| map_err(&url, e))
+        })
+        .await
     }
 
     /// Normalizes `url`, checks it is covered and authorized, and finds the object
@@ -270,11 +347,13 @@ impl VirtualChunkResolver {
         })
     }
 
-    /// Reads the bytes of a virtual chunk ref.
+    /// Reads the bytes of a virtual chunk ref: one request, retried only on failures
+    /// that can pass, within the read deadline; at most `r.length` bytes are read.
     ///
     /// # Errors
     /// Every [`VirtualChunkError`] variant: invalid or unauthorized URL, no container,
-    /// unsupported store, missing source, checksum mismatch, short read, backend error.
+    /// unsupported store, missing source, checksum mismatch, short read, access
+    /// denied, deadline exceeded, overlong response, backend error.
     pub async fn fetch(&self, r: &VirtualChunkRef) -> Result<Bytes, VirtualChunkError> {
         self.fetch_range(r, 0, r.length).await
     }
@@ -353,8 +432,20 @@ impl VirtualChunkResolver {
     }
 
     /// One ranged request (`span`, non-empty, object offsets in bytes) of a located
-    /// object under the `checksum` precondition; all of the span's bytes or an error.
+    /// object under the `checksum` precondition, within the read deadline; all of the
+    /// span's bytes or an error.
     async fn fetch_span(
+        &self,
+        located: &Located<'_>,
+        checksum: Option<&Checksum>,
+        span: Range<u64>,
+    ) -> Result<Bytes, VirtualChunkError> {
+        self.within_deadline(&located.url, self.fetch_span_now(located, checksum, span))
+            .await
+    }
+
+    /// [`Self::fetch_span`] without the deadline.
+    async fn fetch_span_now(
         &self,
         located: &Located<'_>,
         checksum: Option<&Checksum>,
@@ -386,10 +477,13 @@ impl VirtualChunkResolver {
         let res = match store.get_opts(path, opts).await {
             Ok(res) => res,
             Err(e) => {
+                // A range starting past the end fails on most backends with an
+                // unspecific error: report it as the short read it is. Errors that say
+                // what they are (missing, denied, range not supported, precondition)
+                // need no second request.
+                let unspecific = matches!(e, object_store::Error::Generic { .. });
                 let err = map_err(url, e);
-                if let VirtualChunkError::Backend { .. } = err {
-                    // A range starting past the end fails on most backends: report it
-                    // as the short read it is.
+                if unspecific && matches!(err, VirtualChunkError::Backend { .. }) {
                     if let Ok(meta) = store.head(path).await {
                         if meta.size < to {
                             return Err(VirtualChunkError::ShortRead {
@@ -404,7 +498,15 @@ impl VirtualChunkResolver {
                 return Err(err);
             }
         };
-        let bytes = res.bytes().await.map_err(|e| map_err(url, e))?;
+        let bytes = if matches!(res.payload, GetResultPayload::Stream(_)) {
+            // What the server acknowledged (its `Content-Range`, which object_store
+            // checked against the request): never read past it.
+            let limit = res.range.end.saturating_sub(res.range.start);
+            read_at_most(res.into_stream(), limit, url, from, to).await?
+        } else {
+            // A local file: object_store reads exactly the range.
+            res.bytes().await.map_err(|e| map_err(url, e))?
+        };
         if (bytes.len() as u64) < to - from {
             return Err(VirtualChunkError::ShortRead {
                 url: url.clone(),
@@ -414,6 +516,117 @@ impl VirtualChunkResolver {
             });
         }
         Ok(bytes)
+    }
+}
+
+/// Collects a response body of at most `limit` bytes (the request being for object
+/// bytes `from..to`), stopping at the first byte past it.
+///
+/// # Errors
+/// [`VirtualChunkError::OverlongResponse`] past `limit`; body errors as
+/// [`map_err`].
+async fn read_at_most(
+    mut body: futures::stream::BoxStream<'static, object_store::Result<Bytes>>,
+    limit: u64,
+    url: &str,
+    from: u64,
+    to: u64,
+) -> Result<Bytes, VirtualChunkError> {
+    let mut parts: Vec<Bytes> = Vec::new();
+    let mut total: u64 = 0;
+    while let Some(part) = body.next().await {
+        let part = part.map_err(|e| map_err(url, e))?;
+        total = total.saturating_add(part.len() as u64);
+        if total > limit {
+            return Err(VirtualChunkError::OverlongResponse {
+                url: url.to_string(),
+                offset: from,
+                end: to,
+            });
+        }
+        parts.push(part);
+    }
+    Ok(match parts.len() {
+        0 => Bytes::new(),
+        1 => parts.swap_remove(0),
+        _ => {
+            let mut buf = Vec::with_capacity(usize::try_from(total).unwrap_or(0));
+            for p in &parts {
+                buf.extend_from_slice(p);
+            }
+            Bytes::from(buf)
+        }
+    })
+}
+
+/// Whether a failed request of a merged span may pass chunk by chunk: only a short
+/// read (some of the span's chunks may lie inside the object). Everything else (a
+/// missing object, refused access, a checksum mismatch, a refused redirect, the
+/// deadline, a server that keeps failing) would fail again for every chunk.
+pub(crate) fn worth_retrying_per_chunk(e: &VirtualChunkError) -> bool {
+    matches!(e, VirtualChunkError::ShortRead { .. })
+}
+
+impl VirtualChunkError {
+    /// The same error for another chunk of the same failed request (a backend error's
+    /// source, which cannot be cloned, is carried as its message).
+    pub(crate) fn for_another_chunk(&self) -> VirtualChunkError {
+        use VirtualChunkError as E;
+        let text = |source: &object_store::Error| {
+            Box::new(object_store::Error::Generic {
+                store: "virtual chunk source",
+                source: source.to_string().into(),
+            })
+        };
+        match self {
+            E::InvalidUrl { url, reason } => E::InvalidUrl {
+                url: url.clone(),
+                reason: reason.clone(),
+            },
+            E::NoContainer { url } => E::NoContainer { url: url.clone() },
+            E::Unauthorized { url, container } => E::Unauthorized {
+                url: url.clone(),
+                container: container.clone(),
+            },
+            E::ChecksumMismatch { url } => E::ChecksumMismatch { url: url.clone() },
+            E::SourceMissing { url } => E::SourceMissing { url: url.clone() },
+            E::ShortRead {
+                url,
+                offset,
+                end,
+                got,
+            } => E::ShortRead {
+                url: url.clone(),
+                offset: *offset,
+                end: *end,
+                got: *got,
+            },
+            E::UnsupportedStore { container, store } => E::UnsupportedStore {
+                container: container.clone(),
+                store: store.clone(),
+            },
+            E::RedirectRefused { url, location } => E::RedirectRefused {
+                url: url.clone(),
+                location: location.clone(),
+            },
+            E::Backend { url, source } => E::Backend {
+                url: url.clone(),
+                source: text(source),
+            },
+            E::DeadlineExceeded { url, deadline } => E::DeadlineExceeded {
+                url: url.clone(),
+                deadline: *deadline,
+            },
+            E::OverlongResponse { url, offset, end } => E::OverlongResponse {
+                url: url.clone(),
+                offset: *offset,
+                end: *end,
+            },
+            E::AccessDenied { url, source } => E::AccessDenied {
+                url: url.clone(),
+                source: text(source),
+            },
+        }
     }
 }
 
@@ -483,6 +696,11 @@ fn map_err(url: &str, e: object_store::Error) -> VirtualChunkError {
                 url: url.to_string(),
             }
         }
+        e @ (object_store::Error::PermissionDenied { .. }
+        | object_store::Error::Unauthenticated { .. }) => VirtualChunkError::AccessDenied {
+            url: url.to_string(),
+            source: Box::new(e),
+        },
         other => VirtualChunkError::Backend {
             url: url.to_string(),
             source: Box::new(other),
@@ -503,11 +721,12 @@ struct RedirectOutside {
 /// Builds the HTTP client of virtual HTTP(S) containers: like object_store's default
 /// (timeouts, no transparent decompression) but following a redirect only when the
 /// new location, normalized, is itself authorized (see the module documentation of
-/// [`super::authorization`]).
+/// [`super::authorization`]). No attempt outlasts the read deadline.
 #[derive(Debug)]
 struct ConfinedConnector {
     access: VirtualAccess,
     allow_http: bool,
+    deadline: Duration,
 }
 
 impl HttpConnector for ConfinedConnector {
@@ -526,8 +745,8 @@ impl HttpConnector for ConfinedConnector {
         let client = reqwest::Client::builder()
             .redirect(policy)
             .https_only(!self.allow_http)
-            .connect_timeout(std::time::Duration::from_secs(5))
-            .timeout(std::time::Duration::from_secs(30))
+            .connect_timeout(CONNECT_TIMEOUT.min(self.deadline))
+            .timeout(ATTEMPT_TIMEOUT.min(self.deadline))
             // As object_store: compression would falsify Content-Length.
             .no_gzip()
             .no_brotli()

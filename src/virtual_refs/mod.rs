@@ -13,6 +13,10 @@
 //! Checksums: an etag checksum is sent as an `If-Match` precondition; a last-modified
 //! checksum (seconds) rejects a source modified since. Either failure, a missing
 //! object, or a short read is a [`VirtualChunkError`], never wrong data or fill values.
+//!
+//! Hostile servers: a read never holds more than the bytes it asked for, never lasts
+//! longer than the read deadline ([`fetch::DEFAULT_READ_DEADLINE`], 60 seconds, with
+//! its retries), and failures that cannot pass are not retried (see [`fetch`]).
 
 pub mod authorization;
 pub mod fetch;
