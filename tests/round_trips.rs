@@ -1,0 +1,192 @@
+//! Round trips per operation on object storage, counted, not timed: every storage
+//! call takes one simulated round trip (`RTT`) on a paused tokio clock, so the
+//! virtual time an operation takes, divided by `RTT`, is the number of sequential
+//! round trips on its critical path (concurrent requests share one), whatever the
+//! machine's speed. The README's table of round trips per operation is this test's
+//! output; a change that adds a sequential request fails it.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::{array_json, group_json};
+use floe::format::SpecVersion;
+use floe::storage::fault::{Call, Fault, FaultyStorage};
+use floe::storage::{new_in_memory_storage, Storage};
+use floe::zarr::store::Store;
+use floe::{OpenOptions, Repository, VersionSelector};
+
+/// One simulated round trip.
+const RTT: Duration = Duration::from_millis(100);
+
+/// A latent view of one in-memory storage, recording every call.
+#[derive(Clone)]
+struct Latent {
+    inner: Arc<dyn Storage>,
+    calls: Arc<Mutex<Vec<(Call, String)>>>,
+}
+
+impl Latent {
+    fn new() -> Self {
+        Latent {
+            inner: new_in_memory_storage(),
+            calls: Arc::default(),
+        }
+    }
+
+    /// A new latent handle (every call recorded and delayed by `RTT`).
+    fn storage(&self) -> Arc<dyn Storage> {
+        let calls = Arc::clone(&self.calls);
+        Arc::new(FaultyStorage::new(
+            Arc::clone(&self.inner),
+            Box::new(move |call, key| {
+                calls.lock().unwrap().push((call, key.to_string()));
+                Fault::Delay(RTT)
+            }),
+        ))
+    }
+
+    /// Runs `op`, returning its sequential round trips and its calls.
+    async fn measure<T>(
+        &self,
+        op: impl std::future::Future<Output = T>,
+    ) -> (u32, Vec<(Call, String)>, T) {
+        self.calls.lock().unwrap().clear();
+        let start = tokio::time::Instant::now();
+        let out = op.await;
+        let elapsed = start.elapsed();
+        let trips = u32::try_from(elapsed.as_millis() / RTT.as_millis()).unwrap();
+        (trips, std::mem::take(&mut *self.calls.lock().unwrap()), out)
+    }
+}
+
+/// Round trips of each operation on a repository of `spec`.
+async fn table(spec: SpecVersion) -> Vec<(&'static str, u32, usize)> {
+    let l = Latent::new();
+    let mut rows = Vec::new();
+    let mut row = |name: &'static str, (trips, calls, _): (u32, Vec<(Call, String)>, ())| {
+        eprintln!(
+            "spec {spec} {name}: {trips} round trips, {} calls: {calls:?}",
+            calls.len()
+        );
+        rows.push((name, trips, calls.len()));
+    };
+    let (t, c, repo) = l
+        .measure(Repository::create_with(
+            l.storage(),
+            None,
+            spec,
+            OpenOptions::default(),
+        ))
+        .await;
+    let repo = repo.unwrap();
+    row("create", (t, c, ()));
+
+    let session = repo.writable_session("main").await.unwrap();
+    let store = session.store();
+    store
+        .set("zarr.json", group_json(serde_json::json!({})))
+        .await
+        .unwrap();
+    store
+        .set(
+            "a/zarr.json",
+            array_json(&[8], &[4], "uint8", serde_json::json!(0)),
+        )
+        .await
+        .unwrap();
+    store.set("a/c/0", Bytes::from(vec![1u8; 4])).await.unwrap();
+    let (t, c, first) = l.measure(session.commit("first")).await;
+    let first = first.unwrap();
+    row("commit (one array, one chunk)", (t, c, ()));
+
+    let session = repo.writable_session("main").await.unwrap();
+    session
+        .store()
+        .set("zarr.json", group_json(serde_json::json!({"x": 1})))
+        .await
+        .unwrap();
+    let (t, c, r) = l.measure(session.commit("attributes")).await;
+    r.unwrap();
+    row("attribute-only commit", (t, c, ()));
+
+    let (t, c, r) = l.measure(repo.create_branch("dev", first)).await;
+    r.unwrap();
+    row("create branch", (t, c, ()));
+    let (t, c, r) = l.measure(repo.create_tag("v1", first)).await;
+    r.unwrap();
+    row("create tag", (t, c, ()));
+    let tip = repo.lookup_branch("main").await.unwrap();
+    let (t, c, r) = l.measure(repo.reset_branch("dev", tip, Some(first))).await;
+    r.unwrap();
+    row("reset branch", (t, c, ()));
+    let (t, c, r) = l.measure(repo.delete_branch("dev")).await;
+    r.unwrap();
+    row("delete branch", (t, c, ()));
+
+    for i in 0..18 {
+        let s = repo.writable_session("main").await.unwrap();
+        s.store()
+            .set("zarr.json", group_json(serde_json::json!({ "i": i })))
+            .await
+            .unwrap();
+        s.commit("more").await.unwrap();
+    }
+    let storage = l.storage();
+    let (t, c, n) = l
+        .measure(async {
+            let repo = Repository::open(storage).await.unwrap();
+            let tip = repo.lookup_branch("main").await.unwrap();
+            repo.ancestry(tip).await.unwrap().len()
+        })
+        .await;
+    assert_eq!(n, 21);
+    row("open + ancestry of 21 commits", (t, c, ()));
+
+    let storage = l.storage();
+    let (t, c, r) = l
+        .measure(async {
+            let repo = Repository::open(storage).await.unwrap();
+            let s = repo
+                .readonly_session(&VersionSelector::Branch("main".into()))
+                .await
+                .unwrap();
+            s.store().get("a/c/0").await.unwrap()
+        })
+        .await;
+    assert_eq!(r.as_deref(), Some(&[1u8; 4][..]));
+    row("open + read-only session + read one chunk", (t, c, ()));
+    rows
+}
+
+/// Sequential round trips of each operation: (operation, spec 1, spec 2). The
+/// README's table shows the same numbers.
+const EXPECTED: &[(&str, u32, u32)] = &[
+    ("create", 3, 3),
+    ("commit (one array, one chunk)", 3, 5),
+    ("attribute-only commit", 2, 4),
+    ("create branch", 1, 3),
+    ("create tag", 2, 3),
+    ("reset branch", 2, 4),
+    ("delete branch", 2, 3),
+    ("open + ancestry of 21 commits", 24, 5),
+    ("open + read-only session + read one chunk", 5, 5),
+];
+
+#[tokio::test(start_paused = true)]
+async fn round_trips_per_operation() {
+    for (i, spec) in [SpecVersion::V1, SpecVersion::V2].into_iter().enumerate() {
+        let rows = table(spec).await;
+        let got: Vec<(&str, u32)> = rows
+            .iter()
+            .map(|(name, trips, _)| (*name, *trips))
+            .collect();
+        let want: Vec<(&str, u32)> = EXPECTED
+            .iter()
+            .map(|&(name, v1, v2)| (name, if i == 0 { v1 } else { v2 }))
+            .collect();
+        assert_eq!(got, want, "spec {spec}");
+    }
+}
