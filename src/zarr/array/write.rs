@@ -141,7 +141,7 @@ impl Array {
     /// ([`Array::borrowed_run`]) without copying them out: they are encoded on the
     /// compute pool straight from `data` and written by the encoding thread where
     /// the store allows ([`Store::set_blocking`]), the rest through `set` once a
-    /// window of them is encoded. The calling thread waits for the pool while a
+    /// window of them is encoded, `ArrayOptions::concurrency` at a time. The calling thread waits for the pool while a
     /// window (~64 MiB of input) is encoded and yields between windows (not
     /// `block_in_place`, which tokio refuses in a `LocalSet`); a window also bounds
     /// the encoded chunks held for `set`.
@@ -185,10 +185,15 @@ impl Array {
                 key: self.key_of(&part[0].0),
                 source: CodecError::Task(panic),
             })?;
-            for (key, put) in staged {
+            // What the encoding threads could not write (object storage) goes out
+            // `concurrency` requests at a time, not one after another.
+            futures::stream::iter(staged.into_iter().map(|(key, put)| async move {
                 let put = put.map_err(|e| chunk_err(&self.path, &key, e))?;
-                self.finish_put(&key, put).await?;
-            }
+                self.finish_put(&key, put).await
+            }))
+            .buffer_unordered(self.options.concurrency.max(1))
+            .try_collect::<Vec<()>>()
+            .await?;
             tokio::task::yield_now().await;
         }
         Ok(())
