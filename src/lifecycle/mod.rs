@@ -13,5 +13,5 @@ pub mod gc;
 pub mod upgrade;
 
 pub use expire::{ExpireOptions, ExpireResult};
-pub use gc::{GcOptions, GcSummary};
+pub use gc::{GcOptions, GcSummary, GC_SAFETY_WINDOW_SECS};
 pub use upgrade::{upgrade_to_spec2, UpgradeReport};

@@ -31,6 +31,26 @@ pub struct ObjectStorage {
     /// Whether planned requests go to the backend's own `ObjectStore::get_ranges`
     /// (see [`ObjectStorage::with_vectored_ranges`]).
     vectored_ranges: bool,
+    /// How [`Storage::delete_if_match`] is done (`object_store` 0.14 has no
+    /// conditional delete).
+    conditional_delete: ConditionalDelete,
+}
+
+/// How an [`ObjectStorage`] deletes an object only at a given version.
+#[derive(Debug, Clone, Default)]
+enum ConditionalDelete {
+    /// It cannot: [`StorageError::Unsupported`].
+    #[default]
+    Unsupported,
+    /// The store lives in this process (memory): conditional writes and conditional
+    /// deletes are serialized by one lock, so the check and the removal are atomic.
+    Serialized(Arc<tokio::sync::Mutex<()>>),
+    /// S3: a `DeleteObject` request with `If-Match: <etag>`, sent to a URL presigned
+    /// by the store's own credentials.
+    Signed {
+        signer: Arc<dyn object_store::signer::Signer>,
+        client: reqwest::Client,
+    },
 }
 
 impl ObjectStorage {
@@ -43,6 +63,38 @@ impl ObjectStorage {
             url,
             ranged_listing: false,
             vectored_ranges: false,
+            conditional_delete: ConditionalDelete::Unsupported,
+        }
+    }
+
+    /// Declares that the store lives in this process (memory): conditional writes and
+    /// [`Storage::delete_if_match`] then take one lock, which makes the conditional
+    /// delete atomic against them.
+    pub fn with_serialized_conditional_writes(mut self) -> Self {
+        self.conditional_delete =
+            ConditionalDelete::Serialized(Arc::new(tokio::sync::Mutex::new(())));
+        self
+    }
+
+    /// Declares that `signer` (the S3 store itself) presigns requests to this
+    /// store's keys: [`Storage::delete_if_match`] then sends `DeleteObject` with
+    /// `If-Match: <etag>` (S3 conditional deletes) to a URL it presigns.
+    pub fn with_signed_conditional_delete(
+        mut self,
+        signer: Arc<dyn object_store::signer::Signer>,
+    ) -> Self {
+        self.conditional_delete = ConditionalDelete::Signed {
+            signer,
+            client: reqwest::Client::new(),
+        };
+        self
+    }
+
+    /// The lock conditional writes take, for stores in this process.
+    async fn conditional_lock(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        match &self.conditional_delete {
+            ConditionalDelete::Serialized(m) => Some(m.lock().await),
+            _ => None,
         }
     }
 
@@ -249,6 +301,46 @@ pub(super) fn map_err(key: &str, e: object_store::Error) -> StorageError {
     }
 }
 
+/// S3's conditional delete: `DeleteObject` with `If-Match: <etag>` on a URL
+/// presigned for five minutes. 204 (or 200) is deleted; 412 (version moved), 404
+/// (gone) and 409 (a concurrent write won) fail the precondition.
+async fn signed_delete_if_match(
+    signer: &dyn object_store::signer::Signer,
+    client: &reqwest::Client,
+    path: &Path,
+    key: &str,
+    expected: &ObjectVersion,
+) -> StorageResult<WriteOutcome> {
+    use object_store::signer::Method;
+    let url = signer
+        .signed_url(Method::DELETE, path, std::time::Duration::from_secs(300))
+        .await
+        .map_err(|e| map_err(key, e))?;
+    let backend = |reason: String| StorageError::Backend {
+        key: key.to_string(),
+        source: Box::new(object_store::Error::Generic {
+            store: "S3",
+            source: reason.into(),
+        }),
+    };
+    let response = client
+        .delete(url.as_str())
+        .header("If-Match", expected.0.as_str())
+        .send()
+        .await
+        .map_err(|e| backend(format!("conditional delete failed: {e}")))?;
+    match response.status().as_u16() {
+        200 | 204 => Ok(WriteOutcome::Written(None)),
+        404 | 409 | 412 => Ok(WriteOutcome::PreconditionFailed),
+        status => {
+            let body = response.text().await.unwrap_or_default();
+            Err(backend(format!(
+                "conditional delete answered HTTP {status}: {body}"
+            )))
+        }
+    }
+}
+
 impl fmt::Display for ObjectStorage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.url)
@@ -357,6 +449,7 @@ impl Storage for ObjectStorage {
     }
 
     async fn put_if_absent(&self, key: &str, bytes: Bytes) -> StorageResult<WriteOutcome> {
+        let _serialized = self.conditional_lock().await;
         let opts = PutOptions::from(PutMode::Create);
         match self
             .store
@@ -376,6 +469,7 @@ impl Storage for ObjectStorage {
         bytes: Bytes,
         expected: &ObjectVersion,
     ) -> StorageResult<WriteOutcome> {
+        let _serialized = self.conditional_lock().await;
         let opts = PutOptions::from(PutMode::Update(UpdateVersion {
             e_tag: Some(expected.0.clone()),
             version: None,
@@ -392,6 +486,43 @@ impl Storage for ObjectStorage {
                 Ok(WriteOutcome::PreconditionFailed)
             }
             Err(e) => Err(map_err(key, e)),
+        }
+    }
+
+    async fn delete_if_match(
+        &self,
+        key: &str,
+        expected: &ObjectVersion,
+    ) -> StorageResult<WriteOutcome> {
+        match &self.conditional_delete {
+            ConditionalDelete::Unsupported => Err(StorageError::Unsupported {
+                key: key.to_string(),
+                operation: "conditional delete",
+            }),
+            ConditionalDelete::Serialized(lock) => {
+                let _serialized = lock.lock().await;
+                let current = match self.store.head(&self.path(key)).await {
+                    Ok(meta) => meta.e_tag.map(ObjectVersion),
+                    Err(object_store::Error::NotFound { .. }) => {
+                        return Ok(WriteOutcome::PreconditionFailed)
+                    }
+                    Err(e) => return Err(map_err(key, e)),
+                };
+                if current.as_ref() != Some(expected) {
+                    return Ok(WriteOutcome::PreconditionFailed);
+                }
+                match self.store.delete(&self.path(key)).await {
+                    Ok(()) => Ok(WriteOutcome::Written(None)),
+                    Err(object_store::Error::NotFound { .. }) => {
+                        Ok(WriteOutcome::PreconditionFailed)
+                    }
+                    Err(e) => Err(map_err(key, e)),
+                }
+            }
+            ConditionalDelete::Signed { signer, client } => {
+                signed_delete_if_match(signer.as_ref(), client, &self.path(key), key, expected)
+                    .await
+            }
         }
     }
 

@@ -106,7 +106,11 @@ pub fn new_s3_storage(
         format!("s3://{bucket}/{prefix}")
     };
     // S3 lists keys in byte order and starts after a given key (`start-after`).
+    let store = Arc::new(store);
+    let signer: Arc<dyn object_store::signer::Signer> = Arc::clone(&store) as _;
     Ok(Arc::new(
-        ObjectStorage::new(Arc::new(store), prefix, url).with_ranged_listing(true),
+        ObjectStorage::new(store, prefix, url)
+            .with_ranged_listing(true)
+            .with_signed_conditional_delete(signer),
     ))
 }
