@@ -565,12 +565,74 @@ async fn gc_window(url: &str, spec: SpecVersion) {
     }
 }
 
+/// `Storage::delete_if_match` deletes at the given version only, and expiry with
+/// no writer about deletes an expired branch (so the conditional delete is real on
+/// every backend, not only refused).
+async fn conditional_delete(url: &str, spec: SpecVersion) {
+    let mut stores = vec![storage(url)];
+    if !url.starts_with("s3://") {
+        stores.push(floe::storage::new_in_memory_storage());
+    }
+    for st in stores {
+        let key = "refs/branch.x/ref.json";
+        let WriteOutcome::Written(_) = st.put_if_absent(key, Bytes::from_static(b"{}")).await.unwrap() else {
+            panic!("fresh key");
+        };
+        let v1 = st.get(key).await.unwrap().version.expect("a version");
+        let WriteOutcome::Written(_) = st
+            .put_if_match(key, Bytes::from_static(b"{ }"), &v1)
+            .await
+            .unwrap()
+        else {
+            panic!("swap from the current version");
+        };
+        let v2 = st.get(key).await.unwrap().version.expect("a version");
+        assert_eq!(
+            st.delete_if_match(key, &v1).await.unwrap(),
+            WriteOutcome::PreconditionFailed,
+            "{st}: a stale version deletes nothing"
+        );
+        assert!(st.get(key).await.is_ok(), "{st}: still there");
+        assert!(matches!(
+            st.delete_if_match(key, &v2).await.unwrap(),
+            WriteOutcome::Written(_)
+        ));
+        assert!(matches!(
+            st.get(key).await,
+            Err(floe::storage::StorageError::NotFound { .. })
+        ));
+        assert_eq!(
+            st.delete_if_match(key, &v2).await.unwrap(),
+            WriteOutcome::PreconditionFailed,
+            "{st}: a missing object fails the precondition"
+        );
+    }
+    let repo = create(&format!("{url}-repo"), spec).await;
+    let s = repo.writable_session("main").await.unwrap();
+    s.add_array(&p("/data"), array_def("/data", &[4], &[1], "uint8"))
+        .unwrap();
+    let first = s.commit("array").await.unwrap();
+    repo.create_branch("old", first).await.unwrap();
+    let cut_off = a_moment().await;
+    let s = repo.writable_session("main").await.unwrap();
+    s.set_chunk(&p("/data"), &[0], value(0)).await.unwrap();
+    s.commit("newer").await.unwrap();
+    let result = repo
+        .expire_snapshots(cut_off, ExpireOptions::default().delete_expired_branches(true))
+        .await
+        .unwrap();
+    assert_eq!(result.deleted_branches, vec!["old".to_string()]);
+    assert!(result.kept_moved_branches.is_empty());
+    assert_eq!(repo.list_branches().await.unwrap(), vec!["main".to_string()]);
+}
+
 #[derive(Clone, Copy)]
 enum Scenario {
     Live,
     ExpireRace,
     WriterBeforeExpiry,
     GcWindow,
+    ConditionalDelete,
 }
 
 fn main() {
@@ -596,6 +658,7 @@ fn main() {
             (Scenario::ExpireRace, "expire_keeps_branch_moved_after_judging"),
             (Scenario::WriterBeforeExpiry, "writer_opened_before_expiry_commits"),
             (Scenario::GcWindow, "gc_refuses_cutoff_in_safety_window"),
+            (Scenario::ConditionalDelete, "expire_deletes_unmoved_branch"),
         ] {
             let l = format!("{tag}_local_{name}");
             scenarios.push((l.clone(), local(&l), scenario, spec));
@@ -621,6 +684,7 @@ fn main() {
                     Scenario::ExpireRace => expire_race(&url, spec).await,
                     Scenario::WriterBeforeExpiry => writer_before_expiry(&url, spec).await,
                     Scenario::GcWindow => gc_window(&url, spec).await,
+                    Scenario::ConditionalDelete => conditional_delete(&url, spec).await,
                 }
             })
         }));

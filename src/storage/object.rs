@@ -45,10 +45,11 @@ enum ConditionalDelete {
     /// The store lives in this process (memory): conditional writes and conditional
     /// deletes are serialized by one lock, so the check and the removal are atomic.
     Serialized(Arc<tokio::sync::Mutex<()>>),
-    /// S3: a `DeleteObject` request with `If-Match: <etag>`, sent to a URL presigned
-    /// by the store's own credentials.
+    /// S3: a `DeleteObject` request with `If-Match: <etag>`, signed (SigV4 headers)
+    /// with the store's own credentials.
     Signed {
-        signer: Arc<dyn object_store::signer::Signer>,
+        s3: Arc<object_store::aws::AmazonS3>,
+        region: String,
         client: reqwest::Client,
     },
 }
@@ -76,15 +77,17 @@ impl ObjectStorage {
         self
     }
 
-    /// Declares that `signer` (the S3 store itself) presigns requests to this
-    /// store's keys: [`Storage::delete_if_match`] then sends `DeleteObject` with
-    /// `If-Match: <etag>` (S3 conditional deletes) to a URL it presigns.
-    pub fn with_signed_conditional_delete(
+    /// Declares that this storage is the S3 store `s3` (in `region`):
+    /// [`Storage::delete_if_match`] then sends `DeleteObject` with
+    /// `If-Match: <etag>` (S3 conditional deletes), signed with its credentials.
+    pub fn with_s3_conditional_delete(
         mut self,
-        signer: Arc<dyn object_store::signer::Signer>,
+        s3: Arc<object_store::aws::AmazonS3>,
+        region: String,
     ) -> Self {
         self.conditional_delete = ConditionalDelete::Signed {
-            signer,
+            s3,
+            region,
             client: reqwest::Client::new(),
         };
         self
@@ -301,21 +304,23 @@ pub(super) fn map_err(key: &str, e: object_store::Error) -> StorageError {
     }
 }
 
-/// S3's conditional delete: `DeleteObject` with `If-Match: <etag>` on a URL
-/// presigned for five minutes. 204 (or 200) is deleted; 412 (version moved), 404
-/// (gone) and 409 (a concurrent write won) fail the precondition.
+/// Where [`signed_delete_if_match`] sends its request.
+struct SignedTarget<'a> {
+    s3: &'a object_store::aws::AmazonS3,
+    region: &'a str,
+    client: &'a reqwest::Client,
+}
+
+/// S3's conditional delete: `DeleteObject` with `If-Match: <etag>`, signed with
+/// SigV4 headers. 204 (or 200) is deleted; 412 (version moved), 404 (gone) and 409
+/// (a concurrent write won) fail the precondition.
 async fn signed_delete_if_match(
-    signer: &dyn object_store::signer::Signer,
-    client: &reqwest::Client,
+    target: &SignedTarget<'_>,
     path: &Path,
     key: &str,
     expected: &ObjectVersion,
 ) -> StorageResult<WriteOutcome> {
-    use object_store::signer::Method;
-    let url = signer
-        .signed_url(Method::DELETE, path, std::time::Duration::from_secs(300))
-        .await
-        .map_err(|e| map_err(key, e))?;
+    use object_store::signer::{Method, Signer};
     let backend = |reason: String| StorageError::Backend {
         key: key.to_string(),
         source: Box::new(object_store::Error::Generic {
@@ -323,9 +328,33 @@ async fn signed_delete_if_match(
             source: reason.into(),
         }),
     };
-    let response = client
+    // The object's URL as the store addresses it (endpoint, path or virtual-hosted
+    // style, key encoding), without the presigning query.
+    let mut url = target
+        .s3
+        .signed_url(Method::DELETE, path, std::time::Duration::from_secs(60))
+        .await
+        .map_err(|e| map_err(key, e))?;
+    url.set_query(None);
+    let credential = target
+        .s3
+        .credentials()
+        .get_credential()
+        .await
+        .map_err(|e| map_err(key, e))?;
+    let mut request: object_store::client::HttpRequest = http::Request::builder()
+        .method(Method::DELETE)
+        .uri(url.as_str())
+        .header("if-match", expected.0.as_str())
+        .body(object_store::client::HttpRequestBody::empty())
+        .map_err(|e| backend(format!("conditional delete request: {e}")))?;
+    object_store::aws::AwsAuthorizer::new(&credential, "s3", target.region)
+        .try_authorize(&mut request, None)
+        .map_err(|e| map_err(key, e))?;
+    let response = target
+        .client
         .delete(url.as_str())
-        .header("If-Match", expected.0.as_str())
+        .headers(request.headers().clone())
         .send()
         .await
         .map_err(|e| backend(format!("conditional delete failed: {e}")))?;
@@ -519,9 +548,13 @@ impl Storage for ObjectStorage {
                     Err(e) => Err(map_err(key, e)),
                 }
             }
-            ConditionalDelete::Signed { signer, client } => {
-                signed_delete_if_match(signer.as_ref(), client, &self.path(key), key, expected)
-                    .await
+            ConditionalDelete::Signed { s3, region, client } => {
+                let target = SignedTarget {
+                    s3,
+                    region,
+                    client,
+                };
+                signed_delete_if_match(&target, &self.path(key), key, expected).await
             }
         }
     }

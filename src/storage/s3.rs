@@ -107,10 +107,10 @@ pub fn new_s3_storage(
     };
     // S3 lists keys in byte order and starts after a given key (`start-after`).
     let store = Arc::new(store);
-    let signer: Arc<dyn object_store::signer::Signer> = Arc::clone(&store) as _;
+    let region = options.region.unwrap_or_else(|| "us-east-1".into());
     Ok(Arc::new(
-        ObjectStorage::new(store, prefix, url)
+        ObjectStorage::new(Arc::clone(&store) as _, prefix, url)
             .with_ranged_listing(true)
-            .with_signed_conditional_delete(signer),
+            .with_s3_conditional_delete(store, region),
     ))
 }
