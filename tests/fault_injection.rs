@@ -545,7 +545,11 @@ async fn hooked_repo(spec: SpecVersion) -> (Arc<HookStorage>, Repository, Arc<dy
 async fn orphans(repo: &Repository) -> (u64, u64, u64) {
     let later = chrono::Utc::now() + chrono::Duration::hours(1);
     let s = repo
-        .garbage_collect(later, GcOptions::default().allow_recent_cutoff(true).dry_run(true), None)
+        .garbage_collect(
+            later,
+            GcOptions::default().allow_recent_cutoff(true).dry_run(true),
+            None,
+        )
         .await
         .unwrap();
     (

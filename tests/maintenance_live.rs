@@ -24,8 +24,7 @@ use floe::format::SpecVersion;
 use floe::lifecycle::{ExpireOptions, GcOptions};
 use floe::session::CommitOptions;
 use floe::storage::{
-    create_storage, ObjectInfo, ObjectVersion, Storage, StorageResult, VersionedBytes,
-    WriteOutcome,
+    create_storage, ObjectInfo, ObjectVersion, Storage, StorageResult, VersionedBytes, WriteOutcome,
 };
 use floe::{Error, OpenOptions, Repository, SnapshotId, VersionSelector};
 
@@ -95,7 +94,11 @@ async fn worker(url: &str, w: usize, out: &Path, go: &Path) -> i32 {
             .await
             .expect("set chunk");
         match s
-            .commit_with(&format!("worker {w} commit {seq}"), BTreeMap::new(), opts.clone())
+            .commit_with(
+                &format!("worker {w} commit {seq}"),
+                BTreeMap::new(),
+                opts.clone(),
+            )
             .await
         {
             Ok(id) => lines.push(format!("ok main {id} {index}")),
@@ -148,7 +151,11 @@ async fn verify(url: &str, outcomes: &[String]) {
             other => panic!("bad outcome line {other:?}"),
         }
     }
-    assert_eq!(main_chunks, WORKERS * COMMITS, "every writer's main commits");
+    assert_eq!(
+        main_chunks,
+        WORKERS * COMMITS,
+        "every writer's main commits"
+    );
     // Every chunk of every branch tip reads (gc deleted nothing still referenced).
     for branch in &branches {
         let r = repo
@@ -393,7 +400,10 @@ async fn expire_race(url: &str, spec: SpecVersion) {
     });
     let maint = Repository::open(racing).await.unwrap();
     let result = maint
-        .expire_snapshots(cut_off, ExpireOptions::default().delete_expired_branches(true))
+        .expire_snapshots(
+            cut_off,
+            ExpireOptions::default().delete_expired_branches(true),
+        )
         .await
         .unwrap();
     let landed = landed.lock().unwrap().expect("the hook ran");
@@ -561,7 +571,11 @@ async fn gc_window(url: &str, spec: SpecVersion) {
             .args(["gc", url, "--older-than", &time, "--allow-recent-cutoff"])
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }
 
@@ -575,7 +589,11 @@ async fn conditional_delete(url: &str, spec: SpecVersion) {
     }
     for st in stores {
         let key = "refs/branch.x/ref.json";
-        let WriteOutcome::Written(_) = st.put_if_absent(key, Bytes::from_static(b"{}")).await.unwrap() else {
+        let WriteOutcome::Written(_) = st
+            .put_if_absent(key, Bytes::from_static(b"{}"))
+            .await
+            .unwrap()
+        else {
             panic!("fresh key");
         };
         let v1 = st.get(key).await.unwrap().version.expect("a version");
@@ -618,12 +636,18 @@ async fn conditional_delete(url: &str, spec: SpecVersion) {
     s.set_chunk(&p("/data"), &[0], value(0)).await.unwrap();
     s.commit("newer").await.unwrap();
     let result = repo
-        .expire_snapshots(cut_off, ExpireOptions::default().delete_expired_branches(true))
+        .expire_snapshots(
+            cut_off,
+            ExpireOptions::default().delete_expired_branches(true),
+        )
         .await
         .unwrap();
     assert_eq!(result.deleted_branches, vec!["old".to_string()]);
     assert!(result.kept_moved_branches.is_empty());
-    assert_eq!(repo.list_branches().await.unwrap(), vec!["main".to_string()]);
+    assert_eq!(
+        repo.list_branches().await.unwrap(),
+        vec!["main".to_string()]
+    );
 }
 
 #[derive(Clone, Copy)]
@@ -655,8 +679,14 @@ fn main() {
     for (spec, tag) in [(SpecVersion::V1, "spec1"), (SpecVersion::V2, "spec2")] {
         for (scenario, name) in [
             (Scenario::Live, "live_expire_gc_4_processes"),
-            (Scenario::ExpireRace, "expire_keeps_branch_moved_after_judging"),
-            (Scenario::WriterBeforeExpiry, "writer_opened_before_expiry_commits"),
+            (
+                Scenario::ExpireRace,
+                "expire_keeps_branch_moved_after_judging",
+            ),
+            (
+                Scenario::WriterBeforeExpiry,
+                "writer_opened_before_expiry_commits",
+            ),
             (Scenario::GcWindow, "gc_refuses_cutoff_in_safety_window"),
             (Scenario::ConditionalDelete, "expire_deletes_unmoved_branch"),
         ] {

@@ -218,12 +218,8 @@ impl Storage for FaultyStorage {
         key: &str,
         expected: &ObjectVersion,
     ) -> StorageResult<WriteOutcome> {
-        self.run_conditional(
-            Call::Delete,
-            key,
-            self.inner.delete_if_match(key, expected),
-        )
-        .await
+        self.run_conditional(Call::Delete, key, self.inner.delete_if_match(key, expected))
+            .await
     }
 
     async fn delete(&self, key: &str) -> StorageResult<()> {

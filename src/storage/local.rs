@@ -634,8 +634,7 @@ impl Storage for LocalStorage {
         // between the check and the removal.
         let target = self.fs_path(key)?;
         let expected = expected.clone();
-        let deleted =
-            blocking_io(key, move || delete_if_version(&target, &expected)).await?;
+        let deleted = blocking_io(key, move || delete_if_version(&target, &expected)).await?;
         Ok(if deleted {
             WriteOutcome::Written(None)
         } else {

@@ -549,11 +549,7 @@ impl Storage for ObjectStorage {
                 }
             }
             ConditionalDelete::Signed { s3, region, client } => {
-                let target = SignedTarget {
-                    s3,
-                    region,
-                    client,
-                };
+                let target = SignedTarget { s3, region, client };
                 signed_delete_if_match(&target, &self.path(key), key, expected).await
             }
         }
