@@ -147,7 +147,7 @@ fn collect() {
             reset_peak();
             let t = Instant::now();
             let summary = repo
-                .garbage_collect(cut_off, GcOptions::default().dry_run(dry), None)
+                .garbage_collect(cut_off, GcOptions::default().allow_recent_cutoff(true).dry_run(dry), None)
                 .await
                 .unwrap();
             println!(

@@ -847,7 +847,9 @@ impl Repository {
     /// that is not expired is rewritten with the initial snapshot as its parent; on
     /// spec 2 only the `repo` object's parent links change. Nothing is
     /// deleted until [`Repository::garbage_collect`] runs. Refs whose own snapshot is
-    /// expired are deleted when `options` say so (`main` never is).
+    /// expired are deleted when `options` say so (`main` never is), each only if it
+    /// still points where it was judged (compare-and-swap): a branch a writer moved
+    /// meanwhile is kept (`ExpireResult::kept_moved_branches`).
     ///
     /// # Errors
     /// [`Error::AncestryLoop`] for a corrupt history; [`Error::SnapshotNotFound`];
@@ -880,7 +882,11 @@ impl Repository {
     /// the cut-off keeps in-flight commits safe). Returns counts and bytes deleted, or
     /// that would be deleted when `options.dry_run` is set.
     ///
+    /// A cut-off newer than [`crate::lifecycle::GC_SAFETY_WINDOW_SECS`] (1 hour)
+    /// before now is refused unless `options.allow_recent_cutoff` is set.
+    ///
     /// # Errors
+    /// [`Error::GcCutoffTooRecent`] (nothing is read or deleted);
     /// [`Error::AncestryLoop`]; [`Error::SnapshotNotFound`] and format errors for
     /// objects the refs reach (then nothing is deleted); storage errors.
     pub async fn garbage_collect(

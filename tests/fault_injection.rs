@@ -478,6 +478,13 @@ impl Storage for HookStorage {
             }
         }
     }
+    async fn delete_if_match(
+        &self,
+        key: &str,
+        expected: &ObjectVersion,
+    ) -> StorageResult<WriteOutcome> {
+        self.inner.delete_if_match(key, expected).await
+    }
     async fn delete(&self, key: &str) -> StorageResult<()> {
         self.inner.delete(key).await
     }
@@ -538,7 +545,11 @@ async fn hooked_repo(spec: SpecVersion) -> (Arc<HookStorage>, Repository, Arc<dy
 async fn orphans(repo: &Repository) -> (u64, u64, u64) {
     let later = chrono::Utc::now() + chrono::Duration::hours(1);
     let s = repo
-        .garbage_collect(later, GcOptions::default().dry_run(true), None)
+        .garbage_collect(
+            later,
+            GcOptions::default().allow_recent_cutoff(true).dry_run(true),
+            None,
+        )
         .await
         .unwrap();
     (

@@ -165,12 +165,20 @@ async fn expiry_and_collection_follow_the_rules() {
         })
         .collect();
     let dry = fresh
-        .garbage_collect(sc.cut_off, GcOptions::default().dry_run(true), None)
+        .garbage_collect(
+            sc.cut_off,
+            GcOptions::default().allow_recent_cutoff(true).dry_run(true),
+            None,
+        )
         .await
         .unwrap();
     assert_eq!(objects(dir.path()), before_gc);
     let real = fresh
-        .garbage_collect(sc.cut_off, GcOptions::default(), None)
+        .garbage_collect(
+            sc.cut_off,
+            GcOptions::default().allow_recent_cutoff(true),
+            None,
+        )
         .await
         .unwrap();
     assert_eq!(dry, real);
@@ -220,7 +228,11 @@ async fn expiry_and_collection_follow_the_rules() {
     );
     // A second collection finds nothing more.
     let none = again
-        .garbage_collect(sc.cut_off, GcOptions::default(), None)
+        .garbage_collect(
+            sc.cut_off,
+            GcOptions::default().allow_recent_cutoff(true),
+            None,
+        )
         .await
         .unwrap();
     assert_eq!(none, GcSummary::default());
@@ -235,7 +247,11 @@ async fn objects_newer_than_the_cut_off_survive_even_when_unreachable() {
     repo.delete_branch("side").await.unwrap();
     repo.reset_branch("main", sc.c2, None).await.unwrap();
     let summary = repo
-        .garbage_collect(sc.cut_off, GcOptions::default(), None)
+        .garbage_collect(
+            sc.cut_off,
+            GcOptions::default().allow_recent_cutoff(true),
+            None,
+        )
         .await
         .unwrap();
     // c3 and c4 are unreachable but newer than the cut-off: kept, as an in-flight
@@ -281,7 +297,15 @@ fn cli_expire_and_gc_print_json() {
     assert_eq!(ids, BTreeSet::from([sc.c1.to_string(), sc.c2.to_string()]));
     assert_eq!(expired["deleted_branches"], serde_json::json!([]));
     // Refs were kept, so everything is still reachable: nothing to collect.
-    let dry = run(&["gc", repo, "--older-than", &time, "--dry-run", "--json"]);
+    let dry = run(&[
+        "gc",
+        repo,
+        "--older-than",
+        &time,
+        "--dry-run",
+        "--allow-recent-cutoff",
+        "--json",
+    ]);
     for field in [
         "chunks_deleted",
         "manifests_deleted",
@@ -356,7 +380,11 @@ async fn icechunk_agrees(spec: SpecVersion) {
     let expired = expire_deleting_refs(&repo, sc.cut_off).await;
     let summary = open(&ours)
         .await
-        .garbage_collect(sc.cut_off, GcOptions::default(), None)
+        .garbage_collect(
+            sc.cut_off,
+            GcOptions::default().allow_recent_cutoff(true),
+            None,
+        )
         .await
         .unwrap();
 
@@ -467,7 +495,9 @@ async fn collection_in_passes_deletes_exactly_what_one_pass_deletes() {
         common::copy_tree(&base, &dir);
         let repo = open(&dir).await;
         expire_deleting_refs(&repo, cut_off).await;
-        let options = GcOptions::default().max_chunk_ids_in_memory(budget);
+        let options = GcOptions::default()
+            .allow_recent_cutoff(true)
+            .max_chunk_ids_in_memory(budget);
         let summary = repo.garbage_collect(cut_off, options, None).await.unwrap();
         // Every value still reads after collection.
         let r = repo
@@ -508,7 +538,11 @@ async fn ranged_listings_collect_exactly_what_one_listing_collects() {
     let repo = open(&plain).await;
     expire_deleting_refs(&repo, cut_off).await;
     let want = repo
-        .garbage_collect(cut_off, GcOptions::default(), None)
+        .garbage_collect(
+            cut_off,
+            GcOptions::default().allow_recent_cutoff(true),
+            None,
+        )
         .await
         .unwrap();
     assert_eq!(want.chunks_deleted, 150, "{want:?}");
@@ -534,6 +568,7 @@ async fn ranged_listings_collect_exactly_what_one_listing_collects() {
         expire_deleting_refs(&repo, cut_off).await;
         listed.lock().unwrap().clear();
         let options = GcOptions::default()
+            .allow_recent_cutoff(true)
             .max_chunk_ids_in_memory(budget)
             .list_concurrency(4);
         let summary = repo.garbage_collect(cut_off, options, None).await.unwrap();
@@ -569,7 +604,11 @@ async fn spec2_collection_lists_snapshots_once() {
     let repo = open(&plain).await;
     expire_deleting_refs(&repo, sc.cut_off).await;
     let want = repo
-        .garbage_collect(sc.cut_off, GcOptions::default(), None)
+        .garbage_collect(
+            sc.cut_off,
+            GcOptions::default().allow_recent_cutoff(true),
+            None,
+        )
         .await
         .unwrap();
     assert!(want.snapshots_deleted > 0, "{want:?}");
@@ -589,7 +628,11 @@ async fn spec2_collection_lists_snapshots_once() {
     expire_deleting_refs(&repo, sc.cut_off).await;
     listed.lock().unwrap().clear();
     let got = repo
-        .garbage_collect(sc.cut_off, GcOptions::default(), None)
+        .garbage_collect(
+            sc.cut_off,
+            GcOptions::default().allow_recent_cutoff(true),
+            None,
+        )
         .await
         .unwrap();
     assert_eq!(got, want);
@@ -628,7 +671,11 @@ async fn collection_retries_transient_delete_failures() {
     let repo = open(&clean).await;
     expire_deleting_refs(&repo, cut_off).await;
     let want = repo
-        .garbage_collect(cut_off, GcOptions::default(), None)
+        .garbage_collect(
+            cut_off,
+            GcOptions::default().allow_recent_cutoff(true),
+            None,
+        )
         .await
         .unwrap();
 
@@ -653,7 +700,11 @@ async fn collection_retries_transient_delete_failures() {
     let repo = Repository::open(storage).await.unwrap();
     expire_deleting_refs(&repo, cut_off).await;
     let got = repo
-        .garbage_collect(cut_off, GcOptions::default(), None)
+        .garbage_collect(
+            cut_off,
+            GcOptions::default().allow_recent_cutoff(true),
+            None,
+        )
         .await
         .unwrap();
     assert_eq!(got, want);

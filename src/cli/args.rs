@@ -215,7 +215,7 @@ pub enum Command {
         #[arg(long)]
         delete_expired_tags: bool,
         /// Print one JSON object (`expired`, `edited`, `deleted_branches`,
-        /// `deleted_tags`).
+        /// `deleted_tags`, `kept_moved_branches`).
         #[arg(long)]
         json: bool,
     },
@@ -230,6 +230,11 @@ pub enum Command {
         /// Report what would be deleted without deleting anything.
         #[arg(long)]
         dry_run: bool,
+        /// Accept a cut-off less than an hour old (the safety window), or in the
+        /// future. Such a cut-off can delete objects of commits still being written:
+        /// use it only when no writer is active.
+        #[arg(long)]
+        allow_recent_cutoff: bool,
         /// Print one JSON object with the summary fields (`chunks_deleted`,
         /// `manifests_deleted`, `snapshots_deleted`, `transaction_logs_deleted`,
         /// `attributes_deleted`, `bytes_deleted`).

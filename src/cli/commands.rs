@@ -128,9 +128,12 @@ pub(super) async fn run(cli: Cli) -> CliResult<()> {
             repo,
             older_than,
             dry_run,
+            allow_recent_cutoff,
             json,
         } => {
-            let options = crate::lifecycle::GcOptions::default().dry_run(dry_run);
+            let options = crate::lifecycle::GcOptions::default()
+                .dry_run(dry_run)
+                .allow_recent_cutoff(allow_recent_cutoff);
             let repo = open_repo(&repo, &[]).await?;
             lifecycle::gc(&mut out, &repo, &older_than, options, json).await?
         }

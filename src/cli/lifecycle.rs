@@ -35,6 +35,7 @@ pub(super) async fn expire(
                 "edited": ids(&result.edited),
                 "deleted_branches": result.deleted_branches,
                 "deleted_tags": result.deleted_tags,
+                "kept_moved_branches": result.kept_moved_branches,
             }),
         )?;
         return Ok(());
@@ -50,6 +51,12 @@ pub(super) async fn expire(
     }
     for t in &result.deleted_tags {
         writeln!(out, "Deleted expired tag {}", output::escape_controls(t))?;
+    }
+    for b in &result.kept_moved_branches {
+        writeln!(
+            out,
+            "Kept expired branch {b}: a commit moved it after it was judged expired"
+        )?;
     }
     if !result.expired.is_empty() {
         writeln!(out, "Run `floe gc` to delete what is no longer reachable")?;

@@ -299,6 +299,24 @@ pub enum Error {
         /// Copies tried.
         tried: usize,
     },
+    /// Garbage collection was given a cut-off inside its safety window (newer than
+    /// `window_seconds` before now): objects of commits still in flight could be
+    /// deleted. Pass an older cut-off, or override the window
+    /// (`GcOptions::allow_recent_cutoff`, `floe gc --allow-recent-cutoff`).
+    #[error(
+        "gc cut-off {cut_off} is within the {window_seconds} s safety window (must be before \
+         {latest_allowed}): objects of commits still in flight could be deleted; pass an \
+         older cut-off, or override with --allow-recent-cutoff \
+         (GcOptions::allow_recent_cutoff) if no writer is active"
+    )]
+    GcCutoffTooRecent {
+        /// The cut-off given.
+        cut_off: chrono::DateTime<chrono::Utc>,
+        /// The newest cut-off accepted at the time of the call.
+        latest_allowed: chrono::DateTime<chrono::Utc>,
+        /// The safety window, in seconds.
+        window_seconds: u64,
+    },
 }
 
 impl Error {

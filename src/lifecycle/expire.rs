@@ -12,14 +12,18 @@
 //! reachable from another ref.
 //!
 //! A ref whose own snapshot is expired is an *expired ref*: with the options it is
-//! deleted (tags get a tombstone; `main` is never deleted).
+//! deleted (tags get a tombstone; `main` is never deleted). A branch is deleted only
+//! if its ref file still has the version that was judged (a conditional delete,
+//! [`crate::storage::Storage::delete_if_match`]): a commit that lands on it meanwhile
+//! keeps it (reported in [`ExpireResult::kept_moved_branches`]). Icechunk 2.3.0
+//! deletes the ref unconditionally, which loses such a commit.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 
 use crate::assets::{AssetManager, ParentWalk};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::format::repo_info::{RepoInfo, SnapshotSummary};
 use crate::format::SnapshotId;
 use crate::refs;
@@ -65,6 +69,12 @@ pub struct ExpireResult {
     pub deleted_branches: Vec<String>,
     /// Tags deleted because their snapshot was expired.
     pub deleted_tags: Vec<String>,
+    /// Branches judged expired that were kept because a writer moved (or deleted)
+    /// them before the deletion: every branch deletion is conditional on the ref
+    /// version that was judged (spec 1: a conditional delete of the ref file; spec 2:
+    /// the compare-and-swap of the `repo` object, where a moved branch is judged
+    /// again and so never lands here).
+    pub kept_moved_branches: Vec<String>,
 }
 
 /// The outcome of expiring one ref's history.
@@ -149,10 +159,19 @@ pub(crate) async fn expire_snapshots(
     let tags = listing.tags.iter().map(|t| (true, t));
     let branches = listing.branches.iter().map(|b| (false, b));
     for (is_tag, name) in tags.chain(branches) {
-        let tip = if is_tag {
-            refs::fetch_tag(storage, name).await?
+        // The version judged: a branch is deleted only if it still has it.
+        let read = if is_tag {
+            refs::fetch_tag(storage, name).await.map(|id| (id, None))
         } else {
-            refs::fetch_branch(storage, name).await?.0
+            refs::fetch_branch(storage, name).await
+        };
+        let (tip, version) = match read {
+            Ok(r) => r,
+            // Deleted since the listing: nothing to expire.
+            Err(
+                Error::BranchNotFound { .. } | Error::TagNotFound { .. } | Error::TagDeleted { .. },
+            ) => continue,
+            Err(e) => return Err(e),
         };
         let done = expire_ref(assets, tip, older_than).await?;
         result.expired.extend(done.released);
@@ -164,8 +183,22 @@ pub(crate) async fn expire_snapshots(
             refs::delete_tag(storage, name).await?;
             result.deleted_tags.push(name.clone());
         } else if !is_tag && options.delete_expired_branches && name != "main" {
-            refs::delete_branch(storage, name).await?;
-            result.deleted_branches.push(name.clone());
+            let deleted = match &version {
+                Some(v) => refs::delete_branch_if_unmoved(storage, name, v).await?,
+                None => {
+                    tracing::warn!(
+                        "not deleting expired branch {name}: the storage reports no version \
+                         to delete it conditionally"
+                    );
+                    false
+                }
+            };
+            if deleted {
+                result.deleted_branches.push(name.clone());
+            } else {
+                tracing::info!("kept expired branch {name}: it moved since it was judged");
+                result.kept_moved_branches.push(name.clone());
+            }
         }
     }
     Ok(result)

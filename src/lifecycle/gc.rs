@@ -23,7 +23,9 @@
 //! writes its chunks, manifests and snapshot before it moves a ref, so they are not
 //! reachable yet while collection runs, but they are newer than any cut-off chosen in
 //! the past. Choose a cut-off older than the longest-running writer's session (Icechunk
-//! recommends days). Objects whose keys are not Icechunk object ids are never deleted.
+//! recommends days). A cut-off within [`GC_SAFETY_WINDOW_SECS`] (1 hour) of now is
+//! refused unless [`GcOptions::allow_recent_cutoff`] is set (Icechunk 2.3.0 accepts
+//! any cut-off). Objects whose keys are not Icechunk object ids are never deleted.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -66,7 +68,24 @@ pub struct GcOptions {
     /// Attempts at each delete before giving up (transient storage errors are
     /// retried with jittered exponential back-off; default 5).
     pub delete_attempts: u32,
+    /// Accept a cut-off inside the safety window ([`GC_SAFETY_WINDOW_SECS`] before
+    /// now, or later). Off by default: such a cut-off can delete the chunks and
+    /// manifests of a commit that is still being written, which then succeeds and
+    /// points at objects that are gone. Turn it on only when no writer is active.
+    pub allow_recent_cutoff: bool,
 }
+
+/// The safety window of garbage collection, in seconds (1 hour): a cut-off newer
+/// than this long before now is refused unless [`GcOptions::allow_recent_cutoff`]
+/// is set. Objects of a commit in flight are written before its ref moves, so they
+/// are unreachable while it runs and only their age protects them; the window keeps
+/// every object younger than an hour, which covers a writer that opened its session
+/// (and wrote its first chunk) up to an hour before `gc` started, plus clock skew
+/// between the machine running `gc` and the storage server that stamps
+/// modification times (seconds to minutes). Like git's `gc.pruneExpire` it is a
+/// floor against mistakes such as a cut-off of "now"; writers whose sessions run
+/// longer need an older cut-off (Icechunk recommends days).
+pub const GC_SAFETY_WINDOW_SECS: u64 = 3600;
 
 impl Default for GcOptions {
     fn default() -> Self {
@@ -77,6 +96,7 @@ impl Default for GcOptions {
             list_concurrency: 8,
             max_chunk_ids_in_memory: 4 << 20,
             delete_attempts: 5,
+            allow_recent_cutoff: false,
         }
     }
 }
@@ -91,6 +111,14 @@ impl GcOptions {
     /// Options listing at most `n` key ranges at once (at least 1).
     pub fn list_concurrency(mut self, n: usize) -> Self {
         self.list_concurrency = n.max(1);
+        self
+    }
+
+    /// Options accepting (`yes`) a cut-off inside the safety window
+    /// ([`GC_SAFETY_WINDOW_SECS`]), or refusing it (the default). Only safe when no
+    /// writer is active.
+    pub fn allow_recent_cutoff(mut self, yes: bool) -> Self {
+        self.allow_recent_cutoff = yes;
         self
     }
 
@@ -470,9 +498,35 @@ fn unretained<T: std::str::FromStr + Eq + std::hash::Hash>(set: &HashSet<T>, id:
     id.parse::<T>().is_ok_and(|id| !set.contains(&id))
 }
 
-/// Deletes the objects no branch or tag reaches that were modified before `cut_off`.
+/// Fails with [`Error::GcCutoffTooRecent`] when `cut_off` is inside the safety
+/// window ([`GC_SAFETY_WINDOW_SECS`] before `now`, or later) and `options` do not
+/// allow it.
 ///
 /// # Errors
+/// [`Error::GcCutoffTooRecent`].
+pub(crate) fn check_cut_off(
+    cut_off: DateTime<Utc>,
+    now: DateTime<Utc>,
+    options: &GcOptions,
+) -> Result<()> {
+    let window = chrono::Duration::seconds(i64::try_from(GC_SAFETY_WINDOW_SECS).unwrap_or(3600));
+    let latest_allowed = now - window;
+    if cut_off > latest_allowed && !options.allow_recent_cutoff {
+        return Err(Error::GcCutoffTooRecent {
+            cut_off,
+            latest_allowed,
+            window_seconds: GC_SAFETY_WINDOW_SECS,
+        });
+    }
+    Ok(())
+}
+
+/// Deletes the objects no branch or tag reaches that were modified before `cut_off`.
+/// A cut-off inside the safety window is refused unless
+/// [`GcOptions::allow_recent_cutoff`] is set (see [`GC_SAFETY_WINDOW_SECS`]).
+///
+/// # Errors
+/// [`Error::GcCutoffTooRecent`] (nothing is read or deleted then);
 /// [`Error::AncestryLoop`] for a corrupt history; [`Error::SnapshotNotFound`] and
 /// format errors for missing or corrupt objects the roots reach (nothing is deleted
 /// then); storage errors (deletes already done stay done).
@@ -483,6 +537,7 @@ pub(crate) async fn garbage_collect(
     options: GcOptions,
     progress: Option<GcProgress<'_>>,
 ) -> Result<GcSummary> {
+    check_cut_off(cut_off, Utc::now(), &options)?;
     const ATTEMPTS: u32 = 10;
     let mut attempt = 0;
     let (retained, tx_logs, mut snapshot_files) = loop {

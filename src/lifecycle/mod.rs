@@ -15,6 +15,6 @@ pub mod repair;
 pub mod upgrade;
 
 pub use expire::{ExpireOptions, ExpireResult};
-pub use gc::{GcOptions, GcSummary};
+pub use gc::{GcOptions, GcSummary, GC_SAFETY_WINDOW_SECS};
 pub use repair::{repair_repo_object, RepairOutcome};
 pub use upgrade::{upgrade_to_spec2, UpgradeReport};

@@ -14,7 +14,7 @@ pub(crate) mod repo_object;
 mod store;
 
 pub use ref_files::{
-    create_branch, create_tag, delete_branch, delete_tag, fetch_branch, fetch_tag, list_refs,
-    update_branch, validate_ref_name, RefData, RefListing,
+    create_branch, create_tag, delete_branch, delete_branch_if_unmoved, delete_tag, fetch_branch,
+    fetch_tag, list_refs, update_branch, validate_ref_name, RefData, RefListing,
 };
 pub(crate) use store::{check_flag, RefStore, RefUpdate};

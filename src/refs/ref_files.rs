@@ -196,6 +196,30 @@ pub async fn delete_branch(storage: &dyn Storage, name: &str) -> Result<()> {
     Ok(())
 }
 
+/// Deletes branch `name` only if its ref file is still at `expected_version` (the
+/// version read when the branch was judged), by a conditional delete
+/// ([`Storage::delete_if_match`]). Returns whether it was deleted; `false` means a
+/// writer moved (or deleted) the branch since, and it was left as it is.
+///
+/// # Errors
+/// [`Error::CannotDeleteMain`]; [`Error::InvalidRefName`]; storage errors
+/// (including [`StorageError::Unsupported`] where the backend cannot delete
+/// conditionally).
+pub async fn delete_branch_if_unmoved(
+    storage: &dyn Storage,
+    name: &str,
+    expected_version: &ObjectVersion,
+) -> Result<bool> {
+    if name == "main" {
+        return Err(Error::CannotDeleteMain);
+    }
+    validate_ref_name("branch", name)?;
+    let outcome = storage
+        .delete_if_match(&keys::branch(name), expected_version)
+        .await?;
+    Ok(matches!(outcome, WriteOutcome::Written(_)))
+}
+
 /// Creates tag `name` at `snapshot` (create-if-not-exists; tags never move).
 ///
 /// # Errors

@@ -40,18 +40,70 @@ pub(crate) async fn commits_since(
     base: SnapshotId,
     tip: SnapshotId,
 ) -> Result<Option<Vec<SnapshotId>>> {
+    commits_since_base(assets, base, None, tip).await
+}
+
+/// [`commits_since`], given the flush time of `base` (microseconds) when the caller
+/// holds its snapshot (else it is read, and a `base` no longer stored counts as no
+/// ancestor).
+///
+/// On spec 1 a `base` that expiry cut out of `tip`'s history also counts as an
+/// ancestor: expiry rewrote the oldest kept commit of that history (same id, same
+/// transaction log) with the initial snapshot as its parent, so the walk from `tip`
+/// ends `..., edited, initial` without passing `base`. When `base` is not the
+/// initial snapshot and was flushed before `edited`, the commits from `edited` to
+/// `tip` are taken as those since `base`. That is exact when the session was opened
+/// on the branch tip after the expiry cut-off (what the README asks of cut-offs):
+/// every commit after `base` was then flushed after the cut-off and kept, so
+/// `edited`'s parent was `base`. Icechunk 2.3.0 replays every log down to the root
+/// whenever the base is not found.
+///
+/// # Errors
+/// As [`commits_since`].
+pub(crate) async fn commits_since_base(
+    assets: &AssetManager,
+    base: SnapshotId,
+    base_flushed_at: Option<u64>,
+    tip: SnapshotId,
+) -> Result<Option<Vec<SnapshotId>>> {
     // Newest first.
     let mut chain = Vec::new();
     let mut walk = ParentWalk::new(assets, tip);
+    // The last two snapshots of the walk: the root and the one on it.
+    let mut last_two: [Option<Arc<Snapshot>>; 2] = [None, None];
     while let Some(snap) = walk.next().await? {
         if snap.id == base {
             chain.reverse();
             return Ok(Some(chain));
         }
         chain.push(snap.id);
+        last_two = [last_two[1].take(), Some(snap)];
     }
     if assets.spec_version() != SpecVersion::V2 {
-        return Ok(None);
+        let [Some(edited), Some(root)] = last_two else {
+            return Ok(None);
+        };
+        if edited.parent_id != Some(root.id) || root.parent_id.is_some() || base == root.id {
+            return Ok(None);
+        }
+        let base_flushed_at = match base_flushed_at {
+            Some(t) => t,
+            None => match assets.fetch_snapshot(&base).await {
+                Ok(s) if s.parent_id.is_some() => s.flushed_at,
+                Ok(_) | Err(Error::SnapshotNotFound { .. }) => return Ok(None),
+                Err(Error::Storage(crate::storage::StorageError::NotFound { .. })) => {
+                    return Ok(None)
+                }
+                Err(e) => return Err(e),
+            },
+        };
+        if base_flushed_at >= edited.flushed_at {
+            return Ok(None);
+        }
+        // Everything but the root, oldest first.
+        chain.pop();
+        chain.reverse();
+        return Ok(Some(chain));
     }
     let (info, _) = assets.fetch_repo_info().await?;
     let pruned = |id: &SnapshotId| {
@@ -178,7 +230,12 @@ pub(crate) async fn rebase(
     solver: &dyn ConflictSolver,
 ) -> Result<Rebased> {
     let conflict = |conflicts| Error::conflict(branch, base.id, tip, conflicts);
-    let Some(commits) = commits_since(assets, base.id, tip).await? else {
+    let since = match base.parent_id {
+        // The initial snapshot is on every history.
+        None => commits_since(assets, base.id, tip).await?,
+        Some(_) => commits_since_base(assets, base.id, Some(base.flushed_at), tip).await?,
+    };
+    let Some(commits) = since else {
         return Err(conflict(vec![Conflict::BaseNotAncestor { base: base.id }]));
     };
     // A commit that moved nodes changed every path under them: nothing is rebased

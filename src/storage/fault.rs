@@ -213,6 +213,15 @@ impl Storage for FaultyStorage {
         .await
     }
 
+    async fn delete_if_match(
+        &self,
+        key: &str,
+        expected: &ObjectVersion,
+    ) -> StorageResult<WriteOutcome> {
+        self.run_conditional(Call::Delete, key, self.inner.delete_if_match(key, expected))
+            .await
+    }
+
     async fn delete(&self, key: &str) -> StorageResult<()> {
         self.run(Call::Delete, key, self.inner.delete(key)).await
     }

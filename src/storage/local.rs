@@ -297,6 +297,37 @@ fn swap_if_version(
     Ok(Some(version))
 }
 
+/// The conditional delete of one object: under an exclusive lock on its directory,
+/// removes `target` when its current version is `expected`; `false` (nothing
+/// removed) when the version differs or the object or its directory is missing.
+fn delete_if_version(target: &FsPath, expected: &ObjectVersion) -> std::io::Result<bool> {
+    let Some(dir) = target.parent() else {
+        return Ok(false);
+    };
+    let lock = match File::open(dir) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    lock.lock()?;
+    let current = match std::fs::metadata(target) {
+        Ok(m) if m.is_file() => m,
+        Ok(_) => return Ok(false),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    if &local_version(&current) != expected {
+        return Ok(false);
+    }
+    match std::fs::remove_file(target) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    }
+    drop(lock);
+    Ok(true)
+}
+
 /// `result`, with an I/O error of kind `NotFound` as [`StorageError::NotFound`].
 fn not_found_of_io<T>(result: StorageResult<T>) -> StorageResult<T> {
     match result {
@@ -591,6 +622,23 @@ impl Storage for LocalStorage {
         Ok(match swapped {
             Some(version) => WriteOutcome::Written(Some(version)),
             None => WriteOutcome::PreconditionFailed,
+        })
+    }
+
+    async fn delete_if_match(
+        &self,
+        key: &str,
+        expected: &ObjectVersion,
+    ) -> StorageResult<WriteOutcome> {
+        // Under the directory lock compare-and-swap takes, so no update lands
+        // between the check and the removal.
+        let target = self.fs_path(key)?;
+        let expected = expected.clone();
+        let deleted = blocking_io(key, move || delete_if_version(&target, &expected)).await?;
+        Ok(if deleted {
+            WriteOutcome::Written(None)
+        } else {
+            WriteOutcome::PreconditionFailed
         })
     }
 

@@ -13,6 +13,7 @@ pub fn new_in_memory_storage() -> Arc<dyn Storage> {
     // InMemory's `get_ranges` slices each range, clamped to the object.
     Arc::new(
         ObjectStorage::new(Arc::new(InMemory::new()), "", "memory://".to_string())
-            .with_vectored_ranges(true),
+            .with_vectored_ranges(true)
+            .with_serialized_conditional_writes(),
     )
 }

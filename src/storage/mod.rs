@@ -125,6 +125,15 @@ pub enum StorageError {
         #[source]
         source: std::io::Error,
     },
+    /// The backend cannot do this operation (e.g. a conditional delete on a store
+    /// without one); nothing was changed.
+    #[error("storage at `{key}` does not support {operation}")]
+    Unsupported {
+        /// The key involved.
+        key: String,
+        /// The operation, in words.
+        operation: &'static str,
+    },
 }
 
 /// Result of storage operations.
@@ -282,6 +291,31 @@ pub trait Storage: Send + Sync + Debug + Display {
         bytes: Bytes,
         expected: &ObjectVersion,
     ) -> StorageResult<WriteOutcome>;
+
+    /// Deletes an object only if its current version is `expected` (a conditional
+    /// delete: S3's `DeleteObject` with `If-Match: <etag>`; on the local filesystem
+    /// checked under the same directory lock as [`Storage::put_if_match`]). A missing
+    /// object fails the precondition. Maintenance deletes refs this way, so a ref
+    /// moved by a writer after it was judged is never deleted.
+    ///
+    /// The default implementation supports no conditional delete and fails with
+    /// [`StorageError::Unsupported`]; it never deletes unconditionally.
+    ///
+    /// # Errors
+    /// [`StorageError::Unsupported`] where the backend cannot delete conditionally;
+    /// [`StorageError::Backend`] / [`StorageError::Io`]; a version mismatch is
+    /// `Ok(WriteOutcome::PreconditionFailed)`, not an error.
+    async fn delete_if_match(
+        &self,
+        key: &str,
+        expected: &ObjectVersion,
+    ) -> StorageResult<WriteOutcome> {
+        let _ = expected;
+        Err(StorageError::Unsupported {
+            key: key.to_string(),
+            operation: "conditional delete",
+        })
+    }
 
     /// Deletes an object; deleting an absent object is not an error.
     ///

@@ -31,6 +31,27 @@ pub struct ObjectStorage {
     /// Whether planned requests go to the backend's own `ObjectStore::get_ranges`
     /// (see [`ObjectStorage::with_vectored_ranges`]).
     vectored_ranges: bool,
+    /// How [`Storage::delete_if_match`] is done (`object_store` 0.14 has no
+    /// conditional delete).
+    conditional_delete: ConditionalDelete,
+}
+
+/// How an [`ObjectStorage`] deletes an object only at a given version.
+#[derive(Debug, Clone, Default)]
+enum ConditionalDelete {
+    /// It cannot: [`StorageError::Unsupported`].
+    #[default]
+    Unsupported,
+    /// The store lives in this process (memory): conditional writes and conditional
+    /// deletes are serialized by one lock, so the check and the removal are atomic.
+    Serialized(Arc<tokio::sync::Mutex<()>>),
+    /// S3: a `DeleteObject` request with `If-Match: <etag>`, signed (SigV4 headers)
+    /// with the store's own credentials.
+    Signed {
+        s3: Arc<object_store::aws::AmazonS3>,
+        region: String,
+        client: reqwest::Client,
+    },
 }
 
 impl ObjectStorage {
@@ -43,6 +64,40 @@ impl ObjectStorage {
             url,
             ranged_listing: false,
             vectored_ranges: false,
+            conditional_delete: ConditionalDelete::Unsupported,
+        }
+    }
+
+    /// Declares that the store lives in this process (memory): conditional writes and
+    /// [`Storage::delete_if_match`] then take one lock, which makes the conditional
+    /// delete atomic against them.
+    pub fn with_serialized_conditional_writes(mut self) -> Self {
+        self.conditional_delete =
+            ConditionalDelete::Serialized(Arc::new(tokio::sync::Mutex::new(())));
+        self
+    }
+
+    /// Declares that this storage is the S3 store `s3` (in `region`):
+    /// [`Storage::delete_if_match`] then sends `DeleteObject` with
+    /// `If-Match: <etag>` (S3 conditional deletes), signed with its credentials.
+    pub fn with_s3_conditional_delete(
+        mut self,
+        s3: Arc<object_store::aws::AmazonS3>,
+        region: String,
+    ) -> Self {
+        self.conditional_delete = ConditionalDelete::Signed {
+            s3,
+            region,
+            client: reqwest::Client::new(),
+        };
+        self
+    }
+
+    /// The lock conditional writes take, for stores in this process.
+    async fn conditional_lock(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        match &self.conditional_delete {
+            ConditionalDelete::Serialized(m) => Some(m.lock().await),
+            _ => None,
         }
     }
 
@@ -249,6 +304,72 @@ pub(super) fn map_err(key: &str, e: object_store::Error) -> StorageError {
     }
 }
 
+/// Where [`signed_delete_if_match`] sends its request.
+struct SignedTarget<'a> {
+    s3: &'a object_store::aws::AmazonS3,
+    region: &'a str,
+    client: &'a reqwest::Client,
+}
+
+/// S3's conditional delete: `DeleteObject` with `If-Match: <etag>`, signed with
+/// SigV4 headers. 204 (or 200) is deleted; 412 (version moved), 404 (gone) and 409
+/// (a concurrent write won) fail the precondition.
+async fn signed_delete_if_match(
+    target: &SignedTarget<'_>,
+    path: &Path,
+    key: &str,
+    expected: &ObjectVersion,
+) -> StorageResult<WriteOutcome> {
+    use object_store::signer::{Method, Signer};
+    let backend = |reason: String| StorageError::Backend {
+        key: key.to_string(),
+        source: Box::new(object_store::Error::Generic {
+            store: "S3",
+            source: reason.into(),
+        }),
+    };
+    // The object's URL as the store addresses it (endpoint, path or virtual-hosted
+    // style, key encoding), without the presigning query.
+    let mut url = target
+        .s3
+        .signed_url(Method::DELETE, path, std::time::Duration::from_secs(60))
+        .await
+        .map_err(|e| map_err(key, e))?;
+    url.set_query(None);
+    let credential = target
+        .s3
+        .credentials()
+        .get_credential()
+        .await
+        .map_err(|e| map_err(key, e))?;
+    let mut request: object_store::client::HttpRequest = http::Request::builder()
+        .method(Method::DELETE)
+        .uri(url.as_str())
+        .header("if-match", expected.0.as_str())
+        .body(object_store::client::HttpRequestBody::empty())
+        .map_err(|e| backend(format!("conditional delete request: {e}")))?;
+    object_store::aws::AwsAuthorizer::new(&credential, "s3", target.region)
+        .try_authorize(&mut request, None)
+        .map_err(|e| map_err(key, e))?;
+    let response = target
+        .client
+        .delete(url.as_str())
+        .headers(request.headers().clone())
+        .send()
+        .await
+        .map_err(|e| backend(format!("conditional delete failed: {e}")))?;
+    match response.status().as_u16() {
+        200 | 204 => Ok(WriteOutcome::Written(None)),
+        404 | 409 | 412 => Ok(WriteOutcome::PreconditionFailed),
+        status => {
+            let body = response.text().await.unwrap_or_default();
+            Err(backend(format!(
+                "conditional delete answered HTTP {status}: {body}"
+            )))
+        }
+    }
+}
+
 impl fmt::Display for ObjectStorage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.url)
@@ -357,6 +478,7 @@ impl Storage for ObjectStorage {
     }
 
     async fn put_if_absent(&self, key: &str, bytes: Bytes) -> StorageResult<WriteOutcome> {
+        let _serialized = self.conditional_lock().await;
         let opts = PutOptions::from(PutMode::Create);
         match self
             .store
@@ -376,6 +498,7 @@ impl Storage for ObjectStorage {
         bytes: Bytes,
         expected: &ObjectVersion,
     ) -> StorageResult<WriteOutcome> {
+        let _serialized = self.conditional_lock().await;
         let opts = PutOptions::from(PutMode::Update(UpdateVersion {
             e_tag: Some(expected.0.clone()),
             version: None,
@@ -392,6 +515,43 @@ impl Storage for ObjectStorage {
                 Ok(WriteOutcome::PreconditionFailed)
             }
             Err(e) => Err(map_err(key, e)),
+        }
+    }
+
+    async fn delete_if_match(
+        &self,
+        key: &str,
+        expected: &ObjectVersion,
+    ) -> StorageResult<WriteOutcome> {
+        match &self.conditional_delete {
+            ConditionalDelete::Unsupported => Err(StorageError::Unsupported {
+                key: key.to_string(),
+                operation: "conditional delete",
+            }),
+            ConditionalDelete::Serialized(lock) => {
+                let _serialized = lock.lock().await;
+                let current = match self.store.head(&self.path(key)).await {
+                    Ok(meta) => meta.e_tag.map(ObjectVersion),
+                    Err(object_store::Error::NotFound { .. }) => {
+                        return Ok(WriteOutcome::PreconditionFailed)
+                    }
+                    Err(e) => return Err(map_err(key, e)),
+                };
+                if current.as_ref() != Some(expected) {
+                    return Ok(WriteOutcome::PreconditionFailed);
+                }
+                match self.store.delete(&self.path(key)).await {
+                    Ok(()) => Ok(WriteOutcome::Written(None)),
+                    Err(object_store::Error::NotFound { .. }) => {
+                        Ok(WriteOutcome::PreconditionFailed)
+                    }
+                    Err(e) => Err(map_err(key, e)),
+                }
+            }
+            ConditionalDelete::Signed { s3, region, client } => {
+                let target = SignedTarget { s3, region, client };
+                signed_delete_if_match(&target, &self.path(key), key, expected).await
+            }
         }
     }
 

@@ -106,7 +106,11 @@ pub fn new_s3_storage(
         format!("s3://{bucket}/{prefix}")
     };
     // S3 lists keys in byte order and starts after a given key (`start-after`).
+    let store = Arc::new(store);
+    let region = options.region.unwrap_or_else(|| "us-east-1".into());
     Ok(Arc::new(
-        ObjectStorage::new(Arc::new(store), prefix, url).with_ranged_listing(true),
+        ObjectStorage::new(Arc::clone(&store) as _, prefix, url)
+            .with_ranged_listing(true)
+            .with_s3_conditional_delete(store, region),
     ))
 }
