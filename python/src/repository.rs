@@ -400,15 +400,20 @@ impl Repository {
     }
 
     /// Deletes unreachable objects older than `delete_object_older_than`; returns the
-    /// summary as a dict (Icechunk's `GCSummary` fields).
-    #[pyo3(signature = (delete_object_older_than, *, dry_run=false))]
+    /// summary as a dict (Icechunk's `GCSummary` fields). A cut-off within the last
+    /// hour (`floe.lifecycle::GC_SAFETY_WINDOW_SECS`, seconds) raises `FloeError`
+    /// unless `allow_recent_cutoff=True` (no writer is active).
+    #[pyo3(signature = (delete_object_older_than, *, dry_run=false, allow_recent_cutoff=false))]
     fn garbage_collect(
         &self,
         py: Python<'_>,
         delete_object_older_than: DateTime<Utc>,
         dry_run: bool,
+        allow_recent_cutoff: bool,
     ) -> PyResult<Py<PyAny>> {
-        let opts = floe::lifecycle::GcOptions::default().dry_run(dry_run);
+        let opts = floe::lifecycle::GcOptions::default()
+            .dry_run(dry_run)
+            .allow_recent_cutoff(allow_recent_cutoff);
         let s = block_on(
             py,
             self.inner
