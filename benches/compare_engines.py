@@ -1,13 +1,16 @@
 """floe (through its Rust API) and Icechunk (through zarr-python) on the same
 workloads and the same data, in one run, with the ratios.
 
-    python benches/compare_engines.py --icechunk-python PY [--icechunk1-python PY]
+    python benches/compare_engines.py [--icechunk-python PY] [--icechunk1-python PY]
         [--floe-bin PATH] [--mib 256] [--runs 3] [--workload NAME] [--json OUT]
 
 floe runs as the `workloads` bench executable (`benches/workloads.rs`; built with
 `cargo bench --bench workloads --no-run` when `--floe-bin` is not given). Icechunk
-runs in its own interpreter (one with icechunk 2.3.0, zarr and numpy; optionally one
-with icechunk 1.1.21): this file re-runs itself there with `--engine icechunk`. Every
+runs in its own interpreter (one with icechunk 2.3.0, zarr and numpy, by default
+`$FLOE_PYTHON312` or the py312 venv `.ci/run` sets up; optionally one with icechunk
+1.1.21): this file re-runs itself there with `--engine icechunk`. The helpers it
+shares with `compare_python.py` (floe's Python package against Icechunk) are in
+`engine_compare_common.py`. Every
 engine prints one JSON line of timings (seconds); the engines alternate run by run
 (floe, Icechunk 2, Icechunk 1, floe, ...), each run on fresh spec-1 repositories on
 the local filesystem, and the table shows the median of the runs per workload, in
@@ -74,6 +77,10 @@ import tempfile
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from engine_compare_common import (  # noqa: E402
+    medians, rerun_self, run_engine, settle, table, venv_python)
 
 WORKLOADS = [
     "attr_commit",
@@ -458,20 +465,6 @@ def writer_main(path, w):
     print(json.dumps(succeeded), flush=True)
 
 
-def settle():
-    """Before each run (the floe side does the same, see `benches/workloads.rs`):
-    flushes the previous run's dirty pages, then drops the kernel's clean caches where
-    allowed (root), so that ext4 does not scan past the inodes of files deleted in
-    the last minute when it creates new ones. No run deletes anything: the driver
-    removes every engine's repositories once the comparison ends."""
-    os.sync()
-    try:
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("3")
-    except OSError:
-        pass
-
-
 def icechunk_main(args):
     import icechunk
     import zarr
@@ -538,31 +531,6 @@ def build_floe():
     return exe
 
 
-def run_engine(cmd):
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          cwd=tempfile.gettempdir())
-    if proc.returncode != 0:
-        sys.stderr.write(proc.stderr)
-        sys.exit(f"failed ({proc.returncode}): {' '.join(cmd)}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def table(labels, med, workloads):
-    """Markdown: times in ms, floe's speed-up against each Icechunk."""
-    head = ["workload"] + [f"{labels[e]} (ms)" for e in med]
-    others = [e for e in med if e != "floe"]
-    head += [f"floe speed-up vs {labels[e].split()[-1]}" for e in others]
-    lines = ["| " + " | ".join(head) + " |",
-             "|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|"]
-    for w in workloads:
-        key = f"{w}_s"
-        row = [w] + [f"{med[e][key] * 1000:.1f}" if key in med[e] else "n/a" for e in med]
-        row += [f"{med[e][key] / med['floe'][key]:.2f}x" if key in med[e] else "n/a"
-                 for e in others]
-        lines.append("| " + " | ".join(row) + " |")
-    return "\n".join(lines)
-
-
 # The floors of the bulk-write and store-API rows (floe's side only): the same chunks
 # compressed on one thread per core and written as files / the same files written
 # and read with plain std::fs.
@@ -592,7 +560,8 @@ def main():
     p.add_argument("--data", help=argparse.SUPPRESS)
     p.add_argument("--writer", nargs=2, help=argparse.SUPPRESS)
     p.add_argument("--scratch", help=argparse.SUPPRESS)
-    p.add_argument("--icechunk-python", help="interpreter with icechunk 2.x, zarr, numpy")
+    p.add_argument("--icechunk-python", default=venv_python("py312", "FLOE_PYTHON312"),
+                   help="interpreter with icechunk 2.x, zarr, numpy (default: the py312 venv)")
     p.add_argument("--icechunk1-python", help="interpreter with icechunk 1.x (optional)")
     p.add_argument("--floe-bin", help="the built workloads bench executable")
     p.add_argument("--mib", type=int, default=256)
@@ -609,7 +578,7 @@ def main():
         icechunk_main(args)
         return
     if not args.icechunk_python:
-        p.error("--icechunk-python is required")
+        p.error("--icechunk-python is required (no default venv found)")
     floe_bin = args.floe_bin or build_floe()
     engines = {"floe": None, "icechunk2": args.icechunk_python}
     if args.icechunk1_python:
@@ -626,12 +595,11 @@ def main():
                   "--scratch", scratch] + only
         for run in range(args.runs):
             for engine, py in engines.items():
-                if py is None:
-                    cmd = [floe_bin] + common
-                else:
-                    cmd = [py, os.path.abspath(__file__), "--engine", "icechunk"] + common
                 print(f"run {run + 1}/{args.runs}: {engine} ...", file=sys.stderr)
-                out = run_engine(cmd)
+                if py is None:
+                    out = run_engine([floe_bin] + common)
+                else:
+                    out = rerun_self(py, __file__, ["--engine", "icechunk"] + common)
                 if engine != "floe":
                     want = "2." if engine == "icechunk2" else "1."
                     if not out["version"].startswith(want):
@@ -640,10 +608,8 @@ def main():
 
     labels = {e: "floe" if e == "floe" else f"Icechunk {runs[e][0]['version']}"
               for e in engines}
-    med = {e: {f"{w}_s": statistics.median(r[f"{w}_s"] for r in rs)
-               for w in args.workloads if all(f"{w}_s" in r for r in rs)}
-           for e, rs in runs.items()}
-    md = table(labels, med, args.workloads)
+    med = medians(runs, [f"{w}_s" for w in args.workloads])
+    md = table(labels, med, [f"{w}_s" for w in args.workloads])
     if "concurrent_commits" in args.workloads:
         total = WRITERS * COMMITS_PER_WRITER * args.runs
         md += f"\n\nconcurrent_commits, of {total} commits: " + "; ".join(

@@ -101,8 +101,7 @@ pub(super) async fn run(cli: Cli) -> CliResult<()> {
             target,
             max_refs,
         }) => {
-            let limits =
-                crate::virtual_refs::KerchunkLimits::default().max_generated_refs(max_refs);
+            let limits = crate::ops::KerchunkLimits::default().max_generated_refs(max_refs);
             import_kerchunk(&mut out, &refs, &target, &limits).await?
         }
         Command::Export {

@@ -87,7 +87,7 @@ pub(super) async fn import_kerchunk(
     out: &mut impl Write,
     refs: &Path,
     target: &ImportTarget,
-    limits: &crate::virtual_refs::KerchunkLimits,
+    limits: &crate::ops::KerchunkLimits,
 ) -> CliResult<()> {
     if !refs.is_file() {
         return Err(CliError::Usage(format!(

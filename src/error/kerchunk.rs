@@ -1,5 +1,5 @@
 //! Errors reading kerchunk reference sets (defined here so that [`super::Error`]
-//! depends on no layer above it; the reading lives in `virtual_refs::kerchunk`).
+//! depends on no layer above it; the reading lives in `ops::kerchunk`).
 
 use std::path::PathBuf;
 
@@ -58,7 +58,7 @@ pub enum KerchunkError {
     #[error("{0}")]
     Sink(String),
     /// The `gen` entries would generate more references than
-    /// [`crate::virtual_refs::KerchunkLimits::max_generated_refs`] (or a number that overflows 64 bits).
+    /// [`crate::ops::KerchunkLimits::max_generated_refs`] (or a number that overflows 64 bits).
     #[error(
         "gen entry {index} would generate {count} references, more than the limit of \
          {limit} (raise it with --max-refs)"
@@ -74,7 +74,7 @@ pub enum KerchunkError {
     },
     /// A template exceeded its execution budget (minijinja fuel, per rendering or
     /// for the whole document) or rendered a string longer than
-    /// [`crate::virtual_refs::KerchunkLimits::max_rendered_bytes`].
+    /// [`crate::ops::KerchunkLimits::max_rendered_bytes`].
     #[error("template `{template}` exceeds its budget: {reason}")]
     TemplateLimit {
         /// The template text.

@@ -1,20 +1,21 @@
 //! Whole-repository operations for library users, the same ones the `floe` CLI runs:
 //! copying a Zarr v3/v2 store into a session ([`import_zarr`]), writing a session's
 //! tree out as a plain Zarr v3 filesystem store ([`export_zarr`]), and importing a
-//! kerchunk reference set as virtual chunk refs ([`import_kerchunk`]).
+//! kerchunk reference set as virtual chunk refs ([`import_kerchunk`]; the streaming
+//! reader of reference sets is [`kerchunk`]).
 //!
 //! None of them commits: they change a writable session (import) or read one (export),
 //! and the caller commits, so an import can be combined with other changes into one
 //! snapshot.
 
-mod kerchunk_import;
+pub mod kerchunk;
 mod zarr_export;
 mod zarr_import;
 
-pub use crate::virtual_refs::kerchunk::KerchunkLimits;
-pub use kerchunk_import::{
+pub use kerchunk::import::{
     import_kerchunk, import_kerchunk_with, ImportSummary as KerchunkImportSummary,
 };
+pub use kerchunk::limits::KerchunkLimits;
 pub use zarr_export::{export_zarr, ExportSummary};
 pub use zarr_import::{import_zarr, ZarrImportSummary};
 

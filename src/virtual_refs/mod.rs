@@ -20,9 +20,7 @@
 
 pub mod authorization;
 pub mod fetch;
-pub mod kerchunk;
 
 pub use crate::error::VirtualChunkError;
 pub use authorization::{normalize_prefix, normalize_url, VirtualAccess};
 pub use fetch::VirtualChunkResolver;
-pub use kerchunk::KerchunkLimits;

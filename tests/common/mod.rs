@@ -175,4 +175,5 @@ pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
         .unwrap();
     assert!(status.success());
 }
+pub mod fixture;
 pub mod http;

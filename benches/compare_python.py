@@ -1,25 +1,30 @@
-"""The same zarr-python workloads on floe and on Icechunk 2.3.0, side by side.
+"""floe's Python package and Icechunk 2.3.0 on the same zarr-python workloads.
 
-    python python/bench/compare.py --floe-python PY --icechunk-python PY [--mib 64]
+    python benches/compare_python.py [--floe-python PY] [--icechunk-python PY]
+        [--mib 64] [--runs 3]
 
 Each engine runs in its own interpreter (floe's package and Icechunk 2.3.0 live in
-different venvs): this file re-runs itself with `--engine floe|icechunk` and prints
-one JSON line of timings per engine (medians of 3 runs, engines alternated), then the
-table with floe's speed-up (Icechunk time / floe time). Local filesystem storage in
-a temporary directory; spec-1 repositories for both. Each run starts by flushing
-dirty pages and dropping the kernel's clean caches where allowed (see `settle`).
+different venvs; the defaults are those `.ci/run` sets up: `$FLOE_VENV_DIR/pyfloe`
+with floe's package installed, and `$FLOE_PYTHON312` or `$FLOE_VENV_DIR/py312`): this
+file re-runs itself with `--engine floe|icechunk`, the engines alternating run by run,
+and prints the medians as a table in milliseconds with floe's speed-up (Icechunk time
+/ floe time), then as one JSON line. Local filesystem storage in a temporary
+directory; spec-1 repositories for both. Each run starts by flushing dirty pages and
+dropping the kernel's clean caches where allowed (see `settle` in
+`engine_compare_common.py`, shared with `compare_engines.py`).
 """
 
 import argparse
 import json
 import os
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from engine_compare_common import medians, rerun_self, settle, table, venv_python  # noqa: E402
 
 
 def workloads(engine, mib):
@@ -84,42 +89,30 @@ def workloads(engine, mib):
     return out
 
 
-def settle():
-    """Flushes dirty pages and, where allowed (root), drops the kernel's clean caches
-    before an engine's run: ext4 otherwise scans past the inodes of files the previous
-    run deleted (within the last minute) for every file this run creates."""
-    os.sync()
-    try:
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("3")
-    except OSError:
-        pass
-
-
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--engine", choices=["floe", "icechunk"])
-    p.add_argument("--floe-python")
-    p.add_argument("--icechunk-python")
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--engine", choices=["floe", "icechunk"], help=argparse.SUPPRESS)
+    p.add_argument("--floe-python", default=venv_python("pyfloe"),
+                   help="interpreter with floe's package, zarr, numpy")
+    p.add_argument("--icechunk-python", default=venv_python("py312", "FLOE_PYTHON312"),
+                   help="interpreter with icechunk 2.x, zarr, numpy")
     p.add_argument("--mib", type=int, default=64)
     p.add_argument("--runs", type=int, default=3)
     args = p.parse_args()
     if args.engine:
         print(json.dumps(workloads(args.engine, args.mib)))
         return
-    runs = {"floe": [], "icechunk": []}
+    engines = {"floe": args.floe_python, "icechunk": args.icechunk_python}
+    for engine, py in engines.items():
+        if py is None:
+            p.error(f"--{engine}-python is required (no default venv found)")
+    runs = {e: [] for e in engines}
     for _ in range(args.runs):
-        for engine, py in (("floe", args.floe_python), ("icechunk", args.icechunk_python)):
-            out = subprocess.run(
-                [py, os.path.abspath(__file__), "--engine", engine, "--mib", str(args.mib)],
-                check=True, capture_output=True, text=True, cwd=tempfile.gettempdir(),
-            ).stdout
-            runs[engine].append(json.loads(out.strip().splitlines()[-1]))
-    med = {e: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for e, rs in runs.items()}
-    print(f"{'workload':44} {'floe':>10} {'icechunk':>10} {'speed-up':>9}")
-    for k in med["floe"]:
-        f, i = med["floe"][k], med["icechunk"][k]
-        print(f"{k:44} {f:10.3f} {i:10.3f} {i / f:8.2f}x")
+        for engine, py in engines.items():
+            runs[engine].append(
+                rerun_self(py, __file__, ["--engine", engine, "--mib", str(args.mib)]))
+    med = medians(runs)
+    print(table({"floe": "floe", "icechunk": "Icechunk"}, med, list(med["floe"])))
     print(json.dumps(med))
 
 

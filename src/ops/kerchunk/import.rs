@@ -9,6 +9,9 @@
 //! change set (where refs into one object share its location), never to the JSON
 //! document. Virtual chunk containers covering the
 //! referenced URLs are added to the repository configuration when missing.
+//!
+//! Spec: `../shared/specs/kerchunk-references.txt` (the reference sets read);
+//! the Zarr v2 to v3 metadata translation is `crate::zarr::metadata::v2`'s.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -17,16 +20,18 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde_json::Value;
 
-use super::Progress;
+use super::limits::KerchunkLimits;
+use super::{Reference, ReferenceFile};
+use crate::error::KerchunkError;
 use crate::error::{Error, Result};
 use crate::format::config::{ContainerStore, VirtualChunkContainer};
 use crate::format::manifest::{Checksum, ChunkPayload, VirtualChunkRef};
 use crate::format::NodePath;
+use crate::ops::Progress;
 use crate::repository::Repository;
 use crate::session::Session;
 use crate::storage::S3Options;
 use crate::virtual_refs::authorization::normalize_url;
-use crate::virtual_refs::kerchunk::{KerchunkError, KerchunkLimits, Reference, ReferenceFile};
 use crate::virtual_refs::{VirtualAccess, VirtualChunkError, VirtualChunkResolver};
 use crate::zarr::chunk_key_encoding::Separator;
 use crate::zarr::metadata::v2::{translate_v2_array, translate_v2_group};
