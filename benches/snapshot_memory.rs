@@ -110,6 +110,8 @@ async fn build_repo(dir: &Path, n: usize) -> SnapshotId {
 fn measure(args: &[&str]) -> (u64, f64) {
     let started = Instant::now();
     let bin = std::env::var("FLOE_BENCH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_floe").into());
+    // `wait4` below reaps it (and reports its peak memory, which `wait` does not).
+    #[allow(clippy::zombie_processes)]
     let child = Command::new(bin)
         .args(args)
         .stdout(Stdio::null())

@@ -237,24 +237,27 @@ fn commit_facts_do_not_decode_the_node_table_in_memory() {
 
 /// `floe ls`'s path: listing the nodes of a snapshot file holds its flatbuffer and
 /// one node at a time, well under what the decoded tree holds.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn listing_nodes_holds_less_than_the_decoded_tree() {
-    let storage = new_in_memory_storage();
-    let id = wide_repo(Arc::clone(&storage), NODES).await;
-    let bytes = storage.get(&keys::snapshot(&id)).await.unwrap().bytes;
+#[test]
+fn listing_nodes_holds_less_than_the_decoded_tree() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let storage = new_in_memory_storage();
+    let id = rt.block_on(wide_repo(Arc::clone(&storage), NODES));
+    let bytes = rt
+        .block_on(storage.get(&keys::snapshot(&id)))
+        .unwrap()
+        .bytes;
     let (full, full_peak) = peak_during(|| Snapshot::decode(&bytes).unwrap());
-    let repo = Repository::open(Arc::clone(&storage)).await.unwrap();
-    let (listed, peak) = peak_during_async(async {
-        let nodes = repo.snapshot_nodes(&id).await.unwrap();
+    let repo = rt.block_on(Repository::open(Arc::clone(&storage))).unwrap();
+    let (listed, peak) = peak_during(|| {
+        let nodes = rt.block_on(repo.snapshot_nodes(&id)).unwrap();
         let mut listed = 0;
         for (n, expected) in nodes.under(&NodePath::root()).zip(full.nodes.values()) {
             assert_eq!(&n.unwrap(), expected);
             listed += 1;
         }
         listed
-    })
-    .await;
+    });
     assert_eq!(listed, NODES);
     eprintln!("listing: {peak} bytes, full decode: {full_peak}");
     assert!(
