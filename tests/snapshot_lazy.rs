@@ -495,12 +495,37 @@ fn payload_prefix_keeps_the_envelope_rules() {
         all.data(),
         envelope::open(FileType::Snapshot, &sealed).unwrap()
     );
+    // The front and the back without the middle.
+    for (keep, from) in [
+        (1000, 500_000),
+        (0, 1_199_000),
+        (70_000, 70_000),
+        (10, 2_000_000),
+    ] {
+        let p = PayloadPrefix::open(FileType::Snapshot, &sealed).unwrap();
+        let mut expected = payload[..keep].to_vec();
+        expected.extend_from_slice(&payload[from.min(payload.len())..]);
+        assert_eq!(
+            p.into_without(keep, from).unwrap(),
+            expected,
+            "{keep} {from}"
+        );
+    }
+    let mut p = PayloadPrefix::open(FileType::Snapshot, &sealed).unwrap();
+    p.fill(usize::MAX).unwrap();
+    assert_eq!(p.into_without(5, 1_100_000).unwrap().len(), 5 + 100_000);
     // Truncated: the prefix reads, the whole fails.
     let cut = &sealed[..sealed.len() - 100];
     let mut p = PayloadPrefix::open(FileType::Snapshot, cut).unwrap();
     p.fill(100).unwrap();
     assert!(matches!(
         p.into_complete(),
+        Err(FormatError::Compression { .. })
+    ));
+    assert!(matches!(
+        PayloadPrefix::open(FileType::Snapshot, cut)
+            .unwrap()
+            .into_without(100, 200_000),
         Err(FormatError::Compression { .. })
     ));
     assert!(matches!(

@@ -366,6 +366,69 @@ impl<'a> PayloadPrefix<'a> {
         Ok(self.data)
     }
 
+    /// The payload size the frame declares, in bytes, if it declares one (not
+    /// trusted: a frame holding another size fails once decompressed to its end).
+    pub fn declared_len(&self) -> Option<u64> {
+        self.declared
+    }
+
+    /// The payload without bytes `keep..from`: its first `keep` bytes followed by
+    /// those from byte `from` to the end (the first `keep` only, when it ends before
+    /// `from`), for a reader that needs the front and the back of a large payload but
+    /// not its middle (a snapshot's root table and the commit facts Icechunk writes
+    /// after the nodes). The middle is decompressed and dropped as it goes, never
+    /// held.
+    ///
+    /// # Errors
+    /// As [`PayloadPrefix::fill`].
+    pub fn into_without(mut self, keep: usize, from: usize) -> Result<Vec<u8>, FormatError> {
+        let what = self.what;
+        let compression = |reason: String| FormatError::Compression { what, reason };
+        self.fill(keep.min(from))?;
+        let Some(mut decoder) = self.decoder.take() else {
+            let end = from.min(self.data.len());
+            let start = keep.min(end);
+            self.data.drain(start..end);
+            return Ok(self.data);
+        };
+        // Payload bytes decompressed so far (the buffer is cut below).
+        let mut at = u64::try_from(self.data.len()).unwrap_or(u64::MAX);
+        if self.data.len() > keep {
+            self.data.truncate(keep);
+        }
+        let from64 = u64::try_from(from).unwrap_or(u64::MAX);
+        let skip = from64.saturating_sub(at);
+        let ask = skip.min(self.limit.saturating_add(1).saturating_sub(at));
+        let skipped = std::io::copy(&mut (&mut decoder).take(ask), &mut std::io::sink())
+            .map_err(|e| compression(e.to_string()))?;
+        at = at.saturating_add(skipped);
+        let ended = skipped < ask;
+        if !ended && at <= self.limit {
+            let room = self.limit.saturating_add(1).saturating_sub(at);
+            if let Some(n) = self.declared {
+                let left = n.saturating_add(1).saturating_sub(at).min(room);
+                self.data.reserve_exact(usize::try_from(left).unwrap_or(0));
+            }
+            let got = (&mut decoder)
+                .take(room)
+                .read_to_end(&mut self.data)
+                .map_err(|e| compression(e.to_string()))?;
+            at = at.saturating_add(u64::try_from(got).unwrap_or(u64::MAX));
+        }
+        if at > self.limit {
+            return Err(FormatError::TooLarge {
+                what,
+                limit: self.limit,
+            });
+        }
+        if let Some(n) = self.declared.filter(|&n| n != at) {
+            return Err(compression(format!(
+                "the frame declares {n} bytes but holds {at}"
+            )));
+        }
+        Ok(self.data)
+    }
+
     /// Decompresses until the first `len` bytes of the payload (or all of it, when
     /// shorter) are in [`PayloadPrefix::data`].
     ///

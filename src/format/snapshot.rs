@@ -405,16 +405,35 @@ impl SnapshotHeader {
     /// message, metadata, manifest files) are verified, the node table is not (only
     /// its presence is checked). Files floe writes hold these fields at the front of
     /// the payload, before the node table, and only the first 64 KiB of the payload
-    /// are decompressed when they lie within it (more, 4 times as much each time,
-    /// up to the whole payload, otherwise: files other writers lay out differently
-    /// decode too).
+    /// are decompressed when they lie within it. Icechunk writes them at the back,
+    /// after the nodes: then the payload is decompressed to its end but only its
+    /// first 64 KiB and its back are kept (the nodes are dropped as they are
+    /// decompressed). Otherwise more of the payload is decompressed, 4 times as
+    /// much each time, up to the whole of it.
     ///
     /// # Errors
     /// As [`Snapshot::decode`], for the envelope and the fields read.
     pub fn decode(bytes: &[u8]) -> Result<Self, FormatError> {
         let mut payload = envelope::PayloadPrefix::open(FileType::Snapshot, bytes)?;
         let spec = payload.spec_version();
-        let mut want = HEADER_PREFIX_BYTES;
+        payload.fill(HEADER_PREFIX_BYTES)?;
+        match HeaderRoot::verify(payload.data()) {
+            Ok(root) => return read_header(spec, &root),
+            Err(FormatError::InvalidFlatbuffer { .. }) if !payload.is_complete() => {}
+            Err(e) => return Err(e),
+        }
+        // The fields lie further: at the back (Icechunk's layout), read the front
+        // and the back only.
+        if let Some(plan) = TailPlan::of(payload.data(), payload.declared_len()) {
+            let mut sparse = payload.into_without(plan.keep, plan.from)?;
+            if plan.patch(&mut sparse) {
+                if let Ok(root) = HeaderRoot::verify(&sparse) {
+                    return read_header(spec, &root);
+                }
+            }
+            payload = envelope::PayloadPrefix::open(FileType::Snapshot, bytes)?;
+        }
+        let mut want = HEADER_PREFIX_BYTES.saturating_mul(4);
         loop {
             payload.fill(want)?;
             match HeaderRoot::verify(payload.data()) {
@@ -431,6 +450,99 @@ impl SnapshotHeader {
     /// The commit time as a UTC date-time.
     pub fn flushed_at_time(&self) -> DateTime<Utc> {
         micros_to_time(self.flushed_at)
+    }
+}
+
+/// How to read the header fields of a snapshot payload that lie past its first
+/// bytes without the middle: Icechunk creates them before the nodes, so they lie at
+/// the back of the flatbuffer and its root table at the front. The payload is read
+/// without bytes `keep..from` (the nodes), and the root table's offsets to the
+/// fields moved back by the bytes left out. The result is verified as any header:
+/// a file laid out otherwise fails verification, and is then read from its start.
+#[derive(Debug)]
+struct TailPlan {
+    keep: usize,
+    from: usize,
+    /// Positions (in the kept front) of the root table's offset fields to move
+    /// back, with their new values.
+    offsets: Vec<(usize, u32)>,
+}
+
+impl TailPlan {
+    /// The plan for a payload whose first bytes are `front` and whose size the frame
+    /// declares as `declared`; `None` when the fields past `front` do not lie in its
+    /// last part (leaving out less than what is kept), or the root table is not in
+    /// `front`.
+    fn of(front: &[u8], declared: Option<u64>) -> Option<Self> {
+        let u32_at = |pos: usize| -> Option<u32> {
+            Some(u32::from_le_bytes(
+                front.get(pos..pos.checked_add(4)?)?.try_into().ok()?,
+            ))
+        };
+        let u16_at = |pos: usize| -> Option<u16> {
+            Some(u16::from_le_bytes(
+                front.get(pos..pos.checked_add(2)?)?.try_into().ok()?,
+            ))
+        };
+        let total = usize::try_from(declared?).ok()?;
+        // Multiples of 8 keep every item's alignment.
+        let keep = front.len() / 8 * 8;
+        let root = usize::try_from(u32_at(0)?).ok()?;
+        let soffset = i64::from(i32::from_le_bytes(u32_at(root)?.to_le_bytes()));
+        let vtable = usize::try_from(i64::try_from(root).ok()?.checked_sub(soffset)?).ok()?;
+        let vtable_len = usize::from(u16_at(vtable)?);
+        let mut far = Vec::new();
+        for field in [
+            gen::Snapshot::VT_MESSAGE,
+            gen::Snapshot::VT_METADATA,
+            gen::Snapshot::VT_MANIFEST_FILES,
+            gen::Snapshot::VT_MANIFEST_FILES_V2,
+        ] {
+            let field = usize::from(field);
+            if field + 2 > vtable_len {
+                continue;
+            }
+            let at = usize::from(u16_at(vtable.checked_add(field)?)?);
+            if at == 0 {
+                continue;
+            }
+            let pos = root.checked_add(at)?;
+            let offset = u32_at(pos)?;
+            let target = pos.checked_add(usize::try_from(offset).ok()?)?;
+            if target >= keep {
+                if pos + 4 > keep {
+                    return None;
+                }
+                far.push((pos, offset, target));
+            }
+        }
+        let from = far.iter().map(|f| f.2).min()? / 8 * 8;
+        let left_out = from.checked_sub(keep)?;
+        if total.checked_sub(from)? >= left_out {
+            return None;
+        }
+        let gap = u32::try_from(left_out).ok()?;
+        let offsets = far
+            .into_iter()
+            .map(|(pos, offset, _)| Some((pos, offset.checked_sub(gap)?)))
+            .collect::<Option<Vec<_>>>()?;
+        Some(TailPlan {
+            keep,
+            from,
+            offsets,
+        })
+    }
+
+    /// Moves the offsets in `sparse` (the payload without `keep..from`); `false`
+    /// when it is too short to hold them.
+    fn patch(&self, sparse: &mut [u8]) -> bool {
+        for &(pos, offset) in &self.offsets {
+            match sparse.get_mut(pos..pos + 4) {
+                Some(slot) => slot.copy_from_slice(&offset.to_le_bytes()),
+                None => return false,
+            }
+        }
+        true
     }
 }
 
@@ -1050,6 +1162,57 @@ mod tests {
             let header = SnapshotHeader::decode(&bytes).unwrap();
             assert_eq!(header, s.header());
             assert_eq!(header, Snapshot::decode(&bytes).unwrap().header());
+        }
+    }
+
+    #[test]
+    fn header_past_the_nodes_is_read_without_them() {
+        let s = sample(&paths(5_000), 10);
+        let order: Vec<usize> = (0..s.nodes.len()).collect();
+        let bytes = encode_other_layout(&s, &order);
+        let mut payload = envelope::PayloadPrefix::open(FileType::Snapshot, &bytes).unwrap();
+        payload.fill(HEADER_PREFIX_BYTES).unwrap();
+        assert!(HeaderRoot::verify(payload.data()).is_err());
+        let plan = TailPlan::of(payload.data(), payload.declared_len()).unwrap();
+        let whole = usize::try_from(payload.declared_len().unwrap()).unwrap();
+        let mut sparse = payload.into_without(plan.keep, plan.from).unwrap();
+        assert!(
+            sparse.len() < HEADER_PREFIX_BYTES + 4096,
+            "{}",
+            sparse.len()
+        );
+        assert!(whole > 4 * HEADER_PREFIX_BYTES, "{whole}");
+        assert!(plan.patch(&mut sparse));
+        let root = HeaderRoot::verify(&sparse).unwrap();
+        assert_eq!(read_header(SpecVersion::V1, &root).unwrap(), s.header());
+        // floe's layout: the fields are in the first bytes, no plan is needed; with
+        // a message longer than those, none is made (it starts at the front).
+        let long = sample(&paths(10), 300 << 10).encode().unwrap();
+        let mut payload = envelope::PayloadPrefix::open(FileType::Snapshot, &long).unwrap();
+        payload.fill(HEADER_PREFIX_BYTES).unwrap();
+        assert!(TailPlan::of(payload.data(), payload.declared_len()).is_none());
+    }
+
+    /// Mutated files of Icechunk's layout (header fields at the back): reading the
+    /// header returns it or a typed error, never panics.
+    #[test]
+    fn mutated_back_headers_fail_cleanly() {
+        use rand::{Rng, SeedableRng};
+        let s = sample(&paths(3_000), 10);
+        let order: Vec<usize> = (0..s.nodes.len()).collect();
+        let payload = envelope::open(FileType::Snapshot, &encode_other_layout(&s, &order)).unwrap();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(6);
+        let hot = [0..64, payload.len() - 512..payload.len()];
+        for round in 0..2_000 {
+            let mut p = payload.clone();
+            for _ in 0..rng.random_range(1..4) {
+                // Mostly the root table and the fields at the back.
+                let range = hot[round % 2].clone();
+                let i = rng.random_range(range);
+                p[i] = rng.random();
+            }
+            let sealed = envelope::seal(FileType::Snapshot, &p).unwrap();
+            let _ = SnapshotHeader::decode(&sealed);
         }
     }
 
