@@ -470,9 +470,12 @@ struct TailPlan {
 
 impl TailPlan {
     /// The plan for a payload whose first bytes are `front` and whose size the frame
-    /// declares as `declared`; `None` when the fields past `front` do not lie in its
-    /// last part (leaving out less than what is kept), or the root table is not in
-    /// `front`.
+    /// declares as `declared`; `None` when the root table or its offsets to the
+    /// fields past `front` are not in `front`, or (with a declared size) when
+    /// leaving out the middle would keep more than it leaves out: floe's own layout
+    /// with a header longer than `front`, which is better read from the start.
+    /// Frames without a declared size are Icechunk's (a streaming encoder), whose
+    /// layout the plan is for.
     fn of(front: &[u8], declared: Option<u64>) -> Option<Self> {
         let u32_at = |pos: usize| -> Option<u32> {
             Some(u32::from_le_bytes(
@@ -484,7 +487,6 @@ impl TailPlan {
                 front.get(pos..pos.checked_add(2)?)?.try_into().ok()?,
             ))
         };
-        let total = usize::try_from(declared?).ok()?;
         // Multiples of 8 keep every item's alignment.
         let keep = front.len() / 8 * 8;
         let root = usize::try_from(u32_at(0)?).ok()?;
@@ -518,8 +520,11 @@ impl TailPlan {
         }
         let from = far.iter().map(|f| f.2).min()? / 8 * 8;
         let left_out = from.checked_sub(keep)?;
-        if total.checked_sub(from)? >= left_out {
-            return None;
+        if let Some(total) = declared {
+            let kept = total.checked_sub(u64::try_from(from).ok()?)?;
+            if kept >= u64::try_from(left_out).ok()? {
+                return None;
+            }
         }
         let gap = u32::try_from(left_out).ok()?;
         let offsets = far
@@ -1187,6 +1192,21 @@ mod tests {
         assert_eq!(read_header(SpecVersion::V1, &root).unwrap(), s.header());
         // floe's layout: the fields are in the first bytes, no plan is needed; with
         // a message longer than those, none is made (it starts at the front).
+        // Without a declared size (Icechunk's streaming encoder): the same plan.
+        let flatbuffer = envelope::open(FileType::Snapshot, &bytes).unwrap();
+        let mut streamed = bytes[..envelope::HEADER_LEN].to_vec();
+        let mut enc = zstd::stream::write::Encoder::new(&mut streamed, 3).unwrap();
+        enc.include_contentsize(false).unwrap();
+        std::io::Write::write_all(&mut enc, &flatbuffer).unwrap();
+        enc.finish().unwrap();
+        let mut payload = envelope::PayloadPrefix::open(FileType::Snapshot, &streamed).unwrap();
+        assert_eq!(payload.declared_len(), None);
+        payload.fill(HEADER_PREFIX_BYTES).unwrap();
+        let plan = TailPlan::of(payload.data(), None).unwrap();
+        assert!(
+            payload.into_without(plan.keep, plan.from).unwrap().len() < HEADER_PREFIX_BYTES + 4096
+        );
+        assert_eq!(SnapshotHeader::decode(&streamed).unwrap(), s.header());
         let long = sample(&paths(10), 300 << 10).encode().unwrap();
         let mut payload = envelope::PayloadPrefix::open(FileType::Snapshot, &long).unwrap();
         payload.fill(HEADER_PREFIX_BYTES).unwrap();
