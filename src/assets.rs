@@ -18,7 +18,7 @@ use crate::format::envelope::FileType;
 use crate::format::keys;
 use crate::format::manifest::Manifest;
 use crate::format::repo_info::RepoInfo;
-use crate::format::snapshot::{ManifestFileInfo, Snapshot};
+use crate::format::snapshot::{ManifestFileInfo, Snapshot, SnapshotHeader, SnapshotNodes};
 use crate::format::transaction_log::TransactionLog;
 use crate::format::{ChunkId, FormatError, ManifestId, SnapshotId, SpecVersion};
 use crate::storage::{ObjectVersion, Storage, StorageError};
@@ -33,6 +33,9 @@ pub struct AssetManager {
     /// the config sets none and each file type has its default).
     level: AtomicI32,
     snapshots: Cache<SnapshotId, Arc<Snapshot>>,
+    /// Commit facts of snapshots read without their node table, weighed by
+    /// [`HeaderWeight`].
+    headers: Cache<SnapshotId, Arc<SnapshotHeader>, HeaderWeight>,
     manifests: Cache<ManifestId, Arc<Manifest>>,
     transaction_logs: Cache<SnapshotId, Arc<TransactionLog>>,
     /// Spec 2: parent links from the latest `repo` object read (snapshot files do
@@ -50,6 +53,23 @@ struct RepoObject {
     bytes: Bytes,
     info: Arc<RepoInfo>,
 }
+
+/// The weight of a cached [`SnapshotHeader`]: about its size in bytes.
+#[derive(Clone, Copy, Debug)]
+struct HeaderWeight;
+
+impl quick_cache::Weighter<SnapshotId, Arc<SnapshotHeader>> for HeaderWeight {
+    fn weight(&self, _: &SnapshotId, h: &Arc<SnapshotHeader>) -> u64 {
+        let files = h.manifest_files.len() * std::mem::size_of::<ManifestFileInfo>();
+        // Metadata: its names and a guess for each value.
+        let metadata: usize = h.metadata.keys().map(|k| k.len() + 64).sum();
+        u64::try_from(256 + h.message.len() + files + metadata).unwrap_or(u64::MAX)
+    }
+}
+
+/// How many bytes of [`SnapshotHeader`]s an [`AssetManager`] keeps (16 MiB: tens of
+/// thousands of commits of a long history).
+const HEADER_CACHE_BYTES: u64 = 16 << 20;
 
 /// Objects up to this many bytes are decoded, and snapshots of up to
 /// [`INLINE_NODES_MAX`] nodes encoded, on the calling task: a hop to the compute pool
@@ -110,6 +130,7 @@ impl AssetManager {
             spec,
             level: AtomicI32::new(0),
             snapshots: Cache::new(512),
+            headers: Cache::with_weighter(16_384, HEADER_CACHE_BYTES, HeaderWeight),
             manifests: Cache::new(256),
             transaction_logs: Cache::new(512),
             parents: RwLock::new(HashMap::new()),
@@ -239,6 +260,7 @@ impl AssetManager {
             .unwrap_or_else(|p| p.into_inner())
             .clear();
         self.snapshots.clear();
+        self.headers.clear();
         self.manifests.clear();
         self.transaction_logs.clear();
     }
@@ -256,11 +278,7 @@ impl AssetManager {
         if let Some(s) = self.snapshots.get(id) {
             return Ok(s);
         }
-        let bytes = match self.storage.get(&keys::snapshot(id)).await {
-            Ok(v) => v.bytes,
-            Err(StorageError::NotFound { .. }) => return Err(Error::SnapshotNotFound { id: *id }),
-            Err(e) => return Err(e.into()),
-        };
+        let bytes = self.snapshot_bytes(id).await?;
         let snap = decode_object(bytes, Snapshot::decode).await?;
         self.admit_snapshot(id, snap).await
     }
@@ -273,24 +291,108 @@ impl AssetManager {
     /// [`Error::Format`] when the file holds another snapshot; reading the `repo`
     /// object's.
     async fn admit_snapshot(&self, id: &SnapshotId, mut snap: Snapshot) -> Result<Arc<Snapshot>> {
-        // In a spec-2 repository the `repo` object's parent links are the truth, also
-        // for spec-1 files kept by an upgrade (expiry re-parents in `repo` only).
-        if self.spec == SpecVersion::V2 || snap.spec_version == SpecVersion::V2 {
+        snap.parent_id = self
+            .completed_parent(id, snap.spec_version, snap.parent_id)
+            .await?;
+        check_holds(id, &snap.id)?;
+        let snap = Arc::new(snap);
+        self.snapshots.insert(*id, Arc::clone(&snap));
+        Ok(snap)
+    }
+
+    /// The parent link of snapshot `id`, whose file (of spec version `file_spec`)
+    /// says `in_file`. In a spec-2 repository the `repo` object's parent links are
+    /// the truth, also for spec-1 files kept by an upgrade (expiry re-parents in
+    /// `repo` only).
+    ///
+    /// # Errors
+    /// Reading the `repo` object's.
+    async fn completed_parent(
+        &self,
+        id: &SnapshotId,
+        file_spec: SpecVersion,
+        in_file: Option<SnapshotId>,
+    ) -> Result<Option<SnapshotId>> {
+        if self.spec == SpecVersion::V2 || file_spec == SpecVersion::V2 {
             match self.spec2_parent(id).await? {
-                Some(parent) => snap.parent_id = parent,
-                None if snap.spec_version == SpecVersion::V2 => snap.parent_id = None,
+                Some(parent) => return Ok(parent),
+                None if file_spec == SpecVersion::V2 => return Ok(None),
                 None => {}
             }
         }
-        let snap = Arc::new(snap);
-        if snap.id != *id {
-            return Err(Error::Format(FormatError::InvalidData {
-                what: "snapshot",
-                reason: format!("file snapshots/{id} holds snapshot {}", snap.id),
-            }));
+        Ok(in_file)
+    }
+
+    /// The commit facts of snapshot `id` (id, parent, flush time, message, metadata,
+    /// manifest files) without its node table: from the cached snapshot when there
+    /// is one, else from a cache of these facts, else read from its file without
+    /// decoding the node table ([`SnapshotHeader::decode`]; on a snapshot of a
+    /// million nodes, megabytes instead of the half gigabyte the whole snapshot
+    /// takes). Spec 2's parent link comes from the `repo` object, as for
+    /// [`AssetManager::fetch_snapshot`].
+    ///
+    /// # Errors
+    /// [`Error::SnapshotNotFound`]; [`Error::Format`] for a corrupt file or one
+    /// holding another snapshot; storage errors.
+    pub async fn fetch_snapshot_header(&self, id: &SnapshotId) -> Result<Arc<SnapshotHeader>> {
+        if let Some(h) = self.cached_header(id) {
+            return Ok(h);
         }
-        self.snapshots.insert(*id, Arc::clone(&snap));
-        Ok(snap)
+        let bytes = self.snapshot_bytes(id).await?;
+        let header = decode_object(bytes, SnapshotHeader::decode).await?;
+        self.admit_header(id, header).await
+    }
+
+    /// The commit facts of snapshot `id` from the caches, if there.
+    fn cached_header(&self, id: &SnapshotId) -> Option<Arc<SnapshotHeader>> {
+        if let Some(h) = self.headers.get(id) {
+            return Some(h);
+        }
+        let header = Arc::new(self.snapshots.get(id)?.header());
+        self.headers.insert(*id, Arc::clone(&header));
+        Some(header)
+    }
+
+    /// [`AssetManager::admit_snapshot`] for commit facts.
+    async fn admit_header(
+        &self,
+        id: &SnapshotId,
+        mut header: SnapshotHeader,
+    ) -> Result<Arc<SnapshotHeader>> {
+        header.parent_id = self
+            .completed_parent(id, header.spec_version, header.parent_id)
+            .await?;
+        check_holds(id, &header.id)?;
+        let header = Arc::new(header);
+        self.headers.insert(*id, Arc::clone(&header));
+        Ok(header)
+    }
+
+    /// The node table of snapshot `id`, to read one node at a time
+    /// ([`SnapshotNodes::under`]): what listing the nodes of a large snapshot holds
+    /// instead of the decoded tree. Read from the file (never cached); verified and
+    /// checked to hold snapshot `id`.
+    ///
+    /// # Errors
+    /// [`Error::SnapshotNotFound`]; [`Error::Format`] for a corrupt file or one
+    /// holding another snapshot; storage errors.
+    pub async fn fetch_snapshot_nodes(&self, id: &SnapshotId) -> Result<SnapshotNodes> {
+        let bytes = self.snapshot_bytes(id).await?;
+        let nodes = decode_object(bytes, SnapshotNodes::decode).await?;
+        check_holds(id, &nodes.id())?;
+        Ok(nodes)
+    }
+
+    /// The bytes of file `snapshots/{id}`.
+    ///
+    /// # Errors
+    /// [`Error::SnapshotNotFound`]; storage errors.
+    async fn snapshot_bytes(&self, id: &SnapshotId) -> Result<Bytes> {
+        match self.storage.get(&keys::snapshot(id)).await {
+            Ok(v) => Ok(v.bytes),
+            Err(StorageError::NotFound { .. }) => Err(Error::SnapshotNotFound { id: *id }),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Fetches and decodes manifest `info.id`, reading bytes `[0, size_bytes)` when the
@@ -373,6 +475,8 @@ impl AssetManager {
         self.storage
             .put(&keys::snapshot(&snapshot.id), Bytes::from(bytes))
             .await?;
+        // An expiry rewrites a snapshot under its id with another parent.
+        self.headers.remove(&snapshot.id);
         self.snapshots.insert(snapshot.id, snapshot);
         Ok(())
     }
@@ -501,11 +605,135 @@ impl AssetManager {
     }
 }
 
+/// Checks that file `snapshots/{id}` holds snapshot `id` (`held` is the id inside).
+///
+/// # Errors
+/// [`Error::Format`] when it holds another.
+fn check_holds(id: &SnapshotId, held: &SnapshotId) -> Result<()> {
+    if held == id {
+        Ok(())
+    } else {
+        Err(Error::Format(FormatError::InvalidData {
+            what: "snapshot",
+            reason: format!("file snapshots/{id} holds snapshot {held}"),
+        }))
+    }
+}
+
+/// What a [`ParentWalk`] yields: whole snapshots ([`Snapshot`], for walks that
+/// read nodes or rewrite snapshots) or only their commit facts ([`SnapshotHeader`],
+/// for ancestry listings and time travel, whose memory then does not grow with the
+/// number of nodes).
+pub trait WalkItem: Sized + Send + Sync + std::fmt::Debug + 'static + sealed::Sealed {
+    /// Decodes a snapshot file.
+    ///
+    /// # Errors
+    /// Format errors.
+    #[doc(hidden)]
+    fn decode(bytes: &[u8]) -> std::result::Result<Self, FormatError>;
+
+    /// The parent link.
+    #[doc(hidden)]
+    fn parent(&self) -> Option<SnapshotId>;
+
+    /// The cached item for snapshot `id`.
+    #[doc(hidden)]
+    fn cached(assets: &AssetManager, id: &SnapshotId) -> Option<Arc<Self>>;
+
+    /// Fetches the item for snapshot `id`.
+    ///
+    /// # Errors
+    /// As [`AssetManager::fetch_snapshot`].
+    #[doc(hidden)]
+    fn fetch<'a>(
+        assets: &'a AssetManager,
+        id: &'a SnapshotId,
+    ) -> futures::future::BoxFuture<'a, Result<Arc<Self>>>;
+
+    /// Completes and caches an item read ahead.
+    ///
+    /// # Errors
+    /// As [`AssetManager::fetch_snapshot`].
+    #[doc(hidden)]
+    fn admit<'a>(
+        assets: &'a AssetManager,
+        id: &'a SnapshotId,
+        item: Self,
+    ) -> futures::future::BoxFuture<'a, Result<Arc<Self>>>;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for crate::format::snapshot::Snapshot {}
+    impl Sealed for crate::format::snapshot::SnapshotHeader {}
+}
+
+impl WalkItem for Snapshot {
+    fn decode(bytes: &[u8]) -> std::result::Result<Self, FormatError> {
+        Snapshot::decode(bytes)
+    }
+
+    fn parent(&self) -> Option<SnapshotId> {
+        self.parent_id
+    }
+
+    fn cached(assets: &AssetManager, id: &SnapshotId) -> Option<Arc<Self>> {
+        assets.snapshots.get(id)
+    }
+
+    fn fetch<'a>(
+        assets: &'a AssetManager,
+        id: &'a SnapshotId,
+    ) -> futures::future::BoxFuture<'a, Result<Arc<Self>>> {
+        Box::pin(assets.fetch_snapshot(id))
+    }
+
+    fn admit<'a>(
+        assets: &'a AssetManager,
+        id: &'a SnapshotId,
+        item: Self,
+    ) -> futures::future::BoxFuture<'a, Result<Arc<Self>>> {
+        Box::pin(assets.admit_snapshot(id, item))
+    }
+}
+
+impl WalkItem for SnapshotHeader {
+    fn decode(bytes: &[u8]) -> std::result::Result<Self, FormatError> {
+        SnapshotHeader::decode(bytes)
+    }
+
+    fn parent(&self) -> Option<SnapshotId> {
+        self.parent_id
+    }
+
+    fn cached(assets: &AssetManager, id: &SnapshotId) -> Option<Arc<Self>> {
+        assets.cached_header(id)
+    }
+
+    fn fetch<'a>(
+        assets: &'a AssetManager,
+        id: &'a SnapshotId,
+    ) -> futures::future::BoxFuture<'a, Result<Arc<Self>>> {
+        Box::pin(assets.fetch_snapshot_header(id))
+    }
+
+    fn admit<'a>(
+        assets: &'a AssetManager,
+        id: &'a SnapshotId,
+        item: Self,
+    ) -> futures::future::BoxFuture<'a, Result<Arc<Self>>> {
+        Box::pin(assets.admit_header(id, item))
+    }
+}
+
 /// A walk along a snapshot's parent chain, newest first: the snapshot itself, its
 /// parent, and so on to the initial snapshot. Every ancestry walk (log, `--as-of`,
 /// diff, rebase, expiry, garbage collection) goes through it, so a corrupt or hostile
 /// repository whose parent chain loops ends the walk with [`Error::AncestryLoop`]
 /// instead of running forever. Memory grows by one snapshot id (12 bytes) per step.
+///
+/// [`ParentWalk::new`] yields whole snapshots; [`ParentWalk::headers`] only their
+/// commit facts ([`SnapshotHeader`]), read without decoding node tables.
 ///
 /// On spec-1 repositories whose storage reads synchronously
 /// ([`Storage::get_blocking`]: local disks) the walk reads ahead: one blocking task
@@ -513,12 +741,12 @@ impl AssetManager {
 /// snapshots or [`READ_AHEAD_BYTES`] of files, so the newest `n` cost about `2n`
 /// reads at most and a long history one thread hop per batch.
 #[derive(Debug)]
-pub struct ParentWalk<'a> {
+pub struct ParentWalk<'a, T: WalkItem = Snapshot> {
     assets: &'a AssetManager,
     next: Option<SnapshotId>,
     seen: std::collections::HashSet<SnapshotId>,
     /// Snapshots read ahead along the chain, next first.
-    ahead: std::collections::VecDeque<(SnapshotId, Result<Snapshot>)>,
+    ahead: std::collections::VecDeque<(SnapshotId, Result<T>)>,
     /// The size of the next read-ahead batch; 0 when the storage has no blocking read
     /// or the repository is not spec 1.
     batch: usize,
@@ -532,8 +760,22 @@ const READ_AHEAD_MAX: usize = 256;
 const READ_AHEAD_BYTES: usize = 4 << 20;
 
 impl<'a> ParentWalk<'a> {
-    /// A walk starting at `start`.
+    /// A walk starting at `start`, yielding whole snapshots.
     pub fn new(assets: &'a AssetManager, start: SnapshotId) -> Self {
+        Self::starting(assets, start)
+    }
+}
+
+impl<'a> ParentWalk<'a, SnapshotHeader> {
+    /// A walk starting at `start`, yielding commit facts only
+    /// ([`AssetManager::fetch_snapshot_header`]).
+    pub fn headers(assets: &'a AssetManager, start: SnapshotId) -> Self {
+        Self::starting(assets, start)
+    }
+}
+
+impl<'a, T: WalkItem> ParentWalk<'a, T> {
+    fn starting(assets: &'a AssetManager, start: SnapshotId) -> Self {
         ParentWalk {
             assets,
             next: Some(start),
@@ -548,7 +790,7 @@ impl<'a> ParentWalk<'a> {
     /// # Errors
     /// [`Error::AncestryLoop`] when a snapshot id repeats; [`Error::SnapshotNotFound`]
     /// for a missing parent; storage and format errors.
-    pub async fn next(&mut self) -> Result<Option<Arc<Snapshot>>> {
+    pub async fn next(&mut self) -> Result<Option<Arc<T>>> {
         let Some(id) = self.next.take() else {
             return Ok(None);
         };
@@ -556,29 +798,27 @@ impl<'a> ParentWalk<'a> {
             return Err(Error::AncestryLoop { snapshot: id });
         }
         let snap = match self.ahead.pop_front() {
-            Some((ahead_id, read)) if ahead_id == id => {
-                self.assets.admit_snapshot(&id, read?).await?
-            }
+            Some((ahead_id, read)) if ahead_id == id => T::admit(self.assets, &id, read?).await?,
             _ => {
                 self.ahead.clear();
                 self.fetch(id).await?
             }
         };
-        self.next = snap.parent_id;
+        self.next = snap.parent();
         Ok(Some(snap))
     }
 
     /// Snapshot `id` from the cache, else read ahead from it, else fetched alone.
-    async fn fetch(&mut self, id: SnapshotId) -> Result<Arc<Snapshot>> {
+    async fn fetch(&mut self, id: SnapshotId) -> Result<Arc<T>> {
         if self.batch == 0 {
-            return self.assets.fetch_snapshot(&id).await;
+            return T::fetch(self.assets, &id).await;
         }
-        if let Some(s) = self.assets.snapshots.get(&id) {
+        if let Some(s) = T::cached(self.assets, &id) {
             return Ok(s);
         }
         let storage = Arc::clone(&self.assets.storage);
         let max = self.batch;
-        let read = tokio::task::spawn_blocking(move || read_chain(storage.as_ref(), id, max))
+        let read = tokio::task::spawn_blocking(move || read_chain::<T>(storage.as_ref(), id, max))
             .await
             .map_err(|e| {
                 Error::Format(FormatError::InvalidData {
@@ -589,26 +829,27 @@ impl<'a> ParentWalk<'a> {
         let Some(chain) = read else {
             // No blocking reads on this storage: one snapshot at a time.
             self.batch = 0;
-            return self.assets.fetch_snapshot(&id).await;
+            return T::fetch(self.assets, &id).await;
         };
         self.batch = (self.batch * 2).min(READ_AHEAD_MAX);
         self.ahead = chain.into();
         match self.ahead.pop_front() {
-            Some((first, read)) if first == id => self.assets.admit_snapshot(&id, read?).await,
-            _ => self.assets.fetch_snapshot(&id).await,
+            Some((first, read)) if first == id => T::admit(self.assets, &id, read?).await,
+            _ => T::fetch(self.assets, &id).await,
         }
     }
 }
 
-/// Reads and decodes, with [`Storage::get_blocking`], the chain of snapshots from
-/// `start` along parent links in the files: up to `max` of them and about
-/// [`READ_AHEAD_BYTES`], ending at the initial snapshot or the first error (which is
-/// the last item). `None` when the storage has no blocking reads.
-fn read_chain(
+/// Reads and decodes, with [`Storage::get_blocking`], the chain of snapshots (or
+/// their commit facts) from `start` along parent links in the files: up to `max` of
+/// them and about [`READ_AHEAD_BYTES`] of files, ending at the initial snapshot or
+/// the first error (which is the last item). `None` when the storage has no
+/// blocking reads.
+fn read_chain<T: WalkItem>(
     storage: &dyn Storage,
     start: SnapshotId,
     max: usize,
-) -> Option<Vec<(SnapshotId, Result<Snapshot>)>> {
+) -> Option<Vec<(SnapshotId, Result<T>)>> {
     let mut chain = Vec::new();
     let mut bytes_read = 0usize;
     let mut id = start;
@@ -616,12 +857,12 @@ fn read_chain(
         let read = match storage.get_blocking(&keys::snapshot(&id))? {
             Ok(v) => {
                 bytes_read = bytes_read.saturating_add(v.bytes.len());
-                Snapshot::decode(&v.bytes).map_err(Error::from)
+                T::decode(&v.bytes).map_err(Error::from)
             }
             Err(StorageError::NotFound { .. }) => Err(Error::SnapshotNotFound { id }),
             Err(e) => Err(e.into()),
         };
-        let parent = read.as_ref().ok().and_then(|s| s.parent_id);
+        let parent = read.as_ref().ok().and_then(WalkItem::parent);
         chain.push((id, read));
         match parent {
             Some(p) => id = p,

@@ -19,7 +19,7 @@ use crate::format::keys;
 use crate::format::repo_info::{
     Availability, FeatureFlag, RepoInfo, RepoStatus, RepoUpdate, SnapshotSummary, UpdateKind,
 };
-use crate::format::snapshot::{micros_to_time, Snapshot};
+use crate::format::snapshot::{micros_to_time, Snapshot, SnapshotHeader, SnapshotNodes};
 use crate::format::transaction_log::TransactionLog;
 use crate::format::{SnapshotId, SpecVersion};
 use crate::refs::{self, repo_object, RefStore};
@@ -99,6 +99,18 @@ impl From<&SnapshotSummary> for SnapshotInfo {
 
 impl From<&Snapshot> for SnapshotInfo {
     fn from(s: &Snapshot) -> Self {
+        SnapshotInfo {
+            id: s.id,
+            parent_id: s.parent_id,
+            flushed_at: s.flushed_at_time(),
+            message: s.message.clone(),
+            metadata: s.metadata.clone(),
+        }
+    }
+}
+
+impl From<&SnapshotHeader> for SnapshotInfo {
+    fn from(s: &SnapshotHeader) -> Self {
         SnapshotInfo {
             id: s.id,
             parent_id: s.parent_id,
@@ -710,7 +722,9 @@ impl Repository {
         .await
     }
 
-    /// The snapshot a selector names.
+    /// The snapshot a selector names. A snapshot id is checked to exist, and a time
+    /// looked up, by reading commit facts only, never node tables
+    /// ([`AssetManager::fetch_snapshot_header`]).
     ///
     /// # Errors
     /// [`Error::BranchNotFound`], [`Error::TagNotFound`], [`Error::TagDeleted`],
@@ -720,12 +734,12 @@ impl Repository {
             VersionSelector::Branch(b) => self.lookup_branch(b).await,
             VersionSelector::Tag(t) => self.lookup_tag(t).await,
             VersionSelector::Snapshot(id) => {
-                self.inner.assets.fetch_snapshot(id).await?;
+                self.inner.assets.fetch_snapshot_header(id).await?;
                 Ok(*id)
             }
             VersionSelector::AsOf { branch, time } => {
                 let tip = self.lookup_branch(branch).await?;
-                let mut walk = ParentWalk::new(&self.inner.assets, tip);
+                let mut walk = ParentWalk::headers(&self.inner.assets, tip);
                 while let Some(snap) = walk.next().await? {
                     if snap.flushed_at_time() <= *time {
                         return Ok(snap.id);
@@ -758,7 +772,7 @@ impl Repository {
             }
         }
         if let Ok(id) = reference.parse::<SnapshotId>() {
-            match self.inner.assets.fetch_snapshot(&id).await {
+            match self.inner.assets.fetch_snapshot_header(&id).await {
                 Ok(_) => return Ok(VersionSelector::Snapshot(id)),
                 Err(Error::SnapshotNotFound { .. }) => {}
                 Err(e) => return Err(e),
@@ -787,7 +801,8 @@ impl Repository {
     /// stream: `.take(n)` reads only the newest `n`. On spec 2 the `repo` object
     /// holds every commit's summary and parent, so the stream reads one object; on
     /// spec 1 it reads one snapshot file per item, each only when the stream is
-    /// polled for it.
+    /// polled for it, and only its commit facts, not its node table
+    /// ([`AssetManager::fetch_snapshot_header`]).
     ///
     /// # Errors
     /// Items are errors for: a selector that names nothing ([`Error::BranchNotFound`],
@@ -800,7 +815,7 @@ impl Repository {
         enum Walk<'a> {
             Start(VersionSelector),
             Summaries(std::vec::IntoIter<SnapshotInfo>),
-            Files(ParentWalk<'a>),
+            Files(ParentWalk<'a, SnapshotHeader>),
         }
         futures::stream::try_unfold(Walk::Start(start), move |mut walk| async move {
             loop {
@@ -809,7 +824,7 @@ impl Repository {
                         let snapshot = self.resolve(&selector).await?;
                         match self.summary_ancestry(snapshot).await? {
                             Some(list) => Walk::Summaries(list.into_iter()),
-                            None => Walk::Files(ParentWalk::new(&self.inner.assets, snapshot)),
+                            None => Walk::Files(ParentWalk::headers(&self.inner.assets, snapshot)),
                         }
                     }
                     Walk::Summaries(mut list) => {
@@ -905,6 +920,16 @@ impl Repository {
         .await
     }
 
+    /// The node table of snapshot `id`, to list its nodes one at a time
+    /// ([`SnapshotNodes::under`]) holding the file's flatbuffer but not a decoded
+    /// tree (what `floe ls` does; a read-only session decodes the whole tree).
+    ///
+    /// # Errors
+    /// [`Error::SnapshotNotFound`]; storage and format errors.
+    pub async fn snapshot_nodes(&self, id: &SnapshotId) -> Result<SnapshotNodes> {
+        self.inner.assets.fetch_snapshot_nodes(id).await
+    }
+
     /// A read-only session at the selected snapshot.
     ///
     /// # Errors
@@ -980,7 +1005,7 @@ impl Repository {
     /// [`Error::SnapshotNotFound`]; storage and format errors.
     pub async fn diff(&self, from: SnapshotId, to: SnapshotId) -> Result<Diff> {
         let mut chain = Vec::new();
-        let mut walk = ParentWalk::new(&self.inner.assets, to);
+        let mut walk = ParentWalk::headers(&self.inner.assets, to);
         while let Some(snap) = walk.next().await? {
             if snap.id == from {
                 break;

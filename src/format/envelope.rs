@@ -287,6 +287,214 @@ pub fn open_versioned(
     Ok((spec, out))
 }
 
+/// The payload of an enveloped file, decompressed from its start only as far as a
+/// reader asks: one that needs the first bytes of a large file (the commit facts of
+/// a snapshot, which floe writes at the front of the flatbuffer, before its node
+/// table) decompresses those and stops. Limits are those of [`open_versioned`]:
+/// a frame that declares more than the limit fails before anything is decompressed,
+/// one that holds more fails once the limit is passed, and the buffer never holds
+/// more than what was decompressed (nor more than the frame declares).
+pub struct PayloadPrefix<'a> {
+    what: &'static str,
+    spec: SpecVersion,
+    /// `None` once the frame is decompressed to its end.
+    decoder: Option<zstd::stream::read::Decoder<'static, &'a [u8]>>,
+    data: Vec<u8>,
+    declared: Option<u64>,
+    limit: u64,
+}
+
+impl std::fmt::Debug for PayloadPrefix<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PayloadPrefix")
+            .field("what", &self.what)
+            .field("spec", &self.spec)
+            .field("decompressed", &self.data.len())
+            .field("complete", &self.is_complete())
+            .field("declared", &self.declared)
+            .finish()
+    }
+}
+
+impl<'a> PayloadPrefix<'a> {
+    /// Checks the header of `bytes`, a file of type `expected`, and prepares to
+    /// decompress its payload; nothing is decompressed yet.
+    ///
+    /// # Errors
+    /// As [`read_header`]; [`FormatError::TooLarge`] when the frame declares more
+    /// than the limit; [`FormatError::Compression`] when it is not a zstd frame.
+    pub fn open(expected: FileType, bytes: &'a [u8]) -> Result<Self, FormatError> {
+        let spec = SpecVersion::from_byte(read_header(expected, bytes)?.spec_version)?;
+        let what = expected.name();
+        let frame = &bytes[HEADER_LEN..];
+        let limit = decompressed_limit(frame.len());
+        let declared = zstd::zstd_safe::get_frame_content_size(frame)
+            .ok()
+            .flatten();
+        if declared.is_some_and(|n| n > limit) {
+            return Err(FormatError::TooLarge { what, limit });
+        }
+        let decoder = zstd::stream::read::Decoder::with_buffer(frame).map_err(|e| {
+            FormatError::Compression {
+                what,
+                reason: e.to_string(),
+            }
+        })?;
+        Ok(PayloadPrefix {
+            what,
+            spec,
+            decoder: Some(decoder),
+            data: Vec::new(),
+            declared,
+            limit,
+        })
+    }
+
+    /// The file's spec version.
+    pub fn spec_version(&self) -> SpecVersion {
+        self.spec
+    }
+
+    /// The payload decompressed so far, from its first byte.
+    pub fn data(&self) -> &[u8] {
+        &self.data
+    }
+
+    /// Whether [`PayloadPrefix::data`] is the whole payload.
+    pub fn is_complete(&self) -> bool {
+        self.decoder.is_none()
+    }
+
+    /// The whole payload (decompressing the rest).
+    ///
+    /// # Errors
+    /// As [`PayloadPrefix::fill`].
+    pub fn into_complete(mut self) -> Result<Vec<u8>, FormatError> {
+        self.fill(usize::MAX)?;
+        Ok(self.data)
+    }
+
+    /// The payload size the frame declares, in bytes, if it declares one (not
+    /// trusted: a frame holding another size fails once decompressed to its end).
+    pub fn declared_len(&self) -> Option<u64> {
+        self.declared
+    }
+
+    /// The payload without bytes `keep..from`: its first `keep` bytes followed by
+    /// those from byte `from` to the end (the first `keep` only, when it ends before
+    /// `from`), for a reader that needs the front and the back of a large payload but
+    /// not its middle (a snapshot's root table and the commit facts Icechunk writes
+    /// after the nodes). The middle is decompressed and dropped as it goes, never
+    /// held.
+    ///
+    /// # Errors
+    /// As [`PayloadPrefix::fill`].
+    pub fn into_without(mut self, keep: usize, from: usize) -> Result<Vec<u8>, FormatError> {
+        let what = self.what;
+        let compression = |reason: String| FormatError::Compression { what, reason };
+        self.fill(keep.min(from))?;
+        let Some(mut decoder) = self.decoder.take() else {
+            let end = from.min(self.data.len());
+            let start = keep.min(end);
+            self.data.drain(start..end);
+            return Ok(self.data);
+        };
+        // Payload bytes decompressed so far (the buffer is cut below).
+        let mut at = u64::try_from(self.data.len()).unwrap_or(u64::MAX);
+        if self.data.len() > keep {
+            self.data.truncate(keep);
+        }
+        let from64 = u64::try_from(from).unwrap_or(u64::MAX);
+        let skip = from64.saturating_sub(at);
+        let ask = skip.min(self.limit.saturating_add(1).saturating_sub(at));
+        let skipped = std::io::copy(&mut (&mut decoder).take(ask), &mut std::io::sink())
+            .map_err(|e| compression(e.to_string()))?;
+        at = at.saturating_add(skipped);
+        let ended = skipped < ask;
+        if !ended && at <= self.limit {
+            let room = self.limit.saturating_add(1).saturating_sub(at);
+            if let Some(n) = self.declared {
+                let left = n.saturating_add(1).saturating_sub(at).min(room);
+                self.data.reserve_exact(usize::try_from(left).unwrap_or(0));
+            }
+            let got = (&mut decoder)
+                .take(room)
+                .read_to_end(&mut self.data)
+                .map_err(|e| compression(e.to_string()))?;
+            at = at.saturating_add(u64::try_from(got).unwrap_or(u64::MAX));
+        }
+        if at > self.limit {
+            return Err(FormatError::TooLarge {
+                what,
+                limit: self.limit,
+            });
+        }
+        if let Some(n) = self.declared.filter(|&n| n != at) {
+            return Err(compression(format!(
+                "the frame declares {n} bytes but holds {at}"
+            )));
+        }
+        Ok(self.data)
+    }
+
+    /// Decompresses until the first `len` bytes of the payload (or all of it, when
+    /// shorter) are in [`PayloadPrefix::data`].
+    ///
+    /// # Errors
+    /// [`FormatError::Compression`] for a corrupt or truncated frame, or one that
+    /// holds other than the size it declares; [`FormatError::TooLarge`] past the
+    /// limit.
+    pub fn fill(&mut self, len: usize) -> Result<(), FormatError> {
+        let what = self.what;
+        let have = self.data.len();
+        let Some(decoder) = self.decoder.as_mut() else {
+            return Ok(());
+        };
+        if have >= len {
+            return Ok(());
+        }
+        let compression = |reason: String| FormatError::Compression { what, reason };
+        let have64 = u64::try_from(have).unwrap_or(u64::MAX);
+        let want = u64::try_from(len - have).unwrap_or(u64::MAX);
+        // One byte past the limit tells a payload that reaches it from one that
+        // exceeds it.
+        let ask = want.min(self.limit.saturating_add(1).saturating_sub(have64));
+        if let Some(n) = self.declared {
+            // Room for what the frame says is left (one byte more, to see a frame
+            // that holds more), never more than asked.
+            let left = n.saturating_add(1).saturating_sub(have64).min(ask);
+            self.data.reserve_exact(usize::try_from(left).unwrap_or(0));
+        }
+        let got = decoder
+            .take(ask)
+            .read_to_end(&mut self.data)
+            .map_err(|e| compression(e.to_string()))?;
+        let total = u64::try_from(self.data.len()).unwrap_or(u64::MAX);
+        if total > self.limit {
+            return Err(FormatError::TooLarge {
+                what,
+                limit: self.limit,
+            });
+        }
+        if self.declared.is_some_and(|n| total > n) {
+            return Err(compression(format!(
+                "the frame declares {} bytes but holds more",
+                self.declared.unwrap_or(0)
+            )));
+        }
+        if u64::try_from(got).unwrap_or(u64::MAX) < ask {
+            // The frame ended.
+            self.decoder = None;
+            if let Some(n) = self.declared.filter(|&n| n != total) {
+                return Err(compression(format!(
+                    "the frame declares {n} bytes but holds {total}"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -359,10 +359,6 @@ impl Snapshot {
     pub fn decode(bytes: &[u8]) -> Result<Self, FormatError> {
         let (spec, buf) = envelope::open_versioned(FileType::Snapshot, bytes)?;
         let root = fb::verified_root::<gen::Snapshot>("snapshot", &buf)?;
-        let invalid = |reason: String| FormatError::InvalidData {
-            what: "snapshot",
-            reason,
-        };
         let mut nodes = BTreeMap::new();
         for n in root.nodes() {
             let node = read_node(&n)?;
@@ -370,47 +366,499 @@ impl Snapshot {
                 return Err(invalid("two nodes share one path".into()));
             }
         }
-        let mut metadata = BTreeMap::new();
-        for item in root.metadata() {
-            let value = decode_metadata_value(spec, item.value().bytes())
-                .map_err(|e| invalid(format!("metadata `{}`: {e}", item.name())))?;
-            metadata.insert(item.name().to_string(), value);
+        // A fully verified root is verified for the header fields too.
+        let header = read_header(spec, &HeaderRoot(root))?;
+        Ok(Snapshot::from_header(header, nodes))
+    }
+
+    /// The snapshot made of `header`'s commit facts and node tree `nodes`.
+    pub fn from_header(header: SnapshotHeader, nodes: BTreeMap<NodePath, NodeSnapshot>) -> Self {
+        Snapshot {
+            spec_version: header.spec_version,
+            id: header.id,
+            parent_id: header.parent_id,
+            flushed_at: header.flushed_at,
+            message: header.message,
+            metadata: header.metadata,
+            manifest_files: header.manifest_files,
+            nodes,
         }
-        // Spec 2 lists manifest files in `manifest_files_v2` (the old field empty).
-        let manifest_files = match root.manifest_files_v2() {
-            Some(files) => files
-                .iter()
-                .map(|f| {
-                    let id = f
-                        .id()
-                        .ok_or_else(|| invalid("a manifest file entry has no id".into()))?;
-                    Ok(ManifestFileInfo {
-                        id: fb::id12(id),
-                        size_bytes: f.size_bytes(),
-                        num_chunk_refs: f.num_chunk_refs(),
-                    })
-                })
-                .collect::<Result<Vec<_>, FormatError>>()?,
-            None => root
-                .manifest_files()
-                .iter()
-                .map(|f| ManifestFileInfo {
-                    id: fb::id12(f.id()),
+    }
+
+    /// This snapshot's commit facts (a copy, without the node tree).
+    pub fn header(&self) -> SnapshotHeader {
+        SnapshotHeader {
+            spec_version: self.spec_version,
+            id: self.id,
+            parent_id: self.parent_id,
+            flushed_at: self.flushed_at,
+            message: self.message.clone(),
+            metadata: self.metadata.clone(),
+            manifest_files: self.manifest_files.clone(),
+        }
+    }
+}
+
+fn invalid(reason: String) -> FormatError {
+    FormatError::InvalidData {
+        what: "snapshot",
+        reason,
+    }
+}
+
+/// What a snapshot file says besides its node table: the commit facts an ancestry
+/// listing (`log`), a time-travel lookup or a check that a snapshot exists needs.
+/// [`SnapshotHeader::decode`] reads them without decoding, or verifying, the node
+/// table, so its cost does not grow with the number of nodes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SnapshotHeader {
+    /// The format version of its file.
+    pub spec_version: SpecVersion,
+    /// The snapshot's id (also its file name).
+    pub id: SnapshotId,
+    /// The previous snapshot on its branch; `None` only for the initial snapshot.
+    /// Spec-2 files do not hold it: the repository fills it in from the `repo`
+    /// object's parent links.
+    pub parent_id: Option<SnapshotId>,
+    /// Commit time, in microseconds since the Unix epoch.
+    pub flushed_at: u64,
+    /// Commit message.
+    pub message: String,
+    /// Commit metadata: JSON values by name.
+    pub metadata: BTreeMap<String, serde_json::Value>,
+    /// Every manifest file any node points to.
+    pub manifest_files: Vec<ManifestFileInfo>,
+}
+
+/// How much of a snapshot's payload [`SnapshotHeader::decode`] decompresses first,
+/// in bytes (64 KiB); it decompresses 4 times more each time the header fields do
+/// not lie within what it has.
+const HEADER_PREFIX_BYTES: usize = 64 << 10;
+
+impl SnapshotHeader {
+    /// Decodes the commit facts of a snapshot file, without its node table.
+    ///
+    /// The flatbuffer's root table and the fields read (id, parent id, flush time,
+    /// message, metadata, manifest files) are verified, the node table is not (only
+    /// its presence is checked). Files floe writes hold these fields at the front of
+    /// the payload, before the node table, and only the first 64 KiB of the payload
+    /// are decompressed when they lie within it. Icechunk writes them at the back,
+    /// after the nodes: then the payload is decompressed to its end but only its
+    /// first 64 KiB and its back are kept (the nodes are dropped as they are
+    /// decompressed). Otherwise more of the payload is decompressed, 4 times as
+    /// much each time, up to the whole of it.
+    ///
+    /// # Errors
+    /// As [`Snapshot::decode`], for the envelope and the fields read.
+    pub fn decode(bytes: &[u8]) -> Result<Self, FormatError> {
+        let mut payload = envelope::PayloadPrefix::open(FileType::Snapshot, bytes)?;
+        let spec = payload.spec_version();
+        payload.fill(HEADER_PREFIX_BYTES)?;
+        match HeaderRoot::verify(payload.data()) {
+            Ok(root) => return read_header(spec, &root),
+            Err(FormatError::InvalidFlatbuffer { .. }) if !payload.is_complete() => {}
+            Err(e) => return Err(e),
+        }
+        // The fields lie further: at the back (Icechunk's layout), read the front
+        // and the back only.
+        if let Some(plan) = TailPlan::of(payload.data(), payload.declared_len()) {
+            let mut sparse = payload.into_without(plan.keep, plan.from)?;
+            if plan.patch(&mut sparse) {
+                if let Ok(root) = HeaderRoot::verify(&sparse) {
+                    return read_header(spec, &root);
+                }
+            }
+            payload = envelope::PayloadPrefix::open(FileType::Snapshot, bytes)?;
+        }
+        let mut want = HEADER_PREFIX_BYTES.saturating_mul(4);
+        loop {
+            payload.fill(want)?;
+            match HeaderRoot::verify(payload.data()) {
+                Ok(root) => return read_header(spec, &root),
+                // What is decompressed so far may end before a field does.
+                Err(FormatError::InvalidFlatbuffer { .. }) if !payload.is_complete() => {
+                    want = want.saturating_mul(4);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The commit time as a UTC date-time.
+    pub fn flushed_at_time(&self) -> DateTime<Utc> {
+        micros_to_time(self.flushed_at)
+    }
+}
+
+/// How to read the header fields of a snapshot payload that lie past its first
+/// bytes without the middle: Icechunk creates them before the nodes, so they lie at
+/// the back of the flatbuffer and its root table at the front. The payload is read
+/// without bytes `keep..from` (the nodes), and the root table's offsets to the
+/// fields moved back by the bytes left out. The result is verified as any header:
+/// a file laid out otherwise fails verification, and is then read from its start.
+#[derive(Debug)]
+struct TailPlan {
+    keep: usize,
+    from: usize,
+    /// Positions (in the kept front) of the root table's offset fields to move
+    /// back, with their new values.
+    offsets: Vec<(usize, u32)>,
+}
+
+impl TailPlan {
+    /// The plan for a payload whose first bytes are `front` and whose size the frame
+    /// declares as `declared`; `None` when the root table or its offsets to the
+    /// fields past `front` are not in `front`, or (with a declared size) when
+    /// leaving out the middle would keep more than it leaves out: floe's own layout
+    /// with a header longer than `front`, which is better read from the start.
+    /// Frames without a declared size are Icechunk's (a streaming encoder), whose
+    /// layout the plan is for.
+    fn of(front: &[u8], declared: Option<u64>) -> Option<Self> {
+        let u32_at = |pos: usize| -> Option<u32> {
+            Some(u32::from_le_bytes(
+                front.get(pos..pos.checked_add(4)?)?.try_into().ok()?,
+            ))
+        };
+        let u16_at = |pos: usize| -> Option<u16> {
+            Some(u16::from_le_bytes(
+                front.get(pos..pos.checked_add(2)?)?.try_into().ok()?,
+            ))
+        };
+        // Multiples of 8 keep every item's alignment.
+        let keep = front.len() / 8 * 8;
+        let root = usize::try_from(u32_at(0)?).ok()?;
+        let soffset = i64::from(i32::from_le_bytes(u32_at(root)?.to_le_bytes()));
+        let vtable = usize::try_from(i64::try_from(root).ok()?.checked_sub(soffset)?).ok()?;
+        let vtable_len = usize::from(u16_at(vtable)?);
+        let mut far = Vec::new();
+        for field in [
+            gen::Snapshot::VT_MESSAGE,
+            gen::Snapshot::VT_METADATA,
+            gen::Snapshot::VT_MANIFEST_FILES,
+            gen::Snapshot::VT_MANIFEST_FILES_V2,
+        ] {
+            let field = usize::from(field);
+            if field + 2 > vtable_len {
+                continue;
+            }
+            let at = usize::from(u16_at(vtable.checked_add(field)?)?);
+            if at == 0 {
+                continue;
+            }
+            let pos = root.checked_add(at)?;
+            let offset = u32_at(pos)?;
+            let target = pos.checked_add(usize::try_from(offset).ok()?)?;
+            if target >= keep {
+                if pos + 4 > keep {
+                    return None;
+                }
+                far.push((pos, offset, target));
+            }
+        }
+        let from = far.iter().map(|f| f.2).min()? / 8 * 8;
+        let left_out = from.checked_sub(keep)?;
+        if let Some(total) = declared {
+            let kept = total.checked_sub(u64::try_from(from).ok()?)?;
+            if kept >= u64::try_from(left_out).ok()? {
+                return None;
+            }
+        }
+        let gap = u32::try_from(left_out).ok()?;
+        let offsets = far
+            .into_iter()
+            .map(|(pos, offset, _)| Some((pos, offset.checked_sub(gap)?)))
+            .collect::<Option<Vec<_>>>()?;
+        Some(TailPlan {
+            keep,
+            from,
+            offsets,
+        })
+    }
+
+    /// Moves the offsets in `sparse` (the payload without `keep..from`); `false`
+    /// when it is too short to hold them.
+    fn patch(&self, sparse: &mut [u8]) -> bool {
+        for &(pos, offset) in &self.offsets {
+            match sparse.get_mut(pos..pos + 4) {
+                Some(slot) => slot.copy_from_slice(&offset.to_le_bytes()),
+                None => return false,
+            }
+        }
+        true
+    }
+}
+
+/// A snapshot flatbuffer's root table of which (at least) the header fields are
+/// verified: its methods read only those.
+struct HeaderRoot<'a>(gen::Snapshot<'a>);
+
+impl<'a> HeaderRoot<'a> {
+    /// Verifies the root table of `buf` (a whole snapshot flatbuffer or a prefix of
+    /// one) and the fields [`SnapshotHeader`] reads, and that the node table is
+    /// present, without reading the node table.
+    ///
+    /// # Errors
+    /// [`FormatError::InvalidFlatbuffer`].
+    fn verify(buf: &'a [u8]) -> Result<Self, FormatError> {
+        use flatbuffers::{ForwardsUOffset as Off, InvalidFlatbuffer, Vector};
+        type S<'b> = gen::Snapshot<'b>;
+        let verify = |v: &mut flatbuffers::Verifier<'_, 'a>, pos: usize| {
+            let mut table = v.visit_table(pos)?;
+            if table.deref(S::VT_NODES)?.is_none() {
+                return InvalidFlatbuffer::new_missing_required("nodes");
+            }
+            table
+                .visit_field::<gen::ObjectId12>("id", S::VT_ID, true)?
+                .visit_field::<gen::ObjectId12>("parent_id", S::VT_PARENT_ID, false)?
+                .visit_field::<u64>("flushed_at", S::VT_FLUSHED_AT, false)?
+                .visit_field::<Off<&str>>("message", S::VT_MESSAGE, true)?
+                .visit_field::<Off<Vector<'_, Off<gen::MetadataItem>>>>(
+                    "metadata",
+                    S::VT_METADATA,
+                    true,
+                )?
+                .visit_field::<Off<Vector<'_, gen::ManifestFileInfo>>>(
+                    "manifest_files",
+                    S::VT_MANIFEST_FILES,
+                    true,
+                )?
+                .visit_field::<Off<Vector<'_, Off<gen::ManifestFileInfoV2>>>>(
+                    "manifest_files_v2",
+                    S::VT_MANIFEST_FILES_V2,
+                    false,
+                )?
+                .finish();
+            Ok(())
+        };
+        // SAFETY: `verify` visits the root table and every field the methods of
+        // `HeaderRoot` read, and they read no other.
+        let root = unsafe { fb::partly_verified_root::<gen::Snapshot>("snapshot", buf, verify)? };
+        Ok(HeaderRoot(root))
+    }
+}
+
+/// The commit facts of a verified root.
+///
+/// # Errors
+/// [`FormatError::InvalidData`] for undecodable metadata or a manifest file entry
+/// without id.
+fn read_header(spec: SpecVersion, root: &HeaderRoot<'_>) -> Result<SnapshotHeader, FormatError> {
+    let root = &root.0;
+    let mut metadata = BTreeMap::new();
+    for item in root.metadata() {
+        let value = decode_metadata_value(spec, item.value().bytes())
+            .map_err(|e| invalid(format!("metadata `{}`: {e}", item.name())))?;
+        metadata.insert(item.name().to_string(), value);
+    }
+    // Spec 2 lists manifest files in `manifest_files_v2` (the old field empty).
+    let manifest_files = match root.manifest_files_v2() {
+        Some(files) => files
+            .iter()
+            .map(|f| {
+                let id = f
+                    .id()
+                    .ok_or_else(|| invalid("a manifest file entry has no id".into()))?;
+                Ok(ManifestFileInfo {
+                    id: fb::id12(id),
                     size_bytes: f.size_bytes(),
                     num_chunk_refs: f.num_chunk_refs(),
                 })
-                .collect(),
+            })
+            .collect::<Result<Vec<_>, FormatError>>()?,
+        None => root
+            .manifest_files()
+            .iter()
+            .map(|f| ManifestFileInfo {
+                id: fb::id12(f.id()),
+                size_bytes: f.size_bytes(),
+                num_chunk_refs: f.num_chunk_refs(),
+            })
+            .collect(),
+    };
+    Ok(SnapshotHeader {
+        spec_version: spec,
+        id: fb::id12(root.id()),
+        parent_id: root.parent_id().map(fb::id12),
+        flushed_at: root.flushed_at(),
+        message: root.message().to_string(),
+        metadata,
+        manifest_files,
+    })
+}
+
+/// A snapshot file's node table, read one node at a time: `floe ls` lists a
+/// snapshot of a million nodes holding the decompressed flatbuffer and one decoded
+/// node at a time, not a decoded tree ([`Snapshot::nodes`]) beside it.
+///
+/// [`SnapshotNodes::decode`] verifies the whole flatbuffer once; nodes are decoded
+/// (and their content checked as [`Snapshot::decode`] checks it) as they are read.
+pub struct SnapshotNodes {
+    spec: SpecVersion,
+    /// The verified flatbuffer; never changed after verification.
+    buf: Vec<u8>,
+    /// The indices of the nodes in path order when the file does not list them in
+    /// that order (files floe and Icechunk write do; `None` then).
+    order: Option<Vec<u32>>,
+}
+
+impl std::fmt::Debug for SnapshotNodes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SnapshotNodes")
+            .field("spec", &self.spec)
+            .field("id", &self.id())
+            .field("nodes", &self.len())
+            .finish()
+    }
+}
+
+impl SnapshotNodes {
+    /// Decompresses and verifies a snapshot file, and checks that no two nodes
+    /// share a path.
+    ///
+    /// # Errors
+    /// As [`Snapshot::decode`]: envelope errors, [`FormatError::InvalidFlatbuffer`],
+    /// [`FormatError::InvalidData`] when two nodes share a path or a node has more
+    /// than `u32::MAX` siblings.
+    pub fn decode(bytes: &[u8]) -> Result<Self, FormatError> {
+        let (spec, buf) = envelope::open_versioned(FileType::Snapshot, bytes)?;
+        let nodes = fb::verified_root::<gen::Snapshot>("snapshot", &buf)?.nodes();
+        let mut sorted = true;
+        for i in 1..nodes.len() {
+            match nodes.get(i - 1).path().cmp(nodes.get(i).path()) {
+                std::cmp::Ordering::Less => {}
+                std::cmp::Ordering::Equal => {
+                    return Err(invalid("two nodes share one path".into()))
+                }
+                std::cmp::Ordering::Greater => sorted = false,
+            }
+        }
+        let order = if sorted {
+            None
+        } else {
+            let n =
+                u32::try_from(nodes.len()).map_err(|_| invalid("more than 2^32 nodes".into()))?;
+            let mut order: Vec<u32> = (0..n).collect();
+            order.sort_by(|&a, &b| {
+                nodes
+                    .get(a as usize)
+                    .path()
+                    .cmp(nodes.get(b as usize).path())
+            });
+            if order
+                .windows(2)
+                .any(|w| nodes.get(w[0] as usize).path() == nodes.get(w[1] as usize).path())
+            {
+                return Err(invalid("two nodes share one path".into()));
+            }
+            Some(order)
         };
-        Ok(Snapshot {
-            spec_version: spec,
-            id: fb::id12(root.id()),
-            parent_id: root.parent_id().map(fb::id12),
-            flushed_at: root.flushed_at(),
-            message: root.message().to_string(),
-            metadata,
-            manifest_files,
+        Ok(SnapshotNodes { spec, buf, order })
+    }
+
+    /// The verified root table.
+    fn root(&self) -> gen::Snapshot<'_> {
+        // SAFETY: `buf` passed `verified_root` (the whole flatbuffer) in `decode` and
+        // has not changed since.
+        unsafe { flatbuffers::root_unchecked::<gen::Snapshot>(&self.buf) }
+    }
+
+    /// The file's spec version.
+    pub fn spec_version(&self) -> SpecVersion {
+        self.spec
+    }
+
+    /// The id the file holds.
+    pub fn id(&self) -> SnapshotId {
+        fb::id12(self.root().id())
+    }
+
+    /// How many nodes the snapshot has.
+    pub fn len(&self) -> usize {
+        self.root().nodes().len()
+    }
+
+    /// Whether the snapshot has no nodes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The nodes at and below `path` (every node for the root), in path order,
+    /// each decoded as it is read. A node breaking a format rule is an `Err` item.
+    pub fn under(&self, path: &NodePath) -> NodesUnder<'_> {
+        let nodes = self.root().nodes();
+        let order = self.order.as_deref();
+        let at = |k: usize| match order {
+            Some(o) => o[k] as usize,
+            None => k,
+        };
+        // The first node whose path is not below `path` in byte order.
+        let (mut lo, mut hi) = (0, nodes.len());
+        if !path.is_root() {
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                if nodes.get(at(mid)).path() < path.as_str() {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+        }
+        NodesUnder {
             nodes,
-        })
+            order,
+            next: lo,
+            path: path.clone(),
+        }
+    }
+}
+
+/// The nodes of a [`SnapshotNodes`] at and below a path; see
+/// [`SnapshotNodes::under`].
+pub struct NodesUnder<'a> {
+    nodes: flatbuffers::Vector<'a, flatbuffers::ForwardsUOffset<gen::NodeSnapshot<'a>>>,
+    order: Option<&'a [u32]>,
+    /// The position, in path order, of the next node to look at.
+    next: usize,
+    path: NodePath,
+}
+
+impl std::fmt::Debug for NodesUnder<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodesUnder")
+            .field("path", &self.path)
+            .field("next", &self.next)
+            .finish()
+    }
+}
+
+impl Iterator for NodesUnder<'_> {
+    type Item = Result<NodeSnapshot, FormatError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let prefix = self.path.as_str();
+        while self.next < self.nodes.len() {
+            let k = self.next;
+            let n = self.nodes.get(match self.order {
+                Some(o) => o[k] as usize,
+                None => k,
+            });
+            let path = n.path();
+            if self.path.is_root() {
+                self.next += 1;
+                return Some(read_node(&n));
+            }
+            // Paths below `/a` sort among those that start with `/a`, which come
+            // together in byte order, after `/a` itself and mixed with `/a-b`.
+            let Some(rest) = path.strip_prefix(prefix) else {
+                self.next = self.nodes.len();
+                return None;
+            };
+            self.next += 1;
+            if rest.is_empty() || rest.starts_with('/') {
+                return Some(read_node(&n));
+            }
+        }
+        None
     }
 }
 
@@ -646,4 +1094,215 @@ pub fn micros_to_time(micros: u64) -> DateTime<Utc> {
     Utc.timestamp_micros(i64::try_from(micros).unwrap_or(i64::MAX))
         .single()
         .unwrap_or(DateTime::<Utc>::MAX_UTC)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A spec-1 snapshot of the given node paths (groups), with a message of
+    /// `message_len` bytes, metadata and a manifest file.
+    fn sample(paths: &[String], message_len: usize) -> Snapshot {
+        let mut s = Snapshot::initial(SpecVersion::V1);
+        s.id = SnapshotId::random();
+        s.parent_id = Some(SnapshotId::INITIAL);
+        s.message = "m".repeat(message_len);
+        s.metadata.insert(
+            "author".into(),
+            serde_json::json!({"name": "x", "n": [1, 2]}),
+        );
+        s.manifest_files.push(ManifestFileInfo {
+            id: ManifestId::random(),
+            size_bytes: 1234,
+            num_chunk_refs: 7,
+        });
+        for p in paths {
+            let path = NodePath::new(p).unwrap();
+            s.nodes.insert(
+                path.clone(),
+                NodeSnapshot {
+                    id: NodeId::random(),
+                    path,
+                    user_data: Bytes::from(format!(r#"{{"node_type":"group","p":"{p}"}}"#)),
+                    node_data: NodeData::Group,
+                },
+            );
+        }
+        s
+    }
+
+    /// A spec-1 file of `s` laid out as floe does not write it: the commit facts
+    /// created first (so they lie at the back of the flatbuffer, after the nodes),
+    /// and the nodes in `order` (indices into `s.nodes` in path order).
+    fn encode_other_layout(s: &Snapshot, order: &[usize]) -> Vec<u8> {
+        let mut b = FlatBufferBuilder::new();
+        let message = b.create_string(&s.message);
+        let items: Vec<_> = s
+            .metadata
+            .iter()
+            .map(|(k, v)| {
+                let name = b.create_string(k);
+                let value = b.create_vector(&rmp_serde::to_vec(v).unwrap());
+                gen::MetadataItem::create(
+                    &mut b,
+                    &gen::MetadataItemArgs {
+                        name: Some(name),
+                        value: Some(value),
+                    },
+                )
+            })
+            .collect();
+        let metadata = b.create_vector(&items);
+        let files: Vec<gen::ManifestFileInfo> = s
+            .manifest_files
+            .iter()
+            .map(|f| gen::ManifestFileInfo::new(&fb::fb12(&f.id), f.size_bytes, f.num_chunk_refs))
+            .collect();
+        let files = b.create_vector(&files);
+        let all: Vec<&NodeSnapshot> = s.nodes.values().collect();
+        let nodes: Vec<_> = order
+            .iter()
+            .map(|&i| write_node(&mut b, all[i], SpecVersion::V1))
+            .collect();
+        let nodes = b.create_vector(&nodes);
+        let id = fb::fb12(&s.id);
+        let parent = s.parent_id.as_ref().map(fb::fb12);
+        let root = gen::Snapshot::create(
+            &mut b,
+            &gen::SnapshotArgs {
+                id: Some(&id),
+                parent_id: parent.as_ref(),
+                nodes: Some(nodes),
+                flushed_at: s.flushed_at,
+                message: Some(message),
+                metadata: Some(metadata),
+                manifest_files: Some(files),
+                ..Default::default()
+            },
+        );
+        b.finish(root, Some(fb::IDENTIFIER));
+        envelope::seal_at(FileType::Snapshot, SpecVersion::V1, 3, b.finished_data()).unwrap()
+    }
+
+    fn paths(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("/n{i:05}")).collect()
+    }
+
+    #[test]
+    fn header_reads_files_of_any_layout() {
+        // Commit facts after 5,000 nodes (far past the first 64 KiB); a message
+        // longer than the first prefix; the floe layout.
+        let s = sample(&paths(5_000), 10);
+        let order: Vec<usize> = (0..s.nodes.len()).collect();
+        let other = encode_other_layout(&s, &order);
+        let long = sample(&paths(100), 300 << 10);
+        for (bytes, s) in [
+            (other, &s),
+            (long.encode().unwrap(), &long),
+            (s.encode().unwrap(), &s),
+        ] {
+            let header = SnapshotHeader::decode(&bytes).unwrap();
+            assert_eq!(header, s.header());
+            assert_eq!(header, Snapshot::decode(&bytes).unwrap().header());
+        }
+    }
+
+    #[test]
+    fn header_past_the_nodes_is_read_without_them() {
+        let s = sample(&paths(5_000), 10);
+        let order: Vec<usize> = (0..s.nodes.len()).collect();
+        let bytes = encode_other_layout(&s, &order);
+        let mut payload = envelope::PayloadPrefix::open(FileType::Snapshot, &bytes).unwrap();
+        payload.fill(HEADER_PREFIX_BYTES).unwrap();
+        assert!(HeaderRoot::verify(payload.data()).is_err());
+        let plan = TailPlan::of(payload.data(), payload.declared_len()).unwrap();
+        let whole = usize::try_from(payload.declared_len().unwrap()).unwrap();
+        let mut sparse = payload.into_without(plan.keep, plan.from).unwrap();
+        assert!(
+            sparse.len() < HEADER_PREFIX_BYTES + 4096,
+            "{}",
+            sparse.len()
+        );
+        assert!(whole > 4 * HEADER_PREFIX_BYTES, "{whole}");
+        assert!(plan.patch(&mut sparse));
+        let root = HeaderRoot::verify(&sparse).unwrap();
+        assert_eq!(read_header(SpecVersion::V1, &root).unwrap(), s.header());
+        // floe's layout: the fields are in the first bytes, no plan is needed; with
+        // a message longer than those, none is made (it starts at the front).
+        // Without a declared size (Icechunk's streaming encoder): the same plan.
+        let flatbuffer = envelope::open(FileType::Snapshot, &bytes).unwrap();
+        let mut streamed = bytes[..envelope::HEADER_LEN].to_vec();
+        let mut enc = zstd::stream::write::Encoder::new(&mut streamed, 3).unwrap();
+        enc.include_contentsize(false).unwrap();
+        std::io::Write::write_all(&mut enc, &flatbuffer).unwrap();
+        enc.finish().unwrap();
+        let mut payload = envelope::PayloadPrefix::open(FileType::Snapshot, &streamed).unwrap();
+        assert_eq!(payload.declared_len(), None);
+        payload.fill(HEADER_PREFIX_BYTES).unwrap();
+        let plan = TailPlan::of(payload.data(), None).unwrap();
+        assert!(
+            payload.into_without(plan.keep, plan.from).unwrap().len() < HEADER_PREFIX_BYTES + 4096
+        );
+        assert_eq!(SnapshotHeader::decode(&streamed).unwrap(), s.header());
+        let long = sample(&paths(10), 300 << 10).encode().unwrap();
+        let mut payload = envelope::PayloadPrefix::open(FileType::Snapshot, &long).unwrap();
+        payload.fill(HEADER_PREFIX_BYTES).unwrap();
+        assert!(TailPlan::of(payload.data(), payload.declared_len()).is_none());
+    }
+
+    /// Mutated files of Icechunk's layout (header fields at the back): reading the
+    /// header returns it or a typed error, never panics.
+    #[test]
+    fn mutated_back_headers_fail_cleanly() {
+        use rand::{Rng, SeedableRng};
+        let s = sample(&paths(3_000), 10);
+        let order: Vec<usize> = (0..s.nodes.len()).collect();
+        let payload = envelope::open(FileType::Snapshot, &encode_other_layout(&s, &order)).unwrap();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(6);
+        let hot = [0..64, payload.len() - 512..payload.len()];
+        for round in 0..2_000 {
+            let mut p = payload.clone();
+            for _ in 0..rng.random_range(1..4) {
+                // Mostly the root table and the fields at the back.
+                let range = hot[round % 2].clone();
+                let i = rng.random_range(range);
+                p[i] = rng.random();
+            }
+            let sealed = envelope::seal(FileType::Snapshot, &p).unwrap();
+            let _ = SnapshotHeader::decode(&sealed);
+        }
+    }
+
+    #[test]
+    fn node_listing_sorts_unsorted_files_and_refuses_shared_paths() {
+        let s = sample(&paths(300), 10);
+        let reversed: Vec<usize> = (0..s.nodes.len()).rev().collect();
+        let bytes = encode_other_layout(&s, &reversed);
+        assert_eq!(Snapshot::decode(&bytes).unwrap(), s);
+        let nodes = SnapshotNodes::decode(&bytes).unwrap();
+        let listed: Vec<_> = nodes
+            .under(&NodePath::root())
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(listed, s.nodes.values().cloned().collect::<Vec<_>>());
+        let one: Vec<_> = nodes
+            .under(&NodePath::new("/n00123").unwrap())
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(
+            one,
+            vec![s.nodes[&NodePath::new("/n00123").unwrap()].clone()]
+        );
+        for order in [vec![0, 1, 1, 2], vec![2, 1, 1, 0]] {
+            let shared = encode_other_layout(&s, &order);
+            assert!(matches!(
+                Snapshot::decode(&shared),
+                Err(FormatError::InvalidData { .. })
+            ));
+            assert!(matches!(
+                SnapshotNodes::decode(&shared),
+                Err(FormatError::InvalidData { .. })
+            ));
+        }
+    }
 }

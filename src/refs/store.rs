@@ -210,7 +210,7 @@ impl RefStore {
         ref_files::validate_ref_name("branch", name)?;
         match self.spec() {
             SpecVersion::V1 => {
-                self.assets.fetch_snapshot(&snapshot).await?;
+                self.assets.fetch_snapshot_header(&snapshot).await?;
                 ref_files::create_branch(self.storage(), name, snapshot).await
             }
             SpecVersion::V2 => {
@@ -287,7 +287,7 @@ impl RefStore {
         }
         match self.spec() {
             SpecVersion::V1 => {
-                self.assets.fetch_snapshot(&to).await?;
+                self.assets.fetch_snapshot_header(&to).await?;
                 let storage = self.storage();
                 if ref_files::update_branch(storage, name, to, tip.version.as_ref()).await? {
                     Ok(())
@@ -326,7 +326,7 @@ impl RefStore {
         ref_files::validate_ref_name("tag", name)?;
         match self.spec() {
             SpecVersion::V1 => {
-                self.assets.fetch_snapshot(&snapshot).await?;
+                self.assets.fetch_snapshot_header(&snapshot).await?;
                 ref_files::create_tag(self.storage(), name, snapshot).await
             }
             SpecVersion::V2 => {
