@@ -2,6 +2,12 @@
 
 Every method awaits the native store's coroutines, which run on floe's tokio runtime
 without holding the GIL.
+
+Every method checks its arguments' types first, as Icechunk's store does, and raises
+``TypeError`` before it reads, writes or deletes anything: values must be zarr
+``Buffer`` instances, keys and prefixes ``str``, prototypes ``BufferPrototype``, byte
+ranges ``None`` or one of zarr's byte requests with non-negative ``int`` fields (a
+negative one is a ``ValueError``).
 """
 
 from __future__ import annotations
@@ -19,16 +25,71 @@ from zarr.abc.store import (
 from zarr.core.buffer import Buffer, BufferPrototype
 
 
-def _range(byte_range: ByteRequest | None) -> tuple[int, int, int]:
+def _type_error(method: str, name: str, expected: str, value: object) -> TypeError:
+    return TypeError(
+        f"FloeStore.{method}(): `{name}` must be {expected}. "
+        f"Got an instance of {type(value)} instead."
+    )
+
+
+def _check_str(method: str, name: str, value: object) -> None:
+    """Keys and prefixes are ``str`` (not bytes, paths or None)."""
+    if not isinstance(value, str):
+        raise _type_error(method, name, "a str", value)
+
+
+def _check_buffer(method: str, value: object) -> None:
+    """Values are zarr ``Buffer`` instances: anything else (an ``int`` has a
+    ``to_bytes()`` too) would store bytes no array can read."""
+    if not isinstance(value, Buffer):
+        raise _type_error(method, "value", "a Buffer instance", value)
+
+
+def _check_prototype(method: str, prototype: object) -> None:
+    if not isinstance(prototype, BufferPrototype):
+        raise _type_error(method, "prototype", "a BufferPrototype", prototype)
+
+
+def _offset(method: str, name: str, value: object) -> int:
+    """A byte offset or count: an ``int`` (not a ``bool``), not negative."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise _type_error(method, name, "an int", value)
+    if value < 0:
+        raise ValueError(f"FloeStore.{method}(): `{name}` must not be negative, got {value}")
+    return value
+
+
+def _range(method: str, byte_range: object) -> tuple[int, int, int]:
+    """A zarr byte request as the native store's (kind, a, b)."""
     if byte_range is None:
         return (0, 0, 0)
     if isinstance(byte_range, RangeByteRequest):
-        return (1, byte_range.start, byte_range.end)
+        start = _offset(method, "byte_range.start", byte_range.start)
+        end = _offset(method, "byte_range.end", byte_range.end)
+        return (1, start, end)
     if isinstance(byte_range, OffsetByteRequest):
-        return (2, byte_range.offset, 0)
+        return (2, _offset(method, "byte_range.offset", byte_range.offset), 0)
     if isinstance(byte_range, SuffixByteRequest):
-        return (3, byte_range.suffix, 0)
-    raise TypeError(f"unsupported byte range {byte_range!r}")
+        return (3, _offset(method, "byte_range.suffix", byte_range.suffix), 0)
+    raise _type_error(
+        method,
+        "byte_range",
+        "None, a RangeByteRequest, an OffsetByteRequest or a SuffixByteRequest",
+        byte_range,
+    )
+
+
+def _pairs(method: str, name: str, items: object, n: int) -> list[tuple]:
+    """``items`` as a list of ``n``-tuples (lists accepted), checked before any is
+    used."""
+    if isinstance(items, (str, bytes)) or not isinstance(items, Iterable):
+        raise _type_error(method, name, f"an iterable of {n}-tuples", items)
+    out = []
+    for item in items:
+        if not isinstance(item, (tuple, list)) or len(item) != n:
+            raise _type_error(method, f"each item of {name}", f"a {n}-tuple", item)
+        out.append(tuple(item))
+    return out
 
 
 class FloeStore(Store):
@@ -73,7 +134,9 @@ class FloeStore(Store):
     async def get(
         self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None
     ) -> Buffer | None:
-        data = await self._native.get(key, *_range(byte_range))
+        _check_str("get", "key", key)
+        _check_prototype("get", prototype)
+        data = await self._native.get(key, *_range("get", byte_range))
         return None if data is None else prototype.buffer.from_bytes(data)
 
     async def get_partial_values(
@@ -81,25 +144,58 @@ class FloeStore(Store):
         prototype: BufferPrototype,
         key_ranges: Iterable[tuple[str, ByteRequest | None]],
     ) -> list[Buffer | None]:
+        _check_prototype("get_partial_values", prototype)
+        requests = []
+        for key, byte_range in _pairs("get_partial_values", "key_ranges", key_ranges, 2):
+            _check_str("get_partial_values", "key", key)
+            requests.append((key, _range("get_partial_values", byte_range)))
+
+        async def one(key: str, kind_a_b: tuple[int, int, int]) -> Buffer | None:
+            data = await self._native.get(key, *kind_a_b)
+            return None if data is None else prototype.buffer.from_bytes(data)
+
         # Concurrently: each get runs on floe's runtime, so the requests overlap.
-        return list(await asyncio.gather(*(self.get(k, prototype, r) for k, r in key_ranges)))
+        return list(await asyncio.gather(*(one(k, r) for k, r in requests)))
 
     async def exists(self, key: str) -> bool:
+        _check_str("exists", "key", key)
         return await self._native.exists(key)
 
     async def set(self, key: str, value: Buffer) -> None:
+        _check_str("set", "key", key)
+        _check_buffer("set", value)
         self._check_writable()
         await self._native.set(key, value.to_bytes())
 
     async def set_if_not_exists(self, key: str, value: Buffer) -> None:
+        _check_str("set_if_not_exists", "key", key)
+        _check_buffer("set_if_not_exists", value)
         if not await self.exists(key):
             await self.set(key, value)
 
+    async def set_partial_values(
+        self, key_start_values: Iterable[tuple[str, int, bytes | bytearray | memoryview]]
+    ) -> None:
+        """Not supported (``supports_partial_writes`` is false; zarr 3 no longer
+        writes partially), as in Icechunk: the arguments are checked (``TypeError``),
+        then a read-only store raises ``ValueError`` and a writable one
+        ``NotImplementedError``."""
+        method = "set_partial_values"
+        for key, start, value in _pairs(method, "key_start_values", key_start_values, 3):
+            _check_str(method, "key", key)
+            _offset(method, "start", start)
+            if not isinstance(value, (bytes, bytearray, memoryview)):
+                raise _type_error(method, "value", "bytes, bytearray or memoryview", value)
+        self._check_writable()
+        raise NotImplementedError("FloeStore does not support partial writes")
+
     async def delete(self, key: str) -> None:
+        _check_str("delete", "key", key)
         self._check_writable()
         await self._native.delete(key)
 
     async def delete_dir(self, prefix: str) -> None:
+        _check_str("delete_dir", "prefix", prefix)
         self._check_writable()
         if prefix and not prefix.endswith("/"):
             prefix += "/"
@@ -108,6 +204,7 @@ class FloeStore(Store):
     async def getsize(self, key: str) -> int:
         """The stored size of ``key`` in bytes (a chunk's compressed size, read from its
         ref without fetching the chunk). Raises ``FileNotFoundError`` when absent."""
+        _check_str("getsize", "key", key)
         size = await self._native.getsize(key)
         if size is None:
             raise FileNotFoundError(key)
@@ -115,10 +212,12 @@ class FloeStore(Store):
 
     async def getsize_prefix(self, prefix: str) -> int:
         """The total stored size in bytes of every key under ``prefix``."""
+        _check_str("getsize_prefix", "prefix", prefix)
         return await self._native.getsize_prefix(prefix)
 
     async def is_empty(self, prefix: str) -> bool:
         """Whether no key starts with ``prefix`` (after adding a trailing ``/``)."""
+        _check_str("is_empty", "prefix", prefix)
         if prefix and not prefix.endswith("/"):
             prefix += "/"
         keys, prefixes = await self._native.list_dir(prefix)
@@ -134,11 +233,20 @@ class FloeStore(Store):
         for k in await self._native.list_prefix(""):
             yield k
 
-    async def list_prefix(self, prefix: str) -> AsyncIterator[str]:
+    def list_prefix(self, prefix: str) -> AsyncIterator[str]:
+        # A plain method returning the iterator, so a wrong type raises at the call.
+        _check_str("list_prefix", "prefix", prefix)
+        return self._list_prefix(prefix)
+
+    async def _list_prefix(self, prefix: str) -> AsyncIterator[str]:
         for k in await self._native.list_prefix(prefix):
             yield k
 
-    async def list_dir(self, prefix: str) -> AsyncIterator[str]:
+    def list_dir(self, prefix: str) -> AsyncIterator[str]:
+        _check_str("list_dir", "prefix", prefix)
+        return self._list_dir(prefix)
+
+    async def _list_dir(self, prefix: str) -> AsyncIterator[str]:
         if prefix and not prefix.endswith("/"):
             prefix += "/"
         keys, prefixes = await self._native.list_dir(prefix)

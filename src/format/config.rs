@@ -123,6 +123,7 @@ impl VirtualChunkContainer {
                 let tag = t.tag.to_string();
                 let tag = tag.trim_start_matches('!');
                 match tag {
+                    "" => return Err(invalid("the store kind (its tag) is empty".into())),
                     "local_file_system" => ContainerStore::LocalFileSystem(
                         t.value
                             .as_str()
@@ -146,7 +147,7 @@ impl VirtualChunkContainer {
                     other => ContainerStore::Other(other.to_string()),
                 }
             }
-            Some(Value::String(s)) => ContainerStore::Other(s.clone()),
+            Some(Value::String(s)) if !s.is_empty() => ContainerStore::Other(s.clone()),
             _ => return Err(invalid("missing or untagged `store`".into())),
         };
         Ok(VirtualChunkContainer {
@@ -157,7 +158,16 @@ impl VirtualChunkContainer {
     }
 }
 
+/// `value` tagged `!tag`. YAML has no empty tag (serde_yaml's `Tag::new` panics on
+/// one): with an empty `tag` the value stays untagged. Parsed configurations never
+/// hold an empty store kind ([`VirtualChunkContainer::from_yaml`] and
+/// [`RepositoryConfig::from_flexbuffer`] refuse it), so only a
+/// `ContainerStore::Other("")` built in code gets here with one, and is written as
+/// an untagged store, which reading refuses.
 fn tagged(tag: &str, value: Value) -> Value {
+    if tag.is_empty() {
+        return value;
+    }
     Value::Tagged(Box::new(TaggedValue {
         tag: Tag::new(tag),
         value,
@@ -207,10 +217,11 @@ impl RepositoryConfig {
     /// [`FormatError::InvalidConfig`] when the bytes are not a FlexBuffers map, or a
     /// known key has the wrong type.
     pub fn from_flexbuffer(bytes: &[u8]) -> Result<Self, FormatError> {
-        let value: Value =
-            flexbuffers::from_slice(bytes).map_err(|e| FormatError::InvalidConfig {
+        let value: Value = super::repo_info::flexbuffer::from_slice(bytes).map_err(|e| {
+            FormatError::InvalidConfig {
                 reason: format!("the repo object's configuration: {e}"),
-            })?;
+            }
+        })?;
         let mut raw = match value {
             Value::Mapping(m) => m,
             Value::Null => Mapping::new(),
@@ -223,6 +234,8 @@ impl RepositoryConfig {
         // serde writes an enum as `{variant: value}` (or `"variant"` without a value)
         // where YAML writes `!variant value`: containers' stores become tagged, as
         // `config.yaml` has them.
+        // YAML has no empty tag: an empty variant name is refused here (serde_yaml's
+        // `Tag::new` would panic on it).
         if let Some(Value::Mapping(containers)) = raw.get_mut("virtual_chunk_containers") {
             for container in containers.values_mut() {
                 let Some(store) = container.get_mut("store") else {
@@ -232,9 +245,20 @@ impl RepositoryConfig {
                     Value::Mapping(m) if m.len() == 1 => m
                         .iter()
                         .next()
-                        .and_then(|(k, v)| k.as_str().map(|k| tagged(k, v.clone()))),
-                    Value::String(k) => Some(tagged(k, Value::Null)),
+                        .and_then(|(k, v)| Some((k.as_str()?, v.clone()))),
+                    Value::String(k) => Some((k.as_str(), Value::Null)),
                     _ => None,
+                };
+                let as_tagged = match as_tagged {
+                    Some(("", _)) => {
+                        return Err(FormatError::InvalidConfig {
+                            reason: "the repo object's configuration: a virtual chunk \
+                                     container's store kind is empty"
+                                .into(),
+                        })
+                    }
+                    Some((k, v)) => Some(tagged(k, v)),
+                    None => None,
                 };
                 if let Some(t) = as_tagged {
                     *store = t;
@@ -566,5 +590,42 @@ some_future_key:
             Err(FormatError::InvalidConfig { .. })
         ));
         assert!(RepositoryConfig::parse(b"").unwrap().is_default());
+    }
+
+    /// YAML's non-specific tag `!` names no store kind; it used to be read as an
+    /// empty one, and writing the configuration back panicked in serde_yaml's
+    /// `Tag::new`. An empty untagged name is refused the same way.
+    #[test]
+    fn an_empty_store_kind_is_refused() {
+        for store in ["! {}", "! /data", "''"] {
+            let yaml =
+                format!("virtual_chunk_containers:\n  x:\n    url_prefix: x\n    store: {store}\n");
+            let r = RepositoryConfig::parse(yaml.as_bytes());
+            assert!(
+                matches!(r, Err(FormatError::InvalidConfig { .. })),
+                "{store}: {r:?}"
+            );
+        }
+    }
+
+    /// A store kind built in code as empty is written untagged (YAML has no empty
+    /// tag), and reading it back refuses it.
+    #[test]
+    fn an_empty_store_kind_built_in_code_is_written_without_a_tag() {
+        let mut cfg = RepositoryConfig::default();
+        cfg.set_virtual_chunk_container(VirtualChunkContainer {
+            name: None,
+            url_prefix: "x".into(),
+            store: ContainerStore::Other(String::new()),
+        });
+        let yaml = cfg.to_yaml().unwrap();
+        assert!(matches!(
+            RepositoryConfig::parse(yaml.as_bytes()),
+            Err(FormatError::InvalidConfig { .. })
+        ));
+        assert!(matches!(
+            RepositoryConfig::from_flexbuffer(&cfg.to_flexbuffer().unwrap()),
+            Err(FormatError::InvalidConfig { .. })
+        ));
     }
 }

@@ -863,21 +863,22 @@ impl Iterator for NodesUnder<'_> {
 }
 
 /// Decodes one metadata value: MessagePack in spec 1, FlexBuffers in spec 2 (both of
-/// a JSON value).
+/// a JSON value), as Icechunk stores the metadata of commits and, in spec 2, of the
+/// repository (`icechunk-format-notes.md` §2.5). A FlexBuffers value is checked
+/// before it is read (bounds, nesting up to 128 levels, decoded size linear in its
+/// length; see `format::repo_info::flexbuffer`), so no input panics, loops or
+/// allocates without bound.
 ///
 /// # Errors
-/// The decoder's message when the bytes are not such a value.
-pub(crate) fn decode_metadata_value(
-    spec: SpecVersion,
-    bytes: &[u8],
-) -> Result<serde_json::Value, String> {
+/// The decoder's message, or why the FlexBuffers check refused the bytes, when they
+/// are not such a value.
+pub fn decode_metadata_value(spec: SpecVersion, bytes: &[u8]) -> Result<serde_json::Value, String> {
     match spec {
         SpecVersion::V1 => {
             rmp_serde::from_slice(bytes).map_err(|e| format!("not MessagePack: {e}"))
         }
-        SpecVersion::V2 => {
-            flexbuffers::from_slice(bytes).map_err(|e| format!("not FlexBuffers: {e}"))
-        }
+        SpecVersion::V2 => super::repo_info::flexbuffer::from_slice(bytes)
+            .map_err(|e| format!("not FlexBuffers: {e}")),
     }
 }
 

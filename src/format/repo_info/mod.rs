@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 mod edit;
 mod encode;
+pub(crate) mod flexbuffer;
 
 pub use edit::DEFAULT_UPDATES_PER_FILE;
 pub(crate) use encode::encode_metadata_value;
