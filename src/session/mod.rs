@@ -14,6 +14,7 @@ pub mod diff;
 mod fork;
 mod landing;
 pub(crate) mod manifest_split;
+pub(crate) mod overlay;
 mod rearrange;
 mod rebase;
 mod solver;
@@ -34,12 +35,12 @@ use crate::refs::RefUpdate;
 pub use change_set::{ArrayDefinition, ChangeSet, NewNode};
 pub(crate) use chunk_reads::payload_len;
 pub use chunk_reads::ChunkOutcome;
-pub use commit::index_in_bounds;
 pub use conflict::{Conflict, ConflictError};
 use context::SessionContext;
 pub use diff::Diff;
 pub use fork::ForkId;
 pub use manifest_split::MAX_REFS_PER_MANIFEST;
+pub use overlay::index_in_bounds;
 pub use solver::{BasicConflictSolver, ConflictDetector, ConflictSolver, VersionSelection};
 
 /// A committed change set with more chunk changes than this is freed on the compute
@@ -332,7 +333,7 @@ impl Session {
     /// Every node, sorted by path, with uncommitted changes applied.
     pub fn list_nodes(&self) -> Vec<Node> {
         let state = self.read();
-        commit::apply_node_changes(&state.base, &state.changes)
+        overlay::apply_node_changes(&state.base, &state.changes)
             .into_values()
             .collect()
     }
@@ -436,7 +437,7 @@ impl Session {
             return Err(Error::NodeNotFound { path: path.clone() });
         }
         let doomed: Vec<(NodePath, NodeId, bool)> =
-            commit::apply_node_changes(&state.base, &state.changes)
+            overlay::apply_node_changes(&state.base, &state.changes)
                 .into_values()
                 .filter(|n| n.path.starts_with(path))
                 .map(|n| (n.path.clone(), n.id, n.is_group()))
@@ -718,8 +719,8 @@ impl Session {
             let state = self.read();
             (Arc::clone(&state.base), Arc::clone(&state.changes))
         };
-        let manifests = commit::committed_manifests(&self.inner.ctx.assets, &base, &node).await?;
-        Ok(commit::merged_refs(&manifests, &changes, &node.id)
+        let manifests = overlay::committed_manifests(&self.inner.ctx.assets, &base, &node).await?;
+        Ok(overlay::merged_refs(&manifests, &changes, &node.id)
             .filter(|(idx, _)| index_in_bounds(&a.shape, idx))
             .map(|(idx, p)| f(idx, p))
             .collect())
