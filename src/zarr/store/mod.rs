@@ -9,7 +9,7 @@
 //! Implementations: [`memory::MemoryStore`], [`filesystem::FilesystemStore`], and
 //! [`session::SessionStore`], the view of a repository session.
 
-#[doc(hidden)]
+#[cfg(feature = "testing")]
 pub mod conformance;
 pub mod filesystem;
 pub mod memory;
@@ -115,14 +115,17 @@ pub enum StoreError {
         source: std::io::Error,
     },
     /// A repository or session operation behind a [`SessionStore`] failed (a
-    /// read-only session, a conflict, a missing node, storage...): match on `source`.
+    /// read-only session, a conflict, a missing node, storage...). The store layer
+    /// does not know the repository's error type: `source` is a [`crate::Error`],
+    /// reached with [`StoreError::repository_error`] (defined beside the session
+    /// store, which makes these errors) or a downcast.
     #[error("repository error at key `{key}`: {source}")]
     Repository {
         /// The key involved.
         key: String,
-        /// The repository's error.
+        /// The repository's error (a [`crate::Error`]).
         #[source]
-        source: Box<crate::Error>,
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
     },
     /// A failure of another backend behind a store, carrying its error.
     #[error("store backend error at key `{key}`: {source}")]

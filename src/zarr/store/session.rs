@@ -48,10 +48,23 @@ enum Target {
     Nothing,
 }
 
+/// A repository error at `key`, as the store reports it.
 fn backend(key: &str, e: Error) -> StoreError {
     StoreError::Repository {
         key: key.to_string(),
         source: Box::new(e),
+    }
+}
+
+impl StoreError {
+    /// The repository error behind a [`StoreError::Repository`] (what a
+    /// [`SessionStore`] reports when its session refuses or fails an operation);
+    /// `None` for other errors.
+    pub fn repository_error(&self) -> Option<&Error> {
+        match self {
+            StoreError::Repository { source, .. } => source.downcast_ref::<Error>(),
+            _ => None,
+        }
     }
 }
 
