@@ -69,6 +69,14 @@
 //!
 //! [Icechunk]: https://icechunk.io
 
+// No `unwrap`, `expect` or `panic!` in library code: errors are typed and returned.
+// Unit tests (`cfg(test)`) are exempt; integration tests and benches are other crates.
+// The `testing` feature's conformance suites, which report by panicking, opt out.
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
+
 /// Test assertion: `$e` is an `Err` matching `$p` (prints what it was otherwise).
 #[cfg(test)]
 macro_rules! assert_err {
