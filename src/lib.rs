@@ -117,5 +117,4 @@ mod zstd_context;
 pub use error::{Error, Result};
 pub use format::{NodePath, SnapshotId};
 pub use repository::{OpenOptions, Repository, SnapshotInfo, VersionSelector};
-pub use session::{CommitOptions, Session};
-pub use zarr::store::SessionStore;
+pub use session::{CommitOptions, Session, SessionStore};

@@ -2,6 +2,7 @@
 //! or writable (on a branch). A writable session records changes in a [`ChangeSet`],
 //! reads its own uncommitted changes, and commits them as a new snapshot with
 //! optimistic concurrency (rebase-and-retry when the branch moved).
+//! [`Session::store`] gives the session as a Zarr store ([`SessionStore`]).
 //!
 //! Spec: Icechunk specification, "Read from Repository" and "Write New Snapshot".
 
@@ -18,6 +19,7 @@ pub(crate) mod overlay;
 mod rearrange;
 mod rebase;
 mod solver;
+mod store;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
@@ -42,6 +44,7 @@ pub use fork::ForkId;
 pub use manifest_split::MAX_REFS_PER_MANIFEST;
 pub use overlay::index_in_bounds;
 pub use solver::{BasicConflictSolver, ConflictDetector, ConflictSolver, VersionSelection};
+pub use store::{array_definition, SessionStore};
 
 /// A committed change set with more chunk changes than this is freed on the compute
 /// pool, after the commit returns.

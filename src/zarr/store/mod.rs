@@ -6,18 +6,17 @@
 //!
 //! A store knows nothing of arrays or codecs: keys are `/`-separated strings without a
 //! leading `/` (e.g. `zarr.json`, `temp/zarr.json`, `temp/c/0/1`), values are bytes.
-//! Implementations: [`memory::MemoryStore`], [`filesystem::FilesystemStore`], and
-//! [`session::SessionStore`], the view of a repository session.
+//! Implementations: [`memory::MemoryStore`], [`filesystem::FilesystemStore`]; the
+//! view of a repository session, [`SessionStore`](crate::session::SessionStore),
+//! lives with sessions (`session/store.rs`), above this layer.
 
 #[cfg(feature = "testing")]
 pub mod conformance;
 pub mod filesystem;
 pub mod memory;
-pub mod session;
 
 pub use filesystem::FilesystemStore;
 pub use memory::MemoryStore;
-pub use session::{array_definition, SessionStore};
 
 use std::fmt::Debug;
 
@@ -114,7 +113,8 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
-    /// A repository or session operation behind a [`SessionStore`] failed (a
+    /// A repository or session operation behind a
+    /// [`SessionStore`](crate::session::SessionStore) failed (a
     /// read-only session, a conflict, a missing node, storage...). The store layer
     /// does not know the repository's error type: `source` is a [`crate::Error`],
     /// reached with [`StoreError::repository_error`] (defined beside the session

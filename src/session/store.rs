@@ -24,7 +24,7 @@ use crate::zarr::chunk_key_encoding::{
 };
 use crate::zarr::store::{ByteRange, ListDirResult, Store, StoreError};
 
-use crate::session::{payload_len, ArrayDefinition, Session};
+use super::{payload_len, ArrayDefinition, Session};
 
 const METADATA_FILE: &str = "zarr.json";
 
