@@ -8,9 +8,13 @@
 //! default, with its `repo` object, ops log, repository metadata and node moves);
 //! [`lifecycle::upgrade_to_spec2`] upgrades.
 //!
-//! Data flows one way through the modules:
-//! [`storage`] → [`mod@format`] → [`refs`] → [`repository`] / [`session`] (with
-//! [`lifecycle`]: expiry, garbage collection, upgrade) → [`zarr`] → [`ops`] (import, export) → the `floe` CLI.
+//! Data flows one way through the modules, each using only those before it (checked by
+//! `tests/module_graph.rs`, which also refuses import cycles between files):
+//! [`storage`] → [`mod@format`] → [`error`] → [`virtual_refs`] → `assets` (fetching and
+//! caching format objects) → [`refs`] → [`lifecycle`] (expiry, garbage collection,
+//! upgrade, repair) → [`zarr`] → [`session`] (with [`SessionStore`], a session as a
+//! Zarr store) → [`repository`] → [`ops`] (import, export) → the `floe` CLI
+//! ([`cli`]).
 //!
 //! ## Paths and chunk indices
 //!
