@@ -13,8 +13,8 @@ use std::time::Instant;
 use bytes::Bytes;
 use floe::format::manifest::{ChunkPayload, NativeChunkRef};
 use floe::format::{ChunkId, NodePath};
+use floe::session::array_definition;
 use floe::storage::new_in_memory_storage;
-use floe::zarr::store::array_definition;
 use floe::Repository;
 
 fn env(name: &str, default: usize) -> usize {

@@ -17,8 +17,8 @@ use bytes::Bytes;
 use chrono::Utc;
 use floe::format::NodePath;
 use floe::lifecycle::{ExpireOptions, GcOptions};
+use floe::session::array_definition;
 use floe::storage::LocalStorage;
-use floe::zarr::store::array_definition;
 use floe::Repository;
 
 fn env(name: &str, default: u64) -> u64 {

@@ -737,8 +737,8 @@ impl WalkItem for SnapshotHeader {
 ///
 /// On spec-1 repositories whose storage reads synchronously
 /// ([`Storage::get_blocking`]: local disks) the walk reads ahead: one blocking task
-/// reads and decodes a batch of parents, 1, then 2, 4, ... up to [`READ_AHEAD_MAX`]
-/// snapshots or [`READ_AHEAD_BYTES`] of files, so the newest `n` cost about `2n`
+/// reads and decodes a batch of parents, 1, then 2, 4, ... up to `READ_AHEAD_MAX`
+/// snapshots or `READ_AHEAD_BYTES` of files, so the newest `n` cost about `2n`
 /// reads at most and a long history one thread hop per batch.
 #[derive(Debug)]
 pub struct ParentWalk<'a, T: WalkItem = Snapshot> {

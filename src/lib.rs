@@ -8,9 +8,13 @@
 //! default, with its `repo` object, ops log, repository metadata and node moves);
 //! [`lifecycle::upgrade_to_spec2`] upgrades.
 //!
-//! Data flows one way through the modules:
-//! [`storage`] → [`mod@format`] → [`refs`] → [`repository`] / [`session`] (with
-//! [`lifecycle`]: expiry, garbage collection, upgrade) → [`zarr`] → [`ops`] (import, export) → the `floe` CLI.
+//! Data flows one way through the modules, each using only those before it (checked by
+//! `tests/module_graph.rs`, which also refuses import cycles between files):
+//! [`storage`] → [`mod@format`] → [`error`] → [`virtual_refs`] → `assets` (fetching and
+//! caching format objects) → [`refs`] → [`lifecycle`] (expiry, garbage collection,
+//! upgrade, repair) → [`zarr`] → [`session`] (with [`SessionStore`], a session as a
+//! Zarr store) → [`repository`] → [`ops`] (import, export) → the `floe` CLI
+//! ([`cli`]).
 //!
 //! ## Paths and chunk indices
 //!
@@ -69,6 +73,14 @@
 //!
 //! [Icechunk]: https://icechunk.io
 
+// No `unwrap`, `expect` or `panic!` in library code: errors are typed and returned.
+// Unit tests (`cfg(test)`) are exempt; integration tests and benches are other crates.
+// The `testing` feature's conformance suites, which report by panicking, opt out.
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
+
 /// Test assertion: `$e` is an `Err` matching `$p` (prints what it was otherwise).
 #[cfg(test)]
 macro_rules! assert_err {
@@ -109,5 +121,4 @@ mod zstd_context;
 pub use error::{Error, Result};
 pub use format::{NodePath, SnapshotId};
 pub use repository::{OpenOptions, Repository, SnapshotInfo, VersionSelector};
-pub use session::{CommitOptions, Session};
-pub use zarr::store::SessionStore;
+pub use session::{CommitOptions, Session, SessionStore};

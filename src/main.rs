@@ -1,5 +1,10 @@
 //! The `floe` command-line tool; see `floe --help`.
 
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
+
 fn main() -> std::process::ExitCode {
     floe::cli::main()
 }

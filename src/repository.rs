@@ -217,24 +217,7 @@ impl Repository {
     /// # Errors
     /// Storage errors.
     pub async fn spec_version_of(storage: &dyn Storage) -> Result<Option<SpecVersion>> {
-        let present = |key: String| async move {
-            match storage.head(&key).await {
-                Ok(_) => Ok(true),
-                Err(StorageError::NotFound { .. }) => Ok(false),
-                Err(e) => Err(Error::from(e)),
-            }
-        };
-        let (repo, main) = futures::try_join!(
-            present(keys::SPEC2_REPO.to_string()),
-            present(keys::branch("main"))
-        )?;
-        Ok(if repo {
-            Some(SpecVersion::V2)
-        } else if main {
-            Some(SpecVersion::V1)
-        } else {
-            None
-        })
+        refs::spec_version_of(storage).await
     }
 
     /// The repository's Icechunk spec version.

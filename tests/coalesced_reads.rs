@@ -441,8 +441,8 @@ async fn partial_values_of_a_virtual_chunk_are_one_request() {
 /// The virtual chunk error behind a failed Zarr read.
 fn virtual_error(e: &ZarrError) -> &VirtualChunkError {
     match e {
-        ZarrError::Store(StoreError::Repository { source, .. }) => match source.as_ref() {
-            Error::VirtualChunk { source, .. } => source,
+        ZarrError::Store(e @ StoreError::Repository { .. }) => match e.repository_error() {
+            Some(Error::VirtualChunk { source, .. }) => source,
             other => panic!("expected a virtual chunk error, got {other:?}"),
         },
         other => panic!("expected a repository store error, got {other:?}"),

@@ -44,8 +44,7 @@ async fn setup(dir: &Path) -> Repository {
 }
 
 fn def(path: &str) -> floe::session::ArrayDefinition {
-    floe::zarr::store::array_definition(&p(path), array_json(&[4], &[1], "int32", json!(0)))
-        .unwrap()
+    floe::session::array_definition(&p(path), array_json(&[4], &[1], "int32", json!(0))).unwrap()
 }
 
 fn int(v: i32) -> Bytes {
@@ -70,7 +69,7 @@ async fn apply(s: &Session, steps: &Value) {
                 if node.is_group() {
                     s.update_group(&path, bytes).unwrap();
                 } else {
-                    let d = floe::zarr::store::array_definition(&path, bytes).unwrap();
+                    let d = floe::session::array_definition(&path, bytes).unwrap();
                     s.update_array(&path, d).unwrap();
                 }
             }

@@ -56,9 +56,10 @@ async fn keys_map_to_nodes_and_chunks() {
         let err = store.set(bad, Bytes::from_static(b"x")).await.unwrap_err();
         let ok = match &err {
             StoreError::InvalidKey { .. } => true,
-            StoreError::Repository { source, .. } => {
-                matches!(**source, floe::Error::InvalidChunkIndex { .. })
-            }
+            StoreError::Repository { .. } => matches!(
+                err.repository_error(),
+                Some(floe::Error::InvalidChunkIndex { .. })
+            ),
             _ => false,
         };
         assert!(ok, "{bad}: {err}");

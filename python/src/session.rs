@@ -277,7 +277,7 @@ impl Session {
 /// The Zarr store view of a session; its methods return awaitables.
 #[pyclass(module = "floe._floe", frozen)]
 pub(crate) struct NativeStore {
-    inner: floe::zarr::store::SessionStore,
+    inner: floe::SessionStore,
     writable: bool,
 }
 

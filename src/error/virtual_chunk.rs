@@ -79,7 +79,7 @@ pub enum VirtualChunkError {
     },
     /// One read (a request with its retries and the follow-up size check, or a
     /// `HEAD`) did not finish within the read deadline
-    /// ([`crate::virtual_refs::DEFAULT_READ_DEADLINE`] unless configured).
+    /// ([`crate::virtual_refs::fetch::DEFAULT_READ_DEADLINE`] unless configured).
     #[error("reading `{url}` did not finish within the {}-second deadline", deadline.as_secs_f64())]
     DeadlineExceeded {
         /// The URL.

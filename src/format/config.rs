@@ -376,8 +376,8 @@ impl RepositoryConfig {
     }
 
     /// The zstd level every metadata file is written at (`compression.level`), or
-    /// `None` when the config sets none (then each file type has its default:
-    /// [`super::envelope::default_level`]). A level above 22 is taken as 22, and 0 as
+    /// `None` when the config sets none (then each file type has its default: the
+    /// format envelope's `default_level`). A level above 22 is taken as 22, and 0 as
     /// unset.
     pub fn compression_level(&self) -> Option<i32> {
         self.raw

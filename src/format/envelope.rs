@@ -6,7 +6,7 @@
 //! | 0 | 12 | magic, the UTF-8 of `ICE🧊CHUNK` |
 //! | 12 | 24 | writer name, ASCII, space padded |
 //! | 36 | 1 | spec version (1 or 2; [`SpecVersion`]) |
-//! | 37 | 1 | file type ([`FileType`]) |
+//! | 37 | 1 | file type ([`FileType`](crate::format::envelope::FileType)) |
 //! | 38 | 1 | compression (1 = zstd) |
 //!
 //! Spec: `../shared/docs/icechunk-format-v1.md`, "Envelope"; spec 2 adds file type 6

@@ -1,6 +1,7 @@
-//! Every storage key of an Icechunk spec-1 repository, in one place
-//! (`../shared/docs/icechunk-format-v1.md`, "Layout"). Keys are `/`-separated and
-//! relative to the repository root.
+//! Every storage key of an Icechunk repository, spec 1 and 2, in one place
+//! (`../shared/docs/icechunk-format-v1.md`, "Layout"; spec 2:
+//! `../shared/docs/icechunk-format-notes.md`). Keys are `/`-separated and relative to
+//! the repository root.
 //!
 //! | object | key |
 //! |---|---|
@@ -8,10 +9,11 @@
 //! | manifest | `manifests/<ManifestId>` |
 //! | transaction log | `transactions/<SnapshotId>` (of the snapshot it produced) |
 //! | native chunk | `chunks/<ChunkId>` |
-//! | branch | `refs/branch.<name>/ref.json` |
-//! | tag | `refs/tag.<name>/ref.json`, and `ref.json.deleted` beside it once deleted |
-//! | configuration | `config.yaml` |
-//! | spec-2 repository object (recognized, not read) | `repo` |
+//! | branch (spec 1) | `refs/branch.<name>/ref.json` |
+//! | tag (spec 1) | `refs/tag.<name>/ref.json`, and `ref.json.deleted` beside it once deleted |
+//! | configuration (spec 1) | `config.yaml` |
+//! | repository object (spec 2: refs, config, ops log, snapshot summaries) | `repo` |
+//! | replaced repository objects (spec 2) | `overwritten/repo.<T>.<R>` |
 
 use super::{ChunkId, ManifestId, SnapshotId};
 

@@ -281,7 +281,7 @@ impl Extents {
 /// Streams chunk refs into a manifest file without materializing a [`Manifest`]:
 /// arrays are added in node id order, each with its refs sorted by chunk index.
 ///
-/// The flatbuffer is laid out front to back ([`super::forward`]): the refs' tables
+/// The flatbuffer is laid out front to back (the crate-internal `format::forward`): the refs' tables
 /// go into a body as they come; [`ManifestWriter::finish`] writes the `Manifest`
 /// and `ArrayManifest` tables and the vectors of offsets to the refs into the room
 /// left in front of the body, and compresses the whole in one zstd pass.

@@ -19,6 +19,9 @@ pub(crate) mod envelope;
 #[allow(
     clippy::all,
     clippy::pedantic,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
     unused_imports,
     dead_code,
     missing_docs,

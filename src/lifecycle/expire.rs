@@ -146,8 +146,8 @@ async fn expire_ref(
 /// Expires, in every ref's history, the snapshots flushed before `older_than`.
 ///
 /// # Errors
-/// [`Error::AncestryLoop`] for a corrupt history; [`Error::SnapshotNotFound`];
-/// storage and format errors. Refs already processed stay processed.
+/// [`crate::Error::AncestryLoop`] for a corrupt history;
+/// [`crate::Error::SnapshotNotFound`]; storage and format errors. Refs already processed stay processed.
 pub(crate) async fn expire_snapshots(
     assets: &AssetManager,
     storage: &dyn Storage,

@@ -9,7 +9,7 @@
 //! `BranchCreated` / `TagCreated` 1 ms after the snapshot they point to, `TagDeleted`
 //! 1 ms later, times made strictly increasing by 1 µs steps) topped by
 //! `RepoMigrated { 1 → 2 }`. The object is written create-if-not-exists, the
-//! repository re-opened to check it reads as spec 2 with the same refs, then the
+//! refs re-read to check they read as spec 2 and are the same, then the
 //! `main` ref is deleted first (so spec-1-only clients fail fast), then the other ref
 //! files, then `config.yaml` (best effort). If a step before `config.yaml` fails, the
 //! deleted ref files are written back and the `repo` object removed: the repository
@@ -30,7 +30,7 @@ use crate::format::repo_info::{
 };
 use crate::format::snapshot::now_micros;
 use crate::format::{keys, SnapshotId, SpecVersion};
-use crate::refs::{self, RefData};
+use crate::refs::{self, RefData, RefStore};
 use crate::storage::{Storage, StorageError};
 
 /// Synthetic ops-log events come this long after the snapshot they point to
@@ -219,7 +219,7 @@ fn synthesize_ops_log(
 /// history; format errors (a `config.yaml` that cannot be encoded); storage errors
 /// (after which the repository is spec 1 again).
 pub async fn upgrade_to_spec2(storage: Arc<dyn Storage>, dry_run: bool) -> Result<UpgradeReport> {
-    match crate::Repository::spec_version_of(storage.as_ref()).await? {
+    match refs::spec_version_of(storage.as_ref()).await? {
         None => {
             return Err(Error::RepositoryNotFound {
                 location: storage.root_url(),
@@ -313,7 +313,9 @@ pub async fn upgrade_to_spec2(storage: Arc<dyn Storage>, dry_run: bool) -> Resul
 /// Checks the new object reads back as spec 2 with the same refs, then deletes the
 /// spec-1 ref files, `main` first. Returns how many were deleted.
 async fn switch_over(storage: &Arc<dyn Storage>, v1: &V1Refs) -> Result<usize> {
-    let repo = crate::Repository::open(Arc::clone(storage)).await?;
+    let spec = refs::spec_version_of(storage.as_ref()).await?;
+    let assets = AssetManager::for_spec(Arc::clone(storage), SpecVersion::V2);
+    let listing = RefStore::new(Arc::new(assets)).list().await?;
     let check = |what: &str, ok: bool| {
         if ok {
             Ok(())
@@ -324,10 +326,9 @@ async fn switch_over(storage: &Arc<dyn Storage>, v1: &V1Refs) -> Result<usize> {
             }))
         }
     };
-    check("spec version", repo.spec_version() == SpecVersion::V2)?;
-    let listing = repo.list_branches().await?;
-    check("branches", listing.iter().eq(v1.branches.keys()))?;
-    check("tags", repo.list_tags().await?.iter().eq(v1.tags.keys()))?;
+    check("spec version", spec == Some(SpecVersion::V2))?;
+    check("branches", listing.branches.iter().eq(v1.branches.keys()))?;
+    check("tags", listing.tags.iter().eq(v1.tags.keys()))?;
     let mut removed = 0;
     storage.delete(&keys::branch("main")).await?;
     removed += 1;

@@ -12,10 +12,10 @@ use futures::{StreamExt, TryStreamExt};
 use super::{OpsError, OpsResult, Progress, CONCURRENCY};
 use crate::error::Error;
 use crate::format::{NodePath, MAX_CHUNK_COORDINATE};
+use crate::session::array_definition;
 use crate::session::Session;
 use crate::zarr::chunk_key_encoding::Separator;
 use crate::zarr::node::node_prefix;
-use crate::zarr::store::array_definition;
 use crate::zarr::{walk, ChunkKeyEncodingKind, GroupMetadata, NodeMetadata, Store};
 
 /// What [`import_zarr`] did.

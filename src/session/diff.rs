@@ -183,12 +183,12 @@ pub async fn structural_diff(
                 if a.manifests == b.manifests {
                     continue;
                 }
-                let before = super::commit::committed_manifests(assets, from, old).await?;
-                let after = super::commit::committed_manifests(assets, to, new).await?;
+                let before = super::overlay::committed_manifests(assets, from, old).await?;
+                let after = super::overlay::committed_manifests(assets, to, new).await?;
                 let changed: BTreeSet<ChunkIndices> =
-                    super::commit::merged_refs(&before, &empty, &old.id)
+                    super::overlay::merged_refs(&before, &empty, &old.id)
                         .merge_join_by(
-                            super::commit::merged_refs(&after, &empty, &new.id),
+                            super::overlay::merged_refs(&after, &empty, &new.id),
                             |x, y| x.0.cmp(y.0),
                         )
                         .filter_map(|e| match e {

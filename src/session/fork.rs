@@ -32,9 +32,10 @@ use crate::format::{NodeId, NodePath, SnapshotId};
 
 use super::change_set::wire::Wire;
 use super::change_set::ChangeSet;
-use super::commit::{self, apply_node_changes, index_in_bounds};
+use super::commit;
 use super::conflict::{detect, paths_by_id, Either, Rules, TheirChanges, TheirTree};
 use super::context::SessionContext;
+use super::overlay::{apply_node_changes, index_in_bounds};
 use super::rebase::{commits_since, CommitsSummary};
 use super::{Mode, Session};
 

@@ -22,7 +22,7 @@ use crate::format::snapshot::{DimensionShape, ManifestFileInfo, ManifestRef, Sna
 use crate::format::{ChunkIndices, FormatError, ManifestId, NodeId, SpecVersion};
 
 use super::change_set::ChangeSet;
-use super::commit::{index_in_bounds, merged_refs_from};
+use super::overlay::{index_in_bounds, merged_refs_from};
 
 /// Largest number of chunk positions covered by one manifest floe writes.
 pub const MAX_REFS_PER_MANIFEST: u64 = 100_000;

@@ -2,6 +2,7 @@
 //! or writable (on a branch). A writable session records changes in a [`ChangeSet`],
 //! reads its own uncommitted changes, and commits them as a new snapshot with
 //! optimistic concurrency (rebase-and-retry when the branch moved).
+//! [`Session::store`] gives the session as a Zarr store ([`SessionStore`]).
 //!
 //! Spec: Icechunk specification, "Read from Repository" and "Write New Snapshot".
 
@@ -14,9 +15,11 @@ pub mod diff;
 mod fork;
 mod landing;
 pub(crate) mod manifest_split;
+pub(crate) mod overlay;
 mod rearrange;
 mod rebase;
 mod solver;
+mod store;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
@@ -34,13 +37,14 @@ use crate::refs::RefUpdate;
 pub use change_set::{ArrayDefinition, ChangeSet, NewNode};
 pub(crate) use chunk_reads::payload_len;
 pub use chunk_reads::ChunkOutcome;
-pub use commit::index_in_bounds;
 pub use conflict::{Conflict, ConflictError};
 use context::SessionContext;
 pub use diff::Diff;
 pub use fork::ForkId;
 pub use manifest_split::MAX_REFS_PER_MANIFEST;
+pub use overlay::index_in_bounds;
 pub use solver::{BasicConflictSolver, ConflictDetector, ConflictSolver, VersionSelection};
+pub use store::{array_definition, SessionStore};
 
 /// A committed change set with more chunk changes than this is freed on the compute
 /// pool, after the commit returns.
@@ -332,7 +336,7 @@ impl Session {
     /// Every node, sorted by path, with uncommitted changes applied.
     pub fn list_nodes(&self) -> Vec<Node> {
         let state = self.read();
-        commit::apply_node_changes(&state.base, &state.changes)
+        overlay::apply_node_changes(&state.base, &state.changes)
             .into_values()
             .collect()
     }
@@ -436,7 +440,7 @@ impl Session {
             return Err(Error::NodeNotFound { path: path.clone() });
         }
         let doomed: Vec<(NodePath, NodeId, bool)> =
-            commit::apply_node_changes(&state.base, &state.changes)
+            overlay::apply_node_changes(&state.base, &state.changes)
                 .into_values()
                 .filter(|n| n.path.starts_with(path))
                 .map(|n| (n.path.clone(), n.id, n.is_group()))
@@ -718,8 +722,8 @@ impl Session {
             let state = self.read();
             (Arc::clone(&state.base), Arc::clone(&state.changes))
         };
-        let manifests = commit::committed_manifests(&self.inner.ctx.assets, &base, &node).await?;
-        Ok(commit::merged_refs(&manifests, &changes, &node.id)
+        let manifests = overlay::committed_manifests(&self.inner.ctx.assets, &base, &node).await?;
+        Ok(overlay::merged_refs(&manifests, &changes, &node.id)
             .filter(|(idx, _)| index_in_bounds(&a.shape, idx))
             .map(|(idx, p)| f(idx, p))
             .collect())

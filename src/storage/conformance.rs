@@ -6,7 +6,13 @@
 //!
 //! Available with the `testing` cargo feature.
 
-#![allow(clippy::missing_panics_doc)]
+// A test suite: it reports a violation by panicking.
+#![allow(
+    clippy::missing_panics_doc,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
 
 use std::sync::Arc;
 use std::time::Instant;

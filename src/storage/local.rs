@@ -392,7 +392,7 @@ fn open_object(path: &FsPath) -> Result<File, ReadAtError> {
 }
 
 /// Reads `ranges` (checked: none inverted) of the file at `path`, coalesced as
-/// [`coalesce::plan`] does, into recycled buffers; a range past the end is a short
+/// [`super::coalesce::plan`] does, into recycled buffers; a range past the end is a short
 /// read naming the first such range in the caller's order.
 fn read_ranges(path: &FsPath, ranges: &[Range<u64>]) -> Result<Vec<Bytes>, ReadAtError> {
     use std::io::{Read, Seek, SeekFrom};

@@ -1,5 +1,5 @@
 //! Zarr groups (core spec, "Group metadata"): creation, opening, attributes and
-//! children.
+//! children; [`open_node`], which opens a node as an array or a group.
 
 use std::sync::Arc;
 
@@ -11,8 +11,8 @@ use crate::zarr::array::{Array, ArrayBuilder};
 use crate::zarr::error::{ZarrError, ZarrResult};
 use crate::zarr::metadata::{GroupMetadata, NodeMetadata};
 use crate::zarr::node::{
-    list_children, metadata_key, node_exists, node_prefix, normalize_path, read_node_metadata,
-    ZarrFormat,
+    ensure_parent_groups, list_children, metadata_key, node_exists, node_prefix, normalize_path,
+    read_node_metadata, ZarrFormat,
 };
 use crate::zarr::store::Store;
 
@@ -23,40 +23,6 @@ pub struct Group {
     path: String,
     metadata: GroupMetadata,
     format: ZarrFormat,
-}
-
-/// Writes group metadata for every missing ancestor of `path` (root included).
-///
-/// # Errors
-/// [`ZarrError::WrongNodeType`] when an ancestor is an array; store errors.
-pub(crate) async fn ensure_parent_groups(store: &dyn Store, path: &str) -> ZarrResult<()> {
-    if path.is_empty() {
-        return Ok(());
-    }
-    let segments: Vec<&str> = path.split('/').collect();
-    for depth in 0..segments.len() {
-        let parent = segments[..depth].join("/");
-        match read_node_metadata(store, &parent).await {
-            Ok((NodeMetadata::Group(_), _)) => {}
-            Ok((NodeMetadata::Array(_), _)) => {
-                return Err(ZarrError::WrongNodeType {
-                    path: parent,
-                    expected: "group",
-                    found: "array",
-                })
-            }
-            Err(ZarrError::NodeNotFound { .. }) => {
-                store
-                    .set(
-                        &metadata_key(&parent),
-                        Bytes::from(GroupMetadata::default().to_bytes()),
-                    )
-                    .await?;
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
 }
 
 impl Group {
@@ -243,4 +209,37 @@ impl Group {
         let merged = crate::zarr::node::merge_attributes(&self.metadata.attributes, attributes);
         self.set_attributes(merged).await
     }
+}
+
+/// An opened array or group.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug)]
+pub enum Node {
+    /// An array.
+    Array(Array),
+    /// A group.
+    Group(Group),
+}
+
+impl Node {
+    /// The node's path.
+    pub fn path(&self) -> &str {
+        match self {
+            Node::Array(a) => a.path(),
+            Node::Group(g) => g.path(),
+        }
+    }
+}
+
+/// Opens the node at `path` as an [`Array`] or a [`Group`].
+///
+/// # Errors
+/// As [`read_node_metadata`].
+pub async fn open_node(store: Arc<dyn Store>, path: &str) -> ZarrResult<Node> {
+    let path = normalize_path(path)?;
+    let (meta, format) = read_node_metadata(store.as_ref(), &path).await?;
+    Ok(match meta {
+        NodeMetadata::Array(m) => Node::Array(Array::from_metadata(store, &path, m, format)?),
+        NodeMetadata::Group(m) => Node::Group(Group::from_metadata(store, &path, m, format)?),
+    })
 }

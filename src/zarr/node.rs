@@ -1,5 +1,7 @@
 //! Hierarchy nodes: paths, metadata lookup (v3 `zarr.json`, or v2 `.zarray` /
-//! `.zgroup` translated to v3), children, hierarchy walks and node deletion.
+//! `.zgroup` translated to v3), children, hierarchy walks, implicit parent groups and
+//! node deletion. Below arrays and groups: opening a node as either is
+//! [`open_node`](crate::zarr::group::open_node).
 //!
 //! Node paths follow the core spec's "Storage keys" section: `""` is the root, `foo/bar`
 //! is the node whose metadata is at `foo/bar/zarr.json` and whose chunks live under
@@ -7,17 +9,14 @@
 //! [`NodePath`] (`/foo/bar`) names the same node; both follow one set of rules
 //! ([`normalize_path`]).
 
-use std::sync::Arc;
-
+use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use serde_json::Value;
 
 use crate::format::{FormatError, NodePath};
-use crate::zarr::array::Array;
 use crate::zarr::error::{ZarrError, ZarrResult};
-use crate::zarr::group::Group;
 use crate::zarr::metadata::v2::{translate_v2_array, translate_v2_group};
-use crate::zarr::metadata::NodeMetadata;
+use crate::zarr::metadata::{GroupMetadata, NodeMetadata};
 use crate::zarr::store::Store;
 
 /// Normalises a node path to its store form (`a/b`, `""` for the root): the
@@ -136,37 +135,38 @@ pub async fn node_exists(store: &dyn Store, path: &str) -> ZarrResult<bool> {
     Ok(false)
 }
 
-/// An opened array or group.
-#[allow(clippy::large_enum_variant)]
-#[derive(Clone, Debug)]
-pub enum Node {
-    /// An array.
-    Array(Array),
-    /// A group.
-    Group(Group),
-}
-
-impl Node {
-    /// The node's path.
-    pub fn path(&self) -> &str {
-        match self {
-            Node::Array(a) => a.path(),
-            Node::Group(g) => g.path(),
-        }
-    }
-}
-
-/// Opens the node at `path` as an [`Array`] or a [`Group`].
+/// Writes group metadata for every missing ancestor of `path` (root included).
 ///
 /// # Errors
-/// As [`read_node_metadata`].
-pub async fn open_node(store: Arc<dyn Store>, path: &str) -> ZarrResult<Node> {
-    let path = normalize_path(path)?;
-    let (meta, format) = read_node_metadata(store.as_ref(), &path).await?;
-    Ok(match meta {
-        NodeMetadata::Array(m) => Node::Array(Array::from_metadata(store, &path, m, format)?),
-        NodeMetadata::Group(m) => Node::Group(Group::from_metadata(store, &path, m, format)?),
-    })
+/// [`ZarrError::WrongNodeType`] when an ancestor is an array; store errors.
+pub(crate) async fn ensure_parent_groups(store: &dyn Store, path: &str) -> ZarrResult<()> {
+    if path.is_empty() {
+        return Ok(());
+    }
+    let segments: Vec<&str> = path.split('/').collect();
+    for depth in 0..segments.len() {
+        let parent = segments[..depth].join("/");
+        match read_node_metadata(store, &parent).await {
+            Ok((NodeMetadata::Group(_), _)) => {}
+            Ok((NodeMetadata::Array(_), _)) => {
+                return Err(ZarrError::WrongNodeType {
+                    path: parent,
+                    expected: "group",
+                    found: "array",
+                })
+            }
+            Err(ZarrError::NodeNotFound { .. }) => {
+                store
+                    .set(
+                        &metadata_key(&parent),
+                        Bytes::from(GroupMetadata::default().to_bytes()),
+                    )
+                    .await?;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// The child nodes of the group at `path`: `(child path, metadata)` sorted by path.

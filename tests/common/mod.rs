@@ -76,7 +76,7 @@ pub fn group_json(attrs: serde_json::Value) -> Bytes {
 
 /// The array definition of an uncompressed array.
 pub fn array_def(path: &str, shape: &[u64], chunks: &[u64], dtype: &str) -> ArrayDefinition {
-    floe::zarr::store::array_definition(
+    floe::session::array_definition(
         &NodePath::new(path).unwrap(),
         array_json(shape, chunks, dtype, serde_json::json!(0)),
     )

@@ -29,6 +29,7 @@ use crate::format::manifest::{Checksum, ChunkPayload, VirtualChunkRef};
 use crate::format::NodePath;
 use crate::ops::Progress;
 use crate::repository::Repository;
+use crate::session::array_definition;
 use crate::session::Session;
 use crate::storage::S3Options;
 use crate::virtual_refs::authorization::normalize_url;
@@ -36,7 +37,6 @@ use crate::virtual_refs::{VirtualAccess, VirtualChunkError, VirtualChunkResolver
 use crate::zarr::chunk_key_encoding::Separator;
 use crate::zarr::metadata::v2::{translate_v2_array, translate_v2_group};
 use crate::zarr::metadata::ChunkKeyEncodingKind;
-use crate::zarr::store::array_definition;
 
 /// What an import did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

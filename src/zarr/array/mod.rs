@@ -36,10 +36,10 @@ use crate::zarr::codec::{offloads, run_blocking, ByteSource, ChunkRepr, CodecCha
 use crate::zarr::data_type::{DataType, FillValue};
 use crate::zarr::element::Element;
 use crate::zarr::error::{CodecError, ZarrError, ZarrResult};
-use crate::zarr::group::ensure_parent_groups;
 use crate::zarr::metadata::{ArrayMetadata, ChunkKeyEncodingKind, NodeMetadata};
 use crate::zarr::node::{
-    metadata_key, node_exists, node_prefix, normalize_path, read_node_metadata, ZarrFormat,
+    ensure_parent_groups, metadata_key, node_exists, node_prefix, normalize_path,
+    read_node_metadata, ZarrFormat,
 };
 use crate::zarr::store::{ByteRange, Store};
 use crate::zarr::subset::{indices_in, ArraySubset};

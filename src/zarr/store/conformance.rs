@@ -6,8 +6,13 @@
 //! descriptive message on the first violation. [`zarr_store_conformance`] runs the
 //! same operations with valid Zarr keys only (node metadata and chunk keys of
 //! existing arrays), for stores that refuse anything else, such as
-//! [`SessionStore`](super::SessionStore); `tests/session_store.rs` runs it on a
+//! [`SessionStore`](crate::session::SessionStore); `tests/session_store.rs` runs it on a
 //! repository session, `tests/zarr_api.rs` on the memory and filesystem stores.
+//!
+//! Available with the `testing` cargo feature.
+
+// A test suite: it reports a violation by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use bytes::Bytes;
 use futures::future::join_all;

@@ -6,18 +6,17 @@
 //!
 //! A store knows nothing of arrays or codecs: keys are `/`-separated strings without a
 //! leading `/` (e.g. `zarr.json`, `temp/zarr.json`, `temp/c/0/1`), values are bytes.
-//! Implementations: [`memory::MemoryStore`], [`filesystem::FilesystemStore`], and
-//! [`session::SessionStore`], the view of a repository session.
+//! Implementations: [`memory::MemoryStore`], [`filesystem::FilesystemStore`]; the
+//! view of a repository session, [`SessionStore`](crate::session::SessionStore),
+//! lives with sessions (`session/store.rs`), above this layer.
 
-#[doc(hidden)]
+#[cfg(feature = "testing")]
 pub mod conformance;
 pub mod filesystem;
 pub mod memory;
-pub mod session;
 
 pub use filesystem::FilesystemStore;
 pub use memory::MemoryStore;
-pub use session::{array_definition, SessionStore};
 
 use std::fmt::Debug;
 
@@ -114,15 +113,19 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
-    /// A repository or session operation behind a [`SessionStore`] failed (a
-    /// read-only session, a conflict, a missing node, storage...): match on `source`.
+    /// A repository or session operation behind a
+    /// [`SessionStore`](crate::session::SessionStore) failed (a
+    /// read-only session, a conflict, a missing node, storage...). The store layer
+    /// does not know the repository's error type: `source` is a [`crate::Error`],
+    /// reached with [`StoreError::repository_error`] (defined beside the session
+    /// store, which makes these errors) or a downcast.
     #[error("repository error at key `{key}`: {source}")]
     Repository {
         /// The key involved.
         key: String,
-        /// The repository's error.
+        /// The repository's error (a [`crate::Error`]).
         #[source]
-        source: Box<crate::Error>,
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
     },
     /// A failure of another backend behind a store, carrying its error.
     #[error("store backend error at key `{key}`: {source}")]

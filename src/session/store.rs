@@ -24,7 +24,7 @@ use crate::zarr::chunk_key_encoding::{
 };
 use crate::zarr::store::{ByteRange, ListDirResult, Store, StoreError};
 
-use crate::session::{payload_len, ArrayDefinition, Session};
+use super::{payload_len, ArrayDefinition, Session};
 
 const METADATA_FILE: &str = "zarr.json";
 
@@ -48,10 +48,23 @@ enum Target {
     Nothing,
 }
 
+/// A repository error at `key`, as the store reports it.
 fn backend(key: &str, e: Error) -> StoreError {
     StoreError::Repository {
         key: key.to_string(),
         source: Box::new(e),
+    }
+}
+
+impl StoreError {
+    /// The repository error behind a [`StoreError::Repository`] (what a
+    /// [`SessionStore`] reports when its session refuses or fails an operation);
+    /// `None` for other errors.
+    pub fn repository_error(&self) -> Option<&Error> {
+        match self {
+            StoreError::Repository { source, .. } => source.downcast_ref::<Error>(),
+            _ => None,
+        }
     }
 }
 
