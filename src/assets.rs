@@ -169,7 +169,31 @@ impl AssetManager {
                 return Ok((c.bytes, c.info, Some(c.version)));
             }
         }
+        self.refetch_repo_object().await
+    }
+
+    /// The `repo` object read with one GET, not re-validating the cache first: when
+    /// the caller knows the cached object is stale (a compare-and-swap on it was
+    /// refused).
+    ///
+    /// # Errors
+    /// As [`AssetManager::fetch_repo_info`].
+    pub(crate) async fn refetch_repo_object(
+        &self,
+    ) -> Result<(Bytes, Arc<RepoInfo>, Option<ObjectVersion>)> {
         let v = self.storage.get(keys::SPEC2_REPO).await?;
+        self.admit_repo_object(v).await
+    }
+
+    /// Decodes a `repo` object read from storage, learns its parent links and keeps
+    /// it (with its version) for later fetches.
+    ///
+    /// # Errors
+    /// [`Error::Format`] when it does not decode.
+    pub(crate) async fn admit_repo_object(
+        &self,
+        v: crate::storage::VersionedBytes,
+    ) -> Result<(Bytes, Arc<RepoInfo>, Option<ObjectVersion>)> {
         let bytes = v.bytes.clone();
         let info = Arc::new(blocking(move || RepoInfo::decode(&bytes)).await?);
         self.learn_parents(&info);
@@ -177,6 +201,17 @@ impl AssetManager {
             self.remember_repo_object(version.clone(), v.bytes.clone(), Arc::clone(&info));
         }
         Ok((v.bytes, info, v.version))
+    }
+
+    /// The `repo` object as this manager last read or wrote it, without asking the
+    /// storage (`None` before the first read). Possibly stale: only for updates,
+    /// whose compare-and-swap refuses a stale object.
+    pub(crate) fn cached_repo_object(&self) -> Option<(Bytes, Arc<RepoInfo>, ObjectVersion)> {
+        self.repo_cache
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(|c| (c.bytes.clone(), Arc::clone(&c.info), c.version.clone()))
     }
 
     /// Keeps a `repo` object read or written at `version` for later fetches.

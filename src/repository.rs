@@ -342,24 +342,38 @@ impl Repository {
     /// [`Error::RepositoryNotFound`]; [`Error::Format`] for a corrupt `config.yaml` or
     /// `repo` object; storage errors.
     pub async fn open_with(storage: Arc<dyn Storage>, options: OpenOptions) -> Result<Self> {
-        let spec = match Self::spec_version_of(storage.as_ref()).await? {
-            Some(spec) => spec,
-            None => {
-                return Err(Error::RepositoryNotFound {
-                    location: storage.root_url(),
-                })
+        // One round trip: the `repo` object (spec 2) is read whole rather than probed,
+        // and the spec-1 markers (`config.yaml`, the `main` ref) beside it.
+        fn found<T>(r: std::result::Result<T, StorageError>) -> Result<Option<T>> {
+            match r {
+                Ok(v) => Ok(Some(v)),
+                Err(StorageError::NotFound { .. }) => Ok(None),
+                Err(e) => Err(Error::from(e)),
             }
-        };
-        let assets = Arc::new(AssetManager::for_spec(Arc::clone(&storage), spec));
-        if spec == SpecVersion::V2 {
-            // The same manager keeps the parent links this read learns.
-            let (info, version) = assets.fetch_repo_info().await?;
+        }
+        let main_ref = keys::branch("main");
+        let (repo, config, main) = futures::join!(
+            storage.get(keys::SPEC2_REPO),
+            storage.get(CONFIG_KEY),
+            storage.head(&main_ref)
+        );
+        if let Some(repo) = found(repo)? {
+            let spec = SpecVersion::V2;
+            let assets = Arc::new(AssetManager::for_spec(Arc::clone(&storage), spec));
+            // The same manager keeps the object and the parent links it holds.
+            let (_, info, version) = assets.admit_repo_object(repo).await?;
             return Self::build(spec, storage, assets, info.config.clone(), version, options);
         }
-        let (config, version) = match storage.get(CONFIG_KEY).await {
-            Ok(v) => (RepositoryConfig::parse(&v.bytes)?, v.version),
-            Err(StorageError::NotFound { .. }) => (RepositoryConfig::default(), None),
-            Err(e) => return Err(e.into()),
+        if found(main)?.is_none() {
+            return Err(Error::RepositoryNotFound {
+                location: storage.root_url(),
+            });
+        }
+        let spec = SpecVersion::V1;
+        let assets = Arc::new(AssetManager::for_spec(Arc::clone(&storage), spec));
+        let (config, version) = match found(config)? {
+            Some(v) => (RepositoryConfig::parse(&v.bytes)?, v.version),
+            None => (RepositoryConfig::default(), None),
         };
         Self::build(spec, storage, assets, config, version, options)
     }

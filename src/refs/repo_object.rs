@@ -1,7 +1,8 @@
 //! Spec 2: changing the `repo` object, the one mutable object of a spec-2 repository.
 //!
 //! Every change (a commit, a branch or tag operation, a configuration or metadata
-//! change) is one [`update`]: read the object with its version, refuse unless the
+//! change) is one [`update`]: take the object with its version (first as last read
+//! or written, without a round trip; after a refused write, read anew), refuse unless the
 //! repository is online, let the caller change a copy, save the object as read under
 //! `overwritten/repo.<T>.<R>`, record the change on top of the ops log, and replace
 //! the object with compare-and-swap on the version read. When another writer replaced
@@ -79,7 +80,14 @@ pub(crate) async fn update<T>(
     // object already replaced by its own first try.
     let mut refused: Option<Attempt<T>> = None;
     for attempt in 1..=MAX_ATTEMPTS {
-        let (bytes, info, version) = assets.fetch_repo_object().await?;
+        // The first attempt works on the object as last read or written, without a
+        // round trip to re-validate it: the compare-and-swap refuses it when stale,
+        // and the next attempt reads the object anew.
+        let (bytes, info, version) = match (attempt, assets.cached_repo_object()) {
+            (1, Some((bytes, info, version))) => (bytes, info, Some(version)),
+            (1, None) => assets.fetch_repo_object().await?,
+            _ => assets.refetch_repo_object().await?,
+        };
         if let Some(tried) = refused.take() {
             if let Some(out) = tried.settle(assets, &info).await {
                 return Ok(out);
