@@ -731,7 +731,13 @@ impl Repository {
             VersionSelector::Branch(b) => self.lookup_branch(b).await,
             VersionSelector::Tag(t) => self.lookup_tag(t).await,
             VersionSelector::Snapshot(id) => {
-                self.inner.assets.fetch_snapshot_header(id).await?;
+                // Spec 2: the `repo` object lists every committed snapshot, so a listed
+                // id needs no read of its file.
+                let listed = self.inner.spec == SpecVersion::V2
+                    && self.repo_info().await?.snapshots.contains_key(id);
+                if !listed {
+                    self.inner.assets.fetch_snapshot_header(id).await?;
+                }
                 Ok(*id)
             }
             VersionSelector::AsOf { branch, time } => {
@@ -818,10 +824,21 @@ impl Repository {
             loop {
                 walk = match walk {
                     Walk::Start(selector) => {
-                        let snapshot = self.resolve(&selector).await?;
+                        // Spec 2, a snapshot the `repo` object lists: its summaries
+                        // answer, from one read of the object.
+                        let snapshot = match &selector {
+                            VersionSelector::Snapshot(id) if self.inner.spec == SpecVersion::V2 => {
+                                *id
+                            }
+                            _ => self.resolve(&selector).await?,
+                        };
                         match self.summary_ancestry(snapshot).await? {
                             Some(list) => Walk::Summaries(list.into_iter()),
-                            None => Walk::Files(ParentWalk::headers(&self.inner.assets, snapshot)),
+                            None => {
+                                // Not listed (or spec 1): the snapshot file must exist.
+                                self.resolve(&VersionSelector::Snapshot(snapshot)).await?;
+                                Walk::Files(ParentWalk::headers(&self.inner.assets, snapshot))
+                            }
                         }
                     }
                     Walk::Summaries(mut list) => {
