@@ -18,6 +18,8 @@ from zarr.abc.store import (
 )
 from zarr.core.buffer import Buffer, BufferPrototype
 
+from floe._floe import ReadOnlyError
+
 
 def _range(byte_range: ByteRequest | None) -> tuple[int, int, int]:
     if byte_range is None:
@@ -38,6 +40,9 @@ class FloeStore(Store):
     supports_deletes = True
     supports_partial_writes = False
     supports_listing = True
+    #: As Icechunk: a floe session lists its nodes from the snapshot, so consolidated
+    #: metadata would only duplicate it (and go stale); zarr does not write it here.
+    supports_consolidated_metadata = False
 
     def __init__(self, native, *, session=None, read_only: bool | None = None):
         if read_only is None:
@@ -65,6 +70,13 @@ class FloeStore(Store):
     def __repr__(self) -> str:
         return f"<FloeStore read_only={self.read_only}>"
 
+    def _check_writable(self) -> None:
+        """Refuses writes through a read-only store, or a store of a session that is
+        read-only (also once it committed), with ``ReadOnlyError`` as Icechunk (zarr's
+        stores raise ``ValueError``)."""
+        if self.read_only or not self._native.writable:
+            raise ReadOnlyError("cannot write to read-only store")
+
     def with_read_only(self, read_only: bool = False) -> "FloeStore":
         if not read_only and not self._native.writable:
             raise ValueError("a read-only session cannot give a writable store")
@@ -85,6 +97,9 @@ class FloeStore(Store):
         return list(await asyncio.gather(*(self.get(k, prototype, r) for k, r in key_ranges)))
 
     async def exists(self, key: str) -> bool:
+        """Whether ``key`` is in the store. As Icechunk, a key no Zarr hierarchy has
+        (neither a ``zarr.json`` key nor a chunk key, such as ``"foo"``) raises
+        ``InvalidInputError`` instead of answering ``False``."""
         return await self._native.exists(key)
 
     async def set(self, key: str, value: Buffer) -> None:
@@ -131,11 +146,16 @@ class FloeStore(Store):
         await self._native.delete_prefix("")
 
     async def list(self) -> AsyncIterator[str]:
+        """Every key of the store (``list_prefix("/")``)."""
         for k in await self._native.list_prefix(""):
             yield k
 
     async def list_prefix(self, prefix: str) -> AsyncIterator[str]:
-        for k in await self._native.list_prefix(prefix):
+        """The keys under ``prefix``, relative to the store root, matching whole path
+        segments as Icechunk: ``"0"`` and ``"0/"`` list ``0/...`` but not ``00/...``;
+        ``""`` and ``"/"`` list the whole store (the root ``zarr.json`` included)."""
+        prefix = prefix.strip("/")
+        for k in await self._native.list_prefix(f"{prefix}/" if prefix else ""):
             yield k
 
     async def list_dir(self, prefix: str) -> AsyncIterator[str]:
@@ -151,3 +171,7 @@ class FloeStore(Store):
 def _store_of(session, read_only: bool) -> FloeStore:
     """Unpickles a store: the store of its (unpickled) session."""
     return session.store.with_read_only(read_only)
+
+
+#: Icechunk's name for the store of a session.
+IcechunkStore = FloeStore
