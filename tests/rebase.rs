@@ -169,3 +169,55 @@ async fn identical_new_groups_merge_on_rebase_but_different_ones_conflict() {
         "{err}"
     );
 }
+
+/// A commit that rebased records `{"__icechunk": {"rebase_attempts": n}}` in its
+/// metadata, as Icechunk 2.x does, next to the caller's keys; one that did not rebase
+/// records nothing.
+#[tokio::test]
+async fn a_commit_that_rebased_records_its_rebase_attempts() {
+    let Fixture {
+        repo, session: s, ..
+    } = Fixture::in_memory().await.with_u8_array("/a", 4);
+    s.commit("array").await.unwrap();
+
+    let s1 = repo.writable_session("main").await.unwrap();
+    let s2 = repo.writable_session("main").await.unwrap();
+    s1.set_chunk(&p("/a"), &[0], Bytes::from_static(b"\x01"))
+        .await
+        .unwrap();
+    s2.set_chunk(&p("/a"), &[1], Bytes::from_static(b"\x02"))
+        .await
+        .unwrap();
+    let c1 = s1
+        .commit_with(
+            "s1",
+            BTreeMap::from([("k".to_string(), serde_json::json!(1))]),
+            CommitOptions::default(),
+        )
+        .await
+        .unwrap();
+    let c2 = s2
+        .commit_with(
+            "s2",
+            BTreeMap::from([("k".to_string(), serde_json::json!(2))]),
+            CommitOptions::default(),
+        )
+        .await
+        .unwrap();
+    let info = repo.ancestry(c2).await.unwrap();
+    assert_eq!(info[1].id, c1);
+    assert_eq!(
+        info[0].metadata,
+        BTreeMap::from([
+            ("k".to_string(), serde_json::json!(2)),
+            (
+                "__icechunk".to_string(),
+                serde_json::json!({"rebase_attempts": 1})
+            ),
+        ])
+    );
+    assert_eq!(
+        info[1].metadata,
+        BTreeMap::from([("k".to_string(), serde_json::json!(1))])
+    );
+}

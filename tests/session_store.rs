@@ -593,3 +593,47 @@ async fn repo_in_memory_with(big: &Bytes, tiny: &Bytes) -> Repository {
     session.commit("chunks").await.unwrap();
     repo
 }
+
+/// Icechunk's `exists`: present and absent keys answer, keys no Zarr v3 hierarchy has
+/// are an invalid-key error (where `size` answers `None`).
+#[tokio::test]
+async fn exists_raises_for_keys_no_hierarchy_has() {
+    let repo = repo().await;
+    let s = repo.writable_session("main").await.unwrap();
+    let store = s.store();
+    store.set("zarr.json", group_bytes()).await.unwrap();
+    store
+        .set(
+            "arr/zarr.json",
+            common::array_json(&[4], &[2], "uint8", json!(0)),
+        )
+        .await
+        .unwrap();
+    store
+        .set("arr/c/0", Bytes::from_static(b"ab"))
+        .await
+        .unwrap();
+    for (key, expected) in [
+        ("zarr.json", true),
+        ("arr/zarr.json", true),
+        ("arr/c/0", true),
+        ("arr/c/1", false),
+        ("arr/c", false),
+        ("nope/zarr.json", false),
+        ("nope/c/0/0", false),
+        ("arr/.zarray", false),
+    ] {
+        assert_eq!(store.exists(key).await.unwrap(), expected, "{key}");
+    }
+    for bad in ["foo", "arr/c/x", "a//b", ""] {
+        let r = store.exists(bad).await;
+        assert!(
+            matches!(r, Err(StoreError::InvalidKey { .. })),
+            "{bad}: {r:?}"
+        );
+        // `size` keeps answering `None` for keys that are not there.
+        if bad == "foo" {
+            assert_eq!(store.size(bad).await.unwrap(), None);
+        }
+    }
+}

@@ -24,6 +24,8 @@ from zarr.abc.store import (
 )
 from zarr.core.buffer import Buffer, BufferPrototype
 
+from floe._floe import ReadOnlyError
+
 
 def _type_error(method: str, name: str, expected: str, value: object) -> TypeError:
     return TypeError(
@@ -99,6 +101,9 @@ class FloeStore(Store):
     supports_deletes = True
     supports_partial_writes = False
     supports_listing = True
+    #: As Icechunk: a floe session lists its nodes from the snapshot, so consolidated
+    #: metadata would only duplicate it (and go stale); zarr does not write it here.
+    supports_consolidated_metadata = False
 
     def __init__(self, native, *, session=None, read_only: bool | None = None):
         if read_only is None:
@@ -125,6 +130,13 @@ class FloeStore(Store):
 
     def __repr__(self) -> str:
         return f"<FloeStore read_only={self.read_only}>"
+
+    def _check_writable(self) -> None:
+        """Refuses writes through a read-only store, or a store of a session that is
+        read-only (also once it committed), with ``ReadOnlyError`` as Icechunk (zarr's
+        stores raise ``ValueError``)."""
+        if self.read_only or not self._native.writable:
+            raise ReadOnlyError("cannot write to read-only store")
 
     def with_read_only(self, read_only: bool = False) -> "FloeStore":
         if not read_only and not self._native.writable:
@@ -158,6 +170,9 @@ class FloeStore(Store):
         return list(await asyncio.gather(*(one(k, r) for k, r in requests)))
 
     async def exists(self, key: str) -> bool:
+        """Whether ``key`` is in the store. As Icechunk, a key no Zarr hierarchy has
+        (neither a ``zarr.json`` key nor a chunk key, such as ``"foo"``) raises
+        ``InvalidInputError`` instead of answering ``False``."""
         _check_str("exists", "key", key)
         return await self._native.exists(key)
 
@@ -178,7 +193,7 @@ class FloeStore(Store):
     ) -> None:
         """Not supported (``supports_partial_writes`` is false; zarr 3 no longer
         writes partially), as in Icechunk: the arguments are checked (``TypeError``),
-        then a read-only store raises ``ValueError`` and a writable one
+        then a read-only store raises ``ReadOnlyError`` and a writable one
         ``NotImplementedError``."""
         method = "set_partial_values"
         for key, start, value in _pairs(method, "key_start_values", key_start_values, 3):
@@ -230,16 +245,21 @@ class FloeStore(Store):
         await self._native.delete_prefix("")
 
     async def list(self) -> AsyncIterator[str]:
+        """Every key of the store (``list_prefix("/")``)."""
         for k in await self._native.list_prefix(""):
             yield k
 
     def list_prefix(self, prefix: str) -> AsyncIterator[str]:
-        # A plain method returning the iterator, so a wrong type raises at the call.
+        """The keys under ``prefix``, relative to the store root, matching whole path
+        segments as Icechunk: ``"0"`` and ``"0/"`` list ``0/...`` but not ``00/...``;
+        ``""`` and ``"/"`` list the whole store (the root ``zarr.json`` included).
+        A plain method returning the iterator, so a wrong type raises at the call."""
         _check_str("list_prefix", "prefix", prefix)
         return self._list_prefix(prefix)
 
     async def _list_prefix(self, prefix: str) -> AsyncIterator[str]:
-        for k in await self._native.list_prefix(prefix):
+        prefix = prefix.strip("/")
+        for k in await self._native.list_prefix(f"{prefix}/" if prefix else ""):
             yield k
 
     def list_dir(self, prefix: str) -> AsyncIterator[str]:
@@ -259,3 +279,7 @@ class FloeStore(Store):
 def _store_of(session, read_only: bool) -> FloeStore:
     """Unpickles a store: the store of its (unpickled) session."""
     return session.store.with_read_only(read_only)
+
+
+#: Icechunk's name for the store of a session.
+IcechunkStore = FloeStore

@@ -1,5 +1,5 @@
 """Writing xarray Datasets backed by Dask arrays into a floe session, from many
-processes, with one commit: ``to_floe`` (Icechunk's ``to_icechunk``).
+processes, with one commit: ``to_floe``, also named ``to_icechunk`` as in Icechunk.
 
 The session writes the metadata (and any variable that is not a Dask array) itself,
 then forks once. Every Dask block is written by a task into its own copy of that
@@ -98,3 +98,7 @@ def to_floe(
     results = dask.compute(*pieces)
     forks = [f for r in results for f in np.asarray(r, dtype=object).ravel()]
     session.merge(*forks)
+
+
+#: Icechunk's name for ``to_floe`` (``icechunk.xarray.to_icechunk``).
+to_icechunk = to_floe

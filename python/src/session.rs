@@ -8,7 +8,10 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::block_on;
-use crate::errors::{to_py, FloeError, IntoPyResult};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::errors::{read_only_error, session_state_error, store_to_py, to_py, IntoPyResult};
 use crate::repository::{json_to_py, py_to_metadata};
 
 /// Which side wins a chunk both sides wrote (Icechunk's `VersionSelection`).
@@ -87,15 +90,44 @@ fn solver(
 }
 
 /// A session: read-only, on a branch, a fork, or a rearrange session.
+///
+/// As in Icechunk, a session that committed (or amended) is read-only afterwards, at
+/// the snapshot it wrote, and so are the stores it gave out: writes raise
+/// `ReadOnlyError`, another commit `SessionStateError`. (floe's Rust sessions keep
+/// writing after a commit; the Python API follows Icechunk.)
 #[pyclass(module = "floe._floe", frozen)]
 pub(crate) struct Session {
     inner: floe::Session,
     repo: floe::Repository,
+    /// Set once the session committed: shared with the stores it gave out.
+    committed: Arc<AtomicBool>,
 }
 
 impl Session {
     pub(crate) fn new(inner: floe::Session, repo: floe::Repository) -> Self {
-        Session { inner, repo }
+        Session {
+            inner,
+            repo,
+            committed: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    fn has_committed(&self) -> bool {
+        self.committed.load(Ordering::Acquire)
+    }
+
+    /// Refuses `what` on a session that committed.
+    fn check_not_committed(&self, py: Python<'_>, what: &str) -> PyResult<()> {
+        if self.has_committed() {
+            return Err(session_state_error(
+                py,
+                format!(
+                    "cannot {what}: the session committed and is read-only; open a new \
+                     writable session"
+                ),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -151,7 +183,7 @@ impl Session {
                 .into_any();
             return Ok((module.getattr("_open_fork")?, args));
         }
-        if this.inner.branch().is_some() {
+        if this.inner.branch().is_some() && !this.has_committed() {
             return Err(pyo3::exceptions::PyTypeError::new_err(
                 "a writable session cannot be pickled: call session.fork() and send the \
                  fork; merge it back with session.merge(fork)",
@@ -169,16 +201,21 @@ impl Session {
         self.inner.snapshot_id().to_string()
     }
 
-    /// The branch of a writable session.
+    /// The branch of a writable session; `None` for read-only sessions, forks, and
+    /// sessions that committed (as Icechunk).
     #[getter]
     fn branch(&self) -> Option<String> {
+        if self.has_committed() {
+            return None;
+        }
         self.inner.branch().map(str::to_string)
     }
 
-    /// Whether the session refuses writes.
+    /// Whether the session refuses writes: a read-only session, a rearrange session,
+    /// or a session that committed.
     #[getter]
     fn read_only(&self) -> bool {
-        !self.inner.is_writable()
+        !self.inner.is_writable() || self.has_committed()
     }
 
     /// Whether there are uncommitted changes.
@@ -212,12 +249,22 @@ impl Session {
         rebase_with: Option<&Bound<'_, PyAny>>,
         rebase_tries: u32,
     ) -> PyResult<String> {
+        self.check_not_committed(py, "commit")?;
+        if self.inner.branch().is_none() {
+            return Err(session_state_error(
+                py,
+                "commits are not allowed on read-only sessions or forks: merge forks \
+                 into the session they were forked from, and commit that"
+                    .to_string(),
+            ));
+        }
         let metadata = py_to_metadata(metadata)?;
         let mut opts = floe::CommitOptions::default()
             .allow_empty(allow_empty)
             .max_attempts(rebase_tries);
         opts.solver = solver(rebase_with)?;
         let id = block_on(py, self.inner.commit_with(message, metadata, opts)).py()?;
+        self.committed.store(true, Ordering::Release);
         Ok(id.to_string())
     }
 
@@ -230,22 +277,25 @@ impl Session {
         message: &str,
         metadata: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<String> {
+        self.check_not_committed(py, "amend")?;
         let metadata = py_to_metadata(metadata)?;
-        Ok(block_on(py, self.inner.amend(message, metadata))
-            .py()?
-            .to_string())
+        let id = block_on(py, self.inner.amend(message, metadata)).py()?;
+        self.committed.store(true, Ordering::Release);
+        Ok(id.to_string())
     }
 
     /// Moves the session's base to its branch tip, keeping its changes as `solver`
     /// resolves their conflicts (default: any conflict raises `ConflictError`).
     #[pyo3(signature = (solver=None))]
     fn rebase(&self, py: Python<'_>, solver: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+        self.check_not_committed(py, "rebase")?;
         let solver = self::solver(solver)?;
         block_on(py, self.inner.rebase_with(solver.as_ref())).py()
     }
 
     /// A fork to write elsewhere and merge back.
     fn fork(&self, py: Python<'_>) -> PyResult<Session> {
+        self.check_not_committed(py, "fork")?;
         let fork = block_on(py, self.inner.fork()).py()?;
         Ok(Session::new(fork, self.repo.clone()))
     }
@@ -253,13 +303,15 @@ impl Session {
     /// Merges forks' changes into this session.
     #[pyo3(signature = (*forks))]
     fn merge(&self, py: Python<'_>, forks: Vec<PyRef<'_, Session>>) -> PyResult<()> {
+        self.check_not_committed(py, "merge")?;
         let forks: Vec<floe::Session> = forks.iter().map(|f| f.inner.clone()).collect();
         block_on(py, self.inner.merge(forks)).py()
     }
 
     /// Spec 2, rearrange sessions: moves node `from_path` to `to_path`.
     #[pyo3(name = "move")]
-    fn move_node(&self, from_path: &str, to_path: &str) -> PyResult<()> {
+    fn move_node(&self, py: Python<'_>, from_path: &str, to_path: &str) -> PyResult<()> {
+        self.check_not_committed(py, "move")?;
         let from = floe::NodePath::new(from_path).map_err(|e| to_py(e.into()))?;
         let to = floe::NodePath::new(to_path).map_err(|e| to_py(e.into()))?;
         self.inner.move_node(&from, &to).py()
@@ -270,6 +322,7 @@ impl Session {
         NativeStore {
             inner: self.inner.store(),
             writable: self.inner.is_writable(),
+            committed: Arc::clone(&self.committed),
         }
     }
 }
@@ -279,10 +332,25 @@ impl Session {
 pub(crate) struct NativeStore {
     inner: floe::SessionStore,
     writable: bool,
+    /// Set once the session committed: the store is read-only from then on.
+    committed: Arc<AtomicBool>,
+}
+
+impl NativeStore {
+    /// Refuses writes once the session committed (Icechunk's `ReadOnlyError`).
+    fn check_writable(&self, py: Python<'_>, key: &str) -> PyResult<()> {
+        if self.committed.load(Ordering::Acquire) {
+            return Err(read_only_error(
+                py,
+                format!("cannot write key `{key}`: the session committed and is read-only"),
+            ));
+        }
+        Ok(())
+    }
 }
 
 fn store_err(e: floe::zarr::store::StoreError) -> PyErr {
-    FloeError::new_err(e.to_string())
+    store_to_py(e)
 }
 
 /// A zarr byte request as (kind, a, b): 0 whole, 1 `a..b`, 2 from `a`, 3 last `a`.
@@ -311,10 +379,10 @@ fn to_bytes(py: Python<'_>, b: Option<Bytes>) -> Option<Py<PyBytes>> {
 
 #[pymethods]
 impl NativeStore {
-    /// Whether writes are allowed.
+    /// Whether writes are allowed (not once the session committed).
     #[getter]
     fn writable(&self) -> bool {
-        self.writable
+        self.writable && !self.committed.load(Ordering::Acquire)
     }
 
     /// The value at `key` (or a range of it), `None` when absent.
@@ -341,11 +409,12 @@ impl NativeStore {
         })
     }
 
-    /// Whether `key` exists (a chunk's ref is looked up, its bytes not fetched).
+    /// Whether `key` exists (a chunk's ref is looked up, its bytes not fetched);
+    /// raises `InvalidInputError` for a key no Zarr hierarchy has, as Icechunk.
     fn exists<'py>(&self, py: Python<'py>, key: String) -> PyResult<Bound<'py, PyAny>> {
         let store = self.inner.clone();
         pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            Ok(store.size(&key).await.map_err(store_err)?.is_some())
+            store.exists(&key).await.map_err(store_err)
         })
     }
 
@@ -379,6 +448,7 @@ impl NativeStore {
         key: String,
         value: pyo3::pybacked::PyBackedBytes,
     ) -> PyResult<Bound<'py, PyAny>> {
+        self.check_writable(py, &key)?;
         // The Python bytes object backs the value: no copy into Rust.
         let store = self.inner.clone();
         let value = Bytes::from_owner(value);
@@ -389,6 +459,7 @@ impl NativeStore {
 
     /// Removes `key`.
     fn delete<'py>(&self, py: Python<'py>, key: String) -> PyResult<Bound<'py, PyAny>> {
+        self.check_writable(py, &key)?;
         let store = self.inner.clone();
         pyo3_async_runtimes::tokio::future_into_py(py, async move {
             store.erase(&key).await.map_err(store_err)
@@ -397,6 +468,7 @@ impl NativeStore {
 
     /// Removes every key under `prefix`.
     fn delete_prefix<'py>(&self, py: Python<'py>, prefix: String) -> PyResult<Bound<'py, PyAny>> {
+        self.check_writable(py, &prefix)?;
         let store = self.inner.clone();
         pyo3_async_runtimes::tokio::future_into_py(py, async move {
             store.erase_prefix(&prefix).await.map_err(store_err)

@@ -163,7 +163,7 @@ def test_set_partial_values_checks_then_refuses(written):
         run(method([(KEY, -1, b"x")]))
     with pytest.raises(NotImplementedError):
         run(method([(KEY, 0, b"x")]))
-    with pytest.raises(ValueError, match="read-only"):
+    with pytest.raises(floe.ReadOnlyError, match="read-only"):
         run(written.with_read_only(True).set_partial_values([(KEY, 0, b"x")]))
     assert written.supports_partial_writes is False
 
@@ -172,5 +172,5 @@ def test_a_read_only_store_checks_types_first(written):
     ro = written.with_read_only(True)
     with pytest.raises(TypeError, match="must be a Buffer instance"):
         run(ro.set(KEY, 5))
-    with pytest.raises(ValueError, match="read-only"):
+    with pytest.raises(floe.ReadOnlyError, match="read-only"):
         run(ro.set(KEY, Buffer.from_bytes(b"x")))

@@ -758,7 +758,9 @@ impl Session {
     /// the branch with compare-and-swap. When the branch moved, rebases (if allowed)
     /// with the options' [`ConflictSolver`] and retries with jittered exponential
     /// backoff. On success the session continues from the new snapshot, keeping only
-    /// the changes made by other tasks while the commit was in flight.
+    /// the changes made by other tasks while the commit was in flight. A commit that
+    /// rebased `n` times (n >= 1) records `{"__icechunk": {"rebase_attempts": n}}` in
+    /// its metadata, as Icechunk 2.x does.
     ///
     /// # Errors
     /// [`Error::ReadOnlySession`]; [`Error::ForkCannotCommit`];
@@ -901,8 +903,14 @@ impl Session {
         // all the same (a retried request that found its own earlier write), and the
         // next read of the branch tells (see `landing`).
         let mut refused: Option<landing::Attempt> = None;
-        let flush = |base: Arc<Snapshot>, changes: Arc<ChangeSet>| {
-            let metadata = metadata.clone();
+        // Rebases done so far: a commit that rebased records their number in its
+        // metadata as Icechunk does (`{"__icechunk": {"rebase_attempts": n}}`).
+        let mut rebases = 0u32;
+        let flush = |base: Arc<Snapshot>, changes: Arc<ChangeSet>, rebases: u32| {
+            let mut metadata = metadata.clone();
+            if rebases > 0 {
+                record_rebase_attempts(&mut metadata, rebases);
+            }
             async move {
                 let snapshot = commit::flush(
                     assets,
@@ -925,7 +933,7 @@ impl Session {
             let (tip, speculative) = if attempt == 1 {
                 let (tip, flushed) = futures::join!(
                     ctx.refs.branch(&branch),
-                    flush(Arc::clone(&base), Arc::clone(&changes))
+                    flush(Arc::clone(&base), Arc::clone(&changes), rebases)
                 );
                 (tip?, Some(flushed))
             } else {
@@ -941,7 +949,7 @@ impl Session {
             let next = if tip.snapshot == base.id {
                 match speculative {
                     Some(flushed) => flushed?,
-                    None => flush(Arc::clone(&base), Arc::clone(&changes)).await?,
+                    None => flush(Arc::clone(&base), Arc::clone(&changes), rebases).await?,
                 }
             } else {
                 if let Some(Ok(unused)) = speculative {
@@ -961,7 +969,8 @@ impl Session {
                 .await?;
                 base = rebased.tip;
                 changes = rebased.changes;
-                flush(Arc::clone(&base), Arc::clone(&changes)).await?
+                rebases += 1;
+                flush(Arc::clone(&base), Arc::clone(&changes), rebases).await?
             };
             let update = ctx.refs.commit(&branch, &tip, &next.snapshot, None).await;
             if matches!(update, Ok(RefUpdate::Lost)) && attempt < options.max_attempts {
@@ -1021,6 +1030,21 @@ impl Session {
             // Changed meanwhile: the rebase was judged on other changes; try again.
             Box::pin(self.rebase_with(solver)).await
         }
+    }
+}
+
+/// Records in commit metadata that the commit rebased `rebases` times, where Icechunk
+/// 2.x does: `{"__icechunk": {"rebase_attempts": n}}`, keeping any other key the
+/// caller put under `__icechunk` (a non-object value there is replaced).
+fn record_rebase_attempts(metadata: &mut BTreeMap<String, serde_json::Value>, rebases: u32) {
+    let entry = metadata
+        .entry("__icechunk".to_string())
+        .or_insert_with(|| serde_json::Value::Object(serde_json::Map::new()));
+    if !entry.is_object() {
+        *entry = serde_json::Value::Object(serde_json::Map::new());
+    }
+    if let serde_json::Value::Object(map) = entry {
+        map.insert("rebase_attempts".to_string(), rebases.into());
     }
 }
 

@@ -221,6 +221,27 @@ impl SessionStore {
         Ok(Target::Nothing)
     }
 
+    /// Whether `key` is in the store, raising for keys no Zarr v3 hierarchy has, as
+    /// Icechunk's store does (its `exists("foo")` is an invalid-key error, where
+    /// [`Store::size`] answers `None`). A key may be: a `zarr.json` key; a chunk key
+    /// of an existing array (in its chunk key encoding); a default-encoding chunk key
+    /// (`.../c` followed by integer segments) of an array that does not exist; or a
+    /// Zarr v2 metadata key (`.zarray`, `.zgroup`, `.zattrs`, `.zmetadata`), which is
+    /// never in a v3 store.
+    ///
+    /// # Errors
+    /// [`StoreError::InvalidKey`] for any other key (and for keys with a leading `/`,
+    /// empty or `..` segments); repository errors reading chunk refs.
+    pub async fn exists(&self, key: &str) -> Result<bool, StoreError> {
+        if matches!(self.resolve(key)?, Target::Nothing) && !could_be_key(key) {
+            return Err(StoreError::InvalidKey {
+                key: key.to_string(),
+                reason: "not a zarr.json key or a chunk key".into(),
+            });
+        }
+        Ok(self.size(key).await?.is_some())
+    }
+
     fn chunk_keys(&self, node: &NodeSnapshot, chunks: &[ChunkIndices]) -> Vec<String> {
         let enc = self.encoding_of(node);
         chunks
@@ -266,6 +287,23 @@ impl SessionStore {
         }
         Ok(keys.into_iter().collect())
     }
+}
+
+/// Whether `key`, which no existing node owns, has the shape of a Zarr key: a Zarr v2
+/// metadata key, or a default-encoding chunk key (a `c` segment followed only by
+/// integer segments) of an array that does not exist.
+fn could_be_key(key: &str) -> bool {
+    const V2_METADATA: [&str; 4] = [".zarray", ".zgroup", ".zattrs", ".zmetadata"];
+    let segments: Vec<&str> = key.split('/').collect();
+    if segments.last().is_some_and(|s| V2_METADATA.contains(s)) {
+        return true;
+    }
+    segments.iter().enumerate().any(|(i, s)| {
+        *s == "c"
+            && segments[i + 1..]
+                .iter()
+                .all(|c| !c.is_empty() && c.bytes().all(|b| b.is_ascii_digit()))
+    })
 }
 
 #[async_trait]

@@ -1,0 +1,80 @@
+"""Store errors keep Icechunk's types: `exists` on a key no Zarr hierarchy has raises
+InvalidInputError (also a ValueError) rather than answering False, and writes to a
+read-only store raise the engine's ReadOnlyError rather than zarr's ValueError."""
+
+import asyncio
+
+import pytest
+import zarr
+from zarr.core.buffer import default_buffer_prototype
+
+import floe
+
+
+def _repo():
+    repo = floe.Repository.create(floe.in_memory_storage())
+    s = repo.writable_session("main")
+    root = zarr.create_group(s.store)
+    root.create_array("a", shape=(4,), chunks=(2,), dtype="i4", fill_value=0)[0:2] = [1, 2]
+    s.commit("tree")
+    return repo
+
+
+@pytest.mark.parametrize(
+    "key, expected",
+    [
+        ("zarr.json", True),
+        ("a/zarr.json", True),
+        ("a/c/0", True),
+        ("a/c/1", False),
+        ("a/c", False),
+        ("nope/zarr.json", False),
+        ("nope/c/0/0", False),
+        ("a/.zarray", False),
+    ],
+)
+def test_exists_answers_for_zarr_keys(key, expected):
+    store = _repo().readonly_session("main").store
+    assert asyncio.run(store.exists(key)) is expected
+
+
+@pytest.mark.parametrize("key", ["foo", "a/c/x", "a//b", ""])
+def test_exists_raises_for_keys_no_hierarchy_has(key):
+    store = _repo().readonly_session("main").store
+    with pytest.raises(floe.InvalidInputError):
+        asyncio.run(store.exists(key))
+    # Also a ValueError, as Icechunk's InvalidInputError.
+    with pytest.raises(ValueError):
+        asyncio.run(store.exists(key))
+
+
+def _value():
+    return default_buffer_prototype().buffer.from_bytes(b'{"zarr_format":3,"node_type":"group"}')
+
+
+@pytest.mark.parametrize("write", ["set", "delete", "delete_dir", "clear"])
+def test_writes_to_a_read_only_session_store_raise_read_only_error(write):
+    store = _repo().readonly_session("main").store
+    call = {
+        "set": lambda: store.set("g/zarr.json", _value()),
+        "delete": lambda: store.delete("a/zarr.json"),
+        "delete_dir": lambda: store.delete_dir("a"),
+        "clear": lambda: store.clear(),
+    }[write]
+    with pytest.raises(floe.ReadOnlyError):
+        asyncio.run(call())
+
+
+def test_writes_through_a_read_only_view_raise_read_only_error():
+    repo = _repo()
+    store = repo.writable_session("main").store.with_read_only(True)
+    with pytest.raises(floe.ReadOnlyError):
+        asyncio.run(store.set("g/zarr.json", _value()))
+    assert issubclass(floe.ReadOnlyError, floe.FloeError)
+    assert not issubclass(floe.ReadOnlyError, ValueError)
+
+
+def test_invalid_keys_written_raise_invalid_input_error():
+    store = _repo().writable_session("main").store
+    with pytest.raises(floe.InvalidInputError):
+        asyncio.run(store.set("foo", _value()))
