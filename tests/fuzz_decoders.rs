@@ -23,7 +23,6 @@ use floe::format::refs::RefData;
 use floe::format::snapshot::Snapshot;
 use floe::format::transaction_log::TransactionLog;
 use floe::storage::new_in_memory_storage;
-use floe::Repository;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -100,7 +99,8 @@ impl Kind {
 /// chunks, several commits, a tag and a config with a virtual chunk container.
 async fn seeds() -> Vec<(Kind, Vec<u8>)> {
     let storage = new_in_memory_storage();
-    let repo = Repository::create(storage.clone(), None).await.unwrap();
+    // Spec 1: its ref files and config.yaml are seeds too.
+    let repo = common::create_spec1(storage.clone(), None).await;
     let mut config = repo.config();
     config.set_virtual_chunk_container(VirtualChunkContainer {
         name: Some("data".into()),
