@@ -41,10 +41,7 @@ def workloads(engine, mib):
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "repo")
         storage = ic.local_filesystem_storage(path)
-        if engine == "floe":
-            repo = ic.Repository.create(storage)
-        else:
-            repo = ic.Repository.create(storage, spec_version=1)
+        repo = ic.Repository.create(storage, spec_version=1)
         n = mib * 1024 * 1024 // 4
         rows = n // 1024
         data = np.random.default_rng(0).normal(size=(rows, 1024)).astype("f4")

@@ -111,7 +111,9 @@ const SPEC1_COMMITS: usize = 2_000;
 async fn deep_spec1_repo(dir: &std::path::Path) {
     use floe::format::NodePath;
     let storage: Arc<dyn Storage> = Arc::new(LocalStorage::new(dir).unwrap());
-    let repo = Repository::create(storage, None).await.unwrap();
+    let repo = Repository::create_with(storage, None, SpecVersion::V1, OpenOptions::default())
+        .await
+        .unwrap();
     let root = NodePath::new("/").unwrap();
     for i in 0..SPEC1_COMMITS {
         let s = repo.writable_session("main").await.unwrap();

@@ -3,9 +3,10 @@
 //! Transactional, versioned Zarr v3 repositories in the [Icechunk] on-disk format:
 //! commits, branches, tags and time travel for N-dimensional arrays, safe concurrent
 //! writers (optimistic concurrency with rebase), and virtual references into existing
-//! NetCDF/HDF5 files. Both spec versions are read and written: spec 1 (the default
-//! for new repositories; opens in Icechunk 1.x and 2.x) and spec 2 (Icechunk 2.x's
-//! default, with its `repo` object, ops log, repository metadata and node moves);
+//! NetCDF/HDF5 files. Both spec versions are read and written: spec 2 (the default
+//! for new repositories, as in Icechunk 2.x, with its `repo` object, ops log,
+//! repository metadata and node moves) and spec 1 (on request, with
+//! [`Repository::create_with`]; opens in Icechunk 1.x and 2.x);
 //! [`lifecycle::upgrade_to_spec2`] upgrades.
 //!
 //! Data flows one way through the modules, each using only those before it (checked by

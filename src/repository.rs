@@ -175,6 +175,13 @@ pub struct Repository {
 }
 
 impl Repository {
+    /// The spec version of new repositories when none is asked for
+    /// ([`Repository::create`], [`Repository::open_or_create`], `floe init`, the
+    /// Python `Repository.create`): spec 2, as Icechunk 2.x creates. Icechunk 1.x
+    /// opens only spec 1: ask for [`SpecVersion::V1`] with
+    /// [`Repository::create_with`].
+    pub const DEFAULT_SPEC_VERSION: SpecVersion = SpecVersion::V2;
+
     fn build(
         spec: SpecVersion,
         storage: Arc<dyn Storage>,
@@ -243,10 +250,13 @@ impl Repository {
         Ok(self.inner.assets.fetch_repo_info().await?.0)
     }
 
-    /// Creates a spec-1 repository (it opens in Icechunk 1.x and 2.x): writes the
-    /// initial snapshot `1CECHNKREP0F1RSTCMT0`, the configuration (when not default)
-    /// and branch `main` (create-if-not-exists, so of two concurrent creates exactly
-    /// one succeeds). [`Repository::create_with`] chooses the spec version.
+    /// Creates a repository of Icechunk spec version 2, the default of floe and of
+    /// Icechunk 2.x (Icechunk 1.x cannot open it): writes the initial snapshot
+    /// `1CECHNKREP0F1RSTCMT0` and its transaction log, then the `repo` object holding
+    /// branch `main` and the configuration (create-if-not-exists, so of two
+    /// concurrent creates exactly one succeeds). For a spec-1 repository (one that
+    /// Icechunk 1.x also opens) use [`Repository::create_with`] with
+    /// [`SpecVersion::V1`].
     ///
     /// # Errors
     /// As [`Repository::create_with`].
@@ -254,7 +264,13 @@ impl Repository {
         storage: Arc<dyn Storage>,
         config: Option<RepositoryConfig>,
     ) -> Result<Self> {
-        Self::create_with(storage, config, SpecVersion::V1, OpenOptions::default()).await
+        Self::create_with(
+            storage,
+            config,
+            Self::DEFAULT_SPEC_VERSION,
+            OpenOptions::default(),
+        )
+        .await
     }
 
     /// Creates a repository of Icechunk spec version `spec`, with open options
@@ -335,8 +351,8 @@ impl Repository {
 
     /// Opens an existing repository.
     ///
-    /// Spec-1 and spec-2 repositories open; spec-2 ones read-only for now (writes
-    /// fail with [`Error::UnsupportedOnSpecVersion`]).
+    /// Spec-1 and spec-2 repositories open, each read and written in its own
+    /// format (see [`Repository::spec_version_of`]).
     ///
     /// # Errors
     /// [`Error::RepositoryNotFound`]; [`Error::Format`] for a corrupt `config.yaml` or
@@ -378,7 +394,8 @@ impl Repository {
         Self::build(spec, storage, assets, config, version, options)
     }
 
-    /// Opens the repository, creating it when none exists.
+    /// Opens the repository (of either spec version), creating one of spec version
+    /// 2 (the default, as [`Repository::create`]) when none exists.
     ///
     /// # Errors
     /// As [`Repository::open_with`] and [`Repository::create`].
@@ -388,7 +405,7 @@ impl Repository {
                 match Self::create_with(
                     Arc::clone(&storage),
                     None,
-                    SpecVersion::V1,
+                    Self::DEFAULT_SPEC_VERSION,
                     options.clone(),
                 )
                 .await

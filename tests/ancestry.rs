@@ -12,14 +12,15 @@ use floe::format::SnapshotId;
 use floe::storage::Storage;
 use floe::{Error, Repository, VersionSelector};
 
-/// A new repository on `storage` whose `main` has `commits` commits after the initial
+/// A new spec-1 repository (history read from the snapshot files) on `storage`
+/// whose `main` has `commits` commits after the initial
 /// snapshot, `commit {i}` setting the root group's attributes to `{"i": i}`; returns
 /// it and the snapshot ids, oldest (the initial snapshot) first.
 async fn attribute_history(
     storage: &Arc<dyn Storage>,
     commits: usize,
 ) -> (Repository, Vec<SnapshotId>) {
-    let repo = Repository::create(Arc::clone(storage), None).await.unwrap();
+    let repo = common::create_spec1(Arc::clone(storage), None).await;
     let mut ids = vec![repo.lookup_branch("main").await.unwrap()];
     for i in 0..commits {
         let s = repo.writable_session("main").await.unwrap();

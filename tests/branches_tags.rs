@@ -70,7 +70,7 @@ async fn tags_never_move_and_deleted_names_are_never_reused() {
         storage,
         dir: _dir,
         ..
-    } = Fixture::local().await;
+    } = Fixture::local_spec1().await;
     repo.create_tag("v1", SnapshotId::INITIAL).await.unwrap();
     assert!(matches!(
         repo.create_tag("v1", SnapshotId::INITIAL).await,

@@ -241,13 +241,14 @@ fn init_and_info() {
     let repo = s(&dir.path().join("r"));
     let out = ok(&["init", &repo]);
     assert!(
-        out.starts_with("Initialized empty floe repository (Icechunk spec 1) at "),
+        out.starts_with("Initialized empty floe repository (Icechunk spec 2) at "),
         "{out}"
     );
     fails(&["init", &repo], &["already exists"]);
 
     let info = json_value(&ok(&["info", &repo, "--json"]));
-    assert_eq!(info["spec_version"], 1);
+    // Spec 2 is the default, as in Icechunk 2.x.
+    assert_eq!(info["spec_version"], 2);
     let main = info["branches"]["main"].as_str().unwrap();
     assert_eq!(main.len(), 20, "{info}");
     assert_eq!(info["tags"], json!({}));
@@ -257,7 +258,7 @@ fn init_and_info() {
     );
     let text = ok(&["info", &repo]);
     assert!(
-        text.contains("Spec version: 1") && text.contains(main),
+        text.contains("Spec version: 2") && text.contains(main),
         "{text}"
     );
 
@@ -1158,6 +1159,11 @@ fn demo_builds_and_shows_a_repository() {
         );
     }
     let repo = s(&demo);
+    // The demo repository is of the default spec version, 2.
+    assert_eq!(
+        json_value(&ok(&["info", &repo, "--json"]))["spec_version"],
+        2
+    );
     let branches = json_value(&ok(&["branch", "list", &repo, "--json"]));
     assert!(branches.get("experiment").is_some(), "{branches}");
     let tags = json_value(&ok(&["tag", "list", &repo, "--json"]));
@@ -1244,7 +1250,8 @@ fn zarr_python_import_export() {
     let d = s(dir.path());
     py_run(&["write", &d]);
     let repo = s(&dir.path().join("repo"));
-    ok(&["init", &repo]);
+    // Spec 1: the script checks the repository with icechunk 1.x when installed.
+    ok(&["init", &repo, "--spec-version", "1"]);
     ok(&[
         "import",
         "zarr",
@@ -1297,7 +1304,7 @@ fn init_spec2_upgrade_and_ops_log() {
 
     let v1 = dir.path().join("v1");
     let v1s = v1.to_str().unwrap();
-    ok(&["init", v1s]);
+    ok(&["init", v1s, "--spec-version", "1"]);
     fails(&["ops-log", v1s], &["ops_log", "spec-1"]);
     let dry: Value = serde_json::from_str(&ok(&["upgrade", v1s, "--dry-run", "--json"])).unwrap();
     assert_eq!(dry["dry_run"], true);

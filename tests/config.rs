@@ -10,9 +10,7 @@ use floe::{Error, Repository};
 #[tokio::test]
 async fn a_lost_config_write_is_its_own_error() {
     let storage = new_in_memory_storage();
-    let first = Repository::create(Arc::clone(&storage), None)
-        .await
-        .unwrap();
+    let first = common::create_spec1(Arc::clone(&storage), None).await;
     let second = Repository::open(Arc::clone(&storage)).await.unwrap();
     // Neither handle has seen a config.yaml: the first creates it, the second loses.
     first.save_config(first.config()).await.unwrap();

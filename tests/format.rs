@@ -292,11 +292,11 @@ proptest! {
     }
 }
 
+/// A spec-1 repository (its ref file and `config.yaml` are corrupted below) with
+/// one commit.
 async fn repo_with_commit() -> (Arc<dyn Storage>, Repository, SnapshotId, SnapshotId) {
     let storage = new_in_memory_storage();
-    let repo = Repository::create(Arc::clone(&storage), None)
-        .await
-        .unwrap();
+    let repo = common::create_spec1(Arc::clone(&storage), None).await;
     let s = repo.writable_session("main").await.unwrap();
     s.add_array(&p("/a"), array_def("/a", &[2], &[1], "uint8"))
         .unwrap();

@@ -256,7 +256,8 @@ async fn spec2_seeds() -> Vec<(Kind, Vec<u8>)> {
 /// container.
 async fn spec1_seeds() -> Vec<(Kind, Vec<u8>)> {
     let storage = new_in_memory_storage();
-    let repo = Repository::create(storage.clone(), None).await.unwrap();
+    // Spec 1: its ref files and config.yaml are seeds too.
+    let repo = common::create_spec1(storage.clone(), None).await;
     let mut config = repo.config();
     config.set_virtual_chunk_container(VirtualChunkContainer {
         name: Some("data".into()),

@@ -12,11 +12,10 @@ use common::{array_def, p};
 use floe::storage::LocalStorage;
 use floe::{Error, Repository, SnapshotId, VersionSelector};
 
-/// A local repository with three commits on `main` (c1 ← c2 ← c3); returns their ids.
+/// A local spec-1 repository (parents in the snapshot files, which [`reparent`]
+/// rewrites) with three commits on `main` (c1 ← c2 ← c3); returns their ids.
 async fn three_commits(dir: &std::path::Path) -> (Repository, [SnapshotId; 3]) {
-    let repo = Repository::create(Arc::new(LocalStorage::new(dir).unwrap()), None)
-        .await
-        .unwrap();
+    let repo = common::create_spec1(Arc::new(LocalStorage::new(dir).unwrap()), None).await;
     let s = repo.writable_session("main").await.unwrap();
     s.add_array(&p("/a"), array_def("/a", &[4], &[1], "uint8"))
         .unwrap();

@@ -457,12 +457,12 @@ async fn icechunk_agrees(spec: SpecVersion) {
     assert_eq!(seen["ancestry"], ice["ancestry"]);
 }
 
-/// A repository with 200 native chunks in `c1`, 150 of them overwritten in `c2`, and
-/// a cut-off after `c2`; returns the cut-off.
+/// A spec-1 repository with 200 native chunks in `c1`, 150 of them overwritten in
+/// `c2`, and a cut-off after `c2`; returns the cut-off. Spec 1 because its users
+/// compare the objects left in copies of it object for object, and on spec 2 each
+/// copy's expiry saves `overwritten/repo.<time>.<random>` backups of its own names.
 async fn many_chunks(dir: &Path) -> DateTime<Utc> {
-    let repo = Repository::create(Arc::new(LocalStorage::new(dir).unwrap()), None)
-        .await
-        .unwrap();
+    let repo = common::create_spec1(Arc::new(LocalStorage::new(dir).unwrap()), None).await;
     let s = repo.writable_session("main").await.unwrap();
     s.add_array(&p("/b"), array_def("/b", &[200], &[1], "uint8"))
         .unwrap();

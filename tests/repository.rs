@@ -14,13 +14,12 @@ use floe::format::SnapshotId;
 use floe::storage::new_in_memory_storage;
 use floe::{Error, Repository};
 
+/// The spec-1 layout (spec 2's is in tests/spec2.rs).
 #[tokio::test]
 async fn new_repository_has_exactly_the_spec_layout() {
     let dir = tempfile::tempdir().unwrap();
     let storage = local(&dir);
-    Repository::create(Arc::clone(&storage), None)
-        .await
-        .unwrap();
+    common::create_spec1(Arc::clone(&storage), None).await;
     assert_eq!(
         keys(storage.as_ref()).await,
         vec![
@@ -75,6 +74,11 @@ async fn open_missing_repository_is_a_typed_error() {
         Repository::open(local(&dir)).await,
         Err(Error::RepositoryNotFound { .. })
     ));
+    // `open_or_create` creates one there, of spec 2 (the default).
+    let created = Repository::open_or_create(local(&dir), floe::OpenOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(created.spec_version(), floe::format::SpecVersion::V2);
 }
 
 #[tokio::test]
@@ -110,5 +114,9 @@ async fn concurrent_creates_exactly_one_wins() {
         wins += usize::from(t.await.unwrap());
     }
     assert_eq!(wins, 1);
-    Repository::open(local(&dir)).await.unwrap();
+    // `create` makes spec 2, as Icechunk 2.x does.
+    assert_eq!(
+        Repository::open(local(&dir)).await.unwrap().spec_version(),
+        floe::format::SpecVersion::V2
+    );
 }

@@ -315,9 +315,7 @@ async fn metadata_status_and_feature_flags() {
 
 #[tokio::test]
 async fn spec2_only_operations_are_refused_on_spec1() {
-    let repo = Repository::create(new_in_memory_storage(), None)
-        .await
-        .unwrap();
+    let repo = common::create_spec1(new_in_memory_storage(), None).await;
     assert!(matches!(
         repo.ops_log().await,
         Err(Error::UnsupportedOnSpecVersion {
@@ -463,7 +461,7 @@ async fn concurrent_writers_on_spec2_all_land() {
 async fn spec1_repo(storage: Arc<dyn Storage>) -> (Repository, SnapshotId, SnapshotId) {
     let mut config = floe::format::config::RepositoryConfig::default();
     config.set_inline_chunk_threshold_bytes(Some(8));
-    let repo = Repository::create(storage, Some(config)).await.unwrap();
+    let repo = common::create_spec1(storage, Some(config)).await;
     let a = commit_array(&repo, "main", "a", 1).await;
     let b = commit_array(&repo, "main", "b", 2).await;
     repo.create_branch("dev", a).await.unwrap();
@@ -669,9 +667,7 @@ async fn rearrange_sessions_move_nodes_and_record_the_moves() {
     assert!(matches!(late.commit("late").await, Err(Error::Conflict(_))));
 
     // Spec 1 has no moves; a repository may turn them off.
-    let v1 = Repository::create(new_in_memory_storage(), None)
-        .await
-        .unwrap();
+    let v1 = common::create_spec1(new_in_memory_storage(), None).await;
     assert!(matches!(
         v1.rearrange_session("main").await,
         Err(Error::UnsupportedOnSpecVersion { .. })

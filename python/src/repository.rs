@@ -158,14 +158,17 @@ pub(crate) struct Repository {
 }
 
 fn spec(spec_version: Option<u8>) -> PyResult<floe::format::SpecVersion> {
-    floe::format::SpecVersion::from_byte(spec_version.unwrap_or(1))
-        .map_err(|e| PyValueError::new_err(e.to_string()))
+    spec_version.map_or(Ok(floe::Repository::DEFAULT_SPEC_VERSION), |v| {
+        floe::format::SpecVersion::from_byte(v).map_err(|e| PyValueError::new_err(e.to_string()))
+    })
 }
 
 #[pymethods]
 impl Repository {
-    /// Creates a repository (spec 1 unless `spec_version=2`) with `config` (the
-    /// defaults when `None`).
+    /// Creates a repository of Icechunk spec version `spec_version` (2, the
+    /// default as in Icechunk 2.x, when `None`; 1 for a repository Icechunk 1.x
+    /// also opens) with `config` (the defaults when `None`). Raises `ValueError`
+    /// for any other version.
     #[staticmethod]
     #[pyo3(signature = (storage, config=None, spec_version=None))]
     fn create(
@@ -211,7 +214,7 @@ impl Repository {
         Ok(Repository { inner })
     }
 
-    /// Opens the repository, creating it (spec 1) when there is none.
+    /// Opens the repository, creating it (spec 2, the default) when there is none.
     #[staticmethod]
     fn open_or_create(py: Python<'_>, storage: &Storage) -> PyResult<Self> {
         let st = Arc::clone(&storage.inner);

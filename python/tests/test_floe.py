@@ -25,6 +25,7 @@ def _icechunk_python():
 
 def test_zarr_round_trip_and_time_travel(tmp_path):
     repo = floe.Repository.create(floe.local_filesystem_storage(str(tmp_path / "r")))
+    assert repo.spec_version == 2  # the default, as in Icechunk 2.x
     s = repo.writable_session("main")
     root = zarr.create_group(store=s.store, attributes={"title": "py"})
     a = root.create_array("t", shape=(10, 4), chunks=(3, 2), dtype="f4", fill_value=np.nan)
@@ -55,7 +56,8 @@ def test_zarr_round_trip_and_time_travel(tmp_path):
 
 def test_ancestry_reads_commits_as_iteration_reaches_them(tmp_path):
     path = tmp_path / "r"
-    repo = floe.Repository.create(floe.local_filesystem_storage(str(path)))
+    # Spec 1: the history is read from the snapshot files, in batches.
+    repo = floe.Repository.create(floe.local_filesystem_storage(str(path)), spec_version=1)
     ids = []
     for i in range(40):
         s = repo.writable_session("main")

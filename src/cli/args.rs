@@ -70,9 +70,9 @@ pub enum Command {
     Init {
         /// Repository path or URL.
         repo: String,
-        /// Icechunk spec version: 1 opens in Icechunk 1.x and 2.x; 2 is what
-        /// Icechunk 2.x creates by default (ops log, repository metadata).
-        #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
+        /// Icechunk spec version: 2 (the default, as Icechunk 2.x creates: ops
+        /// log, repository metadata) or 1 (opens in Icechunk 1.x and 2.x).
+        #[arg(long, value_name = "N", default_value_t = crate::Repository::DEFAULT_SPEC_VERSION as u8, value_parser = clap::value_parser!(u8).range(1..=2))]
         spec_version: u8,
     },
     /// Upgrade a spec-1 repository to spec 2, as Icechunk 2.x's

@@ -5,8 +5,9 @@
 use std::sync::Arc;
 
 use floe::format::config::RepositoryConfig;
+use floe::format::SpecVersion;
 use floe::storage::{new_in_memory_storage, LocalStorage, Storage};
-use floe::{Repository, Session};
+use floe::{OpenOptions, Repository, Session};
 
 use super::{array_def, p};
 
@@ -26,11 +27,23 @@ pub struct Fixture {
 }
 
 impl Fixture {
-    /// A new repository on `storage` with `config` (the default when `None`).
+    /// A new repository (of the default spec version, 2) on `storage` with `config`
+    /// (the default when `None`).
     pub async fn on(storage: Arc<dyn Storage>, config: Option<RepositoryConfig>) -> Self {
-        let repo = Repository::create(Arc::clone(&storage), config)
-            .await
-            .unwrap();
+        Self::on_spec(storage, config, Repository::DEFAULT_SPEC_VERSION).await
+    }
+
+    /// A new repository of spec version `spec` on `storage` with `config` (the
+    /// default when `None`).
+    pub async fn on_spec(
+        storage: Arc<dyn Storage>,
+        config: Option<RepositoryConfig>,
+        spec: SpecVersion,
+    ) -> Self {
+        let repo =
+            Repository::create_with(Arc::clone(&storage), config, spec, OpenOptions::default())
+                .await
+                .unwrap();
         let session = repo.writable_session("main").await.unwrap();
         Fixture {
             repo,
@@ -49,6 +62,15 @@ impl Fixture {
     pub async fn local() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let mut f = Self::on(local(&dir), None).await;
+        f.dir = Some(dir);
+        f
+    }
+
+    /// A new spec-1 repository (ref files, `config.yaml`) in a new temporary
+    /// directory on the local disk.
+    pub async fn local_spec1() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let mut f = Self::on_spec(local(&dir), None, SpecVersion::V1).await;
         f.dir = Some(dir);
         f
     }

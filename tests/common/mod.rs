@@ -164,6 +164,23 @@ pub async fn history(repo: &floe::Repository, tip: floe::SnapshotId) -> Vec<floe
         .collect()
 }
 
+/// A new spec-1 repository on `storage` with `config` (the default when `None`),
+/// for the tests about spec-1 behaviour (ref files, `config.yaml`, Icechunk 1.x):
+/// [`floe::Repository::create`] makes spec 2.
+pub async fn create_spec1(
+    storage: std::sync::Arc<dyn floe::storage::Storage>,
+    config: Option<floe::format::config::RepositoryConfig>,
+) -> floe::Repository {
+    floe::Repository::create_with(
+        storage,
+        config,
+        floe::format::SpecVersion::V1,
+        floe::OpenOptions::default(),
+    )
+    .await
+    .unwrap()
+}
+
 /// Copies the directory `from` to `to` with `cp -a`, keeping modification times
 /// (which garbage collection compares).
 pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
