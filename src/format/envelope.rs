@@ -369,6 +369,7 @@ impl<'a> PayloadPrefix<'a> {
     ///
     /// # Errors
     /// As [`PayloadPrefix::fill`].
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
     pub fn into_complete(mut self) -> Result<Vec<u8>, FormatError> {
         self.fill(usize::MAX)?;
         Ok(self.data)

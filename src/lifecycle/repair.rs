@@ -60,13 +60,17 @@ pub enum RepairOutcome {
 pub async fn repair_repo_object(storage: &dyn Storage, dry_run: bool) -> Result<RepairOutcome> {
     let current = storage.get(keys::SPEC2_REPO).await?;
     let reason = match decode(current.bytes.clone()).await {
-        Ok(()) => return Ok(RepairOutcome::Healthy),
+        Ok(_) => return Ok(RepairOutcome::Healthy),
         Err(e) => e.to_string(),
     };
-    // Newest copy first: the names count down in time.
+    // Newest copy first: the names count down in time, in milliseconds. Copies
+    // saved within the same millisecond sort by their random suffix, so among the
+    // readable copies of the newest millisecond that has one, the one whose ops log
+    // is newest (microseconds) is the latest state.
     let copies = storage.list(keys::OVERWRITTEN).await?;
     let mut tried = 0;
-    let mut restore = None;
+    let mut restore: Option<(String, bytes::Bytes, u64)> = None;
+    let mut restore_ms: Option<String> = None;
     for info in &copies {
         let Some(name) = info.key.strip_prefix(keys::OVERWRITTEN) else {
             continue;
@@ -74,15 +78,23 @@ pub async fn repair_repo_object(storage: &dyn Storage, dry_run: bool) -> Result<
         if !name.starts_with(keys::SPEC2_REPO) {
             continue;
         }
+        let millis = name.split('.').nth(1).unwrap_or_default().to_string();
+        if restore_ms.as_ref().is_some_and(|m| *m != millis) {
+            break;
+        }
         tried += 1;
         let Ok(copy) = storage.get(&info.key).await else {
             continue;
         };
-        if decode(copy.bytes.clone()).await.is_ok() {
-            restore = Some((name.to_string(), copy.bytes));
-            break;
+        let Ok(top) = decode(copy.bytes.clone()).await else {
+            continue;
+        };
+        if restore.as_ref().is_none_or(|(_, _, best)| top > *best) {
+            restore = Some((name.to_string(), copy.bytes, top));
         }
+        restore_ms = Some(millis);
     }
+    let restore = restore.map(|(name, bytes, _)| (name, bytes));
     let Some((from, bytes)) = restore else {
         return Err(Error::NoReadableRepoBackup { reason, tried });
     };
@@ -114,7 +126,8 @@ pub async fn repair_repo_object(storage: &dyn Storage, dry_run: bool) -> Result<
     }
 }
 
-/// Decodes a `repo` object on the blocking pool, for its verdict only.
-async fn decode(bytes: bytes::Bytes) -> Result<()> {
-    crate::assets::blocking(move || RepoInfo::decode(&bytes).map(drop)).await
+/// Decodes a `repo` object on the blocking pool: the time of its newest ops-log
+/// entry (microseconds), or why it cannot be read.
+async fn decode(bytes: bytes::Bytes) -> Result<u64> {
+    crate::assets::blocking(move || RepoInfo::decode(&bytes).map(|i| i.last_updated_at())).await
 }
