@@ -83,11 +83,12 @@ pub(crate) fn store_to_py(e: floe::zarr::store::StoreError) -> PyErr {
     let class = match &e {
         S::ReadOnly { .. } => Some(READ_ONLY),
         S::InvalidKey { .. } => Some(INVALID_INPUT),
-        S::Repository { source, .. } => match source.as_ref() {
-            floe::Error::Conflict(_) | floe::Error::MergeConflict { .. } => {
+        S::Repository { .. } => match e.repository_error() {
+            Some(floe::Error::Conflict(_) | floe::Error::MergeConflict { .. }) => {
                 return ConflictError::new_err(e.to_string())
             }
-            other => class_of(other),
+            Some(other) => class_of(other),
+            None => None,
         },
         _ => None,
     };
