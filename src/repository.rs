@@ -738,7 +738,7 @@ impl Repository {
 
     /// The snapshot a selector names. A snapshot id is checked to exist, and a time
     /// looked up, by reading commit facts only, never node tables
-    /// ([`AssetManager::fetch_snapshot_header`]).
+    /// (`AssetManager::fetch_snapshot_header`).
     ///
     /// # Errors
     /// [`Error::BranchNotFound`], [`Error::TagNotFound`], [`Error::TagDeleted`],
@@ -822,7 +822,7 @@ impl Repository {
     /// holds every commit's summary and parent, so the stream reads one object; on
     /// spec 1 it reads one snapshot file per item, each only when the stream is
     /// polled for it, and only its commit facts, not its node table
-    /// ([`AssetManager::fetch_snapshot_header`]).
+    /// (`AssetManager::fetch_snapshot_header`).
     ///
     /// # Errors
     /// Items are errors for: a selector that names nothing ([`Error::BranchNotFound`],
