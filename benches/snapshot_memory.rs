@@ -87,9 +87,14 @@ async fn build_repo(dir: &Path, n: usize) -> SnapshotId {
         let repo = Repository::open(storage).await.unwrap();
         return repo.lookup_branch("main").await.unwrap();
     }
-    let repo = Repository::create(Arc::clone(&storage), None)
-        .await
-        .unwrap();
+    let repo = Repository::create_with(
+        Arc::clone(&storage),
+        None,
+        floe::format::SpecVersion::V1,
+        floe::OpenOptions::default(),
+    )
+    .await
+    .unwrap();
     let started = Instant::now();
     let snap = Arc::new(big_snapshot(n));
     let id = snap.id;

@@ -121,9 +121,14 @@ fn wide_snapshot(spec: SpecVersion, n: usize) -> Snapshot {
 /// A spec-1 repository in `storage` whose `main` points at a snapshot of `n` nodes;
 /// returns that snapshot's id.
 async fn wide_repo(storage: Arc<dyn Storage>, n: usize) -> SnapshotId {
-    let repo = Repository::create(Arc::clone(&storage), None)
-        .await
-        .unwrap();
+    let repo = Repository::create_with(
+        Arc::clone(&storage),
+        None,
+        SpecVersion::V1,
+        floe::OpenOptions::default(),
+    )
+    .await
+    .unwrap();
     let snap = Arc::new(wide_snapshot(SpecVersion::V1, n));
     let id = snap.id;
     AssetManager::new(Arc::clone(&storage))
@@ -440,9 +445,14 @@ async fn spec2_commit_facts_take_parents_from_the_repo_object() {
 #[tokio::test]
 async fn spec1_refs_need_an_existing_snapshot() {
     let storage = new_in_memory_storage();
-    let repo = Repository::create(Arc::clone(&storage), None)
-        .await
-        .unwrap();
+    let repo = Repository::create_with(
+        Arc::clone(&storage),
+        None,
+        floe::format::SpecVersion::V1,
+        floe::OpenOptions::default(),
+    )
+    .await
+    .unwrap();
     let missing = SnapshotId::random();
     assert!(matches!(
         repo.create_tag("t", missing).await,
