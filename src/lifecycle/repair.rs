@@ -55,8 +55,8 @@ pub enum RepairOutcome {
 /// # Errors
 /// [`Error::Storage`] (`NotFound` when there is no `repo` object: not a spec-2
 /// repository); [`Error::NoReadableRepoBackup`] when no copy decodes;
-/// [`Error::RepoObjectContention`] when
-/// the object changed while it was being repaired.
+/// [`Error::RepoObjectContention`] when the object changed while it was being
+/// repaired.
 pub async fn repair_repo_object(storage: &dyn Storage, dry_run: bool) -> Result<RepairOutcome> {
     let current = storage.get(keys::SPEC2_REPO).await?;
     let reason = match decode(current.bytes.clone()).await {
@@ -94,8 +94,7 @@ pub async fn repair_repo_object(storage: &dyn Storage, dry_run: bool) -> Result<
         }
         restore_ms = Some(millis);
     }
-    let restore = restore.map(|(name, bytes, _)| (name, bytes));
-    let Some((from, bytes)) = restore else {
+    let Some((from, bytes, _)) = restore else {
         return Err(Error::NoReadableRepoBackup { reason, tried });
     };
     if dry_run {
