@@ -14,8 +14,8 @@
 //! [`storage`] → [`mod@format`] → [`error`] → [`virtual_refs`] → `assets` (fetching and
 //! caching format objects) → [`refs`] → [`lifecycle`] (expiry, garbage collection,
 //! upgrade, repair) → [`zarr`] → [`session`] (with [`SessionStore`], a session as a
-//! Zarr store) → [`repository`] → [`ops`] (import, export) → the `floe` CLI
-//! ([`cli`]).
+//! Zarr store) → [`repository`] → [`ops`] (import, export). The `floe` command line is the
+//! binary's own module (`src/cli`, not library API) on top of all of them.
 //!
 //! ## Paths and chunk indices
 //!
@@ -105,7 +105,6 @@ pub mod assets;
 #[allow(unreachable_pub)]
 pub(crate) mod assets;
 mod buffer_pool;
-pub mod cli;
 mod compute;
 pub mod error;
 pub mod format;

@@ -5,6 +5,8 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
+mod cli;
+
 fn main() -> std::process::ExitCode {
-    floe::cli::main()
+    cli::main()
 }

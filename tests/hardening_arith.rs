@@ -18,9 +18,9 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use common::{array_def, p};
-use floe::cli::formats::RegionFormats;
 use floe::format::manifest::{ChunkPayload, NativeChunkRef};
 use floe::storage::{LocalStorage, Storage};
+use floe::zarr::RegionFormats;
 use floe::zarr::{ArraySubset, DataType, FilesystemStore, ZarrError};
 use floe::{Error, Repository};
 

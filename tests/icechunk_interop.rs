@@ -38,13 +38,13 @@ use std::process::Command;
 use std::sync::Arc;
 
 use base64::Engine as _;
-use floe::cli::formats::RegionFormats;
 use floe::format::config::{ContainerStore, RepositoryConfig, VirtualChunkContainer};
 use floe::format::manifest::{Checksum, ChunkPayload, VirtualChunkRef};
 use floe::format::snapshot::NodeData;
 use floe::format::SpecVersion;
 use floe::storage::LocalStorage;
 use floe::virtual_refs::VirtualAccess;
+use floe::zarr::RegionFormats;
 use floe::zarr::{delete_node, Array, ArrayBuilder, ArraySubset, DataType, Group, Store};
 use floe::{CommitOptions, Error, NodePath, OpenOptions, Repository, SnapshotId, VersionSelector};
 use serde_json::{json, Map, Value};

@@ -1,6 +1,7 @@
 //! The crate's import graph has no cycles (issue 28, section 2).
 //!
-//! Scans `src/**/*.rs` (the library crate; `src/main.rs` is the binary and the Python
+//! Scans `src/**/*.rs` (the library crate, and the binary's `src/cli/`, which names
+//! the library as `floe::…`, so only its own files' edges count; the Python
 //! bindings in `python/` are a separate crate) with `syn`, collects every reference
 //! to another module of the crate — `use` items (`crate::…`, `super::…`, `self::…`,
 //! child modules), paths in code and types, and such paths inside macro calls — and

@@ -11,9 +11,9 @@ use std::sync::Arc;
 
 use base64::Engine;
 use common::p;
-use floe::cli::formats::RegionFormats;
 use floe::ops::import_kerchunk;
 use floe::storage::LocalStorage;
+use floe::zarr::RegionFormats;
 use floe::zarr::{Array, ArraySubset, Store};
 use floe::Repository;
 use serde_json::Value;

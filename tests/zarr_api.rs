@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use floe::cli::formats::RegionFormats;
 use floe::zarr::store::conformance::{store_conformance, zarr_store_conformance};
+use floe::zarr::RegionFormats;
 use floe::zarr::{
     delete_node, list_children, open_node, walk, Array, ArrayBuilder, ArrayBytes, ArrayOptions,
     ArraySubset, ChunkKeyEncodingKind, DataType, FilesystemStore, Group, MemoryStore, Node,

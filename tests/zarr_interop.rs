@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
-use floe::cli::formats::RegionFormats;
+use floe::zarr::RegionFormats;
 use floe::zarr::{
     walk, Array, ArrayBuilder, ArraySubset, ChunkKeyEncodingKind, DataType, Element,
     FilesystemStore, Group, NodeMetadata, Separator, Store,

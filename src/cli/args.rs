@@ -11,36 +11,36 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 /// standard AWS_* environment variables.
 #[derive(Debug, Parser)]
 #[command(name = "floe", version, about, long_about = None)]
-pub struct Cli {
+pub(crate) struct Cli {
     /// More log output on stderr (-v info, -vv debug); FLOE_LOG overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
-    pub verbose: u8,
+    pub(crate) verbose: u8,
     /// The command.
     #[command(subcommand)]
-    pub command: Command,
+    pub(crate) command: Command,
 }
 
 /// Which snapshot to read: a ref, optionally as of a time.
 #[derive(Debug, Clone, Args)]
-pub struct RefArgs {
+pub(crate) struct RefArgs {
     /// Branch, tag or snapshot id.
     #[arg(long = "ref", value_name = "REF", default_value = "main")]
-    pub reference: String,
+    pub(crate) reference: String,
     /// A branch's state at this time (RFC 3339, e.g. 2024-05-01T12:00:00Z).
     #[arg(long, value_name = "TIME")]
-    pub as_of: Option<String>,
+    pub(crate) as_of: Option<String>,
 }
 
 /// How virtual chunks may be read.
 #[derive(Debug, Clone, Default, Args)]
-pub struct VirtualArgs {
+pub(crate) struct VirtualArgs {
     /// Authorize reading virtual chunks under this URL prefix (repeatable).
     #[arg(long = "allow-virtual", value_name = "PREFIX")]
-    pub allow_virtual: Vec<String>,
+    pub(crate) allow_virtual: Vec<String>,
     /// Give up a virtual chunk request (with its retries) after this many seconds
     /// (default 60).
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
-    pub virtual_read_deadline: Option<std::time::Duration>,
+    pub(crate) virtual_read_deadline: Option<std::time::Duration>,
 }
 
 /// A positive, finite number of seconds.
@@ -54,7 +54,7 @@ fn parse_seconds(s: &str) -> Result<std::time::Duration, String> {
 
 /// Output format of `floe cat`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum CatFormat {
+pub(crate) enum CatFormat {
     /// Human-readable text.
     Text,
     /// Nested JSON lists (strings as JSON strings).
@@ -65,14 +65,14 @@ pub enum CatFormat {
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Create an empty repository.
     Init {
         /// Repository path or URL.
         repo: String,
         /// Icechunk spec version: 2 (the default, as Icechunk 2.x creates: ops
         /// log, repository metadata) or 1 (opens in Icechunk 1.x and 2.x).
-        #[arg(long, value_name = "N", default_value_t = crate::Repository::DEFAULT_SPEC_VERSION as u8, value_parser = clap::value_parser!(u8).range(1..=2))]
+        #[arg(long, value_name = "N", default_value_t = floe::Repository::DEFAULT_SPEC_VERSION as u8, value_parser = clap::value_parser!(u8).range(1..=2))]
         spec_version: u8,
     },
     /// Upgrade a spec-1 repository to spec 2, as Icechunk 2.x's
@@ -251,7 +251,7 @@ pub enum Command {
 
 /// `floe branch ...`
 #[derive(Debug, Subcommand)]
-pub enum BranchCommand {
+pub(crate) enum BranchCommand {
     /// List branches and the snapshots they point to.
     List {
         /// Repository path or URL.
@@ -291,7 +291,7 @@ pub enum BranchCommand {
 
 /// `floe tag ...`
 #[derive(Debug, Subcommand)]
-pub enum TagCommand {
+pub(crate) enum TagCommand {
     /// List tags and the snapshots they point to.
     List {
         /// Repository path or URL.
@@ -321,7 +321,7 @@ pub enum TagCommand {
 
 /// `floe import ...`
 #[derive(Debug, Subcommand)]
-pub enum ImportCommand {
+pub(crate) enum ImportCommand {
     /// Copy a plain Zarr v3 or v2 filesystem store into the repository as one commit.
     Zarr {
         /// Source store directory.
@@ -343,16 +343,16 @@ pub enum ImportCommand {
 
 /// Where an import goes: repository, node path, branch, commit message.
 #[derive(Debug, Clone, Args)]
-pub struct ImportTarget {
+pub(crate) struct ImportTarget {
     /// Repository path or URL.
-    pub repo: String,
+    pub(crate) repo: String,
     /// Node path to import under (default: the root).
     #[arg(long)]
-    pub path: Option<String>,
+    pub(crate) path: Option<String>,
     /// Branch to commit to.
     #[arg(long, default_value = "main")]
-    pub branch: String,
+    pub(crate) branch: String,
     /// Commit message.
     #[arg(short = 'm', long = "message")]
-    pub message: String,
+    pub(crate) message: String,
 }

@@ -8,14 +8,14 @@ use std::io::Write;
 use std::sync::Arc;
 
 use super::args::{CatFormat, RefArgs, VirtualArgs};
-use super::formats::RegionFormats;
 use super::region::parse_region;
 use super::target::open_source;
 use super::{text, CliError, CliResult};
-use crate::format::NodePath;
-use crate::zarr::data_type::element_to_json;
-use crate::zarr::subset::{checked_product, indices_in, saturating_product};
-use crate::zarr::{Array, ArrayBytes, ArraySubset, DataType, Store, ZarrError};
+use floe::format::NodePath;
+use floe::zarr::data_type::element_to_json;
+use floe::zarr::subset::{checked_product, indices_in, saturating_product};
+use floe::zarr::RegionFormats;
+use floe::zarr::{Array, ArrayBytes, ArraySubset, DataType, Store, ZarrError};
 use serde_json::Value;
 
 /// Largest number of elements read at once for JSON and raw output.
@@ -24,11 +24,11 @@ const SLAB_ELEMENTS: u64 = 1 << 22;
 /// What to print: the array, the region and the format.
 pub(super) struct CatRequest<'a> {
     /// Array path (`/a/b` or `a/b`).
-    pub array: &'a str,
+    pub(crate) array: &'a str,
     /// `--region`, if given.
-    pub region: Option<&'a str>,
+    pub(crate) region: Option<&'a str>,
     /// Output format.
-    pub format: CatFormat,
+    pub(crate) format: CatFormat,
 }
 
 /// Prints an array of the repository (or plain Zarr store) at `location`.
@@ -52,16 +52,14 @@ pub(super) async fn cat(
 /// Opens the array at `path`, with errors naming the absolute path.
 ///
 /// # Errors
-/// [`crate::Error::NodeNotFound`], [`crate::Error::NotAnArray`]; metadata and store
+/// [`floe::Error::NodeNotFound`], [`floe::Error::NotAnArray`]; metadata and store
 /// errors.
 pub(super) async fn open_array(store: Arc<dyn Store>, path: &str) -> CliResult<Array> {
-    let node = NodePath::new(path).map_err(crate::Error::from)?;
+    let node = NodePath::new(path).map_err(floe::Error::from)?;
     match Array::open(store, node.key_prefix()).await {
         Ok(a) => Ok(a),
-        Err(ZarrError::NodeNotFound { .. }) => {
-            Err(crate::Error::NodeNotFound { path: node }.into())
-        }
-        Err(ZarrError::WrongNodeType { .. }) => Err(crate::Error::NotAnArray { path: node }.into()),
+        Err(ZarrError::NodeNotFound { .. }) => Err(floe::Error::NodeNotFound { path: node }.into()),
+        Err(ZarrError::WrongNodeType { .. }) => Err(floe::Error::NotAnArray { path: node }.into()),
         Err(e) => Err(e.into()),
     }
 }

@@ -31,7 +31,7 @@ pub(super) async fn run(cli: Cli) -> CliResult<()> {
     match cli.command {
         Command::Init { repo, spec_version } => {
             let spec =
-                crate::format::SpecVersion::from_byte(spec_version).map_err(crate::Error::from)?;
+                floe::format::SpecVersion::from_byte(spec_version).map_err(floe::Error::from)?;
             let r = create_repo(&repo, spec).await?;
             writeln!(
                 out,
@@ -101,7 +101,7 @@ pub(super) async fn run(cli: Cli) -> CliResult<()> {
             target,
             max_refs,
         }) => {
-            let limits = crate::ops::KerchunkLimits::default().max_generated_refs(max_refs);
+            let limits = floe::ops::KerchunkLimits::default().max_generated_refs(max_refs);
             import_kerchunk(&mut out, &refs, &target, &limits).await?
         }
         Command::Export {
@@ -117,7 +117,7 @@ pub(super) async fn run(cli: Cli) -> CliResult<()> {
             delete_expired_tags,
             json,
         } => {
-            let options = crate::lifecycle::ExpireOptions::default()
+            let options = floe::lifecycle::ExpireOptions::default()
                 .delete_expired_branches(delete_expired_branches)
                 .delete_expired_tags(delete_expired_tags);
             let repo = open_repo(&repo, &[]).await?;
@@ -130,7 +130,7 @@ pub(super) async fn run(cli: Cli) -> CliResult<()> {
             allow_recent_cutoff,
             json,
         } => {
-            let options = crate::lifecycle::GcOptions::default()
+            let options = floe::lifecycle::GcOptions::default()
                 .dry_run(dry_run)
                 .allow_recent_cutoff(allow_recent_cutoff);
             let repo = open_repo(&repo, &[]).await?;

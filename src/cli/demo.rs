@@ -15,9 +15,9 @@ use super::cat::{cat, CatRequest};
 use super::target::create_repo;
 use super::CliError;
 use super::{history, ls, refs, CliResult};
-use crate::repository::Repository;
-use crate::session::Session;
-use crate::zarr::{Array, ArrayBuilder, ArraySubset, DataType, Group, Store};
+use floe::repository::Repository;
+use floe::session::Session;
+use floe::zarr::{Array, ArrayBuilder, ArraySubset, DataType, Group, Store};
 
 fn attrs(v: Value) -> Map<String, Value> {
     v.as_object().cloned().unwrap_or_default()
@@ -176,7 +176,7 @@ async fn create_datasets(session: &Session) -> CliResult<()> {
 /// Builds the demo repository in `dir`; returns the repository.
 async fn build(location: &str) -> CliResult<Repository> {
     let repo = match create_repo(location, Repository::DEFAULT_SPEC_VERSION).await {
-        Err(CliError::Floe(crate::Error::RepositoryExists { .. })) => {
+        Err(CliError::Floe(floe::Error::RepositoryExists { .. })) => {
             return Err(CliError::Usage(format!(
                 "`{location}` already holds a repository (from an earlier demo?): \
                  remove it or choose another directory"
@@ -245,7 +245,7 @@ fn at(reference: &str) -> RefArgs {
 /// diff.
 ///
 /// # Errors
-/// [`crate::Error::RepositoryExists`] when `dir` holds a repository; storage errors.
+/// [`floe::Error::RepositoryExists`] when `dir` holds a repository; storage errors.
 pub(super) async fn demo(out: &mut impl Write, dir: &Path) -> CliResult<()> {
     let location = dir.display().to_string();
     let repo = build(&location).await?;

@@ -1,5 +1,5 @@
 //! `floe export`: a ref's tree written as a plain Zarr v3 filesystem store by
-//! [`crate::ops::export_zarr`]. Virtual chunks are read only under `--allow-virtual`
+//! [`floe::ops::export_zarr`]. Virtual chunks are read only under `--allow-virtual`
 //! prefixes.
 
 use std::io::Write;
@@ -26,7 +26,7 @@ pub(super) async fn export(
     let session = repo.readonly_session(&selector(&repo, at).await?).await?;
     let bar = progress::bar(0, "chunks");
     let report = progress::follow(&bar);
-    let summary = crate::ops::export_zarr(&session, dest, Some(&report)).await?;
+    let summary = floe::ops::export_zarr(&session, dest, Some(&report)).await?;
     bar.finish_and_clear();
     writeln!(
         out,

@@ -9,7 +9,7 @@ use super::output;
 use super::refs::ref_map;
 use super::target::selector;
 use super::CliResult;
-use crate::repository::Repository;
+use floe::repository::Repository;
 
 /// Prints spec version, branches, tags and configuration (text, or one JSON object).
 ///
@@ -52,7 +52,7 @@ pub(super) async fn info(out: &mut impl Write, repo: &Repository, json: bool) ->
     )?;
     for c in config
         .virtual_chunk_containers()
-        .map_err(crate::Error::from)?
+        .map_err(floe::Error::from)?
     {
         let line = format!("virtual chunk container: {} ({:?})", c.url_prefix, c.store);
         writeln!(out, "    {}", output::escape_controls(&line))?;
@@ -64,10 +64,10 @@ pub(super) async fn info(out: &mut impl Write, repo: &Repository, json: bool) ->
 /// `type`, the operation's fields, `updated_at` in RFC 3339 and `backup_path`).
 ///
 /// # Errors
-/// [`crate::Error::UnsupportedOnSpecVersion`] on spec 1; repository errors.
+/// [`floe::Error::UnsupportedOnSpecVersion`] on spec 1; repository errors.
 pub(super) async fn ops_log(out: &mut impl Write, repo: &Repository, json: bool) -> CliResult<()> {
     for u in repo.ops_log().await? {
-        let time = crate::format::snapshot::micros_to_time(u.updated_at);
+        let time = floe::format::snapshot::micros_to_time(u.updated_at);
         if json {
             let mut v = serde_json::to_value(&u).unwrap_or(Value::Null);
             if let Some(o) = v.as_object_mut() {

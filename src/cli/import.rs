@@ -1,7 +1,7 @@
 //! `floe import zarr` (copy a plain Zarr v3/v2 filesystem store into a repository)
 //! and `floe import kerchunk` (virtual import of a kerchunk reference set), each as
 //! one commit on a branch, rebased and retried when the branch moved meanwhile. The
-//! work is done by [`crate::ops`]; this module opens what the arguments name, draws
+//! work is done by [`floe::ops`]; this module opens what the arguments name, draws
 //! progress, commits and reports.
 
 use std::io::Write;
@@ -10,11 +10,11 @@ use std::path::Path;
 use super::args::ImportTarget;
 use super::target::open_repo;
 use super::{plain_store, progress, CliError, CliResult};
-use crate::error::Error;
-use crate::format::NodePath;
-use crate::ops::OpsError;
-use crate::repository::Repository;
-use crate::session::Session;
+use floe::error::Error;
+use floe::format::NodePath;
+use floe::ops::OpsError;
+use floe::repository::Repository;
+use floe::session::Session;
 
 impl ImportTarget {
     fn dest(&self) -> CliResult<NodePath> {
@@ -48,7 +48,7 @@ pub(super) async fn import_zarr(
     let session = target.session().await?;
     let bar = progress::bar(0, "chunks");
     let report = progress::follow(&bar);
-    let summary = crate::ops::import_zarr(&session, store.as_ref(), &dest, Some(&report))
+    let summary = floe::ops::import_zarr(&session, store.as_ref(), &dest, Some(&report))
         .await
         .map_err(|e| match e {
             OpsError::RootIsArray => CliError::Usage(format!(
@@ -87,7 +87,7 @@ pub(super) async fn import_kerchunk(
     out: &mut impl Write,
     refs: &Path,
     target: &ImportTarget,
-    limits: &crate::ops::KerchunkLimits,
+    limits: &floe::ops::KerchunkLimits,
 ) -> CliResult<()> {
     if !refs.is_file() {
         return Err(CliError::Usage(format!(
@@ -100,7 +100,7 @@ pub(super) async fn import_kerchunk(
     let bar = progress::bar(0, "references");
     let report = progress::follow(&bar);
     let summary =
-        crate::ops::import_kerchunk_with(&repo, &session, refs, &dest, Some(&report), limits)
+        floe::ops::import_kerchunk_with(&repo, &session, refs, &dest, Some(&report), limits)
             .await?;
     bar.finish_and_clear();
     let id = session.commit(&target.message).await?;

@@ -1,5 +1,5 @@
 //! `floe expire`, `floe gc` and `floe upgrade`: repository maintenance (see
-//! [`crate::lifecycle`]).
+//! [`floe::lifecycle`]).
 
 use std::io::Write;
 
@@ -7,8 +7,8 @@ use serde_json::json;
 
 use super::target::parse_time;
 use super::{output, progress, CliResult};
-use crate::lifecycle::{ExpireOptions, GcOptions};
-use crate::repository::Repository;
+use floe::lifecycle::{ExpireOptions, GcOptions};
+use floe::repository::Repository;
 
 /// Expires snapshots older than `older_than` (RFC 3339) and prints what it did.
 ///
@@ -25,7 +25,7 @@ pub(super) async fn expire(
         .expire_snapshots(parse_time(older_than)?, options)
         .await?;
     if json {
-        let ids = |set: &std::collections::BTreeSet<crate::SnapshotId>| {
+        let ids = |set: &std::collections::BTreeSet<floe::SnapshotId>| {
             set.iter().map(ToString::to_string).collect::<Vec<_>>()
         };
         output::json_line(
@@ -109,7 +109,7 @@ pub(super) async fn gc(
 /// Upgrades the spec-1 repository at `location` to spec 2 and prints what it did.
 ///
 /// # Errors
-/// As [`crate::lifecycle::upgrade_to_spec2`]; storage location errors.
+/// As [`floe::lifecycle::upgrade_to_spec2`]; storage location errors.
 pub(super) async fn upgrade(
     out: &mut impl Write,
     location: &str,
@@ -117,7 +117,7 @@ pub(super) async fn upgrade(
     json: bool,
 ) -> CliResult<()> {
     let storage = super::target::repo_storage(location)?;
-    let report = crate::lifecycle::upgrade_to_spec2(storage, dry_run).await?;
+    let report = floe::lifecycle::upgrade_to_spec2(storage, dry_run).await?;
     if json {
         output::json_line(out, &serde_json::to_value(&report).unwrap_or_default())?;
         return Ok(());

@@ -9,7 +9,7 @@ use super::output;
 use super::plain_store::{self, ListedNode};
 use super::target::{open_repo, plain_zarr_store, selector};
 use super::CliResult;
-use crate::format::NodePath;
+use floe::format::NodePath;
 
 /// Lists the nodes at and below `path` (default the root), in path order: one
 /// summary line per node, or with `json` one JSON Lines record
@@ -17,10 +17,10 @@ use crate::format::NodePath;
 ///
 /// A repository snapshot's nodes are read from its file one at a time and printed as
 /// they are read: memory holds the file's flatbuffer, not a decoded tree
-/// ([`crate::Repository::snapshot_nodes`]).
+/// ([`floe::Repository::snapshot_nodes`]).
 ///
 /// # Errors
-/// Repository, ref and store errors; [`crate::Error::NodeNotFound`] when nothing is
+/// Repository, ref and store errors; [`floe::Error::NodeNotFound`] when nothing is
 /// at `path` (an empty repository's root lists nothing, without error).
 pub(super) async fn ls(
     out: &mut impl Write,
@@ -29,7 +29,7 @@ pub(super) async fn ls(
     at: &RefArgs,
     json: bool,
 ) -> CliResult<()> {
-    let root = NodePath::new(path.unwrap_or("/")).map_err(crate::Error::from)?;
+    let root = NodePath::new(path.unwrap_or("/")).map_err(floe::Error::from)?;
     if let Some(dir) = plain_zarr_store(location) {
         let store = plain_store::open(&dir)?;
         for n in plain_store::list(store.as_ref(), root.key_prefix()).await? {
@@ -42,7 +42,7 @@ pub(super) async fn ls(
     let nodes = repo.snapshot_nodes(&id).await?;
     let mut listed = 0usize;
     for n in nodes.under(&root) {
-        let n = n.map_err(crate::Error::from)?;
+        let n = n.map_err(floe::Error::from)?;
         let listed_node = ListedNode {
             path: n.path.to_string(),
             is_group: n.is_group(),
@@ -52,7 +52,7 @@ pub(super) async fn ls(
         listed += 1;
     }
     if listed == 0 && !root.is_root() {
-        return Err(crate::Error::NodeNotFound { path: root }.into());
+        return Err(floe::Error::NodeNotFound { path: root }.into());
     }
     Ok(())
 }

@@ -15,7 +15,6 @@ mod cat;
 mod commands;
 mod demo;
 mod export;
-pub mod formats;
 mod history;
 mod import;
 mod lifecycle;
@@ -33,25 +32,25 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-pub use args::{Cli, Command};
+pub(crate) use args::Cli;
 
-use crate::virtual_refs::VirtualChunkError;
+use floe::virtual_refs::VirtualChunkError;
 
 /// Errors of CLI commands: the library's, plus usage problems found after parsing.
 #[derive(Debug, thiserror::Error)]
-pub enum CliError {
+pub(crate) enum CliError {
     /// A repository or session operation failed.
     #[error(transparent)]
-    Floe(#[from] crate::Error),
+    Floe(#[from] floe::Error),
     /// A storage location could not be opened.
     #[error(transparent)]
-    Storage(#[from] crate::storage::StorageError),
+    Storage(#[from] floe::storage::StorageError),
     /// A Zarr store operation failed.
     #[error(transparent)]
-    Store(#[from] crate::zarr::store::StoreError),
+    Store(#[from] floe::zarr::store::StoreError),
     /// The Zarr layer (metadata, arrays, codecs) failed.
     #[error(transparent)]
-    Zarr(#[from] crate::zarr::ZarrError),
+    Zarr(#[from] floe::zarr::ZarrError),
     /// Bad arguments or input (region syntax, time format, not a Zarr store, ...).
     #[error("{0}")]
     Usage(String),
@@ -60,9 +59,9 @@ pub enum CliError {
     Io(#[from] std::io::Error),
 }
 
-impl From<crate::ops::OpsError> for CliError {
-    fn from(e: crate::ops::OpsError) -> Self {
-        use crate::ops::OpsError;
+impl From<floe::ops::OpsError> for CliError {
+    fn from(e: floe::ops::OpsError) -> Self {
+        use floe::ops::OpsError;
         match e {
             OpsError::Floe(e) => CliError::Floe(e),
             OpsError::Zarr(e) => CliError::Zarr(e),
@@ -73,12 +72,12 @@ impl From<crate::ops::OpsError> for CliError {
 }
 
 /// Result of CLI commands.
-pub type CliResult<T> = Result<T, CliError>;
+pub(crate) type CliResult<T> = Result<T, CliError>;
 
 impl CliError {
     /// The one-line message printed on stderr. A virtual chunk read refused for want
     /// of authorization names the `--allow-virtual` prefix that allows it.
-    pub fn message(&self) -> String {
+    pub(crate) fn message(&self) -> String {
         let msg = match unauthorized_virtual(self) {
             Some((array, url, prefix)) => format!(
                 "{}reading virtual chunks from `{url}` is not authorized: pass \
@@ -108,9 +107,9 @@ fn unauthorized_virtual(err: &CliError) -> Option<(Option<String>, String, Strin
     while let Some(e) = cur {
         // Stores carry repository errors boxed (`StoreError::Repository`).
         let floe_error = e
-            .downcast_ref::<crate::Error>()
-            .or_else(|| e.downcast_ref::<Box<crate::Error>>().map(|b| &**b));
-        if let Some(crate::Error::VirtualChunk { path, source, .. }) = floe_error {
+            .downcast_ref::<floe::Error>()
+            .or_else(|| e.downcast_ref::<Box<floe::Error>>().map(|b| &**b));
+        if let Some(floe::Error::VirtualChunk { path, source, .. }) = floe_error {
             array = Some(path.to_string());
             if let VirtualChunkError::Unauthorized { url, container } = source {
                 return Some((array, url.clone(), container.clone()));
@@ -127,7 +126,7 @@ fn unauthorized_virtual(err: &CliError) -> Option<(Option<String>, String, Strin
 }
 
 /// Runs the CLI with the process arguments; returns the exit status.
-pub fn main() -> ExitCode {
+pub(crate) fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(cli.verbose);
     let runtime = match tokio::runtime::Builder::new_multi_thread()

@@ -4,8 +4,8 @@ use std::io::Write;
 
 use serde_json::{json, Value};
 
-use crate::repository::SnapshotInfo;
-use crate::session::Diff;
+use floe::repository::SnapshotInfo;
+use floe::session::Diff;
 
 /// Prints one JSON value on one line.
 pub(super) fn json_line(out: &mut impl Write, value: &Value) -> std::io::Result<()> {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::{CliError, CliResult};
-use crate::zarr::{walk, FilesystemStore, NodeMetadata, Store, ZarrError};
+use floe::zarr::{walk, FilesystemStore, NodeMetadata, Store, ZarrError};
 
 /// The metadata files that mark the root of a Zarr store.
 const ROOT_MARKERS: [&str; 3] = ["zarr.json", ".zgroup", ".zarray"];
@@ -43,11 +43,11 @@ pub(super) fn open(dir: &Path) -> CliResult<Arc<dyn Store>> {
 /// metadata as a v3 `zarr.json` object (v2 metadata translated).
 pub(super) struct ListedNode {
     /// Absolute path, `/` for the root.
-    pub path: String,
+    pub(crate) path: String,
     /// Group (`true`) or array.
-    pub is_group: bool,
+    pub(crate) is_group: bool,
     /// The v3 metadata document.
-    pub metadata: Value,
+    pub(crate) metadata: Value,
 }
 
 /// Every node at or below `path` of a plain store, depth-first in path order.

@@ -23,7 +23,7 @@ pub(super) fn bar(total: u64, what: &str) -> ProgressBar {
     pb
 }
 
-/// A progress callback for [`crate::ops`] operations that moves `bar`: called with
+/// A progress callback for [`floe::ops`] operations that moves `bar`: called with
 /// (items done, items in all).
 pub(super) fn follow(bar: &ProgressBar) -> impl Fn(u64, u64) + Sync + '_ {
     move |done, total| {

@@ -9,7 +9,7 @@ use super::args::{BranchCommand, TagCommand};
 use super::output;
 use super::target::{open_repo, selector};
 use super::CliResult;
-use crate::repository::Repository;
+use floe::repository::Repository;
 
 /// The snapshot ids of branches (or tags, with `tags`) `names`.
 ///

@@ -8,7 +8,7 @@
 use std::ops::Range;
 
 use super::{CliError, CliResult};
-use crate::zarr::ArraySubset;
+use floe::zarr::ArraySubset;
 
 /// Parses `text` into a region of an array of `shape` at `array` (named in errors).
 /// `None` means the whole array.

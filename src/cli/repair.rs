@@ -1,12 +1,13 @@
 //! `floe repair`: puts back the newest readable copy of an unreadable spec-2 `repo`
-//! object (see [`crate::lifecycle::repair`]).
+//! object (see [`floe::lifecycle::repair`]).
 
 use std::io::Write;
 
 use serde_json::json;
 
+use super::CliError;
 use super::{output, CliResult};
-use crate::lifecycle::{repair_repo_object, RepairOutcome};
+use floe::lifecycle::{repair_repo_object, RepairOutcome};
 
 /// Repairs the repository at `location` and prints what it did.
 ///
@@ -30,6 +31,11 @@ pub(super) async fn repair(
             from,
             damaged_saved_as,
         } => ("restored", Some(reason), Some(from), Some(damaged_saved_as)),
+        other => {
+            return Err(CliError::Usage(format!(
+                "repair reported an outcome this floe binary cannot show: {other:?}"
+            )))
+        }
     };
     if json {
         output::json_line(

@@ -6,18 +6,18 @@ use chrono::{DateTime, Utc};
 
 use super::args::{RefArgs, VirtualArgs};
 use super::{CliError, CliResult};
-use crate::repository::{OpenOptions, Repository, VersionSelector};
-use crate::session::Session;
-use crate::storage::{
+use floe::repository::{OpenOptions, Repository, VersionSelector};
+use floe::session::Session;
+use floe::storage::{
     create_storage, open_storage, parse_storage_url, StorageError, StorageLocation,
 };
-use crate::virtual_refs::VirtualAccess;
-use crate::zarr::Store;
+use floe::virtual_refs::VirtualAccess;
+use floe::zarr::Store;
 
 /// Opens the repository at `location`.
 ///
 /// # Errors
-/// Storage errors for a bad URL; [`crate::Error::RepositoryNotFound`] and friends.
+/// Storage errors for a bad URL; [`floe::Error::RepositoryNotFound`] and friends.
 pub(super) async fn open_repo(location: &str, allow_virtual: &[String]) -> CliResult<Repository> {
     let virtual_reads = VirtualArgs {
         allow_virtual: allow_virtual.to_vec(),
@@ -48,12 +48,12 @@ pub(super) async fn open_repo_reading(
 /// The storage of the existing repository at `location`.
 ///
 /// # Errors
-/// Storage errors for a bad URL; [`crate::Error::RepositoryNotFound`] for a missing
+/// Storage errors for a bad URL; [`floe::Error::RepositoryNotFound`] for a missing
 /// directory.
-pub(super) fn repo_storage(location: &str) -> CliResult<Arc<dyn crate::storage::Storage>> {
+pub(super) fn repo_storage(location: &str) -> CliResult<Arc<dyn floe::storage::Storage>> {
     match open_storage(location, None) {
         Ok(s) => Ok(s),
-        Err(StorageError::NotFound { .. }) => Err(crate::Error::RepositoryNotFound {
+        Err(StorageError::NotFound { .. }) => Err(floe::Error::RepositoryNotFound {
             location: location.to_string(),
         }
         .into()),
@@ -67,10 +67,10 @@ pub(super) fn repo_storage(location: &str) -> CliResult<Arc<dyn crate::storage::
 /// As [`Repository::create`].
 pub(super) async fn create_repo(
     location: &str,
-    spec: crate::format::SpecVersion,
+    spec: floe::format::SpecVersion,
 ) -> CliResult<Repository> {
     let storage = create_storage(location, None)?;
-    Ok(Repository::create_with(storage, None, spec, crate::OpenOptions::default()).await?)
+    Ok(Repository::create_with(storage, None, spec, floe::OpenOptions::default()).await?)
 }
 
 /// Whether `location` is a plain Zarr filesystem store (a local directory with
@@ -79,7 +79,7 @@ pub(super) fn plain_zarr_store(location: &str) -> Option<std::path::PathBuf> {
     let Ok(StorageLocation::Local(path)) = parse_storage_url(location) else {
         return None;
     };
-    if path.join(crate::format::keys::branch("main")).exists() {
+    if path.join(floe::format::keys::branch("main")).exists() {
         return None;
     }
     super::plain_store::is_zarr_dir(&path).then_some(path)

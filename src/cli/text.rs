@@ -14,8 +14,8 @@ use half::f16;
 
 use super::region::format_region;
 use super::CliResult;
-use crate::zarr::data_type::element_to_json;
-use crate::zarr::{Array, ArrayBytes, ArraySubset, DataType, ZarrError};
+use floe::zarr::data_type::element_to_json;
+use floe::zarr::{Array, ArrayBytes, ArraySubset, DataType, ZarrError};
 
 /// Regions with more elements than this are summarized.
 pub(super) const SUMMARY_THRESHOLD: u64 = 1000;

@@ -32,7 +32,7 @@ pub mod node;
 pub mod store;
 pub mod subset;
 
-pub use array::{Array, ArrayBuilder, ArrayOptions};
+pub use array::{Array, ArrayBuilder, ArrayOptions, RegionFormats};
 pub use array_bytes::ArrayBytes;
 pub use chunk_grid::{ChunkGrid, RegularChunkGrid};
 pub use chunk_key_encoding::{ChunkKeyEncoding, Separator};

@@ -292,7 +292,7 @@ pub fn copy_region_bytes(
 /// Iterates over all index tuples of a box `start .. start + shape` in C order
 /// (one empty tuple for 0-d, none when any extent is 0). Needs no element count, so
 /// boxes whose count overflows `u64` iterate correctly (if endlessly).
-pub(crate) fn indices_in(start: &[u64], shape: &[u64]) -> impl Iterator<Item = Vec<u64>> {
+pub fn indices_in(start: &[u64], shape: &[u64]) -> impl Iterator<Item = Vec<u64>> {
     let start = start.to_vec();
     let shape = shape.to_vec();
     let mut cur: Option<Vec<u64>> = (!shape.contains(&0)).then(|| start.clone());

@@ -4,9 +4,9 @@
 use std::path::PathBuf;
 
 use bytes::Bytes;
-use floe::cli::formats::RegionFormats;
 use floe::format::NodePath;
 use floe::session::ArrayDefinition;
+use floe::zarr::RegionFormats;
 
 /// Whether the tests run in CI (`CI=true`), where missing prerequisites are failures.
 pub fn in_ci() -> bool {

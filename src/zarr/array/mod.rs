@@ -14,11 +14,13 @@
 
 mod builder;
 mod chunk_io;
+mod formats;
 mod read;
 mod update;
 mod write;
 
 pub use builder::ArrayBuilder;
+pub use formats::RegionFormats;
 
 use std::sync::Arc;
 

@@ -1,14 +1,16 @@
-//! The output formats of `floe cat` as a reading API: a region of an array as raw
-//! little-endian bytes or as JSON. They live here, beside the command that prints
-//! them, not in the array type: the Zarr layer reads decoded elements
-//! ([`ArrayBytes`](crate::zarr::ArrayBytes)), and what a program prints them as is the program's business.
+//! A region of an array as portable values: raw little-endian bytes of the data type
+//! in C order, or JSON. `floe cat`'s `raw` and `json` formats, and the form tests and
+//! other programs compare values in, whatever the array's codecs and byte order. An
+//! extension trait beside the array type, which itself reads decoded elements
+//! ([`ArrayBytes`](crate::zarr::ArrayBytes)).
 
 use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::zarr::{Array, ArraySubset, DataType, ZarrError, ZarrResult};
 
-/// Reads a region of an array in `floe cat`'s `raw` and `json` formats.
+/// Reads a region of an array as little-endian bytes or as JSON (`floe cat`'s `raw`
+/// and `json` formats).
 #[async_trait]
 pub trait RegionFormats {
     /// Reads `region` as raw little-endian bytes of the data type in C order (the
