@@ -44,6 +44,60 @@ pub struct AssetManager {
     /// Spec 2: the latest `repo` object read or written, by version: reused while a
     /// `head` reports the same version, so a decode happens only when it changed.
     repo_cache: RwLock<Option<RepoObject>>,
+    /// Reads in flight, shared by concurrent readers of one object.
+    snapshot_reads: SingleFlight<SnapshotId, Arc<Snapshot>>,
+    header_reads: SingleFlight<SnapshotId, Arc<SnapshotHeader>>,
+    manifest_reads: SingleFlight<ManifestId, Arc<Manifest>>,
+    log_reads: SingleFlight<SnapshotId, Arc<TransactionLog>>,
+    /// Keyed by `repo_generation`: a caller that learned of a newer object (wrote
+    /// or read it) never joins a read that started before it did.
+    repo_reads: SingleFlight<u64, RepoRead>,
+    /// Counts the `repo` objects this manager learned of.
+    repo_generation: std::sync::atomic::AtomicU64,
+}
+
+/// A `repo` object read: its bytes, decoded form and version.
+type RepoRead = (Bytes, Arc<RepoInfo>, Option<ObjectVersion>);
+
+/// Single flight: concurrent requests for one object share one read. The first caller
+/// for a key runs the read; callers arriving while it is in flight wait for its
+/// result instead of sending their own request (32 chunk reads of one array fetch its
+/// manifest once). The value is not kept once the read ends (the caches do that).
+/// When the read fails, each waiting caller tries in turn (errors are not shared).
+#[derive(Debug)]
+struct SingleFlight<K, V> {
+    inflight: std::sync::Mutex<HashMap<K, Arc<tokio::sync::OnceCell<V>>>>,
+}
+
+impl<K, V> Default for SingleFlight<K, V> {
+    fn default() -> Self {
+        SingleFlight {
+            inflight: std::sync::Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl<K: std::hash::Hash + Eq + Clone, V: Clone> SingleFlight<K, V> {
+    /// The result of `read` for `key`, run once for all concurrent callers.
+    ///
+    /// # Errors
+    /// What `read` returns (each caller whose shared read failed runs its own).
+    async fn run<F, Fut>(&self, key: K, read: F) -> Result<V>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<V>>,
+    {
+        let cell = {
+            let mut map = self.inflight.lock().unwrap_or_else(|p| p.into_inner());
+            Arc::clone(map.entry(key.clone()).or_default())
+        };
+        let out = cell.get_or_try_init(read).await.cloned();
+        let mut map = self.inflight.lock().unwrap_or_else(|p| p.into_inner());
+        if map.get(&key).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
+            map.remove(&key);
+        }
+        out
+    }
 }
 
 /// A `repo` object as stored and decoded, at one version.
@@ -135,6 +189,12 @@ impl AssetManager {
             transaction_logs: Cache::new(512),
             parents: RwLock::new(HashMap::new()),
             repo_cache: RwLock::new(None),
+            snapshot_reads: SingleFlight::default(),
+            header_reads: SingleFlight::default(),
+            manifest_reads: SingleFlight::default(),
+            log_reads: SingleFlight::default(),
+            repo_reads: SingleFlight::default(),
+            repo_generation: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -156,6 +216,14 @@ impl AssetManager {
     /// # Errors
     /// As [`AssetManager::fetch_repo_info`].
     pub async fn fetch_repo_object(&self) -> Result<(Bytes, Arc<RepoInfo>, Option<ObjectVersion>)> {
+        let generation = self.repo_generation.load(Ordering::Acquire);
+        self.repo_reads
+            .run(generation, || self.fetch_repo_object_once())
+            .await
+    }
+
+    /// [`AssetManager::fetch_repo_object`], for the caller running the shared read.
+    async fn fetch_repo_object_once(&self) -> Result<RepoRead> {
         let cached = self
             .repo_cache
             .read()
@@ -226,6 +294,7 @@ impl AssetManager {
             bytes,
             info,
         });
+        self.repo_generation.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Spec 2: the `repo` object copy named `name` under `overwritten/` (what the
@@ -313,9 +382,16 @@ impl AssetManager {
         if let Some(s) = self.snapshots.get(id) {
             return Ok(s);
         }
-        let bytes = self.snapshot_bytes(id).await?;
-        let snap = decode_object(bytes, Snapshot::decode).await?;
-        self.admit_snapshot(id, snap).await
+        self.snapshot_reads
+            .run(*id, || async {
+                if let Some(s) = self.snapshots.get(id) {
+                    return Ok(s);
+                }
+                let bytes = self.snapshot_bytes(id).await?;
+                let snap = decode_object(bytes, Snapshot::decode).await?;
+                self.admit_snapshot(id, snap).await
+            })
+            .await
     }
 
     /// Snapshot `snap`, decoded from file `snapshots/{id}`, completed and cached:
@@ -373,9 +449,16 @@ impl AssetManager {
         if let Some(h) = self.cached_header(id) {
             return Ok(h);
         }
-        let bytes = self.snapshot_bytes(id).await?;
-        let header = decode_object(bytes, SnapshotHeader::decode).await?;
-        self.admit_header(id, header).await
+        self.header_reads
+            .run(*id, || async {
+                if let Some(h) = self.cached_header(id) {
+                    return Ok(h);
+                }
+                let bytes = self.snapshot_bytes(id).await?;
+                let header = decode_object(bytes, SnapshotHeader::decode).await?;
+                self.admit_header(id, header).await
+            })
+            .await
     }
 
     /// The commit facts of snapshot `id` from the caches, if there.
@@ -443,9 +526,16 @@ impl AssetManager {
         if let Some(m) = self.manifests.get(id) {
             return Ok(m);
         }
-        let manifest = Arc::new(self.load_manifest(id, size_bytes).await?);
-        self.manifests.insert(*id, Arc::clone(&manifest));
-        Ok(manifest)
+        self.manifest_reads
+            .run(*id, || async {
+                if let Some(m) = self.manifests.get(id) {
+                    return Ok(m);
+                }
+                let manifest = Arc::new(self.load_manifest(id, size_bytes).await?);
+                self.manifests.insert(*id, Arc::clone(&manifest));
+                Ok(manifest)
+            })
+            .await
     }
 
     /// Fetches and decodes manifest `id` without keeping it in the cache (for walks
@@ -491,10 +581,17 @@ impl AssetManager {
         if let Some(t) = self.transaction_logs.get(id) {
             return Ok(t);
         }
-        let bytes = self.storage.get(&keys::transaction_log(id)).await?.bytes;
-        let log = Arc::new(decode_object(bytes, TransactionLog::decode).await?);
-        self.transaction_logs.insert(*id, Arc::clone(&log));
-        Ok(log)
+        self.log_reads
+            .run(*id, || async {
+                if let Some(t) = self.transaction_logs.get(id) {
+                    return Ok(t);
+                }
+                let bytes = self.storage.get(&keys::transaction_log(id)).await?.bytes;
+                let log = Arc::new(decode_object(bytes, TransactionLog::decode).await?);
+                self.transaction_logs.insert(*id, Arc::clone(&log));
+                Ok(log)
+            })
+            .await
     }
 
     /// Encodes and writes a snapshot (create-if-not-exists: ids are random, so an
