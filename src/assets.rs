@@ -882,7 +882,33 @@ pub struct ParentWalk<'a, T: WalkItem = Snapshot> {
     /// The size of the next read-ahead batch; 0 when the storage has no blocking read
     /// or the repository is not spec 1.
     batch: usize,
+    /// Spec 1 on object storage: the walk lists `snapshots/` once and fetches many
+    /// snapshots at once (see [`Listed`]).
+    listed: Option<Listed<T>>,
 }
+
+/// A spec-1 walk on storage without blocking reads (object storage): `snapshots/`
+/// listed once (beside the first snapshot's read), then, whenever the next parent
+/// is not at hand, a window of the snapshots listed as no newer than it (newest
+/// first, `LISTED_WINDOW_MIN` doubling up to [`READ_AHEAD_MAX`], at most
+/// [`READ_AHEAD_BYTES`] of files by their listed sizes) is fetched at once, and the
+/// chain is followed through what came back. A history of `n` commits then costs
+/// about `log2(n)` round trips plus the listing's pages instead of `n`; a snapshot
+/// of another branch may be fetched along and is dropped once the chain is older.
+#[derive(Debug)]
+struct Listed<T> {
+    /// Listed snapshots: modification time and size, by id.
+    files: HashMap<SnapshotId, (chrono::DateTime<chrono::Utc>, u64)>,
+    /// Snapshots fetched and not yet on the chain.
+    pool: HashMap<SnapshotId, Result<T>>,
+    /// Ids fetched so far (never fetched twice).
+    fetched: std::collections::HashSet<SnapshotId>,
+    /// The next window's size.
+    window: usize,
+}
+
+/// The first window of a [`Listed`] walk.
+const LISTED_WINDOW_MIN: usize = 32;
 
 /// The most snapshots one read-ahead batch of a [`ParentWalk`] reads.
 const READ_AHEAD_MAX: usize = 256;
@@ -914,6 +940,7 @@ impl<'a, T: WalkItem> ParentWalk<'a, T> {
             seen: std::collections::HashSet::new(),
             ahead: std::collections::VecDeque::new(),
             batch: usize::from(assets.spec == SpecVersion::V1),
+            listed: None,
         }
     }
 
@@ -942,6 +969,9 @@ impl<'a, T: WalkItem> ParentWalk<'a, T> {
 
     /// Snapshot `id` from the cache, else read ahead from it, else fetched alone.
     async fn fetch(&mut self, id: SnapshotId) -> Result<Arc<T>> {
+        if self.listed.is_some() {
+            return self.fetch_listed(id).await;
+        }
         if self.batch == 0 {
             return T::fetch(self.assets, &id).await;
         }
@@ -959,15 +989,120 @@ impl<'a, T: WalkItem> ParentWalk<'a, T> {
                 })
             })?;
         let Some(chain) = read else {
-            // No blocking reads on this storage: one snapshot at a time.
+            // No blocking reads on this storage (object storage): list the snapshots
+            // while the first one is read, then fetch many at once.
             self.batch = 0;
-            return T::fetch(self.assets, &id).await;
+            let (first, listing) = futures::join!(
+                T::fetch(self.assets, &id),
+                self.assets.storage.list(keys::SNAPSHOTS)
+            );
+            match listing {
+                Ok(listing) => {
+                    let files = listing
+                        .into_iter()
+                        .filter_map(|o| {
+                            let name = o.key.strip_prefix(keys::SNAPSHOTS)?;
+                            let id = name.parse::<SnapshotId>().ok()?;
+                            Some((id, (o.last_modified, o.size)))
+                        })
+                        .collect();
+                    let mut fetched = std::collections::HashSet::new();
+                    fetched.insert(id);
+                    self.listed = Some(Listed {
+                        files,
+                        pool: HashMap::new(),
+                        fetched,
+                        window: LISTED_WINDOW_MIN,
+                    });
+                }
+                Err(e) => tracing::debug!("listing snapshots failed, walking one by one: {e}"),
+            }
+            return first;
         };
         self.batch = (self.batch * 2).min(READ_AHEAD_MAX);
         self.ahead = chain.into();
         match self.ahead.pop_front() {
             Some((first, read)) if first == id => T::admit(self.assets, &id, read?).await,
             _ => T::fetch(self.assets, &id).await,
+        }
+    }
+}
+
+impl<T: WalkItem> ParentWalk<'_, T> {
+    /// [`ParentWalk::fetch`] on a listed walk (see [`Listed`]).
+    async fn fetch_listed(&mut self, id: SnapshotId) -> Result<Arc<T>> {
+        use futures::StreamExt;
+        let assets = self.assets;
+        let Some(listed) = self.listed.as_mut() else {
+            return T::fetch(assets, &id).await;
+        };
+        if !listed.pool.contains_key(&id) {
+            if let Some(cached) = T::cached(assets, &id) {
+                return Ok(cached);
+            }
+            let Some(&(newest, _)) = listed.files.get(&id) else {
+                // Not listed (written after the listing): alone.
+                return T::fetch(assets, &id).await;
+            };
+            // The window: `id`, then the listed snapshots no newer than it and not
+            // fetched yet, newest first, within the byte budget.
+            let mut candidates: Vec<(chrono::DateTime<chrono::Utc>, SnapshotId, u64)> = listed
+                .files
+                .iter()
+                .filter(|(other, (t, _))| {
+                    **other != id && *t <= newest && !listed.fetched.contains(other)
+                })
+                .map(|(other, (t, size))| (*t, *other, *size))
+                .collect();
+            candidates.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+            let mut window = vec![id];
+            let mut bytes = listed.files.get(&id).map_or(0, |f| f.1);
+            for (_, other, size) in candidates {
+                if window.len() >= listed.window || bytes >= READ_AHEAD_BYTES as u64 {
+                    break;
+                }
+                bytes = bytes.saturating_add(size);
+                window.push(other);
+            }
+            listed.window = (listed.window * 2).min(READ_AHEAD_MAX);
+            listed.fetched.extend(window.iter().copied());
+            let concurrency = window.len();
+            let read: Vec<(SnapshotId, Result<T>)> = futures::stream::iter(window)
+                .map(|wanted| async move {
+                    let read = match assets.storage.get(&keys::snapshot(&wanted)).await {
+                        Ok(v) => decode_object(v.bytes, T::decode).await,
+                        Err(StorageError::NotFound { .. }) => {
+                            Err(Error::SnapshotNotFound { id: wanted })
+                        }
+                        Err(e) => Err(e.into()),
+                    };
+                    (wanted, read)
+                })
+                .buffer_unordered(concurrency.max(1))
+                .collect()
+                .await;
+            listed.pool.extend(read);
+        }
+        // The chain through what is at hand.
+        let mut next = Some(id);
+        while let Some(at) = next {
+            let Some(read) = listed.pool.remove(&at) else {
+                break;
+            };
+            next = read.as_ref().ok().and_then(WalkItem::parent);
+            self.ahead.push_back((at, read));
+        }
+        // What is newer than the chain's end is on no later part of it.
+        if let Some((end, _)) = self.ahead.back() {
+            if let Some(&(oldest, _)) = listed.files.get(end) {
+                listed
+                    .pool
+                    .retain(|other, _| listed.files.get(other).is_some_and(|f| f.0 <= oldest));
+            }
+        }
+        match self.ahead.pop_front() {
+            Some((first, read)) if first == id => T::admit(assets, &id, read?).await,
+            _ => T::fetch(assets, &id).await,
         }
     }
 }

@@ -171,7 +171,7 @@ const EXPECTED: &[(&str, u32, u32)] = &[
     ("create tag", 2, 2),
     ("reset branch", 2, 3),
     ("delete branch", 2, 2),
-    ("open + ancestry of 21 commits", 23, 3),
+    ("open + ancestry of 21 commits", 5, 3),
     ("open + read-only session + read one chunk", 4, 4),
 ];
 
