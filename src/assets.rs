@@ -884,7 +884,7 @@ pub struct ParentWalk<'a, T: WalkItem = Snapshot> {
     batch: usize,
     /// Spec 1 on object storage: the walk lists `snapshots/` once and fetches many
     /// snapshots at once (see [`Listed`]).
-    listed: Option<Listed<T>>,
+    listed: Option<Box<Listed<T>>>,
 }
 
 /// A spec-1 walk on storage without blocking reads (object storage): `snapshots/`
@@ -1008,12 +1008,12 @@ impl<'a, T: WalkItem> ParentWalk<'a, T> {
                         .collect();
                     let mut fetched = std::collections::HashSet::new();
                     fetched.insert(id);
-                    self.listed = Some(Listed {
+                    self.listed = Some(Box::new(Listed {
                         files,
                         pool: HashMap::new(),
                         fetched,
                         window: LISTED_WINDOW_MIN,
-                    });
+                    }));
                 }
                 Err(e) => tracing::debug!("listing snapshots failed, walking one by one: {e}"),
             }
