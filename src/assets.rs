@@ -44,6 +44,60 @@ pub struct AssetManager {
     /// Spec 2: the latest `repo` object read or written, by version: reused while a
     /// `head` reports the same version, so a decode happens only when it changed.
     repo_cache: RwLock<Option<RepoObject>>,
+    /// Reads in flight, shared by concurrent readers of one object.
+    snapshot_reads: SingleFlight<SnapshotId, Arc<Snapshot>>,
+    header_reads: SingleFlight<SnapshotId, Arc<SnapshotHeader>>,
+    manifest_reads: SingleFlight<ManifestId, Arc<Manifest>>,
+    log_reads: SingleFlight<SnapshotId, Arc<TransactionLog>>,
+    /// Keyed by `repo_generation`: a caller that learned of a newer object (wrote
+    /// or read it) never joins a read that started before it did.
+    repo_reads: SingleFlight<u64, RepoRead>,
+    /// Counts the `repo` objects this manager learned of.
+    repo_generation: std::sync::atomic::AtomicU64,
+}
+
+/// A `repo` object read: its bytes, decoded form and version.
+type RepoRead = (Bytes, Arc<RepoInfo>, Option<ObjectVersion>);
+
+/// Single flight: concurrent requests for one object share one read. The first caller
+/// for a key runs the read; callers arriving while it is in flight wait for its
+/// result instead of sending their own request (32 chunk reads of one array fetch its
+/// manifest once). The value is not kept once the read ends (the caches do that).
+/// When the read fails, each waiting caller tries in turn (errors are not shared).
+#[derive(Debug)]
+struct SingleFlight<K, V> {
+    inflight: std::sync::Mutex<HashMap<K, Arc<tokio::sync::OnceCell<V>>>>,
+}
+
+impl<K, V> Default for SingleFlight<K, V> {
+    fn default() -> Self {
+        SingleFlight {
+            inflight: std::sync::Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl<K: std::hash::Hash + Eq + Clone, V: Clone> SingleFlight<K, V> {
+    /// The result of `read` for `key`, run once for all concurrent callers.
+    ///
+    /// # Errors
+    /// What `read` returns (each caller whose shared read failed runs its own).
+    async fn run<F, Fut>(&self, key: K, read: F) -> Result<V>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<V>>,
+    {
+        let cell = {
+            let mut map = self.inflight.lock().unwrap_or_else(|p| p.into_inner());
+            Arc::clone(map.entry(key.clone()).or_default())
+        };
+        let out = cell.get_or_try_init(read).await.cloned();
+        let mut map = self.inflight.lock().unwrap_or_else(|p| p.into_inner());
+        if map.get(&key).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
+            map.remove(&key);
+        }
+        out
+    }
 }
 
 /// A `repo` object as stored and decoded, at one version.
@@ -135,6 +189,12 @@ impl AssetManager {
             transaction_logs: Cache::new(512),
             parents: RwLock::new(HashMap::new()),
             repo_cache: RwLock::new(None),
+            snapshot_reads: SingleFlight::default(),
+            header_reads: SingleFlight::default(),
+            manifest_reads: SingleFlight::default(),
+            log_reads: SingleFlight::default(),
+            repo_reads: SingleFlight::default(),
+            repo_generation: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -156,6 +216,14 @@ impl AssetManager {
     /// # Errors
     /// As [`AssetManager::fetch_repo_info`].
     pub async fn fetch_repo_object(&self) -> Result<(Bytes, Arc<RepoInfo>, Option<ObjectVersion>)> {
+        let generation = self.repo_generation.load(Ordering::Acquire);
+        self.repo_reads
+            .run(generation, || self.fetch_repo_object_once())
+            .await
+    }
+
+    /// [`AssetManager::fetch_repo_object`], for the caller running the shared read.
+    async fn fetch_repo_object_once(&self) -> Result<RepoRead> {
         let cached = self
             .repo_cache
             .read()
@@ -226,6 +294,7 @@ impl AssetManager {
             bytes,
             info,
         });
+        self.repo_generation.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Spec 2: the `repo` object copy named `name` under `overwritten/` (what the
@@ -313,9 +382,16 @@ impl AssetManager {
         if let Some(s) = self.snapshots.get(id) {
             return Ok(s);
         }
-        let bytes = self.snapshot_bytes(id).await?;
-        let snap = decode_object(bytes, Snapshot::decode).await?;
-        self.admit_snapshot(id, snap).await
+        self.snapshot_reads
+            .run(*id, || async {
+                if let Some(s) = self.snapshots.get(id) {
+                    return Ok(s);
+                }
+                let bytes = self.snapshot_bytes(id).await?;
+                let snap = decode_object(bytes, Snapshot::decode).await?;
+                self.admit_snapshot(id, snap).await
+            })
+            .await
     }
 
     /// Snapshot `snap`, decoded from file `snapshots/{id}`, completed and cached:
@@ -373,9 +449,16 @@ impl AssetManager {
         if let Some(h) = self.cached_header(id) {
             return Ok(h);
         }
-        let bytes = self.snapshot_bytes(id).await?;
-        let header = decode_object(bytes, SnapshotHeader::decode).await?;
-        self.admit_header(id, header).await
+        self.header_reads
+            .run(*id, || async {
+                if let Some(h) = self.cached_header(id) {
+                    return Ok(h);
+                }
+                let bytes = self.snapshot_bytes(id).await?;
+                let header = decode_object(bytes, SnapshotHeader::decode).await?;
+                self.admit_header(id, header).await
+            })
+            .await
     }
 
     /// The commit facts of snapshot `id` from the caches, if there.
@@ -443,9 +526,16 @@ impl AssetManager {
         if let Some(m) = self.manifests.get(id) {
             return Ok(m);
         }
-        let manifest = Arc::new(self.load_manifest(id, size_bytes).await?);
-        self.manifests.insert(*id, Arc::clone(&manifest));
-        Ok(manifest)
+        self.manifest_reads
+            .run(*id, || async {
+                if let Some(m) = self.manifests.get(id) {
+                    return Ok(m);
+                }
+                let manifest = Arc::new(self.load_manifest(id, size_bytes).await?);
+                self.manifests.insert(*id, Arc::clone(&manifest));
+                Ok(manifest)
+            })
+            .await
     }
 
     /// Fetches and decodes manifest `id` without keeping it in the cache (for walks
@@ -491,10 +581,17 @@ impl AssetManager {
         if let Some(t) = self.transaction_logs.get(id) {
             return Ok(t);
         }
-        let bytes = self.storage.get(&keys::transaction_log(id)).await?.bytes;
-        let log = Arc::new(decode_object(bytes, TransactionLog::decode).await?);
-        self.transaction_logs.insert(*id, Arc::clone(&log));
-        Ok(log)
+        self.log_reads
+            .run(*id, || async {
+                if let Some(t) = self.transaction_logs.get(id) {
+                    return Ok(t);
+                }
+                let bytes = self.storage.get(&keys::transaction_log(id)).await?.bytes;
+                let log = Arc::new(decode_object(bytes, TransactionLog::decode).await?);
+                self.transaction_logs.insert(*id, Arc::clone(&log));
+                Ok(log)
+            })
+            .await
     }
 
     /// Encodes and writes a snapshot (create-if-not-exists: ids are random, so an
@@ -785,7 +882,33 @@ pub struct ParentWalk<'a, T: WalkItem = Snapshot> {
     /// The size of the next read-ahead batch; 0 when the storage has no blocking read
     /// or the repository is not spec 1.
     batch: usize,
+    /// Spec 1 on object storage: the walk lists `snapshots/` once and fetches many
+    /// snapshots at once (see [`Listed`]).
+    listed: Option<Box<Listed<T>>>,
 }
+
+/// A spec-1 walk on storage without blocking reads (object storage): `snapshots/`
+/// listed once (beside the first snapshot's read), then, whenever the next parent
+/// is not at hand, a window of the snapshots listed as no newer than it (newest
+/// first, `LISTED_WINDOW_MIN` doubling up to [`READ_AHEAD_MAX`], at most
+/// [`READ_AHEAD_BYTES`] of files by their listed sizes) is fetched at once, and the
+/// chain is followed through what came back. A history of `n` commits then costs
+/// about `log2(n)` round trips plus the listing's pages instead of `n`; a snapshot
+/// of another branch may be fetched along and is dropped once the chain is older.
+#[derive(Debug)]
+struct Listed<T> {
+    /// Listed snapshots: modification time and size, by id.
+    files: HashMap<SnapshotId, (chrono::DateTime<chrono::Utc>, u64)>,
+    /// Snapshots fetched and not yet on the chain.
+    pool: HashMap<SnapshotId, Result<T>>,
+    /// Ids fetched so far (never fetched twice).
+    fetched: std::collections::HashSet<SnapshotId>,
+    /// The next window's size.
+    window: usize,
+}
+
+/// The first window of a [`Listed`] walk.
+const LISTED_WINDOW_MIN: usize = 32;
 
 /// The most snapshots one read-ahead batch of a [`ParentWalk`] reads.
 const READ_AHEAD_MAX: usize = 256;
@@ -817,6 +940,7 @@ impl<'a, T: WalkItem> ParentWalk<'a, T> {
             seen: std::collections::HashSet::new(),
             ahead: std::collections::VecDeque::new(),
             batch: usize::from(assets.spec == SpecVersion::V1),
+            listed: None,
         }
     }
 
@@ -845,6 +969,9 @@ impl<'a, T: WalkItem> ParentWalk<'a, T> {
 
     /// Snapshot `id` from the cache, else read ahead from it, else fetched alone.
     async fn fetch(&mut self, id: SnapshotId) -> Result<Arc<T>> {
+        if self.listed.is_some() {
+            return self.fetch_listed(id).await;
+        }
         if self.batch == 0 {
             return T::fetch(self.assets, &id).await;
         }
@@ -862,15 +989,120 @@ impl<'a, T: WalkItem> ParentWalk<'a, T> {
                 })
             })?;
         let Some(chain) = read else {
-            // No blocking reads on this storage: one snapshot at a time.
+            // No blocking reads on this storage (object storage): list the snapshots
+            // while the first one is read, then fetch many at once.
             self.batch = 0;
-            return T::fetch(self.assets, &id).await;
+            let (first, listing) = futures::join!(
+                T::fetch(self.assets, &id),
+                self.assets.storage.list(keys::SNAPSHOTS)
+            );
+            match listing {
+                Ok(listing) => {
+                    let files = listing
+                        .into_iter()
+                        .filter_map(|o| {
+                            let name = o.key.strip_prefix(keys::SNAPSHOTS)?;
+                            let id = name.parse::<SnapshotId>().ok()?;
+                            Some((id, (o.last_modified, o.size)))
+                        })
+                        .collect();
+                    let mut fetched = std::collections::HashSet::new();
+                    fetched.insert(id);
+                    self.listed = Some(Box::new(Listed {
+                        files,
+                        pool: HashMap::new(),
+                        fetched,
+                        window: LISTED_WINDOW_MIN,
+                    }));
+                }
+                Err(e) => tracing::debug!("listing snapshots failed, walking one by one: {e}"),
+            }
+            return first;
         };
         self.batch = (self.batch * 2).min(READ_AHEAD_MAX);
         self.ahead = chain.into();
         match self.ahead.pop_front() {
             Some((first, read)) if first == id => T::admit(self.assets, &id, read?).await,
             _ => T::fetch(self.assets, &id).await,
+        }
+    }
+}
+
+impl<T: WalkItem> ParentWalk<'_, T> {
+    /// [`ParentWalk::fetch`] on a listed walk (see [`Listed`]).
+    async fn fetch_listed(&mut self, id: SnapshotId) -> Result<Arc<T>> {
+        use futures::StreamExt;
+        let assets = self.assets;
+        let Some(listed) = self.listed.as_mut() else {
+            return T::fetch(assets, &id).await;
+        };
+        if !listed.pool.contains_key(&id) {
+            if let Some(cached) = T::cached(assets, &id) {
+                return Ok(cached);
+            }
+            let Some(&(newest, _)) = listed.files.get(&id) else {
+                // Not listed (written after the listing): alone.
+                return T::fetch(assets, &id).await;
+            };
+            // The window: `id`, then the listed snapshots no newer than it and not
+            // fetched yet, newest first, within the byte budget.
+            let mut candidates: Vec<(chrono::DateTime<chrono::Utc>, SnapshotId, u64)> = listed
+                .files
+                .iter()
+                .filter(|(other, (t, _))| {
+                    **other != id && *t <= newest && !listed.fetched.contains(other)
+                })
+                .map(|(other, (t, size))| (*t, *other, *size))
+                .collect();
+            candidates.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+            let mut window = vec![id];
+            let mut bytes = listed.files.get(&id).map_or(0, |f| f.1);
+            for (_, other, size) in candidates {
+                if window.len() >= listed.window || bytes >= READ_AHEAD_BYTES as u64 {
+                    break;
+                }
+                bytes = bytes.saturating_add(size);
+                window.push(other);
+            }
+            listed.window = (listed.window * 2).min(READ_AHEAD_MAX);
+            listed.fetched.extend(window.iter().copied());
+            let concurrency = window.len();
+            let read: Vec<(SnapshotId, Result<T>)> = futures::stream::iter(window)
+                .map(|wanted| async move {
+                    let read = match assets.storage.get(&keys::snapshot(&wanted)).await {
+                        Ok(v) => decode_object(v.bytes, T::decode).await,
+                        Err(StorageError::NotFound { .. }) => {
+                            Err(Error::SnapshotNotFound { id: wanted })
+                        }
+                        Err(e) => Err(e.into()),
+                    };
+                    (wanted, read)
+                })
+                .buffer_unordered(concurrency.max(1))
+                .collect()
+                .await;
+            listed.pool.extend(read);
+        }
+        // The chain through what is at hand.
+        let mut next = Some(id);
+        while let Some(at) = next {
+            let Some(read) = listed.pool.remove(&at) else {
+                break;
+            };
+            next = read.as_ref().ok().and_then(WalkItem::parent);
+            self.ahead.push_back((at, read));
+        }
+        // What is newer than the chain's end is on no later part of it.
+        if let Some((end, _)) = self.ahead.back() {
+            if let Some(&(oldest, _)) = listed.files.get(end) {
+                listed
+                    .pool
+                    .retain(|other, _| listed.files.get(other).is_some_and(|f| f.0 <= oldest));
+            }
+        }
+        match self.ahead.pop_front() {
+            Some((first, read)) if first == id => T::admit(assets, &id, read?).await,
+            _ => T::fetch(assets, &id).await,
         }
     }
 }

@@ -144,3 +144,69 @@ async fn array_api_writes_keep_many_chunk_writes_in_flight() {
     let back: Vec<f32> = array.read_all().await.unwrap();
     assert_eq!(back, values);
 }
+
+/// The storage's one concurrency setting bounds its requests in flight: 32 reads at
+/// once of an object storage limited to 4 requests, each read one simulated round
+/// trip (object_store's `ThrottledStore` on a paused clock), take 8 round trips;
+/// without the bound they take one.
+#[tokio::test(start_paused = true)]
+async fn object_storage_bounds_requests_in_flight() {
+    use floe::storage::ObjectStorage;
+    use object_store::throttle::{ThrottleConfig, ThrottledStore};
+    const RTT: Duration = Duration::from_millis(100);
+    let config = ThrottleConfig {
+        wait_get_per_call: RTT,
+        ..ThrottleConfig::default()
+    };
+    let store = Arc::new(ThrottledStore::new(
+        object_store::memory::InMemory::new(),
+        config,
+    ));
+    let unbounded = ObjectStorage::new(store.clone(), "", "memory://".into());
+    assert_eq!(unbounded.max_concurrent_requests(), None);
+    for i in 0..32 {
+        unbounded
+            .put(&format!("k{i}"), Bytes::from(vec![1u8; 8]))
+            .await
+            .unwrap();
+    }
+    let bounded = ObjectStorage::new(store, "", "memory://".into()).with_max_concurrent_requests(4);
+    assert_eq!(bounded.max_concurrent_requests(), Some(4));
+    for (storage, trips) in [(&unbounded, 1), (&bounded, 8)] {
+        let start = tokio::time::Instant::now();
+        let reads = (0..32).map(|i| async move { storage.get(&format!("k{i}")).await });
+        for r in futures::future::join_all(reads).await {
+            assert_eq!(r.unwrap().bytes.len(), 8);
+        }
+        assert_eq!(start.elapsed().as_millis() / RTT.as_millis(), trips);
+    }
+}
+
+/// S3 storage bounds its requests by default, and by its option.
+#[test]
+fn s3_storage_has_one_concurrency_setting() {
+    use floe::storage::{new_s3_storage, S3Options, DEFAULT_MAX_CONCURRENT_REQUESTS};
+    let options = S3Options {
+        endpoint: Some("http://127.0.0.1:9".into()),
+        allow_http: true,
+        force_path_style: true,
+        access_key_id: Some("k".into()),
+        secret_access_key: Some("s".into()),
+        ..S3Options::default()
+    };
+    let s = new_s3_storage("b", "p", options.clone()).unwrap();
+    assert_eq!(
+        s.max_concurrent_requests(),
+        Some(DEFAULT_MAX_CONCURRENT_REQUESTS)
+    );
+    let s = new_s3_storage(
+        "b",
+        "p",
+        S3Options {
+            max_concurrent_requests: Some(7),
+            ..options
+        },
+    )
+    .unwrap();
+    assert_eq!(s.max_concurrent_requests(), Some(7));
+}

@@ -30,7 +30,7 @@ use crate::error::{Error, Result};
 use crate::format::keys;
 use crate::format::repo_info::{Availability, RepoInfo, UpdateKind};
 use crate::format::snapshot::now_micros;
-use crate::storage::{StorageError, WriteOutcome};
+use crate::storage::{ObjectVersion, StorageError, WriteOutcome};
 
 /// Attempts before [`Error::RepoObjectContention`].
 const MAX_ATTEMPTS: u32 = 100;
@@ -73,6 +73,89 @@ pub(crate) fn check_online(info: &RepoInfo) -> Result<()> {
 pub(crate) async fn update<T>(
     assets: &AssetManager,
     unchecked: bool,
+    change: impl FnMut(&mut RepoInfo) -> Result<Change<T>>,
+) -> Result<T> {
+    update_with_copy(assets, unchecked, None, change).await
+}
+
+/// A copy of the `repo` object saved under `overwritten/` before the update that
+/// replaces it is ready: a commit sends it beside its snapshot, transaction log and
+/// manifest writes ([`save_copy_ahead`]), so the update itself is one round trip, the
+/// compare-and-swap. It serves the update's first attempt when that attempt works on
+/// the object it copies; otherwise nothing names it and it is deleted (best effort;
+/// a copy left behind names no state and is never read).
+#[derive(Debug)]
+pub(crate) struct SavedCopy {
+    /// Its name under `overwritten/` (as the ops log records it).
+    name: String,
+    /// The version of the `repo` object it copies.
+    version: ObjectVersion,
+}
+
+/// Saves a copy of the `repo` object as this handle last read or wrote it under a
+/// fresh name in `overwritten/`, for an update about to follow
+/// ([`update_with_copy`]); `None` when no object was read yet (the update then saves
+/// its own copy).
+///
+/// Safe to send at any time before the compare-and-swap: the copy is the object's
+/// state at the version the swap expects, so when the swap lands the ops-log entry
+/// below the new one names a true copy of what it replaced; when the swap is refused
+/// the copy names nothing.
+///
+/// # Errors
+/// Storage errors.
+pub(crate) async fn save_copy_ahead(assets: &AssetManager) -> Result<Option<SavedCopy>> {
+    let Some((bytes, _, version)) = assets.cached_repo_object() else {
+        return Ok(None);
+    };
+    let name = keys::repo_backup_name(now_micros() / 1000);
+    match assets
+        .storage()
+        .put_if_absent(&keys::overwritten(&name), bytes)
+        .await?
+    {
+        WriteOutcome::Written(_) => Ok(Some(SavedCopy { name, version })),
+        // A name collision (12 random bytes): the update saves its own.
+        WriteOutcome::PreconditionFailed => Ok(None),
+    }
+}
+
+/// Deletes a copy saved ahead that no update used (best effort).
+pub(crate) async fn drop_unused_copy(assets: &AssetManager, copy: Option<SavedCopy>) {
+    if let Some(copy) = copy {
+        if let Err(e) = assets
+            .storage()
+            .delete(&keys::overwritten(&copy.name))
+            .await
+        {
+            tracing::debug!("unused repo copy {} left behind: {e}", copy.name);
+        }
+    }
+}
+
+/// [`update`], whose first attempt uses `ahead`, a copy of the `repo` object saved
+/// beforehand ([`save_copy_ahead`]), when it works on the object that copy holds:
+/// then the attempt is one round trip (the compare-and-swap) instead of two.
+///
+/// # Errors
+/// As [`update`].
+pub(crate) async fn update_with_copy<T>(
+    assets: &AssetManager,
+    unchecked: bool,
+    ahead: Option<SavedCopy>,
+    change: impl FnMut(&mut RepoInfo) -> Result<Change<T>>,
+) -> Result<T> {
+    let mut ahead = ahead;
+    let out = update_attempts(assets, unchecked, &mut ahead, change).await;
+    drop_unused_copy(assets, ahead).await;
+    out
+}
+
+/// The attempts of [`update_with_copy`]; takes `ahead` when it uses it.
+async fn update_attempts<T>(
+    assets: &AssetManager,
+    unchecked: bool,
+    ahead: &mut Option<SavedCopy>,
     mut change: impl FnMut(&mut RepoInfo) -> Result<Change<T>>,
 ) -> Result<T> {
     let storage = assets.storage();
@@ -111,7 +194,17 @@ pub(crate) async fn update<T>(
             }));
         };
         let now = now_micros();
-        let backup = keys::repo_backup_name(now / 1000);
+        // The copy saved ahead serves when it holds the object this attempt replaces.
+        let saved = match ahead.take() {
+            Some(copy) if copy.version == version => Some(copy.name),
+            other => {
+                *ahead = other;
+                None
+            }
+        };
+        let backup = saved
+            .clone()
+            .unwrap_or_else(|| keys::repo_backup_name(now / 1000));
         let per_file = next.config.num_updates_per_repo_info_file();
         let replaced_top = info.last_updated_at();
         next.record(kind, now, &backup, per_file);
@@ -120,11 +213,17 @@ pub(crate) async fn update<T>(
             let next = std::sync::Arc::clone(&next);
             crate::assets::blocking(move || next.encode()).await?
         };
-        // A name collision (12 random bytes) would only repeat an attempt.
-        if let WriteOutcome::Written(_) = storage
-            .put_if_absent(&keys::overwritten(&backup), bytes)
-            .await?
-        {
+        let copied = match saved {
+            Some(_) => true,
+            // A name collision (12 random bytes) would only repeat an attempt.
+            None => matches!(
+                storage
+                    .put_if_absent(&keys::overwritten(&backup), bytes)
+                    .await?,
+                WriteOutcome::Written(_)
+            ),
+        };
+        if copied {
             let encoded = bytes::Bytes::from(encoded);
             let tried = Attempt {
                 backup,

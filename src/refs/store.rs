@@ -174,6 +174,46 @@ impl RefStore {
         }
     }
 
+    /// Where branch `name` points for a commit about to move it: on spec 2 from the
+    /// `repo` object as this handle last read or wrote it, with no request (the
+    /// commit's compare-and-swap refuses a stale object, and its next attempt reads
+    /// anew); otherwise as [`RefStore::branch`].
+    ///
+    /// # Errors
+    /// As [`RefStore::branch`].
+    pub(crate) async fn branch_for_commit(&self, name: &str) -> Result<BranchTip> {
+        if self.spec() == SpecVersion::V2 {
+            ref_files::validate_ref_name("branch", name)?;
+            if let Some((_, info, _)) = self.assets.cached_repo_object() {
+                return Ok(BranchTip {
+                    snapshot: branch_of(&info, name)?,
+                    version: None,
+                });
+            }
+        }
+        self.branch(name).await
+    }
+
+    /// Spec 2: saves a copy of the `repo` object as last read under `overwritten/`
+    /// for a commit's update of it, sent beside the commit's other writes
+    /// ([`repo_object::save_copy_ahead`]); `None` on spec 1 (no such copy) or before
+    /// the object was read.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub(crate) async fn save_copy_ahead(&self) -> Result<Option<repo_object::SavedCopy>> {
+        match self.spec() {
+            SpecVersion::V1 => Ok(None),
+            SpecVersion::V2 => repo_object::save_copy_ahead(&self.assets).await,
+        }
+    }
+
+    /// Deletes a copy saved by [`RefStore::save_copy_ahead`] that no update will use
+    /// (best effort).
+    pub(crate) async fn drop_copy(&self, copy: Option<repo_object::SavedCopy>) {
+        repo_object::drop_unused_copy(&self.assets, copy).await;
+    }
+
     /// Where tag `name` points.
     ///
     /// # Errors
@@ -410,6 +450,7 @@ impl RefStore {
         expected: &BranchTip,
         snapshot: &Snapshot,
         amends: Option<SnapshotId>,
+        ahead: Option<repo_object::SavedCopy>,
     ) -> Result<RefUpdate> {
         ref_files::validate_ref_name("branch", branch)?;
         match self.spec() {
@@ -428,7 +469,7 @@ impl RefStore {
                 })
             }
             SpecVersion::V2 => {
-                repo_object::update(&self.assets, false, |info| {
+                repo_object::update_with_copy(&self.assets, false, ahead, |info| {
                     let tip = branch_of(info, branch)?;
                     if tip != expected.snapshot {
                         return Ok(Change::Skip(RefUpdate::Lost));

@@ -20,12 +20,18 @@ use crate::format::transaction_log::TransactionLog;
 use crate::format::{ManifestId, NodePath, SnapshotId};
 
 use super::change_set::ChangeSet;
-use super::manifest_split::{write_array_manifests, ArrayManifests, SplitLayout};
+use super::manifest_split::{
+    write_array_manifests, write_pending, ArrayManifests, PendingManifest, SplitLayout,
+};
 use super::overlay::apply_node_changes;
 
 /// How many arrays' manifests are merged, encoded and written at once (bounds the
 /// memory of a wide commit and its requests in flight).
 const MANIFEST_WRITE_CONCURRENCY: usize = 32;
+
+/// Encoded manifests a commit holds back to write beside its snapshot (64 MiB); past
+/// this, an array's manifests are written as soon as they are encoded.
+const PENDING_MANIFEST_BYTES: usize = 64 << 20;
 
 /// Above this many chunk changes, a commit encodes its transaction log straight from
 /// the change set (no `TransactionLog` copy of every chunk index, and none kept in
@@ -48,7 +54,9 @@ pub(crate) enum CommitMethod<'a> {
 
 /// Builds and writes the new snapshot `new_id` for `changes` on top of `base`: writes
 /// one new manifest per array whose chunks changed (or whose shape shrank), reuses
-/// every other manifest as it is, then writes the transaction log and the snapshot.
+/// every other manifest as it is, and writes the transaction log, the snapshot and
+/// the last manifests of each array at once (one round trip on object storage; up to
+/// 64 MiB of encoded manifests are held back for it).
 /// Nothing is visible until the branch moves ([`crate::refs::RefStore::commit`], the
 /// commit point).
 ///
@@ -135,6 +143,8 @@ pub(crate) async fn flush(
             Some((path, node, all))
         })
         .collect();
+    let held = std::sync::atomic::AtomicUsize::new(0);
+    let held = &held;
     let manifests = futures::stream::iter(jobs.into_iter().map(
         |(path, node, rewrite_all)| async move {
             let old: Vec<ManifestRef> = base
@@ -145,9 +155,17 @@ pub(crate) async fn flush(
                 .map(|a| a.manifests.clone())
                 .unwrap_or_default();
             let shape = node.array().map(|a| a.shape.clone()).unwrap_or_default();
-            let written =
+            let mut written =
                 write_array_manifests(assets, base, node.id, &old, &shape, changes, rewrite_all)
                     .await?;
+            // Held back for the snapshot's round trip while they fit the budget.
+            let bytes: usize = written.pending.iter().map(PendingManifest::len).sum();
+            let before = held.fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
+            if before.saturating_add(bytes) > PENDING_MANIFEST_BYTES {
+                held.fetch_sub(bytes, std::sync::atomic::Ordering::Relaxed);
+                let now = std::mem::take(&mut written.pending);
+                write_pending(assets, now, MANIFEST_WRITE_CONCURRENCY).await?;
+            }
             Ok::<_, crate::error::Error>((path, written))
         },
     ))
@@ -160,7 +178,9 @@ pub(crate) async fn flush(
         let new_manifests = manifests.await?;
         let mut infos: HashMap<ManifestId, ManifestFileInfo> =
             base.manifest_files.iter().map(|i| (i.id, *i)).collect();
+        let mut pending = Vec::new();
         for (path, new) in new_manifests {
+            pending.extend(new.pending);
             if let Some(NodeData::Array(a)) = nodes.get_mut(&path).map(|n| &mut n.node_data) {
                 infos.extend(new.written.iter().map(|i| (i.id, *i)));
                 a.manifests = new.refs;
@@ -190,7 +210,12 @@ pub(crate) async fn flush(
             manifest_files,
             nodes,
         });
-        assets.write_snapshot(Arc::clone(&snapshot)).await?;
+        // The snapshot and the manifests it names go out together: none is visible
+        // before the commit point, which waits for both.
+        futures::try_join!(
+            assets.write_snapshot(Arc::clone(&snapshot)),
+            write_pending(assets, pending, MANIFEST_WRITE_CONCURRENCY)
+        )?;
         Ok::<_, crate::error::Error>(snapshot)
     };
     let ((), snapshot) = futures::try_join!(write_log, tree)?;

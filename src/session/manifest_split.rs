@@ -109,8 +109,68 @@ impl SplitLayout {
 pub(crate) struct ArrayManifests {
     /// The array's manifest refs after the commit (kept and new).
     pub(crate) refs: Vec<ManifestRef>,
-    /// File infos of the manifests written.
+    /// File infos of the manifests written, or to be written (`pending`).
     pub(crate) written: Vec<ManifestFileInfo>,
+    /// Manifests encoded but not written yet: the array's last block (its only one
+    /// in the usual small commit), left for the caller to write beside the snapshot
+    /// that names them, so a commit does not wait one round trip for its manifests
+    /// before it writes its snapshot.
+    pub(crate) pending: Vec<PendingManifest>,
+}
+
+/// An encoded manifest whose write is left to the caller ([`write_pending`]).
+#[derive(Clone, Debug)]
+pub(crate) struct PendingManifest {
+    id: ManifestId,
+    bytes: Vec<u8>,
+    count: u64,
+}
+
+impl PendingManifest {
+    /// Its size in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.bytes.len()
+    }
+}
+
+/// Writes manifests left pending, `concurrency` at a time.
+///
+/// # Errors
+/// Storage errors.
+pub(crate) async fn write_pending(
+    assets: &AssetManager,
+    pending: Vec<PendingManifest>,
+    concurrency: usize,
+) -> Result<()> {
+    use futures::{StreamExt, TryStreamExt};
+    futures::stream::iter(pending.into_iter().map(|p| async move {
+        assets.write_manifest_bytes(p.id, p.bytes, p.count).await?;
+        Ok::<_, crate::error::Error>(())
+    }))
+    .buffer_unordered(concurrency.max(1))
+    .try_collect::<()>()
+    .await
+}
+
+/// Leaves encoded manifests `files` pending in `out`: their refs and file infos as
+/// if written.
+fn defer(out: &mut ArrayManifests, files: Vec<Encoded>) {
+    for f in files {
+        out.refs.push(ManifestRef {
+            object_id: f.id,
+            extents: f.extents,
+        });
+        out.written.push(ManifestFileInfo {
+            id: f.id,
+            size_bytes: f.bytes.len() as u64,
+            num_chunk_refs: u32::try_from(f.count).unwrap_or(u32::MAX),
+        });
+        out.pending.push(PendingManifest {
+            id: f.id,
+            bytes: f.bytes,
+            count: f.count,
+        });
+    }
 }
 
 /// Up to this many refs (committed plus changed) an array's manifests are merged and
@@ -134,7 +194,8 @@ struct Encoded {
 /// Manifests are encoded one block at a time, each written while the next is
 /// encoded, straight from the committed manifests and the change set: the refs are
 /// never copied, and at most two encoded manifests are held at once, however large
-/// the array.
+/// the array. The last block's manifests are not written but returned in
+/// [`ArrayManifests::pending`], for the caller to write beside its snapshot.
 ///
 /// # Errors
 /// Storage and format errors.
@@ -206,6 +267,7 @@ pub(crate) async fn write_array_manifests(
             .map(|(m, _)| m.clone())
             .collect(),
         written: Vec::new(),
+        pending: Vec::new(),
     };
 
     let manifests: Arc<Vec<Arc<Manifest>>> = Arc::new(fetched.into_values().collect());
@@ -233,10 +295,7 @@ pub(crate) async fn write_array_manifests(
             usize::MAX,
             work,
         )?;
-        for (r, info) in write_encoded(assets, files).await? {
-            out.refs.push(r);
-            out.written.push(info);
-        }
+        defer(&mut out, files);
         return Ok(out);
     }
     // Otherwise one block per compute task: the next block is encoded (off the async
@@ -272,6 +331,10 @@ pub(crate) async fn write_array_manifests(
             out.written.push(info);
         }
         (ready, next) = encoded?;
+        if next.is_none() {
+            // The last block: written beside the snapshot.
+            defer(&mut out, std::mem::take(&mut ready));
+        }
     }
     Ok(out)
 }

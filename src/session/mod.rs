@@ -834,7 +834,7 @@ impl Session {
             };
             let update = ctx
                 .refs
-                .commit(&branch, &tip, &snapshot, Some(base.id))
+                .commit(&branch, &tip, &snapshot, Some(base.id), None)
                 .await;
             tried
                 .settle(&ctx.assets, &ctx.refs, &branch, update, moved)
@@ -930,14 +930,37 @@ impl Session {
             // The first attempt reads the tip and writes the new snapshot at once: the
             // tip is usually the base, and then that snapshot is the one to commit (one
             // round trip less per commit; when the branch moved, it is deleted unused).
-            let (tip, speculative) = if attempt == 1 {
-                let (tip, flushed) = futures::join!(
-                    ctx.refs.branch(&branch),
-                    flush(Arc::clone(&base), Arc::clone(&changes), rebases)
+            // Spec 2 takes the tip from the `repo` object as last read (no request: the
+            // compare-and-swap refuses a stale one) and sends the copy of that object
+            // the update saves under `overwritten/` beside the snapshot writes, so the
+            // commit point is one round trip after them. What is written before the
+            // swap lands is referenced by nothing until it does: garbage at worst,
+            // never a lost commit.
+            let (tip, speculative, mut ahead) = if attempt == 1 {
+                let (tip, flushed, ahead) = futures::join!(
+                    ctx.refs.branch_for_commit(&branch),
+                    flush(Arc::clone(&base), Arc::clone(&changes), rebases),
+                    ctx.refs.save_copy_ahead()
                 );
-                (tip?, Some(flushed))
+                // A copy that failed to save is saved again by the update.
+                let ahead = ahead.ok().flatten();
+                let tip = match tip {
+                    Ok(tip) => tip,
+                    Err(e) => {
+                        ctx.refs.drop_copy(ahead).await;
+                        return Err(e);
+                    }
+                };
+                let flushed = match flushed {
+                    Ok(flushed) => flushed,
+                    Err(e) => {
+                        ctx.refs.drop_copy(ahead).await;
+                        return Err(e);
+                    }
+                };
+                (tip, Some(flushed), ahead)
             } else {
-                (ctx.refs.branch(&branch).await?, None)
+                (ctx.refs.branch(&branch).await?, None, None)
             };
             if let Some(tried) = refused.take() {
                 match tried.landed(assets, tip.snapshot).await {
@@ -948,12 +971,16 @@ impl Session {
             }
             let next = if tip.snapshot == base.id {
                 match speculative {
-                    Some(flushed) => flushed?,
+                    Some(flushed) => flushed,
                     None => flush(Arc::clone(&base), Arc::clone(&changes), rebases).await?,
                 }
             } else {
-                if let Some(Ok(unused)) = speculative {
-                    unused.discard(assets).await;
+                // The copy saved ahead goes too: a rebase may fail, and the next
+                // attempt's update saves its own.
+                let unused_copy = ctx.refs.drop_copy(ahead.take());
+                match speculative {
+                    Some(unused) => futures::join!(unused.discard(assets), unused_copy).0,
+                    None => unused_copy.await,
                 }
                 if !options.rebase {
                     return Err(Error::conflict(&branch, base.id, tip.snapshot, Vec::new()));
@@ -972,7 +999,10 @@ impl Session {
                 rebases += 1;
                 flush(Arc::clone(&base), Arc::clone(&changes), rebases).await?
             };
-            let update = ctx.refs.commit(&branch, &tip, &next.snapshot, None).await;
+            let update = ctx
+                .refs
+                .commit(&branch, &tip, &next.snapshot, None, ahead)
+                .await;
             if matches!(update, Ok(RefUpdate::Lost)) && attempt < options.max_attempts {
                 refused = Some(next);
                 tokio::time::sleep(backoff(&options, attempt)).await;

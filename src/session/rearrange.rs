@@ -179,7 +179,7 @@ impl Session {
             commit::CommitMethod::Moves(moves),
         )
         .await?;
-        let update = ctx.refs.commit(branch, &tip, &snapshot, None).await;
+        let update = ctx.refs.commit(branch, &tip, &snapshot, None, None).await;
         let tried = super::landing::Attempt {
             snapshot,
             base: Arc::clone(&view),

@@ -235,6 +235,10 @@ impl Storage for FaultyStorage {
             .unwrap_or_else(|| self.inner.ranged_listing())
     }
 
+    fn max_concurrent_requests(&self) -> Option<usize> {
+        self.inner.max_concurrent_requests()
+    }
+
     fn root_url(&self) -> String {
         self.inner.root_url()
     }

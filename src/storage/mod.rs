@@ -373,9 +373,27 @@ pub trait Storage: Send + Sync + Debug + Display {
         false
     }
 
+    /// The most requests this storage keeps in flight at once (its one concurrency
+    /// setting), when it bounds them: object storage does (S3:
+    /// [`S3Options::max_concurrent_requests`], default
+    /// [`DEFAULT_MAX_CONCURRENT_REQUESTS`]); every request past the bound waits for
+    /// one to end, so the Array API, the store API's bulk reads, manifest fetches and
+    /// writes, listings and garbage collection's deletes together never have more in
+    /// flight, nor more response bodies being received. `None`: no bound (local disks
+    /// and memory).
+    fn max_concurrent_requests(&self) -> Option<usize> {
+        None
+    }
+
     /// The URL of the storage root (`file:///...`, `memory://`, `s3://bucket/prefix`).
     fn root_url(&self) -> String;
 }
+
+/// The default bound on requests in flight on object storage
+/// ([`Storage::max_concurrent_requests`]): 64, chosen by measurement on the S3 test
+/// server one 20 ms round trip away (`benches/s3_latency.py`; see the README,
+/// "On object storage").
+pub const DEFAULT_MAX_CONCURRENT_REQUESTS: usize = 64;
 
 /// Refuses the first inverted range of `ranges` (`start > end`) with
 /// [`StorageError::InvalidRange`].

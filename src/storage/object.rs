@@ -34,6 +34,9 @@ pub struct ObjectStorage {
     /// How [`Storage::delete_if_match`] is done (`object_store` 0.14 has no
     /// conditional delete).
     conditional_delete: ConditionalDelete,
+    /// The bound on requests in flight, when `store` is wrapped in a
+    /// `LimitStore` ([`ObjectStorage::with_max_concurrent_requests`]).
+    max_requests: Option<usize>,
 }
 
 /// How an [`ObjectStorage`] deletes an object only at a given version.
@@ -65,7 +68,24 @@ impl ObjectStorage {
             ranged_listing: false,
             vectored_ranges: false,
             conditional_delete: ConditionalDelete::Unsupported,
+            max_requests: None,
         }
+    }
+
+    /// Bounds the requests in flight on this storage to `n` (at least 1): every
+    /// request of every caller takes one of `n` permits (object_store's
+    /// `LimitStore`) and keeps it until its response body is read (a listing keeps
+    /// one while it pages), so the storage's memory for bodies in flight and its
+    /// connections are bounded by `n` too. The store's HTTP client, and with it its
+    /// connection pool, stays the one the storage was built with.
+    pub fn with_max_concurrent_requests(mut self, n: usize) -> Self {
+        let n = n.max(1);
+        self.store = Arc::new(object_store::limit::LimitStore::new(
+            Arc::clone(&self.store),
+            n,
+        ));
+        self.max_requests = Some(n);
+        self
     }
 
     /// Declares that the store lives in this process (memory): conditional writes and
@@ -378,6 +398,10 @@ impl fmt::Display for ObjectStorage {
 
 #[async_trait]
 impl Storage for ObjectStorage {
+    fn max_concurrent_requests(&self) -> Option<usize> {
+        self.max_requests
+    }
+
     async fn get(&self, key: &str) -> StorageResult<VersionedBytes> {
         let res = self
             .store

@@ -29,6 +29,11 @@ pub struct S3Options {
     pub force_path_style: bool,
     /// Send no credentials (public buckets).
     pub anonymous: bool,
+    /// The most requests in flight at once on the storage
+    /// ([`Storage::max_concurrent_requests`]); `None`:
+    /// [`super::DEFAULT_MAX_CONCURRENT_REQUESTS`] (64). From the environment:
+    /// `FLOE_S3_MAX_CONCURRENT_REQUESTS`.
+    pub max_concurrent_requests: Option<usize>,
 }
 
 impl S3Options {
@@ -55,6 +60,9 @@ impl S3Options {
             secret_access_key: var("AWS_SECRET_ACCESS_KEY"),
             session_token: var("AWS_SESSION_TOKEN"),
             anonymous: flag("AWS_SKIP_SIGNATURE"),
+            max_concurrent_requests: var("FLOE_S3_MAX_CONCURRENT_REQUESTS")
+                .and_then(|v| v.parse().ok())
+                .filter(|&n: &usize| n > 0),
         }
     }
 
@@ -89,7 +97,9 @@ impl S3Options {
     }
 }
 
-/// Storage at `s3://bucket/prefix` on an S3-compatible server.
+/// Storage at `s3://bucket/prefix` on an S3-compatible server: one `object_store`
+/// client (one HTTP connection pool) for every request of the storage, with at most
+/// [`S3Options::max_concurrent_requests`] in flight.
 ///
 /// # Errors
 /// [`StorageError::InvalidLocation`] when the options are rejected.
@@ -111,6 +121,11 @@ pub fn new_s3_storage(
     Ok(Arc::new(
         ObjectStorage::new(Arc::clone(&store) as _, prefix, url)
             .with_ranged_listing(true)
-            .with_s3_conditional_delete(store, region),
+            .with_s3_conditional_delete(store, region)
+            .with_max_concurrent_requests(
+                options
+                    .max_concurrent_requests
+                    .unwrap_or(super::DEFAULT_MAX_CONCURRENT_REQUESTS),
+            ),
     ))
 }
