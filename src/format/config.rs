@@ -823,6 +823,195 @@ some_future_key:
   nested: [1, 2, 3]
 ";
 
+    /// `config.yaml` as Icechunk 2.3.0 writes it with every section set (a
+    /// `Repository.create(config=...)` of spec 1).
+    const ICECHUNK_230_FULL: &str = r#"inline_chunk_threshold_bytes: 5
+get_partial_values_concurrency: 7
+compression:
+  algorithm: null
+  level: 4
+max_concurrent_requests: 9
+max_concurrent_decodes: 3
+caching:
+  num_snapshot_nodes: 1
+  num_chunk_refs: 2
+  num_transaction_changes: 3
+  num_bytes_attributes: 4
+  num_bytes_chunks: 5
+storage:
+  concurrency:
+    max_concurrent_requests_for_object: 5
+    ideal_concurrent_request_size: 4096
+  retries:
+    max_tries: 5
+    initial_backoff_ms: 0
+    max_backoff_ms: 0
+  timeouts: null
+  unsafe_use_conditional_update: false
+  unsafe_use_conditional_create: null
+  unsafe_use_metadata: false
+  storage_class: X
+  metadata_storage_class: null
+  chunks_storage_class: null
+  minimum_size_for_multipart_upload: null
+virtual_chunk_containers: null
+manifest:
+  preload:
+    max_total_refs: 3
+    preload_if: !and
+    - !and
+      - !and
+        - !or
+          - !name_matches
+            regex: x
+          - !path_matches
+            regex: /a/.*
+          - 'true'
+          - 'false'
+        - !num_refs
+          from: !Included 1
+          to: Unbounded
+      - !num_refs
+        from: Unbounded
+        to: !Excluded 7
+    - !num_refs
+      from: !Included 2
+      to: !Excluded 8
+    max_arrays_to_scan: 4
+  splitting:
+    split_sizes:
+    - - any_array
+      - - condition: !Axis 0
+          num_chunks: 2
+        - condition: !DimensionName lon
+          num_chunks: 3
+        - condition: Any
+          num_chunks: 4
+    - - !or
+        - !name_matches
+          regex: t
+        - !path_matches
+          regex: p
+      - - condition: Any
+          num_chunks: 1
+    - - !and
+        - !name_matches
+          regex: a
+      - []
+  virtual_chunk_location_compression:
+    min_num_chunks: 5
+    dictionary_max_training_samples: null
+    dictionary_max_size_bytes: null
+    compression_level: 2
+  max_concurrent_manifest_fetches_during_commit: 3
+previous_file: null
+repo_update_retries:
+  default:
+    max_tries: 3
+    initial_backoff_ms: null
+    max_backoff_ms: null
+num_updates_per_repo_info_file: 10
+"#;
+
+    #[test]
+    fn icechunk_230_full_config_round_trips_byte_for_byte() {
+        let cfg = RepositoryConfig::parse(ICECHUNK_230_FULL.as_bytes()).unwrap();
+        assert_eq!(cfg.to_yaml().unwrap(), ICECHUNK_230_FULL);
+        let m = cfg.manifest();
+        assert_eq!(m.preload().max_total_refs(), 3);
+        assert_eq!(m.max_concurrent_manifest_fetches_during_commit(), 3);
+        let splitting = m.splitting.clone().unwrap();
+        let rules = splitting.split_sizes.clone().unwrap();
+        assert_eq!(rules.len(), 3);
+        assert_eq!(rules[0].0, ManifestSplitCondition::AnyArray);
+        assert_eq!(
+            rules[0].1[1].condition,
+            ManifestSplitDimCondition::DimensionName("lon".into())
+        );
+        assert_eq!(cfg.caching().num_chunk_refs(), 2);
+        assert_eq!(cfg.get_partial_values_concurrency(), 7);
+        assert_eq!(cfg.max_concurrent_requests(), 9);
+        assert_eq!(cfg.repo_update_retries().effective(), (3, 50, 30_000));
+        // Through serde's plain form (Python) and FlexBuffers (spec 2) and back.
+        let plain = cfg.to_plain().unwrap();
+        assert_eq!(plain["manifest"]["splitting"]["split_sizes"][0][0], "any_array");
+        assert_eq!(
+            plain["manifest"]["splitting"]["split_sizes"][0][1][0]["condition"]["Axis"],
+            0
+        );
+        let back = RepositoryConfig::from_plain(&plain).unwrap();
+        assert_eq!(back.to_yaml().unwrap(), ICECHUNK_230_FULL);
+        let flex = RepositoryConfig::from_flexbuffer(&cfg.to_flexbuffer().unwrap()).unwrap();
+        assert_eq!(flex.manifest(), m);
+        // FlexBuffers maps keep keys sorted: the same values, in another order.
+        assert_eq!(flex.to_plain().unwrap(), plain);
+    }
+
+    #[test]
+    fn merge_follows_icechunks_rules() {
+        let base = RepositoryConfig::parse(
+            b"inline_chunk_threshold_bytes: 5
+compression: {algorithm: zstd, level: 4}
+caching: {num_snapshot_nodes: 1, num_chunk_refs: 2}
+virtual_chunk_containers:
+  s3://a/: {name: null, url_prefix: s3://a/, store: !s3 {region: x}}
+manifest:
+  preload: {max_total_refs: 3, preload_if: 'true'}
+  splitting:
+    split_sizes: [[any_array, [{condition: Any, num_chunks: 2}]]]
+",
+        )
+        .unwrap();
+        let over = RepositoryConfig::parse(
+            b"caching: {num_chunk_refs: 9}
+compression: {level: null}
+virtual_chunk_containers: {}
+manifest:
+  preload: {max_arrays_to_scan: 7}
+  splitting:
+    split_sizes: null
+",
+        )
+        .unwrap();
+        let m = base.merge(&over);
+        assert_eq!(m.inline_chunk_threshold_bytes(), 5, "unset in `over`: kept");
+        assert_eq!(m.compression_level(), Some(4), "a null field does not override");
+        assert_eq!(m.caching().num_snapshot_nodes, Some(1), "merged field by field");
+        assert_eq!(m.caching().num_chunk_refs, Some(9));
+        assert!(m.virtual_chunk_containers().unwrap().is_empty(), "replaced whole");
+        let manifest = m.manifest();
+        let preload = manifest.preload.unwrap();
+        assert_eq!(
+            (preload.max_total_refs, preload.max_arrays_to_scan),
+            (Some(3), Some(7))
+        );
+        assert_eq!(preload.preload_if, Some(ManifestPreloadCondition::True));
+        assert_eq!(
+            manifest.splitting,
+            Some(ManifestSplittingConfig { split_sizes: None }),
+            "splitting is replaced whole"
+        );
+        assert_eq!(base.merge(&RepositoryConfig::default()), base);
+    }
+
+    #[test]
+    fn malformed_sections_are_typed_errors() {
+        for yaml in [
+            "manifest: {preload: {preload_if: !no_such_condition 1}}\n",
+            "caching: {num_chunk_refs: lots}\n",
+            "max_concurrent_requests: -1\n",
+            "repo_update_retries: {default: {max_tries: []}}\n",
+        ] {
+            let r = RepositoryConfig::parse(yaml.as_bytes());
+            assert!(matches!(r, Err(FormatError::InvalidConfig { .. })), "{yaml}: {r:?}");
+        }
+        let plain = serde_json::json!({"manifest": {"splitting": {"split_sizes": [["no_such", []]]}}});
+        assert!(matches!(
+            RepositoryConfig::from_plain(&plain),
+            Err(FormatError::InvalidConfig { .. })
+        ));
+    }
+
     #[test]
     fn compression_level_reads_icechunks_key_and_keeps_the_algorithm() {
         let mut cfg =
