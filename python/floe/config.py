@@ -217,7 +217,11 @@ class CompressionConfig(_Section):
         return self._algorithm
 
     @algorithm.setter
-    def algorithm(self, value: CompressionAlgorithm | None) -> None:
+    def algorithm(self, value: CompressionAlgorithm | str | None) -> None:
+        if isinstance(value, str):
+            if value.lower() != "zstd":
+                raise ValueError(f"compression algorithm {value!r}: only zstd is defined")
+            value = CompressionAlgorithm.Zstd
         if value is not None and not isinstance(value, CompressionAlgorithm):
             raise TypeError(f"algorithm must be a CompressionAlgorithm or None, got {value!r}")
         self._algorithm = value
