@@ -38,11 +38,11 @@ from floe.config import (
     ObjectStoreConfig,
     RepoUpdateRetryConfig,
     RepositoryConfig,
-    VirtualChunkContainer,
     http_store,
     local_filesystem_store,
     s3_store,
 )
+from floe.virtual import VirtualChunkContainer
 from floe.conflicts import BasicConflictSolver, ConflictDetector, VersionSelection
 from floe.diff import Diff
 from floe.exceptions import (
@@ -112,6 +112,7 @@ _ICECHUNK_MODULES = {
     "conflicts": "floe.conflicts",
     "snapshots": "floe.snapshots",
     "xarray": "floe.xarray",
+    "virtual": "floe.virtual",
     "_exceptions": "floe.exceptions",
     # floe's own modules too, so that `import icechunk.<name>` never loads a second
     # copy of one (with classes of its own) under the icechunk name.
