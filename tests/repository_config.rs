@@ -282,3 +282,67 @@ async fn sessions_preload_the_manifests_the_configuration_selects() {
         );
     }
 }
+
+#[tokio::test]
+async fn commits_fetch_manifests_as_concurrently_as_configured() {
+    let delayed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let d = Arc::clone(&delayed);
+    let storage: Arc<dyn Storage> = Arc::new(FaultyStorage::new(
+        new_in_memory_storage(),
+        Box::new(move |call, key: &str| {
+            if d.load(Ordering::SeqCst) && call == Call::Get && key.starts_with("manifests/") {
+                Fault::Delay(Duration::from_millis(300))
+            } else {
+                Fault::None
+            }
+        }),
+    ));
+    // Four manifests of one chunk each.
+    let one_per_chunk = "inline_chunk_threshold_bytes: 0
+manifest:
+  splitting:
+    split_sizes: [[any_array, [{condition: Any, num_chunks: 1}]]]
+";
+    let f = Fixture::on(Arc::clone(&storage), Some(config(one_per_chunk)))
+        .await
+        .with_u8_array("/a", 4);
+    for i in 0..4 {
+        f.session
+            .set_chunk(&p("/a"), &[i], Bytes::from(vec![i as u8]))
+            .await
+            .unwrap();
+    }
+    f.session.commit("four manifests").await.unwrap();
+    delayed.store(true, Ordering::SeqCst);
+    let mut took = Vec::new();
+    for n in [1, 4] {
+        // One manifest for the whole array: the commit reads all four.
+        let whole = config(&format!(
+            "manifest:\n  splitting: {{split_sizes: null}}\n  max_concurrent_manifest_fetches_during_commit: {n}\n"
+        ));
+        let repo =
+            Repository::open_configured(Arc::clone(&storage), OpenOptions::default(), Some(whole))
+                .await
+                .unwrap();
+        // Each run on its own branch from the four-manifest commit.
+        let branch = format!("b{n}");
+        let tip = repo.lookup_branch("main").await.unwrap();
+        repo.create_branch(&branch, tip).await.unwrap();
+        let s = repo.writable_session(&branch).await.unwrap();
+        s.set_chunk(&p("/a"), &[0], Bytes::from_static(b"\x07"))
+            .await
+            .unwrap();
+        let start = std::time::Instant::now();
+        let id = s.commit("whole").await.unwrap();
+        took.push(start.elapsed());
+        assert_eq!(manifests_of(&repo, id, "/a").await, 1);
+    }
+    assert!(
+        took[0] >= Duration::from_millis(1100),
+        "one at a time: {took:?}"
+    );
+    assert!(
+        took[1] < Duration::from_millis(900),
+        "four at once: {took:?}"
+    );
+}

@@ -157,6 +157,7 @@ pub(crate) async fn flush(
                 &old,
                 &array.shape,
                 layout,
+                layouts.fetch_concurrency(),
                 changes,
                 rewrite_all,
             )

@@ -14,6 +14,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 use std::sync::Arc;
 
+use futures::{StreamExt, TryStreamExt};
+
 use crate::assets::AssetManager;
 use crate::error::Result;
 use crate::format::config::{ManifestSplittingConfig, RepositoryConfig};
@@ -41,17 +43,29 @@ pub(crate) struct SplitLayout {
 /// Which layout each array's manifests follow: the repository configuration's
 /// `manifest.splitting` (Icechunk's rules: [`ManifestSplittingConfig::block_sizes`])
 /// when it sets one, floe's own ([`SplitLayout::for_shape`]) otherwise.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub(crate) struct ManifestLayouts {
     splitting: Option<ManifestSplittingConfig>,
+    /// Committed manifests of one array fetched at once when a commit rewrites them
+    /// (`manifest.max_concurrent_manifest_fetches_during_commit`, default 1).
+    fetch_concurrency: usize,
 }
 
 impl ManifestLayouts {
     /// The layouts a configuration asks for.
     pub(crate) fn new(config: &RepositoryConfig) -> Self {
+        let manifest = config.manifest();
         ManifestLayouts {
-            splitting: config.manifest().splitting,
+            fetch_concurrency: usize::from(
+                manifest.max_concurrent_manifest_fetches_during_commit(),
+            ),
+            splitting: manifest.splitting,
         }
+    }
+
+    /// Committed manifests of one array fetched at once during a commit (at least 1).
+    pub(crate) fn fetch_concurrency(&self) -> usize {
+        self.fetch_concurrency.max(1)
     }
 
     /// The layout of the array at `path` with this shape and these dimension names.
@@ -185,6 +199,7 @@ pub(crate) async fn write_array_manifests(
     old: &[ManifestRef],
     shape: &[DimensionShape],
     layout: SplitLayout,
+    fetch_concurrency: usize,
     changes: &Arc<ChangeSet>,
     rewrite_all: bool,
 ) -> Result<ArrayManifests> {
@@ -217,15 +232,24 @@ pub(crate) async fn write_array_manifests(
     let mut fetched: BTreeMap<usize, Arc<Manifest>> = BTreeMap::new();
     let mut blocks = changed_blocks.clone();
     loop {
-        for (i, m) in old.iter().enumerate() {
-            if rewrite[i] && !fetched.contains_key(&i) {
-                let size = base.manifest_info(&m.object_id).map(|f| f.size_bytes);
-                let manifest = assets.fetch_manifest(&m.object_id, size).await?;
-                if let Some(refs) = manifest.arrays.get(&node) {
-                    blocks.extend(refs.keys().map(|idx| layout.block_of(idx)));
-                }
-                fetched.insert(i, manifest);
+        // Up to `fetch_concurrency` at once, in order.
+        let wanted: Vec<usize> = (0..old.len())
+            .filter(|i| rewrite[*i] && !fetched.contains_key(i))
+            .collect();
+        let got: Vec<(usize, Arc<Manifest>)> =
+            futures::stream::iter(wanted.into_iter().map(|i| async move {
+                let id = &old[i].object_id;
+                let size = base.manifest_info(id).map(|f| f.size_bytes);
+                Ok::<_, crate::error::Error>((i, assets.fetch_manifest(id, size).await?))
+            }))
+            .buffered(fetch_concurrency.max(1))
+            .try_collect()
+            .await?;
+        for (i, manifest) in got {
+            if let Some(refs) = manifest.arrays.get(&node) {
+                blocks.extend(refs.keys().map(|idx| layout.block_of(idx)));
             }
+            fetched.insert(i, manifest);
         }
         let mut grew = false;
         for (i, m) in old.iter().enumerate() {

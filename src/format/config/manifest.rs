@@ -33,8 +33,8 @@ pub struct ManifestConfig {
     /// locations uncompressed, which every reader accepts).
     #[serde(default)]
     pub virtual_chunk_location_compression: Option<VirtualChunkLocationCompressionConfig>,
-    /// Manifests fetched at once while a commit merges changes into them (Icechunk's
-    /// default 1).
+    /// Committed manifests of one array fetched at once while a commit merges
+    /// changes into them (Icechunk's default 1).
     #[serde(default)]
     pub max_concurrent_manifest_fetches_during_commit: Option<u16>,
 }
