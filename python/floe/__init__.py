@@ -24,7 +24,25 @@ from __future__ import annotations
 
 import sys
 
-from floe.config import CompressionConfig, RepositoryConfig
+from floe.config import (
+    CachingConfig,
+    CompressionAlgorithm,
+    CompressionConfig,
+    ManifestConfig,
+    ManifestPreloadCondition,
+    ManifestPreloadConfig,
+    ManifestSplitCondition,
+    ManifestSplitDimCondition,
+    ManifestSplittingConfig,
+    ManifestVirtualChunkLocationCompressionConfig,
+    ObjectStoreConfig,
+    RepoUpdateRetryConfig,
+    RepositoryConfig,
+    http_store,
+    local_filesystem_store,
+    s3_store,
+)
+from floe.virtual import VirtualChunkContainer
 from floe.conflicts import BasicConflictSolver, ConflictDetector, VersionSelection
 from floe.diff import Diff
 from floe.exceptions import (
@@ -43,7 +61,22 @@ from floe.store import FloeStore, IcechunkStore
 
 __all__ = [
     "BasicConflictSolver",
+    "CachingConfig",
+    "CompressionAlgorithm",
     "CompressionConfig",
+    "ManifestConfig",
+    "ManifestPreloadCondition",
+    "ManifestPreloadConfig",
+    "ManifestSplitCondition",
+    "ManifestSplitDimCondition",
+    "ManifestSplittingConfig",
+    "ManifestVirtualChunkLocationCompressionConfig",
+    "ObjectStoreConfig",
+    "RepoUpdateRetryConfig",
+    "VirtualChunkContainer",
+    "http_store",
+    "local_filesystem_store",
+    "s3_store",
     "ConflictDetector",
     "ConflictError",
     "Diff",
@@ -79,6 +112,7 @@ _ICECHUNK_MODULES = {
     "conflicts": "floe.conflicts",
     "snapshots": "floe.snapshots",
     "xarray": "floe.xarray",
+    "virtual": "floe.virtual",
     "_exceptions": "floe.exceptions",
     # floe's own modules too, so that `import icechunk.<name>` never loads a second
     # copy of one (with classes of its own) under the icechunk name.

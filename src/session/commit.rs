@@ -21,7 +21,7 @@ use crate::format::{ManifestId, NodePath, SnapshotId};
 
 use super::change_set::ChangeSet;
 use super::manifest_split::{
-    write_array_manifests, write_pending, ArrayManifests, PendingManifest, SplitLayout,
+    write_array_manifests, write_pending, ArrayManifests, ManifestLayouts, PendingManifest,
 };
 use super::overlay::apply_node_changes;
 
@@ -58,12 +58,15 @@ pub(crate) enum CommitMethod<'a> {
 /// the last manifests of each array at once (one round trip on object storage; up to
 /// 64 MiB of encoded manifests are held back for it).
 /// Nothing is visible until the branch moves ([`crate::refs::RefStore::commit`], the
-/// commit point).
+/// commit point). Each array's manifests follow the layout `layouts` gives it (the
+/// configuration's `manifest.splitting`, or floe's own).
 ///
 /// # Errors
 /// Storage and format errors.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn flush(
     assets: &AssetManager,
+    layouts: &ManifestLayouts,
     base: &Snapshot,
     changes: &Arc<ChangeSet>,
     new_id: SnapshotId,
@@ -92,8 +95,7 @@ pub(crate) async fn flush(
                 .iter()
                 .zip(&a.shape)
                 .any(|(before, after)| after.num_chunks() < before.num_chunks());
-            o.shape != a.shape
-                && (shrunk || SplitLayout::for_shape(&o.shape) != SplitLayout::for_shape(&a.shape))
+            o.shape != a.shape && (shrunk || layouts.layout(path, o) != layouts.layout(path, a))
         });
         if chunk_changes || rewrite_all {
             rewrite.push((path.clone(), rewrite_all));
@@ -154,10 +156,22 @@ pub(crate) async fn flush(
                 .and_then(NodeSnapshot::array)
                 .map(|a| a.manifests.clone())
                 .unwrap_or_default();
-            let shape = node.array().map(|a| a.shape.clone()).unwrap_or_default();
-            let mut written =
-                write_array_manifests(assets, base, node.id, &old, &shape, changes, rewrite_all)
-                    .await?;
+            let Some(array) = node.array() else {
+                return Ok((path, ArrayManifests::default()));
+            };
+            let layout = layouts.layout(&path, array);
+            let mut written = write_array_manifests(
+                assets,
+                base,
+                node.id,
+                &old,
+                &array.shape,
+                layout,
+                layouts.fetch_concurrency(),
+                changes,
+                rewrite_all,
+            )
+            .await?;
             // Held back for the snapshot's round trip while they fit the budget.
             let bytes: usize = written.pending.iter().map(PendingManifest::len).sum();
             let before = held.fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
