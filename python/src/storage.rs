@@ -493,7 +493,6 @@ fn build_s3(
     }
     if let Some(e) = endpoint {
         force_path_style |= needs_path_style(&e);
-        o.allow_http |= e.starts_with("http://") && config.allow_http;
         o.endpoint = Some(e);
     }
     if region.is_some() {

@@ -54,23 +54,36 @@ pub struct ClientSettings {
 }
 
 impl ClientSettings {
+    /// These timeouts as object_store client configuration keys and values
+    /// (`humantime` durations; a disabled timeout is a very long one). Builders
+    /// take them with `with_config`, which amends their client options (those the
+    /// environment or other keys set are kept) instead of replacing them.
+    pub fn client_config(&self) -> Vec<(ClientConfigKey, String)> {
+        let duration = |ms: u64| {
+            if ms == 0 {
+                "100000h".to_string()
+            } else {
+                format!("{ms}ms")
+            }
+        };
+        let mut out = Vec::new();
+        if let Some(ms) = self.connect_timeout_ms {
+            out.push((ClientConfigKey::ConnectTimeout, duration(ms)));
+        }
+        if let Some(ms) = self.read_timeout_ms {
+            out.push((ClientConfigKey::ReadTimeout, duration(ms)));
+        }
+        if let Some(ms) = self.operation_attempt_timeout_ms {
+            out.push((ClientConfigKey::Timeout, duration(ms)));
+        }
+        out
+    }
+
     /// object_store's client options with these timeouts over `base`.
     pub fn client_options(&self, base: ClientOptions) -> ClientOptions {
-        let mut o = base;
-        if let Some(ms) = self.connect_timeout_ms {
-            o = o.with_connect_timeout(Duration::from_millis(ms));
-        }
-        match self.read_timeout_ms {
-            Some(0) => o = o.with_read_timeout_disabled(),
-            Some(ms) => o = o.with_read_timeout(Duration::from_millis(ms)),
-            None => {}
-        }
-        match self.operation_attempt_timeout_ms {
-            Some(0) => o = o.with_timeout_disabled(),
-            Some(ms) => o = o.with_timeout(Duration::from_millis(ms)),
-            None => {}
-        }
-        o
+        self.client_config()
+            .into_iter()
+            .fold(base, |o, (k, v)| o.with_config(k, v))
     }
 
     /// object_store's retry configuration with these retries.
@@ -211,12 +224,18 @@ pub fn new_s3_storage_with(
 ) -> StorageResult<Arc<dyn Storage>> {
     let prefix = prefix.trim_matches('/');
     let url = root_url("s3", bucket, prefix);
-    let client = with_headers(ClientOptions::new(), &extras.headers, &url)?;
-    let mut b = options
-        .builder(bucket)
-        .with_client_options(settings.client_options(client))
-        // After the client options, which carry the HTTP switch too.
-        .with_allow_http(options.allow_http)
+    let mut b = options.builder(bucket);
+    if !extras.headers.is_empty() {
+        let client = with_headers(ClientOptions::new(), &extras.headers, &url)?;
+        // Replaces the client options: the HTTP switch is set again after it.
+        b = b
+            .with_client_options(client)
+            .with_allow_http(options.allow_http);
+    }
+    for (k, v) in settings.client_config() {
+        b = b.with_config(object_store::aws::AmazonS3ConfigKey::Client(k), v);
+    }
+    let mut b = b
         .with_retry(settings.retry_config())
         .with_request_payer(extras.requester_pays);
     if let Some(c) = credentials {
@@ -313,6 +332,16 @@ pub fn new_gcs_storage(
         GcsCredentials::FromEnv => GoogleCloudStorageBuilder::from_env(),
         _ => GoogleCloudStorageBuilder::new(),
     };
+    // Plain HTTP is allowed: the base URL decides (emulators serve it).
+    b = b
+        .with_config(
+            object_store::gcp::GoogleConfigKey::Client(ClientConfigKey::AllowHttp),
+            "true",
+        )
+        .with_retry(settings.retry_config());
+    for (k, v) in settings.client_config() {
+        b = b.with_config(object_store::gcp::GoogleConfigKey::Client(k), v);
+    }
     let mut custom = false;
     if matches!(credentials, GcsCredentials::FromEnv) {
         if let Some(host) = std::env::var("STORAGE_EMULATOR_HOST")
@@ -344,11 +373,8 @@ pub fn new_gcs_storage(
         GcsCredentials::BearerToken(t) => b.with_bearer_token(t),
         GcsCredentials::Refreshable(c) => b.with_credentials(c),
     };
-    let allow_http = ClientOptions::new().with_allow_http(true);
     let store = b
         .with_bucket_name(bucket)
-        .with_client_options(settings.client_options(allow_http))
-        .with_retry(settings.retry_config())
         .build()
         .map_err(|e| invalid(url.clone(), e))?;
     let storage = ObjectStorage::new(Arc::new(store), prefix, url)
@@ -422,7 +448,13 @@ pub fn new_azure_storage(
         AzureCredentials::FromEnv => MicrosoftAzureBuilder::from_env(),
         _ => MicrosoftAzureBuilder::new(),
     };
-    b = b.with_account(account).with_container_name(container);
+    for (k, v) in settings.client_config() {
+        b = b.with_config(AzureConfigKey::Client(k), v);
+    }
+    b = b
+        .with_retry(settings.retry_config())
+        .with_account(account)
+        .with_container_name(container);
     for (k, v) in config {
         let key = k.parse().map_err(|e| invalid(url.clone(), e))?;
         b = b.with_config(key, v);
@@ -438,11 +470,7 @@ pub fn new_azure_storage(
     let flag = |v: Option<String>| v.is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
     let custom = flag(b.get_config_value(&AzureConfigKey::UseEmulator))
         || b.get_config_value(&AzureConfigKey::Endpoint).is_some();
-    let store = b
-        .with_client_options(settings.client_options(ClientOptions::new()))
-        .with_retry(settings.retry_config())
-        .build()
-        .map_err(|e| invalid(url.clone(), e))?;
+    let store = b.build().map_err(|e| invalid(url.clone(), e))?;
     // Azure lists etags unquoted and answers them quoted elsewhere.
     let storage = ObjectStorage::new(Arc::new(store), prefix, url).with_quoted_etags(true);
     Ok(checked_if(custom, Arc::new(storage)))
@@ -585,6 +613,19 @@ mod tests {
         assert_eq!(r.backoff.max_backoff, Duration::from_millis(50));
         assert_eq!(r.retry_timeout, Duration::from_secs(1));
         assert_eq!(ClientSettings::default().retry_config().max_retries, 10);
+        let t = ClientSettings {
+            connect_timeout_ms: Some(250),
+            read_timeout_ms: Some(0),
+            ..Default::default()
+        };
+        assert_eq!(
+            t.client_config(),
+            vec![
+                (ClientConfigKey::ConnectTimeout, "250ms".to_string()),
+                (ClientConfigKey::ReadTimeout, "100000h".to_string())
+            ]
+        );
+        assert!(ClientSettings::default().client_config().is_empty());
     }
 
     #[test]
