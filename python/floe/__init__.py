@@ -15,7 +15,8 @@ Third-party code that imports ``icechunk`` by name gets floe after
 
 Modules, one per concept as in icechunk-python: ``floe.repository`` (``Repository``,
 ``SpecVersion``), ``floe.session`` (``Session``), ``floe.store`` (``FloeStore``, alias
-``IcechunkStore``), ``floe.storage``, ``floe.config``, ``floe.conflicts``,
+``IcechunkStore``), ``floe.storage`` (backends and ``StorageSettings``),
+``floe.credentials``, ``floe.config``, ``floe.conflicts``,
 ``floe.snapshots``, ``floe.exceptions``, ``floe.xarray`` (``to_floe``, alias
 ``to_icechunk``).
 """
@@ -56,10 +57,55 @@ from floe.exceptions import (
 from floe.repository import Repository, SpecVersion
 from floe.session import Session
 from floe.snapshots import SnapshotInfo
-from floe.storage import Storage, in_memory_storage, local_filesystem_storage, s3_storage
+from floe.credentials import (
+    AzureCredentials,
+    AzureRefreshableCredential,
+    AzureStaticCredentials,
+    Credentials,
+    GcsBearerCredential,
+    GcsCredentials,
+    GcsStaticCredentials,
+    S3Credentials,
+    S3StaticCredentials,
+    azure_anonymous_credentials,
+    azure_credentials,
+    azure_from_env_credentials,
+    azure_refreshable_credentials,
+    azure_static_credentials,
+    containers_credentials,
+    gcs_anonymous_credentials,
+    gcs_credentials,
+    gcs_from_env_credentials,
+    gcs_refreshable_credentials,
+    gcs_static_credentials,
+    s3_anonymous_credentials,
+    s3_credentials,
+    s3_from_env_credentials,
+    s3_refreshable_credentials,
+    s3_static_credentials,
+)
+from floe.storage import (
+    S3Options,
+    Storage,
+    StorageConcurrencySettings,
+    StorageRetriesSettings,
+    StorageSettings,
+    StorageTimeoutSettings,
+    azure_storage,
+    gcs_storage,
+    http_storage,
+    in_memory_storage,
+    local_filesystem_storage,
+    r2_storage,
+    s3_storage,
+    tigris_storage,
+)
 from floe.store import FloeStore, IcechunkStore
 
 __all__ = [
+    "AzureCredentials",
+    "AzureRefreshableCredential",
+    "AzureStaticCredentials",
     "BasicConflictSolver",
     "CachingConfig",
     "CompressionAlgorithm",
@@ -79,26 +125,58 @@ __all__ = [
     "s3_store",
     "ConflictDetector",
     "ConflictError",
+    "Credentials",
     "Diff",
     "FloeError",
     "FloeStore",
+    "GcsBearerCredential",
+    "GcsCredentials",
+    "GcsStaticCredentials",
     "IcechunkError",
     "IcechunkStore",
     "InvalidInputError",
     "ReadOnlyError",
     "Repository",
     "RepositoryConfig",
+    "S3Credentials",
+    "S3Options",
+    "S3StaticCredentials",
     "Session",
     "SessionStateError",
     "SnapshotInfo",
     "SpecVersion",
     "Storage",
+    "StorageConcurrencySettings",
+    "StorageRetriesSettings",
+    "StorageSettings",
+    "StorageTimeoutSettings",
     "VersionSelection",
+    "azure_anonymous_credentials",
+    "azure_credentials",
+    "azure_from_env_credentials",
+    "azure_refreshable_credentials",
+    "azure_static_credentials",
+    "azure_storage",
+    "containers_credentials",
+    "gcs_anonymous_credentials",
+    "gcs_credentials",
+    "gcs_from_env_credentials",
+    "gcs_refreshable_credentials",
+    "gcs_static_credentials",
+    "gcs_storage",
+    "http_storage",
     "in_memory_storage",
     "install_as_icechunk",
     "local_filesystem_storage",
+    "r2_storage",
+    "s3_anonymous_credentials",
+    "s3_credentials",
+    "s3_from_env_credentials",
+    "s3_refreshable_credentials",
+    "s3_static_credentials",
     "s3_storage",
     "spec_version",
+    "tigris_storage",
 ]
 
 #: The submodules of icechunk-python that floe provides, by the name ``icechunk.<name>``
@@ -108,6 +186,7 @@ _ICECHUNK_MODULES = {
     "session": "floe.session",
     "store": "floe.store",
     "storage": "floe.storage",
+    "credentials": "floe.credentials",
     "config": "floe.config",
     "conflicts": "floe.conflicts",
     "snapshots": "floe.snapshots",
@@ -134,7 +213,7 @@ def install_as_icechunk() -> None:
 
     Registers floe in ``sys.modules`` as ``icechunk`` and its modules as
     ``icechunk.repository``, ``icechunk.session``, ``icechunk.store``,
-    ``icechunk.storage``, ``icechunk.config``, ``icechunk.conflicts``,
+    ``icechunk.storage``, ``icechunk.credentials``, ``icechunk.config``, ``icechunk.conflicts``,
     ``icechunk.snapshots``, ``icechunk.xarray`` and ``icechunk._exceptions``. Call it
     before the code that imports ``icechunk`` runs: modules that imported the real
     Icechunk earlier keep it. Icechunk modules floe does not provide (``icechunk.dask``,

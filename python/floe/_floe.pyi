@@ -24,24 +24,203 @@ def _merge_configs(base: Any, other: Any) -> Any:
     """``other`` over ``base`` (two ``floe.config.RepositoryConfig``), merged by the
     engine with Icechunk's rules."""
 
+class S3Options:
+    """Options of an S3-compatible client (seconds for the stream timeout)."""
+
+    region: str | None
+    endpoint_url: str | None
+    allow_http: bool
+    anonymous: bool
+    force_path_style: bool
+    network_stream_timeout_seconds: int | None
+    requester_pays: bool
+    def __init__(
+        self,
+        region: str | None = None,
+        endpoint_url: str | None = None,
+        allow_http: bool = False,
+        anonymous: bool = False,
+        force_path_style: bool = False,
+        network_stream_timeout_seconds: int | None = None,
+        requester_pays: bool = False,
+        checksum_algorithm: None = None,
+    ) -> None: ...
+
+class S3StaticCredentials:
+    access_key_id: str
+    secret_access_key: str
+    session_token: str | None
+    expires_after: datetime.datetime | None
+    def __init__(
+        self,
+        access_key_id: str,
+        secret_access_key: str,
+        session_token: str | None = None,
+        expires_after: datetime.datetime | None = None,
+    ) -> None: ...
+
+class S3Credentials:
+    class FromEnv(S3Credentials):
+        def __init__(self) -> None: ...
+    class Anonymous(S3Credentials):
+        def __init__(self) -> None: ...
+    class Static(S3Credentials):
+        _0: S3StaticCredentials
+        def __init__(self, credentials: S3StaticCredentials) -> None: ...
+    class Refreshable(S3Credentials):
+        pickled_function: bytes
+        current: S3StaticCredentials | None
+        def __init__(self, pickled_function: bytes, current: S3StaticCredentials | None = None) -> None: ...
+
+class GcsBearerCredential:
+    bearer: str
+    expires_after: datetime.datetime | None
+    def __init__(self, bearer: str, *, expires_after: datetime.datetime | None = None) -> None: ...
+
+class GcsStaticCredentials:
+    class ServiceAccount(GcsStaticCredentials):
+        def __init__(self, path: str) -> None: ...
+    class ServiceAccountKey(GcsStaticCredentials):
+        def __init__(self, key: str) -> None: ...
+    class ApplicationCredentials(GcsStaticCredentials):
+        def __init__(self, path: str) -> None: ...
+    class BearerToken(GcsStaticCredentials):
+        def __init__(self, token: str) -> None: ...
+
+class GcsCredentials:
+    class Anonymous(GcsCredentials):
+        def __init__(self) -> None: ...
+    class FromEnv(GcsCredentials):
+        def __init__(self) -> None: ...
+    class Static(GcsCredentials):
+        def __init__(self, credentials: GcsStaticCredentials) -> None: ...
+    class Refreshable(GcsCredentials):
+        def __init__(self, pickled_function: bytes, current: GcsBearerCredential | None = None) -> None: ...
+
+class AzureRefreshableCredential:
+    class AccessKey(AzureRefreshableCredential):
+        def __init__(self, key: str, *, expires_after: datetime.datetime | None = None) -> None: ...
+    class SasToken(AzureRefreshableCredential):
+        def __init__(self, token: str, *, expires_after: datetime.datetime | None = None) -> None: ...
+    class BearerToken(AzureRefreshableCredential):
+        def __init__(self, bearer: str, *, expires_after: datetime.datetime | None = None) -> None: ...
+
+class AzureStaticCredentials:
+    class AccessKey(AzureStaticCredentials):
+        def __init__(self, key: str) -> None: ...
+    class SasToken(AzureStaticCredentials):
+        def __init__(self, token: str) -> None: ...
+    class BearerToken(AzureStaticCredentials):
+        def __init__(self, token: str) -> None: ...
+
+class AzureCredentials:
+    class Anonymous(AzureCredentials):
+        def __init__(self) -> None: ...
+    class FromEnv(AzureCredentials):
+        def __init__(self) -> None: ...
+    class Static(AzureCredentials):
+        def __init__(self, credentials: AzureStaticCredentials) -> None: ...
+    class Refreshable(AzureCredentials):
+        def __init__(
+            self, pickled_function: bytes, current: AzureRefreshableCredential | None = None
+        ) -> None: ...
+
+class Credentials:
+    class S3(Credentials):
+        def __init__(self, credentials: S3Credentials) -> None: ...
+    class Gcs(Credentials):
+        def __init__(self, credentials: GcsCredentials) -> None: ...
+    class Azure(Credentials):
+        def __init__(self, credentials: AzureCredentials) -> None: ...
+    class LocalFileSystemAccess(Credentials):
+        def __init__(self) -> None: ...
+    class HttpAccess(Credentials):
+        def __init__(self) -> None: ...
+
 class Storage:
-    """Where a repository lives; pickles as its URL (no credentials)."""
+    """Where a repository lives; pickles as the constructor and arguments it was
+    built with (see ``floe.storage``)."""
 
     @property
     def url(self) -> str: ...
+    def default_settings(self) -> Any: ...
+    def _with_settings(self, settings: Any) -> Storage: ...
+    @classmethod
+    def new_in_memory(cls) -> Storage: ...
+    @classmethod
+    def new_local_filesystem(cls, path: str) -> Storage: ...
+    @classmethod
+    def new_s3(
+        cls,
+        config: S3Options,
+        bucket: str,
+        prefix: str | None,
+        credentials: S3Credentials | None = None,
+        legacy_rooted_keys: bool | None = None,
+        *,
+        read_headers: dict[str, str] | None = None,
+        write_headers: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Storage: ...
+    @classmethod
+    def new_tigris(
+        cls,
+        config: S3Options,
+        bucket: str,
+        prefix: str | None,
+        use_weak_consistency: bool,
+        credentials: S3Credentials | None = None,
+        legacy_rooted_keys: bool | None = None,
+        *,
+        read_headers: dict[str, str] | None = None,
+        write_headers: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Storage: ...
+    @classmethod
+    def new_r2(
+        cls,
+        config: S3Options,
+        bucket: str | None = None,
+        prefix: str | None = None,
+        account_id: str | None = None,
+        credentials: S3Credentials | None = None,
+        legacy_rooted_keys: bool | None = None,
+        *,
+        read_headers: dict[str, str] | None = None,
+        write_headers: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Storage: ...
+    @classmethod
+    def new_gcs(
+        cls,
+        bucket: str,
+        prefix: str | None,
+        credentials: GcsCredentials | None = None,
+        *,
+        config: dict[str, str] | None = None,
+        read_headers: dict[str, str] | None = None,
+        write_headers: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Storage: ...
+    @classmethod
+    def new_azure_blob(
+        cls,
+        account: str,
+        container: str,
+        prefix: str,
+        credentials: AzureCredentials | None = None,
+        *,
+        config: dict[str, str] | None = None,
+    ) -> Storage: ...
+    @classmethod
+    def new_http(
+        cls, base_url: str, config: dict[str, str] | None = None, headers: dict[str, str] | None = None
+    ) -> Storage: ...
 
 def local_filesystem_storage(path: str) -> Storage: ...
 def in_memory_storage() -> Storage: ...
-def s3_storage(
-    *,
-    bucket: str,
-    prefix: str | None = None,
-    region: str | None = None,
-    endpoint_url: str | None = None,
-    allow_http: bool = False,
-    from_env: bool = True,
-) -> Storage: ...
 def storage_from_url(url: str) -> Storage: ...
+def _storage_from_recipe(name: str, kwargs: dict[str, Any]) -> Storage: ...
 
 class SnapshotInfo:
     """One commit of a history."""
@@ -181,8 +360,8 @@ class Session:
     def move(self, from_path: str, to_path: str) -> None: ...
     def _native_store(self) -> NativeStore: ...
 
-def _open_readonly(url: str, snapshot_id: str) -> Session: ...
-def _open_fork(url: str, fork: bytes) -> Session: ...
+def _open_readonly(storage: Storage | str, snapshot_id: str) -> Session: ...
+def _open_fork(storage: Storage | str, fork: bytes) -> Session: ...
 
 class NativeStore:
     """The Zarr store view of a session; ``floe.FloeStore`` wraps it. Byte ranges are

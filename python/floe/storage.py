@@ -1,10 +1,548 @@
-"""Where repositories live, as Icechunk's ``icechunk.storage``: ``Storage`` and its
-constructors for the local filesystem, memory and S3 (or S3-compatible) buckets.
+"""Where repositories live, as Icechunk 2.3.0's ``icechunk.storage``: ``Storage`` and
+its constructors, ``S3Options``, and the ``StorageSettings`` family.
 
-A ``Storage`` pickles as its URL (no credentials: the receiving process reads its own
-environment); in-memory storage lives in one process and does not pickle.
+Backends (all through the Rust ``object_store`` crate):
+
+- ``local_filesystem_storage(path)`` and ``in_memory_storage()``;
+- ``s3_storage`` (AWS S3 and S3-compatible servers), ``tigris_storage``,
+  ``r2_storage`` (Cloudflare R2);
+- ``gcs_storage`` (Google Cloud Storage; conditional writes by generation match);
+- ``azure_storage`` (Azure Blob Storage);
+- ``http_storage`` (read-only: every write raises ``FloeError`` before any request).
+
+Conditional writes
+    Icechunk's consistency needs the server to enforce create-if-not-exists and
+    compare-and-swap. AWS S3, GCS and Azure do. On a custom endpoint (an
+    S3-compatible server, an emulator: ``endpoint_url``, ``STORAGE_EMULATOR_HOST``,
+    a GCS ``google_base_url``, Azurite) floe checks this once, before the first
+    conditional write of a storage object, with a probe object under
+    ``.floe-conditional-write-check/`` that it deletes again. A server that ignores the
+    preconditions gets every conditional write (creating a repository, committing,
+    moving refs) refused with ``FloeError`` ("cannot be written safely"), instead of
+    writing without them as Icechunk's ``unsafe_use_conditional_*=False`` settings
+    would. Measured on the CI emulators: Azurite enforces both preconditions;
+    gcp-storage-emulator enforces neither (and answers no ``HEAD`` and no ``ETag``,
+    which object_store's GCS client needs: floe cannot read it either).
+
+Pickling
+    A ``Storage`` pickles as the constructor and arguments it was built with;
+    credentials travel as described in ``floe.credentials``. In-memory storage does
+    not pickle (``TypeError``).
+
+Settings
+    ``StorageSettings`` (with ``StorageConcurrencySettings``,
+    ``StorageRetriesSettings``, ``StorageTimeoutSettings``) holds Icechunk's storage
+    settings. floe passes retries (tries, backoff) and timeouts (connect, read,
+    operation, attempt) to the object-store client (``Storage._with_settings``); the
+    concurrency, storage-class, multipart and ``unsafe_*`` fields are kept but not
+    used by floe's engine (which has its own request planning, writes every object
+    in one request, and never writes without preconditions).
 """
 
-from floe._floe import Storage, in_memory_storage, local_filesystem_storage, s3_storage
+from __future__ import annotations
 
-__all__ = ["Storage", "in_memory_storage", "local_filesystem_storage", "s3_storage"]
+from collections.abc import Callable
+from datetime import datetime
+
+from floe._floe import S3Options, Storage
+from floe.credentials import (
+    AzureRefreshableCredential,
+    GcsBearerCredential,
+    S3StaticCredentials,
+    azure_credentials,
+    gcs_credentials,
+    s3_credentials,
+)
+
+__all__ = [
+    "S3Options",
+    "Storage",
+    "StorageConcurrencySettings",
+    "StorageRetriesSettings",
+    "StorageSettings",
+    "StorageTimeoutSettings",
+    "azure_storage",
+    "gcs_storage",
+    "http_storage",
+    "in_memory_storage",
+    "local_filesystem_storage",
+    "r2_storage",
+    "s3_storage",
+    "tigris_storage",
+]
+
+
+class _Settings:
+    """Shared behaviour of the settings classes: keyword construction, equality by
+    fields, a repr in Icechunk's layout, pickling by fields."""
+
+    _fields: tuple[str, ...] = ()
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return all(getattr(self, f) == getattr(other, f) for f in self._fields)
+
+    def __hash__(self) -> int:
+        return hash(tuple(repr(getattr(self, f)) for f in self._fields))
+
+    def __repr__(self) -> str:
+        inner = ",\n".join(
+            "    " + f"{f}={getattr(self, f)!r}".replace("\n", "\n    ") for f in self._fields
+        )
+        return f"{type(self).__module__}.{type(self).__name__}(\n{inner},\n)"
+
+    def __reduce__(self):
+        return (type(self), tuple(getattr(self, f) for f in self._fields))
+
+
+class StorageRetriesSettings(_Settings):
+    """How failed requests are retried, with exponential backoff (Icechunk's
+    ``StorageRetriesSettings``).
+
+    ``max_tries``: tries of a request, the first included (1: no retry); ``None``
+    keeps object_store's default (11). ``initial_backoff_ms`` / ``max_backoff_ms``:
+    the first and the longest wait between tries, in milliseconds; ``None`` keeps the
+    defaults (100 ms and 15 s).
+    """
+
+    _fields = ("max_tries", "initial_backoff_ms", "max_backoff_ms")
+
+    def __init__(
+        self,
+        max_tries: int | None = None,
+        initial_backoff_ms: int | None = None,
+        max_backoff_ms: int | None = None,
+    ) -> None:
+        self.max_tries = max_tries
+        self.initial_backoff_ms = initial_backoff_ms
+        self.max_backoff_ms = max_backoff_ms
+
+
+class StorageTimeoutSettings(_Settings):
+    """Timeouts of storage requests, in milliseconds (Icechunk's
+    ``StorageTimeoutSettings``); ``None`` keeps object_store's default.
+
+    ``connect_timeout_ms``: establishing a connection (default 5 s);
+    ``read_timeout_ms``: the longest a response may stall between bytes (default: no
+    limit); ``operation_timeout_ms``: a whole operation, retries included (default
+    3 min); ``operation_attempt_timeout_ms``: one try (default 30 s).
+    """
+
+    _fields = ("connect_timeout_ms", "read_timeout_ms", "operation_timeout_ms", "operation_attempt_timeout_ms")
+
+    def __init__(
+        self,
+        connect_timeout_ms: int | None = None,
+        read_timeout_ms: int | None = None,
+        operation_timeout_ms: int | None = None,
+        operation_attempt_timeout_ms: int | None = None,
+    ) -> None:
+        self.connect_timeout_ms = connect_timeout_ms
+        self.read_timeout_ms = read_timeout_ms
+        self.operation_timeout_ms = operation_timeout_ms
+        self.operation_attempt_timeout_ms = operation_attempt_timeout_ms
+
+
+class StorageConcurrencySettings(_Settings):
+    """Icechunk's split of large reads into concurrent requests
+    (``max_concurrent_requests_for_object``, ``ideal_concurrent_request_size`` in
+    bytes). Kept for compatibility: floe plans its reads itself (coalesced ranged
+    reads), so these values do not change its requests."""
+
+    _fields = ("max_concurrent_requests_for_object", "ideal_concurrent_request_size")
+
+    def __init__(
+        self,
+        max_concurrent_requests_for_object: int | None = None,
+        ideal_concurrent_request_size: int | None = None,
+    ) -> None:
+        self.max_concurrent_requests_for_object = max_concurrent_requests_for_object
+        self.ideal_concurrent_request_size = ideal_concurrent_request_size
+
+
+class StorageSettings(_Settings):
+    """Icechunk's ``StorageSettings``: ``concurrency``, ``retries`` and ``timeouts``
+    (the classes above, or ``None`` for the defaults), the ``unsafe_use_*`` switches,
+    storage classes and ``minimum_size_for_multipart_upload`` (bytes).
+
+    floe passes ``retries`` and ``timeouts`` to the object-store client. It refuses
+    ``unsafe_use_conditional_create=False`` and ``unsafe_use_conditional_update=False``
+    with ``ValueError``: floe never writes a repository without preconditions (see the
+    module documentation). The other fields are kept and compared but do not change
+    floe's requests.
+    """
+
+    _fields = (
+        "unsafe_use_conditional_create",
+        "unsafe_use_conditional_update",
+        "unsafe_use_metadata",
+        "storage_class",
+        "metadata_storage_class",
+        "chunks_storage_class",
+        "minimum_size_for_multipart_upload",
+        "concurrency",
+        "retries",
+        "timeouts",
+    )
+
+    def __init__(
+        self,
+        concurrency: StorageConcurrencySettings | None = None,
+        retries: StorageRetriesSettings | None = None,
+        unsafe_use_conditional_create: bool | None = None,
+        unsafe_use_conditional_update: bool | None = None,
+        unsafe_use_metadata: bool | None = None,
+        storage_class: str | None = None,
+        metadata_storage_class: str | None = None,
+        chunks_storage_class: str | None = None,
+        minimum_size_for_multipart_upload: int | None = None,
+        timeouts: StorageTimeoutSettings | None = None,
+    ) -> None:
+        for name, value in (
+            ("unsafe_use_conditional_create", unsafe_use_conditional_create),
+            ("unsafe_use_conditional_update", unsafe_use_conditional_update),
+        ):
+            if value is False:
+                raise ValueError(
+                    f"{name}=False is not supported by floe: it never writes a repository "
+                    "without conditional writes (use a server that enforces them)"
+                )
+        self.concurrency = concurrency
+        self.retries = retries
+        self.unsafe_use_conditional_create = unsafe_use_conditional_create
+        self.unsafe_use_conditional_update = unsafe_use_conditional_update
+        self.unsafe_use_metadata = unsafe_use_metadata
+        self.storage_class = storage_class
+        self.metadata_storage_class = metadata_storage_class
+        self.chunks_storage_class = chunks_storage_class
+        self.minimum_size_for_multipart_upload = minimum_size_for_multipart_upload
+        self.timeouts = timeouts
+
+    def __reduce__(self):
+        return (
+            type(self),
+            (
+                self.concurrency,
+                self.retries,
+                self.unsafe_use_conditional_create,
+                self.unsafe_use_conditional_update,
+                self.unsafe_use_metadata,
+                self.storage_class,
+                self.metadata_storage_class,
+                self.chunks_storage_class,
+                self.minimum_size_for_multipart_upload,
+                self.timeouts,
+            ),
+        )
+
+
+def in_memory_storage() -> Storage:
+    """A repository in this process's memory: gone when the process ends, visible only
+    through this ``Storage`` object, not picklable."""
+    return Storage.new_in_memory()
+
+
+def local_filesystem_storage(path: str) -> Storage:
+    """A repository in the local directory ``path`` (created when missing), with
+    compare-and-swap that holds across processes."""
+    return Storage.new_local_filesystem(path)
+
+
+def http_storage(
+    base_url: str,
+    opts: dict[str, str] | None = None,
+    headers: dict[str, str] | None = None,
+) -> Storage:
+    """A read-only repository served over HTTP(S) at ``base_url``.
+
+    ``opts``: object_store ``ClientConfigKey`` options in snake case (``timeout``,
+    ``allow_invalid_certificates``...); plain ``http://`` URLs are allowed. ``headers``:
+    sent with every request (e.g. ``{"authorization": "Bearer ..."}``). Any write
+    (creating a repository, committing, writable sessions' commits) raises
+    ``FloeError`` ("read-only") before a request is sent. An unknown option or an
+    invalid header raises ``FloeError`` here.
+    """
+    return Storage.new_http(base_url, opts, headers)
+
+
+def s3_storage(
+    *,
+    bucket: str,
+    prefix: str | None,
+    region: str | None = None,
+    endpoint_url: str | None = None,
+    allow_http: bool = False,
+    access_key_id: str | None = None,
+    secret_access_key: str | None = None,
+    session_token: str | None = None,
+    expires_after: datetime | None = None,
+    anonymous: bool | None = None,
+    from_env: bool | None = None,
+    get_credentials: Callable[[], S3StaticCredentials] | None = None,
+    scatter_initial_credentials: bool = False,
+    force_path_style: bool = False,
+    network_stream_timeout_seconds: int = 60,
+    requester_pays: bool = False,
+    checksum_algorithm: None = None,
+    legacy_rooted_keys: bool | None = None,
+    read_headers: dict[str, str] | None = None,
+    write_headers: dict[str, str] | None = None,
+    headers: dict[str, str] | None = None,
+) -> Storage:
+    """A repository under ``prefix`` of an S3 bucket, or of an S3-compatible server at
+    ``endpoint_url``.
+
+    Credentials (see ``floe.credentials.s3_credentials`` for how they combine):
+    ``access_key_id`` + ``secret_access_key`` (+ ``session_token``), ``anonymous=True``
+    (unsigned), ``get_credentials`` (refreshed when expired;
+    ``scatter_initial_credentials`` fetches the first now), or from the environment
+    (``AWS_*``, the default). With from-environment credentials, unset ``region`` and
+    ``endpoint_url`` come from ``AWS_REGION`` / ``AWS_ENDPOINT_URL`` too.
+
+    ``allow_http`` permits ``http://`` endpoints; ``force_path_style`` sends
+    ``endpoint/bucket/key`` (implied for IP-address and ``localhost`` endpoints);
+    ``network_stream_timeout_seconds`` fails a response that stalls that long (0:
+    never); ``requester_pays`` sends ``x-amz-request-payer``. ``headers``,
+    ``read_headers`` and ``write_headers`` are sent with every request (object_store
+    has one header set per client; on a name clash write, then read headers win).
+
+    Raises ``ValueError`` for conflicting credential arguments, a
+    ``checksum_algorithm`` (object_store chooses it) or ``legacy_rooted_keys=True``
+    (not supported); ``FloeError`` for options the client rejects.
+    """
+    credentials = s3_credentials(
+        access_key_id=access_key_id,
+        secret_access_key=secret_access_key,
+        session_token=session_token,
+        expires_after=expires_after,
+        anonymous=anonymous,
+        from_env=from_env,
+        get_credentials=get_credentials,
+        scatter_initial_credentials=scatter_initial_credentials,
+    )
+    options = S3Options(
+        region=region,
+        endpoint_url=endpoint_url,
+        allow_http=allow_http,
+        anonymous=bool(anonymous),
+        force_path_style=force_path_style,
+        network_stream_timeout_seconds=network_stream_timeout_seconds,
+        requester_pays=requester_pays,
+        checksum_algorithm=checksum_algorithm,
+    )
+    return Storage.new_s3(
+        options,
+        bucket,
+        prefix,
+        credentials,
+        legacy_rooted_keys,
+        read_headers=read_headers,
+        write_headers=write_headers,
+        headers=headers,
+    )
+
+
+def tigris_storage(
+    *,
+    bucket: str,
+    prefix: str | None,
+    region: str | None = None,
+    endpoint_url: str | None = None,
+    use_weak_consistency: bool = False,
+    allow_http: bool = False,
+    access_key_id: str | None = None,
+    secret_access_key: str | None = None,
+    session_token: str | None = None,
+    expires_after: datetime | None = None,
+    anonymous: bool | None = None,
+    from_env: bool | None = None,
+    get_credentials: Callable[[], S3StaticCredentials] | None = None,
+    scatter_initial_credentials: bool = False,
+    network_stream_timeout_seconds: int = 60,
+    checksum_algorithm: None = None,
+    legacy_rooted_keys: bool | None = None,
+    read_headers: dict[str, str] | None = None,
+    write_headers: dict[str, str] | None = None,
+    headers: dict[str, str] | None = None,
+) -> Storage:
+    """A repository in a Tigris bucket: S3 at ``https://t3.storage.dev`` (or
+    ``endpoint_url``) with Tigris' consistency headers (``X-Tigris-Regions: <region>``,
+    ``X-Tigris-Consistent: true``, ``Cache-Control: no-cache``), which need ``region``
+    (``ValueError`` without it). ``use_weak_consistency=True`` drops them and makes the
+    storage read-only (reads from the nearest region may be stale). Other arguments as
+    for ``s3_storage``."""
+    credentials = s3_credentials(
+        access_key_id=access_key_id,
+        secret_access_key=secret_access_key,
+        session_token=session_token,
+        expires_after=expires_after,
+        anonymous=anonymous,
+        from_env=from_env,
+        get_credentials=get_credentials,
+        scatter_initial_credentials=scatter_initial_credentials,
+    )
+    options = S3Options(
+        region=region,
+        endpoint_url=endpoint_url,
+        allow_http=allow_http,
+        anonymous=bool(anonymous),
+        network_stream_timeout_seconds=network_stream_timeout_seconds,
+        checksum_algorithm=checksum_algorithm,
+    )
+    return Storage.new_tigris(
+        options,
+        bucket,
+        prefix,
+        use_weak_consistency,
+        credentials,
+        legacy_rooted_keys,
+        read_headers=read_headers,
+        write_headers=write_headers,
+        headers=headers,
+    )
+
+
+def r2_storage(
+    *,
+    bucket: str | None = None,
+    prefix: str | None = None,
+    account_id: str | None = None,
+    endpoint_url: str | None = None,
+    region: str | None = None,
+    allow_http: bool = False,
+    access_key_id: str | None = None,
+    secret_access_key: str | None = None,
+    session_token: str | None = None,
+    expires_after: datetime | None = None,
+    anonymous: bool | None = None,
+    from_env: bool | None = None,
+    get_credentials: Callable[[], S3StaticCredentials] | None = None,
+    scatter_initial_credentials: bool = False,
+    network_stream_timeout_seconds: int = 60,
+    checksum_algorithm: None = None,
+    legacy_rooted_keys: bool | None = None,
+    read_headers: dict[str, str] | None = None,
+    write_headers: dict[str, str] | None = None,
+    headers: dict[str, str] | None = None,
+) -> Storage:
+    """A repository in a Cloudflare R2 bucket: S3 at
+    ``https://<account_id>.r2.cloudflarestorage.com`` (or ``endpoint_url``; one of the
+    two is required, else ``ValueError``), region ``auto`` unless given, path-style
+    requests. Other arguments as for ``s3_storage``."""
+    credentials = s3_credentials(
+        access_key_id=access_key_id,
+        secret_access_key=secret_access_key,
+        session_token=session_token,
+        expires_after=expires_after,
+        anonymous=anonymous,
+        from_env=from_env,
+        get_credentials=get_credentials,
+        scatter_initial_credentials=scatter_initial_credentials,
+    )
+    options = S3Options(
+        region=region,
+        endpoint_url=endpoint_url,
+        allow_http=allow_http,
+        anonymous=bool(anonymous),
+        network_stream_timeout_seconds=network_stream_timeout_seconds,
+        checksum_algorithm=checksum_algorithm,
+    )
+    return Storage.new_r2(
+        options,
+        bucket,
+        prefix,
+        account_id,
+        credentials,
+        legacy_rooted_keys,
+        read_headers=read_headers,
+        write_headers=write_headers,
+        headers=headers,
+    )
+
+
+def gcs_storage(
+    *,
+    bucket: str,
+    prefix: str | None,
+    service_account_file: str | None = None,
+    service_account_key: str | None = None,
+    application_credentials: str | None = None,
+    bearer_token: str | None = None,
+    anonymous: bool | None = None,
+    from_env: bool | None = None,
+    config: dict[str, str] | None = None,
+    get_credentials: Callable[[], GcsBearerCredential] | None = None,
+    scatter_initial_credentials: bool = False,
+    read_headers: dict[str, str] | None = None,
+    write_headers: dict[str, str] | None = None,
+    headers: dict[str, str] | None = None,
+) -> Storage:
+    """A repository under ``prefix`` of a Google Cloud Storage bucket.
+
+    Credentials (see ``floe.credentials.gcs_credentials``): a service account file or
+    key, an application credentials file, a bearer token, ``anonymous=True``,
+    ``get_credentials`` (returning ``GcsBearerCredential``), or from the environment
+    (the default; ``STORAGE_EMULATOR_HOST`` then points at an emulator, reached
+    unsigned). ``config``: object_store ``GoogleConfigKey`` options
+    (``google_base_url``...). Conditional writes match generations, as GCS requires.
+    Extra headers raise ``ValueError`` (not supported on GCS by floe); an unknown
+    ``config`` key raises ``FloeError``.
+    """
+    credentials = gcs_credentials(
+        service_account_file=service_account_file,
+        service_account_key=service_account_key,
+        application_credentials=application_credentials,
+        bearer_token=bearer_token,
+        from_env=from_env,
+        anonymous=anonymous,
+        get_credentials=get_credentials,
+        scatter_initial_credentials=scatter_initial_credentials,
+    )
+    return Storage.new_gcs(
+        bucket,
+        prefix,
+        credentials,
+        config=config,
+        read_headers=read_headers,
+        write_headers=write_headers,
+        headers=headers,
+    )
+
+
+def azure_storage(
+    *,
+    account: str,
+    container: str,
+    prefix: str,
+    access_key: str | None = None,
+    sas_token: str | None = None,
+    bearer_token: str | None = None,
+    from_env: bool | None = None,
+    anonymous: bool | None = None,
+    config: dict[str, str] | None = None,
+    get_credentials: Callable[[], AzureRefreshableCredential] | None = None,
+    scatter_initial_credentials: bool = False,
+) -> Storage:
+    """A repository under ``prefix`` of container ``container`` in Azure Blob Storage
+    account ``account``.
+
+    Credentials (see ``floe.credentials.azure_credentials``): an account key, a SAS
+    token, a bearer token, ``anonymous=True``, ``get_credentials`` (returning an
+    ``AzureRefreshableCredential``; a floe addition to Icechunk's signature), or from
+    the environment (the default: ``AZURE_STORAGE_ACCOUNT_KEY``...;
+    ``AZURE_STORAGE_USE_EMULATOR=true`` with ``AZURITE_BLOB_STORAGE_URL`` reaches
+    Azurite). ``config``: object_store ``AzureConfigKey`` options
+    (``azure_storage_use_emulator``, ``azure_storage_endpoint``...); an unknown key
+    raises ``FloeError``.
+    """
+    credentials = azure_credentials(
+        access_key=access_key,
+        sas_token=sas_token,
+        bearer_token=bearer_token,
+        from_env=from_env,
+        anonymous=anonymous,
+        get_credentials=get_credentials,
+        scatter_initial_credentials=scatter_initial_credentials,
+    )
+    return Storage.new_azure_blob(account, container, prefix, credentials, config=config)

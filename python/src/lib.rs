@@ -7,6 +7,7 @@
 //! and zarr's async pipeline overlap I/O.
 
 mod config;
+mod credentials;
 mod errors;
 mod repository;
 mod session;
@@ -28,6 +29,7 @@ where
 fn _floe(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     config::register(m)?;
+    credentials::register(m)?;
     storage::register(m)?;
     repository::register(m)?;
     session::register(m)?;

@@ -131,10 +131,15 @@ impl Session {
     }
 }
 
-/// Re-opens a pickled read-only session: the repository at `url`, at `snapshot_id`.
+/// Re-opens a pickled read-only session: the repository in `storage` (a `Storage`,
+/// or a URL read with credentials from the environment), at `snapshot_id`.
 #[pyfunction]
-fn _open_readonly(py: Python<'_>, url: &str, snapshot_id: &str) -> PyResult<Session> {
-    let storage = crate::storage::storage_from_url(url)?.inner;
+fn _open_readonly(
+    py: Python<'_>,
+    storage: &Bound<'_, PyAny>,
+    snapshot_id: &str,
+) -> PyResult<Session> {
+    let storage = crate::storage::Storage::from_pickled(storage)?.inner;
     let id: floe::SnapshotId = snapshot_id
         .parse()
         .map_err(|e| PyValueError::new_err(format!("snapshot id: {e}")))?;
@@ -149,10 +154,11 @@ fn _open_readonly(py: Python<'_>, url: &str, snapshot_id: &str) -> PyResult<Sess
     Ok(Session::new(inner, repo))
 }
 
-/// Re-opens a pickled fork: the repository at `url`, the fork from its bytes.
+/// Re-opens a pickled fork: the repository in `storage` (a `Storage`, or a URL),
+/// the fork from its bytes.
 #[pyfunction]
-fn _open_fork(py: Python<'_>, url: &str, fork: Vec<u8>) -> PyResult<Session> {
-    let storage = crate::storage::storage_from_url(url)?.inner;
+fn _open_fork(py: Python<'_>, storage: &Bound<'_, PyAny>, fork: Vec<u8>) -> PyResult<Session> {
+    let storage = crate::storage::Storage::from_pickled(storage)?.inner;
     let (inner, repo) = block_on(py, async move {
         let repo = floe::Repository::open(storage).await?;
         let s = repo.fork_from_bytes(&fork).await?;
@@ -164,14 +170,15 @@ fn _open_fork(py: Python<'_>, url: &str, fork: Vec<u8>) -> PyResult<Session> {
 
 #[pymethods]
 impl Session {
-    /// Read-only sessions pickle as (storage URL, snapshot id), forks as (storage URL,
-    /// their changes); no credentials travel. A writable session on a branch
+    /// Read-only sessions pickle as (storage, snapshot id), forks as (storage, their
+    /// changes); the storage pickles with its credentials objects (see
+    /// `floe.credentials`). A writable session on a branch
     /// refuses: fork it and send the fork.
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
         let py = slf.py();
         let this = slf.get();
         let module = py.import("floe._floe")?;
-        let url = crate::storage::portable_url(this.repo.storage().as_ref()).ok_or_else(|| {
+        let url = crate::storage::Storage::portable(py, this.repo.storage())?.ok_or_else(|| {
             pyo3::exceptions::PyTypeError::new_err(
                 "a session on in-memory storage cannot be pickled",
             )

@@ -1,16 +1,96 @@
-//! Storage constructors, as Icechunk's: local filesystem, in memory, S3.
+//! Storage constructors, as Icechunk 2.3.0's `Storage.new_*` class methods: local
+//! filesystem, memory, S3 (and S3-compatible servers), Tigris, Cloudflare R2, Google
+//! Cloud Storage, Azure Blob Storage and read-only HTTP; and `S3Options`.
+//!
+//! A `Storage` remembers how it was built (constructor name and arguments: its
+//! recipe). It pickles as that recipe, so a worker rebuilds the same backend with the
+//! same credentials objects: static keys travel (as in Icechunk), from-environment
+//! credentials are read from the worker's environment, refreshable ones carry their
+//! pickled function and, with `scatter_initial_credentials=True`, their first
+//! credential. `Storage._with_settings(settings)` rebuilds it with a
+//! `StorageSettings`' retries and timeouts.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyType};
 
+use floe::storage::cloud::ClientSettings;
+use floe::storage::{AzureCredentials as AzCreds, GcsCredentials as GsCreds};
+
+use crate::credentials::{self as creds, AzureCredentials, GcsCredentials, S3Credentials};
 use crate::errors::IntoPyResult;
 
-/// Where a repository lives.
+/// Where a repository lives (Icechunk's `Storage`). Build it with the module's
+/// constructors (`s3_storage`, `gcs_storage`, ...) or the `new_*` class methods.
 #[pyclass(module = "floe._floe", frozen)]
 #[derive(Clone)]
 pub(crate) struct Storage {
     pub(crate) inner: Arc<dyn floe::storage::Storage>,
+    /// `(constructor name, keyword arguments)`; `None` for in-memory storage.
+    recipe: Option<Arc<Py<PyAny>>>,
+}
+
+/// Recipes of the storages built in this process, found again from the backend a
+/// repository or session holds (for pickling them).
+static RECIPES: Mutex<Vec<(Weak<dyn floe::storage::Storage>, Arc<Py<PyAny>>)>> =
+    Mutex::new(Vec::new());
+
+impl Storage {
+    fn with_recipe(inner: Arc<dyn floe::storage::Storage>, recipe: Option<Py<PyAny>>) -> Self {
+        let recipe = recipe.map(Arc::new);
+        if let Some(r) = &recipe {
+            if let Ok(mut all) = RECIPES.lock() {
+                all.retain(|(w, _)| w.strong_count() > 0);
+                all.push((Arc::downgrade(&inner), Arc::clone(r)));
+            }
+        }
+        Storage { inner, recipe }
+    }
+
+    /// The Python `Storage` for a backend built in this process, with its recipe (so
+    /// it pickles with its credentials); otherwise one rebuilt from the URL, with
+    /// credentials from the environment; `None` for in-memory storage.
+    pub(crate) fn portable(
+        py: Python<'_>,
+        inner: &Arc<dyn floe::storage::Storage>,
+    ) -> PyResult<Option<Storage>> {
+        let found = RECIPES.lock().ok().and_then(|all| {
+            all.iter()
+                .find(|(w, _)| w.upgrade().is_some_and(|s| Arc::ptr_eq(&s, inner)))
+                .map(|(_, r)| Arc::clone(r))
+        });
+        if let Some(r) = found {
+            return Ok(Some(Storage {
+                inner: Arc::clone(inner),
+                recipe: Some(r),
+            }));
+        }
+        match portable_url(inner.as_ref()) {
+            Some(url) => {
+                let kwargs = PyDict::new(py);
+                kwargs.set_item("url", &url)?;
+                let recipe = ("from_url", kwargs).into_pyobject(py)?.into_any().unbind();
+                Ok(Some(Storage {
+                    inner: Arc::clone(inner),
+                    recipe: Some(Arc::new(recipe)),
+                }))
+            }
+            None => Ok(None),
+        }
+    }
+}
+
+impl Storage {
+    /// The storage a pickle carried: a `Storage`, or a URL (older pickles) opened
+    /// with credentials from the environment.
+    pub(crate) fn from_pickled(obj: &Bound<'_, PyAny>) -> PyResult<Storage> {
+        if let Ok(s) = obj.cast::<Storage>() {
+            return Ok(s.get().clone());
+        }
+        storage_from_url(&obj.extract::<String>()?)
+    }
 }
 
 /// The URL a storage is re-created from in another process; `None` for in-memory
@@ -21,12 +101,462 @@ pub(crate) fn portable_url(storage: &dyn floe::storage::Storage) -> Option<Strin
 }
 
 /// Re-creates a storage from its URL (credentials from the environment): how
-/// pickled storages, sessions and forks come back in a worker.
+/// pickled sessions and forks come back in a worker.
+///
+/// Raises `FloeError` for an unknown scheme.
 #[pyfunction]
 pub(crate) fn storage_from_url(url: &str) -> PyResult<Storage> {
-    Ok(Storage {
-        inner: floe::storage::create_storage(url, None).py()?,
+    let inner = floe::storage::create_storage(url, None).py()?;
+    Ok(Python::attach(|py| -> PyResult<Storage> {
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("url", url)?;
+        let recipe = ("from_url", kwargs).into_pyobject(py)?.into_any().unbind();
+        Ok(Storage::with_recipe(inner, Some(recipe)))
+    })?)
+}
+
+/// Rebuilds a pickled storage: constructor `name` with keyword arguments `kwargs`.
+#[pyfunction]
+fn _storage_from_recipe(
+    py: Python<'_>,
+    name: &str,
+    kwargs: &Bound<'_, PyDict>,
+) -> PyResult<Storage> {
+    build(py, name, kwargs, None)
+}
+
+/// Options of an S3-compatible client (Icechunk's `S3Options`): `region`,
+/// `endpoint_url`, `allow_http`, `anonymous` (unsigned requests),
+/// `force_path_style`, `network_stream_timeout_seconds` (seconds a response may
+/// stall before it fails; 0 disables; `None`: no limit) and `requester_pays`.
+#[pyclass(module = "floe._floe", get_all, set_all, from_py_object, eq)]
+#[derive(Clone, Default, PartialEq)]
+pub(crate) struct S3Options {
+    region: Option<String>,
+    endpoint_url: Option<String>,
+    allow_http: bool,
+    anonymous: bool,
+    force_path_style: bool,
+    network_stream_timeout_seconds: Option<u32>,
+    requester_pays: bool,
+}
+
+#[pymethods]
+impl S3Options {
+    #[new]
+    #[pyo3(signature = (region=None, endpoint_url=None, allow_http=false, anonymous=false, force_path_style=false, network_stream_timeout_seconds=None, requester_pays=false, checksum_algorithm=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        region: Option<String>,
+        endpoint_url: Option<String>,
+        allow_http: bool,
+        anonymous: bool,
+        force_path_style: bool,
+        network_stream_timeout_seconds: Option<u32>,
+        requester_pays: bool,
+        checksum_algorithm: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        if checksum_algorithm.is_some_and(|c| !c.is_none()) {
+            return Err(PyValueError::new_err(
+                "checksum_algorithm is not supported by floe: object_store chooses the \
+                 checksum of S3 writes",
+            ));
+        }
+        Ok(S3Options {
+            region,
+            endpoint_url,
+            allow_http,
+            anonymous,
+            force_path_style,
+            network_stream_timeout_seconds,
+            requester_pays,
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "S3Options(region={}, endpoint_url={}, allow_http={}, anonymous={}, force_path_style={}, network_stream_timeout_seconds={}, requester_pays={})",
+            py_str(&self.region),
+            py_str(&self.endpoint_url),
+            py_bool(self.allow_http),
+            py_bool(self.anonymous),
+            py_bool(self.force_path_style),
+            self.network_stream_timeout_seconds
+                .map_or("None".to_string(), |s| s.to_string()),
+            py_bool(self.requester_pays),
+        )
+    }
+
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+        let s = slf.borrow();
+        let args = (
+            s.region.clone(),
+            s.endpoint_url.clone(),
+            s.allow_http,
+            s.anonymous,
+            s.force_path_style,
+            s.network_stream_timeout_seconds,
+            s.requester_pays,
+        )
+            .into_pyobject(slf.py())?
+            .into_any();
+        Ok((slf.get_type().into_any(), args))
+    }
+}
+
+/// An optional string as Python shows it.
+fn py_str(s: &Option<String>) -> String {
+    s.as_ref().map_or("None".to_string(), |s| format!("{s:?}"))
+}
+
+/// A bool as Python shows it.
+fn py_bool(b: bool) -> &'static str {
+    if b {
+        "True"
+    } else {
+        "False"
+    }
+}
+
+/// The client settings of a `StorageSettings` (duck-typed: `retries.max_tries`,
+/// `retries.initial_backoff_ms`, `retries.max_backoff_ms`,
+/// `timeouts.connect_timeout_ms`, `timeouts.read_timeout_ms`,
+/// `timeouts.operation_timeout_ms`, `timeouts.operation_attempt_timeout_ms`).
+fn client_settings(settings: Option<&Bound<'_, PyAny>>) -> PyResult<ClientSettings> {
+    let mut out = ClientSettings::default();
+    let Some(s) = settings.filter(|s| !s.is_none()) else {
+        return Ok(out);
+    };
+    let field = |obj: &Bound<'_, PyAny>, name: &str| -> PyResult<Option<u64>> {
+        match obj.getattr(name) {
+            Ok(v) if !v.is_none() => Ok(Some(v.extract()?)),
+            _ => Ok(None),
+        }
+    };
+    if let Ok(r) = s.getattr("retries") {
+        if !r.is_none() {
+            out.max_tries = field(&r, "max_tries")?.map(|v| v.min(u32::MAX as u64) as u32);
+            out.initial_backoff_ms = field(&r, "initial_backoff_ms")?;
+            out.max_backoff_ms = field(&r, "max_backoff_ms")?;
+        }
+    }
+    if let Ok(t) = s.getattr("timeouts") {
+        if !t.is_none() {
+            out.connect_timeout_ms = field(&t, "connect_timeout_ms")?;
+            out.read_timeout_ms = field(&t, "read_timeout_ms")?;
+            out.operation_timeout_ms = field(&t, "operation_timeout_ms")?;
+            out.operation_attempt_timeout_ms = field(&t, "operation_attempt_timeout_ms")?;
+        }
+    }
+    Ok(out)
+}
+
+/// Header pairs of the optional dicts `names` in `kwargs`, later ones first on a
+/// name clash (read and write headers are sent with every request: object_store has
+/// one set of default headers per client).
+fn headers(kwargs: &Bound<'_, PyDict>, names: &[&str]) -> PyResult<Vec<(String, String)>> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for name in names {
+        if let Some(d) = kwargs.get_item(name)? {
+            if d.is_none() {
+                continue;
+            }
+            let d: Vec<(String, String)> = d
+                .cast::<PyDict>()
+                .map_err(|_| PyTypeError::new_err(format!("{name} must be a dict of str")))?
+                .iter()
+                .map(|(k, v)| Ok((k.extract()?, v.extract()?)))
+                .collect::<PyResult<_>>()?;
+            for (k, v) in d {
+                out.retain(|(o, _)| !o.eq_ignore_ascii_case(&k));
+                out.push((k, v));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `kwargs[name]` extracted, `None` when absent or `None`.
+fn opt<'py, T: FromPyObjectOwned<'py>>(
+    kwargs: &Bound<'py, PyDict>,
+    name: &str,
+) -> PyResult<Option<T>> {
+    match kwargs.get_item(name)? {
+        Some(v) if !v.is_none() => Ok(Some(v.extract().map_err(Into::into)?)),
+        _ => Ok(None),
+    }
+}
+
+/// A `dict[str, str]` argument as pairs.
+fn pairs(kwargs: &Bound<'_, PyDict>, name: &str) -> PyResult<Vec<(String, String)>> {
+    Ok(
+        opt::<std::collections::HashMap<String, String>>(kwargs, name)?
+            .map(|m| {
+                let mut v: Vec<_> = m.into_iter().collect();
+                v.sort();
+                v
+            })
+            .unwrap_or_default(),
+    )
+}
+
+/// Whether an endpoint names a host that cannot serve virtual-hosted buckets (an IP
+/// address or `localhost`): such endpoints need path-style requests.
+fn needs_path_style(endpoint: &str) -> bool {
+    url::Url::parse(endpoint)
+        .ok()
+        .and_then(|u| {
+            u.host().map(|h| {
+                matches!(h, url::Host::Ipv4(_) | url::Host::Ipv6(_))
+                    || u.host_str() == Some("localhost")
+            })
+        })
+        .unwrap_or(false)
+}
+
+/// Builds the backend of constructor `name` from its keyword arguments (the recipe),
+/// with `settings` (a `StorageSettings` or `None`).
+fn build(
+    py: Python<'_>,
+    name: &str,
+    kwargs: &Bound<'_, PyDict>,
+    settings: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Storage> {
+    let mut client = client_settings(settings)?;
+    let inner: Arc<dyn floe::storage::Storage> = match name {
+        "from_url" => {
+            let url: String = opt(kwargs, "url")?.unwrap_or_default();
+            floe::storage::create_storage(&url, None).py()?
+        }
+        "new_local_filesystem" => {
+            let path: String = opt(kwargs, "path")?.unwrap_or_default();
+            Arc::new(floe::storage::LocalStorage::new(std::path::Path::new(&path)).py()?)
+        }
+        "new_s3" | "new_tigris" | "new_r2" => build_s3(name, kwargs, &mut client)?,
+        "new_gcs" => {
+            let bucket: String = opt(kwargs, "bucket")?.unwrap_or_default();
+            let prefix: String = opt(kwargs, "prefix")?.unwrap_or_default();
+            let credentials = match opt::<GcsCredentials>(kwargs, "credentials")? {
+                None | Some(GcsCredentials::FromEnv()) => GsCreds::FromEnv,
+                Some(GcsCredentials::Anonymous()) => GsCreds::Anonymous,
+                Some(GcsCredentials::Static(s)) => match s {
+                    creds::GcsStaticCredentials::ServiceAccount(p) => {
+                        GsCreds::ServiceAccountFile(p)
+                    }
+                    creds::GcsStaticCredentials::ServiceAccountKey(k) => {
+                        GsCreds::ServiceAccountKey(k)
+                    }
+                    creds::GcsStaticCredentials::ApplicationCredentials(p) => {
+                        GsCreds::ApplicationCredentials(p)
+                    }
+                    creds::GcsStaticCredentials::BearerToken(t) => GsCreds::BearerToken(t),
+                },
+                Some(GcsCredentials::Refreshable {
+                    pickled_function,
+                    current,
+                }) => GsCreds::Refreshable(creds::refreshing(
+                    pickled_function,
+                    current.as_ref().map(creds::gcp),
+                    creds::convert_gcs,
+                )),
+            };
+            let mut config = pairs(kwargs, "config")?;
+            let extra = headers(kwargs, &["headers", "read_headers", "write_headers"])?;
+            if !extra.is_empty() {
+                return Err(PyValueError::new_err(
+                    "extra HTTP headers are not supported on GCS storage by floe",
+                ));
+            }
+            config.retain(|(k, _)| !k.is_empty());
+            floe::storage::new_gcs_storage(&bucket, &prefix, credentials, &config, &client).py()?
+        }
+        "new_azure_blob" => {
+            let account: String = opt(kwargs, "account")?.unwrap_or_default();
+            let container: String = opt(kwargs, "container")?.unwrap_or_default();
+            let prefix: String = opt(kwargs, "prefix")?.unwrap_or_default();
+            let credentials = match opt::<AzureCredentials>(kwargs, "credentials")? {
+                None | Some(AzureCredentials::FromEnv()) => AzCreds::FromEnv,
+                Some(AzureCredentials::Anonymous()) => AzCreds::Anonymous,
+                Some(AzureCredentials::Static(s)) => match s {
+                    creds::AzureStaticCredentials::AccessKey(k) => AzCreds::AccessKey(k),
+                    creds::AzureStaticCredentials::SasToken(t) => AzCreds::SasToken(t),
+                    creds::AzureStaticCredentials::BearerToken(t) => AzCreds::BearerToken(t),
+                },
+                Some(AzureCredentials::Refreshable {
+                    pickled_function,
+                    current,
+                }) => AzCreds::Refreshable(creds::refreshing(
+                    pickled_function,
+                    current.as_ref().map(creds::azure).transpose()?,
+                    creds::convert_azure,
+                )),
+            };
+            let config = pairs(kwargs, "config")?;
+            floe::storage::new_azure_storage(
+                &account,
+                &container,
+                &prefix,
+                credentials,
+                &config,
+                &client,
+            )
+            .py()?
+        }
+        "new_http" => {
+            let base_url: String = opt(kwargs, "base_url")?.unwrap_or_default();
+            let config = pairs(kwargs, "config")?;
+            let headers = headers(kwargs, &["headers"])?;
+            floe::storage::new_http_storage(&base_url, &config, &headers, &client).py()?
+        }
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "unknown storage constructor `{other}`"
+            )))
+        }
+    };
+    let recipe = (name, kwargs.copy()?)
+        .into_pyobject(py)?
+        .into_any()
+        .unbind();
+    Ok(Storage::with_recipe(inner, Some(recipe)))
+}
+
+/// The S3 family: `new_s3`, `new_tigris` (default endpoint `https://t3.storage.dev`,
+/// consistency headers, read-only with `use_weak_consistency`) and `new_r2`
+/// (endpoint from `account_id`, region `auto`, path style).
+fn build_s3(
+    name: &str,
+    kwargs: &Bound<'_, PyDict>,
+    client: &mut ClientSettings,
+) -> PyResult<Arc<dyn floe::storage::Storage>> {
+    let config: S3Options = opt(kwargs, "config")?.unwrap_or_default();
+    let bucket: String = match opt(kwargs, "bucket")? {
+        Some(b) => b,
+        None => return Err(PyValueError::new_err("a bucket is required")),
+    };
+    let prefix: String = opt(kwargs, "prefix")?.unwrap_or_default();
+    if opt::<bool>(kwargs, "legacy_rooted_keys")? == Some(true) {
+        return Err(PyValueError::new_err(
+            "legacy_rooted_keys=True (keys with a leading `/`) is not supported by floe",
+        ));
+    }
+    let credentials: Option<S3Credentials> = opt(kwargs, "credentials")?;
+    let from_env = matches!(credentials, None | Some(S3Credentials::FromEnv()));
+    let mut o = if from_env {
+        floe::storage::S3Options::from_env()
+    } else {
+        floe::storage::S3Options::default()
+    };
+    let mut endpoint = config.endpoint_url.clone();
+    let mut region = config.region.clone();
+    let mut force_path_style = config.force_path_style;
+    let mut extra = headers(kwargs, &["headers", "read_headers", "write_headers"])?;
+    let mut read_only = false;
+    match name {
+        "new_tigris" => {
+            endpoint.get_or_insert_with(|| "https://t3.storage.dev".to_string());
+            if opt::<bool>(kwargs, "use_weak_consistency")?.unwrap_or(false) {
+                read_only = true;
+            } else {
+                let Some(r) = region.clone() else {
+                    return Err(PyValueError::new_err(
+                        "Tigris storage needs a region for consistent reads and writes; pass \
+                         region=..., or use_weak_consistency=True for read-only, eventually \
+                         consistent access",
+                    ));
+                };
+                for (k, v) in [
+                    ("X-Tigris-Regions", r.as_str()),
+                    ("X-Tigris-Consistent", "true"),
+                    ("Cache-Control", "no-cache"),
+                ] {
+                    extra.retain(|(o, _)| !o.eq_ignore_ascii_case(k));
+                    extra.push((k.to_string(), v.to_string()));
+                }
+            }
+        }
+        "new_r2" => {
+            if endpoint.is_none() {
+                match opt::<String>(kwargs, "account_id")? {
+                    Some(a) => endpoint = Some(format!("https://{a}.r2.cloudflarestorage.com")),
+                    None => {
+                        return Err(PyValueError::new_err(
+                            "R2 storage needs endpoint_url or account_id",
+                        ))
+                    }
+                }
+            }
+            region.get_or_insert_with(|| "auto".to_string());
+            force_path_style = true;
+        }
+        _ => {}
+    }
+    if let Some(e) = endpoint {
+        force_path_style |= needs_path_style(&e);
+        o.endpoint = Some(e);
+    }
+    if region.is_some() {
+        o.region = region;
+    }
+    o.allow_http |= config.allow_http;
+    o.force_path_style |= force_path_style;
+    o.anonymous |= config.anonymous;
+    let mut provider = None;
+    match credentials {
+        None | Some(S3Credentials::FromEnv()) => {}
+        Some(S3Credentials::Anonymous()) => {
+            o.anonymous = true;
+            o.access_key_id = None;
+            o.secret_access_key = None;
+            o.session_token = None;
+        }
+        Some(S3Credentials::Static(c)) => {
+            o.access_key_id = Some(c.access_key_id);
+            o.secret_access_key = Some(c.secret_access_key);
+            o.session_token = c.session_token;
+        }
+        Some(S3Credentials::Refreshable {
+            pickled_function,
+            current,
+        }) => {
+            provider = Some(creds::refreshing(
+                pickled_function,
+                current.as_ref().map(creds::aws),
+                creds::convert_s3,
+            ) as _);
+        }
+    }
+    if let Some(s) = config.network_stream_timeout_seconds {
+        if client.read_timeout_ms.is_none() {
+            client.read_timeout_ms = Some(u64::from(s) * 1000);
+        }
+    }
+    let storage = floe::storage::cloud::new_s3_storage_with(
+        &bucket,
+        &prefix,
+        &o,
+        provider,
+        client,
+        &floe::storage::cloud::S3Extras {
+            headers: extra,
+            requester_pays: config.requester_pays,
+        },
+    )
+    .py()?;
+    Ok(if read_only {
+        Arc::new(floe::storage::ReadOnlyStorage::new(storage))
+    } else {
+        storage
     })
+}
+
+/// `kwargs` as a dict, with the given names and values.
+fn kw<'py>(py: Python<'py>, items: Vec<(&str, Bound<'py, PyAny>)>) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    for (k, v) in items {
+        d.set_item(k, v)?;
+    }
+    Ok(d)
 }
 
 #[pymethods]
@@ -41,68 +571,291 @@ impl Storage {
         self.inner.root_url()
     }
 
-    /// Pickles as its URL (no credentials: the receiver reads its own environment).
-    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, (String,))> {
-        let url = portable_url(slf.get().inner.as_ref()).ok_or_else(|| {
-            pyo3::exceptions::PyTypeError::new_err("in-memory storage cannot be pickled")
-        })?;
-        let f = slf.py().import("floe._floe")?.getattr("storage_from_url")?;
-        Ok((f, (url,)))
+    /// Pickles as its recipe: the constructor and its arguments (credentials
+    /// objects included; see the module documentation). In-memory storage lives in
+    /// one process and raises `TypeError`.
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+        let py = slf.py();
+        let recipe = slf
+            .get()
+            .recipe
+            .as_ref()
+            .ok_or_else(|| PyTypeError::new_err("in-memory storage cannot be pickled"))?;
+        let f = py.import("floe._floe")?.getattr("_storage_from_recipe")?;
+        Ok((f, recipe.bind(py).clone()))
+    }
+
+    /// The settings a repository on this storage uses when its configuration sets
+    /// none: a `floe.storage.StorageSettings` with every field `None` (the
+    /// object-store client's defaults).
+    fn default_settings<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        py.import("floe.storage")?
+            .getattr("StorageSettings")?
+            .call0()
+    }
+
+    /// This storage rebuilt with `settings` (a `StorageSettings`): its retries
+    /// (`max_tries`, `initial_backoff_ms`, `max_backoff_ms`) and timeouts (connect,
+    /// read, operation, attempt; milliseconds) go to the object-store client.
+    /// In-memory storage is returned as it is.
+    fn _with_settings(&self, py: Python<'_>, settings: &Bound<'_, PyAny>) -> PyResult<Storage> {
+        let Some(recipe) = &self.recipe else {
+            return Ok(self.clone());
+        };
+        let (name, kwargs): (String, Bound<'_, PyDict>) = recipe.bind(py).extract()?;
+        build(py, &name, &kwargs, Some(settings))
+    }
+
+    /// A repository in the local directory `path` (created when missing).
+    #[classmethod]
+    fn new_local_filesystem(cls: &Bound<'_, PyType>, path: &str) -> PyResult<Storage> {
+        let py = cls.py();
+        build(
+            py,
+            "new_local_filesystem",
+            &kw(py, vec![("path", path.into_pyobject(py)?.into_any())])?,
+            None,
+        )
+    }
+
+    /// A repository in this process's memory (not picklable).
+    #[classmethod]
+    fn new_in_memory(_cls: &Bound<'_, PyType>) -> Storage {
+        Storage::with_recipe(floe::storage::new_in_memory_storage(), None)
+    }
+
+    /// S3 or an S3-compatible server (Icechunk's `Storage.new_s3`): `config` an
+    /// `S3Options`, `credentials` an `S3Credentials` variant (`None`: from the
+    /// environment). Raises `ValueError` for `legacy_rooted_keys=True`.
+    #[classmethod]
+    #[pyo3(signature = (config, bucket, prefix, credentials=None, legacy_rooted_keys=None, *, read_headers=None, write_headers=None, headers=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new_s3<'py>(
+        cls: &Bound<'py, PyType>,
+        config: Bound<'py, PyAny>,
+        bucket: Bound<'py, PyAny>,
+        prefix: Bound<'py, PyAny>,
+        credentials: Option<Bound<'py, PyAny>>,
+        legacy_rooted_keys: Option<Bound<'py, PyAny>>,
+        read_headers: Option<Bound<'py, PyAny>>,
+        write_headers: Option<Bound<'py, PyAny>>,
+        headers: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Storage> {
+        let py = cls.py();
+        let none = || py.None().into_bound(py);
+        let d = kw(
+            py,
+            vec![
+                ("config", config),
+                ("bucket", bucket),
+                ("prefix", prefix),
+                ("credentials", credentials.unwrap_or_else(none)),
+                (
+                    "legacy_rooted_keys",
+                    legacy_rooted_keys.unwrap_or_else(none),
+                ),
+                ("read_headers", read_headers.unwrap_or_else(none)),
+                ("write_headers", write_headers.unwrap_or_else(none)),
+                ("headers", headers.unwrap_or_else(none)),
+            ],
+        )?;
+        build(py, "new_s3", &d, None)
+    }
+
+    /// Tigris (Icechunk's `Storage.new_tigris`): S3 at `https://t3.storage.dev`
+    /// unless `config.endpoint_url` says otherwise, with Tigris' consistency headers
+    /// for `config.region` (required); `use_weak_consistency=True` makes it
+    /// read-only, without them.
+    #[classmethod]
+    #[pyo3(signature = (config, bucket, prefix, use_weak_consistency, credentials=None, legacy_rooted_keys=None, *, read_headers=None, write_headers=None, headers=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new_tigris<'py>(
+        cls: &Bound<'py, PyType>,
+        config: Bound<'py, PyAny>,
+        bucket: Bound<'py, PyAny>,
+        prefix: Bound<'py, PyAny>,
+        use_weak_consistency: Bound<'py, PyAny>,
+        credentials: Option<Bound<'py, PyAny>>,
+        legacy_rooted_keys: Option<Bound<'py, PyAny>>,
+        read_headers: Option<Bound<'py, PyAny>>,
+        write_headers: Option<Bound<'py, PyAny>>,
+        headers: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Storage> {
+        let py = cls.py();
+        let none = || py.None().into_bound(py);
+        let d = kw(
+            py,
+            vec![
+                ("config", config),
+                ("bucket", bucket),
+                ("prefix", prefix),
+                ("use_weak_consistency", use_weak_consistency),
+                ("credentials", credentials.unwrap_or_else(none)),
+                (
+                    "legacy_rooted_keys",
+                    legacy_rooted_keys.unwrap_or_else(none),
+                ),
+                ("read_headers", read_headers.unwrap_or_else(none)),
+                ("write_headers", write_headers.unwrap_or_else(none)),
+                ("headers", headers.unwrap_or_else(none)),
+            ],
+        )?;
+        build(py, "new_tigris", &d, None)
+    }
+
+    /// Cloudflare R2 (Icechunk's `Storage.new_r2`): S3 at
+    /// `https://<account_id>.r2.cloudflarestorage.com` (or `config.endpoint_url`;
+    /// one of them is required, else `ValueError`), region `auto` by default, path
+    /// style.
+    #[classmethod]
+    #[pyo3(signature = (config, bucket=None, prefix=None, account_id=None, credentials=None, legacy_rooted_keys=None, *, read_headers=None, write_headers=None, headers=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new_r2<'py>(
+        cls: &Bound<'py, PyType>,
+        config: Bound<'py, PyAny>,
+        bucket: Option<Bound<'py, PyAny>>,
+        prefix: Option<Bound<'py, PyAny>>,
+        account_id: Option<Bound<'py, PyAny>>,
+        credentials: Option<Bound<'py, PyAny>>,
+        legacy_rooted_keys: Option<Bound<'py, PyAny>>,
+        read_headers: Option<Bound<'py, PyAny>>,
+        write_headers: Option<Bound<'py, PyAny>>,
+        headers: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Storage> {
+        let py = cls.py();
+        let none = || py.None().into_bound(py);
+        let d = kw(
+            py,
+            vec![
+                ("config", config),
+                ("bucket", bucket.unwrap_or_else(none)),
+                ("prefix", prefix.unwrap_or_else(none)),
+                ("account_id", account_id.unwrap_or_else(none)),
+                ("credentials", credentials.unwrap_or_else(none)),
+                (
+                    "legacy_rooted_keys",
+                    legacy_rooted_keys.unwrap_or_else(none),
+                ),
+                ("read_headers", read_headers.unwrap_or_else(none)),
+                ("write_headers", write_headers.unwrap_or_else(none)),
+                ("headers", headers.unwrap_or_else(none)),
+            ],
+        )?;
+        build(py, "new_r2", &d, None)
+    }
+
+    /// Google Cloud Storage (Icechunk's `Storage.new_gcs`): `credentials` a
+    /// `GcsCredentials` variant (`None`: from the environment; `STORAGE_EMULATOR_HOST`
+    /// points at an emulator), `config` object_store `GoogleConfigKey` options.
+    /// Extra headers raise `ValueError` (not supported on GCS by floe).
+    #[classmethod]
+    #[pyo3(signature = (bucket, prefix, credentials=None, *, config=None, read_headers=None, write_headers=None, headers=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new_gcs<'py>(
+        cls: &Bound<'py, PyType>,
+        bucket: Bound<'py, PyAny>,
+        prefix: Bound<'py, PyAny>,
+        credentials: Option<Bound<'py, PyAny>>,
+        config: Option<Bound<'py, PyAny>>,
+        read_headers: Option<Bound<'py, PyAny>>,
+        write_headers: Option<Bound<'py, PyAny>>,
+        headers: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Storage> {
+        let py = cls.py();
+        let none = || py.None().into_bound(py);
+        let d = kw(
+            py,
+            vec![
+                ("bucket", bucket),
+                ("prefix", prefix),
+                ("credentials", credentials.unwrap_or_else(none)),
+                ("config", config.unwrap_or_else(none)),
+                ("read_headers", read_headers.unwrap_or_else(none)),
+                ("write_headers", write_headers.unwrap_or_else(none)),
+                ("headers", headers.unwrap_or_else(none)),
+            ],
+        )?;
+        build(py, "new_gcs", &d, None)
+    }
+
+    /// Azure Blob Storage (Icechunk's `Storage.new_azure_blob`): `credentials` an
+    /// `AzureCredentials` variant (`None`: from the environment), `config`
+    /// object_store `AzureConfigKey` options (`azure_storage_use_emulator`, ...).
+    #[classmethod]
+    #[pyo3(signature = (account, container, prefix, credentials=None, *, config=None))]
+    fn new_azure_blob<'py>(
+        cls: &Bound<'py, PyType>,
+        account: Bound<'py, PyAny>,
+        container: Bound<'py, PyAny>,
+        prefix: Bound<'py, PyAny>,
+        credentials: Option<Bound<'py, PyAny>>,
+        config: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Storage> {
+        let py = cls.py();
+        let none = || py.None().into_bound(py);
+        let d = kw(
+            py,
+            vec![
+                ("account", account),
+                ("container", container),
+                ("prefix", prefix),
+                ("credentials", credentials.unwrap_or_else(none)),
+                ("config", config.unwrap_or_else(none)),
+            ],
+        )?;
+        build(py, "new_azure_blob", &d, None)
+    }
+
+    /// A read-only repository served over HTTP(S) at `base_url` (Icechunk's
+    /// `Storage.new_http`): `config` object_store `ClientConfigKey` options,
+    /// `headers` sent with every request. Writes raise `FloeError` (read-only
+    /// storage) before any request.
+    #[classmethod]
+    #[pyo3(signature = (base_url, config=None, headers=None))]
+    fn new_http<'py>(
+        cls: &Bound<'py, PyType>,
+        base_url: Bound<'py, PyAny>,
+        config: Option<Bound<'py, PyAny>>,
+        headers: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Storage> {
+        let py = cls.py();
+        let none = || py.None().into_bound(py);
+        let d = kw(
+            py,
+            vec![
+                ("base_url", base_url),
+                ("config", config.unwrap_or_else(none)),
+                ("headers", headers.unwrap_or_else(none)),
+            ],
+        )?;
+        build(py, "new_http", &d, None)
     }
 }
 
 /// A repository in the local directory `path` (created when missing), with
 /// cross-process compare-and-swap.
 #[pyfunction]
-fn local_filesystem_storage(path: &str) -> PyResult<Storage> {
-    let inner = floe::storage::LocalStorage::new(std::path::Path::new(path)).py()?;
-    Ok(Storage {
-        inner: Arc::new(inner),
-    })
+fn local_filesystem_storage(py: Python<'_>, path: &str) -> PyResult<Storage> {
+    build(
+        py,
+        "new_local_filesystem",
+        &kw(py, vec![("path", path.into_pyobject(py)?.into_any())])?,
+        None,
+    )
 }
 
 /// A repository in this process's memory.
 #[pyfunction]
 fn in_memory_storage() -> Storage {
-    Storage {
-        inner: floe::storage::new_in_memory_storage(),
-    }
-}
-
-/// A repository under `prefix` of an S3 (or S3-compatible) bucket. Credentials and
-/// unset options come from the `AWS_*` environment variables when `from_env` (the
-/// default) is true.
-#[pyfunction]
-#[pyo3(signature = (*, bucket, prefix=None, region=None, endpoint_url=None, allow_http=false, from_env=true))]
-fn s3_storage(
-    bucket: &str,
-    prefix: Option<&str>,
-    region: Option<String>,
-    endpoint_url: Option<String>,
-    allow_http: bool,
-    from_env: bool,
-) -> PyResult<Storage> {
-    let mut opts = if from_env {
-        floe::storage::S3Options::from_env()
-    } else {
-        floe::storage::S3Options::default()
-    };
-    if region.is_some() {
-        opts.region = region;
-    }
-    if endpoint_url.is_some() {
-        opts.endpoint = endpoint_url;
-    }
-    opts.allow_http |= allow_http;
-    let inner = floe::storage::new_s3_storage(bucket, prefix.unwrap_or(""), opts).py()?;
-    Ok(Storage { inner })
+    Storage::with_recipe(floe::storage::new_in_memory_storage(), None)
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Storage>()?;
+    m.add_class::<S3Options>()?;
     m.add_function(wrap_pyfunction!(local_filesystem_storage, m)?)?;
     m.add_function(wrap_pyfunction!(in_memory_storage, m)?)?;
-    m.add_function(wrap_pyfunction!(s3_storage, m)?)?;
     m.add_function(wrap_pyfunction!(storage_from_url, m)?)?;
+    m.add_function(wrap_pyfunction!(_storage_from_recipe, m)?)?;
     Ok(())
 }

@@ -8,14 +8,17 @@
 //! write-if-not-exists, conditional update (compare-and-swap on a version token),
 //! seekable (ranged) reads, deletes and lexicographically sorted listing.
 
+pub mod cloud;
 pub mod coalesce;
 #[cfg(feature = "testing")]
 pub mod conformance;
 #[cfg(feature = "testing")]
 pub mod fault;
+mod guard;
 mod local;
 mod memory;
 mod object;
+mod read_only;
 mod s3;
 mod url;
 
@@ -27,10 +30,16 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 
+pub use cloud::{
+    new_azure_storage, new_gcs_storage, new_http_storage, new_s3_storage_with, AzureCredentials,
+    ClientSettings, GcsCredentials, S3Extras,
+};
 pub use coalesce::CoalesceOptions;
+pub use guard::{CheckedConditionalWrites, PROBE_PREFIX};
 pub use local::{Durability, LocalStorage, LocalStorageOptions};
 pub use memory::new_in_memory_storage;
 pub use object::ObjectStorage;
+pub use read_only::ReadOnlyStorage;
 pub use s3::{new_s3_storage, S3Options};
 pub use url::{parse_storage_url, StorageLocation};
 
@@ -124,6 +133,27 @@ pub enum StorageError {
         /// The I/O error.
         #[source]
         source: std::io::Error,
+    },
+    /// A write to a storage that only reads (an HTTP server); nothing was sent.
+    #[error("storage `{location}` is read-only: cannot write `{key}`")]
+    ReadOnly {
+        /// The key of the refused write.
+        key: String,
+        /// The storage's root URL.
+        location: String,
+    },
+    /// The server does not enforce the preconditions of conditional writes
+    /// (create-if-not-exists, compare-and-swap), so a commit could silently overwrite
+    /// another: conditional writes are refused (see [`CheckedConditionalWrites`]).
+    #[error(
+        "storage `{location}` cannot be written safely: {reason}; floe refuses \
+         repository writes on a server without atomic conditional writes"
+    )]
+    UnsafeConditionalWrites {
+        /// The storage's root URL.
+        location: String,
+        /// What the server's check found.
+        reason: String,
     },
     /// The backend cannot do this operation (e.g. a conditional delete on a store
     /// without one); nothing was changed.
@@ -439,8 +469,11 @@ pub(crate) fn short_read_of_member(e: StorageError, ranges: &[Range<u64>]) -> St
 /// existing repository: a local directory must exist.
 ///
 /// Accepted forms: a filesystem path or `file://` URL (local filesystem), `memory://`
-/// (a new empty in-memory store) and `s3://bucket/prefix` (an S3-compatible server
-/// configured by `s3`, or by the standard `AWS_*` environment variables when `None`).
+/// (a new empty in-memory store), `s3://bucket/prefix` (an S3-compatible server
+/// configured by `s3`, or by the standard `AWS_*` environment variables when `None`),
+/// `gs://bucket/prefix` (Google Cloud Storage, configured by the environment) and
+/// `az://container/prefix` (Azure Blob Storage, account and credentials from the
+/// `AZURE_*` environment variables).
 ///
 /// # Errors
 /// [`StorageError::InvalidLocation`] for an unparseable URL or an unknown scheme;
@@ -471,6 +504,26 @@ pub fn create_storage(location: &str, s3: Option<S3Options>) -> StorageResult<Ar
                 None => S3Options::from_env(),
             };
             new_s3_storage(&bucket, &prefix, opts)
+        }
+        StorageLocation::Gcs { bucket, prefix } => new_gcs_storage(
+            &bucket,
+            &prefix,
+            GcsCredentials::FromEnv,
+            &[],
+            &ClientSettings::default(),
+        ),
+        StorageLocation::Azure { container, prefix } => {
+            let account = std::env::var("AZURE_STORAGE_ACCOUNT_NAME")
+                .or_else(|_| std::env::var("AZURE_STORAGE_ACCOUNT"))
+                .unwrap_or_default();
+            new_azure_storage(
+                &account,
+                &container,
+                &prefix,
+                AzureCredentials::FromEnv,
+                &[],
+                &ClientSettings::default(),
+            )
         }
     }
 }

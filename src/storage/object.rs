@@ -37,6 +37,12 @@ pub struct ObjectStorage {
     /// The bound on requests in flight, when `store` is wrapped in a
     /// `LimitStore` ([`ObjectStorage::with_max_concurrent_requests`]).
     max_requests: Option<usize>,
+    /// Whether version tokens are the backend's object versions (GCS generations)
+    /// rather than etags (see [`ObjectStorage::with_generation_versions`]).
+    generation_versions: bool,
+    /// Whether etags are quoted where the backend lists them bare (see
+    /// [`ObjectStorage::with_quoted_etags`]).
+    quoted_etags: bool,
 }
 
 /// How an [`ObjectStorage`] deletes an object only at a given version.
@@ -69,6 +75,8 @@ impl ObjectStorage {
             vectored_ranges: false,
             conditional_delete: ConditionalDelete::Unsupported,
             max_requests: None,
+            generation_versions: false,
+            quoted_etags: false,
         }
     }
 
@@ -86,6 +94,36 @@ impl ObjectStorage {
         ));
         self.max_requests = Some(n);
         self
+    }
+
+    /// Declares that the backend's conditional updates match an object version
+    /// (Google Cloud Storage: `x-goog-if-generation-match: <generation>`) rather than
+    /// an etag: version tokens are then the objects' generations.
+    pub fn with_generation_versions(mut self, yes: bool) -> Self {
+        self.generation_versions = yes;
+        self
+    }
+
+    /// Declares that the backend lists etags without the quotes its other answers
+    /// have (Azure Blob Storage): version tokens are then always quoted, so a
+    /// listed version equals the one a read reports.
+    pub fn with_quoted_etags(mut self, yes: bool) -> Self {
+        self.quoted_etags = yes;
+        self
+    }
+
+    /// The version token of an object, from its etag and its backend version.
+    fn token(&self, e_tag: Option<String>, version: Option<String>) -> Option<ObjectVersion> {
+        if self.generation_versions {
+            return version.map(ObjectVersion);
+        }
+        e_tag.map(|t| {
+            if self.quoted_etags && !t.starts_with('"') && !t.starts_with("W/") {
+                ObjectVersion(format!("\"{t}\""))
+            } else {
+                ObjectVersion(t)
+            }
+        })
     }
 
     /// Declares that the store lives in this process (memory): conditional writes and
@@ -183,7 +221,7 @@ impl ObjectStorage {
             key: self.key_of(&meta.location),
             size: meta.size,
             last_modified: meta.last_modified,
-            version: meta.e_tag.map(ObjectVersion),
+            version: self.token(meta.e_tag, meta.version),
         }
     }
 }
@@ -408,7 +446,7 @@ impl Storage for ObjectStorage {
             .get(&self.path(key))
             .await
             .map_err(|e| map_err(key, e))?;
-        let version = res.meta.e_tag.clone().map(ObjectVersion);
+        let version = self.token(res.meta.e_tag.clone(), res.meta.version.clone());
         let bytes = res.bytes().await.map_err(|e| map_err(key, e))?;
         Ok(VersionedBytes { bytes, version })
     }
@@ -498,7 +536,7 @@ impl Storage for ObjectStorage {
             .put(&self.path(key), PutPayload::from_bytes(bytes))
             .await
             .map_err(|e| map_err(key, e))?;
-        Ok(res.e_tag.map(ObjectVersion))
+        Ok(self.token(res.e_tag, res.version))
     }
 
     async fn put_if_absent(&self, key: &str, bytes: Bytes) -> StorageResult<WriteOutcome> {
@@ -509,7 +547,7 @@ impl Storage for ObjectStorage {
             .put_opts(&self.path(key), PutPayload::from_bytes(bytes), opts)
             .await
         {
-            Ok(res) => Ok(WriteOutcome::Written(res.e_tag.map(ObjectVersion))),
+            Ok(res) => Ok(WriteOutcome::Written(self.token(res.e_tag, res.version))),
             Err(object_store::Error::AlreadyExists { .. })
             | Err(object_store::Error::Precondition { .. }) => Ok(WriteOutcome::PreconditionFailed),
             Err(e) => Err(map_err(key, e)),
@@ -525,14 +563,14 @@ impl Storage for ObjectStorage {
         let _serialized = self.conditional_lock().await;
         let opts = PutOptions::from(PutMode::Update(UpdateVersion {
             e_tag: Some(expected.0.clone()),
-            version: None,
+            version: self.generation_versions.then(|| expected.0.clone()),
         }));
         match self
             .store
             .put_opts(&self.path(key), PutPayload::from_bytes(bytes), opts)
             .await
         {
-            Ok(res) => Ok(WriteOutcome::Written(res.e_tag.map(ObjectVersion))),
+            Ok(res) => Ok(WriteOutcome::Written(self.token(res.e_tag, res.version))),
             Err(object_store::Error::Precondition { .. })
             | Err(object_store::Error::NotFound { .. })
             | Err(object_store::Error::AlreadyExists { .. }) => {
@@ -555,7 +593,7 @@ impl Storage for ObjectStorage {
             ConditionalDelete::Serialized(lock) => {
                 let _serialized = lock.lock().await;
                 let current = match self.store.head(&self.path(key)).await {
-                    Ok(meta) => meta.e_tag.map(ObjectVersion),
+                    Ok(meta) => self.token(meta.e_tag, meta.version),
                     Err(object_store::Error::NotFound { .. }) => {
                         return Ok(WriteOutcome::PreconditionFailed)
                     }

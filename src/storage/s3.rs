@@ -71,6 +71,18 @@ impl S3Options {
     /// # Errors
     /// [`StorageError::InvalidLocation`] when the options are rejected (bad endpoint...).
     pub fn build(&self, bucket: &str) -> StorageResult<object_store::aws::AmazonS3> {
+        self.builder(bucket)
+            .build()
+            .map_err(|e| StorageError::InvalidLocation {
+                location: format!("s3://{bucket}"),
+                reason: e.to_string(),
+            })
+    }
+
+    /// The `object_store` S3 builder for `bucket` with these options, before it is
+    /// built: for callers that add client settings or a credential provider
+    /// ([`crate::storage::cloud`]).
+    pub fn builder(&self, bucket: &str) -> AmazonS3Builder {
         let mut b = AmazonS3Builder::new()
             .with_bucket_name(bucket)
             .with_region(self.region.clone().unwrap_or_else(|| "us-east-1".into()))
@@ -90,10 +102,7 @@ impl S3Options {
         if let Some(t) = &self.session_token {
             b = b.with_token(t);
         }
-        b.build().map_err(|e| StorageError::InvalidLocation {
-            location: format!("s3://{bucket}"),
-            reason: e.to_string(),
-        })
+        b
     }
 }
 

@@ -1,5 +1,5 @@
-//! Parsing repository locations: a filesystem path or `file://` URL, `memory://`, and
-//! `s3://bucket/prefix`.
+//! Parsing repository locations: a filesystem path or `file://` URL, `memory://`,
+//! `s3://bucket/prefix`, `gs://bucket/prefix` and `az://container/prefix`.
 
 use std::path::PathBuf;
 
@@ -17,6 +17,22 @@ pub enum StorageLocation {
         /// Bucket name.
         bucket: String,
         /// Key prefix inside the bucket, possibly empty.
+        prefix: String,
+    },
+    /// A Google Cloud Storage bucket and key prefix (credentials from the
+    /// environment).
+    Gcs {
+        /// Bucket name.
+        bucket: String,
+        /// Key prefix inside the bucket, possibly empty.
+        prefix: String,
+    },
+    /// An Azure Blob Storage container and key prefix (the account and credentials
+    /// from the `AZURE_*` environment variables).
+    Azure {
+        /// Container name.
+        container: String,
+        /// Key prefix inside the container, possibly empty.
         prefix: String,
     },
 }
@@ -44,6 +60,25 @@ pub fn parse_storage_url(location: &str) -> StorageResult<StorageLocation> {
             prefix: prefix.trim_matches('/').to_string(),
         });
     }
+    for (scheme, azure) in [("gs://", false), ("az://", true)] {
+        if let Some(rest) = location.strip_prefix(scheme) {
+            let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+            if bucket.is_empty() {
+                return Err(invalid(&format!(
+                    "a {scheme} URL needs a bucket or container name"
+                )));
+            }
+            let (bucket, prefix) = (bucket.to_string(), prefix.trim_matches('/').to_string());
+            return Ok(if azure {
+                StorageLocation::Azure {
+                    container: bucket,
+                    prefix,
+                }
+            } else {
+                StorageLocation::Gcs { bucket, prefix }
+            });
+        }
+    }
     if location == "memory://" || location.starts_with("memory://") {
         return Ok(StorageLocation::Memory);
     }
@@ -60,7 +95,7 @@ pub fn parse_storage_url(location: &str) -> StorageResult<StorageLocation> {
                 .all(|c| c.is_ascii_alphanumeric() || c == '+')
         {
             return Err(invalid(&format!(
-                "unsupported scheme `{scheme}://` (use a path, file://, memory:// or s3://)"
+                "unsupported scheme `{scheme}://` (use a path, file://, memory://, s3://, gs:// or az://)"
             )));
         }
     }
@@ -103,8 +138,26 @@ mod tests {
             parse_storage_url("s3://"),
             Err(StorageError::InvalidLocation { .. })
         ));
+        assert_eq!(
+            parse_storage_url("gs://b/x/").unwrap(),
+            StorageLocation::Gcs {
+                bucket: "b".into(),
+                prefix: "x".into()
+            }
+        );
+        assert_eq!(
+            parse_storage_url("az://c").unwrap(),
+            StorageLocation::Azure {
+                container: "c".into(),
+                prefix: "".into()
+            }
+        );
         assert!(matches!(
-            parse_storage_url("gs://b/x"),
+            parse_storage_url("az:///x"),
+            Err(StorageError::InvalidLocation { .. })
+        ));
+        assert!(matches!(
+            parse_storage_url("ftp://b/x"),
             Err(StorageError::InvalidLocation { .. })
         ));
         assert_err!(
