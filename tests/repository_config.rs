@@ -290,7 +290,10 @@ async fn commits_fetch_manifests_as_concurrently_as_configured() {
     let storage: Arc<dyn Storage> = Arc::new(FaultyStorage::new(
         new_in_memory_storage(),
         Box::new(move |call, key: &str| {
-            if d.load(Ordering::SeqCst) && call == Call::Get && key.starts_with("manifests/") {
+            if d.load(Ordering::SeqCst)
+                && matches!(call, Call::Get | Call::GetRange)
+                && key.starts_with("manifests/")
+            {
                 Fault::Delay(Duration::from_millis(300))
             } else {
                 Fault::None
