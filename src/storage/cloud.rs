@@ -131,8 +131,11 @@ pub trait CredentialFetcher<C>: Send + Sync + fmt::Debug {
 /// again for the next one. This is Icechunk's refreshable-credentials behaviour.
 pub struct RefreshingCredentials<C> {
     fetcher: Arc<dyn CredentialFetcher<C>>,
-    cached: tokio::sync::Mutex<Option<(Arc<C>, Option<DateTime<Utc>>)>>,
+    cached: tokio::sync::Mutex<Option<Cached<C>>>,
 }
+
+/// A fetched credential and when it expires.
+type Cached<C> = (Arc<C>, Option<DateTime<Utc>>);
 
 impl<C> fmt::Debug for RefreshingCredentials<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
