@@ -4,7 +4,7 @@
 //! caller's function ([`RefreshingCredentials`]) and S3 storage built with them.
 //!
 //! Backends reached through a custom endpoint (an emulator, an S3-compatible server)
-//! are wrapped in [`super::guard::CheckedConditionalWrites`]: their first conditional
+//! are wrapped in [`super::CheckedConditionalWrites`]: their first conditional
 //! write checks that the server enforces preconditions, and every conditional write
 //! is refused with [`StorageError::UnsafeConditionalWrites`] when it does not.
 
