@@ -34,8 +34,10 @@ pub(crate) struct Storage {
 
 /// Recipes of the storages built in this process, found again from the backend a
 /// repository or session holds (for pickling them).
-static RECIPES: Mutex<Vec<(Weak<dyn floe::storage::Storage>, Arc<Py<PyAny>>)>> =
-    Mutex::new(Vec::new());
+static RECIPES: Mutex<Vec<RecipeEntry>> = Mutex::new(Vec::new());
+
+/// A backend (weakly held) and its recipe.
+type RecipeEntry = (Weak<dyn floe::storage::Storage>, Arc<Py<PyAny>>);
 
 impl Storage {
     fn with_recipe(inner: Arc<dyn floe::storage::Storage>, recipe: Option<Py<PyAny>>) -> Self {
@@ -107,12 +109,12 @@ pub(crate) fn portable_url(storage: &dyn floe::storage::Storage) -> Option<Strin
 #[pyfunction]
 pub(crate) fn storage_from_url(url: &str) -> PyResult<Storage> {
     let inner = floe::storage::create_storage(url, None).py()?;
-    Ok(Python::attach(|py| -> PyResult<Storage> {
+    Python::attach(|py| -> PyResult<Storage> {
         let kwargs = PyDict::new(py);
         kwargs.set_item("url", url)?;
         let recipe = ("from_url", kwargs).into_pyobject(py)?.into_any().unbind();
         Ok(Storage::with_recipe(inner, Some(recipe)))
-    })?)
+    })
 }
 
 /// Rebuilds a pickled storage: constructor `name` with keyword arguments `kwargs`.

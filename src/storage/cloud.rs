@@ -4,7 +4,7 @@
 //! caller's function ([`RefreshingCredentials`]) and S3 storage built with them.
 //!
 //! Backends reached through a custom endpoint (an emulator, an S3-compatible server)
-//! are wrapped in [`super::guard::CheckedConditionalWrites`]: their first conditional
+//! are wrapped in [`super::CheckedConditionalWrites`]: their first conditional
 //! write checks that the server enforces preconditions, and every conditional write
 //! is refused with [`StorageError::UnsafeConditionalWrites`] when it does not.
 
@@ -131,8 +131,11 @@ pub trait CredentialFetcher<C>: Send + Sync + fmt::Debug {
 /// again for the next one. This is Icechunk's refreshable-credentials behaviour.
 pub struct RefreshingCredentials<C> {
     fetcher: Arc<dyn CredentialFetcher<C>>,
-    cached: tokio::sync::Mutex<Option<(Arc<C>, Option<DateTime<Utc>>)>>,
+    cached: tokio::sync::Mutex<Option<Cached<C>>>,
 }
+
+/// A fetched credential and when it expires.
+type Cached<C> = (Arc<C>, Option<DateTime<Utc>>);
 
 impl<C> fmt::Debug for RefreshingCredentials<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
