@@ -231,9 +231,14 @@ async fn run(a: &Args) -> Value {
             }
             let n = timer
                 .time(async {
+                    use futures::TryStreamExt;
                     let repo = fresh(a).await;
-                    let tip = repo.lookup_branch("main").await.expect("main");
-                    repo.ancestry(tip).await.expect("ancestry").len()
+                    let history: Vec<_> = repo
+                        .ancestry_stream(VersionSelector::Branch("main".into()))
+                        .try_collect()
+                        .await
+                        .expect("ancestry");
+                    history.len()
                 })
                 .await;
             assert_eq!(n, COMMITS + 1);
