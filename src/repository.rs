@@ -942,13 +942,25 @@ impl Repository {
                     Walk::Start(selector) => {
                         // Spec 2, a snapshot the `repo` object lists: its summaries
                         // answer, from one read of the object.
-                        let snapshot = match &selector {
+                        let (snapshot, validated) = match &selector {
                             VersionSelector::Snapshot(id) if self.inner.spec == SpecVersion::V2 => {
-                                *id
+                                (*id, false)
                             }
-                            _ => self.resolve(&selector).await?,
+                            // Spec 2: a branch or tag lookup read or re-validated the
+                            // `repo` object during this call, so its summaries answer
+                            // without another request.
+                            VersionSelector::Branch(_) | VersionSelector::Tag(_) => {
+                                (self.resolve(&selector).await?, true)
+                            }
+                            _ => (self.resolve(&selector).await?, false),
                         };
-                        match self.summary_ancestry(snapshot).await? {
+                        let listed = match (validated, self.inner.assets.cached_repo_object()) {
+                            (true, Some((_, info, _))) if self.inner.spec == SpecVersion::V2 => {
+                                summaries_in(&info, snapshot)?
+                            }
+                            _ => self.summary_ancestry(snapshot).await?,
+                        };
+                        match listed {
                             Some(list) => Walk::Summaries(list.into_iter()),
                             None => {
                                 // Not listed (or spec 1): the snapshot file must exist.
@@ -978,12 +990,7 @@ impl Repository {
             return Ok(None);
         }
         let info = self.repo_info().await?;
-        if !info.snapshots.contains_key(&snapshot) {
-            return Ok(None);
-        }
-        info.ancestry(snapshot)
-            .map(|list| Some(list.into_iter().map(SnapshotInfo::from).collect()))
-            .map_err(|id| Error::AncestryLoop { snapshot: id })
+        summaries_in(&info, snapshot)
     }
 
     /// Expires, in the history of every branch and tag, the snapshots flushed before
@@ -1243,4 +1250,18 @@ impl Repository {
             &to_snap,
         ))
     }
+}
+
+/// Spec 2: the ancestry of `snapshot` from the summaries of `repo` object `info`,
+/// when it lists the snapshot (`None` otherwise).
+///
+/// # Errors
+/// [`Error::AncestryLoop`] for a corrupt history.
+fn summaries_in(info: &RepoInfo, snapshot: SnapshotId) -> Result<Option<Vec<SnapshotInfo>>> {
+    if !info.snapshots.contains_key(&snapshot) {
+        return Ok(None);
+    }
+    info.ancestry(snapshot)
+        .map(|list| Some(list.into_iter().map(SnapshotInfo::from).collect()))
+        .map_err(|id| Error::AncestryLoop { snapshot: id })
 }

@@ -146,6 +146,22 @@ async fn table(spec: SpecVersion) -> Vec<(&'static str, u32, usize)> {
     row("open + ancestry of 21 commits", (t, c, ()));
 
     let storage = l.storage();
+    let (t, c, n) = l
+        .measure(async {
+            use futures::TryStreamExt;
+            let repo = Repository::open(storage).await.unwrap();
+            let history: Vec<_> = repo
+                .ancestry_stream(VersionSelector::Branch("main".into()))
+                .try_collect()
+                .await
+                .unwrap();
+            history.len()
+        })
+        .await;
+    assert_eq!(n, 21);
+    row("open + ancestry of branch main, one call", (t, c, ()));
+
+    let storage = l.storage();
     let (t, c, r) = l
         .measure(async {
             let repo = Repository::open(storage).await.unwrap();
@@ -172,6 +188,7 @@ const EXPECTED: &[(&str, u32, u32)] = &[
     ("reset branch", 2, 3),
     ("delete branch", 2, 2),
     ("open + ancestry of 21 commits", 5, 3),
+    ("open + ancestry of branch main, one call", 5, 2),
     ("open + read-only session + read one chunk", 4, 4),
 ];
 
