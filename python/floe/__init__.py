@@ -17,7 +17,9 @@ Modules, one per concept as in icechunk-python: ``floe.repository`` (``Repositor
 ``SpecVersion``), ``floe.session`` (``Session``), ``floe.store`` (``FloeStore``, alias
 ``IcechunkStore``), ``floe.storage``, ``floe.config``, ``floe.conflicts``,
 ``floe.snapshots``, ``floe.exceptions``, ``floe.xarray`` (``to_floe``, alias
-``to_icechunk``).
+``to_icechunk``), ``floe.dask`` (``store_dask``), ``floe.distributed``
+(``merge_sessions``). Every blocking method of ``Repository`` and ``Session`` that
+Icechunk has as ``*_async`` has that awaitable twin too.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from floe.exceptions import (
     SessionStateError,
 )
 from floe.repository import Repository, SpecVersion
-from floe.session import Session
+from floe.session import ForkSession, Session
 from floe.snapshots import SnapshotInfo
 from floe.storage import Storage, in_memory_storage, local_filesystem_storage, s3_storage
 from floe.store import FloeStore, IcechunkStore
@@ -49,6 +51,7 @@ __all__ = [
     "Diff",
     "FloeError",
     "FloeStore",
+    "ForkSession",
     "IcechunkError",
     "IcechunkStore",
     "InvalidInputError",
@@ -79,6 +82,8 @@ _ICECHUNK_MODULES = {
     "conflicts": "floe.conflicts",
     "snapshots": "floe.snapshots",
     "xarray": "floe.xarray",
+    "dask": "floe.dask",
+    "distributed": "floe.distributed",
     "_exceptions": "floe.exceptions",
     # floe's own modules too, so that `import icechunk.<name>` never loads a second
     # copy of one (with classes of its own) under the icechunk name.
@@ -101,10 +106,11 @@ def install_as_icechunk() -> None:
     Registers floe in ``sys.modules`` as ``icechunk`` and its modules as
     ``icechunk.repository``, ``icechunk.session``, ``icechunk.store``,
     ``icechunk.storage``, ``icechunk.config``, ``icechunk.conflicts``,
-    ``icechunk.snapshots``, ``icechunk.xarray`` and ``icechunk._exceptions``. Call it
-    before the code that imports ``icechunk`` runs: modules that imported the real
-    Icechunk earlier keep it. Icechunk modules floe does not provide (``icechunk.dask``,
-    ``icechunk.distributed``, ...) stay unimportable rather than half-working.
+    ``icechunk.snapshots``, ``icechunk.xarray``, ``icechunk.dask``,
+    ``icechunk.distributed`` and ``icechunk._exceptions``. Call it before the code that
+    imports ``icechunk`` runs: modules that imported the real Icechunk earlier keep
+    it. Icechunk modules floe does not provide stay unimportable rather than
+    half-working.
     """
     import importlib
 

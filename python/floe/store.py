@@ -112,6 +112,12 @@ class FloeStore(Store):
         self._native = native
         self._session = session
 
+    @property
+    def session(self):
+        """The ``Session`` (or ``ForkSession``) this store views (Icechunk's
+        ``IcechunkStore.session``); ``floe.distributed.extract_session`` reads it."""
+        return self._session
+
     def __reduce__(self):
         if self._session is None:
             raise TypeError("this store has no session to pickle")

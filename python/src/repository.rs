@@ -62,7 +62,7 @@ impl SnapshotInfo {
     }
 }
 
-fn info(py: Python<'_>, s: &floe::SnapshotInfo) -> PyResult<SnapshotInfo> {
+pub(crate) fn info(py: Python<'_>, s: &floe::SnapshotInfo) -> PyResult<SnapshotInfo> {
     let metadata = PyDict::new(py);
     for (k, v) in &s.metadata {
         metadata.set_item(k, json_to_py(py, v)?)?;
@@ -157,7 +157,7 @@ pub(crate) struct Repository {
     pub(crate) inner: floe::Repository,
 }
 
-fn spec(spec_version: Option<u8>) -> PyResult<floe::format::SpecVersion> {
+pub(crate) fn spec(spec_version: Option<u8>) -> PyResult<floe::format::SpecVersion> {
     spec_version.map_or(Ok(floe::Repository::DEFAULT_SPEC_VERSION), |v| {
         floe::format::SpecVersion::from_byte(v).map_err(|e| PyValueError::new_err(e.to_string()))
     })
@@ -214,15 +214,19 @@ impl Repository {
         Ok(Repository { inner })
     }
 
-    /// Opens the repository, creating it (spec 2, the default) when there is none.
+    /// Opens the repository, creating one of spec version `create_version` (2, the
+    /// default, when `None`) when there is none. Raises `ValueError` for another
+    /// version.
     #[staticmethod]
-    fn open_or_create(py: Python<'_>, storage: &Storage) -> PyResult<Self> {
+    #[pyo3(signature = (storage, create_version=None))]
+    fn open_or_create(
+        py: Python<'_>,
+        storage: &Storage,
+        create_version: Option<u8>,
+    ) -> PyResult<Self> {
+        let spec = spec(create_version)?;
         let st = Arc::clone(&storage.inner);
-        let inner = block_on(
-            py,
-            floe::Repository::open_or_create(st, floe::OpenOptions::default()),
-        )
-        .py()?;
+        let inner = block_on(py, crate::aio::open_or_create(st, spec)).py()?;
         Ok(Repository { inner })
     }
 
@@ -427,11 +431,11 @@ impl Repository {
     }
 }
 
-fn snapshot_id_arg(text: &str) -> PyResult<floe::SnapshotId> {
+pub(crate) fn snapshot_id_arg(text: &str) -> PyResult<floe::SnapshotId> {
     snapshot_id(text)
 }
 
-fn selector(
+pub(crate) fn selector(
     branch: Option<String>,
     tag: Option<String>,
     snapshot_id: Option<&str>,
