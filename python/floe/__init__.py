@@ -82,7 +82,6 @@ _ICECHUNK_MODULES = {
     "conflicts": "floe.conflicts",
     "snapshots": "floe.snapshots",
     "xarray": "floe.xarray",
-    "dask": "floe.dask",
     "distributed": "floe.distributed",
     "_exceptions": "floe.exceptions",
     # floe's own modules too, so that `import icechunk.<name>` never loads a second
@@ -91,6 +90,11 @@ _ICECHUNK_MODULES = {
     "diff": "floe.diff",
     "_floe": "floe._floe",
 }
+
+
+#: Icechunk modules that need an optional dependency (``floe.dask`` imports Dask, as
+#: ``icechunk.dask`` does): registered when it is installed.
+_OPTIONAL_ICECHUNK_MODULES = {"dask": "floe.dask"}
 
 
 def spec_version() -> SpecVersion:
@@ -107,7 +111,8 @@ def install_as_icechunk() -> None:
     ``icechunk.repository``, ``icechunk.session``, ``icechunk.store``,
     ``icechunk.storage``, ``icechunk.config``, ``icechunk.conflicts``,
     ``icechunk.snapshots``, ``icechunk.xarray``, ``icechunk.dask``,
-    ``icechunk.distributed`` and ``icechunk._exceptions``. Call it before the code that
+    ``icechunk.distributed`` and ``icechunk._exceptions`` (``icechunk.dask`` when Dask is
+    installed). Call it before the code that
     imports ``icechunk`` runs: modules that imported the real Icechunk earlier keep
     it. Icechunk modules floe does not provide stay unimportable rather than
     half-working.
@@ -117,3 +122,8 @@ def install_as_icechunk() -> None:
     sys.modules["icechunk"] = sys.modules[__name__]
     for name, module in _ICECHUNK_MODULES.items():
         sys.modules[f"icechunk.{name}"] = importlib.import_module(module)
+    for name, module in _OPTIONAL_ICECHUNK_MODULES.items():
+        try:
+            sys.modules[f"icechunk.{name}"] = importlib.import_module(module)
+        except ImportError:
+            pass  # `import icechunk.dask` fails as it does without Dask

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import dask
+import dask.array as da
 import numpy as np
 
 from floe.distributed import extract_session, merge_sessions
@@ -51,7 +53,6 @@ def _merge_forks(forks: Any, axis: Any = None, keepdims: Any = None,
 
 
 def _check_dask_version() -> None:
-    import dask
     from packaging.version import Version
 
     if Version(dask.__version__) < Version(MIN_DASK_VERSION):
@@ -72,9 +73,6 @@ def session_merge_reduction(arrays: Any, *, split_every: int | None = None,
     Raises ``TypeError("Expected a dask array ...")`` for anything but Dask arrays,
     ``floe.ConflictError`` when two blocks wrote the same chunk.
     """
-    import dask
-    import dask.array as da
-
     if not isinstance(arrays, (list, tuple)):
         arrays = [arrays]
     for arr in arrays:
@@ -114,8 +112,6 @@ def store_dask(*, sources: list[Any], targets: list[Any],
     ``ValueError`` for dask older than 2025.2.0, ``floe.ConflictError`` when two
     blocks wrote the same chunk.
     """
-    import dask.array as da
-
     _check_dask_version()
     fixed = {"compute", "return_stored", "load_stored", "lock"} & set(store_kwargs)
     if fixed:
