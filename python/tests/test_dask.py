@@ -156,3 +156,45 @@ def test_install_as_icechunk_registers_dask_and_distributed():
         for k in [k for k in sys.modules if k == "icechunk" or k.startswith("icechunk.")]:
             del sys.modules[k]
         sys.modules.update(saved)
+
+
+def test_to_icechunk_regions_auto_groups_dataarrays_and_forks(tmp_path):
+    xr = pytest.importorskip("xarray") if os.environ.get("CI") != "true" else __import__("xarray")
+    from floe.xarray import to_icechunk
+
+    repo = _repo(tmp_path)
+    t = np.arange(8)
+    full = xr.Dataset({"v": (("t", "x"), np.zeros((8, 3), dtype="f8"))},
+                      coords={"t": t, "x": np.arange(3)})
+    session = repo.writable_session("main")
+    full.to_zarr(session.store, group="g", mode="w", consolidated=False, zarr_format=3,
+                 encoding={"v": {"chunks": (2, 3)}})
+    session.commit("template")
+
+    # Each fork of one session writes its part at the place region='auto' finds, with
+    # a tree merge of split_every=2; the session merges the forks and commits once.
+    session = repo.writable_session("main")
+    forks = [session.fork() for _ in range(2)]
+    with dask.config.set(scheduler="processes"):
+        for i, fork in enumerate(forks):
+            part = full.isel(t=slice(4 * i, 4 * i + 4)).drop_vars("x")
+            part = part.assign(v=part.v + 10 * (i + 1)).chunk(t=2)
+            to_icechunk(part, fork, group="g", region="auto", split_every=2)
+    session.merge(*forks)
+    session.commit("two regions")
+    back = xr.open_zarr(repo.readonly_session("main").store, group="g", consolidated=False)
+    np.testing.assert_array_equal(back.v.values[:4], 10.0)
+    np.testing.assert_array_equal(back.v.values[4:], 20.0)
+
+    with pytest.raises(KeyError):
+        missing = full.isel(t=slice(0, 2)).assign_coords(t=[100, 101]).chunk(t=2)
+        to_icechunk(missing.drop_vars("x"), repo.writable_session("main"), group="g",
+                    region="auto")
+
+    # A named DataArray is written as a one-variable Dataset.
+    session = repo.writable_session("main")
+    arr = xr.DataArray(da.arange(6, chunks=3, dtype="i4"), dims=("n",), name="counts")
+    to_icechunk(arr, session, group="h", mode="w")
+    session.commit("dataarray")
+    back = xr.open_zarr(repo.readonly_session("main").store, group="h", consolidated=False)
+    np.testing.assert_array_equal(back["counts"].values, np.arange(6))
