@@ -187,6 +187,16 @@ class Session:
         """Awaitable ``move`` (spec 2, rearrange sessions)."""
         await self._native.move_async(from_path, to_path)
 
+    async def chunk_coordinates(self, array_path: str, batch_size: int = 1000):
+        """The coordinates (tuples of chunk indices) of every initialized chunk of the
+        array at ``array_path`` (a chunk with a ref, committed or not), for ``async
+        for``, in index order (Icechunk's ``Session.chunk_coordinates``). One native
+        coroutine reads them all; ``batch_size`` is accepted for Icechunk's signature
+        and does not change the result. Raises ``FloeError`` for a path that is no
+        array."""
+        for coords in await self._native._chunk_coordinates_async(array_path):
+            yield tuple(coords)
+
     async def flush_async(self, *args, **kwargs) -> str:
         """Awaitable ``flush``, same arguments (thread)."""
         return await asyncio.to_thread(self.flush, *args, **kwargs)

@@ -630,6 +630,21 @@ impl Session {
         future_into_py(py, async move { session.merge(forks).await.py() })
     }
 
+    /// Awaitable of the coordinates (lists of chunk indices, sorted) of every chunk
+    /// of the array at `array_path` that has a ref, committed or not (Icechunk's
+    /// `Session.chunk_coordinates` reads them; it yields them as tuples). Invalid
+    /// paths raise at the call; `FloeError` (when awaited) for a path that is no
+    /// array.
+    fn _chunk_coordinates_async<'py>(
+        &self,
+        py: Python<'py>,
+        array_path: &str,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let path = floe::NodePath::new(array_path).map_err(|e| to_py(e.into()))?;
+        let session = self.inner.clone();
+        future_into_py(py, async move { session.list_chunks(&path).await.py() })
+    }
+
     /// Awaitable of `move` (spec 2, rearrange sessions): moves node `from_path` and
     /// everything under it to `to_path`. Invalid paths raise at the call.
     fn move_async<'py>(

@@ -264,3 +264,21 @@ async def test_the_event_loop_keeps_running_while_an_operation_is_awaited(tmp_pa
     results = await asyncio.gather(*[repo.lookup_branch_async("main") for _ in range(50)],
                                    *[repo.list_branches_async() for _ in range(50)])
     assert results[:50] == [sid] * 50 and results[50:] == [{"main"}] * 50
+
+
+async def test_chunk_coordinates_lists_initialized_chunks_committed_or_not(tmp_path):
+    repo = await floe.Repository.create_async(_storage(tmp_path))
+    s = await repo.writable_session_async("main")
+    arr = zarr.create_array(s.store, name="g/m", shape=(4, 6), chunks=(2, 2), dtype="i4",
+                            fill_value=0)
+    arr[0:2, 0:2] = 1
+    arr[2:4, 4:6] = 2
+    await s.commit_async("two chunks")
+    s = await repo.writable_session_async("main")
+    zarr.open_array(s.store, path="g/m", mode="r+")[0:2, 2:4] = 3
+    coords = [c async for c in s.chunk_coordinates("/g/m")]
+    assert coords == [(0, 0), (0, 1), (1, 2)]
+    ro = repo.readonly_session("main")
+    assert [c async for c in ro.chunk_coordinates("/g/m", batch_size=1)] == [(0, 0), (1, 2)]
+    with pytest.raises(floe.FloeError):
+        [c async for c in s.chunk_coordinates("/g")]
