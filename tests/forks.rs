@@ -342,3 +342,50 @@ async fn fork_bytes_carry_refs_and_no_credentials() {
         .await
         .unwrap();
 }
+
+/// Icechunk's `merge_sessions`: copies of one fork merge into one of them (on a
+/// worker), then into the session. The session's uncommitted changes before forking
+/// (an array created, then its metadata updated, as xarray's `to_zarr` does) are in
+/// the copies' base, so chunks the copies write into that array do not conflict
+/// with them.
+#[tokio::test]
+async fn copies_of_a_fork_merge_into_one_copy_then_into_the_session() {
+    let (repo, s) = repo_with_array().await;
+    s.add_array(&p("/fresh"), array_def("/fresh", &[4], &[1], "uint8"))
+        .unwrap();
+    s.update_array(&p("/fresh"), array_def("/fresh", &[4], &[1], "uint8"))
+        .unwrap();
+    s.update_array(&p("/a"), array_def("/a", &[8], &[1], "uint8"))
+        .unwrap();
+    let fork = s.fork().await.unwrap();
+    let (w1, w2, w3) = (
+        travel(&repo, &fork).await,
+        travel(&repo, &fork).await,
+        travel(&repo, &fork).await,
+    );
+    w1.set_chunk(&p("/fresh"), &[0], v(10)).await.unwrap();
+    w2.set_chunk(&p("/fresh"), &[1], v(11)).await.unwrap();
+    w3.set_chunk(&p("/a"), &[3], v(3)).await.unwrap();
+    // Merged into the first copy, as merge_sessions does, then sent back.
+    w1.merge(vec![travel(&repo, &w2).await, travel(&repo, &w3).await])
+        .await
+        .unwrap();
+    s.merge(vec![travel(&repo, &w1).await]).await.unwrap();
+    s.commit("merged copies").await.unwrap();
+    let main = repo
+        .readonly_session(&VersionSelector::Branch("main".into()))
+        .await
+        .unwrap();
+    assert_eq!(chunk(&main, "/fresh", 0).await, Some(v(10)));
+    assert_eq!(chunk(&main, "/fresh", 1).await, Some(v(11)));
+    assert_eq!(chunk(&main, "/a", 3).await, Some(v(3)));
+
+    // Copies writing one chunk still conflict when merged into a copy.
+    let s = repo.writable_session("main").await.unwrap();
+    let fork = s.fork().await.unwrap();
+    let (w1, w2) = (travel(&repo, &fork).await, travel(&repo, &fork).await);
+    w1.set_chunk(&p("/a"), &[5], v(1)).await.unwrap();
+    w2.set_chunk(&p("/a"), &[5], v(2)).await.unwrap();
+    let err = w1.merge(vec![w2]).await.unwrap_err();
+    assert!(matches!(err, Error::MergeConflict { .. }), "{err:?}");
+}

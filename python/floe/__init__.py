@@ -18,7 +18,9 @@ Modules, one per concept as in icechunk-python: ``floe.repository`` (``Repositor
 ``IcechunkStore``), ``floe.storage`` (backends and ``StorageSettings``),
 ``floe.credentials``, ``floe.config``, ``floe.conflicts``,
 ``floe.snapshots``, ``floe.exceptions``, ``floe.xarray`` (``to_floe``, alias
-``to_icechunk``).
+``to_icechunk``), ``floe.dask`` (``store_dask``), ``floe.distributed``
+(``merge_sessions``). Every blocking method of ``Repository`` and ``Session`` that
+Icechunk has as ``*_async`` has that awaitable twin too.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ from floe.exceptions import (
     SessionStateError,
 )
 from floe.repository import Repository, SpecVersion
-from floe.session import Session
+from floe.session import ForkSession, Session
 from floe.snapshots import SnapshotInfo
 from floe.credentials import (
     AzureCredentials,
@@ -129,6 +131,7 @@ __all__ = [
     "Diff",
     "FloeError",
     "FloeStore",
+    "ForkSession",
     "GcsBearerCredential",
     "GcsCredentials",
     "GcsStaticCredentials",
@@ -192,6 +195,7 @@ _ICECHUNK_MODULES = {
     "snapshots": "floe.snapshots",
     "xarray": "floe.xarray",
     "virtual": "floe.virtual",
+    "distributed": "floe.distributed",
     "_exceptions": "floe.exceptions",
     # floe's own modules too, so that `import icechunk.<name>` never loads a second
     # copy of one (with classes of its own) under the icechunk name.
@@ -199,6 +203,11 @@ _ICECHUNK_MODULES = {
     "diff": "floe.diff",
     "_floe": "floe._floe",
 }
+
+
+#: Icechunk modules that need an optional dependency (``floe.dask`` imports Dask, as
+#: ``icechunk.dask`` does): registered when it is installed.
+_OPTIONAL_ICECHUNK_MODULES = {"dask": "floe.dask"}
 
 
 def spec_version() -> SpecVersion:
@@ -213,14 +222,22 @@ def install_as_icechunk() -> None:
 
     Registers floe in ``sys.modules`` as ``icechunk`` and its modules as
     ``icechunk.repository``, ``icechunk.session``, ``icechunk.store``,
-    ``icechunk.storage``, ``icechunk.credentials``, ``icechunk.config``, ``icechunk.conflicts``,
-    ``icechunk.snapshots``, ``icechunk.xarray`` and ``icechunk._exceptions``. Call it
-    before the code that imports ``icechunk`` runs: modules that imported the real
-    Icechunk earlier keep it. Icechunk modules floe does not provide (``icechunk.dask``,
-    ``icechunk.distributed``, ...) stay unimportable rather than half-working.
+    ``icechunk.storage``, ``icechunk.credentials``, ``icechunk.config``,
+    ``icechunk.conflicts``, ``icechunk.virtual``, ``icechunk.snapshots``,
+    ``icechunk.xarray``, ``icechunk.dask``,
+    ``icechunk.distributed`` and ``icechunk._exceptions`` (``icechunk.dask`` when Dask is
+    installed). Call it before the code that
+    imports ``icechunk`` runs: modules that imported the real Icechunk earlier keep
+    it. Icechunk modules floe does not provide stay unimportable rather than
+    half-working.
     """
     import importlib
 
     sys.modules["icechunk"] = sys.modules[__name__]
     for name, module in _ICECHUNK_MODULES.items():
         sys.modules[f"icechunk.{name}"] = importlib.import_module(module)
+    for name, module in _OPTIONAL_ICECHUNK_MODULES.items():
+        try:
+            sys.modules[f"icechunk.{name}"] = importlib.import_module(module)
+        except ImportError:
+            pass  # `import icechunk.dask` fails as it does without Dask

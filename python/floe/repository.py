@@ -5,8 +5,9 @@ IDEs and type checkers see them."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from enum import IntEnum
 from typing import Any
 
@@ -280,3 +281,306 @@ class Repository:
 
     def __repr__(self) -> str:
         return f"<floe.Repository spec {int(self.spec_version)}>"
+
+    # -- async twins (Icechunk's *_async API) -----------------------------------------
+    #
+    # Each awaits a native coroutine running on floe's tokio runtime, so the event loop
+    # is never blocked; results equal the blocking twins'. The methods marked "thread"
+    # have no native coroutine yet and run their blocking twin with
+    # ``asyncio.to_thread`` (the loop stays free, a worker thread waits instead).
+
+    @classmethod
+    async def create_async(
+        cls,
+        storage: Storage,
+        config: RepositoryConfig | None = None,
+        *,
+        spec_version: SpecVersion | int | None = None,
+    ) -> "Repository":
+        """Awaitable ``create``: creates a repository in ``storage`` of spec version
+        ``spec_version`` (1 or 2; 2 when ``None``). Raises ``ValueError`` for another
+        version, ``FloeError`` when a repository exists there already."""
+        spec = None if spec_version is None else int(spec_version)
+        return cls(await _NativeRepository.create_async(storage, config, spec))
+
+    @classmethod
+    async def open_async(
+        cls, storage: Storage, config: RepositoryConfig | None = None
+    ) -> "Repository":
+        """Awaitable ``open`` (``config`` merged over the stored configuration, not
+        stored); raises ``FloeError`` when there is no repository in ``storage``."""
+        return cls(await _NativeRepository.open_async(storage, config))
+
+    @classmethod
+    async def open_or_create_async(
+        cls,
+        storage: Storage,
+        config: RepositoryConfig | None = None,
+        *,
+        create_version: SpecVersion | int | None = None,
+    ) -> "Repository":
+        """Awaitable ``open_or_create``: opens the repository in ``storage`` (``config``
+        merged over its stored one), creating one with ``config`` in spec version
+        ``create_version`` (2 when ``None``; Icechunk's ``create_version``) when there
+        is none."""
+        spec = None if create_version is None else int(create_version)
+        return cls(await _NativeRepository.open_or_create_async(storage, config, spec))
+
+    @staticmethod
+    async def exists_async(storage: Storage) -> bool:
+        """Awaitable ``exists``: whether a repository (either spec) is in
+        ``storage``."""
+        return await _NativeRepository.exists_async(storage)
+
+    @staticmethod
+    def fetch_spec_version(storage: Storage) -> SpecVersion | None:
+        """The spec version of the repository in ``storage`` without opening it, or
+        ``None`` when there is none (Icechunk's ``Repository.fetch_spec_version``: a
+        spec-2 ``repo`` object means ``v2``, else a ``main`` ref means ``v1``). Raises
+        ``FloeError`` on storage errors."""
+        v = _NativeRepository.fetch_spec_version(storage)
+        return None if v is None else SpecVersion(v)
+
+    @staticmethod
+    async def fetch_spec_version_async(storage: Storage) -> SpecVersion | None:
+        """Awaitable ``fetch_spec_version``."""
+        v = await _NativeRepository.fetch_spec_version_async(storage)
+        return None if v is None else SpecVersion(v)
+
+    @staticmethod
+    async def fetch_config_async(storage: Storage) -> RepositoryConfig | None:
+        """Awaitable ``fetch_config`` (thread: runs ``Repository.fetch_config`` with
+        ``asyncio.to_thread``)."""
+        return await asyncio.to_thread(Repository.fetch_config, storage)
+
+    async def save_config_async(self, config: RepositoryConfig | None = None) -> None:
+        """Awaitable ``save_config``; raises ``FloeError`` when another writer changed
+        the configuration since it was read."""
+        await self._native.save_config_async(config)
+
+    async def reopen_async(self, *args: Any, **kwargs: Any) -> "Repository":
+        """Awaitable ``reopen``, same arguments (thread: runs ``reopen`` with
+        ``asyncio.to_thread``)."""
+        return await asyncio.to_thread(self.reopen, *args, **kwargs)
+
+    async def writable_session_async(self, branch: str) -> Session:
+        """Awaitable ``writable_session``."""
+        return Session(await self._native.writable_session_async(branch))
+
+    async def readonly_session_async(
+        self,
+        branch: str | None = None,
+        *,
+        tag: str | None = None,
+        snapshot_id: str | None = None,
+        as_of: datetime.datetime | None = None,
+    ) -> Session:
+        """Awaitable ``readonly_session``: exactly one of a branch (optionally as of
+        ``as_of``), a tag or a snapshot id (``ValueError`` otherwise)."""
+        return Session(
+            await self._native.readonly_session_async(
+                branch, tag=tag, snapshot_id=snapshot_id, as_of=as_of
+            )
+        )
+
+    async def rearrange_session_async(self, branch: str) -> Session:
+        """Awaitable ``rearrange_session`` (spec 2)."""
+        return Session(await self._native.rearrange_session_async(branch))
+
+    def async_ancestry(
+        self,
+        *,
+        branch: str | None = None,
+        tag: str | None = None,
+        snapshot_id: str | None = None,
+    ) -> AsyncIterator[SnapshotInfo]:
+        """The history of a branch, tag or snapshot, newest first, for ``async for``
+        (Icechunk's ``async_ancestry``): the commits ``ancestry`` yields, read in
+        batches by native coroutines as iteration reaches them. Errors are raised by
+        the step that reaches them; ``aclose()`` ends the iteration early."""
+        return self._native.async_ancestry(branch=branch, tag=tag, snapshot_id=snapshot_id)
+
+    async def diff_async(
+        self,
+        *,
+        from_branch: str | None = None,
+        from_tag: str | None = None,
+        from_snapshot_id: str | None = None,
+        to_branch: str | None = None,
+        to_tag: str | None = None,
+        to_snapshot_id: str | None = None,
+    ) -> Diff:
+        """Awaitable ``diff``: what changed from one version to a later one, each named
+        by exactly one of a branch, a tag or a snapshot id (``ValueError``
+        otherwise)."""
+        start = await self._version_async("from", from_branch, from_tag, from_snapshot_id)
+        end = await self._version_async("to", to_branch, to_tag, to_snapshot_id)
+        return Diff(await self._native.diff_async(from_snapshot_id=start, to_snapshot_id=end))
+
+    async def _version_async(self, side: str, branch, tag, snapshot_id) -> str:
+        given = [v for v in (branch, tag, snapshot_id) if v is not None]
+        if len(given) != 1:
+            raise ValueError(f"name the `{side}` version by exactly one of branch, tag, snapshot_id")
+        if branch is not None:
+            return await self._native.lookup_branch_async(branch)
+        if tag is not None:
+            return await self._native.lookup_tag_async(tag)
+        return snapshot_id
+
+    async def list_branches_async(self) -> set[str]:
+        """Awaitable ``list_branches`` (a set)."""
+        return set(await self._native.list_branches_async())
+
+    async def lookup_branch_async(self, branch: str) -> str:
+        """Awaitable ``lookup_branch``; raises ``FloeError`` for an unknown branch."""
+        return await self._native.lookup_branch_async(branch)
+
+    async def create_branch_async(self, branch: str, snapshot_id: str) -> None:
+        """Awaitable ``create_branch``."""
+        await self._native.create_branch_async(branch, snapshot_id)
+
+    async def reset_branch_async(
+        self, branch: str, snapshot_id: str, *, from_snapshot_id: str | None = None
+    ) -> None:
+        """Awaitable ``reset_branch``: with ``from_snapshot_id``, only if the branch
+        is still there (raises what ``reset_branch`` raises otherwise)."""
+        await self._native.reset_branch_async(
+            branch, snapshot_id, from_snapshot_id=from_snapshot_id
+        )
+
+    async def delete_branch_async(self, branch: str) -> None:
+        """Awaitable ``delete_branch``."""
+        await self._native.delete_branch_async(branch)
+
+    async def list_tags_async(self) -> set[str]:
+        """Awaitable ``list_tags`` (a set)."""
+        return set(await self._native.list_tags_async())
+
+    async def lookup_tag_async(self, tag: str) -> str:
+        """Awaitable ``lookup_tag``; raises ``FloeError`` for an unknown tag."""
+        return await self._native.lookup_tag_async(tag)
+
+    async def create_tag_async(self, tag: str, snapshot_id: str) -> None:
+        """Awaitable ``create_tag``."""
+        await self._native.create_tag_async(tag, snapshot_id)
+
+    async def delete_tag_async(self, tag: str) -> None:
+        """Awaitable ``delete_tag``."""
+        await self._native.delete_tag_async(tag)
+
+    async def get_metadata_async(self) -> dict[str, Any]:
+        """Awaitable ``get_metadata`` (spec 2)."""
+        return await self._native.get_metadata_async()
+
+    async def set_metadata_async(self, metadata: dict[str, Any]) -> None:
+        """Awaitable ``set_metadata`` (spec 2)."""
+        await self._native.set_metadata_async(metadata)
+
+    async def update_metadata_async(self, metadata: dict[str, Any]) -> dict[str, Any]:
+        """Awaitable ``update_metadata`` (spec 2): the metadata after."""
+        return await self._native.update_metadata_async(metadata)
+
+    async def expire_snapshots_async(
+        self,
+        older_than: datetime.datetime,
+        *,
+        delete_expired_branches: bool = False,
+        delete_expired_tags: bool = False,
+    ) -> set[str]:
+        """Awaitable ``expire_snapshots``: the expired snapshot ids (a set)."""
+        return set(
+            await self._native.expire_snapshots_async(
+                older_than,
+                delete_expired_branches=delete_expired_branches,
+                delete_expired_tags=delete_expired_tags,
+            )
+        )
+
+    async def garbage_collect_async(
+        self,
+        delete_object_older_than: datetime.datetime,
+        *,
+        dry_run: bool = False,
+        allow_recent_cutoff: bool = False,
+    ) -> dict[str, Any]:
+        """Awaitable ``garbage_collect``: the summary (``GCSummary`` fields). A cut-off
+        within the last hour raises ``FloeError`` unless ``allow_recent_cutoff``."""
+        return await self._native.garbage_collect_async(
+            delete_object_older_than, dry_run=dry_run, allow_recent_cutoff=allow_recent_cutoff
+        )
+
+    # Thread twins: the blocking method runs in a worker thread (asyncio.to_thread)
+    # until a native coroutine exists; arguments and results are the blocking
+    # method's.
+
+    async def get_status_async(self) -> Any:
+        """Awaitable ``get_status`` (thread)."""
+        return await asyncio.to_thread(self.get_status)
+
+    async def set_status_async(self, status: Any) -> None:
+        """Awaitable ``set_status`` (thread)."""
+        await asyncio.to_thread(self.set_status, status)
+
+    async def feature_flags_async(self) -> list[Any]:
+        """Awaitable ``feature_flags`` (thread)."""
+        return await asyncio.to_thread(self.feature_flags)
+
+    async def enabled_feature_flags_async(self) -> list[Any]:
+        """Awaitable ``enabled_feature_flags`` (thread)."""
+        return await asyncio.to_thread(self.enabled_feature_flags)
+
+    async def disabled_feature_flags_async(self) -> list[Any]:
+        """Awaitable ``disabled_feature_flags`` (thread)."""
+        return await asyncio.to_thread(self.disabled_feature_flags)
+
+    async def set_feature_flag_async(self, name: str, setting: bool | None) -> None:
+        """Awaitable ``set_feature_flag`` (thread)."""
+        await asyncio.to_thread(self.set_feature_flag, name, setting)
+
+    async def ancestry_graph_async(self, *args: Any, **kwargs: Any) -> Any:
+        """Awaitable ``ancestry_graph``, same arguments (thread)."""
+        return await asyncio.to_thread(self.ancestry_graph, *args, **kwargs)
+
+    async def ops_log_async(self) -> AsyncIterator[Any]:
+        """The repository's operations log for ``async for``, newest first, as
+        ``ops_log`` yields it (thread: each step runs in a worker thread)."""
+        entries = await asyncio.to_thread(lambda: iter(self.ops_log()))
+        done = object()
+        while (entry := await asyncio.to_thread(next, entries, done)) is not done:
+            yield entry
+
+    async def lookup_snapshot_async(self, snapshot_id: str) -> SnapshotInfo:
+        """Awaitable ``lookup_snapshot`` (thread)."""
+        return await asyncio.to_thread(self.lookup_snapshot, snapshot_id)
+
+    async def list_manifest_files_async(self, snapshot_id: str) -> list[Any]:
+        """Awaitable ``list_manifest_files`` (thread)."""
+        return await asyncio.to_thread(self.list_manifest_files, snapshot_id)
+
+    async def rewrite_manifests_async(self, *args: Any, **kwargs: Any) -> str:
+        """Awaitable ``rewrite_manifests``, same arguments (thread)."""
+        return await asyncio.to_thread(self.rewrite_manifests, *args, **kwargs)
+
+    async def chunk_storage_stats_async(self, *args: Any, **kwargs: Any) -> Any:
+        """Awaitable ``chunk_storage_stats``, same arguments (thread)."""
+        return await asyncio.to_thread(self.chunk_storage_stats, *args, **kwargs)
+
+    async def total_chunks_storage_async(self, *args: Any, **kwargs: Any) -> int:
+        """Awaitable ``total_chunks_storage``, same arguments, in bytes (thread)."""
+        return await asyncio.to_thread(self.total_chunks_storage, *args, **kwargs)
+
+    async def inspect_snapshot_async(self, snapshot_id: str, **kwargs: Any) -> Any:
+        """Awaitable ``inspect_snapshot`` (thread)."""
+        return await asyncio.to_thread(self.inspect_snapshot, snapshot_id, **kwargs)
+
+    async def inspect_repo_info_async(self, **kwargs: Any) -> Any:
+        """Awaitable ``inspect_repo_info`` (thread)."""
+        return await asyncio.to_thread(self.inspect_repo_info, **kwargs)
+
+    async def inspect_manifest_async(self, manifest_id: str, **kwargs: Any) -> Any:
+        """Awaitable ``inspect_manifest`` (thread)."""
+        return await asyncio.to_thread(self.inspect_manifest, manifest_id, **kwargs)
+
+    async def inspect_transaction_log_async(self, snapshot_id: str, **kwargs: Any) -> Any:
+        """Awaitable ``inspect_transaction_log`` (thread)."""
+        return await asyncio.to_thread(self.inspect_transaction_log, snapshot_id, **kwargs)

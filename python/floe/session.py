@@ -3,12 +3,14 @@ Icechunk's ``icechunk.session``."""
 
 from __future__ import annotations
 
+import asyncio
+
 from floe._floe import Session as _NativeSession
 from floe.config import RepositoryConfig
 from floe.diff import Diff
 from floe.store import FloeStore
 
-__all__ = ["Session"]
+__all__ = ["ForkSession", "Session"]
 
 
 class Session:
@@ -102,15 +104,15 @@ class Session:
         ``ConflictError``)."""
         self._native.rebase(solver)
 
-    def fork(self) -> "Session":
-        """A fork of this writable session: write in it (in another process if
-        pickled), then ``merge`` it back. Forks cannot commit."""
-        return Session(self._native.fork())
+    def fork(self) -> "ForkSession":
+        """A fork of this writable session (a ``ForkSession``): write in it (in
+        another process if pickled), then ``merge`` it back. Forks cannot commit."""
+        return ForkSession(self._native.fork())
 
     def merge(self, *forks: "Session") -> None:
         """Merges the changes of ``forks`` into this session; raises
         ``ConflictError`` when two of them wrote the same chunk."""
-        self._native.merge(*[f._native for f in forks])
+        self._native.merge(*[f._native for f in self._forks_to_merge(forks)])
 
     def move(self, from_path: str, to_path: str) -> None:
         """Rearrange sessions (spec 2): moves a node and everything under it."""
@@ -129,3 +131,110 @@ class Session:
         else:
             kind = f"writable on {self.branch!r}"
         return f"<floe.Session {kind} at {self.snapshot_id}>"
+
+    # -- async twins (Icechunk's *_async API) -----------------------------------------
+    #
+    # commit/amend/rebase/merge/move await native coroutines on floe's tokio runtime
+    # (the event loop is never blocked); the methods marked "thread" have no native
+    # coroutine yet and run their blocking twin with ``asyncio.to_thread``.
+
+    async def commit_async(
+        self,
+        message: str,
+        metadata: dict | None = None,
+        *,
+        allow_empty: bool = False,
+        rebase_with=None,
+        rebase_tries: int = 100,
+    ) -> str:
+        """Awaitable ``commit``: the new snapshot id; the session is read-only
+        afterwards. Raises as ``commit`` (``SessionStateError`` before any I/O on a
+        fork, a read-only session or one that committed; ``ConflictError`` for
+        conflicts the solver leaves)."""
+        return await self._native.commit_async(
+            message,
+            metadata,
+            allow_empty=allow_empty,
+            rebase_with=rebase_with,
+            rebase_tries=rebase_tries,
+        )
+
+    async def amend_async(self, message: str, metadata: dict | None = None) -> str:
+        """Awaitable ``amend``: replaces the branch tip (same parent); returns the new
+        snapshot id. ``ConflictError`` when the branch moved meanwhile."""
+        return await self._native.amend_async(message, metadata)
+
+    async def rebase_async(self, solver=None) -> None:
+        """Awaitable ``rebase``: moves the session's base to its branch tip, keeping
+        its changes as ``solver`` resolves conflicts (default: ``ConflictError``)."""
+        await self._native.rebase_async(solver)
+
+    async def merge_async(self, *forks: "Session") -> None:
+        """Awaitable ``merge``: merges the changes of ``forks`` (all or nothing);
+        ``ConflictError`` when two of them wrote the same chunk. A fork given twice,
+        or this session itself, is merged once (as Icechunk, where merging the same
+        changes again changes nothing)."""
+        await self._native.merge_async(*[f._native for f in self._forks_to_merge(forks)])
+
+    def _forks_to_merge(self, forks) -> list["Session"]:
+        """``forks`` without this session and without repeats of one object (Dask's
+        threaded scheduler hands one fork object back once per task)."""
+        seen = {id(self._native)}
+        out = []
+        for f in forks:
+            if not isinstance(f, Session):
+                raise TypeError(f"merge takes forks (ForkSession), got {type(f).__name__!r}")
+            if id(f._native) not in seen:
+                seen.add(id(f._native))
+                out.append(f)
+        return out
+
+    async def move_async(self, from_path: str, to_path: str) -> None:
+        """Awaitable ``move`` (spec 2, rearrange sessions)."""
+        await self._native.move_async(from_path, to_path)
+
+    async def chunk_coordinates(self, array_path: str, batch_size: int = 1000):
+        """The coordinates (tuples of chunk indices) of every initialized chunk of the
+        array at ``array_path`` (a chunk with a ref, committed or not), for ``async
+        for``, in index order (Icechunk's ``Session.chunk_coordinates``). One native
+        coroutine reads them all; ``batch_size`` is accepted for Icechunk's signature
+        and does not change the result. Raises ``FloeError`` for a path that is no
+        array."""
+        for coords in await self._native._chunk_coordinates_async(array_path):
+            yield tuple(coords)
+
+    async def flush_async(self, *args, **kwargs) -> str:
+        """Awaitable ``flush``, same arguments (thread)."""
+        return await asyncio.to_thread(self.flush, *args, **kwargs)
+
+    async def get_node_id_async(self, path: str) -> str:
+        """Awaitable ``get_node_id`` (thread)."""
+        return await asyncio.to_thread(self.get_node_id, path)
+
+    async def chunk_type_async(self, array_path: str, chunk_coordinates) -> object:
+        """Awaitable ``chunk_type`` (thread)."""
+        return await asyncio.to_thread(self.chunk_type, array_path, chunk_coordinates)
+
+    async def all_virtual_chunk_locations_async(self) -> list[str]:
+        """Awaitable ``all_virtual_chunk_locations`` (thread)."""
+        return await asyncio.to_thread(self.all_virtual_chunk_locations)
+
+
+class ForkSession(Session):
+    """What ``Session.fork()`` returns (Icechunk's ``ForkSession``): a writable session
+    that is on no branch and cannot commit. It pickles (as its storage URL and its
+    changes: chunk refs, inline chunks, node changes; no credentials, not in-memory
+    storage), so it can be written in other processes or machines; bring the copies
+    back with ``session.merge(*forks)`` (or ``floe.distributed.merge_sessions`` to
+    merge forks into one fork first). A fork can be forked again, and forks merge
+    into forks."""
+
+    def __reduce__(self):
+        return (ForkSession, (self._native,))
+
+    def fork(self) -> "ForkSession":
+        """A fork of this fork (its changes so far included)."""
+        return ForkSession(self._native.fork())
+
+    def __repr__(self) -> str:
+        return f"<floe.ForkSession at {self.snapshot_id}>"

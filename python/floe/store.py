@@ -114,8 +114,8 @@ class FloeStore(Store):
 
     @property
     def session(self):
-        """The ``Session`` this store reads and writes (Icechunk's
-        ``IcechunkStore.session``); ``None`` for a store made without one."""
+        """The ``Session`` (or ``ForkSession``) this store views (Icechunk's
+        ``IcechunkStore.session``); ``floe.distributed.extract_session`` reads it."""
         return self._session
 
     def __reduce__(self):

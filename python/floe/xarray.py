@@ -1,60 +1,115 @@
-"""Writing xarray Datasets backed by Dask arrays into a floe session, from many
-processes, with one commit: ``to_floe``, also named ``to_icechunk`` as in Icechunk.
+"""Writing xarray Datasets (and DataArrays) backed by Dask arrays into a floe session
+from many processes, with one commit: ``to_floe``, also named ``to_icechunk`` as in
+Icechunk's ``icechunk.xarray``.
 
-The session writes the metadata (and any variable that is not a Dask array) itself,
-then forks once. Every Dask block is written by a task into its own copy of that
-fork (a fork pickles as its storage URL and changes, no credentials) and returns the
-fork; the session merges them all. Blocks that write the same Zarr chunk conflict:
-the merge raises ``floe.ConflictError`` and nothing is merged. The caller commits.
+The session writes the metadata (and every variable that is not a Dask array) itself
+through ``Dataset.to_zarr``, then forks once; ``floe.dask.store_dask`` writes every
+Dask block into its own copy of that fork on the Dask workers (a fork pickles as its
+storage URL and changes, no credentials) and merges the copies in a tree of tasks
+(``split_every`` at a time); the session merges the result. Blocks that write the same
+Zarr chunk conflict: the merge raises ``floe.ConflictError`` and nothing is merged.
+The caller commits.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, MutableMapping
+from typing import Any
 
 import numpy as np
 import zarr
 
+__all__ = ["to_floe", "to_icechunk"]
 
-def _write_block(block, fork, path, offsets, block_info=None):
-    location = block_info[0]["array-location"]
-    selection = tuple(slice(o + a, o + b) for o, (a, b) in zip(offsets, location))
-    zarr.open_array(store=fork.store, path=path, mode="r+")[selection] = block
-    out = np.empty((1,) * block.ndim, dtype=object)
-    out[(0,) * block.ndim] = fork
+#: The name ``DataArray.to_zarr`` gives an unnamed DataArray's variable.
+_DATAARRAY_VARIABLE = "__xarray_dataarray_variable__"
+
+
+def _as_dataset(obj):
+    import xarray as xr
+
+    if isinstance(obj, xr.Dataset):
+        return obj
+    if isinstance(obj, xr.DataArray):
+        if obj.name is None or obj.name in obj.coords or obj.name in obj.dims:
+            ds = obj.to_dataset(name=_DATAARRAY_VARIABLE)
+            if obj.name is not None:
+                ds.attrs["__xarray_dataarray_name__"] = obj.name
+            return ds
+        return obj.to_dataset()
+    raise TypeError(f"to_floe writes an xarray Dataset or DataArray, got {type(obj).__name__!r}")
+
+
+def _auto_region(ds, store, group: str | None, region) -> dict:
+    """``region`` ("auto", or a mapping with "auto" values) as explicit slices: each
+    "auto" dimension's position found by matching its index coordinate against the
+    stored one (a dimension without a coordinate is the whole stored extent)."""
+    import xarray as xr
+
+    wanted = dict.fromkeys(ds.dims, "auto") if region == "auto" else dict(region)
+    stored = xr.open_zarr(store, group=group, consolidated=False, chunks=None)
+    out = {}
+    for dim, value in wanted.items():
+        if value != "auto":
+            out[dim] = value
+            continue
+        if dim not in ds.coords:
+            out[dim] = slice(0, ds.sizes[dim])
+            continue
+        import pandas as pd
+
+        positions = pd.Index(stored[dim].values).get_indexer(ds[dim].values)
+        if (positions < 0).any():
+            raise KeyError(f"region='auto': values of coordinate {dim!r} are not all stored")
+        if len(positions) > 1 and (np.diff(positions) != 1).any():
+            raise ValueError(f"region='auto': coordinate {dim!r} maps to a non-contiguous region")
+        out[dim] = slice(int(positions[0]), int(positions[-1]) + 1)
     return out
 
 
 def to_floe(
-    ds,
+    obj,
     session,
     *,
+    group: str | None = None,
     mode: str | None = None,
-    region: Mapping[Hashable, slice] | str | None = None,
+    safe_chunks: bool = True,
+    align_chunks: bool = False,
     append_dim: Hashable | None = None,
+    region: Mapping[Hashable, Any] | str | None = None,
     encoding: Mapping | None = None,
+    chunkmanager_store_kwargs: MutableMapping[Any, Any] | None = None,
+    split_every: int | None = None,
     **to_zarr_kwargs,
 ) -> None:
-    """Writes ``ds`` into ``session`` (a writable floe session): metadata and
-    in-memory variables directly, Dask-backed variables through forks on the Dask
-    workers, merged back into ``session``. Commit the session afterwards.
+    """Writes ``obj`` (an xarray ``Dataset`` or ``DataArray``) into ``session`` (a
+    writable floe session or a ``ForkSession``) at ``group``: metadata and in-memory
+    variables directly, Dask-backed variables through a fork written on the Dask
+    workers (``floe.dask.store_dask``; ``split_every`` forks merged per task,
+    ``chunkmanager_store_kwargs`` passed to ``dask.array.store``), merged back into
+    ``session``. Commit the session afterwards (as Icechunk's ``to_icechunk``).
 
-    ``mode``, ``region``, ``append_dim``, ``encoding`` and any other keyword (such as
-    ``safe_chunks``) mean what they mean for ``xarray.Dataset.to_zarr``. Raises ``floe.ConflictError`` when blocks wrote the
-    same chunk (Dask chunks must not share a Zarr chunk).
+    ``mode``, ``region`` (slices, ``"auto"``, or a mapping mixing both),
+    ``append_dim``, ``encoding``, ``safe_chunks``, ``align_chunks`` and any other
+    keyword mean what they mean for ``xarray.Dataset.to_zarr``. Raises
+    ``ValueError`` for a read-only session, ``KeyError``/``ValueError`` when
+    ``region="auto"`` cannot place the data, ``floe.ConflictError`` when blocks wrote
+    the same chunk (Dask chunks must not share a Zarr chunk).
     """
-    import dask
     import dask.array as da
+
+    from floe.dask import store_dask
 
     if session.read_only:
         raise ValueError("to_floe needs a writable session")
-    if isinstance(region, str):
-        raise NotImplementedError("region='auto' is not supported: give the slices")
+    ds = _as_dataset(obj)
     store = session.store
+    if region == "auto" or (isinstance(region, Mapping) and "auto" in region.values()):
+        region = _auto_region(ds, store, group, region)
     # Where each variable starts along each dimension in the stored array.
-    start = {}
+    start: dict[Hashable, dict[Hashable, int]] = {}
     if append_dim is not None:
-        existing = zarr.open_group(store=store, mode="r")
+        existing = zarr.open_group(store=store, path=group or "", mode="r")
         for name, var in ds.variables.items():
             if append_dim in var.dims and str(name) in existing:
                 axis = var.dims.index(append_dim)
@@ -63,9 +118,12 @@ def to_floe(
         for name, var in ds.variables.items():
             start[name] = {d: (region[d].start or 0) for d in var.dims if d in region}
 
+    if align_chunks:
+        to_zarr_kwargs["align_chunks"] = True
     # Metadata and in-memory data through the session; Dask writes are dropped here.
     ds.to_zarr(
         store,
+        group=group,
         mode=mode,
         region=region,
         append_dim=append_dim,
@@ -73,31 +131,27 @@ def to_floe(
         compute=False,
         consolidated=False,
         zarr_format=3,
+        safe_chunks=safe_chunks,
         **to_zarr_kwargs,
     )
     lazy = {n: v for n, v in ds.variables.items() if isinstance(v.data, da.Array)}
     if not lazy:
         return
     fork = session.fork()
-    pieces = []
+    sources, targets, regions = [], [], []
     for name, var in lazy.items():
-        arr = var.data
+        path = f"{group.strip('/')}/{name}" if group else str(name)
+        target = zarr.open_array(fork.store, path=path, mode="r+")
+        data = var.data
+        if align_chunks:
+            data = data.rechunk(target.chunks)
         offsets = [start.get(name, {}).get(d, 0) for d in var.dims]
-        pieces.append(
-            da.map_blocks(
-                _write_block,
-                arr,
-                fork=fork,
-                path=str(name),
-                offsets=offsets,
-                dtype=object,
-                chunks=tuple((1,) * len(c) for c in arr.chunks),
-                meta=np.empty((0,) * arr.ndim, dtype=object),
-            )
-        )
-    results = dask.compute(*pieces)
-    forks = [f for r in results for f in np.asarray(r, dtype=object).ravel()]
-    session.merge(*forks)
+        sources.append(data)
+        targets.append(target)
+        regions.append(tuple(slice(o, o + n) for o, n in zip(offsets, var.shape)))
+    merged = store_dask(sources=sources, targets=targets, regions=regions,
+                        split_every=split_every, **(chunkmanager_store_kwargs or {}))
+    session.merge(merged)
 
 
 #: Icechunk's name for ``to_floe`` (``icechunk.xarray.to_icechunk``).

@@ -6,6 +6,7 @@
 //! runtime (the one `pyo3-async-runtimes` drives awaitables with), so Python threads
 //! and zarr's async pipeline overlap I/O.
 
+mod aio;
 mod config;
 mod credentials;
 mod errors;
@@ -33,5 +34,6 @@ fn _floe(m: &Bound<'_, PyModule>) -> PyResult<()> {
     storage::register(m)?;
     repository::register(m)?;
     session::register(m)?;
+    aio::register(m)?;
     Ok(())
 }

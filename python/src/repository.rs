@@ -62,7 +62,7 @@ impl SnapshotInfo {
     }
 }
 
-fn info(py: Python<'_>, s: &floe::SnapshotInfo) -> PyResult<SnapshotInfo> {
+pub(crate) fn info(py: Python<'_>, s: &floe::SnapshotInfo) -> PyResult<SnapshotInfo> {
     let metadata = PyDict::new(py);
     for (k, v) in &s.metadata {
         metadata.set_item(k, json_to_py(py, v)?)?;
@@ -157,7 +157,7 @@ pub(crate) struct Repository {
     pub(crate) inner: floe::Repository,
 }
 
-fn spec(spec_version: Option<u8>) -> PyResult<floe::format::SpecVersion> {
+pub(crate) fn spec(spec_version: Option<u8>) -> PyResult<floe::format::SpecVersion> {
     spec_version.map_or(Ok(floe::Repository::DEFAULT_SPEC_VERSION), |v| {
         floe::format::SpecVersion::from_byte(v).map_err(|e| PyValueError::new_err(e.to_string()))
     })
@@ -235,29 +235,7 @@ impl Repository {
         let spec = spec(spec_version)?;
         let st = Arc::clone(&storage.inner);
         let config = config.map(|c| c.inner);
-        let inner = block_on(py, async move {
-            let options = floe::OpenOptions::default();
-            let opened =
-                floe::Repository::open_configured(Arc::clone(&st), options.clone(), config.clone())
-                    .await;
-            match opened {
-                Err(floe::Error::RepositoryNotFound { .. }) => match floe::Repository::create_with(
-                    Arc::clone(&st),
-                    config.clone(),
-                    spec,
-                    options.clone(),
-                )
-                .await
-                {
-                    Err(floe::Error::RepositoryExists { .. }) => {
-                        floe::Repository::open_configured(st, options, config).await
-                    }
-                    other => other,
-                },
-                other => other,
-            }
-        })
-        .py()?;
+        let inner = block_on(py, crate::aio::open_or_create(st, spec, config)).py()?;
         Ok(Repository { inner })
     }
 
@@ -480,11 +458,11 @@ impl Repository {
     }
 }
 
-fn snapshot_id_arg(text: &str) -> PyResult<floe::SnapshotId> {
+pub(crate) fn snapshot_id_arg(text: &str) -> PyResult<floe::SnapshotId> {
     snapshot_id(text)
 }
 
-fn selector(
+pub(crate) fn selector(
     branch: Option<String>,
     tag: Option<String>,
     snapshot_id: Option<&str>,

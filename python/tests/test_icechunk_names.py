@@ -67,11 +67,13 @@ assert isinstance(s.store, IcechunkStore)
 s.commit("via icechunk names")
 # Modules floe does not offer fail to import, rather than half-working.
 try:
-    import icechunk.dask
+    import icechunk.virtual
 except ImportError:
     pass
 else:
-    raise AssertionError("icechunk.dask imported")
+    raise AssertionError("icechunk.virtual imported")
+import icechunk.dask, icechunk.distributed
+assert icechunk.dask is floe.dask and icechunk.distributed is floe.distributed
 # No second copy of a floe module under the icechunk name.
 import icechunk.diff, icechunk._floe
 assert icechunk.diff is floe.diff and icechunk._floe is floe._floe

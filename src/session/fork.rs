@@ -162,6 +162,20 @@ struct Incoming {
     changes: Arc<ChangeSet>,
 }
 
+impl Incoming {
+    /// The snapshot after which the merging session's commits count against this
+    /// fork: none when the session reads the fork's own base (a fork merging a copy
+    /// of itself, or a sibling made from the same session: the base already holds
+    /// everything between the origin and it), the fork's origin otherwise.
+    fn since(&self, our_base: SnapshotId) -> SnapshotId {
+        if self.base.id == our_base {
+            our_base
+        } else {
+            self.origin
+        }
+    }
+}
+
 /// Checks that every chunk change of `fork` is for an array of its tree and inside
 /// that array's chunk grid (a fork's bytes come from another process).
 fn check_fork_chunks(fork: &Incoming) -> Result<()> {
@@ -345,7 +359,7 @@ impl Session {
             // Commits this session made since each fork's origin.
             let our_base = self.snapshot_id();
             let mut since: HashMap<SnapshotId, Option<CommitsSummary>> = HashMap::new();
-            for origin in incoming.iter().map(|f| f.origin) {
+            for origin in incoming.iter().map(|f| f.since(our_base)) {
                 if origin == our_base || since.contains_key(&origin) {
                     continue;
                 }
@@ -378,7 +392,7 @@ impl Session {
                 if fork.changes.is_empty() {
                     continue;
                 }
-                if let Some(None) = since.get(&fork.origin) {
+                if let Some(None) = since.get(&fork.since(our_base)) {
                     conflicts.push(Conflict::BaseNotAncestor { base: fork.origin });
                     continue;
                 }
@@ -392,7 +406,7 @@ impl Session {
                 let ours_and_forks = Either(&session_side, &forks_side);
                 let with_commits;
                 let theirs: &dyn TheirChanges =
-                    match since.get(&fork.origin).and_then(Option::as_ref) {
+                    match since.get(&fork.since(our_base)).and_then(Option::as_ref) {
                         Some(committed) => {
                             with_commits = Either(&ours_and_forks, committed);
                             &with_commits

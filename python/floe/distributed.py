@@ -1,0 +1,69 @@
+"""Helpers for writing one session from many processes (Dask, distributed, any
+framework that ships Python objects to workers), as Icechunk's
+``icechunk.distributed``: ``extract_session`` takes the session out of a zarr array a
+task wrote, ``merge_sessions`` merges forks into one fork.
+
+The pattern: a coordinator opens a writable session, writes metadata, forks it
+(``Session.fork()`` gives a picklable ``ForkSession``), sends the fork to the workers,
+each writes its part into its copy, the copies come back and are merged
+(``merge_sessions`` on workers, in a tree, then ``session.merge(fork)``), and the
+coordinator commits once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from floe.session import ForkSession, Session
+
+__all__ = ["extract_session", "merge_sessions"]
+
+
+def _flatten(items: Iterable[Any]) -> Iterator[Any]:
+    """The leaves of nested lists and tuples (Dask hands reductions nested lists)."""
+    for item in items:
+        if isinstance(item, (list, tuple)):
+            yield from _flatten(item)
+        else:
+            yield item
+
+
+def extract_session(zarray: Any, axis: Any = None, keepdims: Any = None) -> Session:
+    """The session of the floe store a zarr array (or group) was opened on:
+    ``zarray.store.session``. ``axis`` and ``keepdims`` are ignored (they are there so
+    the function can be a Dask reduction's ``chunk`` step). Raises ``TypeError`` when
+    the array is not on a floe store."""
+    session = getattr(zarray.store, "session", None)
+    if not isinstance(session, Session):
+        raise TypeError(
+            f"extract_session needs a zarr array on a floe store, got a store of type "
+            f"{type(zarray.store).__name__!r}"
+        )
+    return session
+
+
+def merge_sessions(*sessions: ForkSession | list[ForkSession] | list[list[ForkSession]]) -> ForkSession:
+    """Merges forks (given as arguments or nested lists of them) into the first one,
+    and returns it (Icechunk's ``merge_sessions``). The same fork object given more
+    than once is merged once.
+
+    Raises ``TypeError`` when one of them is not a ``ForkSession`` (merge forks into a
+    writable session with ``Session.merge(*forks)`` instead), ``ValueError`` when
+    there is none, ``floe.ConflictError`` when two forks changed the same chunk or
+    node (nothing is merged then).
+    """
+    forks = list(_flatten(sessions))
+    if not forks:
+        raise ValueError("merge_sessions needs at least one ForkSession")
+    for s in forks:
+        if not isinstance(s, ForkSession):
+            raise TypeError(
+                "merge_sessions only merges ForkSession objects; "
+                f"Received {type(s).__name__!r} instead. Merge forks into a writable "
+                "session with Session.merge(*forks)."
+            )
+    first, *rest = forks
+    if rest:
+        first.merge(*rest)
+    return first
