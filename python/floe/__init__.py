@@ -28,20 +28,67 @@ from floe.config import CompressionConfig, RepositoryConfig
 from floe.conflicts import BasicConflictSolver, ConflictDetector, VersionSelection
 from floe.diff import Diff
 from floe.exceptions import (
+    AlreadyExistsError,
+    Conflict,
     ConflictError,
+    ConflictType,
+    ErrorKind,
     FloeError,
+    FormatError,
     IcechunkError,
+    InternalError,
     InvalidInputError,
+    NodeNotFoundError,
+    NotFoundError,
     ReadOnlyError,
+    RebaseFailedError,
+    RefNotFoundError,
+    RepositoryNotFoundError,
     SessionStateError,
+    SnapshotNotFoundError,
+    StorageError,
 )
-from floe.repository import Repository, SpecVersion
-from floe.session import Session
+from floe.ops import Update, UpdateType
+from floe.repository import (
+    FeatureFlag,
+    Repository,
+    SpecVersion,
+    supported_spec_versions,
+    upgrade_icechunk_repository,
+)
+from floe.session import ChunkType, Session, SessionMode
+from floe.stats import ChunkStorageStats
+from floe._display import print_debug_info
+from floe._floe import initialize_logs, set_logs_filter
 from floe.snapshots import SnapshotInfo
 from floe.storage import Storage, in_memory_storage, local_filesystem_storage, s3_storage
 from floe.store import FloeStore, IcechunkStore
 
 __all__ = [
+    "AlreadyExistsError",
+    "ChunkStorageStats",
+    "ChunkType",
+    "Conflict",
+    "ConflictType",
+    "ErrorKind",
+    "FeatureFlag",
+    "FormatError",
+    "InternalError",
+    "NodeNotFoundError",
+    "NotFoundError",
+    "RebaseFailedError",
+    "RefNotFoundError",
+    "RepositoryNotFoundError",
+    "SessionMode",
+    "SnapshotNotFoundError",
+    "StorageError",
+    "Update",
+    "UpdateType",
+    "initialize_logs",
+    "print_debug_info",
+    "set_logs_filter",
+    "supported_spec_versions",
+    "upgrade_icechunk_repository",
     "BasicConflictSolver",
     "CompressionConfig",
     "ConflictDetector",
@@ -84,8 +131,16 @@ _ICECHUNK_MODULES = {
     # copy of one (with classes of its own) under the icechunk name.
     "exceptions": "floe.exceptions",
     "diff": "floe.diff",
+    "ops": "floe.ops",
+    "stats": "floe.stats",
     "_floe": "floe._floe",
+    # Icechunk's native module: its exception classes and `_all_error_kinds`.
+    "_icechunk_python": "floe._floe",
 }
+
+
+# Logs are off unless FLOE_LOG / ICECHUNK_LOG says otherwise (as `import icechunk`).
+initialize_logs()
 
 
 def spec_version() -> SpecVersion:

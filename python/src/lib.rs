@@ -8,6 +8,7 @@
 
 mod config;
 mod errors;
+mod logs;
 mod repository;
 mod session;
 mod storage;
@@ -27,6 +28,7 @@ where
 #[pymodule]
 fn _floe(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
+    logs::register(m)?;
     config::register(m)?;
     storage::register(m)?;
     repository::register(m)?;
