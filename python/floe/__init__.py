@@ -48,7 +48,7 @@ from floe.exceptions import (
     SnapshotNotFoundError,
     StorageError,
 )
-from floe.ops import Update, UpdateType
+from floe.ops import GCSummary, Update, UpdateType
 from floe.repository import (
     FeatureFlag,
     Repository,
@@ -82,6 +82,7 @@ __all__ = [
     "SessionMode",
     "SnapshotNotFoundError",
     "StorageError",
+    "GCSummary",
     "Update",
     "UpdateType",
     "initialize_logs",

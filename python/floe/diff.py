@@ -62,19 +62,24 @@ class Diff:
         for name, title in self._TITLES:
             paths = getattr(self, name)
             if paths:
-                out.append(f"{title}:\n" + "".join(f"    {p}\n" for p in sorted(paths)))
+                out.append(f"{title}:\n" + "".join(f"    {p}\n" for p in sorted(paths)) + "\n")
         if self.moved_nodes:
             out.append(
                 "Nodes moved:\n"
                 + "".join(f"    {a} -> {b}\n" for a, b in self.moved_nodes)
+                + "\n"
             )
         if self.updated_chunks:
             lines = ["Chunks updated:\n"]
             for path in sorted(self.updated_chunks):
                 lines.append(f"    {path}:\n")
-                lines.extend(f"        {c}\n" for c in self.updated_chunks[path])
+                chunks = self.updated_chunks[path]
+                # As Icechunk: the first 10 chunks, then how many more.
+                lines.extend(f"        {c}\n" for c in chunks[:10])
+                if len(chunks) > 10:
+                    lines.append(f"        ... {len(chunks) - 10} more\n")
             out.append("".join(lines))
-        return "\n".join(out)
+        return "".join(out)
 
     __str__ = __repr__
 

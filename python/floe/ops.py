@@ -128,3 +128,49 @@ class Update:
 
     def _repr_html_(self) -> str:
         return html_block(qualified("ops.Update"), self._fields())
+
+
+class GCSummary:
+    """What ``Repository.garbage_collect`` deleted (or, in a dry run, would
+    delete), as Icechunk's ``GCSummary``: ``bytes_deleted`` and the counts
+    ``chunks_deleted``, ``manifests_deleted``, ``snapshots_deleted``,
+    ``attributes_deleted``, ``transaction_logs_deleted``. Also readable as a
+    mapping (``summary["chunks_deleted"]``), as floe's earlier dict was."""
+
+    _FIELDS = (
+        "bytes_deleted",
+        "chunks_deleted",
+        "manifests_deleted",
+        "snapshots_deleted",
+        "attributes_deleted",
+        "transaction_logs_deleted",
+    )
+    __slots__ = _FIELDS
+
+    def __init__(self, **counts: int):
+        for name in self._FIELDS:
+            setattr(self, name, int(counts.get(name, 0)))
+
+    def __getitem__(self, name: str) -> int:
+        if name not in self._FIELDS:
+            raise KeyError(name)
+        return getattr(self, name)
+
+    def keys(self) -> tuple[str, ...]:
+        return self._FIELDS
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, dict):
+            return dict(self._fields()) == other
+        return isinstance(other, GCSummary) and self._fields() == other._fields()
+
+    def _fields(self) -> list[tuple[str, object]]:
+        return [(n, getattr(self, n)) for n in self._FIELDS]
+
+    def __repr__(self) -> str:
+        return text_block(qualified("ops.GCSummary"), self._fields())
+
+    __str__ = __repr__
+
+    def _repr_html_(self) -> str:
+        return html_block(qualified("ops.GCSummary"), self._fields())

@@ -16,7 +16,8 @@ from floe._display import html_block, qualified, text_block
 from floe._floe import Repository as _NativeRepository
 from floe._floe import RepositoryConfig, SnapshotInfo, Storage
 from floe.diff import Diff
-from floe.ops import Update
+from floe.exceptions import InvalidInputError
+from floe.ops import GCSummary, Update
 from floe.session import Session
 from floe.snapshots import ManifestFileInfo
 from floe.stats import ChunkStorageStats
@@ -235,6 +236,14 @@ class Repository:
         iteration reaches them."""
         return iter(self._native.ancestry(branch=branch, tag=tag, snapshot_id=snapshot_id))
 
+    def ancestry_graph(self, *, branch: str | None = None, plain: bool = True):
+        """The history of ``branch`` (every branch when ``None``) as an
+        ``AncestryGraph``: ``str()`` is a text graph with branch and tag labels
+        (ANSI colours unless ``plain``), ``_repr_svg_()`` a drawing for notebooks."""
+        from floe.graph import AncestryGraph
+
+        return AncestryGraph._build(self, branch, plain)
+
     def lookup_snapshot(self, snapshot_id: str) -> SnapshotInfo:
         """The commit ``snapshot_id``. Raises ``SnapshotNotFoundError`` when there is
         none and ``InvalidInputError`` for text that is no snapshot id."""
@@ -251,9 +260,17 @@ class Repository:
         to_snapshot_id: str | None = None,
     ) -> Diff:
         """What changed from one version to a later one; each is named by exactly one
-        of a branch, a tag or a snapshot id. ``from`` must be an ancestor of ``to``."""
+        of a branch, a tag or a snapshot id. ``from`` must be an ancestor of ``to``
+        (``InvalidInputError``, kind ``bad-snapshot-chain-for-diff``, otherwise)."""
         start = self._version("from", from_branch, from_tag, from_snapshot_id)
         end = self._version("to", to_branch, to_tag, to_snapshot_id)
+        # As Icechunk: a diff runs forward along one history.
+        if start != end and not any(s.id == start for s in self.ancestry(snapshot_id=end)):
+            raise InvalidInputError(
+                f"bad snapshot chain for diff: the ancestry of snapshot {end} doesn't "
+                f"include snapshot {start} (`from` must be an ancestor of `to`)",
+                "bad-snapshot-chain-for-diff",
+            )
         return Diff(self._native.diff(from_snapshot_id=start, to_snapshot_id=end))
 
     def _version(self, side: str, branch, tag, snapshot_id) -> str:
@@ -314,6 +331,11 @@ class Repository:
         self._native.delete_tag(tag)
 
     # -- repository metadata (spec 2) -------------------------------------------------
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """Spec 2: the repository's metadata (``get_metadata()``)."""
+        return self.get_metadata()
 
     def get_metadata(self) -> dict[str, Any]:
         """Spec 2: the repository's metadata."""
@@ -421,14 +443,15 @@ class Repository:
         *,
         dry_run: bool = False,
         allow_recent_cutoff: bool = False,
-    ) -> dict[str, Any]:
+    ) -> GCSummary:
         """Deletes objects no branch or tag reaches that are older than
         ``delete_object_older_than``; returns a summary (Icechunk's ``GCSummary``
         fields: counts and bytes freed). A cut-off within the last hour raises
         ``FloeError`` unless ``allow_recent_cutoff`` (no writer is active)."""
-        return self._native.garbage_collect(
+        raw = self._native.garbage_collect(
             delete_object_older_than, dry_run=dry_run, allow_recent_cutoff=allow_recent_cutoff
         )
+        return GCSummary(**{k: v for k, v in raw.items() if k in GCSummary._FIELDS})
 
     # -- display --------------------------------------------------------------------
 

@@ -106,11 +106,15 @@ class Session:
     ) -> str:
         """Commits the changes and returns the new snapshot id; the session is
         read-only afterwards (as Icechunk). When the branch moved, rebases with
-        ``rebase_with`` (a ``ConflictDetector`` or ``BasicConflictSolver``; default:
-        detect and fail) at most ``rebase_tries`` times; a commit that rebased records
-        ``{"__icechunk": {"rebase_attempts": n}}`` in its metadata.
+        ``rebase_with`` (a ``ConflictDetector`` or ``BasicConflictSolver``) at most
+        ``rebase_tries`` times; a commit that rebased records
+        ``{"__icechunk": {"rebase_attempts": n}}`` in its metadata. Without
+        ``rebase_with`` no rebase is tried, as in Icechunk: a moved branch raises
+        ``ConflictError`` (kind ``commit-conflict``, with ``expected_parent`` and
+        ``actual_parent``).
 
-        Raises ``ConflictError`` for conflicts the solver leaves,
+        Raises ``RebaseFailedError`` (a ``ConflictError``) for conflicts the solver
+        leaves,
         ``SessionStateError`` on a fork, a read-only session, a session that already
         committed, or no changes (unless ``allow_empty``)."""
         return self._native.commit(

@@ -303,8 +303,11 @@ impl Session {
             ));
         }
         let metadata = self.metadata(metadata)?;
+        // As Icechunk: without `rebase_with` a commit whose branch moved fails with
+        // `ConflictError` (no rebase is tried).
         let mut opts = floe::CommitOptions::default()
             .allow_empty(allow_empty)
+            .rebase(rebase_with.is_some_and(|r| !r.is_none()))
             .max_attempts(rebase_tries);
         opts.solver = solver(rebase_with)?;
         let id = block_on(py, self.inner.commit_with(message, metadata, opts)).py()?;
@@ -488,10 +491,15 @@ impl Session {
     /// A fork to write elsewhere and merge back.
     fn fork(&self, py: Python<'_>) -> PyResult<Session> {
         if self.has_committed() || !self.inner.is_writable() {
+            let why = if self.has_committed() {
+                ": the session committed and is read-only; open a new writable session"
+            } else {
+                ""
+            };
             return Err(crate::errors::error(
                 crate::errors::Class::SessionState,
                 crate::errors::Kind::CannotForkReadOnlySession,
-                "cannot fork a read-only session".to_string(),
+                format!("cannot fork a read-only session{why}"),
             ));
         }
         let fork = block_on(py, self.inner.fork()).py()?;

@@ -127,8 +127,11 @@ def test_spec1_only_operations_say_upgrade():
 def test_errors_through_the_store_keep_their_class():
     repo = _repo()
     store = repo.readonly_session("main").store
+    async def write():
+        await store._store.set("zarr.json", b"{}")
+
     with pytest.raises(floe.ReadOnlyError) as e:
-        asyncio.run(store._store.set("zarr.json", b"{}"))
+        asyncio.run(write())
     assert e.value.kind in ("read-only-session", "read-only-store")
     with pytest.raises(floe.InvalidInputError):
         asyncio.run(store.exists("foo"))

@@ -38,12 +38,13 @@ def test_modes():
 
 
 def test_chunk_type_coordinates_and_node_id():
-    config = floe.RepositoryConfig(inline_chunk_threshold_bytes=4)
+    config = floe.RepositoryConfig(inline_chunk_threshold_bytes=100)
     repo = _repo_with_array([1, 2, None, None, 5, 6], chunks=(1,), config=config)
     s = repo.writable_session("main")
     assert s.chunk_type("/a", [0]) == floe.ChunkType.inline
     assert s.chunk_type("/a", [2]) == floe.ChunkType.uninitialized
-    zarr.create_array(s.store, name="b", shape=(4,), chunks=(4,), dtype="i8")[:] = 1
+    zarr.create_array(s.store, name="b", shape=(64,), chunks=(64,), dtype="i8",
+                      compressors=None)[:] = 1
     assert s.chunk_type("/b", [0]) == floe.ChunkType.native
 
     async def coords():
