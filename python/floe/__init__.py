@@ -51,6 +51,8 @@ from floe.exceptions import (
 from floe.ops import GCSummary, Update, UpdateType
 from floe.repository import (
     FeatureFlag,
+    RepoAvailability,
+    RepoStatus,
     Repository,
     SpecVersion,
     supported_spec_versions,
@@ -77,6 +79,8 @@ __all__ = [
     "NodeNotFoundError",
     "NotFoundError",
     "RebaseFailedError",
+    "RepoAvailability",
+    "RepoStatus",
     "RefNotFoundError",
     "RepositoryNotFoundError",
     "SessionMode",

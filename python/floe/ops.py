@@ -109,6 +109,13 @@ class Update:
         kind_cls = _KINDS.get(name)
         if kind_cls is None:
             kind_cls = _kind("".join(p.title() for p in name.split("_")))
+        if kind_cls is UpdateType.RepoStatusChanged and isinstance(raw.get("status"), dict):  # type: ignore[attr-defined]
+            from floe.repository import RepoAvailability, RepoStatus
+
+            st = raw["status"]
+            raw["status"] = RepoStatus(
+                RepoAvailability(st["availability"]), st.get("reason"), _micros(st["set_at"])
+            )
         if kind_cls is UpdateType.FeatureFlagChanged:  # type: ignore[attr-defined]
             # Icechunk: new_value is None when the flag went back to its default.
             raw["new_value"] = raw["new_value"] if raw.pop("is_set", True) else None

@@ -9,7 +9,7 @@ import contextlib
 import datetime
 import warnings
 from collections.abc import Iterator
-from enum import IntEnum
+from enum import Enum, IntEnum
 from typing import Any
 
 from floe._display import html_block, qualified, text_block
@@ -24,6 +24,8 @@ from floe.stats import ChunkStorageStats
 
 __all__ = [
     "FeatureFlag",
+    "RepoAvailability",
+    "RepoStatus",
     "Repository",
     "SpecVersion",
     "supported_spec_versions",
@@ -56,6 +58,57 @@ def supported_spec_versions() -> list[SpecVersion]:
     """The spec versions floe reads and writes, newest first (Icechunk's
     ``supported_spec_versions()``: ``[SpecVersion.v2 (current), SpecVersion.v1]``)."""
     return sorted(SpecVersion, reverse=True)
+
+
+class RepoAvailability(Enum):
+    """Whether a spec-2 repository accepts writes (Icechunk's
+    ``RepoAvailability``): ``online`` or ``read_only``."""
+
+    online = "online"
+    read_only = "read_only"
+
+    def __repr__(self) -> str:
+        return f"RepoAvailability.{self.name}"
+
+    def __str__(self) -> str:
+        return "Online" if self is RepoAvailability.online else "ReadOnly"
+
+
+class RepoStatus:
+    """The status of a spec-2 repository (Icechunk's ``RepoStatus``):
+    ``availability``, ``limited_availability_reason`` (why it is not online, if
+    said) and ``set_at`` (when it was set, UTC; ``None`` for a status not yet
+    stored)."""
+
+    __slots__ = ("availability", "limited_availability_reason", "set_at")
+
+    def __init__(
+        self,
+        availability: RepoAvailability,
+        limited_availability_reason: str | None = None,
+        set_at: datetime.datetime | None = None,
+    ):
+        self.availability = RepoAvailability(availability)
+        self.limited_availability_reason = limited_availability_reason
+        self.set_at = set_at
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RepoStatus) and self._fields() == other._fields()
+
+    def _fields(self) -> list[tuple[str, object]]:
+        return [
+            ("availability", str(self.availability)),
+            ("set_at", repr(self.set_at)),
+            ("limited_availability_reason", self.limited_availability_reason),
+        ]
+
+    def __repr__(self) -> str:
+        return text_block(qualified("repository.RepoStatus"), self._fields())
+
+    __str__ = __repr__
+
+    def _repr_html_(self) -> str:
+        return html_block(qualified("repository.RepoStatus"), self._fields())
 
 
 class FeatureFlag:
@@ -350,7 +403,26 @@ class Repository:
         metadata after."""
         return self._native.update_metadata(metadata)
 
-    # -- ops log and feature flags (spec 2) -------------------------------------------
+    # -- status, ops log and feature flags (spec 2) -----------------------------------
+
+    def get_status(self) -> RepoStatus:
+        """Spec 2: whether the repository accepts writes, since when and why."""
+        availability, set_at, reason = self._native.get_status()
+        when = datetime.datetime.fromtimestamp(set_at / 1_000_000, tz=datetime.UTC)
+        return RepoStatus(RepoAvailability(availability), reason, when)
+
+    @property
+    def status(self) -> RepoStatus:
+        """Spec 2: the repository status (``get_status()``)."""
+        return self.get_status()
+
+    def set_status(self, status: RepoStatus) -> None:
+        """Spec 2: sets the status (recorded in the ops log); a ``read_only``
+        repository refuses writable and rearrange sessions, commits and ref changes
+        (``ReadOnlyError``) until it is ``online`` again."""
+        self._native.set_status(
+            RepoAvailability(status.availability).value, status.limited_availability_reason
+        )
 
     def ops_log(self) -> Iterator[Update]:
         """Spec 2: every change of the repository's refs, metadata, configuration,

@@ -599,6 +599,43 @@ impl Repository {
         json_to_py(py, &v)
     }
 
+    /// Spec 2: the repository status as (availability, set_at in microseconds since
+    /// the Unix epoch, reason); availability is `online`, `read_only` or `offline`.
+    fn get_status(&self, py: Python<'_>) -> PyResult<(&'static str, u64, Option<String>)> {
+        use floe::format::repo_info::Availability as A;
+        let s = block_on(py, self.inner.status()).py()?;
+        let availability = match s.availability {
+            A::Online => "online",
+            A::ReadOnly => "read_only",
+            _ => "offline",
+        };
+        Ok((availability, s.set_at, s.reason))
+    }
+
+    /// Spec 2: sets the repository status (`online` or `read_only`, with an
+    /// optional reason); recorded in the ops log. A read-only repository refuses
+    /// writable sessions, commits and ref changes until it is online again.
+    #[pyo3(signature = (availability, reason=None))]
+    fn set_status(
+        &self,
+        py: Python<'_>,
+        availability: &str,
+        reason: Option<String>,
+    ) -> PyResult<()> {
+        use floe::format::repo_info::Availability as A;
+        let availability = match availability {
+            "online" => A::Online,
+            "read_only" => A::ReadOnly,
+            other => {
+                return Err(crate::errors::invalid_input(
+                    crate::errors::Kind::Unknown,
+                    format!("unknown repository availability `{other}` (online, read_only)"),
+                ))
+            }
+        };
+        block_on(py, self.inner.set_status(availability, reason)).py()
+    }
+
     /// Branch names.
     fn list_branches(&self, py: Python<'_>) -> PyResult<Vec<String>> {
         block_on(py, self.inner.list_branches()).py()

@@ -18,6 +18,12 @@ use std::collections::BTreeMap;
 /// A node path argument (`/a/b`); `InvalidInputError` (kind `invalid-path`) when
 /// it is not absolute or not normal.
 fn node_path(path: &str) -> PyResult<floe::NodePath> {
+    if !path.starts_with('/') {
+        return Err(crate::errors::invalid_input(
+            crate::errors::Kind::InvalidPath,
+            format!("invalid node path `{path}`: path must start with a `/` character"),
+        ));
+    }
     floe::NodePath::new(path).map_err(|e| to_py(e.into()))
 }
 
