@@ -182,8 +182,9 @@ class Repository:
         return cls(_NativeRepository.open_or_create(storage), storage)
 
     @staticmethod
-    def exists(storage: Storage) -> bool:
-        """Whether a repository exists in ``storage``."""
+    def exists(storage: Storage, storage_settings: Any | None = None) -> bool:
+        """Whether a repository exists in ``storage`` (``storage_settings`` is
+        accepted for Icechunk compatibility and not needed)."""
         return _NativeRepository.exists(storage)
 
     @staticmethod
