@@ -304,6 +304,7 @@ impl Repository {
         spec: SpecVersion,
         options: OpenOptions,
     ) -> Result<Self> {
+        tracing::debug!(location = %storage.root_url(), spec = spec as u8, "Creating Repository");
         if Self::exists(storage.as_ref()).await? {
             return Err(Error::RepositoryExists {
                 location: storage.root_url(),
@@ -1055,6 +1056,53 @@ impl Repository {
             progress,
         )
         .await
+    }
+
+    /// How many bytes the chunks reachable from any branch or tag take, by kind
+    /// (native, virtual, inline), each chunk counted once (Icechunk's
+    /// `chunk_storage_stats`; see [`crate::lifecycle::stats`]).
+    ///
+    /// # Errors
+    /// Storage and format errors reading refs, snapshots and manifests.
+    pub async fn chunk_storage_stats(&self) -> Result<crate::lifecycle::ChunkStorageStats> {
+        crate::lifecycle::stats::chunk_storage_stats(
+            &self.inner.assets,
+            self.inner.storage.as_ref(),
+        )
+        .await
+    }
+
+    /// Snapshot `id`, decoded (for inspection: Icechunk's `inspect_snapshot`).
+    ///
+    /// # Errors
+    /// [`Error::SnapshotNotFound`]; storage and format errors.
+    pub async fn fetch_snapshot(
+        &self,
+        id: &SnapshotId,
+    ) -> Result<Arc<crate::format::snapshot::Snapshot>> {
+        self.inner.assets.fetch_snapshot(id).await
+    }
+
+    /// The transaction log of snapshot `id`, decoded.
+    ///
+    /// # Errors
+    /// Storage errors (`NotFound` when missing) and format errors.
+    pub async fn fetch_transaction_log(
+        &self,
+        id: &SnapshotId,
+    ) -> Result<Arc<crate::format::transaction_log::TransactionLog>> {
+        self.inner.assets.fetch_transaction_log(id).await
+    }
+
+    /// Manifest `id`, decoded.
+    ///
+    /// # Errors
+    /// Storage errors (`NotFound` when missing) and format errors.
+    pub async fn fetch_manifest(
+        &self,
+        id: &crate::format::ManifestId,
+    ) -> Result<Arc<crate::format::manifest::Manifest>> {
+        self.inner.assets.fetch_manifest(id, None).await
     }
 
     /// The node table of snapshot `id`, to list its nodes one at a time

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from floe._display import html_block, qualified
+
 
 class Diff:
     """The changes between two versions (``Repository.diff``) or the uncommitted
@@ -45,6 +47,50 @@ class Diff:
             getattr(self, n) == getattr(other, n) for n in self.__slots__
         )
 
+    _TITLES = (
+        ("new_groups", "Groups created"),
+        ("new_arrays", "Arrays created"),
+        ("deleted_groups", "Groups deleted"),
+        ("deleted_arrays", "Arrays deleted"),
+        ("updated_groups", "Group definitions updated"),
+        ("updated_arrays", "Array definitions updated"),
+    )
+
     def __repr__(self) -> str:
-        parts = [f"{n}={getattr(self, n)!r}" for n in self.__slots__ if getattr(self, n)]
-        return f"Diff({', '.join(parts)})"
+        # As Icechunk: one titled, indented section per non-empty kind of change.
+        out = []
+        for name, title in self._TITLES:
+            paths = getattr(self, name)
+            if paths:
+                out.append(f"{title}:\n" + "".join(f"    {p}\n" for p in sorted(paths)) + "\n")
+        if self.moved_nodes:
+            out.append(
+                "Nodes moved:\n"
+                + "".join(f"    {a} -> {b}\n" for a, b in self.moved_nodes)
+                + "\n"
+            )
+        if self.updated_chunks:
+            lines = ["Chunks updated:\n"]
+            for path in sorted(self.updated_chunks):
+                lines.append(f"    {path}:\n")
+                chunks = self.updated_chunks[path]
+                # As Icechunk: the first 10 chunks, then how many more.
+                lines.extend(f"        {c}\n" for c in chunks[:10])
+                if len(chunks) > 10:
+                    lines.append(f"        ... {len(chunks) - 10} more\n")
+            out.append("".join(lines))
+        return "".join(out)
+
+    __str__ = __repr__
+
+    def _repr_html_(self) -> str:
+        def paths(v: object) -> str:
+            if isinstance(v, set):
+                return "{" + ", ".join(f'"{p}"' for p in sorted(v)) + "}"
+            if isinstance(v, dict):
+                return "{" + ", ".join(f'"{k}": {c}' for k, c in sorted(v.items())) + "}"
+            return str(v)
+
+        return html_block(
+            qualified("snapshots.Diff"), [(n, paths(getattr(self, n))) for n in self.__slots__]
+        )

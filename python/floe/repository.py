@@ -6,18 +6,33 @@ IDEs and type checkers see them."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
+import warnings
 from collections.abc import AsyncIterator, Iterator
-from enum import IntEnum
+from enum import Enum, IntEnum
 from typing import Any
 
+from floe._display import html_block, qualified, text_block
 from floe._floe import Repository as _NativeRepository
 from floe._floe import SnapshotInfo, Storage
 from floe.config import RepositoryConfig
 from floe.diff import Diff
+from floe.exceptions import InvalidInputError
+from floe.ops import GCSummary, Update
 from floe.session import Session
+from floe.snapshots import ManifestFileInfo
+from floe.stats import ChunkStorageStats
 
-__all__ = ["Repository", "SpecVersion"]
+__all__ = [
+    "FeatureFlag",
+    "RepoAvailability",
+    "RepoStatus",
+    "Repository",
+    "SpecVersion",
+    "supported_spec_versions",
+    "upgrade_icechunk_repository",
+]
 
 
 class SpecVersion(IntEnum):
@@ -41,11 +56,106 @@ class SpecVersion(IntEnum):
     __str__ = __repr__
 
 
+def supported_spec_versions() -> list[SpecVersion]:
+    """The spec versions floe reads and writes, newest first (Icechunk's
+    ``supported_spec_versions()``: ``[SpecVersion.v2 (current), SpecVersion.v1]``)."""
+    return sorted(SpecVersion, reverse=True)
+
+
+class RepoAvailability(Enum):
+    """Whether a spec-2 repository accepts writes (Icechunk's
+    ``RepoAvailability``): ``online`` or ``read_only``."""
+
+    online = "online"
+    read_only = "read_only"
+
+    def __repr__(self) -> str:
+        return f"RepoAvailability.{self.name}"
+
+    def __str__(self) -> str:
+        return "Online" if self is RepoAvailability.online else "ReadOnly"
+
+
+class RepoStatus:
+    """The status of a spec-2 repository (Icechunk's ``RepoStatus``):
+    ``availability``, ``limited_availability_reason`` (why it is not online, if
+    said) and ``set_at`` (when it was set, UTC; ``None`` for a status not yet
+    stored)."""
+
+    __slots__ = ("availability", "limited_availability_reason", "set_at")
+
+    def __init__(
+        self,
+        availability: RepoAvailability,
+        limited_availability_reason: str | None = None,
+        set_at: datetime.datetime | None = None,
+    ):
+        self.availability = RepoAvailability(availability)
+        self.limited_availability_reason = limited_availability_reason
+        self.set_at = set_at
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RepoStatus) and self._fields() == other._fields()
+
+    def _fields(self) -> list[tuple[str, object]]:
+        return [
+            ("availability", str(self.availability)),
+            ("set_at", repr(self.set_at)),
+            ("limited_availability_reason", self.limited_availability_reason),
+        ]
+
+    def __repr__(self) -> str:
+        return text_block(qualified("repository.RepoStatus"), self._fields())
+
+    __str__ = __repr__
+
+    def _repr_html_(self) -> str:
+        return html_block(qualified("repository.RepoStatus"), self._fields())
+
+
+class FeatureFlag:
+    """One feature flag of a spec-2 repository (Icechunk's ``FeatureFlag``): ``id``
+    and ``name`` (``move_node``, ``create_tag``, ``delete_tag``), ``setting`` (the
+    explicit value, ``None`` for the default), ``default_enabled`` (every flag is
+    on by default) and ``enabled`` (the value in effect). A disabled flag makes its
+    operation raise ``SessionStateError`` (kind ``feature-flag-disabled``)."""
+
+    __slots__ = ("id", "name", "setting", "enabled", "default_enabled")
+
+    def __init__(self, id: int, name: str, setting: bool | None, enabled: bool):
+        self.id = id
+        self.name = name
+        self.setting = setting
+        self.enabled = enabled
+        self.default_enabled = True
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, FeatureFlag) and self._fields() == other._fields()
+
+    def _fields(self) -> list[tuple[str, object]]:
+        return [
+            ("id", self.id),
+            ("name", self.name),
+            ("default_enabled", self.default_enabled),
+            ("setting", self.setting),
+            ("enabled", self.enabled),
+        ]
+
+    def __repr__(self) -> str:
+        return text_block(qualified("config.FeatureFlag"), self._fields())
+
+    __str__ = __repr__
+
+    def _repr_html_(self) -> str:
+        return html_block(qualified("config.FeatureFlag"), self._fields())
+
+
 class Repository:
     """A floe repository (Icechunk format, spec 1 or 2)."""
 
-    def __init__(self, native: _NativeRepository):
+    def __init__(self, native: _NativeRepository, storage: Storage | None = None):
         self._native = native
+        self._storage = storage
 
     # -- creating and opening -------------------------------------------------------
 
@@ -60,8 +170,7 @@ class Repository:
         """Creates a repository in ``storage`` with ``config`` (the defaults when
         ``None``) in ``spec_version`` (1 or 2; the default when ``None``). Raises
         ``FloeError`` when a repository exists there already."""
-        spec = None if spec_version is None else int(spec_version)
-        return cls(_NativeRepository.create(storage, config, spec))
+        return cls(_NativeRepository.create(storage, config, _spec_arg(spec_version)), storage)
 
     @classmethod
     def open(cls, storage: Storage, config: RepositoryConfig | None = None) -> "Repository":
@@ -69,7 +178,7 @@ class Repository:
         none. ``config`` is merged over the stored configuration
         (``RepositoryConfig.merge``): the repository works with the result, and
         ``save_config()`` stores it."""
-        return cls(_NativeRepository.open(storage, config))
+        return cls(_NativeRepository.open(storage, config), storage)
 
     @classmethod
     def open_or_create(
@@ -82,8 +191,8 @@ class Repository:
         """Opens the repository in ``storage`` (``config`` merged over its stored
         one), creating it with ``config`` in spec version ``create_version`` (the
         default when ``None``) when there is none."""
-        spec = None if create_version is None else int(create_version)
-        return cls(_NativeRepository.open_or_create(storage, config, spec))
+        spec = _spec_arg(create_version)
+        return cls(_NativeRepository.open_or_create(storage, config, spec), storage)
 
     @staticmethod
     def fetch_config(storage: Storage) -> RepositoryConfig | None:
@@ -94,12 +203,28 @@ class Repository:
     def reopen(self, config: RepositoryConfig | None = None) -> "Repository":
         """This repository with ``config`` merged over its configuration (same
         storage and caches); nothing is stored until ``save_config()``."""
-        return type(self)(self._native.reopen(config))
+        return type(self)(self._native.reopen(config), self._storage)
 
     @staticmethod
-    def exists(storage: Storage) -> bool:
-        """Whether a repository exists in ``storage``."""
+    def exists(storage: Storage, storage_settings: Any | None = None) -> bool:
+        """Whether a repository exists in ``storage`` (``storage_settings`` is
+        accepted for Icechunk compatibility and not needed)."""
         return _NativeRepository.exists(storage)
+
+    @staticmethod
+    def fetch_spec_version(
+        storage: Storage, storage_settings: Any | None = None
+    ) -> SpecVersion | None:
+        """The spec version of the repository in ``storage``, ``None`` when there is
+        none (reads only its refs; ``storage_settings`` is accepted for Icechunk
+        compatibility and not needed)."""
+        version = _NativeRepository.fetch_spec_version(storage)
+        return None if version is None else SpecVersion(version)
+
+    @property
+    def storage(self) -> Storage | None:
+        """The storage the repository was created or opened with."""
+        return self._storage
 
     @property
     def spec_version(self) -> SpecVersion:
@@ -142,6 +267,40 @@ class Repository:
         """Spec 2: a session on ``branch`` that only moves nodes (``Session.move``)."""
         return Session(self._native.rearrange_session(branch))
 
+    @contextlib.contextmanager
+    def transaction(
+        self,
+        branch: str,
+        *,
+        message: str,
+        metadata: dict[str, Any] | None = None,
+        rebase_with=None,
+        rebase_tries: int = 1000,
+    ) -> Iterator[Any]:
+        """A writable session on ``branch`` as a context manager yielding its store:
+        the changes are committed with ``message`` and ``metadata`` when the block
+        ends without an exception (rebasing with ``rebase_with`` at most
+        ``rebase_tries`` times, as ``Session.commit``), and dropped when it raises.
+        A block that changed nothing commits nothing."""
+        session = self.writable_session(branch)
+        yield session.store
+        if session.has_uncommitted_changes:
+            session.commit(
+                message, metadata, rebase_with=rebase_with, rebase_tries=rebase_tries
+            )
+
+    # -- default commit metadata -------------------------------------------------------
+
+    def set_default_commit_metadata(self, metadata: dict[str, Any]) -> None:
+        """Metadata every commit (and amend, flush) of sessions opened from now on
+        records; a commit's own metadata wins key by key. Kept by this repository
+        object only, not stored."""
+        self._native.set_default_commit_metadata(metadata)
+
+    def default_commit_metadata(self) -> dict[str, Any]:
+        """The default commit metadata (a copy)."""
+        return self._native.default_commit_metadata()
+
     # -- history --------------------------------------------------------------------
 
     def ancestry(
@@ -155,6 +314,19 @@ class Repository:
         iteration reaches them."""
         return iter(self._native.ancestry(branch=branch, tag=tag, snapshot_id=snapshot_id))
 
+    def ancestry_graph(self, *, branch: str | None = None, plain: bool = True):
+        """The history of ``branch`` (every branch when ``None``) as an
+        ``AncestryGraph``: ``str()`` is a text graph with branch and tag labels
+        (ANSI colours unless ``plain``), ``_repr_svg_()`` a drawing for notebooks."""
+        from floe.graph import AncestryGraph
+
+        return AncestryGraph._build(self, branch, plain)
+
+    def lookup_snapshot(self, snapshot_id: str) -> SnapshotInfo:
+        """The commit ``snapshot_id``. Raises ``SnapshotNotFoundError`` when there is
+        none and ``InvalidInputError`` for text that is no snapshot id."""
+        return self._native.lookup_snapshot(snapshot_id)
+
     def diff(
         self,
         *,
@@ -166,9 +338,17 @@ class Repository:
         to_snapshot_id: str | None = None,
     ) -> Diff:
         """What changed from one version to a later one; each is named by exactly one
-        of a branch, a tag or a snapshot id. ``from`` must be an ancestor of ``to``."""
+        of a branch, a tag or a snapshot id. ``from`` must be an ancestor of ``to``
+        (``InvalidInputError``, kind ``bad-snapshot-chain-for-diff``, otherwise)."""
         start = self._version("from", from_branch, from_tag, from_snapshot_id)
         end = self._version("to", to_branch, to_tag, to_snapshot_id)
+        # As Icechunk: a diff runs forward along one history.
+        if start != end and not any(s.id == start for s in self.ancestry(snapshot_id=end)):
+            raise InvalidInputError(
+                f"bad snapshot chain for diff: the ancestry of snapshot {end} doesn't "
+                f"include snapshot {start} (`from` must be an ancestor of `to`)",
+                "bad-snapshot-chain-for-diff",
+            )
         return Diff(self._native.diff(from_snapshot_id=start, to_snapshot_id=end))
 
     def _version(self, side: str, branch, tag, snapshot_id) -> str:
@@ -230,6 +410,11 @@ class Repository:
 
     # -- repository metadata (spec 2) -------------------------------------------------
 
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """Spec 2: the repository's metadata (``get_metadata()``)."""
+        return self.get_metadata()
+
     def get_metadata(self) -> dict[str, Any]:
         """Spec 2: the repository's metadata."""
         return self._native.get_metadata()
@@ -242,6 +427,91 @@ class Repository:
         """Spec 2: sets the given keys of the repository's metadata; returns the
         metadata after."""
         return self._native.update_metadata(metadata)
+
+    # -- status, ops log and feature flags (spec 2) -----------------------------------
+
+    def get_status(self) -> RepoStatus:
+        """Spec 2: whether the repository accepts writes, since when and why."""
+        availability, set_at, reason = self._native.get_status()
+        when = datetime.datetime.fromtimestamp(set_at / 1_000_000, tz=datetime.UTC)
+        return RepoStatus(RepoAvailability(availability), reason, when)
+
+    @property
+    def status(self) -> RepoStatus:
+        """Spec 2: the repository status (``get_status()``)."""
+        return self.get_status()
+
+    def set_status(self, status: RepoStatus) -> None:
+        """Spec 2: sets the status (recorded in the ops log); a ``read_only``
+        repository refuses writable and rearrange sessions, commits and ref changes
+        (``ReadOnlyError``) until it is ``online`` again."""
+        self._native.set_status(
+            RepoAvailability(status.availability).value, status.limited_availability_reason
+        )
+
+    def ops_log(self) -> Iterator[Update]:
+        """Spec 2: every change of the repository's refs, metadata, configuration,
+        status and flags, newest first, as ``Update`` objects. ``FormatError`` on
+        spec 1."""
+        return iter([Update._from_native(u) for u in self._native.ops_log()])
+
+    def feature_flags(self) -> list[FeatureFlag]:
+        """Spec 2: every feature flag with its setting."""
+        return [FeatureFlag(*f) for f in self._native.feature_flags()]
+
+    def enabled_feature_flags(self) -> list[FeatureFlag]:
+        """Spec 2: the flags in effect."""
+        return [f for f in self.feature_flags() if f.enabled]
+
+    def disabled_feature_flags(self) -> list[FeatureFlag]:
+        """Spec 2: the flags turned off."""
+        return [f for f in self.feature_flags() if not f.enabled]
+
+    def set_feature_flag(self, name: str, setting: bool | None) -> None:
+        """Spec 2: turns flag ``name`` on (``True``) or off (``False``), or back to
+        its default (``None``); recorded in the ops log. ``InvalidInputError`` for an
+        unknown name."""
+        self._native.set_feature_flag(name, setting)
+
+    # -- inspecting stored objects ------------------------------------------------------
+
+    def inspect_snapshot(self, snapshot_id: str, *, pretty: bool = True) -> dict[str, Any]:
+        """What snapshot ``snapshot_id`` holds, as a dict: ``id``, ``parent_id``,
+        ``flushed_at``, ``commit_message``, ``metadata``, ``manifests`` and
+        ``nodes`` (with their ids, paths, types, array shapes and manifest
+        extents)."""
+        return self._native.inspect_snapshot(snapshot_id, pretty=pretty)
+
+    def inspect_transaction_log(self, snapshot_id: str, *, pretty: bool = True) -> dict[str, Any]:
+        """The transaction log of snapshot ``snapshot_id`` as a dict of node ids by
+        kind of change (``new_groups``, ..., ``updated_chunks``, ``moved_nodes``)."""
+        return self._native.inspect_transaction_log(snapshot_id, pretty=pretty)
+
+    def inspect_manifest(self, manifest_id: str, *, pretty: bool = True) -> dict[str, Any]:
+        """Manifest ``manifest_id`` summarised: chunk ref counts in all and per
+        array, by kind (inline, native, virtual)."""
+        return self._native.inspect_manifest(manifest_id, pretty=pretty)
+
+    def list_manifest_files(self, snapshot_id: str) -> list[ManifestFileInfo]:
+        """The manifest files snapshot ``snapshot_id`` lists."""
+        return [ManifestFileInfo(*m) for m in self._native.list_manifest_files(snapshot_id)]
+
+    # -- storage statistics -----------------------------------------------------------
+
+    def chunk_storage_stats(self) -> ChunkStorageStats:
+        """Bytes of the chunks any branch or tag reaches, by kind, each chunk counted
+        once (reads every manifest those snapshots list)."""
+        return ChunkStorageStats(*self._native.chunk_storage_stats())
+
+    def total_chunks_storage(self) -> int:
+        """Deprecated (as in Icechunk): the bytes of native chunk objects any branch
+        or tag reaches; use ``chunk_storage_stats()``."""
+        warnings.warn(
+            "total_chunks_storage is deprecated, use chunk_storage_stats instead",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.chunk_storage_stats().native_bytes
 
     # -- maintenance ----------------------------------------------------------------
 
@@ -270,17 +540,32 @@ class Repository:
         *,
         dry_run: bool = False,
         allow_recent_cutoff: bool = False,
-    ) -> dict[str, Any]:
+    ) -> GCSummary:
         """Deletes objects no branch or tag reaches that are older than
         ``delete_object_older_than``; returns a summary (Icechunk's ``GCSummary``
         fields: counts and bytes freed). A cut-off within the last hour raises
         ``FloeError`` unless ``allow_recent_cutoff`` (no writer is active)."""
-        return self._native.garbage_collect(
+        raw = self._native.garbage_collect(
             delete_object_older_than, dry_run=dry_run, allow_recent_cutoff=allow_recent_cutoff
         )
+        return GCSummary(**{k: v for k, v in raw.items() if k in GCSummary._FIELDS})
+
+    # -- display --------------------------------------------------------------------
+
+    def _fields(self) -> list[tuple[str, object]]:
+        return [
+            ("storage", self._storage if self._storage is not None else "unknown"),
+            ("config", "<RepositoryConfig ...>"),
+        ]
 
     def __repr__(self) -> str:
-        return f"<floe.Repository spec {int(self.spec_version)}>"
+        return text_block(f"{qualified('Repository')} (v{int(self.spec_version)})", self._fields())
+
+    __str__ = __repr__
+
+    def _repr_html_(self) -> str:
+        return html_block(f"{qualified('Repository')} (v{int(self.spec_version)})", self._fields())
+
 
     # -- async twins (Icechunk's *_async API) -----------------------------------------
     #
@@ -300,8 +585,8 @@ class Repository:
         """Awaitable ``create``: creates a repository in ``storage`` of spec version
         ``spec_version`` (1 or 2; 2 when ``None``). Raises ``ValueError`` for another
         version, ``FloeError`` when a repository exists there already."""
-        spec = None if spec_version is None else int(spec_version)
-        return cls(await _NativeRepository.create_async(storage, config, spec))
+        spec = _spec_arg(spec_version)
+        return cls(await _NativeRepository.create_async(storage, config, spec), storage)
 
     @classmethod
     async def open_async(
@@ -309,7 +594,7 @@ class Repository:
     ) -> "Repository":
         """Awaitable ``open`` (``config`` merged over the stored configuration, not
         stored); raises ``FloeError`` when there is no repository in ``storage``."""
-        return cls(await _NativeRepository.open_async(storage, config))
+        return cls(await _NativeRepository.open_async(storage, config), storage)
 
     @classmethod
     async def open_or_create_async(
@@ -323,8 +608,8 @@ class Repository:
         merged over its stored one), creating one with ``config`` in spec version
         ``create_version`` (2 when ``None``; Icechunk's ``create_version``) when there
         is none."""
-        spec = None if create_version is None else int(create_version)
-        return cls(await _NativeRepository.open_or_create_async(storage, config, spec))
+        spec = _spec_arg(create_version)
+        return cls(await _NativeRepository.open_or_create_async(storage, config, spec), storage)
 
     @staticmethod
     async def exists_async(storage: Storage) -> bool:
@@ -584,3 +869,38 @@ class Repository:
     async def inspect_transaction_log_async(self, snapshot_id: str, **kwargs: Any) -> Any:
         """Awaitable ``inspect_transaction_log`` (thread)."""
         return await asyncio.to_thread(self.inspect_transaction_log, snapshot_id, **kwargs)
+
+
+
+def _spec_arg(spec_version: Any) -> int | None:
+    """A spec version argument as the native create takes it; ``ValueError`` as
+    Icechunk words it for anything else."""
+    if spec_version is None:
+        return None
+    if isinstance(spec_version, bool) or not isinstance(spec_version, int):
+        raise ValueError(f"Couldn't parse a valid version from {spec_version!r}")
+    if int(spec_version) not in {v.value for v in SpecVersion}:
+        raise ValueError(f"Unsupported version {int(spec_version)}")
+    return int(spec_version)
+
+
+def upgrade_icechunk_repository(
+    repo: Repository,
+    *,
+    dry_run: bool,
+    delete_unused_v1_files: bool = True,
+    prefetch_concurrency: int | None = None,
+) -> Repository:
+    """Upgrades a spec-1 repository to spec 2 in place (Icechunk's
+    ``upgrade_icechunk_repository``): the refs, tags and history move into the
+    ``repo`` object and an ops log starting with ``RepoMigrated`` is written. With
+    ``dry_run`` nothing changes. Returns the repository reopened (use it instead of
+    ``repo``). ``FormatError`` when it is spec 2 already. floe always removes the
+    spec-1 ref files it replaced (``delete_unused_v1_files`` is accepted and
+    ignored), and ``prefetch_concurrency`` is not needed."""
+    repo._native._upgrade_to_spec2(dry_run=dry_run)
+    if dry_run:
+        return repo
+    if repo._storage is None:
+        raise ValueError("the repository's storage is unknown: open it with Repository.open")
+    return Repository.open(repo._storage)

@@ -4,13 +4,49 @@ Icechunk's ``icechunk.session``."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Callable, Iterable
+from enum import Enum
+from typing import Any
 
+from floe._display import html_block, qualified, text_block
 from floe._floe import Session as _NativeSession
 from floe.config import RepositoryConfig
 from floe.diff import Diff
 from floe.store import FloeStore
 
-__all__ = ["ForkSession", "Session"]
+__all__ = ["ChunkType", "ForkSession", "Session", "SessionMode"]
+
+
+class SessionMode(Enum):
+    """What a session may do (Icechunk's ``SessionMode``): ``readonly`` (also a
+    session once it committed), ``writable`` (a session on a branch, or a fork)
+    or ``rearrange`` (spec 2: only moves nodes)."""
+
+    readonly = "readonly"
+    writable = "writable"
+    rearrange = "rearrange"
+
+    def __repr__(self) -> str:
+        return f"SessionMode.{self.name}"
+
+    __str__ = __repr__
+
+
+class ChunkType(Enum):
+    """How one chunk is stored (Icechunk's ``ChunkType``): ``uninitialized`` (never
+    written: it reads as the fill value), ``native`` (an object in the
+    repository's ``chunks/``), ``virtual`` (a byte range of an external object) or
+    ``inline`` (its bytes are in the manifest)."""
+
+    uninitialized = "uninitialized"
+    native = "native"
+    virtual = "virtual"
+    inline = "inline"
+
+    def __repr__(self) -> str:
+        return f"ChunkType.{self.name}"
+
+    __str__ = __repr__
 
 
 class Session:
@@ -77,11 +113,15 @@ class Session:
     ) -> str:
         """Commits the changes and returns the new snapshot id; the session is
         read-only afterwards (as Icechunk). When the branch moved, rebases with
-        ``rebase_with`` (a ``ConflictDetector`` or ``BasicConflictSolver``; default:
-        detect and fail) at most ``rebase_tries`` times; a commit that rebased records
-        ``{"__icechunk": {"rebase_attempts": n}}`` in its metadata.
+        ``rebase_with`` (a ``ConflictDetector`` or ``BasicConflictSolver``) at most
+        ``rebase_tries`` times; a commit that rebased records
+        ``{"__icechunk": {"rebase_attempts": n}}`` in its metadata. Without
+        ``rebase_with`` no rebase is tried, as in Icechunk: a moved branch raises
+        ``ConflictError`` (kind ``commit-conflict``, with ``expected_parent`` and
+        ``actual_parent``).
 
-        Raises ``ConflictError`` for conflicts the solver leaves,
+        Raises ``RebaseFailedError`` (a ``ConflictError``) for conflicts the solver
+        leaves,
         ``SessionStateError`` on a fork, a read-only session, a session that already
         committed, or no changes (unless ``allow_empty``)."""
         return self._native.commit(
@@ -92,11 +132,65 @@ class Session:
             rebase_tries=rebase_tries,
         )
 
-    def amend(self, message: str, metadata: dict | None = None) -> str:
-        """Replaces the branch tip with a snapshot holding its content plus these
-        changes (same parent); returns its id. The session is read-only afterwards.
-        Raises ``ConflictError`` when the branch moved meanwhile."""
-        return self._native.amend(message, metadata)
+    def amend(
+        self, message: str, *, metadata: dict | None = None, allow_empty: bool = False
+    ) -> str:
+        """Spec 2: replaces the branch tip with a snapshot holding its content plus
+        these changes (same parent); returns its id. The session is read-only
+        afterwards. Raises ``ConflictError`` when the branch moved meanwhile,
+        ``SessionStateError`` without changes (unless ``allow_empty``: to change only
+        the message) or on the first commit, ``FormatError`` on spec 1 (upgrade the
+        repository first), as Icechunk."""
+        return self._native.amend(message, metadata, allow_empty=allow_empty)
+
+    def flush(self, message: str, *, metadata: dict | None = None) -> str:
+        """Writes the changes as a snapshot whose parent is the session's base
+        without moving any branch, and returns its id (``reset_branch`` or
+        ``create_tag`` can then point to it). The session is read-only afterwards."""
+        return self._native.flush(message, metadata)
+
+    @property
+    def mode(self) -> SessionMode:
+        """The session's ``SessionMode`` (``readonly`` once it committed)."""
+        return SessionMode(self._native.mode)
+
+    @property
+    def config(self) -> Any:
+        """The repository configuration the session runs with (a copy)."""
+        return self._native.config
+
+    def chunk_type(self, array_path: str, chunk_coordinates: Iterable[int]) -> ChunkType:
+        """How chunk ``chunk_coordinates`` (grid indices) of the array at
+        ``array_path`` (``/a/b``) is stored; reads its ref, never its bytes. Raises
+        ``NodeNotFoundError`` for a missing array, ``InvalidInputError`` for a path
+        without a leading ``/`` or an index outside the grid."""
+        return ChunkType(self._native.chunk_type(array_path, list(chunk_coordinates)))
+
+    def get_node_id(self, path: str) -> str:
+        """The id of the group or array at ``path``; it stays when the node moves."""
+        return self._native.get_node_id(path)
+
+    def shift_array(self, array_path: str, chunk_offset: Iterable[int]) -> None:
+        """Moves every chunk of the array at ``array_path`` by ``chunk_offset``
+        chunks along each dimension (negative: towards 0): chunks moved off the grid
+        are dropped and the positions left behind read as the fill value. Chunk refs
+        move; no chunk bytes are read or copied. Resize the array first (zarr) to
+        keep chunks that would leave the grid."""
+        self._native.shift_array(array_path, list(chunk_offset))
+
+    def reindex_array(
+        self,
+        array_path: str,
+        forward: Callable[[Iterable[int]], Iterable[int] | None],
+        backward: Callable[[Iterable[int]], Iterable[int] | None] | None = None,
+    ) -> None:
+        """Moves each chunk of the array at ``array_path`` from index ``i`` to
+        ``forward(i)`` (dropped when it returns ``None``). Without ``backward``,
+        positions nothing moved into keep their old chunk; with ``backward`` (the
+        inverse map) they get the chunk at ``backward(i)`` or read as the fill value.
+        Chunk refs move, bytes are not copied; an exception in a map stages
+        nothing and propagates."""
+        self._native.reindex_array(array_path, forward, backward)
 
     def rebase(self, solver=None) -> None:
         """Moves the session's base to its branch tip, keeping its changes as
@@ -123,14 +217,23 @@ class Session:
         # fork's changes; no credentials); a writable session refuses: fork it.
         return (Session, (self._native,))
 
+    def _fields(self) -> list[tuple[str, object]]:
+        fields: list[tuple[str, object]] = [
+            ("read_only", self.read_only),
+            ("snapshot_id", self.snapshot_id),
+        ]
+        if not self.read_only:
+            fields.append(("branch", self.branch))
+            fields.append(("has_uncommitted_changes", self.has_uncommitted_changes))
+        return fields
+
     def __repr__(self) -> str:
-        if self.read_only:
-            kind = "read-only"
-        elif self.branch is None:
-            kind = "fork"
-        else:
-            kind = f"writable on {self.branch!r}"
-        return f"<floe.Session {kind} at {self.snapshot_id}>"
+        return text_block(qualified("session.Session"), self._fields())
+
+    __str__ = __repr__
+
+    def _repr_html_(self) -> str:
+        return html_block(qualified("session.Session"), self._fields())
 
     # -- async twins (Icechunk's *_async API) -----------------------------------------
     #
@@ -159,10 +262,12 @@ class Session:
             rebase_tries=rebase_tries,
         )
 
-    async def amend_async(self, message: str, metadata: dict | None = None) -> str:
+    async def amend_async(
+        self, message: str, metadata: dict | None = None, *, allow_empty: bool = False
+    ) -> str:
         """Awaitable ``amend``: replaces the branch tip (same parent); returns the new
         snapshot id. ``ConflictError`` when the branch moved meanwhile."""
-        return await self._native.amend_async(message, metadata)
+        return await self._native.amend_async(message, metadata, allow_empty=allow_empty)
 
     async def rebase_async(self, solver=None) -> None:
         """Awaitable ``rebase``: moves the session's base to its branch tip, keeping
@@ -193,7 +298,9 @@ class Session:
         """Awaitable ``move`` (spec 2, rearrange sessions)."""
         await self._native.move_async(from_path, to_path)
 
-    async def chunk_coordinates(self, array_path: str, batch_size: int = 1000):
+    async def chunk_coordinates(
+        self, array_path: str, batch_size: int = 1000
+    ) -> AsyncIterator[tuple[int, ...]]:
         """The coordinates (tuples of chunk indices) of every initialized chunk of the
         array at ``array_path`` (a chunk with a ref, committed or not), for ``async
         for``, in index order (Icechunk's ``Session.chunk_coordinates``). One native
@@ -237,4 +344,9 @@ class ForkSession(Session):
         return ForkSession(self._native.fork())
 
     def __repr__(self) -> str:
-        return f"<floe.ForkSession at {self.snapshot_id}>"
+        return text_block(qualified("session.ForkSession"), self._fields())
+
+    __str__ = __repr__
+
+    def _repr_html_(self) -> str:
+        return html_block(qualified("session.ForkSession"), self._fields())

@@ -134,8 +134,30 @@ class FloeStore(Store):
     def __hash__(self) -> int:
         return id(self._session._native if self._session is not None else self._native)
 
+    def _fields(self) -> list[tuple[str, object]]:
+        fields: list[tuple[str, object]] = [("read_only", self.read_only)]
+        if self._session is not None:
+            fields.append(("snapshot_id", self._session.snapshot_id))
+            fields.append(("branch", self._session.branch))
+        return fields
+
     def __repr__(self) -> str:
-        return f"<FloeStore read_only={self.read_only}>"
+        from floe._display import qualified, text_block
+
+        return text_block(qualified("IcechunkStore"), self._fields())
+
+    __str__ = __repr__
+
+    def _repr_html_(self) -> str:
+        from floe._display import html_block, qualified
+
+        return html_block(qualified("IcechunkStore"), self._fields())
+
+    @property
+    def _store(self):
+        """The native store (Icechunk's name for it): its coroutines take raw
+        bytes, for callers that bypass zarr's checks."""
+        return self._native
 
     def _check_writable(self) -> None:
         """Refuses writes through a read-only store, or a store of a session that is

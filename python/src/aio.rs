@@ -24,7 +24,7 @@ use pyo3::prelude::*;
 use pyo3_async_runtimes::tokio::future_into_py;
 
 use crate::config::RepositoryConfig;
-use crate::errors::{session_state_error, to_py, IntoPyResult};
+use crate::errors::{to_py, IntoPyResult};
 use crate::repository::{
     info, json_to_py, py_to_metadata, selector, snapshot_id_arg, spec, Repository, SnapshotInfo,
 };
@@ -93,7 +93,7 @@ impl Repository {
                 floe::Repository::create_with(st, config, spec, floe::OpenOptions::default())
                     .await
                     .py()?;
-            Ok(Repository { inner })
+            Ok(Repository::new(inner))
         })
     }
 
@@ -113,7 +113,7 @@ impl Repository {
                 floe::Repository::open_configured(st, floe::OpenOptions::default(), overrides)
                     .await
                     .py()?;
-            Ok(Repository { inner })
+            Ok(Repository::new(inner))
         })
     }
 
@@ -134,7 +134,7 @@ impl Repository {
         let config = config.map(|c| c.inner);
         future_into_py(py, async move {
             let inner = open_or_create(st, spec, config).await.py()?;
-            Ok(Repository { inner })
+            Ok(Repository::new(inner))
         })
     }
 
@@ -146,20 +146,6 @@ impl Repository {
         future_into_py(py, async move {
             floe::Repository::exists(st.as_ref()).await.py()
         })
-    }
-
-    /// The spec version (1 or 2) of the repository in `storage`, `None` when there is
-    /// none; read from storage without opening the repository (Icechunk's
-    /// `Repository.fetch_spec_version`: a `repo` object means 2, else a `main` ref
-    /// means 1).
-    #[staticmethod]
-    fn fetch_spec_version(py: Python<'_>, storage: &Storage) -> PyResult<Option<u8>> {
-        let st = Arc::clone(&storage.inner);
-        let v = crate::block_on(py, async move {
-            floe::Repository::spec_version_of(st.as_ref()).await
-        })
-        .py()?;
-        Ok(v.map(|v| v as u8))
     }
 
     /// Awaitable of `fetch_spec_version`.
@@ -343,10 +329,10 @@ impl Repository {
         py: Python<'py>,
         branch: String,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let repo = self.inner.clone();
+        let (repo, defaults) = (self.inner.clone(), self.defaults());
         future_into_py(py, async move {
             let s = repo.writable_session(&branch).await.py()?;
-            Ok(Session::new(s, repo))
+            Ok(Session::new(s, repo).with_default_metadata(defaults))
         })
     }
 
@@ -362,10 +348,10 @@ impl Repository {
         as_of: Option<DateTime<Utc>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let selector = selector(branch, tag, snapshot_id, as_of)?;
-        let repo = self.inner.clone();
+        let (repo, defaults) = (self.inner.clone(), self.defaults());
         future_into_py(py, async move {
             let s = repo.readonly_session(&selector).await.py()?;
-            Ok(Session::new(s, repo))
+            Ok(Session::new(s, repo).with_default_metadata(defaults))
         })
     }
 
@@ -375,10 +361,10 @@ impl Repository {
         py: Python<'py>,
         branch: String,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let repo = self.inner.clone();
+        let (repo, defaults) = (self.inner.clone(), self.defaults());
         future_into_py(py, async move {
             let s = repo.rearrange_session(&branch).await.py()?;
-            Ok(Session::new(s, repo))
+            Ok(Session::new(s, repo).with_default_metadata(defaults))
         })
     }
 
@@ -579,20 +565,8 @@ impl Session {
         rebase_with: Option<&Bound<'py, PyAny>>,
         rebase_tries: u32,
     ) -> PyResult<Bound<'py, PyAny>> {
-        self.check_not_committed(py, "commit")?;
-        if self.inner.branch().is_none() {
-            return Err(session_state_error(
-                py,
-                "commits are not allowed on read-only sessions or forks: merge forks \
-                 into the session they were forked from, and commit that"
-                    .to_string(),
-            ));
-        }
-        let metadata = py_to_metadata(metadata)?;
-        let mut opts = floe::CommitOptions::default()
-            .allow_empty(allow_empty)
-            .max_attempts(rebase_tries);
-        opts.solver = solver(rebase_with)?;
+        let (metadata, opts) =
+            self.prepare_commit(py, metadata, allow_empty, rebase_with, rebase_tries)?;
         let (session, committed) = (self.inner.clone(), Arc::clone(&self.committed));
         future_into_py(py, async move {
             let id = session.commit_with(&message, metadata, opts).await.py()?;
@@ -602,17 +576,18 @@ impl Session {
     }
 
     /// Awaitable of `amend`: replaces the branch tip with a snapshot holding its
-    /// content plus these changes; returns its id. `ConflictError` (when awaited)
-    /// when the branch moved meanwhile.
-    #[pyo3(signature = (message, metadata=None))]
+    /// content plus these changes; returns its id. Raises at the call as `amend`
+    /// does (spec 1, no changes without `allow_empty`); `ConflictError` (when
+    /// awaited) when the branch moved meanwhile.
+    #[pyo3(signature = (message, metadata=None, *, allow_empty=false))]
     fn amend_async<'py>(
         &self,
         py: Python<'py>,
         message: String,
         metadata: Option<&Bound<'py, PyAny>>,
+        allow_empty: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
-        self.check_not_committed(py, "amend")?;
-        let metadata = py_to_metadata(metadata)?;
+        let metadata = self.prepare_amend(py, metadata, allow_empty)?;
         let (session, committed) = (self.inner.clone(), Arc::clone(&self.committed));
         future_into_py(py, async move {
             let id = session.amend(&message, metadata).await.py()?;

@@ -10,6 +10,7 @@ mod aio;
 mod config;
 mod credentials;
 mod errors;
+mod logs;
 mod repository;
 mod session;
 mod storage;
@@ -29,6 +30,7 @@ where
 #[pymodule]
 fn _floe(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
+    logs::register(m)?;
     config::register(m)?;
     credentials::register(m)?;
     storage::register(m)?;

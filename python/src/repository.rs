@@ -27,17 +27,29 @@ pub(crate) fn py_to_metadata(
     let Some(obj) = obj.filter(|o| !o.is_none()) else {
         return Ok(BTreeMap::new());
     };
-    let text: String = obj
-        .py()
-        .import("json")?
-        .call_method1("dumps", (obj,))?
-        .extract()?;
+    let py = obj.py();
+    let text: String = match py.import("json")?.call_method1("dumps", (obj,)) {
+        Ok(text) => text.extract()?,
+        Err(e) if e.is_instance_of::<pyo3::exceptions::PyTypeError>(py) => {
+            return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                "commit metadata must be JSON-serializable: {}",
+                e.value(py)
+            )))
+        }
+        Err(e) => return Err(e),
+    };
     serde_json::from_str(&text).map_err(|e| PyValueError::new_err(format!("metadata: {e}")))
 }
 
+/// A snapshot id argument; `InvalidInputError` (kind `invalid-snapshot-id`) when it
+/// is not one.
 fn snapshot_id(text: &str) -> PyResult<floe::SnapshotId> {
-    text.parse()
-        .map_err(|e| PyValueError::new_err(format!("snapshot id `{text}`: {e}")))
+    text.parse().map_err(|e| {
+        crate::errors::invalid_input(
+            crate::errors::Kind::InvalidSnapshotId,
+            format!("invalid snapshot id: `{text}` ({e})"),
+        )
+    })
 }
 
 /// One commit of a history.
@@ -55,10 +67,64 @@ pub(crate) struct SnapshotInfo {
     metadata: Py<PyAny>,
 }
 
+impl SnapshotInfo {
+    /// The fields shown by `repr` and `_repr_html_`, as (name, text) pairs.
+    fn fields(&self, py: Python<'_>) -> PyResult<Vec<(&'static str, String)>> {
+        let written_at = self
+            .written_at
+            .into_pyobject(py)?
+            .repr()?
+            .extract::<String>()?;
+        Ok(vec![
+            ("id", self.id.clone()),
+            (
+                "parent_id",
+                self.parent_id.clone().unwrap_or_else(|| "None".to_string()),
+            ),
+            ("written_at", written_at),
+            ("message", self.message.clone()),
+            ("metadata", self.metadata.bind(py).repr()?.extract()?),
+        ])
+    }
+
+    /// `floe._display.<function>("snapshots.SnapshotInfo", fields)`.
+    fn display(&self, py: Python<'_>, function: &str) -> PyResult<String> {
+        let display = py.import("floe._display")?;
+        let header = display.call_method1("qualified", ("snapshots.SnapshotInfo",))?;
+        display
+            .call_method1(function, (header, self.fields(py)?))?
+            .extract()
+    }
+}
+
 #[pymethods]
 impl SnapshotInfo {
-    fn __repr__(&self) -> String {
-        format!("SnapshotInfo(id={:?}, message={:?})", self.id, self.message)
+    /// Icechunk's layout: `<icechunk.snapshots.SnapshotInfo>` and one `name: value`
+    /// line per field.
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        self.display(py, "text_block")
+    }
+
+    fn __str__(&self, py: Python<'_>) -> PyResult<String> {
+        self.display(py, "text_block")
+    }
+
+    /// The fields as an HTML block (Jupyter).
+    fn _repr_html_(&self, py: Python<'_>) -> PyResult<String> {
+        self.display(py, "html_block")
+    }
+
+    /// Two infos are equal when every field is.
+    fn __eq__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let Ok(other) = other.cast::<SnapshotInfo>() else {
+            return Ok(false);
+        };
+        let o = other.get();
+        Ok(self.id == o.id
+            && self.parent_id == o.parent_id
+            && self.written_at == o.written_at
+            && self.message == o.message
+            && self.metadata.bind(py).eq(o.metadata.bind(py))?)
     }
 }
 
@@ -151,10 +217,37 @@ impl Ancestry {
     }
 }
 
+/// One feature flag as the bindings hand it to Python: (id, name, explicit setting
+/// or `None`, enabled).
+type FlagRow = (u16, &'static str, Option<bool>, bool);
+
 /// A floe repository (Icechunk format).
 #[pyclass(module = "floe._floe", frozen)]
 pub(crate) struct Repository {
     pub(crate) inner: floe::Repository,
+    /// Metadata every commit of the sessions opened from now on records
+    /// (`set_default_commit_metadata`; not stored in the repository).
+    defaults: std::sync::Mutex<BTreeMap<String, serde_json::Value>>,
+}
+
+impl Repository {
+    /// The binding of an opened repository.
+    pub(crate) fn new(inner: floe::Repository) -> Self {
+        Repository {
+            inner,
+            defaults: std::sync::Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// The default commit metadata (a copy).
+    pub(crate) fn defaults(&self) -> BTreeMap<String, serde_json::Value> {
+        self.defaults.lock().map(|d| d.clone()).unwrap_or_default()
+    }
+
+    /// The Python session of `s`, with the default commit metadata.
+    fn session(&self, s: floe::Session) -> Session {
+        Session::new(s, self.inner.clone()).with_default_metadata(self.defaults())
+    }
 }
 
 pub(crate) fn spec(spec_version: Option<u8>) -> PyResult<floe::format::SpecVersion> {
@@ -184,7 +277,7 @@ impl Repository {
             floe::Repository::create_with(st, config, spec, floe::OpenOptions::default()).await
         })
         .py()?;
-        Ok(Repository { inner })
+        Ok(Repository::new(inner))
     }
 
     /// The configuration as last read or saved (a copy: change it, then
@@ -218,7 +311,7 @@ impl Repository {
             floe::Repository::open_configured(st, floe::OpenOptions::default(), overrides),
         )
         .py()?;
-        Ok(Repository { inner })
+        Ok(Repository::new(inner))
     }
 
     /// Opens the repository (with `config` merged over the stored one), creating it
@@ -236,7 +329,7 @@ impl Repository {
         let st = Arc::clone(&storage.inner);
         let config = config.map(|c| c.inner);
         let inner = block_on(py, crate::aio::open_or_create(st, spec, config)).py()?;
-        Ok(Repository { inner })
+        Ok(Repository::new(inner))
     }
 
     /// The stored configuration of the repository in `storage`, `None` when it
@@ -254,7 +347,10 @@ impl Repository {
     fn reopen(&self, config: Option<RepositoryConfig>) -> PyResult<Self> {
         let overrides = config.map(|c| c.inner);
         let inner = self.inner.reopen(overrides.as_ref()).py()?;
-        Ok(Repository { inner })
+        Ok(Repository {
+            inner,
+            defaults: std::sync::Mutex::new(self.defaults()),
+        })
     }
 
     /// Whether a repository exists in `storage`.
@@ -272,6 +368,307 @@ impl Repository {
     #[getter]
     fn spec_version(&self) -> u8 {
         self.inner.spec_version() as u8
+    }
+
+    /// Sets the metadata every commit of sessions opened from now on records (a
+    /// commit's own metadata wins key by key); `{}` clears it.
+    fn set_default_commit_metadata(&self, metadata: &Bound<'_, PyAny>) -> PyResult<()> {
+        let m = py_to_metadata(Some(metadata))?;
+        if let Ok(mut d) = self.defaults.lock() {
+            *d = m;
+        }
+        Ok(())
+    }
+
+    /// The default commit metadata (a copy).
+    fn default_commit_metadata(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        json_to_py(
+            py,
+            &serde_json::to_value(self.defaults()).unwrap_or_default(),
+        )
+    }
+
+    /// The commit `snapshot_id` (a `SnapshotInfo`); `SnapshotNotFoundError` when
+    /// there is none.
+    fn lookup_snapshot(&self, py: Python<'_>, snapshot_id: &str) -> PyResult<SnapshotInfo> {
+        let id = snapshot_id_arg(snapshot_id)?;
+        let repo = self.inner.clone();
+        let first = block_on(py, async move {
+            use futures::StreamExt;
+            let mut stream =
+                std::pin::pin!(repo.ancestry_stream(floe::VersionSelector::Snapshot(id)));
+            stream.next().await.transpose()
+        })
+        .py()?;
+        match first {
+            Some(s) => info(py, &s),
+            None => Err(crate::errors::to_py(floe::Error::SnapshotNotFound { id })),
+        }
+    }
+
+    /// Spec 2: the ops log, newest first, as dicts (`type` is the snake-case update
+    /// type, `updated_at` microseconds since the Unix epoch, `backup_path` the
+    /// `overwritten/` copy the entry is in, or `None`).
+    fn ops_log(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let log = block_on(py, self.inner.ops_log()).py()?;
+        let v = serde_json::to_value(&log).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        json_to_py(py, &v)
+    }
+
+    /// Spec 2: every feature flag as (id, name, setting, enabled): `setting` is the
+    /// explicit value or `None` (the default, on).
+    fn feature_flags(&self, py: Python<'_>) -> PyResult<Vec<FlagRow>> {
+        let flags = block_on(py, self.inner.feature_flags()).py()?;
+        Ok(flags
+            .into_iter()
+            .map(|(f, setting, enabled)| (f.id(), f.name(), setting, enabled))
+            .collect())
+    }
+
+    /// Spec 2: turns flag `name` on or off, or back to its default with `None`.
+    /// `InvalidInputError` (kind `invalid-feature-flag`) for an unknown name.
+    fn set_feature_flag(&self, py: Python<'_>, name: &str, setting: Option<bool>) -> PyResult<()> {
+        let Some(flag) = floe::format::repo_info::FeatureFlag::from_name(name) else {
+            return Err(crate::errors::invalid_input(
+                crate::errors::Kind::InvalidFeatureFlag,
+                format!("unknown feature flag `{name}`"),
+            ));
+        };
+        block_on(py, self.inner.set_feature_flag(flag, setting)).py()
+    }
+
+    /// Bytes of the chunks any branch or tag reaches, as (native, virtual, inline),
+    /// each chunk counted once.
+    fn chunk_storage_stats(&self, py: Python<'_>) -> PyResult<(u64, u64, u64)> {
+        let s = block_on(py, self.inner.chunk_storage_stats()).py()?;
+        Ok((s.native_bytes, s.virtual_bytes, s.inlined_bytes))
+    }
+
+    /// The spec version of the repository in `storage` (1 or 2), `None` when there
+    /// is none; reads only its refs.
+    #[staticmethod]
+    fn fetch_spec_version(py: Python<'_>, storage: &Storage) -> PyResult<Option<u8>> {
+        let st = Arc::clone(&storage.inner);
+        let v = block_on(py, async move {
+            floe::Repository::spec_version_of(st.as_ref()).await
+        })
+        .py()?;
+        Ok(v.map(|v| v as u8))
+    }
+
+    /// Upgrades this spec-1 repository to spec 2 in place (Icechunk's
+    /// `upgrade_icechunk_repository`); with `dry_run`, checks and changes nothing.
+    /// Returns the report as a dict (counts of branches, tags, snapshots, ops-log
+    /// entries, removed files). Reopen the repository afterwards.
+    #[pyo3(signature = (*, dry_run))]
+    fn _upgrade_to_spec2(&self, py: Python<'_>, dry_run: bool) -> PyResult<Py<PyAny>> {
+        let st = Arc::clone(self.inner.storage());
+        let r = block_on(py, floe::lifecycle::upgrade_to_spec2(st, dry_run)).py()?;
+        json_to_py(py, &serde_json::to_value(r).unwrap_or_default())
+    }
+
+    /// The content of snapshot `snapshot_id` as a dict, in the shape of Icechunk's
+    /// `inspect_snapshot`: `id`, `parent_id`, `flushed_at` (RFC 3339),
+    /// `commit_message`, `metadata`, `manifests` (`id`, `size_bytes`,
+    /// `num_chunk_refs`) and `nodes` (`id`, `path`, `node_type`; arrays also
+    /// `shape` and `manifest_refs` with their extents).
+    #[pyo3(signature = (snapshot_id, *, pretty=true))]
+    fn inspect_snapshot(
+        &self,
+        py: Python<'_>,
+        snapshot_id: &str,
+        pretty: bool,
+    ) -> PyResult<Py<PyAny>> {
+        let _ = pretty;
+        let id = snapshot_id_arg(snapshot_id)?;
+        let repo = self.inner.clone();
+        let snap = block_on(py, async move { repo.fetch_snapshot(&id).await }).py()?;
+        let nodes: Vec<serde_json::Value> = snap
+            .nodes
+            .values()
+            .map(|n| match n.array() {
+                None => serde_json::json!({"id": n.id.to_string(), "path": n.path.to_string(), "node_type": "group"}),
+                Some(a) => serde_json::json!({
+                    "id": n.id.to_string(),
+                    "path": n.path.to_string(),
+                    "node_type": "array",
+                    "shape": a.shape.iter().map(|d| serde_json::json!({
+                        "array_length": d.array_length,
+                        "num_chunks": d.num_chunks(),
+                    })).collect::<Vec<_>>(),
+                    "manifest_refs": a.manifests.iter().map(|m| serde_json::json!({
+                        "id": m.object_id.to_string(),
+                        "extents": m.extents.iter().map(|r| [r.start, r.end]).collect::<Vec<_>>(),
+                    })).collect::<Vec<_>>(),
+                }),
+            })
+            .collect();
+        let v = serde_json::json!({
+            "id": snap.id.to_string(),
+            "parent_id": snap.parent_id.map(|p| p.to_string()),
+            "spec_version": snap.spec_version.to_string(),
+            "flushed_at": snap.flushed_at_time().to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+            "commit_message": snap.message,
+            "metadata": snap.metadata,
+            "manifests": snap.manifest_files.iter().map(|m| serde_json::json!({
+                "id": m.id.to_string(),
+                "size_bytes": m.size_bytes,
+                "num_chunk_refs": m.num_chunk_refs,
+            })).collect::<Vec<_>>(),
+            "nodes": nodes,
+        });
+        json_to_py(py, &v)
+    }
+
+    /// The manifest files snapshot `snapshot_id` lists, as (id, size in bytes,
+    /// number of chunk refs).
+    fn list_manifest_files(
+        &self,
+        py: Python<'_>,
+        snapshot_id: &str,
+    ) -> PyResult<Vec<(String, u64, u32)>> {
+        let id = snapshot_id_arg(snapshot_id)?;
+        let repo = self.inner.clone();
+        let snap = block_on(py, async move { repo.fetch_snapshot(&id).await }).py()?;
+        Ok(snap
+            .manifest_files
+            .iter()
+            .map(|m| (m.id.to_string(), m.size_bytes, m.num_chunk_refs))
+            .collect())
+    }
+
+    /// The transaction log of snapshot `snapshot_id` as a dict (Icechunk's
+    /// `inspect_transaction_log`): node ids under `new_groups`, `new_arrays`,
+    /// `deleted_groups`, `deleted_arrays`, `updated_groups`, `updated_arrays`;
+    /// `updated_chunks` as (`node_id`, `chunks`) entries; `moved_nodes` as (`from`,
+    /// `to`, `node_id`) entries.
+    #[pyo3(signature = (snapshot_id, *, pretty=true))]
+    fn inspect_transaction_log(
+        &self,
+        py: Python<'_>,
+        snapshot_id: &str,
+        pretty: bool,
+    ) -> PyResult<Py<PyAny>> {
+        let _ = pretty;
+        let id = snapshot_id_arg(snapshot_id)?;
+        let repo = self.inner.clone();
+        let log = block_on(py, async move { repo.fetch_transaction_log(&id).await }).py()?;
+        let ids = |set: &std::collections::BTreeSet<floe::format::NodeId>| {
+            set.iter().map(ToString::to_string).collect::<Vec<_>>()
+        };
+        let v = serde_json::json!({
+            "id": log.id.to_string(),
+            "new_groups": ids(&log.new_groups),
+            "new_arrays": ids(&log.new_arrays),
+            "deleted_groups": ids(&log.deleted_groups),
+            "deleted_arrays": ids(&log.deleted_arrays),
+            "updated_groups": ids(&log.updated_groups),
+            "updated_arrays": ids(&log.updated_arrays),
+            "updated_chunks": log.updated_chunks.iter().map(|(n, c)| serde_json::json!({
+                "node_id": n.to_string(),
+                "chunks": c,
+            })).collect::<Vec<_>>(),
+            "moved_nodes": log.moved_nodes.iter().map(|m| serde_json::json!({
+                "from": m.from.to_string(),
+                "to": m.to.to_string(),
+                "node_id": m.node_id.to_string(),
+            })).collect::<Vec<_>>(),
+        });
+        json_to_py(py, &v)
+    }
+
+    /// Manifest `manifest_id` summarised as a dict (Icechunk's `inspect_manifest`):
+    /// `id`, `num_arrays`, `total_chunk_refs` and its split `total_inline`,
+    /// `total_native`, `total_virtual`, and per array (`node_id`) the same counts.
+    #[pyo3(signature = (manifest_id, *, pretty=true))]
+    fn inspect_manifest(
+        &self,
+        py: Python<'_>,
+        manifest_id: &str,
+        pretty: bool,
+    ) -> PyResult<Py<PyAny>> {
+        use floe::format::manifest::ChunkPayload as P;
+        let _ = pretty;
+        let id: floe::format::ManifestId = manifest_id.parse().map_err(|e| {
+            crate::errors::invalid_input(
+                crate::errors::Kind::InvalidSnapshotId,
+                format!("invalid manifest id: `{manifest_id}` ({e})"),
+            )
+        })?;
+        let repo = self.inner.clone();
+        let m = block_on(py, async move { repo.fetch_manifest(&id).await }).py()?;
+        let mut totals = [0u64; 3];
+        let arrays: Vec<serde_json::Value> = m
+            .arrays
+            .iter()
+            .map(|(node, refs)| {
+                let mut counts = [0u64; 3];
+                for p in refs.values() {
+                    counts[match p {
+                        P::Inline(_) => 0,
+                        P::Native(_) => 1,
+                        P::Virtual(_) => 2,
+                    }] += 1;
+                }
+                for (t, c) in totals.iter_mut().zip(counts) {
+                    *t += c;
+                }
+                serde_json::json!({
+                    "node_id": node.to_string(),
+                    "num_chunk_refs": refs.len(),
+                    "num_inline": counts[0],
+                    "num_native": counts[1],
+                    "num_virtual": counts[2],
+                })
+            })
+            .collect();
+        let v = serde_json::json!({
+            "id": m.id.to_string(),
+            "num_arrays": m.arrays.len(),
+            "total_chunk_refs": m.num_chunk_refs(),
+            "total_inline": totals[0],
+            "total_native": totals[1],
+            "total_virtual": totals[2],
+            "arrays": arrays,
+        });
+        json_to_py(py, &v)
+    }
+
+    /// Spec 2: the repository status as (availability, set_at in microseconds since
+    /// the Unix epoch, reason); availability is `online`, `read_only` or `offline`.
+    fn get_status(&self, py: Python<'_>) -> PyResult<(&'static str, u64, Option<String>)> {
+        use floe::format::repo_info::Availability as A;
+        let s = block_on(py, self.inner.status()).py()?;
+        let availability = match s.availability {
+            A::Online => "online",
+            A::ReadOnly => "read_only",
+            _ => "offline",
+        };
+        Ok((availability, s.set_at, s.reason))
+    }
+
+    /// Spec 2: sets the repository status (`online` or `read_only`, with an
+    /// optional reason); recorded in the ops log. A read-only repository refuses
+    /// writable sessions, commits and ref changes until it is online again.
+    #[pyo3(signature = (availability, reason=None))]
+    fn set_status(
+        &self,
+        py: Python<'_>,
+        availability: &str,
+        reason: Option<String>,
+    ) -> PyResult<()> {
+        use floe::format::repo_info::Availability as A;
+        let availability = match availability {
+            "online" => A::Online,
+            "read_only" => A::ReadOnly,
+            other => {
+                return Err(crate::errors::invalid_input(
+                    crate::errors::Kind::Unknown,
+                    format!("unknown repository availability `{other}` (online, read_only)"),
+                ))
+            }
+        };
+        block_on(py, self.inner.set_status(availability, reason)).py()
     }
 
     /// Branch names.
@@ -357,7 +754,7 @@ impl Repository {
     /// A session that writes to `branch`.
     fn writable_session(&self, py: Python<'_>, branch: &str) -> PyResult<Session> {
         let s = block_on(py, self.inner.writable_session(branch)).py()?;
-        Ok(Session::new(s, self.inner.clone()))
+        Ok(self.session(s))
     }
 
     /// A read-only session at a branch, tag, snapshot id or a branch as of a time.
@@ -372,13 +769,13 @@ impl Repository {
     ) -> PyResult<Session> {
         let selector = selector(branch, tag, snapshot_id, as_of)?;
         let s = block_on(py, self.inner.readonly_session(&selector)).py()?;
-        Ok(Session::new(s, self.inner.clone()))
+        Ok(self.session(s))
     }
 
     /// Spec 2: a session that only moves nodes, on `branch`.
     fn rearrange_session(&self, py: Python<'_>, branch: &str) -> PyResult<Session> {
         let s = block_on(py, self.inner.rearrange_session(branch)).py()?;
-        Ok(Session::new(s, self.inner.clone()))
+        Ok(self.session(s))
     }
 
     /// What changed between two snapshots, as a dict of sorted path lists.

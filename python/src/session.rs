@@ -13,6 +13,19 @@ use std::sync::Arc;
 
 use crate::errors::{read_only_error, session_state_error, store_to_py, to_py, IntoPyResult};
 use crate::repository::{json_to_py, py_to_metadata};
+use std::collections::BTreeMap;
+
+/// A node path argument (`/a/b`); `InvalidInputError` (kind `invalid-path`) when
+/// it is not absolute or not normal.
+fn node_path(path: &str) -> PyResult<floe::NodePath> {
+    if !path.starts_with('/') {
+        return Err(crate::errors::invalid_input(
+            crate::errors::Kind::InvalidPath,
+            format!("invalid node path `{path}`: path must start with a `/` character"),
+        ));
+    }
+    floe::NodePath::new(path).map_err(|e| to_py(e.into()))
+}
 
 /// Which side wins a chunk both sides wrote (Icechunk's `VersionSelection`).
 #[pyclass(module = "floe._floe", eq, eq_int, frozen, from_py_object)]
@@ -101,6 +114,10 @@ pub(crate) struct Session {
     pub(crate) repo: floe::Repository,
     /// Set once the session committed: shared with the stores it gave out.
     pub(crate) committed: Arc<AtomicBool>,
+    /// The repository's default commit metadata when the session was opened
+    /// (`Repository.set_default_commit_metadata`): every commit, amend and flush
+    /// records it, under the metadata given to the call.
+    pub(crate) defaults: BTreeMap<String, serde_json::Value>,
 }
 
 impl Session {
@@ -109,7 +126,87 @@ impl Session {
             inner,
             repo,
             committed: Arc::new(AtomicBool::new(false)),
+            defaults: BTreeMap::new(),
         }
+    }
+
+    /// The session, recording `defaults` in every commit (the metadata given to a
+    /// commit wins over them, key by key).
+    pub(crate) fn with_default_metadata(
+        mut self,
+        defaults: BTreeMap<String, serde_json::Value>,
+    ) -> Self {
+        self.defaults = defaults;
+        self
+    }
+
+    /// The defaults with `given` on top.
+    fn metadata(
+        &self,
+        given: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<BTreeMap<String, serde_json::Value>> {
+        let mut out = self.defaults.clone();
+        out.extend(py_to_metadata(given)?);
+        Ok(out)
+    }
+
+    /// The checks and arguments of a commit, shared by `commit` and `commit_async`:
+    /// `SessionStateError` for a session that committed, a fork or a read-only
+    /// session; the metadata (defaults under `given`) and the options. As Icechunk:
+    /// without `rebase_with` a commit whose branch moved fails with `ConflictError`
+    /// (no rebase is tried); with it, at most `rebase_tries` rebases.
+    pub(crate) fn prepare_commit(
+        &self,
+        py: Python<'_>,
+        given: Option<&Bound<'_, PyAny>>,
+        allow_empty: bool,
+        rebase_with: Option<&Bound<'_, PyAny>>,
+        rebase_tries: u32,
+    ) -> PyResult<(BTreeMap<String, serde_json::Value>, floe::CommitOptions)> {
+        self.check_not_committed(py, "commit")?;
+        if self.inner.branch().is_none() {
+            return Err(session_state_error(
+                py,
+                "commits are not allowed on read-only sessions or forks: merge forks \
+                 into the session they were forked from, and commit that"
+                    .to_string(),
+            ));
+        }
+        let metadata = self.metadata(given)?;
+        let mut opts = floe::CommitOptions::default()
+            .allow_empty(allow_empty)
+            .rebase(rebase_with.is_some_and(|r| !r.is_none()))
+            .max_attempts(rebase_tries);
+        opts.solver = solver(rebase_with)?;
+        Ok((metadata, opts))
+    }
+
+    /// The checks and metadata of an amend, shared by `amend` and `amend_async`:
+    /// refused on a session that committed and on spec 1 (as Icechunk), and without
+    /// changes unless `allow_empty` (`SessionStateError`).
+    pub(crate) fn prepare_amend(
+        &self,
+        py: Python<'_>,
+        given: Option<&Bound<'_, PyAny>>,
+        allow_empty: bool,
+    ) -> PyResult<BTreeMap<String, serde_json::Value>> {
+        self.check_not_committed(py, "amend")?;
+        self.require_spec2("amend")?;
+        if !allow_empty && !self.inner.has_uncommitted_changes() && self.inner.branch().is_some() {
+            return Err(to_py(floe::Error::NoChangesToCommit));
+        }
+        self.metadata(given)
+    }
+
+    /// Refuses `what` on a spec-1 repository, as Icechunk does (amend needs spec 2).
+    fn require_spec2(&self, what: &str) -> PyResult<()> {
+        if self.repo.spec_version() == floe::format::SpecVersion::V1 {
+            return Err(to_py(floe::Error::UnsupportedOnSpecVersion {
+                operation: if what == "amend" { "amend" } else { "flush" },
+                spec_version: floe::format::SpecVersion::V1,
+            }));
+        }
+        Ok(())
     }
 
     fn has_committed(&self) -> bool {
@@ -226,11 +323,12 @@ impl Session {
         self.inner.branch().map(str::to_string)
     }
 
-    /// Whether the session refuses writes: a read-only session, a rearrange session,
-    /// or a session that committed.
+    /// Whether the session is read-only: a read-only session, or a session that
+    /// committed. A rearrange session is not (it changes the hierarchy by moves), as
+    /// in Icechunk, though its store refuses chunk and metadata writes.
     #[getter]
     fn read_only(&self) -> bool {
-        !self.inner.is_writable() || self.has_committed()
+        (!self.inner.is_writable() && !self.inner.is_rearrange()) || self.has_committed()
     }
 
     /// Whether there are uncommitted changes.
@@ -264,39 +362,162 @@ impl Session {
         rebase_with: Option<&Bound<'_, PyAny>>,
         rebase_tries: u32,
     ) -> PyResult<String> {
-        self.check_not_committed(py, "commit")?;
-        if self.inner.branch().is_none() {
-            return Err(session_state_error(
-                py,
-                "commits are not allowed on read-only sessions or forks: merge forks \
-                 into the session they were forked from, and commit that"
-                    .to_string(),
-            ));
-        }
-        let metadata = py_to_metadata(metadata)?;
-        let mut opts = floe::CommitOptions::default()
-            .allow_empty(allow_empty)
-            .max_attempts(rebase_tries);
-        opts.solver = solver(rebase_with)?;
+        let (metadata, opts) =
+            self.prepare_commit(py, metadata, allow_empty, rebase_with, rebase_tries)?;
         let id = block_on(py, self.inner.commit_with(message, metadata, opts)).py()?;
         self.committed.store(true, Ordering::Release);
         Ok(id.to_string())
     }
 
-    /// Spec 2 (and spec 1): replaces the branch tip with a snapshot holding its
-    /// content plus these changes.
-    #[pyo3(signature = (message, metadata=None))]
+    /// Spec 2: replaces the branch tip with a snapshot holding its content plus
+    /// these changes (same parent); returns its id. As Icechunk: refused on spec 1
+    /// (`FormatError`, "upgrade"), and without changes unless `allow_empty`
+    /// (`SessionStateError`).
+    #[pyo3(signature = (message, metadata=None, *, allow_empty=false))]
     fn amend(
         &self,
         py: Python<'_>,
         message: &str,
         metadata: Option<&Bound<'_, PyAny>>,
+        allow_empty: bool,
     ) -> PyResult<String> {
-        self.check_not_committed(py, "amend")?;
-        let metadata = py_to_metadata(metadata)?;
+        let metadata = self.prepare_amend(py, metadata, allow_empty)?;
         let id = block_on(py, self.inner.amend(message, metadata)).py()?;
         self.committed.store(true, Ordering::Release);
         Ok(id.to_string())
+    }
+
+    /// Writes the changes as a snapshot no branch points to (Icechunk's `flush`);
+    /// returns its id, which `reset_branch` or `create_tag` can then name. The
+    /// session is read-only afterwards.
+    #[pyo3(signature = (message, metadata=None))]
+    fn flush(
+        &self,
+        py: Python<'_>,
+        message: &str,
+        metadata: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<String> {
+        self.check_not_committed(py, "flush")?;
+        if self.inner.branch().is_none() || self.inner.is_rearrange() {
+            return Err(session_state_error(
+                py,
+                "commits are not allowed on read-only or forked sessions: only a writable \
+                 session on a branch can flush"
+                    .to_string(),
+            ));
+        }
+        let metadata = self.metadata(metadata)?;
+        let id = block_on(py, self.inner.flush(message, metadata)).py()?;
+        self.committed.store(true, Ordering::Release);
+        Ok(id.to_string())
+    }
+
+    /// Icechunk's `SessionMode` name of the session: `readonly` (also once it
+    /// committed), `writable` (a branch session or a fork) or `rearrange`.
+    #[getter]
+    fn mode(&self) -> &'static str {
+        if self.inner.is_rearrange() {
+            "rearrange"
+        } else if self.has_committed() || !self.inner.is_writable() {
+            "readonly"
+        } else {
+            "writable"
+        }
+    }
+
+    /// Icechunk's `ChunkType` name of chunk `chunk_coordinates` of the array at
+    /// `array_path`: `uninitialized` (never written: reads as the fill value),
+    /// `inline`, `native` or `virtual`. Reads the chunk's ref, never its bytes.
+    fn chunk_type(
+        &self,
+        py: Python<'_>,
+        array_path: &str,
+        chunk_coordinates: Vec<u64>,
+    ) -> PyResult<&'static str> {
+        use floe::format::manifest::ChunkPayload as P;
+        let path = node_path(array_path)?;
+        let payload = block_on(py, self.inner.get_chunk_ref(&path, &chunk_coordinates)).py()?;
+        Ok(match payload {
+            None => "uninitialized",
+            Some(P::Inline(_)) => "inline",
+            Some(P::Native(_)) => "native",
+            Some(P::Virtual(_)) => "virtual",
+        })
+    }
+
+    /// The grid indices of every chunk of the array at `array_path` that has a ref
+    /// (written, inline or virtual), sorted.
+    fn chunk_coordinates(&self, py: Python<'_>, array_path: &str) -> PyResult<Vec<Vec<u64>>> {
+        let path = node_path(array_path)?;
+        block_on(py, self.inner.list_chunks(&path)).py()
+    }
+
+    /// The id of the node at `path` (13 Crockford base32 characters); stays the
+    /// same when the node moves.
+    fn get_node_id(&self, path: &str) -> PyResult<String> {
+        let path = node_path(path)?;
+        Ok(self.inner.get_node(&path).py()?.id.to_string())
+    }
+
+    /// Moves every chunk of the array by `chunk_offset` chunks (per dimension);
+    /// chunks moved off the grid are dropped, vacated positions read as the fill
+    /// value. Refs move; no chunk bytes are copied.
+    fn shift_array(
+        &self,
+        py: Python<'_>,
+        array_path: &str,
+        chunk_offset: Vec<i64>,
+    ) -> PyResult<()> {
+        self.check_not_committed(py, "shift_array")?;
+        let path = node_path(array_path)?;
+        block_on(py, self.inner.shift_array(&path, &chunk_offset)).py()
+    }
+
+    /// Moves each chunk at index `i` to `forward(i)` (dropped when it returns
+    /// `None`); with `backward`, vacated positions get the chunk at `backward(i)` or
+    /// are cleared. The maps get the index as a list of ints and return an iterable
+    /// of ints or `None`; an exception in one stages nothing and propagates.
+    #[pyo3(signature = (array_path, forward, backward=None))]
+    fn reindex_array(
+        &self,
+        py: Python<'_>,
+        array_path: &str,
+        forward: Py<PyAny>,
+        backward: Option<Py<PyAny>>,
+    ) -> PyResult<()> {
+        self.check_not_committed(py, "reindex_array")?;
+        let path = node_path(array_path)?;
+        let failed: std::sync::Mutex<Option<PyErr>> = std::sync::Mutex::new(None);
+        let call = |f: &Py<PyAny>, index: &[u64]| -> floe::Result<Option<Vec<u64>>> {
+            let out = Python::attach(|py| -> PyResult<Option<Vec<u64>>> {
+                let value = f.call1(py, (index.to_vec(),))?;
+                if value.is_none(py) {
+                    return Ok(None);
+                }
+                let list = py.import("builtins")?.getattr("list")?.call1((value,))?;
+                Ok(Some(list.extract()?))
+            });
+            out.map_err(|e| {
+                if let Ok(mut slot) = failed.lock() {
+                    slot.get_or_insert(e);
+                }
+                floe::Error::InvalidConfig {
+                    reason: "a chunk index map raised an exception".to_string(),
+                }
+            })
+        };
+        let fwd = |i: &[u64]| call(&forward, i);
+        let bwd = backward.as_ref().map(|b| move |i: &[u64]| call(b, i));
+        let result = block_on(py, async {
+            match &bwd {
+                Some(b) => self.inner.reindex_array(&path, &fwd, Some(b)).await,
+                None => self.inner.reindex_array(&path, &fwd, None).await,
+            }
+        });
+        if let Some(e) = failed.lock().ok().and_then(|mut slot| slot.take()) {
+            return Err(e);
+        }
+        result.py()
     }
 
     /// Moves the session's base to its branch tip, keeping its changes as `solver`
@@ -310,9 +531,20 @@ impl Session {
 
     /// A fork to write elsewhere and merge back.
     fn fork(&self, py: Python<'_>) -> PyResult<Session> {
-        self.check_not_committed(py, "fork")?;
+        if self.has_committed() || !self.inner.is_writable() {
+            let why = if self.has_committed() {
+                ": the session committed and is read-only; open a new writable session"
+            } else {
+                ""
+            };
+            return Err(crate::errors::error(
+                crate::errors::Class::SessionState,
+                crate::errors::Kind::CannotForkReadOnlySession,
+                format!("cannot fork a read-only session{why}"),
+            ));
+        }
         let fork = block_on(py, self.inner.fork()).py()?;
-        Ok(Session::new(fork, self.repo.clone()))
+        Ok(Session::new(fork, self.repo.clone()).with_default_metadata(self.defaults.clone()))
     }
 
     /// Merges forks' changes into this session.

@@ -161,7 +161,7 @@ struct Retained {
 }
 
 /// The snapshots every ref points to, and (spec 2) the `repo` object they come from.
-async fn roots(
+pub(super) async fn roots(
     assets: &AssetManager,
     storage: &dyn Storage,
 ) -> Result<(Vec<SnapshotId>, Option<Arc<RepoInfo>>)> {

@@ -12,9 +12,11 @@
 pub mod expire;
 pub mod gc;
 pub mod repair;
+pub mod stats;
 pub mod upgrade;
 
 pub use expire::{ExpireOptions, ExpireResult};
 pub use gc::{GcOptions, GcSummary, GC_SAFETY_WINDOW_SECS};
 pub use repair::{repair_repo_object, RepairOutcome};
+pub use stats::ChunkStorageStats;
 pub use upgrade::{upgrade_to_spec2, UpgradeReport};

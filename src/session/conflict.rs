@@ -126,19 +126,23 @@ pub(crate) fn detect(
                 .push(Conflict::ChunksWrittenWhileArrayChanged { path });
         }
     }
+    // As Icechunk's detector: an array whose metadata and chunks both sides changed
+    // reports each conflict (metadata above, then chunks written while the other
+    // side changed the metadata, then the chunks both wrote).
     for id in ours.arrays_with_chunk_changes() {
-        if ours.is_new(id) || ours_meta.contains(id) {
+        if ours.is_new(id) {
             continue;
         }
         let path = path_of(id);
         if theirs.deleted(id) {
-            out.conflicts.push(Conflict::ChangedNodeWasDeleted { path });
+            if !ours_meta.contains(id) {
+                out.conflicts.push(Conflict::ChangedNodeWasDeleted { path });
+            }
             continue;
         }
         if theirs.changed_metadata(id) {
             out.conflicts
-                .push(Conflict::ChunksWrittenWhileArrayChanged { path });
-            continue;
+                .push(Conflict::ChunksWrittenWhileArrayChanged { path: path.clone() });
         }
         let both: Vec<ChunkIndices> = ours
             .array_chunks(id)

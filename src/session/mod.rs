@@ -18,6 +18,7 @@ pub(crate) mod manifest_split;
 pub(crate) mod overlay;
 mod rearrange;
 mod rebase;
+mod reindex;
 mod solver;
 mod store;
 
@@ -43,6 +44,7 @@ pub use diff::Diff;
 pub use fork::ForkId;
 pub use manifest_split::MAX_REFS_PER_MANIFEST;
 pub use overlay::index_in_bounds;
+pub use reindex::ChunkIndexMap;
 pub use solver::{BasicConflictSolver, ConflictDetector, ConflictSolver, VersionSelection};
 pub use store::{array_definition, SessionStore};
 
@@ -288,6 +290,12 @@ impl Session {
     /// rearrange session only moves nodes).
     pub fn is_writable(&self) -> bool {
         matches!(self.inner.mode, Mode::Branch(_) | Mode::Fork { .. })
+    }
+
+    /// Whether the session is a rearrange session (spec 2: it only moves nodes;
+    /// [`crate::Repository::rearrange_session`]).
+    pub fn is_rearrange(&self) -> bool {
+        matches!(self.inner.mode, Mode::Rearrange(_))
     }
 
     /// Whether the session is a fork ([`Session::fork`]).

@@ -1,0 +1,90 @@
+"""Notebook and terminal display of floe objects, in Icechunk's layout.
+
+Text (``repr``/``str``): a header line ``<package.Class>`` then one ``name: value``
+line per field. HTML (``_repr_html_``, Jupyter): a ``<div class="icechunk-repr">``
+with a header and one row per field; nested objects fold into ``<details>``. The
+class name ``icechunk-repr`` is Icechunk's, so notebook themes written for it apply.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable
+
+from floe.exceptions import _package
+
+_STYLE = """<style>
+.icechunk-repr { line-height: 1.6; max-width: 700px; }
+.icechunk-repr .icechunk-header { font-weight: 500; padding-bottom: 6px;
+  margin-bottom: 4px; border-bottom: solid 1px var(--jp-border-color2, #ddd); }
+.icechunk-repr .icechunk-field { padding: 2px 0; }
+.icechunk-repr .icechunk-field-name { font-weight: 500;
+  color: var(--jp-content-font-color2, rgba(0, 0, 0, 0.54)); }
+.icechunk-repr .icechunk-field-value { padding-left: 0.3em; }
+.icechunk-repr details > .icechunk-repr { margin-top: 4px; margin-left: 12px; }
+</style>"""
+
+
+def qualified(name: str) -> str:
+    """``name`` under the package users import (``icechunk.X`` once floe is
+    installed as icechunk, else ``floe.X``)."""
+    return f"{_package()}.{name}"
+
+
+def text_block(header: str, fields: Iterable[tuple[str, object]]) -> str:
+    """``<header>`` and one ``name: value`` line per field; a multi-line value
+    (a nested object) is indented under its name."""
+    lines = [f"<{header}>"]
+    for name, value in fields:
+        text = str(value)
+        if "\n" in text.strip():
+            lines.append(f"{name}:")
+            lines.extend(f"    {line}" for line in text.strip().splitlines())
+        else:
+            lines.append(f"{name}: {text}")
+    return "\n".join(lines) + "\n"
+
+
+def html_block(header: str, fields: Iterable[tuple[str, object]]) -> str:
+    """The HTML of a header and fields; a field whose value has ``_repr_html_``
+    (a nested object) folds into ``<details>``."""
+    rows = []
+    for name, value in fields:
+        nested = getattr(value, "_repr_html_", None)
+        if callable(nested):
+            rows.append(
+                f'  <details>\n    <summary class="icechunk-field-name">{html.escape(name)}'
+                f"</summary>\n    {nested()}\n  </details>"
+            )
+        else:
+            rows.append(
+                f'  <div class="icechunk-field"><span class="icechunk-field-name">'
+                f"{html.escape(name)}:</span> "
+                f'<span class="icechunk-field-value">{html.escape(str(value))}</span></div>'
+            )
+    body = "\n".join(rows)
+    return (
+        f'{_STYLE}\n<div class="icechunk-repr">\n'
+        f'  <div class="icechunk-header">{html.escape(header)}</div>\n{body}\n</div>\n'
+    )
+
+
+def print_debug_info() -> None:
+    """Prints what a bug report needs (Icechunk's ``print_debug_info``): floe's
+    version, Python's, the platform, and the versions of the packages floe works
+    with (zarr, numpy, xarray, dask) when installed."""
+    import importlib.metadata
+    import platform
+    import sys
+
+    def version(name: str) -> str:
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            return "not installed"
+
+    print(f"floe: {version('floe')}")
+    print(f"python: {sys.version.split()[0]}")
+    print(f"platform: {platform.platform()}")
+    for name in ("zarr", "numpy", "xarray", "dask", "distributed"):
+        print(f"{name}: {version(name)}")

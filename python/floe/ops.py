@@ -1,0 +1,183 @@
+"""The ops log of a spec-2 repository, as Icechunk's ``icechunk.ops``: ``Update``
+(one entry: ``kind``, ``updated_at``, ``backup_path``) and ``UpdateType`` (the
+kinds, one class each, e.g. ``UpdateType.NewCommit(branch, new_snap_id)``)."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from floe._display import html_block, qualified, text_block
+
+__all__ = ["Update", "UpdateType"]
+
+
+class UpdateType:
+    """The base of the ops-log entry kinds; each kind is a nested class with its
+    fields as attributes (``isinstance(update.kind, UpdateType.NewCommit)``)."""
+
+    _fields: tuple[str, ...] = ()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        values = dict(zip(self._fields, args))
+        values.update(kwargs)
+        for name in self._fields:
+            setattr(self, name, values.get(name))
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and all(
+            getattr(self, n) == getattr(other, n) for n in self._fields
+        )
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, *(repr(getattr(self, n)) for n in self._fields)))
+
+    def __repr__(self) -> str:
+        args = ", ".join(
+            f'{n}="{getattr(self, n)}"' if isinstance(getattr(self, n), str) else f"{n}={getattr(self, n)!r}"
+            for n in self._fields
+        )
+        return f"{qualified('ops.UpdateType')}.{type(self).__name__}({args})"
+
+    __str__ = __repr__
+
+
+def _kind(name: str, *fields: str) -> type[UpdateType]:
+    return type(name, (UpdateType,), {"_fields": fields, "__qualname__": f"UpdateType.{name}"})
+
+
+UpdateType.RepoInitialized = _kind("RepoInitialized")  # type: ignore[attr-defined]
+UpdateType.RepoMigrated = _kind("RepoMigrated", "from_version", "to_version")  # type: ignore[attr-defined]
+UpdateType.RepoStatusChanged = _kind("RepoStatusChanged", "status")  # type: ignore[attr-defined]
+UpdateType.ConfigChanged = _kind("ConfigChanged")  # type: ignore[attr-defined]
+UpdateType.MetadataChanged = _kind("MetadataChanged")  # type: ignore[attr-defined]
+UpdateType.TagCreated = _kind("TagCreated", "name")  # type: ignore[attr-defined]
+UpdateType.TagDeleted = _kind("TagDeleted", "name", "previous_snap_id")  # type: ignore[attr-defined]
+UpdateType.BranchCreated = _kind("BranchCreated", "name")  # type: ignore[attr-defined]
+UpdateType.BranchDeleted = _kind("BranchDeleted", "name", "previous_snap_id")  # type: ignore[attr-defined]
+UpdateType.BranchReset = _kind("BranchReset", "name", "previous_snap_id")  # type: ignore[attr-defined]
+UpdateType.NewCommit = _kind("NewCommit", "branch", "new_snap_id")  # type: ignore[attr-defined]
+UpdateType.CommitAmended = _kind("CommitAmended", "branch", "previous_snap_id", "new_snap_id")  # type: ignore[attr-defined]
+UpdateType.NewDetachedSnapshot = _kind("NewDetachedSnapshot", "new_snap_id")  # type: ignore[attr-defined]
+UpdateType.GCRan = _kind("GCRan")  # type: ignore[attr-defined]
+UpdateType.ExpirationRan = _kind("ExpirationRan")  # type: ignore[attr-defined]
+UpdateType.FeatureFlagChanged = _kind("FeatureFlagChanged", "id", "new_value")  # type: ignore[attr-defined]
+
+#: floe's snake-case ``type`` names (the native ops log) to the kinds.
+_KINDS: dict[str, type[UpdateType]] = {
+    "repo_initialized": UpdateType.RepoInitialized,  # type: ignore[attr-defined]
+    "repo_migrated": UpdateType.RepoMigrated,  # type: ignore[attr-defined]
+    "repo_status_changed": UpdateType.RepoStatusChanged,  # type: ignore[attr-defined]
+    "config_changed": UpdateType.ConfigChanged,  # type: ignore[attr-defined]
+    "metadata_changed": UpdateType.MetadataChanged,  # type: ignore[attr-defined]
+    "tag_created": UpdateType.TagCreated,  # type: ignore[attr-defined]
+    "tag_deleted": UpdateType.TagDeleted,  # type: ignore[attr-defined]
+    "branch_created": UpdateType.BranchCreated,  # type: ignore[attr-defined]
+    "branch_deleted": UpdateType.BranchDeleted,  # type: ignore[attr-defined]
+    "branch_reset": UpdateType.BranchReset,  # type: ignore[attr-defined]
+    "new_commit": UpdateType.NewCommit,  # type: ignore[attr-defined]
+    "commit_amended": UpdateType.CommitAmended,  # type: ignore[attr-defined]
+    "new_detached_snapshot": UpdateType.NewDetachedSnapshot,  # type: ignore[attr-defined]
+    "gc_ran": UpdateType.GCRan,  # type: ignore[attr-defined]
+    "expiration_ran": UpdateType.ExpirationRan,  # type: ignore[attr-defined]
+    "feature_flag_changed": UpdateType.FeatureFlagChanged,  # type: ignore[attr-defined]
+}
+
+
+def _micros(value: int) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(value / 1_000_000, tz=datetime.UTC)
+
+
+class Update:
+    """One ops-log entry: ``kind`` (an ``UpdateType`` instance), ``updated_at``
+    (a UTC datetime) and ``backup_path`` (the ``overwritten/`` copy of the ``repo``
+    object that holds it, ``None`` for the newest entries)."""
+
+    __slots__ = ("kind", "updated_at", "backup_path")
+
+    def __init__(self, kind: UpdateType, updated_at: datetime.datetime, backup_path: str | None):
+        self.kind = kind
+        self.updated_at = updated_at
+        self.backup_path = backup_path
+
+    @classmethod
+    def _from_native(cls, raw: dict[str, Any]) -> "Update":
+        raw = dict(raw)
+        name = raw.pop("type")
+        updated_at = _micros(raw.pop("updated_at"))
+        backup_path = raw.pop("backup_path", None)
+        kind_cls = _KINDS.get(name)
+        if kind_cls is None:
+            kind_cls = _kind("".join(p.title() for p in name.split("_")))
+        if kind_cls is UpdateType.RepoStatusChanged and isinstance(raw.get("status"), dict):  # type: ignore[attr-defined]
+            from floe.repository import RepoAvailability, RepoStatus
+
+            st = raw["status"]
+            raw["status"] = RepoStatus(
+                RepoAvailability(st["availability"]), st.get("reason"), _micros(st["set_at"])
+            )
+        if kind_cls is UpdateType.FeatureFlagChanged:  # type: ignore[attr-defined]
+            # Icechunk: new_value is None when the flag went back to its default.
+            raw["new_value"] = raw["new_value"] if raw.pop("is_set", True) else None
+        return cls(kind_cls(**raw), updated_at, backup_path)
+
+    def _fields(self) -> list[tuple[str, object]]:
+        return [
+            ("kind", repr(self.kind)),
+            ("updated_at", repr(self.updated_at)),
+            ("backup_path", self.backup_path),
+        ]
+
+    def __repr__(self) -> str:
+        return text_block(qualified("ops.Update"), self._fields())
+
+    __str__ = __repr__
+
+    def _repr_html_(self) -> str:
+        return html_block(qualified("ops.Update"), self._fields())
+
+
+class GCSummary:
+    """What ``Repository.garbage_collect`` deleted (or, in a dry run, would
+    delete), as Icechunk's ``GCSummary``: ``bytes_deleted`` and the counts
+    ``chunks_deleted``, ``manifests_deleted``, ``snapshots_deleted``,
+    ``attributes_deleted``, ``transaction_logs_deleted``. Also readable as a
+    mapping (``summary["chunks_deleted"]``), as floe's earlier dict was."""
+
+    _FIELDS = (
+        "bytes_deleted",
+        "chunks_deleted",
+        "manifests_deleted",
+        "snapshots_deleted",
+        "attributes_deleted",
+        "transaction_logs_deleted",
+    )
+    __slots__ = _FIELDS
+
+    def __init__(self, **counts: int):
+        for name in self._FIELDS:
+            setattr(self, name, int(counts.get(name, 0)))
+
+    def __getitem__(self, name: str) -> int:
+        if name not in self._FIELDS:
+            raise KeyError(name)
+        return getattr(self, name)
+
+    def keys(self) -> tuple[str, ...]:
+        return self._FIELDS
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, dict):
+            return dict(self._fields()) == other
+        return isinstance(other, GCSummary) and self._fields() == other._fields()
+
+    def _fields(self) -> list[tuple[str, object]]:
+        return [(n, getattr(self, n)) for n in self._FIELDS]
+
+    def __repr__(self) -> str:
+        return text_block(qualified("ops.GCSummary"), self._fields())
+
+    __str__ = __repr__
+
+    def _repr_html_(self) -> str:
+        return html_block(qualified("ops.GCSummary"), self._fields())

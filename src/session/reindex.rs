@@ -1,0 +1,178 @@
+//! Moving chunks of an array within its chunk grid without copying their bytes
+//! (Icechunk 2.3.0's `Session.shift_array` and `Session.reindex_array`), and
+//! flushing a session to a snapshot no branch points to (`Session.flush`).
+//!
+//! A move re-points chunk refs: the ref (inline bytes, native object, virtual
+//! range) at one grid index is recorded at another, as an uncommitted change of
+//! the session; no chunk object is read or written. The whole plan is computed
+//! from the session's current refs before anything is staged, so a mapping that
+//! fails (or names an index outside the grid) leaves the session unchanged.
+
+use crate::error::{Error, Result};
+use crate::format::manifest::ChunkPayload;
+use crate::format::snapshot::DimensionShape;
+use crate::format::{ChunkIndices, NodePath, SnapshotId};
+use std::collections::{BTreeMap, HashSet};
+
+use super::overlay::index_in_bounds;
+use super::{commit, Session};
+
+/// A map from one chunk grid index to another; `Ok(None)`: no image (the chunk is
+/// dropped, or for a backward map, the index is cleared). An error aborts the
+/// whole operation before anything is staged.
+pub type ChunkIndexMap<'a> = &'a (dyn Fn(&[u64]) -> Result<Option<ChunkIndices>> + Sync);
+
+/// `index + offset`, when it lies in a grid of `grid` chunks per dimension.
+fn shifted(index: &[u64], offset: &[i64], grid: &[u64]) -> Option<ChunkIndices> {
+    index
+        .iter()
+        .zip(offset)
+        .zip(grid)
+        .map(|((&i, &o), &n)| {
+            let moved = i128::from(i) + i128::from(o);
+            u64::try_from(moved).ok().filter(|m| *m < n)
+        })
+        .collect()
+}
+
+impl Session {
+    /// Moves every chunk of the array at `path` by `offset` chunks along each
+    /// dimension (Icechunk's `shift_array`): the chunk at index `i` is afterwards at
+    /// `i + offset`; chunks moved past the grid's edge are dropped, and the
+    /// positions nothing moved into read as the fill value. Refs move, bytes are not
+    /// copied. A zero offset changes nothing.
+    ///
+    /// # Errors
+    /// [`Error::ReadOnlySession`]; [`Error::NodeNotFound`], [`Error::NotAnArray`];
+    /// [`Error::InvalidChunkIndex`] when `offset` has another rank than the array;
+    /// [`Error::InvalidNodeMetadata`] for a rectilinear (irregular) chunk grid, which
+    /// a shift would corrupt; storage and format errors reading manifests.
+    pub async fn shift_array(&self, path: &NodePath, offset: &[i64]) -> Result<()> {
+        self.check_writable()?;
+        let node = self.get_node(path)?;
+        let Some(array) = node.array() else {
+            return Err(Error::NotAnArray { path: path.clone() });
+        };
+        if offset.len() != array.shape.len() {
+            return Err(Error::InvalidChunkIndex {
+                path: path.clone(),
+                index: offset.iter().map(|o| o.unsigned_abs()).collect(),
+            });
+        }
+        if offset.iter().all(|&o| o == 0) {
+            return Ok(());
+        }
+        let grid: Vec<u64> = array.shape.iter().map(DimensionShape::num_chunks).collect();
+        let negated: Vec<i64> = offset.iter().map(|o| o.saturating_neg()).collect();
+        let forward = |i: &[u64]| Ok(shifted(i, offset, &grid));
+        let backward = |i: &[u64]| Ok(shifted(i, &negated, &grid));
+        self.reindex_array(path, &forward, Some(&backward)).await
+    }
+
+    /// Re-indexes the chunks of the array at `path` (Icechunk's `reindex_array`):
+    /// every chunk that has a ref at index `i` is recorded at `forward(i)` (dropped
+    /// when `None`); refs move, bytes are not copied. Without `backward`, positions
+    /// no chunk moved into keep what they held ("stale" chunks). With `backward`
+    /// (the inverse map), each such vacated position `v` gets the chunk at
+    /// `backward(v)`, or is cleared (reads as the fill value) when that is `None` or
+    /// holds no chunk.
+    ///
+    /// # Errors
+    /// As [`Session::shift_array`]; [`Error::InvalidChunkIndex`] when a map returns
+    /// an index outside the grid; any error a map returns. On error nothing is
+    /// staged.
+    pub async fn reindex_array(
+        &self,
+        path: &NodePath,
+        forward: ChunkIndexMap<'_>,
+        backward: Option<ChunkIndexMap<'_>>,
+    ) -> Result<()> {
+        self.check_writable()?;
+        let node = self.get_node(path)?;
+        let Some(array) = node.array() else {
+            return Err(Error::NotAnArray { path: path.clone() });
+        };
+        let shape = array.shape.clone();
+        let refs: BTreeMap<ChunkIndices, ChunkPayload> =
+            self.chunk_refs(path).await?.into_iter().collect();
+        let check = |index: ChunkIndices| {
+            if index_in_bounds(&shape, &index) {
+                Ok(index)
+            } else {
+                Err(Error::InvalidChunkIndex {
+                    path: path.clone(),
+                    index,
+                })
+            }
+        };
+        let mut plan: BTreeMap<ChunkIndices, Option<ChunkPayload>> = BTreeMap::new();
+        for (index, payload) in &refs {
+            if let Some(target) = forward(index)? {
+                plan.insert(check(target)?, Some(payload.clone()));
+            }
+        }
+        if let Some(backward) = backward {
+            let targets: HashSet<&ChunkIndices> = plan.keys().collect();
+            let vacated: Vec<ChunkIndices> = refs
+                .keys()
+                .filter(|i| !targets.contains(i))
+                .cloned()
+                .collect();
+            for index in vacated {
+                let source = match backward(&index)? {
+                    Some(source) => refs.get(&check(source)?).cloned(),
+                    None => None,
+                };
+                plan.insert(index, source);
+            }
+        }
+        self.set_chunk_refs(path, plan)
+    }
+
+    /// Writes the session's changes as a snapshot whose parent is the session's base,
+    /// without moving any branch (Icechunk's `Session.flush`); returns its id. Spec 2
+    /// lists it in the `repo` object (a detached snapshot), so
+    /// [`crate::Repository::reset_branch`] and tags can point to it. The session
+    /// continues from that snapshot.
+    ///
+    /// # Errors
+    /// [`Error::ReadOnlySession`], [`Error::ForkCannotCommit`]; storage and format
+    /// errors.
+    pub async fn flush(
+        &self,
+        message: &str,
+        metadata: BTreeMap<String, serde_json::Value>,
+    ) -> Result<SnapshotId> {
+        self.commit_branch()?;
+        self.commit_guarded(|base, changes| async move {
+            let ctx = &self.inner.ctx;
+            let snapshot = commit::flush(
+                &ctx.assets,
+                &ctx.manifest_layouts,
+                &base,
+                &changes,
+                SnapshotId::random(),
+                message,
+                metadata,
+                commit::CommitMethod::NewCommit,
+            )
+            .await?;
+            ctx.refs.record_detached(&snapshot).await?;
+            Ok(snapshot)
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shifted;
+
+    #[test]
+    fn shifted_stays_in_grid() {
+        assert_eq!(shifted(&[3], &[-4], &[25]), None);
+        assert_eq!(shifted(&[4], &[-4], &[25]), Some(vec![0]));
+        assert_eq!(shifted(&[21], &[4], &[25]), None);
+        assert_eq!(shifted(&[1, 2], &[1, -2], &[3, 3]), Some(vec![2, 0]));
+    }
+}
