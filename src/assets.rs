@@ -32,12 +32,12 @@ pub struct AssetManager {
     /// The zstd level it writes them at (the config's `compression.level`; 0 when
     /// the config sets none and each file type has its default).
     level: AtomicI32,
-    snapshots: Cache<SnapshotId, Arc<Snapshot>>,
+    snapshots: Cache<SnapshotId, Arc<Snapshot>, SizeWeight>,
     /// Commit facts of snapshots read without their node table, weighed by
     /// [`HeaderWeight`].
     headers: Cache<SnapshotId, Arc<SnapshotHeader>, HeaderWeight>,
-    manifests: Cache<ManifestId, Arc<Manifest>>,
-    transaction_logs: Cache<SnapshotId, Arc<TransactionLog>>,
+    manifests: Cache<ManifestId, Arc<Manifest>, SizeWeight>,
+    transaction_logs: Cache<SnapshotId, Arc<TransactionLog>, SizeWeight>,
     /// Spec 2: parent links from the latest `repo` object read (snapshot files do
     /// not hold them).
     parents: RwLock<HashMap<SnapshotId, Option<SnapshotId>>>,
@@ -64,6 +64,76 @@ impl quick_cache::Weighter<SnapshotId, Arc<SnapshotHeader>> for HeaderWeight {
         // Metadata: its names and a guess for each value.
         let metadata: usize = h.metadata.keys().map(|k| k.len() + 64).sum();
         u64::try_from(256 + h.message.len() + files + metadata).unwrap_or(u64::MAX)
+    }
+}
+
+/// The cache sizes of an [`AssetManager`] (the repository configuration's `caching`,
+/// Icechunk's `CachingConfig`): `None` keeps floe's default, a count of objects
+/// (512 snapshots, 256 manifests, 512 transaction logs); `Some(n)` bounds the cache
+/// by content instead, as Icechunk does: snapshot nodes, manifest chunk refs,
+/// transaction-log changes (0 caches none).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheSizes {
+    /// Nodes of the cached snapshots.
+    pub snapshot_nodes: Option<u64>,
+    /// Chunk refs of the cached manifests.
+    pub chunk_refs: Option<u64>,
+    /// Changes of the cached transaction logs.
+    pub transaction_changes: Option<u64>,
+}
+
+/// The weight of a cached object: 1 (a count of objects) or, with `by_size`, its
+/// size in the unit of [`CacheSizes`] (at least 1).
+#[derive(Clone, Copy, Debug)]
+struct SizeWeight {
+    by_size: bool,
+}
+
+/// The size of a cached object in the unit [`CacheSizes`] bounds it by.
+trait CacheSize {
+    fn cache_size(&self) -> usize;
+}
+
+impl CacheSize for Snapshot {
+    fn cache_size(&self) -> usize {
+        self.nodes.len()
+    }
+}
+
+impl CacheSize for Manifest {
+    fn cache_size(&self) -> usize {
+        self.num_chunk_refs()
+    }
+}
+
+impl CacheSize for TransactionLog {
+    fn cache_size(&self) -> usize {
+        self.len()
+    }
+}
+
+impl<K, V: CacheSize> quick_cache::Weighter<K, Arc<V>> for SizeWeight {
+    fn weight(&self, _: &K, v: &Arc<V>) -> u64 {
+        if self.by_size {
+            u64::try_from(v.cache_size()).unwrap_or(u64::MAX).max(1)
+        } else {
+            1
+        }
+    }
+}
+
+/// A cache of `default` objects, or of `size` units of content when set.
+fn sized_cache<K: Eq + std::hash::Hash, V: CacheSize>(
+    default: usize,
+    size: Option<u64>,
+) -> Cache<K, Arc<V>, SizeWeight> {
+    match size {
+        None => Cache::with_weighter(default, default as u64, SizeWeight { by_size: false }),
+        Some(units) => Cache::with_weighter(
+            usize::try_from(units.min(4096)).unwrap_or(4096).max(1),
+            units,
+            SizeWeight { by_size: true },
+        ),
     }
 }
 
@@ -125,14 +195,20 @@ impl AssetManager {
     /// A manager over `storage` with default cache sizes, writing files of spec
     /// version `spec` (the repository's).
     pub fn for_spec(storage: Arc<dyn Storage>, spec: SpecVersion) -> Self {
+        Self::with_cache_sizes(storage, spec, CacheSizes::default())
+    }
+
+    /// A manager over `storage` writing files of spec version `spec`, with caches of
+    /// the given sizes (the repository configuration's `caching`).
+    pub fn with_cache_sizes(storage: Arc<dyn Storage>, spec: SpecVersion, sizes: CacheSizes) -> Self {
         AssetManager {
             storage,
             spec,
             level: AtomicI32::new(0),
-            snapshots: Cache::new(512),
+            snapshots: sized_cache(512, sizes.snapshot_nodes),
             headers: Cache::with_weighter(16_384, HEADER_CACHE_BYTES, HeaderWeight),
-            manifests: Cache::new(256),
-            transaction_logs: Cache::new(512),
+            manifests: sized_cache(256, sizes.chunk_refs),
+            transaction_logs: sized_cache(512, sizes.transaction_changes),
             parents: RwLock::new(HashMap::new()),
             repo_cache: RwLock::new(None),
         }

@@ -12,9 +12,11 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::assets::{AssetManager, ParentWalk};
+use crate::assets::{AssetManager, CacheSizes, ParentWalk};
 use crate::error::{Error, Result};
-use crate::format::config::{RepositoryConfig, VirtualChunkContainer, CONFIG_KEY};
+use crate::format::config::{
+    ManifestPreloadCondition, RepositoryConfig, VirtualChunkContainer, CONFIG_KEY,
+};
 use crate::format::keys;
 use crate::format::repo_info::{
     Availability, FeatureFlag, RepoInfo, RepoStatus, RepoUpdate, SnapshotSummary, UpdateKind,
@@ -147,6 +149,17 @@ impl OpenOptions {
             Some(d) => resolver.with_read_deadline(d),
             None => resolver,
         }
+    }
+}
+
+/// The cache sizes a configuration's `caching` asks for (unset fields: floe's
+/// defaults).
+fn cache_sizes(config: &RepositoryConfig) -> CacheSizes {
+    let c = config.caching();
+    CacheSizes {
+        snapshot_nodes: c.num_snapshot_nodes,
+        chunk_refs: c.num_chunk_refs,
+        transaction_changes: c.num_transaction_changes,
     }
 }
 
@@ -300,7 +313,11 @@ impl Repository {
             location: storage.root_url(),
         };
         let config = config.unwrap_or_default();
-        let assets = Arc::new(AssetManager::for_spec(Arc::clone(&storage), spec));
+        let assets = Arc::new(AssetManager::with_cache_sizes(
+            Arc::clone(&storage),
+            spec,
+            cache_sizes(&config),
+        ));
         let initial = Arc::new(Snapshot::initial(spec));
         let mut version = None;
         match spec {
@@ -358,6 +375,23 @@ impl Repository {
     /// [`Error::RepositoryNotFound`]; [`Error::Format`] for a corrupt `config.yaml` or
     /// `repo` object; storage errors.
     pub async fn open_with(storage: Arc<dyn Storage>, options: OpenOptions) -> Result<Self> {
+        Self::open_configured(storage, options, None).await
+    }
+
+    /// Opens an existing repository with `overrides` merged over its stored
+    /// configuration ([`RepositoryConfig::merge`], as Icechunk's `Repository.open`
+    /// with a `config`): the repository works with the merged configuration (its
+    /// caches, compression, manifest layout and preloading), and
+    /// [`Repository::config`] returns it; nothing is written until
+    /// [`Repository::save_config`].
+    ///
+    /// # Errors
+    /// As [`Repository::open_with`].
+    pub async fn open_configured(
+        storage: Arc<dyn Storage>,
+        options: OpenOptions,
+        overrides: Option<RepositoryConfig>,
+    ) -> Result<Self> {
         // One round trip: the `repo` object (spec 2) is read whole rather than probed,
         // and the spec-1 markers (`config.yaml`, the `main` ref) beside it.
         fn found<T>(r: std::result::Result<T, StorageError>) -> Result<Option<T>> {
@@ -367,6 +401,10 @@ impl Repository {
                 Err(e) => Err(Error::from(e)),
             }
         }
+        let merged = |stored: RepositoryConfig| match &overrides {
+            Some(o) => stored.merge(o),
+            None => stored,
+        };
         let main_ref = keys::branch("main");
         let (repo, config, main) = futures::join!(
             storage.get(keys::SPEC2_REPO),
@@ -375,10 +413,21 @@ impl Repository {
         );
         if let Some(repo) = found(repo)? {
             let spec = SpecVersion::V2;
-            let assets = Arc::new(AssetManager::for_spec(Arc::clone(&storage), spec));
-            // The same manager keeps the object and the parent links it holds.
-            let (_, info, version) = assets.admit_repo_object(repo).await?;
-            return Self::build(spec, storage, assets, info.config.clone(), version, options);
+            // Decoded first, then handed to the manager sized by its configuration,
+            // which keeps the object and the parent links it holds.
+            let probe = AssetManager::for_spec(Arc::clone(&storage), spec);
+            let (bytes, info, version) = probe.admit_repo_object(repo).await?;
+            let config = merged(info.config.clone());
+            let assets = Arc::new(AssetManager::with_cache_sizes(
+                Arc::clone(&storage),
+                spec,
+                cache_sizes(&config),
+            ));
+            assets.learn_parents(&info);
+            if let Some(v) = &version {
+                assets.remember_repo_object(v.clone(), bytes, info);
+            }
+            return Self::build(spec, storage, assets, config, version, options);
         }
         if found(main)?.is_none() {
             return Err(Error::RepositoryNotFound {
@@ -386,12 +435,62 @@ impl Repository {
             });
         }
         let spec = SpecVersion::V1;
-        let assets = Arc::new(AssetManager::for_spec(Arc::clone(&storage), spec));
         let (config, version) = match found(config)? {
             Some(v) => (RepositoryConfig::parse(&v.bytes)?, v.version),
             None => (RepositoryConfig::default(), None),
         };
+        let config = merged(config);
+        let assets = Arc::new(AssetManager::with_cache_sizes(
+            Arc::clone(&storage),
+            spec,
+            cache_sizes(&config),
+        ));
         Self::build(spec, storage, assets, config, version, options)
+    }
+
+    /// The stored configuration of the repository in `storage` (Icechunk's
+    /// `Repository.fetch_config`): `config.yaml` in spec 1, the `repo` object's in
+    /// spec 2; `None` when the repository stores none (a default configuration).
+    ///
+    /// # Errors
+    /// [`Error::RepositoryNotFound`]; [`Error::Format`] for a corrupt configuration;
+    /// storage errors.
+    pub async fn fetch_config(storage: Arc<dyn Storage>) -> Result<Option<RepositoryConfig>> {
+        let repo = Self::open(storage).await?;
+        let (stored, version) = {
+            let state = repo.config_state();
+            (state.config.clone(), state.version.clone())
+        };
+        let absent = match repo.spec_version() {
+            SpecVersion::V1 => version.is_none() && stored.is_default(),
+            SpecVersion::V2 => stored.is_default(),
+        };
+        Ok((!absent).then_some(stored))
+    }
+
+    /// This repository with `overrides` merged over its current configuration (as
+    /// Icechunk's `Repository.reopen`): shares its storage and caches; nothing is
+    /// written until [`Repository::save_config`].
+    ///
+    /// # Errors
+    /// [`Error::Format`] for malformed virtual chunk containers.
+    pub fn reopen(&self, overrides: Option<&RepositoryConfig>) -> Result<Self> {
+        let (config, version) = {
+            let state = self.config_state();
+            let config = match overrides {
+                Some(o) => state.config.merge(o),
+                None => state.config.clone(),
+            };
+            (config, state.version.clone())
+        };
+        Self::build(
+            self.inner.spec,
+            Arc::clone(&self.inner.storage),
+            Arc::clone(&self.inner.assets),
+            config,
+            version,
+            self.inner.options.clone(),
+        )
     }
 
     /// Opens the repository (of either spec version), creating one of spec version
@@ -968,6 +1067,7 @@ impl Repository {
     pub async fn readonly_session(&self, selector: &VersionSelector) -> Result<Session> {
         let id = self.resolve(selector).await?;
         let snap = self.inner.assets.fetch_snapshot(&id).await?;
+        self.preload_manifests(&snap);
         Ok(Session::read_only(self.session_context(), snap))
     }
 
@@ -998,6 +1098,7 @@ impl Repository {
     pub async fn writable_session(&self, branch: &str) -> Result<Session> {
         let id = self.lookup_branch(branch).await?;
         let snap = self.inner.assets.fetch_snapshot(&id).await?;
+        self.preload_manifests(&snap);
         Ok(Session::on_branch(
             self.session_context(),
             snap,
@@ -1015,6 +1116,60 @@ impl Repository {
     /// repository; storage and format errors.
     pub async fn fork_from_bytes(&self, bytes: &[u8]) -> Result<Session> {
         Session::from_fork_bytes(self.session_context(), bytes).await
+    }
+
+    /// Starts fetching, in the background, the manifests of `snap` that the
+    /// configuration's `manifest.preload` selects (Icechunk's preloading when a
+    /// session opens): arrays in path order, at most `max_arrays_to_scan` of them,
+    /// each manifest whose chunk refs fit in what is left of `max_total_refs` and
+    /// that `preload_if` accepts. Failures are only logged: a preload is a hint.
+    fn preload_manifests(&self, snap: &Arc<Snapshot>) {
+        let preload = self.config_state().config.manifest().preload();
+        let condition = preload.preload_if();
+        let budget = preload.max_total_refs();
+        if budget == 0 || condition == ManifestPreloadCondition::False {
+            return;
+        }
+        let max_arrays = usize::try_from(preload.max_arrays_to_scan()).unwrap_or(usize::MAX);
+        let mut picked: Vec<(crate::format::ManifestId, u64)> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        let mut refs: u32 = 0;
+        for (path, array) in snap
+            .nodes
+            .iter()
+            .filter_map(|(p, n)| Some((p, n.array()?)))
+            .take(max_arrays)
+        {
+            for m in &array.manifests {
+                let Some(info) = snap.manifest_info(&m.object_id) else {
+                    continue;
+                };
+                if seen.contains(&m.object_id) {
+                    continue;
+                }
+                let total = refs.saturating_add(info.num_chunk_refs);
+                if total <= budget && condition.matches(path, info.num_chunk_refs) {
+                    seen.insert(m.object_id);
+                    refs = total;
+                    picked.push((m.object_id, info.size_bytes));
+                }
+            }
+        }
+        if picked.is_empty() {
+            return;
+        }
+        let assets = Arc::clone(&self.inner.assets);
+        tokio::spawn(async move {
+            let fetches = picked.iter().map(|(id, size)| {
+                let assets = &assets;
+                async move {
+                    if let Err(e) = assets.fetch_manifest(id, Some(*size)).await {
+                        tracing::debug!(manifest = %id, error = %e, "preloading a manifest failed");
+                    }
+                }
+            });
+            futures::future::join_all(fetches).await;
+        });
     }
 
     /// What a new session uses of this repository: its caches (and through them its

@@ -24,7 +24,25 @@ from __future__ import annotations
 
 import sys
 
-from floe.config import CompressionConfig, RepositoryConfig
+from floe.config import (
+    CachingConfig,
+    CompressionAlgorithm,
+    CompressionConfig,
+    ManifestConfig,
+    ManifestPreloadCondition,
+    ManifestPreloadConfig,
+    ManifestSplitCondition,
+    ManifestSplitDimCondition,
+    ManifestSplittingConfig,
+    ManifestVirtualChunkLocationCompressionConfig,
+    ObjectStoreConfig,
+    RepoUpdateRetryConfig,
+    RepositoryConfig,
+    VirtualChunkContainer,
+    http_store,
+    local_filesystem_store,
+    s3_store,
+)
 from floe.conflicts import BasicConflictSolver, ConflictDetector, VersionSelection
 from floe.diff import Diff
 from floe.exceptions import (
@@ -43,7 +61,22 @@ from floe.store import FloeStore, IcechunkStore
 
 __all__ = [
     "BasicConflictSolver",
+    "CachingConfig",
+    "CompressionAlgorithm",
     "CompressionConfig",
+    "ManifestConfig",
+    "ManifestPreloadCondition",
+    "ManifestPreloadConfig",
+    "ManifestSplitCondition",
+    "ManifestSplitDimCondition",
+    "ManifestSplittingConfig",
+    "ManifestVirtualChunkLocationCompressionConfig",
+    "ObjectStoreConfig",
+    "RepoUpdateRetryConfig",
+    "VirtualChunkContainer",
+    "http_store",
+    "local_filesystem_store",
+    "s3_store",
     "ConflictDetector",
     "ConflictError",
     "Diff",

@@ -1,10 +1,1356 @@
-"""Repository configuration, as Icechunk's ``icechunk.config``: ``RepositoryConfig``
-(inline chunk threshold, compression) and ``CompressionConfig`` (zstd level).
+"""Repository configuration, as Icechunk's ``icechunk.config``.
 
-A configuration is passed to ``Repository.create``, read from ``Repository.config``
-and stored with ``Repository.save_config``.
+``RepositoryConfig`` and its sections (``CompressionConfig``, ``CachingConfig``,
+``ManifestConfig`` with ``ManifestPreloadConfig`` / ``ManifestPreloadCondition`` and
+``ManifestSplittingConfig`` / ``ManifestSplitCondition`` / ``ManifestSplitDimCondition``,
+``ManifestVirtualChunkLocationCompressionConfig``, ``RepoUpdateRetryConfig``), and, as
+far as a configuration holds them, ``VirtualChunkContainer`` and ``ObjectStoreConfig``.
+
+These are plain values: pass one to ``Repository.create(config=)`` or
+``Repository.open(config=)`` (merged over the stored configuration, as Icechunk does),
+read the repository's from ``Repository.config``, store it with
+``Repository.save_config()``. Every field is optional; an unset field (``None``) takes
+Icechunk's default, which ``str()`` shows as ``(default)``. Nested sections are held by
+reference, so ``config.compression.level = 2`` changes ``config``.
+
+The engine checks, stores and applies them: the format (``config.yaml`` in spec 1, the
+``repo`` object in spec 2) is written by floe's Rust core, byte-compatible with
+Icechunk 2.3. Each class compares by value, pickles, and has Icechunk's three displays:
+``repr`` (executable: ``eval`` gives an equal value, with the package under the name it
+was imported as), ``str`` (with effective defaults) and ``_repr_html_``.
 """
 
-from floe._floe import CompressionConfig, RepositoryConfig
+from __future__ import annotations
 
-__all__ = ["CompressionConfig", "RepositoryConfig"]
+import enum
+import html
+import json
+import sys
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+__all__ = [
+    "CachingConfig",
+    "CompressionAlgorithm",
+    "CompressionConfig",
+    "ManifestConfig",
+    "ManifestPreloadCondition",
+    "ManifestPreloadConfig",
+    "ManifestSplitCondition",
+    "ManifestSplitDimCondition",
+    "ManifestSplittingConfig",
+    "ManifestVirtualChunkLocationCompressionConfig",
+    "ObjectStoreConfig",
+    "RepoUpdateRetryConfig",
+    "RepositoryConfig",
+    "VirtualChunkContainer",
+    "http_store",
+    "local_filesystem_store",
+    "s3_store",
+]
+
+
+def _package() -> str:
+    """The name the package is known by where a repr is evaluated: ``icechunk`` after
+    ``floe.install_as_icechunk()``, ``floe`` otherwise."""
+    floe = sys.modules.get("floe")
+    return "icechunk" if floe is not None and sys.modules.get("icechunk") is floe else "floe"
+
+
+def _lit(value: Any) -> str:
+    """A Python literal for a field value, strings in double quotes (as Icechunk)."""
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, (list, tuple)):
+        inner = ", ".join(_lit(v) for v in value)
+        return f"[{inner}]" if isinstance(value, list) else f"({inner}{',' if len(value) == 1 else ''})"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_lit(k)}: {_lit(v)}" for k, v in value.items()) + "}"
+    return repr(value)
+
+
+def _indent(text: str, by: str = "    ") -> str:
+    return "\n".join(by + line if line else line for line in text.split("\n"))
+
+
+# Default-valued displays: what `str` shows for an unset field.
+_CSS_CLASS = "icechunk-repr"
+
+
+class _Section:
+    """Common behaviour of configuration sections: value equality, the three
+    displays. Subclasses list ``_FIELDS`` (display order) and ``_DEFAULTS`` (effective
+    defaults of unset scalar fields, shown by ``str``) and ``_NESTED`` (field → class
+    whose default instance ``str`` expands when the field is unset)."""
+
+    _FIELDS: tuple[str, ...] = ()
+    _DEFAULTS: dict[str, Any] = {}
+    _NESTED: dict[str, type] = {}
+    _MODULE = "config"
+
+    def _qualname(self) -> str:
+        return f"{_package()}.{self._MODULE}.{type(self).__qualname__}"
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return all(getattr(self, f) == getattr(other, f) for f in self._FIELDS)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as Icechunk's
+
+    def __repr__(self) -> str:
+        lines = [f"{self._qualname()}("]
+        for f in self._FIELDS:
+            lines.append(_indent(f"{f}={_lit(getattr(self, f))},"))
+        lines.append(")")
+        return "\n".join(lines)
+
+    def _str_value(self, field: str) -> str:
+        value = getattr(self, field)
+        if value is None:
+            if field in self._NESTED:
+                return "\n" + _indent(str(self._NESTED[field]()))
+            if field in self._DEFAULTS:
+                return f" {self._DEFAULTS[field]} (default)"
+            return " None"
+        if isinstance(value, _Section) or hasattr(value, "_repr_html_") and not isinstance(
+            value, (_Condition, enum.Enum)
+        ):
+            return "\n" + _indent(str(value))
+        if isinstance(value, dict) and value and all(isinstance(v, _Section) for v in value.values()):
+            return "".join(f"\n    {k}:\n" + _indent(str(v), "        ") for k, v in value.items())
+        if isinstance(value, enum.Enum):
+            return f" {value.name}"
+        return f" {_lit(value)}" if not isinstance(value, str) else f" {value}"
+
+    def __str__(self) -> str:
+        lines = [f"<{self._qualname()}>"]
+        for f in self._FIELDS:
+            lines.append(f"{f}:{self._str_value(f)}")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        rows = [f'<div class="{_CSS_CLASS}">', f'  <div class="icechunk-header">{html.escape(self._qualname())}</div>']
+        for f in self._FIELDS:
+            value = getattr(self, f)
+            nested = value if value is not None else (self._NESTED[f]() if f in self._NESTED else None)
+            if nested is not None and hasattr(nested, "_repr_html_") and not isinstance(
+                nested, (_Condition, enum.Enum)
+            ):
+                rows.append(f"  <details>\n    <summary>{html.escape(f)}</summary>\n{nested._repr_html_()}\n  </details>")
+            elif isinstance(value, dict) and value:
+                inner = "".join(
+                    f"<details><summary>{html.escape(str(k))}</summary>{v._repr_html_() if hasattr(v, '_repr_html_') else html.escape(repr(v))}</details>"
+                    for k, v in value.items()
+                )
+                rows.append(f"  <details>\n    <summary>{html.escape(f)}</summary>\n{inner}\n  </details>")
+            else:
+                shown = self._str_value(f).strip()
+                rows.append(
+                    f'  <div class="icechunk-field"><span class="icechunk-field-name">{html.escape(f)}:</span> '
+                    f'<span class="icechunk-field-value">{html.escape(shown)}</span></div>'
+                )
+        rows.append("</div>")
+        return "\n".join(rows)
+
+
+def _opt_int(name: str, value: Any, *, minimum: int = 0, maximum: int | None = None) -> int | None:
+    """``value`` checked as an optional integer in ``[minimum, maximum]``."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int or None, got {type(value).__name__}")
+    if value < minimum or (maximum is not None and value > maximum):
+        bound = f"{minimum}..{maximum}" if maximum is not None else f">= {minimum}"
+        raise ValueError(f"{name} must be in {bound}, got {value}")
+    return value
+
+
+_U16 = 65_535
+_U32 = 4_294_967_295
+_U64 = 2**64 - 1
+
+
+# -- compression ------------------------------------------------------------------
+
+
+class _DefaultCallMeta(enum.EnumMeta):
+    """Lets ``CompressionAlgorithm()`` give the default member, as Icechunk's."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:  # noqa: D102
+        if not args and not kwargs:
+            return cls.default()
+        return super().__call__(*args, **kwargs)
+
+
+class CompressionAlgorithm(enum.Enum, metaclass=_DefaultCallMeta):
+    """The algorithm metadata files are compressed with: zstd, the only one the
+    Icechunk format defines."""
+
+    Zstd = 0
+
+    @staticmethod
+    def default() -> "CompressionAlgorithm":
+        """The default algorithm (zstd)."""
+        return CompressionAlgorithm.Zstd
+
+    def __repr__(self) -> str:
+        return f"{_package()}.config.CompressionAlgorithm.{self.name}"
+
+
+class CompressionConfig(_Section):
+    """How snapshots, manifests, transaction logs and the ``repo`` object are
+    compressed: ``algorithm`` (``CompressionAlgorithm.Zstd``; ``None``: the default)
+    at zstd ``level`` (1-22; ``None``: each file type's default, 3 for snapshots and
+    the ``repo`` object as Icechunk, 1 for manifests and transaction logs)."""
+
+    _FIELDS = ("algorithm", "level")
+    _DEFAULTS = {"algorithm": "Zstd", "level": 3}
+
+    def __init__(self, algorithm: CompressionAlgorithm | None = None, level: int | None = None):
+        self.algorithm = algorithm
+        self.level = level
+
+    @property
+    def algorithm(self) -> CompressionAlgorithm | None:
+        """The algorithm, ``None`` for the default (zstd)."""
+        return self._algorithm
+
+    @algorithm.setter
+    def algorithm(self, value: CompressionAlgorithm | str | None) -> None:
+        if isinstance(value, str):
+            if value.lower() != "zstd":
+                raise ValueError(f"compression algorithm {value!r}: only zstd is defined")
+            value = CompressionAlgorithm.Zstd
+        if value is not None and not isinstance(value, CompressionAlgorithm):
+            raise TypeError(f"algorithm must be a CompressionAlgorithm or None, got {value!r}")
+        self._algorithm = value
+
+    @property
+    def level(self) -> int | None:
+        """The zstd level (0-255 accepted as Icechunk; 0 and unset: the default; above
+        22: 22)."""
+        return self._level
+
+    @level.setter
+    def level(self, value: int | None) -> None:
+        self._level = _opt_int("level", value, maximum=255)
+
+    @staticmethod
+    def default() -> "CompressionConfig":
+        """A configuration with every field unset."""
+        return CompressionConfig()
+
+    def __repr__(self) -> str:
+        return f"{self._qualname()}(\n    algorithm={self.algorithm!r},\n    level={self.level!r},\n)"
+
+    def _to_plain(self) -> dict[str, Any]:
+        return {"algorithm": None if self.algorithm is None else "zstd", "level": self.level}
+
+    @classmethod
+    def _from_plain(cls, d: Mapping[str, Any]) -> "CompressionConfig":
+        algorithm = CompressionAlgorithm.Zstd if d.get("algorithm") is not None else None
+        return cls(algorithm=algorithm, level=d.get("level"))
+
+
+# -- caching ----------------------------------------------------------------------
+
+
+class CachingConfig(_Section):
+    """How much the repository keeps decoded in memory, shared by its sessions:
+    ``num_snapshot_nodes`` (nodes of cached snapshots, default 500,000),
+    ``num_chunk_refs`` (refs of cached manifests, default 15,000,000),
+    ``num_transaction_changes`` (changes of cached transaction logs, default 0),
+    ``num_bytes_attributes`` and ``num_bytes_chunks`` (default 0; floe keeps no
+    attribute or chunk cache, so these are stored only). floe applies the first three
+    when set; unset, it keeps its own count-based caches (512 snapshots, 256
+    manifests, 512 transaction logs)."""
+
+    _FIELDS = (
+        "num_snapshot_nodes",
+        "num_chunk_refs",
+        "num_transaction_changes",
+        "num_bytes_attributes",
+        "num_bytes_chunks",
+    )
+    _DEFAULTS = {
+        "num_snapshot_nodes": 500000,
+        "num_chunk_refs": 15000000,
+        "num_transaction_changes": 0,
+        "num_bytes_attributes": 0,
+        "num_bytes_chunks": 0,
+    }
+
+    def __init__(
+        self,
+        num_snapshot_nodes: int | None = None,
+        num_chunk_refs: int | None = None,
+        num_transaction_changes: int | None = None,
+        num_bytes_attributes: int | None = None,
+        num_bytes_chunks: int | None = None,
+    ):
+        self.num_snapshot_nodes = num_snapshot_nodes
+        self.num_chunk_refs = num_chunk_refs
+        self.num_transaction_changes = num_transaction_changes
+        self.num_bytes_attributes = num_bytes_attributes
+        self.num_bytes_chunks = num_bytes_chunks
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in self._FIELDS:
+            value = _opt_int(name, value, maximum=_U64)
+        object.__setattr__(self, name, value)
+
+    def _to_plain(self) -> dict[str, Any]:
+        return {f: getattr(self, f) for f in self._FIELDS}
+
+    @classmethod
+    def _from_plain(cls, d: Mapping[str, Any]) -> "CachingConfig":
+        return cls(**{f: d.get(f) for f in cls._FIELDS})
+
+
+# -- conditions -------------------------------------------------------------------
+
+
+class _Condition:
+    """A condition: an immutable value compared (and hashed) by its plain form."""
+
+    _KIND = ""
+
+    def __init__(self, plain: Any):
+        self._plain = plain
+
+    def _to_plain(self) -> Any:
+        return self._plain
+
+    def _key(self) -> str:
+        return json.dumps(self._plain, sort_keys=True)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self._key()))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self)._from_plain, (self._plain,))
+
+    @classmethod
+    def _from_plain(cls, plain: Any) -> Any:
+        return cls(plain)
+
+    def _call(self, method: str, *args: str) -> str:
+        return f"{_package()}.config.{type(self).__name__}.{method}({', '.join(args)})"
+
+    def __str__(self) -> str:
+        return repr(self)
+
+    def _regex_repr(self) -> str | None:
+        if isinstance(self._plain, dict):
+            (kind, value), = self._plain.items()
+            if kind in ("path_matches", "name_matches"):
+                return self._call(kind, json.dumps(value["regex"]))
+        return None
+
+    def _list_repr(self) -> str | None:
+        if isinstance(self._plain, dict):
+            (kind, value), = self._plain.items()
+            if kind in ("and", "or"):
+                inner = ", ".join(repr(type(self)(c)) for c in value)
+                return self._call(f"{kind}_conditions", f"[{inner}]")
+        return None
+
+
+def _conditions(kind: str, conditions: Iterable[_Condition], cls: type) -> Any:
+    items = list(conditions)
+    for c in items:
+        if not isinstance(c, cls):
+            raise TypeError(f"{kind}_conditions takes {cls.__name__} values, got {c!r}")
+    return cls({kind: [c._to_plain() for c in items]})
+
+
+def _regex(value: str) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"a regular expression must be a str, got {type(value).__name__}")
+    return value
+
+
+class ManifestPreloadCondition(_Condition):
+    """Which manifests a new session preloads: build with ``path_matches`` (regular
+    expression searched in the array's absolute path ``/a/b``), ``name_matches`` (in
+    its name), ``num_refs(from_refs, to_refs)`` (the manifest's refs in
+    ``[from_refs, to_refs)``, ``None`` for no bound), ``true()``, ``false()``,
+    ``and_conditions`` / ``or_conditions`` or the operators ``&`` and ``|``."""
+
+    @staticmethod
+    def or_conditions(conditions: list["ManifestPreloadCondition"]) -> "ManifestPreloadCondition":
+        """Holds when any of ``conditions`` holds."""
+        return _conditions("or", conditions, ManifestPreloadCondition)
+
+    @staticmethod
+    def and_conditions(conditions: list["ManifestPreloadCondition"]) -> "ManifestPreloadCondition":
+        """Holds when all of ``conditions`` hold."""
+        return _conditions("and", conditions, ManifestPreloadCondition)
+
+    @staticmethod
+    def path_matches(regex: str) -> "ManifestPreloadCondition":
+        """Holds when ``regex`` is found in the array's absolute path."""
+        return ManifestPreloadCondition({"path_matches": {"regex": _regex(regex)}})
+
+    @staticmethod
+    def name_matches(regex: str) -> "ManifestPreloadCondition":
+        """Holds when ``regex`` is found in the array's name (last path segment)."""
+        return ManifestPreloadCondition({"name_matches": {"regex": _regex(regex)}})
+
+    @staticmethod
+    def num_refs(from_refs: int | None, to_refs: int | None) -> "ManifestPreloadCondition":
+        """Holds when the manifest holds at least ``from_refs`` and fewer than
+        ``to_refs`` chunk refs (``None``: no bound)."""
+        lo = "Unbounded" if from_refs is None else {"Included": _opt_int("from_refs", from_refs, maximum=_U32)}
+        hi = "Unbounded" if to_refs is None else {"Excluded": _opt_int("to_refs", to_refs, maximum=_U32)}
+        return ManifestPreloadCondition({"num_refs": {"from": lo, "to": hi}})
+
+    @staticmethod
+    def true() -> "ManifestPreloadCondition":
+        """Always holds."""
+        return ManifestPreloadCondition("true")
+
+    @staticmethod
+    def false() -> "ManifestPreloadCondition":
+        """Never holds."""
+        return ManifestPreloadCondition("false")
+
+    def __and__(self, other: "ManifestPreloadCondition") -> "ManifestPreloadCondition":
+        return ManifestPreloadCondition.and_conditions([self, other])
+
+    def __or__(self, other: "ManifestPreloadCondition") -> "ManifestPreloadCondition":
+        return ManifestPreloadCondition.or_conditions([self, other])
+
+    def __repr__(self) -> str:
+        if self._plain in ("true", "false"):
+            return self._call(self._plain)
+        found = self._regex_repr() or self._list_repr()
+        if found:
+            return found
+        if isinstance(self._plain, dict) and "num_refs" in self._plain:
+            b = self._plain["num_refs"]
+
+            def bound(v: Any, upper: bool) -> str:
+                if v == "Unbounded":
+                    return "None"
+                (kind, n), = v.items()
+                # [from, to) in ints: an included upper or excluded lower bound moves by one.
+                shift = (kind == "Included") if upper else (kind == "Excluded")
+                return str(n + 1 if shift else n)
+
+            return self._call("num_refs", bound(b["from"], False), bound(b["to"], True))
+        return f"{type(self).__name__}({self._plain!r})"
+
+
+class ManifestSplitCondition(_Condition):
+    """Which arrays a splitting rule applies to: ``path_matches`` (regular expression
+    searched in the array's absolute path), ``name_matches`` (in its name),
+    ``AnyArray()``, ``and_conditions`` / ``or_conditions`` or ``&`` and ``|``."""
+
+    @staticmethod
+    def or_conditions(conditions: list["ManifestSplitCondition"]) -> "ManifestSplitCondition":
+        """Holds when any of ``conditions`` holds."""
+        return _conditions("or", conditions, ManifestSplitCondition)
+
+    @staticmethod
+    def and_conditions(conditions: list["ManifestSplitCondition"]) -> "ManifestSplitCondition":
+        """Holds when all of ``conditions`` hold."""
+        return _conditions("and", conditions, ManifestSplitCondition)
+
+    @staticmethod
+    def path_matches(regex: str) -> "ManifestSplitCondition":
+        """Holds when ``regex`` is found in the array's absolute path."""
+        return ManifestSplitCondition({"path_matches": {"regex": _regex(regex)}})
+
+    @staticmethod
+    def name_matches(regex: str) -> "ManifestSplitCondition":
+        """Holds when ``regex`` is found in the array's name."""
+        return ManifestSplitCondition({"name_matches": {"regex": _regex(regex)}})
+
+    @staticmethod
+    def AnyArray() -> "ManifestSplitCondition":  # noqa: N802  (Icechunk's name)
+        """Holds for every array."""
+        return ManifestSplitCondition("any_array")
+
+    any_array = AnyArray
+
+    def __and__(self, other: "ManifestSplitCondition") -> "ManifestSplitCondition":
+        return ManifestSplitCondition.and_conditions([self, other])
+
+    def __or__(self, other: "ManifestSplitCondition") -> "ManifestSplitCondition":
+        return ManifestSplitCondition.or_conditions([self, other])
+
+    def __repr__(self) -> str:
+        if self._plain == "any_array":
+            return self._call("any_array")
+        return self._regex_repr() or self._list_repr() or f"{type(self).__name__}({self._plain!r})"
+
+
+class _DimCondition(_Condition):
+    def __repr__(self) -> str:
+        p = self._plain
+        base = f"{_package()}.config.ManifestSplitDimCondition"
+        if p == "Any":
+            return f"{base}.any()"
+        (kind, value), = p.items()
+        if kind == "Axis":
+            return f"{base}.axis({value})"
+        return f"{base}.dimension_name({json.dumps(value)})"
+
+
+class ManifestSplitDimCondition:
+    """Which dimension of an array a split size applies to: ``Axis(i)`` (0-based),
+    ``DimensionName(regex)`` (a dimension whose name matches; unnamed ones never do)
+    or ``Any()``."""
+
+    class Axis(_DimCondition):
+        """The dimension at axis ``axis``."""
+
+        def __init__(self, axis: int | dict):
+            if isinstance(axis, dict):  # from the plain form
+                super().__init__(axis)
+                return
+            super().__init__({"Axis": _opt_int("axis", axis, maximum=_U64)})
+
+        @property
+        def axis(self) -> int:
+            """The axis."""
+            return self._plain["Axis"]
+
+    class DimensionName(_DimCondition):
+        """Dimensions whose name matches the regular expression ``regex``."""
+
+        def __init__(self, regex: str | dict):
+            if isinstance(regex, dict):
+                super().__init__(regex)
+                return
+            super().__init__({"DimensionName": _regex(regex)})
+
+        @property
+        def regex(self) -> str:
+            """The regular expression."""
+            return self._plain["DimensionName"]
+
+    class Any(_DimCondition):
+        """Any dimension."""
+
+        def __init__(self, _plain: Any = None):
+            super().__init__("Any")
+
+    @staticmethod
+    def axis(axis: int) -> "ManifestSplitDimCondition.Axis":
+        """``Axis(axis)``."""
+        return ManifestSplitDimCondition.Axis(axis)
+
+    @staticmethod
+    def dimension_name(regex: str) -> "ManifestSplitDimCondition.DimensionName":
+        """``DimensionName(regex)``."""
+        return ManifestSplitDimCondition.DimensionName(regex)
+
+    @staticmethod
+    def any() -> "ManifestSplitDimCondition.Any":
+        """``Any()``."""
+        return ManifestSplitDimCondition.Any()
+
+    @staticmethod
+    def _from_plain(plain: Any) -> _DimCondition:
+        if plain == "Any":
+            return ManifestSplitDimCondition.Any()
+        if isinstance(plain, dict) and "Axis" in plain:
+            return ManifestSplitDimCondition.Axis(plain)
+        if isinstance(plain, dict) and "DimensionName" in plain:
+            return ManifestSplitDimCondition.DimensionName(plain)
+        raise ValueError(f"not a ManifestSplitDimCondition: {plain!r}")
+
+
+# -- manifest sections ------------------------------------------------------------
+
+
+class ManifestPreloadConfig(_Section):
+    """Which manifests a new session fetches into the repository's cache in the
+    background: those ``preload_if`` selects (``None``: arrays named like CF
+    coordinates, such as ``time``, ``lat``, ``lon``, ``x``, ``y``, ``z``, whose
+    manifest holds at most 1,000 refs), up to ``max_total_refs`` refs in all (default
+    10,000; 0 turns preloading off), looking at up to ``max_arrays_to_scan`` arrays
+    (default 50)."""
+
+    _FIELDS = ("max_total_refs", "preload_if", "max_arrays_to_scan")
+    _DEFAULTS = {"max_total_refs": 10000, "max_arrays_to_scan": 50}
+
+    def __init__(
+        self,
+        max_total_refs: int | None = None,
+        preload_if: ManifestPreloadCondition | None = None,
+        max_arrays_to_scan: int | None = None,
+    ):
+        self.max_total_refs = max_total_refs
+        self.preload_if = preload_if
+        self.max_arrays_to_scan = max_arrays_to_scan
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in ("max_total_refs", "max_arrays_to_scan"):
+            value = _opt_int(name, value, maximum=_U32)
+        elif name == "preload_if" and value is not None and not isinstance(value, ManifestPreloadCondition):
+            raise TypeError(f"preload_if must be a ManifestPreloadCondition or None, got {value!r}")
+        object.__setattr__(self, name, value)
+
+    def _to_plain(self) -> dict[str, Any]:
+        return {
+            "max_total_refs": self.max_total_refs,
+            "preload_if": None if self.preload_if is None else self.preload_if._to_plain(),
+            "max_arrays_to_scan": self.max_arrays_to_scan,
+        }
+
+    @classmethod
+    def _from_plain(cls, d: Mapping[str, Any]) -> "ManifestPreloadConfig":
+        cond = d.get("preload_if")
+        return cls(
+            max_total_refs=d.get("max_total_refs"),
+            preload_if=None if cond is None else ManifestPreloadCondition(cond),
+            max_arrays_to_scan=d.get("max_arrays_to_scan"),
+        )
+
+
+_SplitSizes = tuple[tuple[ManifestSplitCondition, tuple[tuple[_DimCondition, int], ...]], ...]
+
+
+class ManifestSplittingConfig(_Section):
+    """How an array's chunk refs are spread over manifests: ``split_sizes``, rules in
+    order, each ``(ManifestSplitCondition, ((ManifestSplitDimCondition, n), ...))``:
+    the dimensions of the arrays a rule matches are cut every ``n`` chunks. For each
+    dimension, the first matching dimension condition of the first matching rule that
+    sizes it applies; a dimension no rule sizes is not cut. ``from_dict`` / ``to_dict``
+    take and give the rules as (ordered) dicts.
+
+    With ``splitting`` set, a commit writes one manifest per block of that grid, as
+    Icechunk; without it floe cuts manifests at 100,000 chunk positions."""
+
+    _FIELDS = ("split_sizes",)
+
+    def __init__(self, split_sizes: Iterable[Any] | None = None):
+        self.split_sizes = split_sizes
+
+    @property
+    def split_sizes(self) -> _SplitSizes | None:
+        """The rules, ``None`` when unset (one manifest per array)."""
+        return self._split_sizes
+
+    @split_sizes.setter
+    def split_sizes(self, value: Iterable[Any] | None) -> None:
+        if value is None:
+            self._split_sizes = None
+            return
+        rules = []
+        for rule in value:
+            condition, dims = rule
+            if not isinstance(condition, ManifestSplitCondition):
+                raise TypeError(f"a splitting rule starts with a ManifestSplitCondition, got {condition!r}")
+            sizes = []
+            for dim, n in dims:
+                if not isinstance(dim, _DimCondition):
+                    raise TypeError(f"split sizes are keyed by ManifestSplitDimCondition, got {dim!r}")
+                n = _opt_int("split size", n, minimum=1, maximum=_U32)
+                sizes.append((dim, n))
+            rules.append((condition, tuple(sizes)))
+        self._split_sizes = tuple(rules)
+
+    @staticmethod
+    def from_dict(split_sizes: Mapping[ManifestSplitCondition, Mapping[Any, int]]) -> "ManifestSplittingConfig":
+        """The rules of a dict ``{condition: {dim_condition: n}}``, in its order."""
+        return ManifestSplittingConfig(tuple((c, tuple(d.items())) for c, d in split_sizes.items()))
+
+    def to_dict(self) -> dict[ManifestSplitCondition, dict[Any, int]]:
+        """The rules as a dict ``{condition: {dim_condition: n}}``, in order."""
+        return {c: dict(d) for c, d in (self.split_sizes or ())}
+
+    def __repr__(self) -> str:
+        if self.split_sizes is None:
+            shown = "None"
+        else:
+            shown = "[" + ", ".join(
+                f"({c!r}, [" + ", ".join(f"({d!r}, {n})" for d, n in dims) + "])" for c, dims in self.split_sizes
+            ) + "]"
+        return f"{self._qualname()}(\n    split_sizes={shown},\n)"
+
+    def _str_value(self, field: str) -> str:
+        return " " + repr(self).split("split_sizes=", 1)[1].rsplit(",\n)", 1)[0]
+
+    def _to_plain(self) -> dict[str, Any]:
+        if self.split_sizes is None:
+            return {"split_sizes": None}
+        return {
+            "split_sizes": [
+                [c._to_plain(), [{"condition": d._to_plain(), "num_chunks": n} for d, n in dims]]
+                for c, dims in self.split_sizes
+            ]
+        }
+
+    @classmethod
+    def _from_plain(cls, d: Mapping[str, Any]) -> "ManifestSplittingConfig":
+        rules = d.get("split_sizes")
+        if rules is None:
+            return cls(None)
+        return cls(
+            tuple(
+                (
+                    ManifestSplitCondition(c),
+                    tuple((ManifestSplitDimCondition._from_plain(x["condition"]), x["num_chunks"]) for x in dims),
+                )
+                for c, dims in rules
+            )
+        )
+
+
+class ManifestVirtualChunkLocationCompressionConfig(_Section):
+    """Icechunk's zstd-dictionary compression of virtual chunk locations in manifests:
+    ``min_num_chunks`` (default 1,000), ``dictionary_max_training_samples`` (100),
+    ``dictionary_max_size_bytes`` (2,048), ``compression_level`` (3). floe stores these
+    and writes locations uncompressed (which every reader reads)."""
+
+    _FIELDS = ("min_num_chunks", "dictionary_max_training_samples", "dictionary_max_size_bytes", "compression_level")
+    _DEFAULTS = {
+        "min_num_chunks": 1000,
+        "dictionary_max_training_samples": 100,
+        "dictionary_max_size_bytes": 2048,
+        "compression_level": 3,
+    }
+    _LIMITS = {
+        "min_num_chunks": (0, _U16),
+        "dictionary_max_training_samples": (0, _U16),
+        "dictionary_max_size_bytes": (0, _U32),
+        "compression_level": (-(2**31), 2**31 - 1),
+    }
+
+    def __init__(
+        self,
+        min_num_chunks: int | None = None,
+        *,
+        dictionary_max_training_samples: int | None = None,
+        dictionary_max_size_bytes: int | None = None,
+        compression_level: int | None = None,
+    ):
+        self.min_num_chunks = min_num_chunks
+        self.dictionary_max_training_samples = dictionary_max_training_samples
+        self.dictionary_max_size_bytes = dictionary_max_size_bytes
+        self.compression_level = compression_level
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in self._LIMITS:
+            lo, hi = self._LIMITS[name]
+            value = _opt_int(name, value, minimum=lo, maximum=hi)
+        object.__setattr__(self, name, value)
+
+    def _to_plain(self) -> dict[str, Any]:
+        return {f: getattr(self, f) for f in self._FIELDS}
+
+    @classmethod
+    def _from_plain(cls, d: Mapping[str, Any]) -> "ManifestVirtualChunkLocationCompressionConfig":
+        return cls(d.get("min_num_chunks"), **{f: d.get(f) for f in cls._FIELDS[1:]})
+
+
+class ManifestConfig(_Section):
+    """The ``manifest`` section: ``preload`` (``ManifestPreloadConfig``),
+    ``splitting`` (``ManifestSplittingConfig``), ``virtual_chunk_location_compression``
+    and ``max_concurrent_manifest_fetches_during_commit`` (default 1)."""
+
+    _FIELDS = ("preload", "splitting", "virtual_chunk_location_compression", "max_concurrent_manifest_fetches_during_commit")
+    _DEFAULTS = {"max_concurrent_manifest_fetches_during_commit": 1}
+
+    def __init__(
+        self,
+        preload: ManifestPreloadConfig | None = None,
+        splitting: ManifestSplittingConfig | None = None,
+        virtual_chunk_location_compression: ManifestVirtualChunkLocationCompressionConfig | None = None,
+        max_concurrent_manifest_fetches_during_commit: int | None = None,
+    ):
+        self.preload = preload
+        self.splitting = splitting
+        self.virtual_chunk_location_compression = virtual_chunk_location_compression
+        self.max_concurrent_manifest_fetches_during_commit = max_concurrent_manifest_fetches_during_commit
+
+    _TYPES = {
+        "preload": ManifestPreloadConfig,
+        "splitting": ManifestSplittingConfig,
+        "virtual_chunk_location_compression": ManifestVirtualChunkLocationCompressionConfig,
+    }
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in self._TYPES and value is not None and not isinstance(value, self._TYPES[name]):
+            raise TypeError(f"{name} must be a {self._TYPES[name].__name__} or None, got {value!r}")
+        if name == "max_concurrent_manifest_fetches_during_commit":
+            value = _opt_int(name, value, maximum=_U16)
+        object.__setattr__(self, name, value)
+
+    def _str_value(self, field: str) -> str:
+        if field == "splitting" and self.splitting is None:
+            default = ManifestSplittingConfig.from_dict(
+                {ManifestSplitCondition.path_matches(".*"): {ManifestSplitDimCondition.Any(): _U32}}
+            )
+            return "\n" + _indent(str(default))
+        return super()._str_value(field)
+
+    def _to_plain(self) -> dict[str, Any]:
+        return {
+            f: (None if getattr(self, f) is None else getattr(self, f)._to_plain()) for f in self._TYPES
+        } | {"max_concurrent_manifest_fetches_during_commit": self.max_concurrent_manifest_fetches_during_commit}
+
+    @classmethod
+    def _from_plain(cls, d: Mapping[str, Any]) -> "ManifestConfig":
+        kwargs = {f: (None if d.get(f) is None else t._from_plain(d[f])) for f, t in cls._TYPES.items()}
+        return cls(**kwargs, max_concurrent_manifest_fetches_during_commit=d.get("max_concurrent_manifest_fetches_during_commit"))
+
+
+ManifestConfig._NESTED = {
+    "preload": ManifestPreloadConfig,
+    "virtual_chunk_location_compression": ManifestVirtualChunkLocationCompressionConfig,
+}
+
+
+# -- storage-owned classes: taken from floe.storage when it defines them ------------
+
+_RETRY_FIELDS = ("max_tries", "initial_backoff_ms", "max_backoff_ms")
+_STORAGE_SECTIONS = {
+    "concurrency": ("StorageConcurrencySettings", ("max_concurrent_requests_for_object", "ideal_concurrent_request_size")),
+    "retries": ("StorageRetriesSettings", _RETRY_FIELDS),
+    "timeouts": (
+        "StorageTimeoutSettings",
+        ("connect_timeout_ms", "read_timeout_ms", "operation_timeout_ms", "operation_attempt_timeout_ms"),
+    ),
+}
+_STORAGE_SCALARS = (
+    "unsafe_use_conditional_update",
+    "unsafe_use_conditional_create",
+    "unsafe_use_metadata",
+    "storage_class",
+    "metadata_storage_class",
+    "chunks_storage_class",
+    "minimum_size_for_multipart_upload",
+)
+
+
+def _storage_class(name: str) -> type | None:
+    """The class ``floe.storage.<name>`` (Icechunk's storage settings classes live
+    there), ``None`` while floe has none."""
+    storage = sys.modules.get("floe.storage")
+    if storage is None:
+        import floe.storage as storage  # noqa: PLC0415
+    return getattr(storage, name, None)
+
+
+def _fields_plain(obj: Any, fields: Iterable[str]) -> dict[str, Any]:
+    if hasattr(obj, "_to_plain"):
+        return obj._to_plain()
+    if isinstance(obj, Mapping):
+        return {f: obj.get(f) for f in fields}
+    return {f: getattr(obj, f, None) for f in fields}
+
+
+def _fields_value(class_name: str, d: Mapping[str, Any], fields: Iterable[str]) -> Any:
+    cls = _storage_class(class_name)
+    kwargs = {f: d.get(f) for f in fields}
+    if cls is None:
+        return _Retries(**kwargs) if class_name == "StorageRetriesSettings" else dict(kwargs)
+    if hasattr(cls, "_from_plain"):
+        return cls._from_plain(d)
+    return cls(**{k: v for k, v in kwargs.items() if v is not None})
+
+
+class _Retries(_Section):
+    """Retry settings while ``floe.storage`` has no ``StorageRetriesSettings``."""
+
+    _FIELDS = _RETRY_FIELDS
+    _MODULE = "storage"
+
+    def __init__(self, max_tries: int | None = None, initial_backoff_ms: int | None = None, max_backoff_ms: int | None = None):
+        self.max_tries = max_tries
+        self.initial_backoff_ms = initial_backoff_ms
+        self.max_backoff_ms = max_backoff_ms
+
+
+def _storage_to_plain(settings: Any) -> Any:
+    if settings is None:
+        return None
+    if hasattr(settings, "_to_plain"):
+        return settings._to_plain()
+    get = settings.get if isinstance(settings, Mapping) else (lambda f: getattr(settings, f, None))
+    out: dict[str, Any] = {}
+    for section, (_, fields) in _STORAGE_SECTIONS.items():
+        value = get(section)
+        out[section] = None if value is None else _fields_plain(value, fields)
+    for f in _STORAGE_SCALARS:
+        out[f] = get(f)
+    return out
+
+
+def _storage_from_plain(d: Any) -> Any:
+    if d is None:
+        return None
+    cls = _storage_class("StorageSettings")
+    if cls is None:
+        return dict(d)
+    if hasattr(cls, "_from_plain"):
+        return cls._from_plain(d)
+    kwargs: dict[str, Any] = {}
+    for section, (class_name, fields) in _STORAGE_SECTIONS.items():
+        if d.get(section) is not None:
+            kwargs[section] = _fields_value(class_name, d[section], fields)
+    for f in _STORAGE_SCALARS:
+        if d.get(f) is not None:
+            kwargs[f] = d[f]
+    return cls(**kwargs)
+
+
+class RepoUpdateRetryConfig(_Section):
+    """How often an update of the spec-2 ``repo`` object (a commit, a branch or tag
+    change, a configuration save) is tried when another writer changed it meanwhile:
+    ``default`` (a ``StorageRetriesSettings``; unset: 100 tries, 50 ms first wait,
+    30 s longest)."""
+
+    _FIELDS = ("default",)
+
+    def __init__(self, default: Any = None):
+        self.default = default
+
+    def _str_value(self, field: str) -> str:
+        if self.default is None:
+            shown = _fields_value("StorageRetriesSettings", {"max_tries": 100, "initial_backoff_ms": 50, "max_backoff_ms": 30000}, _RETRY_FIELDS)
+            return "\n" + _indent(str(shown))
+        return super()._str_value(field)
+
+    def _to_plain(self) -> dict[str, Any]:
+        return {"default": None if self.default is None else _fields_plain(self.default, _RETRY_FIELDS)}
+
+    @classmethod
+    def _from_plain(cls, d: Mapping[str, Any]) -> "RepoUpdateRetryConfig":
+        default = d.get("default")
+        return cls(None if default is None else _fields_value("StorageRetriesSettings", default, _RETRY_FIELDS))
+
+
+# -- virtual chunk containers (as far as the configuration holds them) --------------
+
+_S3_FIELDS = (
+    "region",
+    "endpoint_url",
+    "anonymous",
+    "allow_http",
+    "force_path_style",
+    "network_stream_timeout_seconds",
+    "requester_pays",
+)
+
+
+def _s3_from_plain(d: Mapping[str, Any]) -> Any:
+    cls = _storage_class("S3Options")
+    if cls is None:
+        return dict(d)
+    if hasattr(cls, "_from_plain"):
+        return cls._from_plain(d)
+    return cls(**{f: d[f] for f in _S3_FIELDS if d.get(f) is not None})
+
+
+class _Store(_Section):
+    _MODULE = "config"
+    _TAG = ""
+
+    def _qualname(self) -> str:
+        return f"{_package()}.config.ObjectStoreConfig.{type(self).__name__}"
+
+
+class ObjectStoreConfig:
+    """Where a virtual chunk container's objects are: ``InMemory()``,
+    ``LocalFileSystem(path)``, ``S3(options)`` / ``S3Compatible(options)`` /
+    ``Tigris(options)`` (an ``S3Options``), ``Gcs(opts)``, ``Azure(opts)``,
+    ``Http(opts, headers)``."""
+
+    class InMemory(_Store):
+        """Objects in memory."""
+
+        def __repr__(self) -> str:
+            return f"{self._qualname()}()"
+
+        def _to_plain(self) -> Any:
+            return "in_memory"
+
+    class LocalFileSystem(_Store):
+        """Files under the directory ``path``."""
+
+        _FIELDS = ("path",)
+
+        def __init__(self, path: str):
+            self.path = str(path)
+
+        def __repr__(self) -> str:
+            return f"{self._qualname()}({json.dumps(self.path)})"
+
+        def _to_plain(self) -> Any:
+            return {"local_file_system": self.path}
+
+    class S3(_Store):
+        """AWS S3, with ``options`` (an ``S3Options``)."""
+
+        _FIELDS = ("options",)
+        _TAG = "s3"
+
+        def __init__(self, options: Any):
+            self.options = options
+
+        def __repr__(self) -> str:
+            return f"{self._qualname()}({self.options!r})"
+
+        def _to_plain(self) -> Any:
+            return {self._TAG: _fields_plain(self.options, _S3_FIELDS)}
+
+    class S3Compatible(S3):
+        """An S3-compatible store (MinIO, ...), with ``options``."""
+
+        _TAG = "s3_compatible"
+
+    class Tigris(S3):
+        """Tigris, with ``options``."""
+
+        _TAG = "tigris"
+
+    class Gcs(_Store):
+        """Google Cloud Storage, with ``opts`` (string options)."""
+
+        _FIELDS = ("opts",)
+        _TAG = "gcs"
+
+        def __init__(self, opts: Mapping[str, str] | None = None):
+            self.opts = dict(opts or {})
+
+        def __repr__(self) -> str:
+            return f"{self._qualname()}({_lit(self.opts)})"
+
+        def _to_plain(self) -> Any:
+            return {self._TAG: dict(self.opts)}
+
+    class Azure(Gcs):
+        """Azure Blob Storage, with ``opts`` (an ``account`` key among them)."""
+
+        _TAG = "azure"
+
+    class Http(_Store):
+        """HTTP(S) servers, with transport ``opts`` and static ``headers``."""
+
+        _FIELDS = ("opts", "headers")
+
+        def __init__(self, opts: Mapping[str, str] | None = None, headers: Mapping[str, str] | None = None):
+            self.opts = dict(opts or {})
+            self.headers = dict(headers or {})
+
+        def __repr__(self) -> str:
+            return f"{self._qualname()}({_lit(self.opts)}, {_lit(self.headers)})"
+
+        def _to_plain(self) -> Any:
+            body = dict(self.opts)
+            if self.headers:
+                body["headers"] = dict(self.headers)
+            return {"http": body}
+
+    @staticmethod
+    def _from_plain(plain: Any) -> _Store:
+        if plain == "in_memory":
+            return ObjectStoreConfig.InMemory()
+        if isinstance(plain, dict) and len(plain) == 1:
+            (tag, body), = plain.items()
+            if tag == "local_file_system":
+                return ObjectStoreConfig.LocalFileSystem(body)
+            s3 = {"s3": ObjectStoreConfig.S3, "s3_compatible": ObjectStoreConfig.S3Compatible, "tigris": ObjectStoreConfig.Tigris}
+            if tag in s3:
+                return s3[tag](_s3_from_plain(body or {}))
+            if tag in ("gcs", "azure"):
+                return (ObjectStoreConfig.Gcs if tag == "gcs" else ObjectStoreConfig.Azure)(body or {})
+            if tag == "http":
+                body = dict(body or {})
+                headers = body.pop("headers", None)
+                return ObjectStoreConfig.Http(body, headers)
+        raise ValueError(f"unknown object store in the configuration: {plain!r}")
+
+
+class VirtualChunkContainer(_Section):
+    """Virtual chunk refs whose location starts with ``url_prefix`` are read through
+    ``store`` (an ``ObjectStoreConfig``); a ``name`` is optional. Only the
+    configuration side: reading through containers needs the repository to be opened
+    with access to them."""
+
+    _FIELDS = ("name", "url_prefix", "store")
+
+    def __init__(self, url_prefix: str, store: _Store, name: str | None = None):
+        if not isinstance(store, _Store):
+            raise TypeError(f"store must be an ObjectStoreConfig, got {store!r}")
+        self.url_prefix = url_prefix
+        self.store = store
+        self.name = name
+
+    def _qualname(self) -> str:
+        return f"{_package()}.VirtualChunkContainer"
+
+    def __repr__(self) -> str:
+        return (
+            f"{self._qualname()}(\n    name={_lit(self.name)},\n    url_prefix={_lit(self.url_prefix)},\n"
+            f"    store={self.store!r},\n)"
+        )
+
+    def _to_plain(self) -> dict[str, Any]:
+        return {"name": self.name, "url_prefix": self.url_prefix, "store": self.store._to_plain()}
+
+    @classmethod
+    def _from_plain(cls, d: Mapping[str, Any]) -> "VirtualChunkContainer":
+        return cls(d["url_prefix"], ObjectStoreConfig._from_plain(d["store"]), name=d.get("name"))
+
+
+def s3_store(
+    region: str | None = None,
+    endpoint_url: str | None = None,
+    allow_http: bool = False,
+    anonymous: bool = False,
+    s3_compatible: bool = False,
+    force_path_style: bool = False,
+    network_stream_timeout_seconds: int = 60,
+    requester_pays: bool = False,
+) -> ObjectStoreConfig.S3:
+    """The ``ObjectStoreConfig`` of an S3 (or, with ``s3_compatible``, S3-compatible)
+    store for a virtual chunk container."""
+    options = _s3_from_plain(
+        {
+            "region": region,
+            "endpoint_url": endpoint_url,
+            "anonymous": anonymous,
+            "allow_http": allow_http,
+            "force_path_style": force_path_style,
+            "network_stream_timeout_seconds": network_stream_timeout_seconds,
+            "requester_pays": requester_pays,
+        }
+    )
+    return (ObjectStoreConfig.S3Compatible if s3_compatible else ObjectStoreConfig.S3)(options)
+
+
+def http_store(opts: Mapping[str, str] | None = None, headers: Mapping[str, str] | None = None) -> ObjectStoreConfig.Http:
+    """The ``ObjectStoreConfig`` of HTTP(S) servers for a virtual chunk container."""
+    return ObjectStoreConfig.Http(opts, headers)
+
+
+def local_filesystem_store(path: str) -> ObjectStoreConfig.LocalFileSystem:
+    """The ``ObjectStoreConfig`` of a local directory for a virtual chunk container."""
+    return ObjectStoreConfig.LocalFileSystem(path)
+
+
+# -- the repository configuration -------------------------------------------------
+
+
+class RepositoryConfig(_Section):
+    """A repository's configuration (Icechunk's ``RepositoryConfig``).
+
+    Fields (all optional, Icechunk's defaults in brackets): ``inline_chunk_threshold_bytes``
+    (chunks of at most this many encoded bytes are stored in the manifest [512]),
+    ``get_partial_values_concurrency`` [10], ``max_concurrent_requests`` [256],
+    ``max_concurrent_decodes`` [2], ``num_updates_per_repo_info_file`` (spec 2: ops-log
+    entries per ``repo`` object [1,000]), ``compression`` (``CompressionConfig``),
+    ``caching`` (``CachingConfig``), ``storage`` (a ``StorageSettings``), ``manifest``
+    (``ManifestConfig``), ``repo_update_retries`` (``RepoUpdateRetryConfig``),
+    ``virtual_chunk_containers`` (url prefix → ``VirtualChunkContainer``).
+
+    Keys of a stored configuration that floe does not know are kept and written back.
+    """
+
+    _FIELDS = (
+        "inline_chunk_threshold_bytes",
+        "get_partial_values_concurrency",
+        "max_concurrent_requests",
+        "max_concurrent_decodes",
+        "num_updates_per_repo_info_file",
+        "compression",
+        "caching",
+        "storage",
+        "manifest",
+        "repo_update_retries",
+        "virtual_chunk_containers",
+    )
+    _DEFAULTS = {
+        "inline_chunk_threshold_bytes": 512,
+        "get_partial_values_concurrency": 10,
+        "max_concurrent_requests": 256,
+        "max_concurrent_decodes": 2,
+        "num_updates_per_repo_info_file": 1000,
+    }
+    _NESTED = {
+        "compression": CompressionConfig,
+        "caching": CachingConfig,
+        "manifest": ManifestConfig,
+        "repo_update_retries": RepoUpdateRetryConfig,
+    }
+    _U16_FIELDS = (
+        "inline_chunk_threshold_bytes",
+        "get_partial_values_concurrency",
+        "max_concurrent_requests",
+        "max_concurrent_decodes",
+        "num_updates_per_repo_info_file",
+    )
+
+    def __init__(
+        self,
+        inline_chunk_threshold_bytes: int | None = None,
+        get_partial_values_concurrency: int | None = None,
+        compression: CompressionConfig | None = None,
+        max_concurrent_requests: int | None = None,
+        caching: CachingConfig | None = None,
+        storage: Any = None,
+        virtual_chunk_containers: Mapping[str, VirtualChunkContainer] | None = None,
+        manifest: ManifestConfig | None = None,
+        repo_update_retries: RepoUpdateRetryConfig | None = None,
+        num_updates_per_repo_info_file: int | None = None,
+        max_concurrent_decodes: int | None = None,
+    ):
+        self._extra: dict[str, Any] = {}
+        self.previous_file: str | None = None
+        self.inline_chunk_threshold_bytes = inline_chunk_threshold_bytes
+        self.get_partial_values_concurrency = get_partial_values_concurrency
+        self.compression = compression
+        self.max_concurrent_requests = max_concurrent_requests
+        self.caching = caching
+        self.storage = storage
+        self.manifest = manifest
+        self.repo_update_retries = repo_update_retries
+        self.num_updates_per_repo_info_file = num_updates_per_repo_info_file
+        self.max_concurrent_decodes = max_concurrent_decodes
+        self._virtual_chunk_containers: dict[str, VirtualChunkContainer] | None = None
+        if virtual_chunk_containers is not None:
+            self._virtual_chunk_containers = {}
+            for c in virtual_chunk_containers.values():
+                self.set_virtual_chunk_container(c)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in self._U16_FIELDS:
+            value = _opt_int(name, value, maximum=_U16)
+        elif name in self._NESTED and value is not None and not isinstance(value, self._NESTED[name]):
+            raise TypeError(f"{name} must be a {self._NESTED[name].__name__} or None, got {value!r}")
+        object.__setattr__(self, name, value)
+
+    @staticmethod
+    def default() -> "RepositoryConfig":
+        """A configuration with every field unset (Icechunk's defaults apply)."""
+        return RepositoryConfig()
+
+    # -- virtual chunk containers ---------------------------------------------------
+
+    @property
+    def virtual_chunk_containers(self) -> dict[str, VirtualChunkContainer] | None:
+        """The containers by url prefix, ``None`` when the configuration sets none (a
+        copy: change them with ``set_virtual_chunk_container`` /
+        ``clear_virtual_chunk_containers``)."""
+        return None if self._virtual_chunk_containers is None else dict(self._virtual_chunk_containers)
+
+    def get_virtual_chunk_container(self, name: str) -> VirtualChunkContainer | None:
+        """The container with this url prefix, ``None`` when there is none."""
+        return (self._virtual_chunk_containers or {}).get(name)
+
+    def set_virtual_chunk_container(self, cont: VirtualChunkContainer) -> None:
+        """Adds ``cont``, replacing the container of the same url prefix, and, for a
+        named one, any container of the same name (a name identifies a container)."""
+        if not isinstance(cont, VirtualChunkContainer):
+            raise TypeError(f"expected a VirtualChunkContainer, got {cont!r}")
+        containers = self._virtual_chunk_containers or {}
+        if cont.name is not None:
+            containers = {k: v for k, v in containers.items() if v.name != cont.name}
+        containers[cont.url_prefix] = cont
+        self._virtual_chunk_containers = containers
+
+    def clear_virtual_chunk_containers(self) -> None:
+        """Removes every container (an empty set, which replaces the stored containers
+        when merged over them)."""
+        self._virtual_chunk_containers = {}
+
+    # -- merging --------------------------------------------------------------------
+
+    def merge(self, other: "RepositoryConfig") -> "RepositoryConfig":
+        """A new configuration: ``other`` over this one. Every field ``other`` sets
+        wins; ``compression``, ``caching``, ``storage``, ``manifest`` (and its
+        ``preload`` and ``virtual_chunk_location_compression``) and
+        ``repo_update_retries`` merge field by field; ``virtual_chunk_containers`` and
+        ``manifest.splitting`` are replaced whole (Icechunk's rules, applied by the
+        engine)."""
+        if not isinstance(other, RepositoryConfig):
+            raise TypeError(f"expected a RepositoryConfig, got {other!r}")
+        from floe._floe import _merge_configs  # noqa: PLC0415
+
+        return _merge_configs(self, other)
+
+    # -- equality and displays ------------------------------------------------------
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._to_plain() == other._to_plain()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        lines = [f"{self._qualname()}("]
+        for f in self._FIELDS:
+            value = getattr(self, f)
+            if f == "virtual_chunk_containers" and value is not None:
+                shown = "{" + ", ".join(f"{_lit(k)}: {v!r}" for k, v in value.items()) + "}"
+            else:
+                shown = _lit(value)
+            lines.append(_indent(f"{f}={shown},"))
+        lines.append(")")
+        return "\n".join(lines)
+
+    # -- the plain form (what crosses to the engine) ----------------------------------
+
+    def _to_plain(self) -> dict[str, Any]:
+        """The configuration as the engine takes it (serde's plain form)."""
+        out = dict(self._extra)
+        out.update(
+            {
+                "inline_chunk_threshold_bytes": self.inline_chunk_threshold_bytes,
+                "get_partial_values_concurrency": self.get_partial_values_concurrency,
+                "compression": None if self.compression is None else self.compression._to_plain(),
+                "max_concurrent_requests": self.max_concurrent_requests,
+                "max_concurrent_decodes": self.max_concurrent_decodes,
+                "caching": None if self.caching is None else self.caching._to_plain(),
+                "storage": _storage_to_plain(self.storage),
+                "virtual_chunk_containers": None
+                if self._virtual_chunk_containers is None
+                else {k: v._to_plain() for k, v in self._virtual_chunk_containers.items()},
+                "manifest": None if self.manifest is None else self.manifest._to_plain(),
+                "previous_file": self.previous_file,
+                "repo_update_retries": None if self.repo_update_retries is None else self.repo_update_retries._to_plain(),
+                "num_updates_per_repo_info_file": self.num_updates_per_repo_info_file,
+            }
+        )
+        return out
+
+    @classmethod
+    def _from_plain(cls, d: Mapping[str, Any]) -> "RepositoryConfig":
+        """A configuration from the engine's plain form."""
+
+        def section(key: str, t: Any) -> Any:
+            return None if d.get(key) is None else t._from_plain(d[key])
+
+        config = cls(
+            inline_chunk_threshold_bytes=d.get("inline_chunk_threshold_bytes"),
+            get_partial_values_concurrency=d.get("get_partial_values_concurrency"),
+            compression=section("compression", CompressionConfig),
+            max_concurrent_requests=d.get("max_concurrent_requests"),
+            caching=section("caching", CachingConfig),
+            storage=_storage_from_plain(d.get("storage")),
+            manifest=section("manifest", ManifestConfig),
+            repo_update_retries=section("repo_update_retries", RepoUpdateRetryConfig),
+            num_updates_per_repo_info_file=d.get("num_updates_per_repo_info_file"),
+            max_concurrent_decodes=d.get("max_concurrent_decodes"),
+        )
+        containers = d.get("virtual_chunk_containers")
+        if containers is not None:
+            config._virtual_chunk_containers = {k: VirtualChunkContainer._from_plain(v) for k, v in containers.items()}
+        config.previous_file = d.get("previous_file")
+        known = set(config._to_plain())
+        config._extra = {k: v for k, v in d.items() if k not in known and v is not None}
+        return config

@@ -11,7 +11,8 @@ from enum import IntEnum
 from typing import Any
 
 from floe._floe import Repository as _NativeRepository
-from floe._floe import RepositoryConfig, SnapshotInfo, Storage
+from floe._floe import SnapshotInfo, Storage
+from floe.config import RepositoryConfig
 from floe.diff import Diff
 from floe.session import Session
 
@@ -62,15 +63,37 @@ class Repository:
         return cls(_NativeRepository.create(storage, config, spec))
 
     @classmethod
-    def open(cls, storage: Storage) -> "Repository":
+    def open(cls, storage: Storage, config: RepositoryConfig | None = None) -> "Repository":
         """Opens the repository in ``storage``; raises ``FloeError`` when there is
-        none."""
-        return cls(_NativeRepository.open(storage))
+        none. ``config`` is merged over the stored configuration
+        (``RepositoryConfig.merge``): the repository works with the result, and
+        ``save_config()`` stores it."""
+        return cls(_NativeRepository.open(storage, config))
 
     @classmethod
-    def open_or_create(cls, storage: Storage) -> "Repository":
-        """Opens the repository in ``storage``, creating it when there is none."""
-        return cls(_NativeRepository.open_or_create(storage))
+    def open_or_create(
+        cls,
+        storage: Storage,
+        config: RepositoryConfig | None = None,
+        *,
+        create_version: SpecVersion | int | None = None,
+    ) -> "Repository":
+        """Opens the repository in ``storage`` (``config`` merged over its stored
+        one), creating it with ``config`` in spec version ``create_version`` (the
+        default when ``None``) when there is none."""
+        spec = None if create_version is None else int(create_version)
+        return cls(_NativeRepository.open_or_create(storage, config, spec))
+
+    @staticmethod
+    def fetch_config(storage: Storage) -> RepositoryConfig | None:
+        """The configuration the repository in ``storage`` stores, ``None`` when it
+        stores none; raises ``FloeError`` when there is no repository."""
+        return _NativeRepository.fetch_config(storage)
+
+    def reopen(self, config: RepositoryConfig | None = None) -> "Repository":
+        """This repository with ``config`` merged over its configuration (same
+        storage and caches); nothing is stored until ``save_config()``."""
+        return type(self)(self._native.reopen(config))
 
     @staticmethod
     def exists(storage: Storage) -> bool:
@@ -89,9 +112,9 @@ class Repository:
         return self._native.config
 
     def save_config(self, config: RepositoryConfig | None = None) -> None:
-        """Stores ``config`` (or, with no argument, the current configuration) as the
-        repository's configuration; raises ``FloeError`` when another writer changed
-        it since it was read."""
+        """Stores ``config`` (or, with no argument, the current configuration, with
+        what ``open(config=)`` merged in) as the repository's configuration; raises
+        ``FloeError`` when another writer changed it since it was read."""
         self._native.save_config(config)
 
     # -- sessions -------------------------------------------------------------------

@@ -4,6 +4,7 @@ Icechunk's ``icechunk.session``."""
 from __future__ import annotations
 
 from floe._floe import Session as _NativeSession
+from floe.config import RepositoryConfig
 from floe.diff import Diff
 from floe.store import FloeStore
 
@@ -27,6 +28,11 @@ class Session:
         """The zarr-python store over this session (read-only for a read-only
         session)."""
         return FloeStore(self._native._native_store(), session=self)
+
+    @property
+    def config(self) -> "RepositoryConfig":
+        """The repository configuration the session works with (a copy)."""
+        return self._native.config
 
     @property
     def snapshot_id(self) -> str:

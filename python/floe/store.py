@@ -162,12 +162,27 @@ class FloeStore(Store):
             _check_str("get_partial_values", "key", key)
             requests.append((key, _range("get_partial_values", byte_range)))
 
+        # Concurrently (each get runs on floe's runtime, so the requests overlap), at
+        # most the configuration's `get_partial_values_concurrency` at once (default
+        # 10, as Icechunk).
+        limit = asyncio.Semaphore(self._partial_values_concurrency())
+
         async def one(key: str, kind_a_b: tuple[int, int, int]) -> Buffer | None:
-            data = await self._native.get(key, *kind_a_b)
+            async with limit:
+                data = await self._native.get(key, *kind_a_b)
             return None if data is None else prototype.buffer.from_bytes(data)
 
-        # Concurrently: each get runs on floe's runtime, so the requests overlap.
         return list(await asyncio.gather(*(one(k, r) for k, r in requests)))
+
+    def _partial_values_concurrency(self) -> int:
+        """The session configuration's ``get_partial_values_concurrency`` (10 when
+        unset), read once per store."""
+        cached = getattr(self, "_gpv_concurrency", None)
+        if cached is None:
+            configured = self._session.config.get_partial_values_concurrency if self._session is not None else None
+            cached = max(1, configured or 10)
+            self._gpv_concurrency = cached
+        return cached
 
     async def exists(self, key: str) -> bool:
         """Whether ``key`` is in the store. As Icechunk, a key no Zarr hierarchy has

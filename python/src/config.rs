@@ -1,131 +1,113 @@
-//! `RepositoryConfig` and `CompressionConfig`, with Icechunk's Python names: the part
-//! of the repository configuration (`config.yaml` on spec 1, the `repo` object on
-//! spec 2) that Python users set. Keys floe does not model are kept as read.
+//! The bridge between the Python configuration classes (`floe.config`, plain Python
+//! objects with Icechunk's names) and the engine's `RepositoryConfig`.
+//!
+//! A Python `RepositoryConfig` crosses the boundary in serde's plain form (a JSON
+//! text: enums as `{variant: value}` maps or `"variant"` strings), produced by its
+//! `_to_plain()` method and read back by `RepositoryConfig._from_plain(...)`. The
+//! engine parses it (`floe::format::config::RepositoryConfig::from_plain`), so the
+//! format and its checks live in Rust only; Python holds the values and displays them.
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-/// How snapshots, manifests and transaction logs are compressed: zstd at `level`
-/// (1-22), or with `None` at each file type's default (3 for snapshots and the `repo`
-/// object, as Icechunk; 1 for manifests and transaction logs, where zstd's level 1
-/// makes files as small in half the time).
-#[pyclass(module = "floe._floe", get_all, set_all, from_py_object)]
-#[derive(Clone, Debug)]
-pub(crate) struct CompressionConfig {
-    /// The zstd level, or `None` for each file type's default.
-    level: Option<u8>,
-}
-
-#[pymethods]
-impl CompressionConfig {
-    /// `algorithm` may be `None` or `"zstd"`, the only one the format has.
-    #[new]
-    #[pyo3(signature = (algorithm=None, level=None))]
-    fn new(algorithm: Option<&str>, level: Option<u8>) -> PyResult<Self> {
-        match algorithm {
-            None | Some("zstd") => Ok(CompressionConfig { level }),
-            Some(other) => Err(PyValueError::new_err(format!(
-                "compression algorithm `{other}`: only zstd is defined"
-            ))),
-        }
-    }
-
-    /// The default: zstd at each file type's default level.
-    #[staticmethod]
-    fn default() -> Self {
-        CompressionConfig { level: None }
-    }
-
-    /// The algorithm, always `"zstd"`.
-    #[getter]
-    fn algorithm(&self) -> &'static str {
-        "zstd"
-    }
-
-    fn __repr__(&self) -> String {
-        format!(
-            "CompressionConfig(algorithm='zstd', level={:?})",
-            self.level
-        )
-    }
-}
-
-/// A repository's configuration: pass it to `Repository.create`, read it from
-/// `Repository.config`, store a changed one with `Repository.save_config`.
-#[pyclass(module = "floe._floe", from_py_object)]
+/// An engine configuration taken from, or given to, Python.
 #[derive(Clone, Debug)]
 pub(crate) struct RepositoryConfig {
     pub(crate) inner: floe::format::config::RepositoryConfig,
 }
 
-#[pymethods]
-impl RepositoryConfig {
-    /// A configuration with the given settings, the defaults elsewhere.
-    #[new]
-    #[pyo3(signature = (*, inline_chunk_threshold_bytes=None, compression=None))]
-    fn new(
-        inline_chunk_threshold_bytes: Option<u16>,
-        compression: Option<CompressionConfig>,
-    ) -> Self {
-        let mut inner = floe::format::config::RepositoryConfig::default();
-        inner.set_inline_chunk_threshold_bytes(inline_chunk_threshold_bytes);
-        inner.set_compression_level(compression.and_then(|c| c.level));
-        RepositoryConfig { inner }
-    }
+/// The plain form of `obj` (a `floe.config.RepositoryConfig`, or anything with a
+/// `_to_plain()` method returning JSON-serializable values) as JSON.
+fn plain_of(obj: &Bound<'_, PyAny>) -> PyResult<serde_json::Value> {
+    let plain = obj.call_method0("_to_plain").map_err(|_| {
+        PyValueError::new_err(format!(
+            "expected a RepositoryConfig, got {}",
+            obj.get_type()
+                .name()
+                .map_or_else(|_| "?".to_owned(), |n| n.to_string())
+        ))
+    })?;
+    let text: String = obj
+        .py()
+        .import("json")?
+        .call_method1("dumps", (plain,))?
+        .extract()?;
+    serde_json::from_str(&text).map_err(|e| PyValueError::new_err(e.to_string()))
+}
 
-    /// The default configuration.
-    #[staticmethod]
-    fn default() -> Self {
-        RepositoryConfig {
-            inner: floe::format::config::RepositoryConfig::default(),
-        }
-    }
+/// The engine configuration of a Python one.
+///
+/// # Errors
+/// `ValueError` when `obj` is no configuration or holds values the format refuses.
+pub(crate) fn from_py(obj: &Bound<'_, PyAny>) -> PyResult<floe::format::config::RepositoryConfig> {
+    let plain = plain_of(obj)?;
+    floe::format::config::RepositoryConfig::from_plain(&plain)
+        .map_err(|e| PyValueError::new_err(e.to_string()))
+}
 
-    /// Largest encoded chunk stored inline in a manifest, in bytes (default 512).
-    #[getter]
-    fn inline_chunk_threshold_bytes(&self) -> u64 {
-        self.inner.inline_chunk_threshold_bytes()
-    }
+/// A new Python `floe.config.RepositoryConfig` holding `config`.
+///
+/// # Errors
+/// `ValueError` when the configuration has no JSON form.
+pub(crate) fn to_py<'py>(
+    py: Python<'py>,
+    config: &floe::format::config::RepositoryConfig,
+) -> PyResult<Bound<'py, PyAny>> {
+    let plain = config
+        .to_plain()
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let text = serde_json::to_string(&plain).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let value = py.import("json")?.call_method1("loads", (text,))?;
+    py.import("floe.config")?
+        .getattr("RepositoryConfig")?
+        .call_method1("_from_plain", (value,))
+}
 
-    #[setter]
-    fn set_inline_chunk_threshold_bytes(&mut self, bytes: Option<u16>) {
-        self.inner.set_inline_chunk_threshold_bytes(bytes);
-    }
+impl<'a, 'py> FromPyObject<'a, 'py> for RepositoryConfig {
+    type Error = PyErr;
 
-    /// The compression of the repository's metadata files, `None` when the
-    /// configuration has no `compression` section (as Icechunk).
-    #[getter]
-    fn compression(&self) -> Option<CompressionConfig> {
-        self.inner
-            .raw()
-            .get("compression")
-            .filter(|c| !c.is_null())?;
-        Some(CompressionConfig {
-            level: self
-                .inner
-                .compression_level()
-                .and_then(|l| u8::try_from(l).ok()),
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        Ok(RepositoryConfig {
+            inner: from_py(&obj)?,
         })
-    }
-
-    #[setter]
-    fn set_compression(&mut self, compression: Option<CompressionConfig>) {
-        self.inner
-            .set_compression_level(compression.and_then(|c| c.level));
-    }
-
-    fn __repr__(&self) -> String {
-        format!(
-            "RepositoryConfig(inline_chunk_threshold_bytes={}, compression={})",
-            self.inline_chunk_threshold_bytes(),
-            self.compression()
-                .map_or_else(|| "None".to_owned(), |c| c.__repr__())
-        )
     }
 }
 
+impl<'py> IntoPyObject<'py> for RepositoryConfig {
+    type Target = PyAny;
+    type Output = Bound<'py, PyAny>;
+    type Error = PyErr;
+
+    fn into_pyobject(self, py: Python<'py>) -> PyResult<Self::Output> {
+        to_py(py, &self.inner)
+    }
+}
+
+/// `base` with `other` over it, both in plain form (Icechunk's
+/// `RepositoryConfig.merge`, see `floe::format::config::RepositoryConfig::merge`).
+/// Raises `ValueError` when either holds values the format refuses.
+#[pyfunction]
+fn _merge_configs<'py>(
+    py: Python<'py>,
+    base: &Bound<'py, PyAny>,
+    other: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let merged = from_py(base)?.merge(&from_py(other)?);
+    to_py(py, &merged)
+}
+
+/// The configuration in plain form, checked and normalized by the engine (what it
+/// stores): raises `ValueError` for values the format refuses.
+#[pyfunction]
+fn _normalize_config<'py>(
+    py: Python<'py>,
+    config: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    to_py(py, &from_py(config)?)
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<CompressionConfig>()?;
-    m.add_class::<RepositoryConfig>()?;
+    m.add_function(wrap_pyfunction!(_merge_configs, m)?)?;
+    m.add_function(wrap_pyfunction!(_normalize_config, m)?)?;
     Ok(())
 }

@@ -206,23 +206,71 @@ impl Repository {
         block_on(py, async move { repo.save_config(config).await }).py()
     }
 
-    /// Opens an existing repository.
+    /// Opens an existing repository; `config` (when given) is merged over the stored
+    /// configuration, as Icechunk's `Repository.open(config=)`.
     #[staticmethod]
-    fn open(py: Python<'_>, storage: &Storage) -> PyResult<Self> {
+    #[pyo3(signature = (storage, config=None))]
+    fn open(py: Python<'_>, storage: &Storage, config: Option<RepositoryConfig>) -> PyResult<Self> {
         let st = Arc::clone(&storage.inner);
-        let inner = block_on(py, floe::Repository::open(st)).py()?;
+        let overrides = config.map(|c| c.inner);
+        let inner = block_on(
+            py,
+            floe::Repository::open_configured(st, floe::OpenOptions::default(), overrides),
+        )
+        .py()?;
         Ok(Repository { inner })
     }
 
-    /// Opens the repository, creating it (spec 2, the default) when there is none.
+    /// Opens the repository (with `config` merged over the stored one), creating it
+    /// with `config` in spec version `spec_version` (2 when `None`) when there is
+    /// none.
     #[staticmethod]
-    fn open_or_create(py: Python<'_>, storage: &Storage) -> PyResult<Self> {
+    #[pyo3(signature = (storage, config=None, spec_version=None))]
+    fn open_or_create(
+        py: Python<'_>,
+        storage: &Storage,
+        config: Option<RepositoryConfig>,
+        spec_version: Option<u8>,
+    ) -> PyResult<Self> {
+        let spec = spec(spec_version)?;
         let st = Arc::clone(&storage.inner);
-        let inner = block_on(
-            py,
-            floe::Repository::open_or_create(st, floe::OpenOptions::default()),
-        )
+        let config = config.map(|c| c.inner);
+        let inner = block_on(py, async move {
+            let options = floe::OpenOptions::default();
+            let opened =
+                floe::Repository::open_configured(Arc::clone(&st), options.clone(), config.clone())
+                    .await;
+            match opened {
+                Err(floe::Error::RepositoryNotFound { .. }) => {
+                    match floe::Repository::create_with(Arc::clone(&st), config.clone(), spec, options.clone()).await {
+                        Err(floe::Error::RepositoryExists { .. }) => {
+                            floe::Repository::open_configured(st, options, config).await
+                        }
+                        other => other,
+                    }
+                }
+                other => other,
+            }
+        })
         .py()?;
+        Ok(Repository { inner })
+    }
+
+    /// The stored configuration of the repository in `storage`, `None` when it
+    /// stores none (Icechunk's `Repository.fetch_config`).
+    #[staticmethod]
+    fn fetch_config(py: Python<'_>, storage: &Storage) -> PyResult<Option<RepositoryConfig>> {
+        let st = Arc::clone(&storage.inner);
+        let found = block_on(py, floe::Repository::fetch_config(st)).py()?;
+        Ok(found.map(|inner| RepositoryConfig { inner }))
+    }
+
+    /// This repository with `config` merged over its configuration (nothing is
+    /// written until `save_config`), as Icechunk's `Repository.reopen(config=)`.
+    #[pyo3(signature = (config=None))]
+    fn reopen(&self, config: Option<RepositoryConfig>) -> PyResult<Self> {
+        let overrides = config.map(|c| c.inner);
+        let inner = self.inner.reopen(overrides.as_ref()).py()?;
         Ok(Repository { inner })
     }
 

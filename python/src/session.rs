@@ -201,6 +201,14 @@ impl Session {
         self.inner.snapshot_id().to_string()
     }
 
+    /// The repository configuration the session works with (a copy).
+    #[getter]
+    fn config(&self) -> crate::config::RepositoryConfig {
+        crate::config::RepositoryConfig {
+            inner: self.inner.config().clone(),
+        }
+    }
+
     /// The branch of a writable session; `None` for read-only sessions, forks, and
     /// sessions that committed (as Icechunk).
     #[getter]

@@ -1,35 +1,160 @@
-//! `config.yaml`: the repository configuration, a YAML map.
+//! `config.yaml`: the repository configuration, a YAML map (and, in spec 2, the same
+//! map in the `repo` object, as FlexBuffers).
 //!
-//! floe reads the keys it knows (`inline_chunk_threshold_bytes`,
-//! `virtual_chunk_containers`) and keeps every other key as it found it when it
+//! floe reads the keys Icechunk 2.3 defines (`inline_chunk_threshold_bytes`,
+//! `get_partial_values_concurrency`, `compression`, `max_concurrent_requests`,
+//! `max_concurrent_decodes`, `caching`, `storage`, `virtual_chunk_containers`,
+//! `manifest` (see [`manifest`]), `repo_update_retries`,
+//! `num_updates_per_repo_info_file`) and keeps every other key as it found it when it
 //! rewrites the file. Virtual chunk containers map a URL prefix to
 //! `{name, url_prefix, store}`, where `store` is a YAML-tagged value such as
 //! `!local_file_system /path`, `!s3 {...}`, `!s3_compatible {...}`, `!http {...}`.
 //!
 //! Spec: `../shared/docs/icechunk-format-v1.md`, "config.yaml".
 
+use serde::{Deserialize, Serialize};
 use serde_yaml::value::{Tag, TaggedValue};
 use serde_yaml::{Mapping, Value};
 
 use crate::format::FormatError;
+
+pub mod manifest;
+
+pub use manifest::{
+    ManifestConfig, ManifestPreloadCondition, ManifestPreloadConfig, ManifestSplitCondition,
+    ManifestSplitDim, ManifestSplitDimCondition, ManifestSplittingConfig,
+    VirtualChunkLocationCompressionConfig,
+};
 
 /// Key of the configuration object.
 pub const CONFIG_KEY: &str = super::keys::CONFIG;
 /// Default largest encoded chunk size stored inline in manifests, in bytes.
 pub const DEFAULT_INLINE_CHUNK_THRESHOLD_BYTES: u64 = 512;
 
-/// The keys Icechunk writes (as `null` when unset); floe writes them too so that
-/// Icechunk reads what floe writes.
-const STANDARD_KEYS: [&str; 8] = [
+/// Default of `get_partial_values_concurrency`: chunk reads of one
+/// `get_partial_values` call in flight at once.
+pub const DEFAULT_GET_PARTIAL_VALUES_CONCURRENCY: u16 = 10;
+/// Default of `max_concurrent_requests`: storage requests of one repository in
+/// flight at once.
+pub const DEFAULT_MAX_CONCURRENT_REQUESTS: u16 = 256;
+/// Default of `max_concurrent_decodes` (Icechunk 2.3: chunk decodes at once).
+pub const DEFAULT_MAX_CONCURRENT_DECODES: u16 = 2;
+
+/// The keys Icechunk 2.3 writes, in its order (as `null` when unset); floe writes
+/// them too so that Icechunk reads what floe writes.
+const STANDARD_KEYS: [&str; 12] = [
     "inline_chunk_threshold_bytes",
     "get_partial_values_concurrency",
     "compression",
     "max_concurrent_requests",
+    "max_concurrent_decodes",
     "caching",
     "storage",
     "virtual_chunk_containers",
     "manifest",
+    "previous_file",
+    "repo_update_retries",
+    "num_updates_per_repo_info_file",
 ];
+
+/// Sections merged field by field by [`RepositoryConfig::merge`], by their path;
+/// every other map (and every list or tagged value) is replaced whole when the
+/// overriding configuration sets it, as Icechunk merges.
+const MERGED_SECTIONS: [&[&str]; 11] = [
+    &["compression"],
+    &["caching"],
+    &["storage"],
+    &["storage", "concurrency"],
+    &["storage", "retries"],
+    &["storage", "timeouts"],
+    &["manifest"],
+    &["manifest", "preload"],
+    &["manifest", "virtual_chunk_location_compression"],
+    &["repo_update_retries"],
+    &["repo_update_retries", "default"],
+];
+
+/// `caching`: how many decoded objects the repository keeps in memory (Icechunk's
+/// `CachingConfig`). Unset fields take Icechunk's defaults.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CachingConfig {
+    /// Snapshot nodes kept (default 500,000).
+    #[serde(default)]
+    pub num_snapshot_nodes: Option<u64>,
+    /// Manifest chunk refs kept (default 15,000,000).
+    #[serde(default)]
+    pub num_chunk_refs: Option<u64>,
+    /// Transaction-log changes kept (default 0).
+    #[serde(default)]
+    pub num_transaction_changes: Option<u64>,
+    /// Bytes of attributes kept (default 0).
+    #[serde(default)]
+    pub num_bytes_attributes: Option<u64>,
+    /// Bytes of chunks kept (default 0).
+    #[serde(default)]
+    pub num_bytes_chunks: Option<u64>,
+}
+
+impl CachingConfig {
+    /// Snapshot nodes kept (default 500,000).
+    pub fn num_snapshot_nodes(&self) -> u64 {
+        self.num_snapshot_nodes.unwrap_or(500_000)
+    }
+    /// Manifest chunk refs kept (default 15,000,000).
+    pub fn num_chunk_refs(&self) -> u64 {
+        self.num_chunk_refs.unwrap_or(15_000_000)
+    }
+    /// Transaction-log changes kept (default 0).
+    pub fn num_transaction_changes(&self) -> u64 {
+        self.num_transaction_changes.unwrap_or(0)
+    }
+    /// Bytes of attributes kept (default 0).
+    pub fn num_bytes_attributes(&self) -> u64 {
+        self.num_bytes_attributes.unwrap_or(0)
+    }
+    /// Bytes of chunks kept (default 0).
+    pub fn num_bytes_chunks(&self) -> u64 {
+        self.num_bytes_chunks.unwrap_or(0)
+    }
+}
+
+/// Retry settings (Icechunk's storage `RetriesSettings`), here those of
+/// `repo_update_retries.default`: how often an update of the spec-2 `repo` object is
+/// tried when another writer changed it in between.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetriesSettings {
+    /// Tries in all, the first included.
+    #[serde(default)]
+    pub max_tries: Option<u16>,
+    /// First wait between tries, in milliseconds.
+    #[serde(default)]
+    pub initial_backoff_ms: Option<u32>,
+    /// Longest wait between tries, in milliseconds.
+    #[serde(default)]
+    pub max_backoff_ms: Option<u32>,
+}
+
+/// `repo_update_retries` (Icechunk's `RepoUpdateRetryConfig`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RepoUpdateRetryConfig {
+    /// Retries of every `repo` object update; unset: 100 tries, 50 ms first wait,
+    /// 30 s longest.
+    #[serde(default)]
+    pub default: Option<RetriesSettings>,
+}
+
+impl RepoUpdateRetryConfig {
+    /// The effective retries: the configured fields over Icechunk's defaults (100
+    /// tries, 50 ms, 30,000 ms).
+    pub fn effective(&self) -> (u16, u32, u32) {
+        let d = self.default.unwrap_or_default();
+        (
+            d.max_tries.unwrap_or(100).max(1),
+            d.initial_backoff_ms.unwrap_or(50),
+            d.max_backoff_ms.unwrap_or(30_000),
+        )
+    }
+}
 
 /// The store behind a virtual chunk container.
 #[derive(Clone, Debug, PartialEq)]
@@ -178,6 +303,35 @@ fn opt(s: &Option<String>) -> Value {
     s.as_deref().map(Value::from).unwrap_or(Value::Null)
 }
 
+/// `v` in serde's plain form: YAML tags back into `{variant: value}` (or `"variant"`
+/// for a tag without a value), as FlexBuffers and JSON write enums.
+fn untag(v: &Value) -> Value {
+    match v {
+        Value::Tagged(t) => {
+            let tag = t.tag.to_string();
+            let tag = tag.trim_start_matches('!').to_string();
+            match &t.value {
+                Value::Null => Value::String(tag),
+                inner => {
+                    let mut m = Mapping::new();
+                    m.insert(Value::String(tag), untag(inner));
+                    Value::Mapping(m)
+                }
+            }
+        }
+        Value::Mapping(m) => Value::Mapping(m.iter().map(|(k, v)| (k.clone(), untag(v))).collect()),
+        Value::Sequence(s) => Value::Sequence(s.iter().map(untag).collect()),
+        other => other.clone(),
+    }
+}
+
+/// `v` as a YAML value (enums tagged).
+fn to_yaml_value<T: Serialize>(v: &T) -> Result<Value, FormatError> {
+    serde_yaml::to_value(v).map_err(|e| FormatError::InvalidConfig {
+        reason: e.to_string(),
+    })
+}
+
 /// A repository configuration: the parsed YAML map, with typed accessors for the keys
 /// floe uses. Unknown keys are kept verbatim.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -222,12 +376,47 @@ impl RepositoryConfig {
                 reason: format!("the repo object's configuration: {e}"),
             }
         })?;
+        Self::from_untagged(value, "the repo object's configuration")
+    }
+
+    /// The configuration in serde's plain form (enums as `{variant: value}` maps or
+    /// `"variant"` strings, as JSON and FlexBuffers write them): how the Python
+    /// bindings pass configurations. The inverse of [`RepositoryConfig::to_plain`].
+    ///
+    /// # Errors
+    /// [`FormatError::InvalidConfig`] when `value` is not a map (or null), or a known
+    /// key has the wrong shape.
+    pub fn from_plain(value: &serde_json::Value) -> Result<Self, FormatError> {
+        let value = serde_yaml::to_value(value).map_err(|e| FormatError::InvalidConfig {
+            reason: e.to_string(),
+        })?;
+        Self::from_untagged(value, "configuration")
+    }
+
+    /// The configuration in serde's plain form (see [`RepositoryConfig::from_plain`]),
+    /// with every standard key present (null when unset).
+    ///
+    /// # Errors
+    /// [`FormatError::InvalidConfig`] when a value has no JSON form (a non-string
+    /// map key).
+    pub fn to_plain(&self) -> Result<serde_json::Value, FormatError> {
+        serde_json::to_value(untag(&Value::Mapping(self.with_standard_keys()))).map_err(|e| {
+            FormatError::InvalidConfig {
+                reason: format!("the configuration has no JSON form: {e}"),
+            }
+        })
+    }
+
+    /// A configuration from a map in serde's plain form: enum values (virtual chunk
+    /// container stores, manifest conditions) become YAML-tagged, as `config.yaml`
+    /// holds them. `what` names the source in errors.
+    fn from_untagged(value: Value, what: &str) -> Result<Self, FormatError> {
         let mut raw = match value {
             Value::Mapping(m) => m,
             Value::Null => Mapping::new(),
             _ => {
                 return Err(FormatError::InvalidConfig {
-                    reason: "the repo object's configuration is not a map".into(),
+                    reason: format!("{what} is not a map"),
                 })
             }
         };
@@ -252,9 +441,9 @@ impl RepositoryConfig {
                 let as_tagged = match as_tagged {
                     Some(("", _)) => {
                         return Err(FormatError::InvalidConfig {
-                            reason: "the repo object's configuration: a virtual chunk \
-                                     container's store kind is empty"
-                                .into(),
+                            reason: format!(
+                                "{what}: a virtual chunk container's store kind is empty"
+                            ),
                         })
                     }
                     Some((k, v)) => Some(tagged(k, v)),
@@ -265,9 +454,53 @@ impl RepositoryConfig {
                 }
             }
         }
+        // The manifest section's conditions, through its typed form.
+        if let Some(manifest) = raw.get_mut("manifest").filter(|m| !m.is_null()) {
+            let typed: ManifestConfig = serde_json::to_value(&*manifest)
+                .and_then(serde_json::from_value)
+                .map_err(|e| FormatError::InvalidConfig {
+                    reason: format!("{what}: manifest: {e}"),
+                })?;
+            *manifest = to_yaml_value(&typed)?;
+        }
         let cfg = RepositoryConfig { raw };
         cfg.check()?;
         Ok(cfg)
+    }
+
+    /// `self` with `other` over it, as Icechunk's `RepositoryConfig::merge`: every key
+    /// `other` sets (not null) wins; the sections `compression`, `caching`,
+    /// `storage` (and its `concurrency`, `retries`, `timeouts`), `manifest` (and its
+    /// `preload`, `virtual_chunk_location_compression`) and `repo_update_retries`
+    /// (and its `default`) merge field by field; everything else, notably
+    /// `virtual_chunk_containers` and `manifest.splitting`, is replaced whole.
+    pub fn merge(&self, other: &RepositoryConfig) -> RepositoryConfig {
+        fn merge_map(mine: &Mapping, theirs: &Mapping, path: &mut Vec<String>) -> Mapping {
+            let mut out = mine.clone();
+            for (k, v) in theirs {
+                if v.is_null() {
+                    continue;
+                }
+                let key = k.as_str().unwrap_or_default().to_string();
+                path.push(key);
+                let merged = match (out.get(k), v) {
+                    (Some(Value::Mapping(a)), Value::Mapping(b))
+                        if MERGED_SECTIONS
+                            .iter()
+                            .any(|s| s.iter().copied().eq(path.iter().map(String::as_str))) =>
+                    {
+                        Value::Mapping(merge_map(a, b, path))
+                    }
+                    _ => v.clone(),
+                };
+                path.pop();
+                out.insert(k.clone(), merged);
+            }
+            out
+        }
+        RepositoryConfig {
+            raw: merge_map(&self.raw, &other.raw, &mut Vec::new()),
+        }
     }
 
     /// Spec 2: ops-log entries kept in one `repo` object before older ones move to a
@@ -302,27 +535,6 @@ impl RepositoryConfig {
     /// # Errors
     /// [`FormatError::InvalidConfig`] when a value cannot be encoded.
     pub fn to_flexbuffer(&self) -> Result<Vec<u8>, FormatError> {
-        fn untag(v: &Value) -> Value {
-            match v {
-                Value::Tagged(t) => {
-                    let tag = t.tag.to_string();
-                    let tag = tag.trim_start_matches('!').to_string();
-                    match &t.value {
-                        Value::Null => Value::String(tag),
-                        inner => {
-                            let mut m = Mapping::new();
-                            m.insert(Value::String(tag), untag(inner));
-                            Value::Mapping(m)
-                        }
-                    }
-                }
-                Value::Mapping(m) => {
-                    Value::Mapping(m.iter().map(|(k, v)| (k.clone(), untag(v))).collect())
-                }
-                Value::Sequence(s) => Value::Sequence(s.iter().map(untag).collect()),
-                other => other.clone(),
-            }
-        }
         flexbuffers::to_vec(untag(&Value::Mapping(self.raw.clone()))).map_err(|e| {
             FormatError::InvalidConfig {
                 reason: format!("cannot encode the configuration as FlexBuffers: {e}"),
@@ -343,7 +555,98 @@ impl RepositoryConfig {
             }
         }
         self.virtual_chunk_containers()?;
+        self.typed::<ManifestConfig>("manifest")?;
+        self.typed::<CachingConfig>("caching")?;
+        self.typed::<RepoUpdateRetryConfig>("repo_update_retries")?;
+        for key in [
+            "get_partial_values_concurrency",
+            "max_concurrent_requests",
+            "max_concurrent_decodes",
+            "num_updates_per_repo_info_file",
+        ] {
+            self.typed::<u16>(key)?;
+        }
         Ok(())
+    }
+
+    /// The value of `key` as a `T`, `None` when absent or null.
+    ///
+    /// # Errors
+    /// [`FormatError::InvalidConfig`] when it has another shape.
+    fn typed<T: serde::de::DeserializeOwned>(&self, key: &str) -> Result<Option<T>, FormatError> {
+        match self.raw.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => serde_yaml::from_value(v.clone()).map(Some).map_err(|e| {
+                FormatError::InvalidConfig {
+                    reason: format!("{key}: {e}"),
+                }
+            }),
+        }
+    }
+
+    /// Sets `key` to `value` (null for `None`).
+    fn set_typed<T: Serialize>(&mut self, key: &str, value: Option<&T>) -> Result<(), FormatError> {
+        let v = match value {
+            Some(v) => to_yaml_value(v)?,
+            None => Value::Null,
+        };
+        self.raw.insert(key.into(), v);
+        Ok(())
+    }
+
+    /// The `manifest` section (all unset when absent). Checked when the configuration
+    /// was read, so a malformed one reads as unset.
+    pub fn manifest(&self) -> ManifestConfig {
+        self.typed("manifest").ok().flatten().unwrap_or_default()
+    }
+
+    /// Sets (or with `None`, unsets) the `manifest` section.
+    ///
+    /// # Errors
+    /// [`FormatError::InvalidConfig`] when it cannot be encoded.
+    pub fn set_manifest(&mut self, manifest: Option<&ManifestConfig>) -> Result<(), FormatError> {
+        self.set_typed("manifest", manifest)
+    }
+
+    /// The `caching` section (all unset when absent).
+    pub fn caching(&self) -> CachingConfig {
+        self.typed("caching").ok().flatten().unwrap_or_default()
+    }
+
+    /// Sets (or with `None`, unsets) the `caching` section.
+    ///
+    /// # Errors
+    /// [`FormatError::InvalidConfig`] when it cannot be encoded.
+    pub fn set_caching(&mut self, caching: Option<&CachingConfig>) -> Result<(), FormatError> {
+        self.set_typed("caching", caching)
+    }
+
+    /// The `repo_update_retries` section (all unset when absent).
+    pub fn repo_update_retries(&self) -> RepoUpdateRetryConfig {
+        self.typed("repo_update_retries")
+            .ok()
+            .flatten()
+            .unwrap_or_default()
+    }
+
+    /// Chunk reads of one `get_partial_values` call in flight at once (default 10,
+    /// at least 1).
+    pub fn get_partial_values_concurrency(&self) -> u16 {
+        self.typed::<u16>("get_partial_values_concurrency")
+            .ok()
+            .flatten()
+            .unwrap_or(DEFAULT_GET_PARTIAL_VALUES_CONCURRENCY)
+            .max(1)
+    }
+
+    /// Storage requests of the repository in flight at once (default 256, at least
+    /// 1).
+    pub fn max_concurrent_requests(&self) -> u16 {
+        self.typed::<u16>("max_concurrent_requests")
+            .ok()
+            .flatten()
+            .unwrap_or(DEFAULT_MAX_CONCURRENT_REQUESTS)
+            .max(1)
     }
 
     /// Serializes to YAML, with Icechunk's standard keys present (as `null` when unset).
@@ -351,6 +654,16 @@ impl RepositoryConfig {
     /// # Errors
     /// [`FormatError::InvalidConfig`] if serialization fails.
     pub fn to_yaml(&self) -> Result<String, FormatError> {
+        serde_yaml::to_string(&Value::Mapping(self.with_standard_keys())).map_err(|e| {
+            FormatError::InvalidConfig {
+                reason: e.to_string(),
+            }
+        })
+    }
+
+    /// The map with every standard key, in Icechunk's order (null when unset), then
+    /// the other keys.
+    fn with_standard_keys(&self) -> Mapping {
         let mut out = Mapping::new();
         for k in STANDARD_KEYS {
             out.insert(k.into(), self.raw.get(k).cloned().unwrap_or(Value::Null));
@@ -360,9 +673,7 @@ impl RepositoryConfig {
                 out.insert(k.clone(), v.clone());
             }
         }
-        serde_yaml::to_string(&Value::Mapping(out)).map_err(|e| FormatError::InvalidConfig {
-            reason: e.to_string(),
-        })
+        out
     }
 
     /// The raw YAML map.
@@ -511,6 +822,195 @@ manifest: null
 some_future_key:
   nested: [1, 2, 3]
 ";
+
+    /// `config.yaml` as Icechunk 2.3.0 writes it with every section set (a
+    /// `Repository.create(config=...)` of spec 1).
+    const ICECHUNK_230_FULL: &str = r#"inline_chunk_threshold_bytes: 5
+get_partial_values_concurrency: 7
+compression:
+  algorithm: null
+  level: 4
+max_concurrent_requests: 9
+max_concurrent_decodes: 3
+caching:
+  num_snapshot_nodes: 1
+  num_chunk_refs: 2
+  num_transaction_changes: 3
+  num_bytes_attributes: 4
+  num_bytes_chunks: 5
+storage:
+  concurrency:
+    max_concurrent_requests_for_object: 5
+    ideal_concurrent_request_size: 4096
+  retries:
+    max_tries: 5
+    initial_backoff_ms: 0
+    max_backoff_ms: 0
+  timeouts: null
+  unsafe_use_conditional_update: false
+  unsafe_use_conditional_create: null
+  unsafe_use_metadata: false
+  storage_class: X
+  metadata_storage_class: null
+  chunks_storage_class: null
+  minimum_size_for_multipart_upload: null
+virtual_chunk_containers: null
+manifest:
+  preload:
+    max_total_refs: 3
+    preload_if: !and
+    - !and
+      - !and
+        - !or
+          - !name_matches
+            regex: x
+          - !path_matches
+            regex: /a/.*
+          - 'true'
+          - 'false'
+        - !num_refs
+          from: !Included 1
+          to: Unbounded
+      - !num_refs
+        from: Unbounded
+        to: !Excluded 7
+    - !num_refs
+      from: !Included 2
+      to: !Excluded 8
+    max_arrays_to_scan: 4
+  splitting:
+    split_sizes:
+    - - any_array
+      - - condition: !Axis 0
+          num_chunks: 2
+        - condition: !DimensionName lon
+          num_chunks: 3
+        - condition: Any
+          num_chunks: 4
+    - - !or
+        - !name_matches
+          regex: t
+        - !path_matches
+          regex: p
+      - - condition: Any
+          num_chunks: 1
+    - - !and
+        - !name_matches
+          regex: a
+      - []
+  virtual_chunk_location_compression:
+    min_num_chunks: 5
+    dictionary_max_training_samples: null
+    dictionary_max_size_bytes: null
+    compression_level: 2
+  max_concurrent_manifest_fetches_during_commit: 3
+previous_file: null
+repo_update_retries:
+  default:
+    max_tries: 3
+    initial_backoff_ms: null
+    max_backoff_ms: null
+num_updates_per_repo_info_file: 10
+"#;
+
+    #[test]
+    fn icechunk_230_full_config_round_trips_byte_for_byte() {
+        let cfg = RepositoryConfig::parse(ICECHUNK_230_FULL.as_bytes()).unwrap();
+        assert_eq!(cfg.to_yaml().unwrap(), ICECHUNK_230_FULL);
+        let m = cfg.manifest();
+        assert_eq!(m.preload().max_total_refs(), 3);
+        assert_eq!(m.max_concurrent_manifest_fetches_during_commit(), 3);
+        let splitting = m.splitting.clone().unwrap();
+        let rules = splitting.split_sizes.clone().unwrap();
+        assert_eq!(rules.len(), 3);
+        assert_eq!(rules[0].0, ManifestSplitCondition::AnyArray);
+        assert_eq!(
+            rules[0].1[1].condition,
+            ManifestSplitDimCondition::DimensionName("lon".into())
+        );
+        assert_eq!(cfg.caching().num_chunk_refs(), 2);
+        assert_eq!(cfg.get_partial_values_concurrency(), 7);
+        assert_eq!(cfg.max_concurrent_requests(), 9);
+        assert_eq!(cfg.repo_update_retries().effective(), (3, 50, 30_000));
+        // Through serde's plain form (Python) and FlexBuffers (spec 2) and back.
+        let plain = cfg.to_plain().unwrap();
+        assert_eq!(plain["manifest"]["splitting"]["split_sizes"][0][0], "any_array");
+        assert_eq!(
+            plain["manifest"]["splitting"]["split_sizes"][0][1][0]["condition"]["Axis"],
+            0
+        );
+        let back = RepositoryConfig::from_plain(&plain).unwrap();
+        assert_eq!(back.to_yaml().unwrap(), ICECHUNK_230_FULL);
+        let flex = RepositoryConfig::from_flexbuffer(&cfg.to_flexbuffer().unwrap()).unwrap();
+        assert_eq!(flex.manifest(), m);
+        // FlexBuffers maps keep keys sorted: the same values, in another order.
+        assert_eq!(flex.to_plain().unwrap(), plain);
+    }
+
+    #[test]
+    fn merge_follows_icechunks_rules() {
+        let base = RepositoryConfig::parse(
+            b"inline_chunk_threshold_bytes: 5
+compression: {algorithm: zstd, level: 4}
+caching: {num_snapshot_nodes: 1, num_chunk_refs: 2}
+virtual_chunk_containers:
+  s3://a/: {name: null, url_prefix: s3://a/, store: !s3 {region: x}}
+manifest:
+  preload: {max_total_refs: 3, preload_if: 'true'}
+  splitting:
+    split_sizes: [[any_array, [{condition: Any, num_chunks: 2}]]]
+",
+        )
+        .unwrap();
+        let over = RepositoryConfig::parse(
+            b"caching: {num_chunk_refs: 9}
+compression: {level: null}
+virtual_chunk_containers: {}
+manifest:
+  preload: {max_arrays_to_scan: 7}
+  splitting:
+    split_sizes: null
+",
+        )
+        .unwrap();
+        let m = base.merge(&over);
+        assert_eq!(m.inline_chunk_threshold_bytes(), 5, "unset in `over`: kept");
+        assert_eq!(m.compression_level(), Some(4), "a null field does not override");
+        assert_eq!(m.caching().num_snapshot_nodes, Some(1), "merged field by field");
+        assert_eq!(m.caching().num_chunk_refs, Some(9));
+        assert!(m.virtual_chunk_containers().unwrap().is_empty(), "replaced whole");
+        let manifest = m.manifest();
+        let preload = manifest.preload.unwrap();
+        assert_eq!(
+            (preload.max_total_refs, preload.max_arrays_to_scan),
+            (Some(3), Some(7))
+        );
+        assert_eq!(preload.preload_if, Some(ManifestPreloadCondition::True));
+        assert_eq!(
+            manifest.splitting,
+            Some(ManifestSplittingConfig { split_sizes: None }),
+            "splitting is replaced whole"
+        );
+        assert_eq!(base.merge(&RepositoryConfig::default()), base);
+    }
+
+    #[test]
+    fn malformed_sections_are_typed_errors() {
+        for yaml in [
+            "manifest: {preload: {preload_if: !no_such_condition 1}}\n",
+            "caching: {num_chunk_refs: lots}\n",
+            "max_concurrent_requests: -1\n",
+            "repo_update_retries: {default: {max_tries: []}}\n",
+        ] {
+            let r = RepositoryConfig::parse(yaml.as_bytes());
+            assert!(matches!(r, Err(FormatError::InvalidConfig { .. })), "{yaml}: {r:?}");
+        }
+        let plain = serde_json::json!({"manifest": {"splitting": {"split_sizes": [["no_such", []]]}}});
+        assert!(matches!(
+            RepositoryConfig::from_plain(&plain),
+            Err(FormatError::InvalidConfig { .. })
+        ));
+    }
 
     #[test]
     fn compression_level_reads_icechunks_key_and_keeps_the_algorithm() {

@@ -20,7 +20,7 @@ use crate::format::transaction_log::TransactionLog;
 use crate::format::{ManifestId, NodePath, SnapshotId};
 
 use super::change_set::ChangeSet;
-use super::manifest_split::{write_array_manifests, ArrayManifests, SplitLayout};
+use super::manifest_split::{write_array_manifests, ArrayManifests, ManifestLayouts};
 use super::overlay::apply_node_changes;
 
 /// How many arrays' manifests are merged, encoded and written at once (bounds the
@@ -50,12 +50,15 @@ pub(crate) enum CommitMethod<'a> {
 /// one new manifest per array whose chunks changed (or whose shape shrank), reuses
 /// every other manifest as it is, then writes the transaction log and the snapshot.
 /// Nothing is visible until the branch moves ([`crate::refs::RefStore::commit`], the
-/// commit point).
+/// commit point). Each array's manifests follow the layout `layouts` gives it (the
+/// configuration's `manifest.splitting`, or floe's own).
 ///
 /// # Errors
 /// Storage and format errors.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn flush(
     assets: &AssetManager,
+    layouts: &ManifestLayouts,
     base: &Snapshot,
     changes: &Arc<ChangeSet>,
     new_id: SnapshotId,
@@ -84,8 +87,7 @@ pub(crate) async fn flush(
                 .iter()
                 .zip(&a.shape)
                 .any(|(before, after)| after.num_chunks() < before.num_chunks());
-            o.shape != a.shape
-                && (shrunk || SplitLayout::for_shape(&o.shape) != SplitLayout::for_shape(&a.shape))
+            o.shape != a.shape && (shrunk || layouts.layout(path, o) != layouts.layout(path, a))
         });
         if chunk_changes || rewrite_all {
             rewrite.push((path.clone(), rewrite_all));
@@ -144,10 +146,21 @@ pub(crate) async fn flush(
                 .and_then(NodeSnapshot::array)
                 .map(|a| a.manifests.clone())
                 .unwrap_or_default();
-            let shape = node.array().map(|a| a.shape.clone()).unwrap_or_default();
-            let written =
-                write_array_manifests(assets, base, node.id, &old, &shape, changes, rewrite_all)
-                    .await?;
+            let Some(array) = node.array() else {
+                return Ok((path, ArrayManifests::default()));
+            };
+            let layout = layouts.layout(&path, array);
+            let written = write_array_manifests(
+                assets,
+                base,
+                node.id,
+                &old,
+                &array.shape,
+                layout,
+                changes,
+                rewrite_all,
+            )
+            .await?;
             Ok::<_, crate::error::Error>((path, written))
         },
     ))

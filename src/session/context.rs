@@ -9,6 +9,8 @@ use crate::format::config::RepositoryConfig;
 use crate::refs::RefStore;
 use crate::virtual_refs::VirtualChunkResolver;
 
+use super::manifest_split::ManifestLayouts;
+
 /// The refs, object cache, configuration and virtual chunk resolver of the
 /// repository a session belongs to, as they were when the session started.
 #[derive(Debug)]
@@ -23,6 +25,9 @@ pub(crate) struct SessionContext {
     pub(crate) virtual_resolver: Arc<VirtualChunkResolver>,
     /// Chunks of at most this many bytes are stored inline in manifests.
     pub(crate) inline_threshold_bytes: u64,
+    /// How commits cut arrays' chunk refs into manifests (the configuration's
+    /// `manifest.splitting`).
+    pub(crate) manifest_layouts: ManifestLayouts,
 }
 
 impl SessionContext {
@@ -33,7 +38,9 @@ impl SessionContext {
         virtual_resolver: Arc<VirtualChunkResolver>,
     ) -> Self {
         let inline_threshold_bytes = config.inline_chunk_threshold_bytes();
+        let manifest_layouts = ManifestLayouts::new(&config);
         SessionContext {
+            manifest_layouts,
             refs: RefStore::new(Arc::clone(&assets)),
             assets,
             config,

@@ -220,6 +220,7 @@ impl Session {
         } else {
             let snapshot = commit::flush(
                 &self.inner.ctx.assets,
+                &self.inner.ctx.manifest_layouts,
                 &base,
                 &changes,
                 SnapshotId::random(),

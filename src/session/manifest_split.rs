@@ -16,10 +16,11 @@ use std::sync::Arc;
 
 use crate::assets::AssetManager;
 use crate::error::Result;
+use crate::format::config::{ManifestSplittingConfig, RepositoryConfig};
 use crate::format::envelope::FileType;
 use crate::format::manifest::{Manifest, ManifestWriter};
-use crate::format::snapshot::{DimensionShape, ManifestFileInfo, ManifestRef, Snapshot};
-use crate::format::{ChunkIndices, FormatError, ManifestId, NodeId, SpecVersion};
+use crate::format::snapshot::{ArrayData, DimensionShape, ManifestFileInfo, ManifestRef, Snapshot};
+use crate::format::{ChunkIndices, FormatError, ManifestId, NodeId, NodePath, SpecVersion};
 
 use super::change_set::ChangeSet;
 use super::overlay::{index_in_bounds, merged_refs_from};
@@ -32,6 +33,40 @@ pub const MAX_REFS_PER_MANIFEST: u64 = 100_000;
 pub(crate) struct SplitLayout {
     /// Chunks per block along each dimension.
     block: Vec<u64>,
+    /// Whether blocks follow chunk index order (a block's refs are one run of the
+    /// sorted refs): true for floe's own layouts, false for configured ones.
+    ordered: bool,
+}
+
+/// Which layout each array's manifests follow: the repository configuration's
+/// `manifest.splitting` (Icechunk's rules: [`ManifestSplittingConfig::block_sizes`])
+/// when it sets one, floe's own ([`SplitLayout::for_shape`]) otherwise.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ManifestLayouts {
+    splitting: Option<ManifestSplittingConfig>,
+}
+
+impl ManifestLayouts {
+    /// The layouts a configuration asks for.
+    pub(crate) fn new(config: &RepositoryConfig) -> Self {
+        ManifestLayouts {
+            splitting: config.manifest().splitting,
+        }
+    }
+
+    /// The layout of the array at `path` with this shape and these dimension names.
+    pub(crate) fn layout(&self, path: &NodePath, array: &ArrayData) -> SplitLayout {
+        match &self.splitting {
+            None => SplitLayout::for_shape(&array.shape),
+            Some(splitting) => {
+                let n: Vec<u64> = array.shape.iter().map(DimensionShape::num_chunks).collect();
+                SplitLayout {
+                    block: splitting.block_sizes(path, &n, array.dimension_names.as_deref()),
+                    ordered: false,
+                }
+            }
+        }
+    }
 }
 
 /// A block of the layout: its position in units of blocks along each dimension.
@@ -53,7 +88,10 @@ impl SplitLayout {
             block[d] = num_chunks[d].max(1).min(budget);
             budget = (budget / block[d]).max(1);
         }
-        SplitLayout { block }
+        SplitLayout {
+            block,
+            ordered: true,
+        }
     }
 
     /// The layout of an array of this shape.
@@ -134,20 +172,22 @@ struct Encoded {
 /// Manifests are encoded one block at a time, each written while the next is
 /// encoded, straight from the committed manifests and the change set: the refs are
 /// never copied, and at most two encoded manifests are held at once, however large
-/// the array.
+/// the array. With a configured layout (blocks out of index order) the blocks are
+/// gathered first and encoded together.
 ///
 /// # Errors
 /// Storage and format errors.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn write_array_manifests(
     assets: &AssetManager,
     base: &Snapshot,
     node: NodeId,
     old: &[ManifestRef],
     shape: &[DimensionShape],
+    layout: SplitLayout,
     changes: &Arc<ChangeSet>,
     rewrite_all: bool,
 ) -> Result<ArrayManifests> {
-    let layout = SplitLayout::for_shape(shape);
     let mut changed_blocks: BTreeSet<BlockId> = BTreeSet::new();
     let mut last: Option<BlockId> = None;
     for idx in changes
@@ -219,6 +259,19 @@ pub(crate) async fn write_array_manifests(
         .map(|refs| refs.len())
         .sum::<usize>()
         + changes.array_chunks(&node).map_or(0, |c| c.len());
+    if !layout.ordered {
+        let (manifests, changes) = (Arc::clone(&manifests), Arc::clone(changes));
+        let shape = shape.to_vec();
+        let files = crate::assets::maybe_blocking(work <= INLINE_REFS_MAX, move || {
+            encode_grouped(&manifests, &changes, node, &shape, &layout, (spec, level))
+        })
+        .await?;
+        for (r, info) in write_encoded(assets, files).await? {
+            out.refs.push(r);
+            out.written.push(info);
+        }
+        return Ok(out);
+    }
     // A few refs (the usual small commit) are encoded on the calling task: a hop to
     // the compute pool costs more than the work.
     if work <= INLINE_REFS_MAX {
@@ -336,6 +389,49 @@ fn encode_blocks(
         previous = Some(block);
     }
     Ok((out, None))
+}
+
+/// Encodes the manifests of every block of array `node` under a layout whose blocks
+/// do not follow index order: the refs (committed ones of `manifests` merged with
+/// `changes`, without those outside `shape`) are grouped by block, each group keeping
+/// index order, then each block is encoded.
+///
+/// # Errors
+/// [`FormatError::ChunkIndexTooLarge`]; [`FormatError::Compression`].
+fn encode_grouped(
+    manifests: &[Arc<Manifest>],
+    changes: &ChangeSet,
+    node: NodeId,
+    shape: &[DimensionShape],
+    layout: &SplitLayout,
+    (spec, level): (SpecVersion, i32),
+) -> std::result::Result<Vec<Encoded>, FormatError> {
+    let mut blocks: BTreeMap<BlockId, Vec<_>> = BTreeMap::new();
+    for (idx, payload) in merged_refs_from(manifests, changes, &node, &[])
+        .filter(|(idx, _)| index_in_bounds(shape, idx))
+    {
+        blocks
+            .entry(layout.block_of(idx))
+            .or_default()
+            .push((idx, payload));
+    }
+    let mut out = Vec::with_capacity(blocks.len());
+    for refs in blocks.into_values() {
+        let id = ManifestId::random();
+        let mut writer = ManifestWriter::new(id, refs.len())
+            .spec_version(spec)
+            .compression_level(level);
+        if let Some(extents) = writer.add_array(node, refs)? {
+            let (bytes, count) = writer.finish()?;
+            out.push(Encoded {
+                id,
+                extents,
+                bytes,
+                count,
+            });
+        }
+    }
+    Ok(out)
 }
 
 /// Writes encoded manifests; returns their refs and file infos.

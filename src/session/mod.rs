@@ -820,6 +820,7 @@ impl Session {
             let previous = ctx.assets.fetch_transaction_log(&base.id).await?;
             let snapshot = commit::flush(
                 &ctx.assets,
+                &ctx.manifest_layouts,
                 &base,
                 &changes,
                 SnapshotId::random(),
@@ -914,6 +915,7 @@ impl Session {
             async move {
                 let snapshot = commit::flush(
                     assets,
+                    &ctx.manifest_layouts,
                     &base,
                     &changes,
                     SnapshotId::random(),

@@ -171,6 +171,7 @@ impl Session {
         }
         let snapshot = commit::flush(
             &ctx.assets,
+            &ctx.manifest_layouts,
             &view,
             &Arc::new(ChangeSet::default()),
             SnapshotId::random(),

@@ -1,0 +1,244 @@
+//! The engine honours the repository configuration (Icechunk's `RepositoryConfig`):
+//! `manifest.splitting` decides the manifests a commit writes, configurations given
+//! when opening are merged over the stored one, `caching` bounds the caches and
+//! `manifest.preload` fetches manifests when a session opens.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::fixture::Fixture;
+use common::{array_def, p};
+use floe::format::config::RepositoryConfig;
+use floe::format::snapshot::Snapshot;
+use floe::format::SpecVersion;
+use floe::storage::fault::{Call, Fault, FaultyStorage};
+use floe::storage::{new_in_memory_storage, Storage};
+use floe::{OpenOptions, Repository, VersionSelector};
+
+/// A configuration from `config.yaml` text.
+fn config(yaml: &str) -> RepositoryConfig {
+    RepositoryConfig::parse(yaml.as_bytes()).unwrap()
+}
+
+/// Manifests cut every 3 chunks along axis 2 of arrays named `temp...`, every 2
+/// along axis 1 of every array.
+const SPLIT_YAML: &str = "manifest:
+  splitting:
+    split_sizes:
+    - - !name_matches {regex: ^temp}
+      - [{condition: !Axis 2, num_chunks: 3}]
+    - - any_array
+      - [{condition: !Axis 1, num_chunks: 2}]
+";
+
+/// Writes every chunk of a (3, 4, 17) array of one-element chunks at `path`.
+async fn write_cube(s: &floe::Session, path: &str) {
+    s.add_array(&p(path), array_def(path, &[3, 4, 17], &[1, 1, 1], "uint8"))
+        .unwrap();
+    for i in 0..3u64 {
+        for j in 0..4u64 {
+            for k in 0..17u64 {
+                s.set_chunk(&p(path), &[i, j, k], Bytes::from(vec![k as u8]))
+                    .await
+                    .unwrap();
+            }
+        }
+    }
+}
+
+async fn manifests_of(repo: &Repository, snap: floe::SnapshotId, path: &str) -> usize {
+    let s: Arc<Snapshot> = repo.assets().fetch_snapshot(&snap).await.unwrap();
+    s.nodes[&p(path)].array().unwrap().manifests.len()
+}
+
+#[tokio::test]
+async fn configured_splitting_decides_the_manifests_of_a_commit() {
+    for spec in [SpecVersion::V1, SpecVersion::V2] {
+        let f = Fixture::on_spec(new_in_memory_storage(), Some(config(SPLIT_YAML)), spec).await;
+        write_cube(&f.session, "/temperature").await;
+        write_cube(&f.session, "/salinity").await;
+        let id = f.session.commit("cubes").await.unwrap();
+        // temperature: axis 1 by 2 (2 blocks) and axis 2 by 3 (6 blocks); the second
+        // rule does not size axis 2 again. salinity: only axis 1 (2 blocks).
+        assert_eq!(manifests_of(&f.repo, id, "/temperature").await, 12, "{spec:?}");
+        assert_eq!(manifests_of(&f.repo, id, "/salinity").await, 2, "{spec:?}");
+        // The chunks read back through the split manifests.
+        let r = f
+            .repo
+            .readonly_session(&VersionSelector::Snapshot(id))
+            .await
+            .unwrap();
+        for k in [0u64, 5, 16] {
+            let got = r
+                .get_chunk(&p("/temperature"), &[2, 3, k], None)
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(got[..], [k as u8]);
+        }
+
+        // Reopened, the stored configuration still splits: one changed chunk rewrites
+        // only its block's manifest.
+        let repo = Repository::open(Arc::clone(&f.storage)).await.unwrap();
+        let s = repo.writable_session("main").await.unwrap();
+        s.set_chunk(&p("/temperature"), &[0, 0, 16], Bytes::from_static(b"\x09"))
+            .await
+            .unwrap();
+        let second = s.commit("one chunk").await.unwrap();
+        let before = f.repo.assets().fetch_snapshot(&id).await.unwrap();
+        let after = repo.assets().fetch_snapshot(&second).await.unwrap();
+        let refs = |s: &Snapshot| s.nodes[&p("/temperature")].array().unwrap().manifests.clone();
+        let kept = refs(&after)
+            .iter()
+            .filter(|m| refs(&before).contains(m))
+            .count();
+        assert_eq!(kept, 11, "{spec:?}: only the changed block's manifest is new");
+    }
+}
+
+#[tokio::test]
+async fn a_configuration_given_at_open_is_merged_over_the_stored_one() {
+    let f = Fixture::on(new_in_memory_storage(), Some(config(SPLIT_YAML))).await;
+    write_cube(&f.session, "/temperature").await;
+    f.session.commit("cubes").await.unwrap();
+    // Whole arrays from now on, by a configuration given when opening (not stored).
+    let whole = config("inline_chunk_threshold_bytes: 0\nmanifest:\n  splitting:\n    split_sizes: null\n");
+    let repo = Repository::open_configured(Arc::clone(&f.storage), OpenOptions::default(), Some(whole))
+        .await
+        .unwrap();
+    assert_eq!(repo.config().inline_chunk_threshold_bytes(), 0);
+    assert_eq!(
+        repo.config().manifest().splitting.unwrap().split_sizes,
+        None,
+        "splitting is replaced whole"
+    );
+    let s = repo.writable_session("main").await.unwrap();
+    s.set_chunk(&p("/temperature"), &[0, 0, 0], Bytes::from_static(b"\x01"))
+        .await
+        .unwrap();
+    let id = s.commit("whole").await.unwrap();
+    assert_eq!(manifests_of(&repo, id, "/temperature").await, 1);
+    // The stored configuration is unchanged until saved.
+    let stored = Repository::fetch_config(Arc::clone(&f.storage))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.inline_chunk_threshold_bytes(), 512);
+    repo.save_config(repo.config()).await.unwrap();
+    let stored = Repository::fetch_config(Arc::clone(&f.storage))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.inline_chunk_threshold_bytes(), 0);
+    // A repository that stores no configuration has none to fetch.
+    let empty = Fixture::in_memory().await;
+    assert!(Repository::fetch_config(empty.storage).await.unwrap().is_none());
+    assert!(matches!(
+        Repository::fetch_config(new_in_memory_storage()).await,
+        Err(floe::Error::RepositoryNotFound { .. })
+    ));
+}
+
+/// A storage counting the reads of manifests.
+fn counting() -> (Arc<dyn Storage>, Arc<AtomicUsize>) {
+    let count = Arc::new(AtomicUsize::new(0));
+    let c = Arc::clone(&count);
+    let storage = FaultyStorage::new(
+        new_in_memory_storage(),
+        Box::new(move |call, key: &str| {
+            if matches!(call, Call::Get | Call::GetRange) && key.starts_with("manifests/") {
+                c.fetch_add(1, Ordering::SeqCst);
+            }
+            Fault::None
+        }),
+    );
+    (Arc::new(storage), count)
+}
+
+/// Writes a committed 4-chunk array at `/time` in a new repository on `storage`.
+async fn one_array(storage: &Arc<dyn Storage>) {
+    let f = Fixture::on(Arc::clone(storage), Some(config("inline_chunk_threshold_bytes: 0\n")))
+        .await
+        .with_u8_array("/time", 4);
+    for i in 0..4 {
+        f.session
+            .set_chunk(&p("/time"), &[i], Bytes::from(vec![i as u8]))
+            .await
+            .unwrap();
+    }
+    f.session.commit("time").await.unwrap();
+}
+
+/// Reads chunk 0 of `/time` through a new read-only session on `main`.
+async fn read_time(repo: &Repository) {
+    let r = repo
+        .readonly_session(&VersionSelector::Branch("main".into()))
+        .await
+        .unwrap();
+    assert!(r.get_chunk(&p("/time"), &[0], None).await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn caching_bounds_the_manifest_cache() {
+    let (storage, gets) = counting();
+    one_array(&storage).await;
+    let off = "manifest: {preload: {max_total_refs: 0}}\n";
+    // Default caches: the manifest is read once for two sessions.
+    let repo = Repository::open_configured(Arc::clone(&storage), OpenOptions::default(), Some(config(off)))
+        .await
+        .unwrap();
+    let start = gets.load(Ordering::SeqCst);
+    read_time(&repo).await;
+    read_time(&repo).await;
+    assert_eq!(gets.load(Ordering::SeqCst) - start, 1);
+    // No room for a manifest's refs: every session reads it again.
+    let tiny = config(&format!("{off}caching: {{num_chunk_refs: 2}}\n"));
+    let repo = Repository::open_configured(Arc::clone(&storage), OpenOptions::default(), Some(tiny))
+        .await
+        .unwrap();
+    let start = gets.load(Ordering::SeqCst);
+    read_time(&repo).await;
+    read_time(&repo).await;
+    assert_eq!(gets.load(Ordering::SeqCst) - start, 2);
+}
+
+#[tokio::test]
+async fn sessions_preload_the_manifests_the_configuration_selects() {
+    let (storage, gets) = counting();
+    one_array(&storage).await;
+    // `time` is a coordinate name of the default condition: a new session fetches its
+    // manifest before any read.
+    let repo = Repository::open(Arc::clone(&storage)).await.unwrap();
+    let start = gets.load(Ordering::SeqCst);
+    let _s = repo
+        .readonly_session(&VersionSelector::Branch("main".into()))
+        .await
+        .unwrap();
+    let mut waited = 0;
+    while gets.load(Ordering::SeqCst) == start && waited < 200 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        waited += 1;
+    }
+    assert_eq!(gets.load(Ordering::SeqCst) - start, 1, "preloaded");
+    read_time(&repo).await;
+    assert_eq!(gets.load(Ordering::SeqCst) - start, 1, "then read from the cache");
+
+    // A condition that selects nothing: no fetch until a read.
+    for cond in ["'false'", "!name_matches {regex: ^lat$}", "!num_refs {from: !Included 5, to: Unbounded}"] {
+        let cfg = config(&format!("manifest: {{preload: {{preload_if: {cond}}}}}\n"));
+        let repo = Repository::open_configured(Arc::clone(&storage), OpenOptions::default(), Some(cfg))
+            .await
+            .unwrap();
+        let start = gets.load(Ordering::SeqCst);
+        let _s = repo
+            .writable_session("main")
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(gets.load(Ordering::SeqCst), start, "{cond}: nothing preloaded");
+    }
+}
