@@ -58,6 +58,7 @@ from floe.session import Session
 from floe.snapshots import SnapshotInfo
 from floe.storage import Storage, in_memory_storage, local_filesystem_storage, s3_storage
 from floe.store import FloeStore, IcechunkStore
+from floe.virtual import VirtualChunkSpec
 
 __all__ = [
     "BasicConflictSolver",
@@ -74,6 +75,7 @@ __all__ = [
     "ObjectStoreConfig",
     "RepoUpdateRetryConfig",
     "VirtualChunkContainer",
+    "VirtualChunkSpec",
     "http_store",
     "local_filesystem_store",
     "s3_store",
@@ -112,6 +114,7 @@ _ICECHUNK_MODULES = {
     "conflicts": "floe.conflicts",
     "snapshots": "floe.snapshots",
     "xarray": "floe.xarray",
+    "virtual": "floe.virtual",
     "_exceptions": "floe.exceptions",
     # floe's own modules too, so that `import icechunk.<name>` never loads a second
     # copy of one (with classes of its own) under the icechunk name.

@@ -40,6 +40,19 @@ class SpecVersion(IntEnum):
     __str__ = __repr__
 
 
+def _authorized(access: dict[str, Any] | None) -> list[str] | None:
+    """The URL prefixes an ``authorize_virtual_chunk_access`` mapping authorizes (its
+    keys); ``None`` authorizes none."""
+    if access is None:
+        return None
+    if not isinstance(access, dict):
+        raise TypeError(
+            "authorize_virtual_chunk_access must be a dict of URL prefix to credentials, "
+            f"got {type(access).__name__}"
+        )
+    return [str(prefix) for prefix in access]
+
+
 class Repository:
     """A floe repository (Icechunk format, spec 1 or 2)."""
 
@@ -53,22 +66,43 @@ class Repository:
         cls,
         storage: Storage,
         config: RepositoryConfig | None = None,
+        authorize_virtual_chunk_access: dict[str, Any] | None = None,
         *,
         spec_version: SpecVersion | int | None = None,
     ) -> "Repository":
         """Creates a repository in ``storage`` with ``config`` (the defaults when
         ``None``) in ``spec_version`` (1 or 2; the default when ``None``). Raises
-        ``FloeError`` when a repository exists there already."""
+        ``FloeError`` when a repository exists there already.
+        ``authorize_virtual_chunk_access``: as in ``open``."""
         spec = None if spec_version is None else int(spec_version)
-        return cls(_NativeRepository.create(storage, config, spec))
+        return cls(
+            _NativeRepository.create(
+                storage, config, spec, _authorized(authorize_virtual_chunk_access)
+            )
+        )
 
     @classmethod
-    def open(cls, storage: Storage, config: RepositoryConfig | None = None) -> "Repository":
+    def open(
+        cls,
+        storage: Storage,
+        config: RepositoryConfig | None = None,
+        authorize_virtual_chunk_access: dict[str, Any] | None = None,
+    ) -> "Repository":
         """Opens the repository in ``storage``; raises ``FloeError`` when there is
         none. ``config`` is merged over the stored configuration
         (``RepositoryConfig.merge``): the repository works with the result, and
-        ``save_config()`` stores it."""
-        return cls(_NativeRepository.open(storage, config))
+        ``save_config()`` stores it.
+
+        ``authorize_virtual_chunk_access``: the virtual chunk container URL prefixes
+        (its keys) the caller trusts this repository to read from, as Icechunk; a
+        virtual chunk under any other prefix is never read (the read raises
+        ``FloeError`` naming the prefix to authorize). The values stand for
+        per-container credentials: floe takes S3 credentials from the ``AWS_*``
+        environment variables whatever they are. Raises ``InvalidInputError`` for a
+        key that is no URL or absolute path."""
+        return cls(
+            _NativeRepository.open(storage, config, _authorized(authorize_virtual_chunk_access))
+        )
 
     @classmethod
     def open_or_create(
@@ -77,12 +111,18 @@ class Repository:
         config: RepositoryConfig | None = None,
         *,
         create_version: SpecVersion | int | None = None,
+        authorize_virtual_chunk_access: dict[str, Any] | None = None,
     ) -> "Repository":
         """Opens the repository in ``storage`` (``config`` merged over its stored
         one), creating it with ``config`` in spec version ``create_version`` (the
-        default when ``None``) when there is none."""
+        default when ``None``) when there is none. ``authorize_virtual_chunk_access``:
+        as in ``open``."""
         spec = None if create_version is None else int(create_version)
-        return cls(_NativeRepository.open_or_create(storage, config, spec))
+        return cls(
+            _NativeRepository.open_or_create(
+                storage, config, spec, _authorized(authorize_virtual_chunk_access)
+            )
+        )
 
     @staticmethod
     def fetch_config(storage: Storage) -> RepositoryConfig | None:

@@ -11,6 +11,7 @@ mod errors;
 mod repository;
 mod session;
 mod storage;
+mod virtual_chunks;
 
 use pyo3::prelude::*;
 
@@ -31,5 +32,6 @@ fn _floe(m: &Bound<'_, PyModule>) -> PyResult<()> {
     storage::register(m)?;
     repository::register(m)?;
     session::register(m)?;
+    virtual_chunks::register(m)?;
     Ok(())
 }

@@ -97,8 +97,8 @@ fn solver(
 /// writing after a commit; the Python API follows Icechunk.)
 #[pyclass(module = "floe._floe", frozen)]
 pub(crate) struct Session {
-    inner: floe::Session,
-    repo: floe::Repository,
+    pub(crate) inner: floe::Session,
+    pub(crate) repo: floe::Repository,
     /// Set once the session committed: shared with the stores it gave out.
     committed: Arc<AtomicBool>,
 }
@@ -117,7 +117,7 @@ impl Session {
     }
 
     /// Refuses `what` on a session that committed.
-    fn check_not_committed(&self, py: Python<'_>, what: &str) -> PyResult<()> {
+    pub(crate) fn check_not_committed(&self, py: Python<'_>, what: &str) -> PyResult<()> {
         if self.has_committed() {
             return Err(session_state_error(
                 py,
