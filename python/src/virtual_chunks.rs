@@ -244,7 +244,7 @@ pub(crate) fn _set_virtual_refs(
 /// Little-endian `u64`s from bytes (the Python side sends numpy arrays as `<u8`
 /// bytes, so no Python object is made per ref).
 fn u64s(name: &str, bytes: &[u8]) -> PyResult<Vec<u64>> {
-    if bytes.len() % 8 != 0 {
+    if !bytes.len().is_multiple_of(8) {
         return Err(PyValueError::new_err(format!(
             "{name}: {} bytes is not a whole number of uint64",
             bytes.len()
