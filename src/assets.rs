@@ -200,7 +200,11 @@ impl AssetManager {
 
     /// A manager over `storage` writing files of spec version `spec`, with caches of
     /// the given sizes (the repository configuration's `caching`).
-    pub fn with_cache_sizes(storage: Arc<dyn Storage>, spec: SpecVersion, sizes: CacheSizes) -> Self {
+    pub fn with_cache_sizes(
+        storage: Arc<dyn Storage>,
+        spec: SpecVersion,
+        sizes: CacheSizes,
+    ) -> Self {
         AssetManager {
             storage,
             spec,

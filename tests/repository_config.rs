@@ -64,7 +64,11 @@ async fn configured_splitting_decides_the_manifests_of_a_commit() {
         let id = f.session.commit("cubes").await.unwrap();
         // temperature: axis 1 by 2 (2 blocks) and axis 2 by 3 (6 blocks); the second
         // rule does not size axis 2 again. salinity: only axis 1 (2 blocks).
-        assert_eq!(manifests_of(&f.repo, id, "/temperature").await, 12, "{spec:?}");
+        assert_eq!(
+            manifests_of(&f.repo, id, "/temperature").await,
+            12,
+            "{spec:?}"
+        );
         assert_eq!(manifests_of(&f.repo, id, "/salinity").await, 2, "{spec:?}");
         // The chunks read back through the split manifests.
         let r = f
@@ -91,12 +95,21 @@ async fn configured_splitting_decides_the_manifests_of_a_commit() {
         let second = s.commit("one chunk").await.unwrap();
         let before = f.repo.assets().fetch_snapshot(&id).await.unwrap();
         let after = repo.assets().fetch_snapshot(&second).await.unwrap();
-        let refs = |s: &Snapshot| s.nodes[&p("/temperature")].array().unwrap().manifests.clone();
+        let refs = |s: &Snapshot| {
+            s.nodes[&p("/temperature")]
+                .array()
+                .unwrap()
+                .manifests
+                .clone()
+        };
         let kept = refs(&after)
             .iter()
             .filter(|m| refs(&before).contains(m))
             .count();
-        assert_eq!(kept, 11, "{spec:?}: only the changed block's manifest is new");
+        assert_eq!(
+            kept, 11,
+            "{spec:?}: only the changed block's manifest is new"
+        );
     }
 }
 
@@ -106,10 +119,12 @@ async fn a_configuration_given_at_open_is_merged_over_the_stored_one() {
     write_cube(&f.session, "/temperature").await;
     f.session.commit("cubes").await.unwrap();
     // Whole arrays from now on, by a configuration given when opening (not stored).
-    let whole = config("inline_chunk_threshold_bytes: 0\nmanifest:\n  splitting:\n    split_sizes: null\n");
-    let repo = Repository::open_configured(Arc::clone(&f.storage), OpenOptions::default(), Some(whole))
-        .await
-        .unwrap();
+    let whole =
+        config("inline_chunk_threshold_bytes: 0\nmanifest:\n  splitting:\n    split_sizes: null\n");
+    let repo =
+        Repository::open_configured(Arc::clone(&f.storage), OpenOptions::default(), Some(whole))
+            .await
+            .unwrap();
     assert_eq!(repo.config().inline_chunk_threshold_bytes(), 0);
     assert_eq!(
         repo.config().manifest().splitting.unwrap().split_sizes,
@@ -136,7 +151,10 @@ async fn a_configuration_given_at_open_is_merged_over_the_stored_one() {
     assert_eq!(stored.inline_chunk_threshold_bytes(), 0);
     // A repository that stores no configuration has none to fetch.
     let empty = Fixture::in_memory().await;
-    assert!(Repository::fetch_config(empty.storage).await.unwrap().is_none());
+    assert!(Repository::fetch_config(empty.storage)
+        .await
+        .unwrap()
+        .is_none());
     assert!(matches!(
         Repository::fetch_config(new_in_memory_storage()).await,
         Err(floe::Error::RepositoryNotFound { .. })
@@ -161,9 +179,12 @@ fn counting() -> (Arc<dyn Storage>, Arc<AtomicUsize>) {
 
 /// Writes a committed 4-chunk array at `/time` in a new repository on `storage`.
 async fn one_array(storage: &Arc<dyn Storage>) {
-    let f = Fixture::on(Arc::clone(storage), Some(config("inline_chunk_threshold_bytes: 0\n")))
-        .await
-        .with_u8_array("/time", 4);
+    let f = Fixture::on(
+        Arc::clone(storage),
+        Some(config("inline_chunk_threshold_bytes: 0\n")),
+    )
+    .await
+    .with_u8_array("/time", 4);
     for i in 0..4 {
         f.session
             .set_chunk(&p("/time"), &[i], Bytes::from(vec![i as u8]))
@@ -179,7 +200,11 @@ async fn read_time(repo: &Repository) {
         .readonly_session(&VersionSelector::Branch("main".into()))
         .await
         .unwrap();
-    assert!(r.get_chunk(&p("/time"), &[0], None).await.unwrap().is_some());
+    assert!(r
+        .get_chunk(&p("/time"), &[0], None)
+        .await
+        .unwrap()
+        .is_some());
 }
 
 #[tokio::test]
@@ -188,18 +213,23 @@ async fn caching_bounds_the_manifest_cache() {
     one_array(&storage).await;
     let off = "manifest: {preload: {max_total_refs: 0}}\n";
     // Default caches: the manifest is read once for two sessions.
-    let repo = Repository::open_configured(Arc::clone(&storage), OpenOptions::default(), Some(config(off)))
-        .await
-        .unwrap();
+    let repo = Repository::open_configured(
+        Arc::clone(&storage),
+        OpenOptions::default(),
+        Some(config(off)),
+    )
+    .await
+    .unwrap();
     let start = gets.load(Ordering::SeqCst);
     read_time(&repo).await;
     read_time(&repo).await;
     assert_eq!(gets.load(Ordering::SeqCst) - start, 1);
     // No room for a manifest's refs: every session reads it again.
     let tiny = config(&format!("{off}caching: {{num_chunk_refs: 2}}\n"));
-    let repo = Repository::open_configured(Arc::clone(&storage), OpenOptions::default(), Some(tiny))
-        .await
-        .unwrap();
+    let repo =
+        Repository::open_configured(Arc::clone(&storage), OpenOptions::default(), Some(tiny))
+            .await
+            .unwrap();
     let start = gets.load(Ordering::SeqCst);
     read_time(&repo).await;
     read_time(&repo).await;
@@ -225,20 +255,30 @@ async fn sessions_preload_the_manifests_the_configuration_selects() {
     }
     assert_eq!(gets.load(Ordering::SeqCst) - start, 1, "preloaded");
     read_time(&repo).await;
-    assert_eq!(gets.load(Ordering::SeqCst) - start, 1, "then read from the cache");
+    assert_eq!(
+        gets.load(Ordering::SeqCst) - start,
+        1,
+        "then read from the cache"
+    );
 
     // A condition that selects nothing: no fetch until a read.
-    for cond in ["'false'", "!name_matches {regex: ^lat$}", "!num_refs {from: !Included 5, to: Unbounded}"] {
+    for cond in [
+        "'false'",
+        "!name_matches {regex: ^lat$}",
+        "!num_refs {from: !Included 5, to: Unbounded}",
+    ] {
         let cfg = config(&format!("manifest: {{preload: {{preload_if: {cond}}}}}\n"));
-        let repo = Repository::open_configured(Arc::clone(&storage), OpenOptions::default(), Some(cfg))
-            .await
-            .unwrap();
+        let repo =
+            Repository::open_configured(Arc::clone(&storage), OpenOptions::default(), Some(cfg))
+                .await
+                .unwrap();
         let start = gets.load(Ordering::SeqCst);
-        let _s = repo
-            .writable_session("main")
-            .await
-            .unwrap();
+        let _s = repo.writable_session("main").await.unwrap();
         tokio::time::sleep(Duration::from_millis(100)).await;
-        assert_eq!(gets.load(Ordering::SeqCst), start, "{cond}: nothing preloaded");
+        assert_eq!(
+            gets.load(Ordering::SeqCst),
+            start,
+            "{cond}: nothing preloaded"
+        );
     }
 }

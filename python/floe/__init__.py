@@ -38,11 +38,11 @@ from floe.config import (
     ObjectStoreConfig,
     RepoUpdateRetryConfig,
     RepositoryConfig,
-    VirtualChunkContainer,
     http_store,
     local_filesystem_store,
     s3_store,
 )
+from floe.virtual import VirtualChunkContainer
 from floe.conflicts import BasicConflictSolver, ConflictDetector, VersionSelection
 from floe.diff import Diff
 from floe.exceptions import (

@@ -24,10 +24,6 @@ def _merge_configs(base: Any, other: Any) -> Any:
     """``other`` over ``base`` (two ``floe.config.RepositoryConfig``), merged by the
     engine with Icechunk's rules."""
 
-def _normalize_config(config: Any) -> Any:
-    """``config`` as the engine stores it; raises ``ValueError`` for values the
-    format refuses."""
-
 class Storage:
     """Where a repository lives; pickles as its URL (no credentials)."""
 
@@ -167,6 +163,8 @@ class Repository:
 class Session:
     """The native session (``floe.Session`` wraps it)."""
 
+    @property
+    def config(self) -> Any: ...
     @property
     def snapshot_id(self) -> str: ...
     @property

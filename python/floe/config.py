@@ -38,11 +38,13 @@ __all__ = [
     "ManifestPreloadConfig",
     "ManifestSplitCondition",
     "ManifestSplitDimCondition",
+    "ManifestSplitValues",
     "ManifestSplittingConfig",
     "ManifestVirtualChunkLocationCompressionConfig",
     "ObjectStoreConfig",
     "RepoUpdateRetryConfig",
     "RepositoryConfig",
+    "SplitSizesDict",
     "VirtualChunkContainer",
     "http_store",
     "local_filesystem_store",
@@ -619,6 +621,11 @@ class ManifestPreloadConfig(_Section):
 
 _SplitSizes = tuple[tuple[ManifestSplitCondition, tuple[tuple[_DimCondition, int], ...]], ...]
 
+#: Split sizes of one rule, by dimension condition (``ManifestSplittingConfig.from_dict``).
+ManifestSplitValues = dict[_DimCondition, int]
+#: The rules of a ``ManifestSplittingConfig`` as a dict, in order.
+SplitSizesDict = dict[ManifestSplitCondition, ManifestSplitValues]
+
 
 class ManifestSplittingConfig(_Section):
     """How an array's chunk refs are spread over manifests: ``split_sizes``, rules in
@@ -851,6 +858,21 @@ def _fields_plain(obj: Any, fields: Iterable[str]) -> dict[str, Any]:
     return {f: getattr(obj, f, None) for f in fields}
 
 
+def _construct(cls: type, kwargs: dict[str, Any]) -> Any:
+    """``cls(**kwargs)`` (unset fields left out); when the constructor refuses a
+    value that a stored configuration holds (floe's ``StorageSettings`` refuses
+    ``unsafe_use_conditional_update=False``, which Icechunk stores for local
+    storage), the value is still read back as stored: set without the check, so the
+    configuration round-trips (the storage layer refuses to act on it)."""
+    try:
+        return cls(**{k: v for k, v in kwargs.items() if v is not None})
+    except ValueError:
+        obj = cls.__new__(cls)
+        for k, v in kwargs.items():
+            object.__setattr__(obj, k, v)
+        return obj
+
+
 def _fields_value(class_name: str, d: Mapping[str, Any], fields: Iterable[str]) -> Any:
     cls = _storage_class(class_name)
     kwargs = {f: d.get(f) for f in fields}
@@ -858,7 +880,7 @@ def _fields_value(class_name: str, d: Mapping[str, Any], fields: Iterable[str]) 
         return _Retries(**kwargs) if class_name == "StorageRetriesSettings" else dict(kwargs)
     if hasattr(cls, "_from_plain"):
         return cls._from_plain(d)
-    return cls(**{k: v for k, v in kwargs.items() if v is not None})
+    return _construct(cls, kwargs)
 
 
 class _Retries(_Section):
@@ -898,12 +920,11 @@ def _storage_from_plain(d: Any) -> Any:
         return cls._from_plain(d)
     kwargs: dict[str, Any] = {}
     for section, (class_name, fields) in _STORAGE_SECTIONS.items():
-        if d.get(section) is not None:
-            kwargs[section] = _fields_value(class_name, d[section], fields)
+        value = d.get(section)
+        kwargs[section] = None if value is None else _fields_value(class_name, value, fields)
     for f in _STORAGE_SCALARS:
-        if d.get(f) is not None:
-            kwargs[f] = d[f]
-    return cls(**kwargs)
+        kwargs[f] = d.get(f)
+    return _construct(cls, kwargs)
 
 
 class RepoUpdateRetryConfig(_Section):
@@ -1090,7 +1111,7 @@ class VirtualChunkContainer(_Section):
         self.name = name
 
     def _qualname(self) -> str:
-        return f"{_package()}.VirtualChunkContainer"
+        return f"{_package()}.virtual.VirtualChunkContainer"
 
     def __repr__(self) -> str:
         return (

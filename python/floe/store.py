@@ -113,6 +113,12 @@ class FloeStore(Store):
         self._native = native
         self._session = session
 
+    @property
+    def session(self):
+        """The ``Session`` this store reads and writes (Icechunk's
+        ``IcechunkStore.session``); ``None`` for a store made without one."""
+        return self._session
+
     def __reduce__(self):
         if self._session is None:
             raise TypeError("this store has no session to pickle")

@@ -96,18 +96,7 @@ fn _merge_configs<'py>(
     to_py(py, &merged)
 }
 
-/// The configuration in plain form, checked and normalized by the engine (what it
-/// stores): raises `ValueError` for values the format refuses.
-#[pyfunction]
-fn _normalize_config<'py>(
-    py: Python<'py>,
-    config: &Bound<'py, PyAny>,
-) -> PyResult<Bound<'py, PyAny>> {
-    to_py(py, &from_py(config)?)
-}
-
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_merge_configs, m)?)?;
-    m.add_function(wrap_pyfunction!(_normalize_config, m)?)?;
     Ok(())
 }

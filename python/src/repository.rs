@@ -250,14 +250,19 @@ impl Repository {
                 floe::Repository::open_configured(Arc::clone(&st), options.clone(), config.clone())
                     .await;
             match opened {
-                Err(floe::Error::RepositoryNotFound { .. }) => {
-                    match floe::Repository::create_with(Arc::clone(&st), config.clone(), spec, options.clone()).await {
-                        Err(floe::Error::RepositoryExists { .. }) => {
-                            floe::Repository::open_configured(st, options, config).await
-                        }
-                        other => other,
+                Err(floe::Error::RepositoryNotFound { .. }) => match floe::Repository::create_with(
+                    Arc::clone(&st),
+                    config.clone(),
+                    spec,
+                    options.clone(),
+                )
+                .await
+                {
+                    Err(floe::Error::RepositoryExists { .. }) => {
+                        floe::Repository::open_configured(st, options, config).await
                     }
-                }
+                    other => other,
+                },
                 other => other,
             }
         })

@@ -311,3 +311,30 @@ ic.Repository.create(ic.local_filesystem_storage(sys.argv[1]), config=c, spec_ve
     repo = floe.Repository.open(floe.local_filesystem_storage(path))
     repo.save_config()
     assert floe.Repository.fetch_config(floe.local_filesystem_storage(path)) == c
+
+
+def test_partial_reads_follow_the_configured_concurrency():
+    storage = floe.in_memory_storage()
+    repo = floe.Repository.create(storage, config=RepositoryConfig(get_partial_values_concurrency=3))
+    session = repo.writable_session("main")
+    assert session.config.get_partial_values_concurrency == 3
+    assert session.store._partial_values_concurrency() == 3
+    default = floe.Repository.create(floe.in_memory_storage()).writable_session("main")
+    assert default.store._partial_values_concurrency() == 10
+    a = zarr.create_array(session.store, name="a", shape=(8,), chunks=(2,), dtype="uint8", compressors=None)
+    a[:] = np.arange(8, dtype="uint8")
+    np.testing.assert_array_equal(a[:], np.arange(8))
+
+
+def test_virtual_module_repr_names_and_unknown_keys_survive():
+    assert floe.virtual.VirtualChunkContainer is floe.VirtualChunkContainer
+    c = floe.VirtualChunkContainer("file:///data/", floe.local_filesystem_store("/data"), name="d")
+    assert repr(c).startswith("floe.virtual.VirtualChunkContainer(")
+    assert eval(repr(c), {"floe": floe}) == c
+    # A key floe does not model is kept through a round trip with the engine.
+    config = RepositoryConfig._from_plain({"some_future_key": {"a": [1, 2]}, "inline_chunk_threshold_bytes": 3})
+    storage = floe.in_memory_storage()
+    floe.Repository.create(storage, config=config, spec_version=1)
+    back = floe.Repository.fetch_config(storage)
+    assert back._extra == {"some_future_key": {"a": [1, 2]}}
+    assert back.inline_chunk_threshold_bytes == 3

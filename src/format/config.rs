@@ -934,7 +934,10 @@ num_updates_per_repo_info_file: 10
         assert_eq!(cfg.repo_update_retries().effective(), (3, 50, 30_000));
         // Through serde's plain form (Python) and FlexBuffers (spec 2) and back.
         let plain = cfg.to_plain().unwrap();
-        assert_eq!(plain["manifest"]["splitting"]["split_sizes"][0][0], "any_array");
+        assert_eq!(
+            plain["manifest"]["splitting"]["split_sizes"][0][0],
+            "any_array"
+        );
         assert_eq!(
             plain["manifest"]["splitting"]["split_sizes"][0][1][0]["condition"]["Axis"],
             0
@@ -975,10 +978,21 @@ manifest:
         .unwrap();
         let m = base.merge(&over);
         assert_eq!(m.inline_chunk_threshold_bytes(), 5, "unset in `over`: kept");
-        assert_eq!(m.compression_level(), Some(4), "a null field does not override");
-        assert_eq!(m.caching().num_snapshot_nodes, Some(1), "merged field by field");
+        assert_eq!(
+            m.compression_level(),
+            Some(4),
+            "a null field does not override"
+        );
+        assert_eq!(
+            m.caching().num_snapshot_nodes,
+            Some(1),
+            "merged field by field"
+        );
         assert_eq!(m.caching().num_chunk_refs, Some(9));
-        assert!(m.virtual_chunk_containers().unwrap().is_empty(), "replaced whole");
+        assert!(
+            m.virtual_chunk_containers().unwrap().is_empty(),
+            "replaced whole"
+        );
         let manifest = m.manifest();
         let preload = manifest.preload.unwrap();
         assert_eq!(
@@ -1003,9 +1017,13 @@ manifest:
             "repo_update_retries: {default: {max_tries: []}}\n",
         ] {
             let r = RepositoryConfig::parse(yaml.as_bytes());
-            assert!(matches!(r, Err(FormatError::InvalidConfig { .. })), "{yaml}: {r:?}");
+            assert!(
+                matches!(r, Err(FormatError::InvalidConfig { .. })),
+                "{yaml}: {r:?}"
+            );
         }
-        let plain = serde_json::json!({"manifest": {"splitting": {"split_sizes": [["no_such", []]]}}});
+        let plain =
+            serde_json::json!({"manifest": {"splitting": {"split_sizes": [["no_such", []]]}}});
         assert!(matches!(
             RepositoryConfig::from_plain(&plain),
             Err(FormatError::InvalidConfig { .. })

@@ -331,7 +331,10 @@ mod tests {
                     ManifestSplitCondition::NameMatches {
                         regex: "temp".into(),
                     },
-                    dims(vec![(D::DimensionName("longitude".into()), 3), (D::Axis(1), 2)]),
+                    dims(vec![
+                        (D::DimensionName("longitude".into()), 3),
+                        (D::Axis(1), 2),
+                    ]),
                 ),
                 (ManifestSplitCondition::AnyArray, dims(vec![(D::Any, 1)])),
             ]),
@@ -373,9 +376,7 @@ mod tests {
             regex: "^/a/".into(),
         };
         assert!(path.matches(&p("/a/b"), 0) && !path.matches(&p("/b/a"), 0));
-        let bad = ManifestPreloadCondition::NameMatches {
-            regex: "(".into(),
-        };
+        let bad = ManifestPreloadCondition::NameMatches { regex: "(".into() };
         assert!(!bad.matches(&p("/("), 0));
     }
 }
