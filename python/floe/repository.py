@@ -6,6 +6,7 @@ IDEs and type checkers see them."""
 from __future__ import annotations
 
 import datetime
+import warnings
 from collections.abc import Iterator
 from enum import IntEnum
 from typing import Any
@@ -50,6 +51,17 @@ def _authorized(access: dict[str, Any] | None) -> list[str] | None:
             "authorize_virtual_chunk_access must be a dict of URL prefix to credentials, "
             f"got {type(access).__name__}"
         )
+    for prefix, credentials in access.items():
+        if credentials is None:
+            # As Icechunk 2.3.0 (its issue 2194): `None` is deprecated in favour of
+            # an explicit credential or no-auth sentinel.
+            warnings.warn(
+                f"Passing `None` in `authorize_virtual_chunk_access` for container "
+                f"`{prefix}` is deprecated: pass the container's credentials or a "
+                "no-auth sentinel (such as `LocalFileSystemAccess` for file:// prefixes)",
+                DeprecationWarning,
+                stacklevel=3,
+            )
     return [str(prefix) for prefix in access]
 
 

@@ -135,6 +135,29 @@ fn array_path(path: &str) -> PyResult<NodePath> {
     p.map_err(|e| to_py(e.into()))
 }
 
+/// Refuses a location that is no absolute URL (`scheme:...`, RFC 3986 scheme
+/// syntax), with `InvalidInputError` ("error parsing ...", as Icechunk). Only the
+/// syntax is checked: the location is kept verbatim (userinfo, port, query, `//` and
+/// `..` segments preserved, as Icechunk 2.3.0).
+fn check_location(py: Python<'_>, location: &str) -> PyResult<()> {
+    let scheme = location.split_once(':').map(|(s, _)| s);
+    let ok = scheme.is_some_and(|s| {
+        s.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+    });
+    if ok {
+        return Ok(());
+    }
+    Err(invalid_input(
+        py,
+        format!(
+            "error parsing virtual chunk location `{location}`: not an absolute URL \
+             (scheme://...)"
+        ),
+    ))
+}
+
 /// Whether `location` lies under one of the repository's virtual chunk containers
 /// (authorized or not). A location that is no valid URL is covered by none.
 fn covered(session: &Session, location: &str) -> bool {
@@ -177,6 +200,7 @@ pub(crate) fn _set_virtual_ref(
 ) -> PyResult<()> {
     session.check_not_committed(py, "set a virtual ref")?;
     let checksum = checksum_arg(checksum)?;
+    check_location(py, &location)?;
     if validate_container && !covered(session, &location) {
         return Err(invalid_input(
             py,
@@ -230,6 +254,7 @@ pub(crate) fn _set_virtual_refs(
     let mut failed = Vec::new();
     let mut refs: Vec<(ChunkIndices, Option<ChunkPayload>)> = Vec::with_capacity(chunks.len());
     for c in &chunks {
+        check_location(py, &c.location)?;
         if validate_containers && !covered(session, &c.location) {
             failed.push(c.index.clone());
             continue;
@@ -329,6 +354,7 @@ pub(crate) fn _set_virtual_refs_arr(
         if loc.is_empty() {
             continue;
         }
+        check_location(py, loc)?;
         let at: ChunkIndices = index.iter().zip(&shift).map(|(i, s)| i + s).collect();
         let ok = !validate_containers
             || *verdicts

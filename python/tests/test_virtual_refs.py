@@ -18,6 +18,10 @@ import zarr
 import floe
 from floe._floe import _virtual_chunk_refs
 
+# `None` credentials are deprecated (as in Icechunk 2.3.0) but still authorize; these
+# tests use them, and test_none_credentials_warn checks the warning.
+pytestmark = pytest.mark.filterwarnings("ignore:Passing `None`:DeprecationWarning")
+
 N = 16  # int32 values in the raw file
 CHUNK = 4  # values per chunk
 
@@ -314,3 +318,25 @@ def test_kerchunk_importer_and_python_api_write_the_same_refs(tmp_path):
     assert len(by_cli) == n
     assert by_cli == by_python
     np.testing.assert_array_equal(_read(imported), _read(repo))
+
+
+def test_none_credentials_warn(data):
+    d, prefix, repo, storage = data
+    with pytest.warns(DeprecationWarning, match="authorize_virtual_chunk_access"):
+        floe.Repository.open(storage, authorize_virtual_chunk_access={prefix: None})
+
+
+def test_locations_must_be_absolute_urls_and_are_kept_verbatim(data):
+    d, prefix, repo, _ = data
+    s = repo.writable_session("main")
+    _array(s)
+    for bad in ("", "relative/path", "/abs/path/without/scheme", "1x://host/a"):
+        with pytest.raises(floe.InvalidInputError, match="error parsing"):
+            s.store.set_virtual_ref("a/c/0", bad, offset=0, length=4, validate_container=False)
+        with pytest.raises(floe.InvalidInputError, match="error parsing"):
+            s.store.set_virtual_refs("a", [floe.VirtualChunkSpec([0], bad, 0, 4)],
+                                     validate_containers=False)
+    odd = "https://user:pw@host.example:8443/a//b/../c.bin?versionId=42#frag"
+    s.store.set_virtual_refs("a", [floe.VirtualChunkSpec([1], odd, 0, 16)],
+                             validate_containers=False)
+    assert s.all_virtual_chunk_locations() == [odd]
