@@ -340,3 +340,102 @@ def test_locations_must_be_absolute_urls_and_are_kept_verbatim(data):
     s.store.set_virtual_refs("a", [floe.VirtualChunkSpec([1], odd, 0, 16)],
                              validate_containers=False)
     assert s.all_virtual_chunk_locations() == [odd]
+
+
+def _netcdf_time_file(path, t0: int) -> None:
+    """A NetCDF4 file of 3 time steps from day ``t0``: a coordinate, a zlib-compressed
+    variable with a fill value, an uncompressed one, and a scalar."""
+    netCDF4 = _need("netCDF4")
+    with netCDF4.Dataset(path, "w") as ds:
+        ds.createDimension("time", 3)
+        ds.createDimension("x", 4)
+        t = ds.createVariable("time", "f8", ("time",))
+        t[:] = np.arange(t0, t0 + 3)
+        t.units = "days since 2000-01-01"
+        ds.createVariable("x", "i4", ("x",))[:] = np.arange(4)
+        temp = ds.createVariable("temp", "f4", ("time", "x"), zlib=True, fill_value=-999.0)
+        values = np.arange(12, dtype="f4").reshape(3, 4) + t0
+        values[1, 2] = -999.0  # a missing value
+        temp[:] = values
+        ds.createVariable("raw", "i2", ("time", "x"))[:] = np.arange(12).reshape(3, 4) + t0
+        ds.createVariable("scalar", "f8").assignValue(3.5)
+
+
+@pytest.fixture
+def as_icechunk():
+    """``floe.install_as_icechunk()`` for one test, the previous ``icechunk`` modules
+    put back afterwards."""
+    import sys
+
+    saved = {k: v for k, v in sys.modules.items() if k == "icechunk" or k.startswith("icechunk.")}
+    floe.install_as_icechunk()
+    yield
+    for k in [k for k in sys.modules if k == "icechunk" or k.startswith("icechunk.")]:
+        del sys.modules[k]
+    sys.modules.update(saved)
+
+
+def test_virtualizarr_to_icechunk_and_append_read_back_identical(tmp_path, as_icechunk):
+    """VirtualiZarr (PyPI) writes two NetCDF4 files' refs into floe (``to_icechunk``,
+    then ``append_dim="time"``); xarray reads every variable back as netCDF4 does, and
+    Icechunk 2.3.0 reads the same repository the same."""
+    _need("virtualizarr")
+    _need("h5py")
+    import xarray as xr
+    from obstore.store import LocalStore
+    from virtualizarr import open_virtual_dataset
+    from virtualizarr.parsers import HDFParser
+    from obspec_utils.registry import ObjectStoreRegistry
+
+    d = tmp_path / "nc"
+    d.mkdir()
+    files = [d / f"f{i}.nc" for i in range(2)]
+    for i, f in enumerate(files):
+        _netcdf_time_file(f, 3 * i)
+    prefix = f"file://{d}/"
+    config = floe.RepositoryConfig.default()
+    config.set_virtual_chunk_container(
+        floe.VirtualChunkContainer(prefix, floe.local_filesystem_store(str(d)))
+    )
+    repo_path = str(tmp_path / "repo")
+    repo = floe.Repository.create(floe.local_filesystem_storage(repo_path), config,
+                                  authorize_virtual_chunk_access={prefix: None})
+    registry = ObjectStoreRegistry({"file://": LocalStore()})
+    for i, f in enumerate(files):
+        vds = open_virtual_dataset(f"file://{f}", registry=registry, parser=HDFParser())
+        s = repo.writable_session("main")
+        if i == 0:
+            vds.vz.to_icechunk(s.store)
+        else:
+            vds.vz.to_icechunk(s.store, append_dim="time")
+        s.commit(f"file {i}")
+    assert set(repo.readonly_session("main").all_virtual_chunk_locations()) == {
+        f"file://{f}" for f in files
+    }
+    got = xr.open_zarr(repo.readonly_session("main").store, consolidated=False, zarr_format=3)
+    parts = [xr.open_dataset(f, engine="netcdf4") for f in files]
+    want = xr.concat(parts, dim="time", data_vars="minimal")
+    for name in ("time", "x", "temp", "raw", "scalar"):
+        np.testing.assert_array_equal(got[name].values, want[name].values, err_msg=name)
+    assert np.isnan(got["temp"].values[1, 2])  # the fill value reads as missing
+    for p in parts:
+        p.close()
+
+    py312 = os.environ.get("FLOE_PYTHON312")
+    if not py312:
+        if os.environ.get("CI") == "true":
+            pytest.fail("FLOE_PYTHON312 (Python with icechunk 2.x) is not set")
+        return
+    script = (
+        "import icechunk as ic, zarr, json, sys\n"
+        "repo = ic.Repository.open(ic.local_filesystem_storage(sys.argv[1]),"
+        " authorize_virtual_chunk_access={sys.argv[2]: None})\n"
+        "g = zarr.open_group(repo.readonly_session('main').store, mode='r')\n"
+        "print(json.dumps({k: g[k][...].tolist() for k in ('raw', 'x', 'time')}))\n"
+    )
+    out = subprocess.run([py312, "-W", "ignore", "-c", script, repo_path, prefix], check=True,
+                         capture_output=True, text=True).stdout
+    by_icechunk = json.loads(out.strip().splitlines()[-1])
+    got_raw = zarr.open_group(repo.readonly_session("main").store, mode="r")
+    for k in ("raw", "x", "time"):
+        assert by_icechunk[k] == got_raw[k][...].tolist(), k
