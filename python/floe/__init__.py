@@ -128,6 +128,7 @@ from floe.storage import (
     tigris_storage,
 )
 from floe.store import FloeStore, IcechunkStore
+from floe.virtual import VirtualChunkSpec
 
 __all__ = [
     "AlreadyExistsError",
@@ -232,6 +233,7 @@ __all__ = [
     "upgrade_icechunk_repository",
     "VersionSelection",
     "VirtualChunkContainer",
+    "VirtualChunkSpec",
 ]
 
 #: The submodules of icechunk-python that floe provides, by the name ``icechunk.<name>``

@@ -287,7 +287,10 @@ class Repository:
 
     @staticmethod
     def create(
-        storage: Storage, config: Any = None, spec_version: int | None = None
+        storage: Storage,
+        config: Any = None,
+        spec_version: int | None = None,
+        authorize_virtual_chunk_access: list[str] | None = None,
     ) -> Repository: ...
     @staticmethod
     def exists(storage: Storage) -> bool: ...
@@ -295,10 +298,15 @@ class Repository:
     def config(self) -> Any: ...
     def save_config(self, config: Any = None) -> None: ...
     @staticmethod
-    def open(storage: Storage, config: Any = None) -> Repository: ...
+    def open(
+        storage: Storage, config: Any = None, authorize_virtual_chunk_access: list[str] | None = None
+    ) -> Repository: ...
     @staticmethod
     def open_or_create(
-        storage: Storage, config: Any = None, spec_version: int | None = None
+        storage: Storage,
+        config: Any = None,
+        spec_version: int | None = None,
+        authorize_virtual_chunk_access: list[str] | None = None,
     ) -> Repository: ...
     @staticmethod
     def fetch_config(storage: Storage) -> Any: ...
@@ -520,3 +528,50 @@ class NativeStore:
     def delete_prefix(self, prefix: str) -> Awaitable[None]: ...
     def list_prefix(self, prefix: str) -> Awaitable[list[str]]: ...
     def list_dir(self, prefix: str) -> Awaitable[tuple[list[str], list[str]]]: ...
+
+# Virtual chunk refs (python/src/virtual_chunks.rs).
+
+class VirtualChunkSpec:
+    index: list[int]
+    location: str
+    offset: int
+    length: int
+    etag_checksum: str | None
+    last_updated_at_checksum: datetime.datetime | None
+    def __new__(
+        cls,
+        index: list[int],
+        location: str,
+        offset: int,
+        length: int,
+        etag_checksum: str | None = None,
+        last_updated_at_checksum: datetime.datetime | None = None,
+    ) -> VirtualChunkSpec: ...
+
+def _set_virtual_ref(
+    session: Session,
+    key: str,
+    location: str,
+    offset: int,
+    length: int,
+    checksum: str | datetime.datetime | None = None,
+    validate_container: bool = True,
+) -> None: ...
+def _set_virtual_refs(
+    session: Session, array_path: str, chunks: list[VirtualChunkSpec], validate_containers: bool = True
+) -> list[list[int]] | None: ...
+def _set_virtual_refs_arr(
+    session: Session,
+    array_path: str,
+    chunk_grid_shape: list[int],
+    locations: list[str],
+    offsets: bytes,
+    lengths: bytes,
+    validate_containers: bool = True,
+    arr_offset: list[int] | None = None,
+    checksum: str | datetime.datetime | None = None,
+) -> list[list[int]] | None: ...
+def _all_virtual_chunk_locations(session: Session) -> list[str]: ...
+def _virtual_chunk_refs(
+    session: Session, array_path: str
+) -> list[tuple[list[int], str, int, int, tuple[str, str] | None]]: ...

@@ -148,6 +148,28 @@ class FeatureFlag:
 
     def _repr_html_(self) -> str:
         return html_block(qualified("config.FeatureFlag"), self._fields())
+def _authorized(access: dict[str, Any] | None) -> list[str] | None:
+    """The URL prefixes an ``authorize_virtual_chunk_access`` mapping authorizes (its
+    keys); ``None`` authorizes none."""
+    if access is None:
+        return None
+    if not isinstance(access, dict):
+        raise TypeError(
+            "authorize_virtual_chunk_access must be a dict of URL prefix to credentials, "
+            f"got {type(access).__name__}"
+        )
+    for prefix, credentials in access.items():
+        if credentials is None:
+            # As Icechunk 2.3.0 (its issue 2194): `None` is deprecated in favour of
+            # an explicit credential or no-auth sentinel.
+            warnings.warn(
+                f"Passing `None` in `authorize_virtual_chunk_access` for container "
+                f"`{prefix}` is deprecated: pass the container's credentials or a "
+                "no-auth sentinel (such as `LocalFileSystemAccess` for file:// prefixes)",
+                DeprecationWarning,
+                stacklevel=3,
+            )
+    return [str(prefix) for prefix in access]
 
 
 class Repository:
@@ -164,21 +186,47 @@ class Repository:
         cls,
         storage: Storage,
         config: RepositoryConfig | None = None,
+        authorize_virtual_chunk_access: dict[str, Any] | None = None,
         *,
         spec_version: SpecVersion | int | None = None,
     ) -> "Repository":
         """Creates a repository in ``storage`` with ``config`` (the defaults when
         ``None``) in ``spec_version`` (1 or 2; the default when ``None``). Raises
-        ``FloeError`` when a repository exists there already."""
-        return cls(_NativeRepository.create(storage, config, _spec_arg(spec_version)), storage)
+        ``FloeError`` when a repository exists there already.
+        ``authorize_virtual_chunk_access``: as in ``open``."""
+        return cls(
+            _NativeRepository.create(
+                storage,
+                config,
+                _spec_arg(spec_version),
+                _authorized(authorize_virtual_chunk_access),
+            ),
+            storage,
+        )
 
     @classmethod
-    def open(cls, storage: Storage, config: RepositoryConfig | None = None) -> "Repository":
+    def open(
+        cls,
+        storage: Storage,
+        config: RepositoryConfig | None = None,
+        authorize_virtual_chunk_access: dict[str, Any] | None = None,
+    ) -> "Repository":
         """Opens the repository in ``storage``; raises ``FloeError`` when there is
         none. ``config`` is merged over the stored configuration
         (``RepositoryConfig.merge``): the repository works with the result, and
-        ``save_config()`` stores it."""
-        return cls(_NativeRepository.open(storage, config), storage)
+        ``save_config()`` stores it.
+
+        ``authorize_virtual_chunk_access``: the virtual chunk container URL prefixes
+        (its keys) the caller trusts this repository to read from, as Icechunk; a
+        virtual chunk under any other prefix is never read (the read raises
+        ``FloeError`` naming the prefix to authorize). The values stand for
+        per-container credentials: floe takes S3 credentials from the ``AWS_*``
+        environment variables whatever they are. Raises ``InvalidInputError`` for a
+        key that is no URL or absolute path."""
+        return cls(
+            _NativeRepository.open(storage, config, _authorized(authorize_virtual_chunk_access)),
+            storage,
+        )
 
     @classmethod
     def open_or_create(
@@ -187,12 +235,21 @@ class Repository:
         config: RepositoryConfig | None = None,
         *,
         create_version: SpecVersion | int | None = None,
+        authorize_virtual_chunk_access: dict[str, Any] | None = None,
     ) -> "Repository":
         """Opens the repository in ``storage`` (``config`` merged over its stored
         one), creating it with ``config`` in spec version ``create_version`` (the
-        default when ``None``) when there is none."""
-        spec = _spec_arg(create_version)
-        return cls(_NativeRepository.open_or_create(storage, config, spec), storage)
+        default when ``None``) when there is none. ``authorize_virtual_chunk_access``:
+        as in ``open``."""
+        return cls(
+            _NativeRepository.open_or_create(
+                storage,
+                config,
+                _spec_arg(create_version),
+                _authorized(authorize_virtual_chunk_access),
+            ),
+            storage,
+        )
 
     @staticmethod
     def fetch_config(storage: Storage) -> RepositoryConfig | None:
@@ -579,6 +636,7 @@ class Repository:
         cls,
         storage: Storage,
         config: RepositoryConfig | None = None,
+        authorize_virtual_chunk_access: dict[str, Any] | None = None,
         *,
         spec_version: SpecVersion | int | None = None,
     ) -> "Repository":
@@ -586,15 +644,23 @@ class Repository:
         ``spec_version`` (1 or 2; 2 when ``None``). Raises ``ValueError`` for another
         version, ``FloeError`` when a repository exists there already."""
         spec = _spec_arg(spec_version)
-        return cls(await _NativeRepository.create_async(storage, config, spec), storage)
+        access = _authorized(authorize_virtual_chunk_access)
+        return cls(
+            await _NativeRepository.create_async(storage, config, spec, access), storage
+        )
 
     @classmethod
     async def open_async(
-        cls, storage: Storage, config: RepositoryConfig | None = None
+        cls,
+        storage: Storage,
+        config: RepositoryConfig | None = None,
+        authorize_virtual_chunk_access: dict[str, Any] | None = None,
     ) -> "Repository":
         """Awaitable ``open`` (``config`` merged over the stored configuration, not
-        stored); raises ``FloeError`` when there is no repository in ``storage``."""
-        return cls(await _NativeRepository.open_async(storage, config), storage)
+        stored; ``authorize_virtual_chunk_access`` as in ``open``); raises
+        ``FloeError`` when there is no repository in ``storage``."""
+        access = _authorized(authorize_virtual_chunk_access)
+        return cls(await _NativeRepository.open_async(storage, config, access), storage)
 
     @classmethod
     async def open_or_create_async(
@@ -603,28 +669,23 @@ class Repository:
         config: RepositoryConfig | None = None,
         *,
         create_version: SpecVersion | int | None = None,
+        authorize_virtual_chunk_access: dict[str, Any] | None = None,
     ) -> "Repository":
         """Awaitable ``open_or_create``: opens the repository in ``storage`` (``config``
         merged over its stored one), creating one with ``config`` in spec version
         ``create_version`` (2 when ``None``; Icechunk's ``create_version``) when there
-        is none."""
+        is none; ``authorize_virtual_chunk_access`` as in ``open``."""
         spec = _spec_arg(create_version)
-        return cls(await _NativeRepository.open_or_create_async(storage, config, spec), storage)
+        access = _authorized(authorize_virtual_chunk_access)
+        return cls(
+            await _NativeRepository.open_or_create_async(storage, config, spec, access), storage
+        )
 
     @staticmethod
     async def exists_async(storage: Storage) -> bool:
         """Awaitable ``exists``: whether a repository (either spec) is in
         ``storage``."""
         return await _NativeRepository.exists_async(storage)
-
-    @staticmethod
-    def fetch_spec_version(storage: Storage) -> SpecVersion | None:
-        """The spec version of the repository in ``storage`` without opening it, or
-        ``None`` when there is none (Icechunk's ``Repository.fetch_spec_version``: a
-        spec-2 ``repo`` object means ``v2``, else a ``main`` ref means ``v1``). Raises
-        ``FloeError`` on storage errors."""
-        v = _NativeRepository.fetch_spec_version(storage)
-        return None if v is None else SpecVersion(v)
 
     @staticmethod
     async def fetch_spec_version_async(storage: Storage) -> SpecVersion | None:

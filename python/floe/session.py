@@ -212,6 +212,19 @@ class Session:
         """Rearrange sessions (spec 2): moves a node and everything under it."""
         self._native.move(from_path, to_path)
 
+    def all_virtual_chunk_locations(self) -> list[str]:
+        """The location URL of every virtual chunk ref in the session (uncommitted
+        changes included), one entry per ref, as Icechunk."""
+        from floe._floe import _all_virtual_chunk_locations
+
+        return _all_virtual_chunk_locations(self._native)
+
+    async def all_virtual_chunk_locations_async(self) -> list[str]:
+        """``all_virtual_chunk_locations`` as a coroutine."""
+        import asyncio
+
+        return await asyncio.to_thread(self.all_virtual_chunk_locations)
+
     def __reduce__(self):
         # Read-only sessions and forks pickle (storage URL and snapshot id, or the
         # fork's changes; no credentials); a writable session refuses: fork it.

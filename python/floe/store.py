@@ -13,6 +13,7 @@ negative one is a ``ValueError``).
 from __future__ import annotations
 
 import asyncio
+import datetime
 from collections.abc import AsyncIterator, Iterable
 
 from zarr.abc.store import (
@@ -317,6 +318,105 @@ class FloeStore(Store):
             yield k[len(prefix):]
         for p in prefixes:
             yield p[len(prefix):].rstrip("/")
+
+
+    # -- virtual chunk refs (Icechunk's API; see floe.virtual) --------------------
+
+    def _virtual_session(self):
+        """The session behind this store, refusing writes as ``set`` does."""
+        self._check_writable()
+        if self._session is None:
+            raise ValueError("this store has no session to write virtual refs to")
+        return self._session
+
+    def set_virtual_ref(
+        self,
+        key: str,
+        location: str,
+        *,
+        offset: int,
+        length: int,
+        checksum: str | datetime.datetime | None = None,
+        validate_container: bool = True,
+    ) -> None:
+        """Makes chunk ``key`` (a chunk key of an existing array, ``"temp/c/0/1"``)
+        be bytes ``offset..offset+length`` (bytes) of the object at URL ``location``
+        (``file:///...``, ``s3://...``, ``https://...``, kept verbatim), as Icechunk.
+
+        ``checksum``: the object's ETag (``str``) or a last-modified ``datetime``;
+        reads of the chunk fail with ``FloeError`` once the object no longer matches.
+        ``validate_container``: raise ``InvalidInputError`` when no virtual chunk
+        container of the repository covers ``location``. Raises ``ReadOnlyError`` on
+        a read-only store, ``FloeError`` when the array does not exist or the index is
+        outside its chunk grid."""
+        _check_str("set_virtual_ref", "key", key)
+        _check_str("set_virtual_ref", "location", location)
+        from floe import virtual
+
+        virtual.set_virtual_ref(
+            self._virtual_session(), key, location, offset, length, checksum, validate_container
+        )
+
+    async def set_virtual_ref_async(self, key: str, location: str, **kwargs) -> None:
+        """``set_virtual_ref`` as a coroutine (it does no I/O)."""
+        self.set_virtual_ref(key, location, **kwargs)
+
+    def set_virtual_refs(
+        self, array_path: str, chunks: list, *, validate_containers: bool = True
+    ) -> list[tuple[int, ...]] | None:
+        """Stores many virtual refs (``floe.VirtualChunkSpec``: chunk index,
+        location, offset and length in bytes, optional checksum) of the array at
+        ``array_path`` at once. With ``validate_containers``, refs whose location no
+        container covers are skipped and their chunk indices returned; ``None`` when
+        every ref was stored (Icechunk's return value). An index outside the chunk
+        grid raises ``FloeError`` and stores nothing."""
+        _check_str("set_virtual_refs", "array_path", array_path)
+        from floe import virtual
+
+        return virtual.set_virtual_refs(
+            self._virtual_session(), array_path, chunks, validate_containers
+        )
+
+    async def set_virtual_refs_async(
+        self, array_path: str, chunks: list, *, validate_containers: bool = True
+    ) -> list[tuple[int, ...]] | None:
+        """``set_virtual_refs`` as a coroutine (it does no I/O)."""
+        return self.set_virtual_refs(array_path, chunks, validate_containers=validate_containers)
+
+    def set_virtual_refs_arr(
+        self,
+        array_path: str,
+        chunk_grid_shape: tuple[int, ...],
+        locations: list[str],
+        offsets,
+        lengths,
+        *,
+        validate_containers: bool = True,
+        arr_offset: tuple[int, ...] | None = None,
+        checksum: str | datetime.datetime | None = None,
+    ) -> list[tuple[int, ...]] | None:
+        """The vectorized ``set_virtual_refs``: ref ``i`` is chunk ``i`` of a chunk
+        grid of shape ``chunk_grid_shape`` in C order (shifted by ``arr_offset``),
+        bytes ``offsets[i]..offsets[i]+lengths[i]`` of ``locations[i]`` (an empty
+        location is no ref). ``offsets`` and ``lengths`` are 1-D integer arrays (numpy
+        ``uint64``; passed as one buffer each, no Python object per ref); one
+        ``checksum`` covers every ref. Returns the skipped indices as
+        ``set_virtual_refs``. Raises ``ValueError`` when the lengths differ from the
+        grid's size."""
+        _check_str("set_virtual_refs_arr", "array_path", array_path)
+        from floe import virtual
+
+        return virtual.set_virtual_refs_arr(
+            self._virtual_session(),
+            array_path,
+            tuple(chunk_grid_shape),
+            locations,
+            offsets,
+            lengths,
+            validate_containers,
+            arr_offset,
+            checksum,
+        )
 
 
 def _store_of(session, read_only: bool) -> FloeStore:

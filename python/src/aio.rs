@@ -40,14 +40,15 @@ fn to_python<T: serde::Serialize>(value: &T) -> PyResult<Py<PyAny>> {
 
 /// Opens the repository in `storage` (with `config` merged over its stored one),
 /// creating one of spec version `spec` with `config` when there is none (and opening
-/// the one a concurrent creator wrote first). The one implementation behind
-/// `open_or_create` and `open_or_create_async`.
+/// the one a concurrent creator wrote first), with `options` (virtual chunk
+/// authorization). The one implementation behind `open_or_create` and
+/// `open_or_create_async`.
 pub(crate) async fn open_or_create(
     storage: Arc<dyn floe::storage::Storage>,
     spec: floe::format::SpecVersion,
     config: Option<floe::format::config::RepositoryConfig>,
+    options: floe::OpenOptions,
 ) -> Result<floe::Repository, floe::Error> {
-    let options = floe::OpenOptions::default();
     let opened =
         floe::Repository::open_configured(Arc::clone(&storage), options.clone(), config.clone())
             .await;
@@ -78,21 +79,22 @@ impl Repository {
     /// Raises `ValueError` for another spec version (at the call), `FloeError` when a
     /// repository exists there (when awaited).
     #[staticmethod]
-    #[pyo3(signature = (storage, config=None, spec_version=None))]
+    #[pyo3(signature = (storage, config=None, spec_version=None, authorize_virtual_chunk_access=None))]
     fn create_async<'py>(
         py: Python<'py>,
         storage: &Storage,
         config: Option<RepositoryConfig>,
         spec_version: Option<u8>,
+        authorize_virtual_chunk_access: Option<Vec<String>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let spec = spec(spec_version)?;
         let st = Arc::clone(&storage.inner);
         let config = config.map(|c| c.inner);
+        let options = crate::virtual_chunks::open_options(py, authorize_virtual_chunk_access)?;
         future_into_py(py, async move {
-            let inner =
-                floe::Repository::create_with(st, config, spec, floe::OpenOptions::default())
-                    .await
-                    .py()?;
+            let inner = floe::Repository::create_with(st, config, spec, options)
+                .await
+                .py()?;
             Ok(Repository::new(inner))
         })
     }
@@ -100,19 +102,20 @@ impl Repository {
     /// Awaitable of `Repository.open` (with `config` merged over the stored
     /// configuration); raises `FloeError` when there is no repository in `storage`.
     #[staticmethod]
-    #[pyo3(signature = (storage, config=None))]
+    #[pyo3(signature = (storage, config=None, authorize_virtual_chunk_access=None))]
     fn open_async<'py>(
         py: Python<'py>,
         storage: &Storage,
         config: Option<RepositoryConfig>,
+        authorize_virtual_chunk_access: Option<Vec<String>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let st = Arc::clone(&storage.inner);
         let overrides = config.map(|c| c.inner);
+        let options = crate::virtual_chunks::open_options(py, authorize_virtual_chunk_access)?;
         future_into_py(py, async move {
-            let inner =
-                floe::Repository::open_configured(st, floe::OpenOptions::default(), overrides)
-                    .await
-                    .py()?;
+            let inner = floe::Repository::open_configured(st, options, overrides)
+                .await
+                .py()?;
             Ok(Repository::new(inner))
         })
     }
@@ -122,18 +125,20 @@ impl Repository {
     /// `create_version` (2 when `None`) when there is none. Raises `ValueError` for
     /// another spec version (at the call).
     #[staticmethod]
-    #[pyo3(signature = (storage, config=None, create_version=None))]
+    #[pyo3(signature = (storage, config=None, create_version=None, authorize_virtual_chunk_access=None))]
     fn open_or_create_async<'py>(
         py: Python<'py>,
         storage: &Storage,
         config: Option<RepositoryConfig>,
         create_version: Option<u8>,
+        authorize_virtual_chunk_access: Option<Vec<String>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let spec = spec(create_version)?;
         let st = Arc::clone(&storage.inner);
         let config = config.map(|c| c.inner);
+        let options = crate::virtual_chunks::open_options(py, authorize_virtual_chunk_access)?;
         future_into_py(py, async move {
-            let inner = open_or_create(st, spec, config).await.py()?;
+            let inner = open_or_create(st, spec, config, options).await.py()?;
             Ok(Repository::new(inner))
         })
     }

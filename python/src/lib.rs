@@ -14,6 +14,7 @@ mod logs;
 mod repository;
 mod session;
 mod storage;
+mod virtual_chunks;
 
 use pyo3::prelude::*;
 
@@ -37,5 +38,6 @@ fn _floe(m: &Bound<'_, PyModule>) -> PyResult<()> {
     repository::register(m)?;
     session::register(m)?;
     aio::register(m)?;
+    virtual_chunks::register(m)?;
     Ok(())
 }

@@ -263,18 +263,20 @@ impl Repository {
     /// also opens) with `config` (the defaults when `None`). Raises `ValueError`
     /// for any other version.
     #[staticmethod]
-    #[pyo3(signature = (storage, config=None, spec_version=None))]
+    #[pyo3(signature = (storage, config=None, spec_version=None, authorize_virtual_chunk_access=None))]
     fn create(
         py: Python<'_>,
         storage: &Storage,
         config: Option<RepositoryConfig>,
         spec_version: Option<u8>,
+        authorize_virtual_chunk_access: Option<Vec<String>>,
     ) -> PyResult<Self> {
         let spec = spec(spec_version)?;
         let st = Arc::clone(&storage.inner);
         let config = config.map(|c| c.inner);
+        let options = crate::virtual_chunks::open_options(py, authorize_virtual_chunk_access)?;
         let inner = block_on(py, async move {
-            floe::Repository::create_with(st, config, spec, floe::OpenOptions::default()).await
+            floe::Repository::create_with(st, config, spec, options).await
         })
         .py()?;
         Ok(Repository::new(inner))
@@ -302,13 +304,19 @@ impl Repository {
     /// Opens an existing repository; `config` (when given) is merged over the stored
     /// configuration, as Icechunk's `Repository.open(config=)`.
     #[staticmethod]
-    #[pyo3(signature = (storage, config=None))]
-    fn open(py: Python<'_>, storage: &Storage, config: Option<RepositoryConfig>) -> PyResult<Self> {
+    #[pyo3(signature = (storage, config=None, authorize_virtual_chunk_access=None))]
+    fn open(
+        py: Python<'_>,
+        storage: &Storage,
+        config: Option<RepositoryConfig>,
+        authorize_virtual_chunk_access: Option<Vec<String>>,
+    ) -> PyResult<Self> {
         let st = Arc::clone(&storage.inner);
         let overrides = config.map(|c| c.inner);
+        let options = crate::virtual_chunks::open_options(py, authorize_virtual_chunk_access)?;
         let inner = block_on(
             py,
-            floe::Repository::open_configured(st, floe::OpenOptions::default(), overrides),
+            floe::Repository::open_configured(st, options, overrides),
         )
         .py()?;
         Ok(Repository::new(inner))
@@ -318,17 +326,19 @@ impl Repository {
     /// with `config` in spec version `spec_version` (2 when `None`) when there is
     /// none.
     #[staticmethod]
-    #[pyo3(signature = (storage, config=None, spec_version=None))]
+    #[pyo3(signature = (storage, config=None, spec_version=None, authorize_virtual_chunk_access=None))]
     fn open_or_create(
         py: Python<'_>,
         storage: &Storage,
         config: Option<RepositoryConfig>,
         spec_version: Option<u8>,
+        authorize_virtual_chunk_access: Option<Vec<String>>,
     ) -> PyResult<Self> {
         let spec = spec(spec_version)?;
         let st = Arc::clone(&storage.inner);
         let config = config.map(|c| c.inner);
-        let inner = block_on(py, crate::aio::open_or_create(st, spec, config)).py()?;
+        let options = crate::virtual_chunks::open_options(py, authorize_virtual_chunk_access)?;
+        let inner = block_on(py, crate::aio::open_or_create(st, spec, config, options)).py()?;
         Ok(Repository::new(inner))
     }
 

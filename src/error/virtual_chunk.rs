@@ -14,7 +14,10 @@ pub enum VirtualChunkError {
         reason: String,
     },
     /// No virtual chunk container of the repository covers the URL.
-    #[error("no virtual chunk container of this repository covers `{url}`")]
+    #[error(
+        "no virtual chunk container of this repository covers `{url}`: edit the repository \
+         configuration to add one whose url prefix covers it"
+    )]
     NoContainer {
         /// The URL.
         url: String,

@@ -179,6 +179,20 @@ impl SessionStore {
         enc
     }
 
+    /// The array and chunk index a chunk key names, in the array's own chunk key
+    /// encoding (`"temp/c/0/1"` is chunk `[0, 1]` of `/temp`); `None` when the key is
+    /// no chunk key of an existing array (a metadata key, or no such array). How
+    /// Icechunk's `store.set_virtual_ref(key, ...)` finds its chunk.
+    ///
+    /// # Errors
+    /// [`StoreError::InvalidKey`] for keys with a leading `/`, empty or `..` segments.
+    pub fn chunk_of_key(&self, key: &str) -> Result<Option<(NodePath, ChunkIndices)>, StoreError> {
+        Ok(match self.resolve(key)? {
+            Target::Chunk(path, index) => Some((path, index)),
+            Target::Metadata(_) | Target::Nothing => None,
+        })
+    }
+
     fn resolve(&self, key: &str) -> Result<Target, StoreError> {
         if key.starts_with('/') || key.split('/').any(|s| s.is_empty() || s == "..") {
             return Err(StoreError::InvalidKey {

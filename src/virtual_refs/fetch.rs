@@ -163,6 +163,13 @@ impl VirtualChunkResolver {
         Ok(container)
     }
 
+    /// Whether a virtual chunk container of the repository covers a URL normalized by
+    /// [`crate::virtual_refs::normalize_url`], authorized or not: Icechunk's
+    /// `validate_container` check when a virtual ref is written.
+    pub fn covers(&self, url: &str) -> bool {
+        self.covering(url).is_ok()
+    }
+
     /// The container covering a normalized URL (longest prefix), authorized or not.
     fn covering(&self, url: &str) -> Result<&VirtualChunkContainer, VirtualChunkError> {
         self.containers
