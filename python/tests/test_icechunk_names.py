@@ -67,11 +67,13 @@ assert isinstance(s.store, IcechunkStore)
 s.commit("via icechunk names")
 # Modules floe does not offer fail to import, rather than half-working.
 try:
-    import icechunk.virtual
+    import icechunk.types
 except ImportError:
     pass
 else:
-    raise AssertionError("icechunk.virtual imported")
+    raise AssertionError("icechunk.types imported")
+import icechunk.virtual, icechunk.credentials
+assert icechunk.virtual is floe.virtual and icechunk.credentials is floe.credentials
 import icechunk.dask, icechunk.distributed
 assert icechunk.dask is floe.dask and icechunk.distributed is floe.distributed
 # No second copy of a floe module under the icechunk name.
