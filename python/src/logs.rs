@@ -43,7 +43,7 @@ fn distance(a: &str, b: &str) -> usize {
 /// `icechunk` or `floe` (it would silently match nothing).
 fn directive(d: &str) -> String {
     let d = d.trim();
-    let target_end = d.find(|c: char| c == '=' || c == '[').unwrap_or(d.len());
+    let target_end = d.find(['=', '[']).unwrap_or(d.len());
     let (mut target, mut rest) = (d[..target_end].to_string(), d[target_end..].to_string());
     // `target:level` (a single colon, not a `::` path separator).
     if rest.is_empty() {

@@ -217,6 +217,9 @@ impl Ancestry {
     }
 }
 
+/// One feature flag as Python gets it: (id, name, explicit setting, enabled).
+type FlagRow = (u16, &'static str, Option<bool>, bool);
+
 /// A floe repository (Icechunk format).
 #[pyclass(module = "floe._floe", frozen)]
 pub(crate) struct Repository {
@@ -379,10 +382,7 @@ impl Repository {
 
     /// Spec 2: every feature flag as (id, name, setting, enabled): `setting` is the
     /// explicit value or `None` (the default, on).
-    fn feature_flags(
-        &self,
-        py: Python<'_>,
-    ) -> PyResult<Vec<(u16, &'static str, Option<bool>, bool)>> {
+    fn feature_flags(&self, py: Python<'_>) -> PyResult<Vec<FlagRow>> {
         let flags = block_on(py, self.inner.feature_flags()).py()?;
         Ok(flags
             .into_iter()
