@@ -417,7 +417,18 @@ pub(crate) fn classify(e: &floe::Error) -> Classified {
                 )
             }
         }
-        E::RepositoryReadOnly { .. } => c(Class::ReadOnly, Kind::ReadOnlyRepository),
+        E::RepositoryReadOnly { reason, .. } => cm(
+            Class::ReadOnly,
+            Kind::ReadOnlyRepository,
+            format!(
+                "the repository status is read-only{}: set it online again \
+                 (Repository.set_status) to write",
+                reason
+                    .as_ref()
+                    .map(|r| format!(" ({r})"))
+                    .unwrap_or_default()
+            ),
+        ),
         E::RepoObjectContention { .. } => c(Class::Conflict, Kind::UpdateAttemptsExhausted),
         E::FeatureDisabled { .. } => c(Class::SessionState, Kind::FeatureFlagDisabled),
         E::NoReadableRepoBackup { .. } => c(Class::Format, Kind::InvalidFileFormat),

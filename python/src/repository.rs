@@ -217,8 +217,7 @@ impl Ancestry {
     }
 }
 
-/// One feature flag as the bindings hand it to Python: (id, name, explicit setting
-/// or `None`, enabled).
+/// One feature flag as Python gets it: (id, name, explicit setting, enabled).
 type FlagRow = (u16, &'static str, Option<bool>, bool);
 
 /// A floe repository (Icechunk format).

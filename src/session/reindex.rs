@@ -30,7 +30,7 @@ fn shifted(index: &[u64], offset: &[i64], grid: &[u64]) -> Option<ChunkIndices> 
         .zip(grid)
         .map(|((&i, &o), &n)| {
             let moved = i128::from(i) + i128::from(o);
-            u64::try_from(moved).ok().filter(|m| *m < n)
+            u64::try_from(moved).ok().filter(|&m| m < n)
         })
         .collect()
 }
