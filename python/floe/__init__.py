@@ -258,8 +258,9 @@ _ICECHUNK_MODULES = {
     "ops": "floe.ops",
     "stats": "floe.stats",
     "_floe": "floe._floe",
-    # Icechunk's native module: its exception classes and `_all_error_kinds`.
-    "_icechunk_python": "floe._floe",
+    # Icechunk's native module: floe's native module and the classes floe writes in
+    # Python that Icechunk's native module holds (configuration, exceptions, ...).
+    "_icechunk_python": "floe._icechunk_python",
 }
 
 

@@ -79,6 +79,11 @@ assert icechunk.dask is floe.dask and icechunk.distributed is floe.distributed
 # No second copy of a floe module under the icechunk name.
 import icechunk.diff, icechunk._floe
 assert icechunk.diff is floe.diff and icechunk._floe is floe._floe
+# Icechunk's native module name offers floe's native classes and the ones floe
+# writes in Python, each the one class floe uses.
+from icechunk._icechunk_python import RepoUpdateRetryConfig, SnapshotInfo, _all_error_kinds
+assert RepoUpdateRetryConfig is floe.config.RepoUpdateRetryConfig
+assert SnapshotInfo is floe._floe.SnapshotInfo and "ref-not-found" in _all_error_kinds()
 print("ok")
 """
 
