@@ -112,6 +112,9 @@ class FloeStore(Store):
         super().__init__(read_only=read_only)
         self._native = native
         self._session = session
+        # Open from the start, as Icechunk's store: it views a session that exists,
+        # so there is nothing for zarr's `open()` to do.
+        self._is_open = True
 
     @property
     def session(self):
@@ -170,7 +173,11 @@ class FloeStore(Store):
     def with_read_only(self, read_only: bool = False) -> "FloeStore":
         if not read_only and not self._native.writable:
             raise ValueError("a read-only session cannot give a writable store")
-        return FloeStore(self._native, session=self._session, read_only=read_only)
+        store = FloeStore(self._native, session=self._session, read_only=read_only)
+        # As Icechunk's `with_read_only`: the copy starts closed (zarr opens it on
+        # first use), unlike the store a session hands out.
+        store._is_open = False
+        return store
 
     async def get(
         self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None
