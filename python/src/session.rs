@@ -445,13 +445,6 @@ impl Session {
         })
     }
 
-    /// The grid indices of every chunk of the array at `array_path` that has a ref
-    /// (written, inline or virtual), sorted.
-    fn chunk_coordinates(&self, py: Python<'_>, array_path: &str) -> PyResult<Vec<Vec<u64>>> {
-        let path = node_path(array_path)?;
-        block_on(py, self.inner.list_chunks(&path)).py()
-    }
-
     /// The id of the node at `path` (13 Crockford base32 characters); stays the
     /// same when the node moves.
     fn get_node_id(&self, path: &str) -> PyResult<String> {
