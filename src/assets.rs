@@ -21,7 +21,7 @@ use crate::format::repo_info::RepoInfo;
 use crate::format::snapshot::{ManifestFileInfo, Snapshot, SnapshotHeader, SnapshotNodes};
 use crate::format::transaction_log::TransactionLog;
 use crate::format::{ChunkId, FormatError, ManifestId, SnapshotId, SpecVersion};
-use crate::storage::{ObjectVersion, Storage, StorageError};
+use crate::storage::{ObjectVersion, Storage, StorageError, WriteOutcome};
 
 /// Reads and writes format objects through a [`Storage`], with caches.
 #[derive(Debug)]
@@ -691,6 +691,49 @@ impl AssetManager {
         self.headers.remove(&snapshot.id);
         self.snapshots.insert(snapshot.id, snapshot);
         Ok(())
+    }
+
+    /// Writes `snapshot` only where no object has its key yet, for a repository's
+    /// initial snapshot, whose id is fixed: a creation that races with, or runs
+    /// beside, the check for an existing repository must never replace another
+    /// repository's root. `PreconditionFailed` when an object is there already
+    /// (nothing written, nothing cached); `Written` carries the new object's version.
+    ///
+    /// # Errors
+    /// Encoding and storage errors.
+    pub async fn write_snapshot_if_absent(&self, snapshot: Arc<Snapshot>) -> Result<WriteOutcome> {
+        let s = Arc::clone(&snapshot);
+        let level = self.compression_level(FileType::Snapshot);
+        let bytes = maybe_blocking(true, move || s.encode_at(level)).await?;
+        let key = keys::snapshot(&snapshot.id);
+        let outcome = self.storage.put_if_absent(&key, Bytes::from(bytes)).await?;
+        if matches!(outcome, WriteOutcome::Written(_)) {
+            self.headers.remove(&snapshot.id);
+            self.snapshots.insert(snapshot.id, snapshot);
+        }
+        Ok(outcome)
+    }
+
+    /// Writes `log` only where no object has its key yet (the initial snapshot's
+    /// transaction log), with the outcome of
+    /// [`AssetManager::write_snapshot_if_absent`].
+    ///
+    /// # Errors
+    /// Encoding and storage errors.
+    pub async fn write_transaction_log_if_absent(
+        &self,
+        log: Arc<TransactionLog>,
+    ) -> Result<WriteOutcome> {
+        let l = Arc::clone(&log);
+        let spec = self.spec;
+        let level = self.compression_level(FileType::TransactionLog);
+        let bytes = maybe_blocking(true, move || l.encode_at(spec, level)).await?;
+        let key = keys::transaction_log(&log.id);
+        let outcome = self.storage.put_if_absent(&key, Bytes::from(bytes)).await?;
+        if matches!(outcome, WriteOutcome::Written(_)) {
+            self.transaction_logs.insert(log.id, log);
+        }
+        Ok(outcome)
     }
 
     /// Writes an encoded manifest file (see [`crate::format::manifest::ManifestWriter`]);

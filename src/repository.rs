@@ -305,11 +305,6 @@ impl Repository {
         options: OpenOptions,
     ) -> Result<Self> {
         tracing::debug!(location = %storage.root_url(), spec = spec as u8, "Creating Repository");
-        if Self::exists(storage.as_ref()).await? {
-            return Err(Error::RepositoryExists {
-                location: storage.root_url(),
-            });
-        }
         let exists = || Error::RepositoryExists {
             location: storage.root_url(),
         };
@@ -320,10 +315,48 @@ impl Repository {
             cache_sizes(&config),
         ));
         let initial = Arc::new(Snapshot::initial(spec));
+        // The check for an existing repository and the initial snapshot's writes go
+        // out together (one round trip): those writes only create objects, so
+        // beside an existing repository they change nothing.
+        let log = Arc::new(TransactionLog::new(initial.id));
+        let (present, snapshot_write, log_write) = futures::try_join!(
+            Self::exists(storage.as_ref()),
+            assets.write_snapshot_if_absent(Arc::clone(&initial)),
+            async {
+                match spec {
+                    SpecVersion::V1 => Ok(WriteOutcome::PreconditionFailed),
+                    SpecVersion::V2 => {
+                        assets
+                            .write_transaction_log_if_absent(Arc::clone(&log))
+                            .await
+                    }
+                }
+            }
+        )?;
+        if present {
+            // What this call created (nothing was there) is removed again, best
+            // effort and only in the version it wrote, so an existing repository
+            // keeps exactly its objects (even one a racing creation replaced).
+            let created = [
+                (keys::snapshot(&initial.id), snapshot_write),
+                (keys::transaction_log(&initial.id), log_write),
+            ];
+            for (key, outcome) in created {
+                if let WriteOutcome::Written(Some(version)) = outcome {
+                    if let Err(e) = storage.delete_if_match(&key, &version).await {
+                        tracing::debug!("{key} left beside an existing repository: {e}");
+                    }
+                }
+            }
+            return Err(exists());
+        }
+        if snapshot_write == WriteOutcome::PreconditionFailed {
+            // Left by a creation that did not finish: nothing references it.
+            assets.write_snapshot(Arc::clone(&initial)).await?;
+        }
         let mut version = None;
         match spec {
             SpecVersion::V1 => {
-                assets.write_snapshot(Arc::clone(&initial)).await?;
                 if !config.is_default() {
                     version = storage
                         .put(CONFIG_KEY, Bytes::from(config.to_yaml()?))
@@ -336,11 +369,6 @@ impl Repository {
                 }
             }
             SpecVersion::V2 => {
-                let log = TransactionLog::new(initial.id);
-                futures::try_join!(
-                    assets.write_snapshot(Arc::clone(&initial)),
-                    assets.write_transaction_log(Arc::new(log))
-                )?;
                 let info = RepoInfo::initial(
                     SnapshotSummary::from(initial.as_ref()),
                     config.clone(),

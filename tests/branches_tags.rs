@@ -165,3 +165,42 @@ async fn odd_ref_names_round_trip_on_s3() {
     };
     odd_ref_names_round_trip(floe::storage::create_storage(&url, None).unwrap()).await;
 }
+
+/// Spec 2 resets a branch on the `repo` object as the handle last read it (no
+/// re-validating request): when another handle moved the branch meanwhile, a reset
+/// that expects the new tip still succeeds (the check is repeated on the object read
+/// anew), and one that expects the old tip fails with `BranchMoved` naming the new one.
+#[tokio::test]
+async fn spec2_reset_branch_on_a_stale_handle() {
+    let Fixture {
+        repo: a,
+        session: s,
+        storage,
+        ..
+    } = Fixture::in_memory().await;
+    s.add_group(&p("/"), group_json(serde_json::json!({})))
+        .unwrap();
+    let c1 = s.commit("c1").await.unwrap();
+    a.create_branch("dev", SnapshotId::INITIAL).await.unwrap();
+    let b = Repository::open(Arc::clone(&storage)).await.unwrap();
+    b.reset_branch("dev", c1, Some(SnapshotId::INITIAL))
+        .await
+        .unwrap();
+    // `a` still holds the object where dev is at the initial snapshot: expecting c1
+    // fails on it, and succeeds on the object read anew.
+    a.reset_branch("dev", SnapshotId::INITIAL, Some(c1))
+        .await
+        .unwrap();
+    assert_eq!(b.lookup_branch("dev").await.unwrap(), SnapshotId::INITIAL);
+    // Now `b` is stale: expecting c1 there passes its check on the old object, the
+    // swap is refused, and the object read anew shows the initial snapshot.
+    match b.reset_branch("dev", c1, Some(c1)).await {
+        Err(Error::BranchMoved {
+            expected, actual, ..
+        }) => {
+            assert_eq!(expected, c1);
+            assert_eq!(actual, SnapshotId::INITIAL);
+        }
+        other => panic!("expected BranchMoved, got {other:?}"),
+    }
+}

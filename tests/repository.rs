@@ -11,7 +11,7 @@ use common::fixture::{keys, local};
 use floe::format::envelope::{self, FileType};
 use floe::format::snapshot::Snapshot;
 use floe::format::SnapshotId;
-use floe::storage::new_in_memory_storage;
+use floe::storage::{new_in_memory_storage, Storage};
 use floe::{Error, Repository};
 
 /// The spec-1 layout (spec 2's is in tests/spec2.rs).
@@ -119,4 +119,71 @@ async fn concurrent_creates_exactly_one_wins() {
         Repository::open(local(&dir)).await.unwrap().spec_version(),
         floe::format::SpecVersion::V2
     );
+}
+
+/// Creation checks for an existing repository while it writes the initial snapshot
+/// (one round trip): beside an existing repository of either spec that write changes
+/// nothing (every object keeps its bytes), and a root snapshot left by a creation that
+/// did not finish is replaced by the new repository's own.
+#[tokio::test]
+async fn create_beside_existing_repository_changes_no_object() {
+    for spec in [floe::format::SpecVersion::V1, floe::format::SpecVersion::V2] {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = local(&dir);
+        Repository::create_with(
+            Arc::clone(&storage),
+            None,
+            spec,
+            floe::OpenOptions::default(),
+        )
+        .await
+        .unwrap();
+        let before = object_bytes(storage.as_ref()).await;
+        for again in [floe::format::SpecVersion::V1, floe::format::SpecVersion::V2] {
+            assert!(matches!(
+                Repository::create_with(
+                    Arc::clone(&storage),
+                    None,
+                    again,
+                    floe::OpenOptions::default()
+                )
+                .await,
+                Err(Error::RepositoryExists { .. })
+            ));
+        }
+        assert_eq!(object_bytes(storage.as_ref()).await, before, "spec {spec}");
+
+        // A leftover root snapshot (garbage bytes) and nothing else: creation succeeds
+        // and the repository opens with its own initial snapshot.
+        let dir = tempfile::tempdir().unwrap();
+        let storage = local(&dir);
+        storage
+            .put(
+                &floe::format::keys::snapshot(&SnapshotId::INITIAL),
+                Bytes::from_static(b"not a snapshot"),
+            )
+            .await
+            .unwrap();
+        Repository::create_with(
+            Arc::clone(&storage),
+            None,
+            spec,
+            floe::OpenOptions::default(),
+        )
+        .await
+        .unwrap();
+        let repo = Repository::open(Arc::clone(&storage)).await.unwrap();
+        let tip = repo.lookup_branch("main").await.unwrap();
+        assert_eq!(tip, SnapshotId::INITIAL);
+        assert_eq!(repo.ancestry(tip).await.unwrap().len(), 1, "spec {spec}");
+    }
+}
+
+async fn object_bytes(storage: &dyn Storage) -> Vec<(String, Bytes)> {
+    let mut out = Vec::new();
+    for key in keys(storage).await {
+        let bytes = storage.get(&key).await.unwrap().bytes;
+        out.push((key, bytes));
+    }
+    out
 }

@@ -166,23 +166,35 @@ async fn update_attempts<T>(
         // The first attempt works on the object as last read or written, without a
         // round trip to re-validate it: the compare-and-swap refuses it when stale,
         // and the next attempt reads the object anew.
-        let (bytes, info, version) = match (attempt, assets.cached_repo_object()) {
-            (1, Some((bytes, info, version))) => (bytes, info, Some(version)),
-            (1, None) => assets.fetch_repo_object().await?,
-            _ => assets.refetch_repo_object().await?,
+        let (bytes, info, version, cached) = match (attempt, assets.cached_repo_object()) {
+            (1, Some((bytes, info, version))) => (bytes, info, Some(version), true),
+            (1, None) => {
+                let (bytes, info, version) = assets.fetch_repo_object().await?;
+                (bytes, info, version, false)
+            }
+            _ => {
+                let (bytes, info, version) = assets.refetch_repo_object().await?;
+                (bytes, info, version, false)
+            }
         };
         if let Some(tried) = refused.take() {
             if let Some(out) = tried.settle(assets, &info).await {
                 return Ok(out);
             }
         }
-        if !unchecked {
-            check_online(&info)?;
-        }
         let mut next = (*info).clone();
-        let (kind, out) = match change(&mut next)? {
-            Change::Skip(out) => return Ok(out),
-            Change::Write(kind, out) => (kind, out),
+        let checked = if unchecked {
+            change(&mut next)
+        } else {
+            check_online(&info).and_then(|()| change(&mut next))
+        };
+        let (kind, out) = match checked {
+            Ok(Change::Skip(out)) => return Ok(out),
+            Ok(Change::Write(kind, out)) => (kind, out),
+            // A check failed on the object as last read or written, which may be
+            // stale: the failure stands only on the object read anew.
+            Err(_) if cached => continue,
+            Err(e) => return Err(e),
         };
         let Some(version) = version else {
             return Err(Error::Storage(StorageError::Io {

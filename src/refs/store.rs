@@ -315,6 +315,9 @@ impl RefStore {
         to: SnapshotId,
         expected: Option<SnapshotId>,
     ) -> Result<()> {
+        if self.spec() == SpecVersion::V2 {
+            return self.reset_branch_v2(name, to, expected).await;
+        }
         let tip = self.branch(name).await?;
         let expected_snapshot = expected.unwrap_or(tip.snapshot);
         let moved = |actual| Error::BranchMoved {
@@ -325,35 +328,49 @@ impl RefStore {
         if tip.snapshot != expected_snapshot {
             return Err(moved(tip.snapshot));
         }
-        match self.spec() {
-            SpecVersion::V1 => {
-                self.assets.fetch_snapshot_header(&to).await?;
-                let storage = self.storage();
-                if ref_files::update_branch(storage, name, to, tip.version.as_ref()).await? {
-                    Ok(())
-                } else {
-                    Err(moved(ref_files::fetch_branch(storage, name).await?.0))
+        self.assets.fetch_snapshot_header(&to).await?;
+        let storage = self.storage();
+        if ref_files::update_branch(storage, name, to, tip.version.as_ref()).await? {
+            Ok(())
+        } else {
+            Err(moved(ref_files::fetch_branch(storage, name).await?.0))
+        }
+    }
+
+    /// Spec 2 [`RefStore::reset_branch`]: one compare-and-swap of the `repo` object
+    /// as this handle last read or wrote it, with no re-validating request first (a
+    /// stale object is refused by the swap, or re-checked when it fails a check); the
+    /// checks (branch exists, `to` is known, the tip is `expected`) run on the object
+    /// the swap replaces. Two round trips: the copy under `overwritten/`, the swap.
+    async fn reset_branch_v2(
+        &self,
+        name: &str,
+        to: SnapshotId,
+        expected: Option<SnapshotId>,
+    ) -> Result<()> {
+        ref_files::validate_ref_name("branch", name)?;
+        repo_object::update(&self.assets, false, |info| {
+            let previous_snap_id = branch_of(info, name)?;
+            if let Some(expected) = expected {
+                if previous_snap_id != expected {
+                    return Err(Error::BranchMoved {
+                        branch: name.to_string(),
+                        expected,
+                        actual: previous_snap_id,
+                    });
                 }
             }
-            SpecVersion::V2 => {
-                repo_object::update(&self.assets, false, |info| {
-                    known_snapshot(info, to)?;
-                    let previous_snap_id = branch_of(info, name)?;
-                    if previous_snap_id != expected_snapshot {
-                        return Err(moved(previous_snap_id));
-                    }
-                    info.branches.insert(name.to_string(), to);
-                    Ok(Change::Write(
-                        UpdateKind::BranchReset {
-                            name: name.to_string(),
-                            previous_snap_id,
-                        },
-                        (),
-                    ))
-                })
-                .await
-            }
-        }
+            known_snapshot(info, to)?;
+            info.branches.insert(name.to_string(), to);
+            Ok(Change::Write(
+                UpdateKind::BranchReset {
+                    name: name.to_string(),
+                    previous_snap_id,
+                },
+                (),
+            ))
+        })
+        .await
     }
 
     /// Creates tag `name` at `snapshot` (which must exist). Tags never move.
