@@ -20,13 +20,19 @@ request head is forwarded before the body is read.
 
     python benches/latency_proxy.py --upstream 127.0.0.1:PORT [--delay-ms 20] [--port 0]
 
+With `LATENCY_PROXY_TRACE=FILE` in its environment it also appends one line per
+forwarded request to FILE: milliseconds since the last start mark, the connection's
+number, method and path (to see which requests of an operation wait for each other).
+
 prints `listening 127.0.0.1:PORT` once it accepts connections. Loopback only.
 """
 
 import argparse
 import asyncio
 import json
+import os
 import sys
+import time
 
 
 class Counts:
@@ -36,6 +42,18 @@ class Counts:
     def reset(self):
         self.by_method = {}
         self.connections = 0
+        self.started = time.monotonic()
+        trace = os.environ.get("LATENCY_PROXY_TRACE")
+        if trace:
+            with open(trace, "a") as f:
+                f.write("mark start\n")
+
+    def trace(self, conn, method, path):
+        trace = os.environ.get("LATENCY_PROXY_TRACE")
+        if trace:
+            ms = (time.monotonic() - self.started) * 1000
+            with open(trace, "a") as f:
+                f.write(f"{ms:9.1f} conn{conn} {method} {path}\n")
 
     def as_json(self):
         return json.dumps({
@@ -103,6 +121,7 @@ async def forward_body(head, client, upstream):
 async def serve(upstream_host, upstream_port, delay, port, counts):
     async def handle(client_r, client_w):
         counts.connections += 1
+        conn = counts.connections
         up_r = up_w = None
         back = None
         try:
@@ -133,6 +152,7 @@ async def serve(upstream_host, upstream_port, delay, port, counts):
                     up_r, up_w = await asyncio.open_connection(upstream_host, upstream_port)
                     back = asyncio.ensure_future(pipe(up_r, client_w))
                 counts.by_method[method] = counts.by_method.get(method, 0) + 1
+                counts.trace(conn, method, path)
                 await asyncio.sleep(delay)
                 up_w.write(head)
                 await up_w.drain()

@@ -1148,10 +1148,43 @@ impl Repository {
     /// # Errors
     /// As [`Repository::resolve`].
     pub async fn readonly_session(&self, selector: &VersionSelector) -> Result<Session> {
-        let id = self.resolve(selector).await?;
-        let snap = self.inner.assets.fetch_snapshot(&id).await?;
+        let snap = self.resolve_snapshot(selector).await?;
         self.preload_manifests(&snap);
         Ok(Session::read_only(self.session_context(), snap))
+    }
+
+    /// The snapshot `selector` names, read whole. On spec 2 a branch or tag is
+    /// resolved by re-validating the `repo` object (as every lookup is); while that
+    /// request is out, the snapshot the object as last read names is fetched beside
+    /// it, and used when the re-validated object still names it (the common case: one
+    /// round trip instead of two). When the ref moved, the speculative read is dropped
+    /// (its snapshot stays in the cache) and the new tip is read.
+    ///
+    /// # Errors
+    /// As [`Repository::resolve`] and [`crate::assets::AssetManager::fetch_snapshot`].
+    async fn resolve_snapshot(&self, selector: &VersionSelector) -> Result<Arc<Snapshot>> {
+        let assets = &self.inner.assets;
+        let guess = match (self.inner.spec, selector, assets.cached_repo_object()) {
+            (SpecVersion::V2, VersionSelector::Branch(name), Some((_, info, _))) => {
+                info.branches.get(name).copied()
+            }
+            (SpecVersion::V2, VersionSelector::Tag(name), Some((_, info, _))) => {
+                info.tags.get(name).copied()
+            }
+            _ => None,
+        };
+        let Some(guess) = guess else {
+            let id = self.resolve(selector).await?;
+            return assets.fetch_snapshot(&id).await;
+        };
+        let (id, speculative) =
+            futures::join!(self.resolve(selector), assets.fetch_snapshot(&guess));
+        let id = id?;
+        if id == guess {
+            speculative
+        } else {
+            assets.fetch_snapshot(&id).await
+        }
     }
 
     /// Spec 2: a rearrange session on the tip of `branch`, which only moves and
@@ -1179,8 +1212,9 @@ impl Repository {
     /// # Errors
     /// [`Error::BranchNotFound`]; storage and format errors.
     pub async fn writable_session(&self, branch: &str) -> Result<Session> {
-        let id = self.lookup_branch(branch).await?;
-        let snap = self.inner.assets.fetch_snapshot(&id).await?;
+        let snap = self
+            .resolve_snapshot(&VersionSelector::Branch(branch.to_string()))
+            .await?;
         self.preload_manifests(&snap);
         Ok(Session::on_branch(
             self.session_context(),

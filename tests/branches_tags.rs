@@ -204,3 +204,39 @@ async fn spec2_reset_branch_on_a_stale_handle() {
         other => panic!("expected BranchMoved, got {other:?}"),
     }
 }
+
+/// Spec 2 reads the snapshot a branch or tag named when the handle last read the
+/// `repo` object beside re-validating it: when another handle moved the branch
+/// meanwhile, read-only and writable sessions still start on the new tip.
+#[tokio::test]
+async fn spec2_sessions_follow_a_branch_moved_by_another_handle() {
+    let Fixture {
+        repo: a,
+        session: s,
+        storage,
+        ..
+    } = Fixture::in_memory().await;
+    s.add_group(&p("/"), group_json(serde_json::json!({})))
+        .unwrap();
+    let c1 = s.commit("c1").await.unwrap();
+    a.create_tag("t", c1).await.unwrap();
+    let b = Repository::open(Arc::clone(&storage)).await.unwrap();
+    // `a` has read the object where main is at c1; `b` moves main to c2.
+    assert_eq!(a.lookup_branch("main").await.unwrap(), c1);
+    let s = b.writable_session("main").await.unwrap();
+    s.update_group(&p("/"), group_json(serde_json::json!({"x": 2})))
+        .unwrap();
+    let c2 = s.commit("c2").await.unwrap();
+    let ro = a
+        .readonly_session(&VersionSelector::Branch("main".into()))
+        .await
+        .unwrap();
+    assert_eq!(ro.snapshot_id(), c2);
+    b.reset_branch("main", c1, Some(c2)).await.unwrap();
+    assert_eq!(a.writable_session("main").await.unwrap().snapshot_id(), c1);
+    let tagged = a
+        .readonly_session(&VersionSelector::Tag("t".into()))
+        .await
+        .unwrap();
+    assert_eq!(tagged.snapshot_id(), c1);
+}

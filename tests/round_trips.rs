@@ -189,7 +189,7 @@ const EXPECTED: &[(&str, u32, u32)] = &[
     ("delete branch", 2, 2),
     ("open + ancestry of 21 commits", 5, 3),
     ("open + ancestry of branch main, one call", 5, 2),
-    ("open + read-only session + read one chunk", 4, 4),
+    ("open + read-only session + read one chunk", 4, 3),
 ];
 
 #[tokio::test(start_paused = true)]
