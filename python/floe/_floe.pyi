@@ -290,7 +290,7 @@ class Repository:
         storage: Storage,
         config: Any = None,
         spec_version: int | None = None,
-        authorize_virtual_chunk_access: list[str] | None = None,
+        authorize_virtual_chunk_access: dict[str, Any] | list[str] | None = None,
     ) -> Repository: ...
     @staticmethod
     def exists(storage: Storage) -> bool: ...
@@ -299,14 +299,14 @@ class Repository:
     def save_config(self, config: Any = None) -> None: ...
     @staticmethod
     def open(
-        storage: Storage, config: Any = None, authorize_virtual_chunk_access: list[str] | None = None
+        storage: Storage, config: Any = None, authorize_virtual_chunk_access: dict[str, Any] | list[str] | None = None
     ) -> Repository: ...
     @staticmethod
     def open_or_create(
         storage: Storage,
         config: Any = None,
         spec_version: int | None = None,
-        authorize_virtual_chunk_access: list[str] | None = None,
+        authorize_virtual_chunk_access: dict[str, Any] | list[str] | None = None,
     ) -> Repository: ...
     @staticmethod
     def fetch_config(storage: Storage) -> Any: ...

@@ -17,9 +17,10 @@ use pyo3::types::PyString;
 
 use floe::format::manifest::{Checksum, ChunkPayload, VirtualChunkRef};
 use floe::format::{ChunkIndices, NodePath};
-use floe::virtual_refs::{normalize_url, VirtualAccess};
+use floe::virtual_refs::{normalize_url, ContainerCredentials, VirtualAccess};
 
 use crate::block_on;
+use crate::credentials::{self as creds, Credentials, S3Credentials};
 use crate::errors::{store_to_py, to_py, IntoPyResult, Kind};
 use crate::session::Session;
 
@@ -442,18 +443,81 @@ pub(crate) fn _virtual_chunk_refs(
         .collect())
 }
 
+/// What `authorize_virtual_chunk_access` holds once Python made it native: Icechunk's
+/// map of URL prefix to `Credentials` (or `None`), or a plain list of prefixes
+/// (authorized with no credentials of their own).
+#[derive(FromPyObject)]
+pub(crate) enum Authorization {
+    /// URL prefix to credentials.
+    Map(std::collections::HashMap<String, Option<Credentials>>),
+    /// URL prefixes.
+    List(Vec<String>),
+}
+
+/// A container credential as the engine takes it (a refreshable one calls its
+/// pickled Python function when the first read needs it, and again when it expired).
+fn container_credentials(c: Credentials) -> ContainerCredentials {
+    match c {
+        Credentials::S3(s3) => match s3 {
+            S3Credentials::FromEnv() => ContainerCredentials::S3FromEnv,
+            S3Credentials::Anonymous() => ContainerCredentials::S3Anonymous,
+            S3Credentials::Static(k) => ContainerCredentials::S3Static {
+                access_key_id: k.access_key_id,
+                secret_access_key: k.secret_access_key,
+                session_token: k.session_token,
+            },
+            S3Credentials::Refreshable {
+                pickled_function,
+                current,
+            } => ContainerCredentials::S3Refreshable(creds::refreshing(
+                pickled_function,
+                current.as_ref().map(creds::aws),
+                creds::convert_s3,
+            )),
+        },
+        Credentials::Gcs(_) => ContainerCredentials::Gcs,
+        Credentials::Azure(_) => ContainerCredentials::Azure,
+        Credentials::LocalFileSystemAccess() => ContainerCredentials::LocalFileSystemAccess,
+        Credentials::HttpAccess() => ContainerCredentials::HttpAccess,
+    }
+}
+
 /// The open options of a repository whose caller authorizes virtual chunk reads
-/// under `prefixes` (Icechunk's `authorize_virtual_chunk_access` keys); nothing is
-/// authorized when `None`.
+/// under the prefixes of `access` (Icechunk's `authorize_virtual_chunk_access`: its
+/// keys are authorized, and each key's credentials sign the reads under it; nothing
+/// is authorized when `None`), and whose own configuration (`config`, the one passed
+/// to `open`/`create`/`open_or_create`) lists virtual chunk containers: those are the
+/// reader's, win over the repository's of the same prefix, and only their S3
+/// endpoints (beside the reader's `AWS_ENDPOINT_URL`) are contacted.
 ///
-/// Errors: `InvalidInputError` for a prefix that is no valid URL or absolute path.
+/// Errors: `InvalidInputError` for a prefix that is no valid URL or absolute path,
+/// or a `config` whose containers cannot be read.
 pub(crate) fn open_options(
     py: Python<'_>,
-    prefixes: Option<Vec<String>>,
+    access: Option<Authorization>,
+    config: Option<&floe::format::config::RepositoryConfig>,
 ) -> PyResult<floe::OpenOptions> {
-    let access = VirtualAccess::prefixes(prefixes.unwrap_or_default())
+    let entries: Vec<(String, Option<Credentials>)> = match access {
+        None => Vec::new(),
+        Some(Authorization::List(l)) => l.into_iter().map(|p| (p, None)).collect(),
+        Some(Authorization::Map(m)) => m.into_iter().collect(),
+    };
+    let prefixes = VirtualAccess::prefixes(entries.iter().map(|(p, _)| p))
         .map_err(|e| invalid_input(py, e.to_string()))?;
-    Ok(floe::OpenOptions::default().virtual_access(access))
+    let credentials = entries
+        .into_iter()
+        .filter_map(|(p, c)| Some((p, container_credentials(c?))))
+        .collect();
+    let containers = match config {
+        Some(c) => c
+            .virtual_chunk_containers()
+            .map_err(|e| invalid_input(py, e.to_string()))?,
+        None => Vec::new(),
+    };
+    Ok(floe::OpenOptions::default()
+        .virtual_access(prefixes)
+        .virtual_credentials(credentials)
+        .virtual_containers(containers))
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
