@@ -380,3 +380,56 @@ async fn the_readers_container_wins_over_the_repositorys() {
         "the repository's endpoint was contacted"
     );
 }
+
+/// `vcc://name/path` locations (Icechunk 2.x) read through the container named
+/// `name`; the expanded URL is what is authorized, so `..` cannot leave it, and an
+/// unknown name is no container.
+#[tokio::test]
+async fn vcc_locations_expand_to_their_named_container() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::create_dir(root.join("data")).unwrap();
+    std::fs::write(root.join("data/x.bin"), DATA).unwrap();
+    std::fs::write(root.join("secret.bin"), SECRET).unwrap();
+    let prefix = format!("file://{}/data", root.display());
+    let container = VirtualChunkContainer {
+        name: Some("mydata".into()),
+        url_prefix: prefix.clone(),
+        store: ContainerStore::LocalFileSystem(root.join("data").display().to_string()),
+    };
+    let wide = VirtualChunkContainer {
+        name: Some("root".into()),
+        url_prefix: format!("file://{}/", root.display()),
+        store: ContainerStore::LocalFileSystem(root.display().to_string()),
+    };
+    let access = VirtualAccess::prefixes([format!("{prefix}/")]).unwrap();
+    let r = VirtualChunkResolver::new(vec![container, wide], access, None);
+    assert_eq!(
+        r.expand_location("vcc://mydata/x.bin").unwrap(),
+        format!("{prefix}/x.bin")
+    );
+    assert_eq!(r.expand_location("s3://b/k").unwrap(), "s3://b/k");
+    assert_eq!(read16(&r, "vcc://mydata/x.bin").await.unwrap(), &DATA[..16]);
+    assert_eq!(
+        read16(&r, "vcc://mydata/sub/../x.bin").await.unwrap(),
+        &DATA[..16]
+    );
+    for escape in ["vcc://mydata/../secret.bin", "vcc://root/secret.bin"] {
+        assert!(
+            matches!(
+                read16(&r, escape).await,
+                Err(VirtualChunkError::Unauthorized { .. })
+            ),
+            "{escape}"
+        );
+    }
+    for unknown in ["vcc://nope/x.bin", "vcc://mydata", "vcc:///x.bin"] {
+        assert!(
+            matches!(
+                read16(&r, unknown).await,
+                Err(VirtualChunkError::NoContainer { .. })
+            ),
+            "{unknown}"
+        );
+    }
+}

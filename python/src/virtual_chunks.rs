@@ -163,7 +163,11 @@ fn check_location(py: Python<'_>, location: &str) -> PyResult<()> {
 /// Whether `location` lies under one of the repository's virtual chunk containers
 /// (authorized or not). A location that is no valid URL is covered by none.
 fn covered(session: &Session, location: &str) -> bool {
-    normalize_url(location).is_ok_and(|u| session.repo.virtual_resolver().covers(&u))
+    let resolver = session.repo.virtual_resolver();
+    // A `vcc://name/...` location is covered when a container has that name.
+    resolver
+        .expand_location(location)
+        .is_ok_and(|url| normalize_url(&url).is_ok_and(|u| resolver.covers(&u)))
 }
 
 fn virtual_payload(
@@ -381,7 +385,7 @@ pub(crate) fn _set_virtual_refs_arr(
 }
 
 /// `session.all_virtual_chunk_locations`: the location of every virtual ref of every
-/// array (uncommitted changes included), one entry per ref (a location repeats once
+/// array (uncommitted changes included; `vcc://name/path` expanded), one entry per ref (a location repeats once
 /// per chunk that points into it, as Icechunk), arrays in path order.
 ///
 /// Errors: storage and format errors reading manifests.
@@ -391,6 +395,7 @@ pub(crate) fn _all_virtual_chunk_locations(
     session: &Session,
 ) -> PyResult<Vec<String>> {
     let s = session.inner.clone();
+    let resolver = session.repo.virtual_resolver();
     block_on(py, async move {
         let mut out = Vec::new();
         for node in s.list_nodes() {
@@ -399,7 +404,13 @@ pub(crate) fn _all_virtual_chunk_locations(
             }
             for (_, payload) in s.chunk_refs(&node.path).await? {
                 if let ChunkPayload::Virtual(v) = payload {
-                    out.push(v.location);
+                    // `vcc://` locations expanded to the URLs they stand for, as
+                    // Icechunk (an unknown name is left as it is).
+                    let expanded = match resolver.expand_location(&v.location) {
+                        Ok(std::borrow::Cow::Owned(url)) => url,
+                        _ => v.location,
+                    };
+                    out.push(expanded);
                 }
             }
         }

@@ -439,3 +439,45 @@ def test_virtualizarr_to_icechunk_and_append_read_back_identical(tmp_path, as_ic
     got_raw = zarr.open_group(repo.readonly_session("main").store, mode="r")
     for k in ("raw", "x", "time"):
         assert by_icechunk[k] == got_raw[k][...].tolist(), k
+
+
+def test_vcc_locations_name_their_container(tmp_path):
+    """``vcc://name/path`` (Icechunk 2.x relative locations): stored as written, read
+    through the container named ``name``, listed expanded; an unknown name is no
+    container, and ``..`` cannot leave the authorized prefix."""
+    d = tmp_path / "data"
+    d.mkdir()
+    (d / "raw.bin").write_bytes(np.arange(N, dtype="<i4").tobytes())
+    (tmp_path / "secret.bin").write_bytes(b"\x07" * 64)
+    prefix = f"file://{d}/"
+    config = floe.RepositoryConfig.default()
+    config.set_virtual_chunk_container(
+        floe.VirtualChunkContainer(prefix, floe.local_filesystem_store(str(d)), name="mydata")
+    )
+    repo = floe.Repository.create(
+        floe.local_filesystem_storage(str(tmp_path / "repo")),
+        config,
+        authorize_virtual_chunk_access={prefix: floe.credentials.LocalFileSystemAccess},
+    )
+    s = repo.writable_session("main")
+    _array(s)
+    s.store.set_virtual_ref("a/c/0", "vcc://mydata/raw.bin", offset=0, length=16)
+    s.store.set_virtual_ref("a/c/1", "vcc://mydata/sub/../raw.bin", offset=16, length=16)
+    for unknown in ("vcc://nope/raw.bin", "vcc://mydata"):
+        with pytest.raises(floe.InvalidInputError, match="no matching virtual chunk container"):
+            s.store.set_virtual_ref("a/c/2", unknown, offset=0, length=16)
+    s.store.set_virtual_ref(
+        "a/c/2", "vcc://mydata/../secret.bin", offset=0, length=16, validate_container=False
+    )
+    assert s.all_virtual_chunk_locations() == [
+        f"{prefix}raw.bin", f"{prefix}sub/../raw.bin", f"{prefix}../secret.bin"
+    ]
+    s.commit("vcc")
+    arr = zarr.open_array(repo.readonly_session("main").store, path="a", mode="r")
+    np.testing.assert_array_equal(arr[0:8], np.arange(8))
+    # The expanded, normalized URL leaves the container: refused, never read.
+    with pytest.raises(floe.FloeError, match="no virtual chunk container of this repository covers"):
+        arr[8:12]
+    # Stored as written: the kerchunk-comparison helper sees the vcc:// text.
+    refs = _virtual_chunk_refs(repo.readonly_session("main")._native, "a")
+    assert [r[1] for r in refs][:2] == ["vcc://mydata/raw.bin", "vcc://mydata/sub/../raw.bin"]

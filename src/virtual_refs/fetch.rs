@@ -57,6 +57,10 @@ use crate::storage::S3Options;
 /// `--virtual-read-deadline SECONDS`.
 pub const DEFAULT_READ_DEADLINE: Duration = Duration::from_secs(60);
 
+/// The scheme of relative virtual chunk locations, `vcc://<container name>/<path>`
+/// (Icechunk 2.x; see [`VirtualChunkResolver::expand_location`]).
+pub const VCC_SCHEME: &str = "vcc://";
+
 /// Connect timeout of one HTTP attempt, when shorter than the deadline.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Timeout of one HTTP attempt, when shorter than the deadline: a stalled attempt is
@@ -180,6 +184,40 @@ impl VirtualChunkResolver {
             .collect();
         self.sort();
         self
+    }
+
+    /// Expands a `vcc://name/relative/path` location (Icechunk 2.x's relative virtual
+    /// chunk locations) to the URL it stands for: the URL prefix of the container
+    /// named `name` (with a trailing `/`) followed by `relative/path` verbatim. Other
+    /// locations are returned as they are. What is read, and authorized, is the
+    /// expanded URL, normalized as any other ([`normalize_url`]): `..` in the relative
+    /// part cannot leave the authorized prefixes.
+    ///
+    /// # Errors
+    /// [`VirtualChunkError::NoContainer`] (naming `location`) when no container has
+    /// that name or the location has no `/` after the name.
+    pub fn expand_location<'a>(
+        &self,
+        location: &'a str,
+    ) -> Result<std::borrow::Cow<'a, str>, VirtualChunkError> {
+        let Some(rest) = location.strip_prefix(VCC_SCHEME) else {
+            return Ok(std::borrow::Cow::Borrowed(location));
+        };
+        let none = || VirtualChunkError::NoContainer {
+            url: location.to_string(),
+        };
+        let (name, relative) = rest.split_once('/').ok_or_else(none)?;
+        let container = self
+            .containers
+            .iter()
+            .map(|e| &e.container)
+            .find(|c| !name.is_empty() && c.name.as_deref() == Some(name))
+            .ok_or_else(none)?;
+        let prefix = &container.url_prefix;
+        let slash = if prefix.ends_with('/') { "" } else { "/" };
+        Ok(std::borrow::Cow::Owned(format!(
+            "{prefix}{slash}{relative}"
+        )))
     }
 
     /// The reader's credential for a normalized URL, with its prefix.
@@ -449,7 +487,7 @@ impl VirtualChunkResolver {
     /// `..` followed), the resolved path is what is authorized, and it is also the
     /// path that is read.
     fn locate(&self, url: &str) -> Result<Located<'_>, VirtualChunkError> {
-        let url = normalize_url(url)?;
+        let url = normalize_url(&self.expand_location(url)?)?;
         let entry = self.covering(&url)?;
         let container = &entry.container;
         let invalid = |reason: String| VirtualChunkError::InvalidUrl {
