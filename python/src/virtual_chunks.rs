@@ -531,6 +531,53 @@ pub(crate) fn open_options(
         .virtual_containers(containers))
 }
 
+#[pymethods]
+impl crate::session::NativeStore {
+    /// The values of many whole keys, read together: chunk keys go through the
+    /// session's batched chunk read (`Session::get_chunks`), so virtual chunks of one
+    /// file at nearby offsets (and chunks sharing a native chunk object) are read with
+    /// one request per merged span, every location authorized as a single read's;
+    /// at most `concurrency` (default 10) requests in flight. Awaitable of a list in
+    /// the order of `keys`: `bytes`, `None` for an absent key, or the exception the
+    /// key's own `get` would raise (returned, not raised, so one failing key does not
+    /// fail the others). Used by `FloeStore.get` (concurrent gets of one event-loop
+    /// turn) and `FloeStore.get_partial_values`.
+    #[pyo3(signature = (keys, concurrency=None))]
+    fn get_many<'py>(
+        &self,
+        py: Python<'py>,
+        keys: Vec<String>,
+        concurrency: Option<usize>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        use floe::zarr::Store;
+        use futures::StreamExt;
+        let store = self.inner.clone();
+        let n = keys.len();
+        let concurrency = concurrency.unwrap_or(10).max(1);
+        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            type Outcome = Result<Option<bytes::Bytes>, floe::zarr::store::StoreError>;
+            let mut out: Vec<Option<Outcome>> = (0..n).map(|_| None).collect();
+            let mut stream = store.get_many(keys, concurrency);
+            while let Some((i, r)) = stream.next().await {
+                if let Some(slot) = out.get_mut(i) {
+                    *slot = Some(r);
+                }
+            }
+            drop(stream);
+            Python::attach(|py| -> PyResult<Py<pyo3::types::PyList>> {
+                let items = out.into_iter().map(|r| -> Py<PyAny> {
+                    match r {
+                        Some(Ok(Some(b))) => pyo3::types::PyBytes::new(py, &b).into_any().unbind(),
+                        Some(Ok(None)) | None => py.None(),
+                        Some(Err(e)) => crate::errors::store_to_py(e).into_value(py).into_any(),
+                    }
+                });
+                Ok(pyo3::types::PyList::new(py, items)?.unbind())
+            })
+        })
+    }
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<VirtualChunkSpec>()?;
     m.add_function(wrap_pyfunction!(_set_virtual_ref, m)?)?;
