@@ -77,6 +77,27 @@ impl OpenOptions {
         self
     }
 
+    /// These options with the reader's own virtual chunk containers (those of the
+    /// configuration the reader passes when opening): they replace the repository's
+    /// containers of the same URL prefix, and their store settings (an S3 endpoint) are
+    /// trusted (see [`crate::virtual_refs::VirtualChunkResolver::with_reader_containers`]).
+    pub fn virtual_containers(mut self, containers: Vec<VirtualChunkContainer>) -> Self {
+        self.virtual_containers = containers;
+        self
+    }
+
+    /// These options with the reader's credentials by URL prefix (Icechunk's
+    /// `containers_credentials`; see
+    /// [`crate::virtual_refs::VirtualChunkResolver::with_credentials`]). Authorizing
+    /// is separate: [`OpenOptions::virtual_access`].
+    pub fn virtual_credentials(
+        mut self,
+        credentials: Vec<(String, crate::virtual_refs::ContainerCredentials)>,
+    ) -> Self {
+        self.virtual_credentials = credentials;
+        self
+    }
+
     /// These options with `deadline` as the read deadline of virtual chunk reads: the
     /// longest one request (with its retries) may take before failing with
     /// [`crate::error::VirtualChunkError::DeadlineExceeded`]. Default
@@ -132,6 +153,10 @@ pub struct OpenOptions {
     pub virtual_access: VirtualAccess,
     /// Credentials for S3 virtual chunk containers; `None` reads `AWS_*` variables.
     pub virtual_s3_credentials: Option<S3Options>,
+    /// The reader's own virtual chunk containers ([`OpenOptions::virtual_containers`]).
+    pub virtual_containers: Vec<VirtualChunkContainer>,
+    /// The reader's credentials by URL prefix ([`OpenOptions::virtual_credentials`]).
+    pub virtual_credentials: Vec<(String, crate::virtual_refs::ContainerCredentials)>,
     /// Read deadline of one virtual chunk request with its retries; `None`:
     /// [`crate::virtual_refs::fetch::DEFAULT_READ_DEADLINE`] (60 seconds).
     pub virtual_read_deadline: Option<std::time::Duration>,
@@ -144,7 +169,9 @@ impl OpenOptions {
             containers,
             self.virtual_access.clone(),
             self.virtual_s3_credentials.clone(),
-        );
+        )
+        .with_reader_containers(self.virtual_containers.clone())
+        .with_credentials(self.virtual_credentials.clone());
         match self.virtual_read_deadline {
             Some(d) => resolver.with_read_deadline(d),
             None => resolver,

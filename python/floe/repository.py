@@ -148,9 +148,12 @@ class FeatureFlag:
 
     def _repr_html_(self) -> str:
         return html_block(qualified("config.FeatureFlag"), self._fields())
-def _authorized(access: dict[str, Any] | None) -> list[str] | None:
-    """The URL prefixes an ``authorize_virtual_chunk_access`` mapping authorizes (its
-    keys); ``None`` authorizes none."""
+def _authorized(access: dict[str, Any] | None) -> dict[str, Any] | None:
+    """An ``authorize_virtual_chunk_access`` mapping for the native module: URL prefix
+    to ``Credentials`` (bare ``S3Credentials``, ``GcsCredentials`` or
+    ``AzureCredentials`` are wrapped as ``containers_credentials`` does) or ``None``;
+    ``None`` authorizes none. Raises ``TypeError`` for a value that is no mapping and
+    ``ValueError`` for an unknown credential type."""
     if access is None:
         return None
     if not isinstance(access, dict):
@@ -169,7 +172,9 @@ def _authorized(access: dict[str, Any] | None) -> list[str] | None:
                 DeprecationWarning,
                 stacklevel=3,
             )
-    return [str(prefix) for prefix in access]
+    from floe.credentials import containers_credentials
+
+    return {str(prefix): cred for prefix, cred in containers_credentials(access).items()}
 
 
 class Repository:
@@ -219,10 +224,15 @@ class Repository:
         ``authorize_virtual_chunk_access``: the virtual chunk container URL prefixes
         (its keys) the caller trusts this repository to read from, as Icechunk; a
         virtual chunk under any other prefix is never read (the read raises
-        ``FloeError`` naming the prefix to authorize). The values stand for
-        per-container credentials: floe takes S3 credentials from the ``AWS_*``
-        environment variables whatever they are. Raises ``InvalidInputError`` for a
-        key that is no URL or absolute path."""
+        ``InvalidInputError`` naming the prefix to authorize). The values are the
+        credentials that sign the reads under each key (``containers_credentials``:
+        static, anonymous, from the environment or refreshable S3 credentials;
+        ``None``: the ``AWS_*`` environment variables, unsigned for an anonymous
+        container). An S3 endpoint is only contacted when the reader chose it: the
+        containers of ``config`` (which win over the stored ones of the same prefix)
+        or the reader's ``AWS_ENDPOINT_URL``; an endpoint only the stored
+        configuration names fails the read with ``InvalidInputError``. Raises
+        ``InvalidInputError`` for a key that is no URL or absolute path."""
         return cls(
             _NativeRepository.open(storage, config, _authorized(authorize_virtual_chunk_access)),
             storage,

@@ -184,8 +184,22 @@ class FloeStore(Store):
     ) -> Buffer | None:
         _check_str("get", "key", key)
         _check_prototype("get", prototype)
-        data = await self._native.get(key, *_range("get", byte_range))
+        if byte_range is None:
+            # Whole keys: the gets of one event-loop turn are read together, through
+            # floe's coalesced chunk reads (floe._batched_reads).
+            data = await self._get_batcher().get(key)
+        else:
+            data = await self._native.get(key, *_range("get", byte_range))
         return None if data is None else prototype.buffer.from_bytes(data)
+
+    def _get_batcher(self):
+        """This store's ``GetBatcher`` (made on first use)."""
+        batcher = self.__dict__.get("_batcher")
+        if batcher is None:
+            from floe._batched_reads import GetBatcher
+
+            batcher = self._batcher = GetBatcher(self._native, self._partial_values_concurrency())
+        return batcher
 
     async def get_partial_values(
         self,
@@ -198,9 +212,23 @@ class FloeStore(Store):
             _check_str("get_partial_values", "key", key)
             requests.append((key, _range("get_partial_values", byte_range)))
 
-        # Concurrently (each get runs on floe's runtime, so the requests overlap), at
-        # most the configuration's `get_partial_values_concurrency` at once (default
-        # 10, as Icechunk).
+        # Whole keys in one engine call (coalesced chunk reads, at most the
+        # configuration's `get_partial_values_concurrency` requests in flight, default
+        # 10 as Icechunk); ranges of keys concurrently, as many at once.
+        whole = [i for i, (_, r) in enumerate(requests) if r[0] == 0]
+        out: list[Buffer | None] = [None] * len(requests)
+        if len(whole) > 1:
+            values = await self._native.get_many(
+                [requests[i][0] for i in whole], self._partial_values_concurrency()
+            )
+            for i, v in zip(whole, values, strict=True):
+                if isinstance(v, BaseException):
+                    raise v
+                out[i] = None if v is None else prototype.buffer.from_bytes(v)
+            whole_set = set(whole)
+            requests_left = [(i, k, r) for i, (k, r) in enumerate(requests) if i not in whole_set]
+        else:
+            requests_left = [(i, k, r) for i, (k, r) in enumerate(requests)]
         limit = asyncio.Semaphore(self._partial_values_concurrency())
 
         async def one(key: str, kind_a_b: tuple[int, int, int]) -> Buffer | None:
@@ -208,7 +236,10 @@ class FloeStore(Store):
                 data = await self._native.get(key, *kind_a_b)
             return None if data is None else prototype.buffer.from_bytes(data)
 
-        return list(await asyncio.gather(*(one(k, r) for k, r in requests)))
+        parts = await asyncio.gather(*(one(k, r) for _, k, r in requests_left))
+        for (i, _, _), v in zip(requests_left, parts, strict=True):
+            out[i] = v
+        return out
 
     def _partial_values_concurrency(self) -> int:
         """The session configuration's ``get_partial_values_concurrency`` (10 when

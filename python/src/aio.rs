@@ -85,12 +85,16 @@ impl Repository {
         storage: &Storage,
         config: Option<RepositoryConfig>,
         spec_version: Option<u8>,
-        authorize_virtual_chunk_access: Option<Vec<String>>,
+        authorize_virtual_chunk_access: Option<crate::virtual_chunks::Authorization>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let spec = spec(spec_version)?;
         let st = Arc::clone(&storage.inner);
         let config = config.map(|c| c.inner);
-        let options = crate::virtual_chunks::open_options(py, authorize_virtual_chunk_access)?;
+        let options = crate::virtual_chunks::open_options(
+            py,
+            authorize_virtual_chunk_access,
+            config.as_ref(),
+        )?;
         future_into_py(py, async move {
             let inner = floe::Repository::create_with(st, config, spec, options)
                 .await
@@ -107,11 +111,15 @@ impl Repository {
         py: Python<'py>,
         storage: &Storage,
         config: Option<RepositoryConfig>,
-        authorize_virtual_chunk_access: Option<Vec<String>>,
+        authorize_virtual_chunk_access: Option<crate::virtual_chunks::Authorization>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let st = Arc::clone(&storage.inner);
         let overrides = config.map(|c| c.inner);
-        let options = crate::virtual_chunks::open_options(py, authorize_virtual_chunk_access)?;
+        let options = crate::virtual_chunks::open_options(
+            py,
+            authorize_virtual_chunk_access,
+            overrides.as_ref(),
+        )?;
         future_into_py(py, async move {
             let inner = floe::Repository::open_configured(st, options, overrides)
                 .await
@@ -131,12 +139,16 @@ impl Repository {
         storage: &Storage,
         config: Option<RepositoryConfig>,
         create_version: Option<u8>,
-        authorize_virtual_chunk_access: Option<Vec<String>>,
+        authorize_virtual_chunk_access: Option<crate::virtual_chunks::Authorization>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let spec = spec(create_version)?;
         let st = Arc::clone(&storage.inner);
         let config = config.map(|c| c.inner);
-        let options = crate::virtual_chunks::open_options(py, authorize_virtual_chunk_access)?;
+        let options = crate::virtual_chunks::open_options(
+            py,
+            authorize_virtual_chunk_access,
+            config.as_ref(),
+        )?;
         future_into_py(py, async move {
             let inner = open_or_create(st, spec, config, options).await.py()?;
             Ok(Repository::new(inner))

@@ -259,7 +259,10 @@ fn virtual_kind(e: &floe::error::VirtualChunkError) -> Classified {
     match e {
         V::InvalidUrl { .. } => c(Class::InvalidInput, Kind::InvalidVirtualRef),
         V::NoContainer { .. } => c(Class::InvalidInput, Kind::NoContainerForVirtualChunk),
-        V::Unauthorized { .. } => c(Class::InvalidInput, Kind::UnauthorizedVirtualChunkContainer),
+        V::Unauthorized { .. } | V::UntrustedEndpoint { .. } => {
+            c(Class::InvalidInput, Kind::UnauthorizedVirtualChunkContainer)
+        }
+        V::InvalidCredentials { .. } => c(Class::InvalidInput, Kind::InvalidCredentials),
         V::ChecksumMismatch { .. } => c(Class::Storage, Kind::VirtualChunkModified),
         _ => c(Class::Storage, Kind::VirtualChunkFetch),
     }

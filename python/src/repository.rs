@@ -268,12 +268,16 @@ impl Repository {
         storage: &Storage,
         config: Option<RepositoryConfig>,
         spec_version: Option<u8>,
-        authorize_virtual_chunk_access: Option<Vec<String>>,
+        authorize_virtual_chunk_access: Option<crate::virtual_chunks::Authorization>,
     ) -> PyResult<Self> {
         let spec = spec(spec_version)?;
         let st = Arc::clone(&storage.inner);
         let config = config.map(|c| c.inner);
-        let options = crate::virtual_chunks::open_options(py, authorize_virtual_chunk_access)?;
+        let options = crate::virtual_chunks::open_options(
+            py,
+            authorize_virtual_chunk_access,
+            config.as_ref(),
+        )?;
         let inner = block_on(py, async move {
             floe::Repository::create_with(st, config, spec, options).await
         })
@@ -308,11 +312,15 @@ impl Repository {
         py: Python<'_>,
         storage: &Storage,
         config: Option<RepositoryConfig>,
-        authorize_virtual_chunk_access: Option<Vec<String>>,
+        authorize_virtual_chunk_access: Option<crate::virtual_chunks::Authorization>,
     ) -> PyResult<Self> {
         let st = Arc::clone(&storage.inner);
         let overrides = config.map(|c| c.inner);
-        let options = crate::virtual_chunks::open_options(py, authorize_virtual_chunk_access)?;
+        let options = crate::virtual_chunks::open_options(
+            py,
+            authorize_virtual_chunk_access,
+            overrides.as_ref(),
+        )?;
         let inner = block_on(
             py,
             floe::Repository::open_configured(st, options, overrides),
@@ -331,12 +339,16 @@ impl Repository {
         storage: &Storage,
         config: Option<RepositoryConfig>,
         spec_version: Option<u8>,
-        authorize_virtual_chunk_access: Option<Vec<String>>,
+        authorize_virtual_chunk_access: Option<crate::virtual_chunks::Authorization>,
     ) -> PyResult<Self> {
         let spec = spec(spec_version)?;
         let st = Arc::clone(&storage.inner);
         let config = config.map(|c| c.inner);
-        let options = crate::virtual_chunks::open_options(py, authorize_virtual_chunk_access)?;
+        let options = crate::virtual_chunks::open_options(
+            py,
+            authorize_virtual_chunk_access,
+            config.as_ref(),
+        )?;
         let inner = block_on(py, crate::aio::open_or_create(st, spec, config, options)).py()?;
         Ok(Repository::new(inner))
     }

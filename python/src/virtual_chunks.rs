@@ -17,9 +17,10 @@ use pyo3::types::PyString;
 
 use floe::format::manifest::{Checksum, ChunkPayload, VirtualChunkRef};
 use floe::format::{ChunkIndices, NodePath};
-use floe::virtual_refs::{normalize_url, VirtualAccess};
+use floe::virtual_refs::{normalize_url, ContainerCredentials, VirtualAccess};
 
 use crate::block_on;
+use crate::credentials::{self as creds, Credentials, S3Credentials};
 use crate::errors::{store_to_py, to_py, IntoPyResult, Kind};
 use crate::session::Session;
 
@@ -162,7 +163,11 @@ fn check_location(py: Python<'_>, location: &str) -> PyResult<()> {
 /// Whether `location` lies under one of the repository's virtual chunk containers
 /// (authorized or not). A location that is no valid URL is covered by none.
 fn covered(session: &Session, location: &str) -> bool {
-    normalize_url(location).is_ok_and(|u| session.repo.virtual_resolver().covers(&u))
+    let resolver = session.repo.virtual_resolver();
+    // A `vcc://name/...` location is covered when a container has that name.
+    resolver
+        .expand_location(location)
+        .is_ok_and(|url| normalize_url(&url).is_ok_and(|u| resolver.covers(&u)))
 }
 
 fn virtual_payload(
@@ -380,7 +385,7 @@ pub(crate) fn _set_virtual_refs_arr(
 }
 
 /// `session.all_virtual_chunk_locations`: the location of every virtual ref of every
-/// array (uncommitted changes included), one entry per ref (a location repeats once
+/// array (uncommitted changes included; `vcc://name/path` expanded), one entry per ref (a location repeats once
 /// per chunk that points into it, as Icechunk), arrays in path order.
 ///
 /// Errors: storage and format errors reading manifests.
@@ -390,6 +395,7 @@ pub(crate) fn _all_virtual_chunk_locations(
     session: &Session,
 ) -> PyResult<Vec<String>> {
     let s = session.inner.clone();
+    let resolver = session.repo.virtual_resolver();
     block_on(py, async move {
         let mut out = Vec::new();
         for node in s.list_nodes() {
@@ -398,7 +404,13 @@ pub(crate) fn _all_virtual_chunk_locations(
             }
             for (_, payload) in s.chunk_refs(&node.path).await? {
                 if let ChunkPayload::Virtual(v) = payload {
-                    out.push(v.location);
+                    // `vcc://` locations expanded to the URLs they stand for, as
+                    // Icechunk (an unknown name is left as it is).
+                    let expanded = match resolver.expand_location(&v.location) {
+                        Ok(std::borrow::Cow::Owned(url)) => url,
+                        _ => v.location,
+                    };
+                    out.push(expanded);
                 }
             }
         }
@@ -442,18 +454,128 @@ pub(crate) fn _virtual_chunk_refs(
         .collect())
 }
 
+/// What `authorize_virtual_chunk_access` holds once Python made it native: Icechunk's
+/// map of URL prefix to `Credentials` (or `None`), or a plain list of prefixes
+/// (authorized with no credentials of their own).
+#[derive(FromPyObject)]
+pub(crate) enum Authorization {
+    /// URL prefix to credentials.
+    Map(std::collections::HashMap<String, Option<Credentials>>),
+    /// URL prefixes.
+    List(Vec<String>),
+}
+
+/// A container credential as the engine takes it (a refreshable one calls its
+/// pickled Python function when the first read needs it, and again when it expired).
+fn container_credentials(c: Credentials) -> ContainerCredentials {
+    match c {
+        Credentials::S3(s3) => match s3 {
+            S3Credentials::FromEnv() => ContainerCredentials::S3FromEnv,
+            S3Credentials::Anonymous() => ContainerCredentials::S3Anonymous,
+            S3Credentials::Static(k) => ContainerCredentials::S3Static {
+                access_key_id: k.access_key_id,
+                secret_access_key: k.secret_access_key,
+                session_token: k.session_token,
+            },
+            S3Credentials::Refreshable {
+                pickled_function,
+                current,
+            } => ContainerCredentials::S3Refreshable(creds::refreshing(
+                pickled_function,
+                current.as_ref().map(creds::aws),
+                creds::convert_s3,
+            )),
+        },
+        Credentials::Gcs(_) => ContainerCredentials::Gcs,
+        Credentials::Azure(_) => ContainerCredentials::Azure,
+        Credentials::LocalFileSystemAccess() => ContainerCredentials::LocalFileSystemAccess,
+        Credentials::HttpAccess() => ContainerCredentials::HttpAccess,
+    }
+}
+
 /// The open options of a repository whose caller authorizes virtual chunk reads
-/// under `prefixes` (Icechunk's `authorize_virtual_chunk_access` keys); nothing is
-/// authorized when `None`.
+/// under the prefixes of `access` (Icechunk's `authorize_virtual_chunk_access`: its
+/// keys are authorized, and each key's credentials sign the reads under it; nothing
+/// is authorized when `None`), and whose own configuration (`config`, the one passed
+/// to `open`/`create`/`open_or_create`) lists virtual chunk containers: those are the
+/// reader's, win over the repository's of the same prefix, and only their S3
+/// endpoints (beside the reader's `AWS_ENDPOINT_URL`) are contacted.
 ///
-/// Errors: `InvalidInputError` for a prefix that is no valid URL or absolute path.
+/// Errors: `InvalidInputError` for a prefix that is no valid URL or absolute path,
+/// or a `config` whose containers cannot be read.
 pub(crate) fn open_options(
     py: Python<'_>,
-    prefixes: Option<Vec<String>>,
+    access: Option<Authorization>,
+    config: Option<&floe::format::config::RepositoryConfig>,
 ) -> PyResult<floe::OpenOptions> {
-    let access = VirtualAccess::prefixes(prefixes.unwrap_or_default())
+    let entries: Vec<(String, Option<Credentials>)> = match access {
+        None => Vec::new(),
+        Some(Authorization::List(l)) => l.into_iter().map(|p| (p, None)).collect(),
+        Some(Authorization::Map(m)) => m.into_iter().collect(),
+    };
+    let prefixes = VirtualAccess::prefixes(entries.iter().map(|(p, _)| p))
         .map_err(|e| invalid_input(py, e.to_string()))?;
-    Ok(floe::OpenOptions::default().virtual_access(access))
+    let credentials = entries
+        .into_iter()
+        .filter_map(|(p, c)| Some((p, container_credentials(c?))))
+        .collect();
+    let containers = match config {
+        Some(c) => c
+            .virtual_chunk_containers()
+            .map_err(|e| invalid_input(py, e.to_string()))?,
+        None => Vec::new(),
+    };
+    Ok(floe::OpenOptions::default()
+        .virtual_access(prefixes)
+        .virtual_credentials(credentials)
+        .virtual_containers(containers))
+}
+
+#[pymethods]
+impl crate::session::NativeStore {
+    /// The values of many whole keys, read together: chunk keys go through the
+    /// session's batched chunk read (`Session::get_chunks`), so virtual chunks of one
+    /// file at nearby offsets (and chunks sharing a native chunk object) are read with
+    /// one request per merged span, every location authorized as a single read's;
+    /// at most `concurrency` (default 10) requests in flight. Awaitable of a list in
+    /// the order of `keys`: `bytes`, `None` for an absent key, or the exception the
+    /// key's own `get` would raise (returned, not raised, so one failing key does not
+    /// fail the others). Used by `FloeStore.get` (concurrent gets of one event-loop
+    /// turn) and `FloeStore.get_partial_values`.
+    #[pyo3(signature = (keys, concurrency=None))]
+    fn get_many<'py>(
+        &self,
+        py: Python<'py>,
+        keys: Vec<String>,
+        concurrency: Option<usize>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        use floe::zarr::Store;
+        use futures::StreamExt;
+        let store = self.inner.clone();
+        let n = keys.len();
+        let concurrency = concurrency.unwrap_or(10).max(1);
+        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            type Outcome = Result<Option<bytes::Bytes>, floe::zarr::store::StoreError>;
+            let mut out: Vec<Option<Outcome>> = (0..n).map(|_| None).collect();
+            let mut stream = store.get_many(keys, concurrency);
+            while let Some((i, r)) = stream.next().await {
+                if let Some(slot) = out.get_mut(i) {
+                    *slot = Some(r);
+                }
+            }
+            drop(stream);
+            Python::attach(|py| -> PyResult<Py<pyo3::types::PyList>> {
+                let items = out.into_iter().map(|r| -> Py<PyAny> {
+                    match r {
+                        Some(Ok(Some(b))) => pyo3::types::PyBytes::new(py, &b).into_any().unbind(),
+                        Some(Ok(None)) | None => py.None(),
+                        Some(Err(e)) => crate::errors::store_to_py(e).into_value(py).into_any(),
+                    }
+                });
+                Ok(pyo3::types::PyList::new(py, items)?.unbind())
+            })
+        })
+    }
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

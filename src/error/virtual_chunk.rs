@@ -71,6 +71,35 @@ pub enum VirtualChunkError {
         /// Where the server redirected to.
         location: String,
     },
+    /// An S3 container's endpoint (or region) comes from the repository's own
+    /// configuration and is not one the reader chose: no request is sent there, so a
+    /// hostile repository cannot point the reader's requests (and credentials) at a
+    /// host of its choosing. The reader trusts an endpoint by giving the container in
+    /// its own configuration when opening ([`crate::OpenOptions::virtual_containers`],
+    /// Python's `Repository.open(config=...)`) or by using it as its own S3 endpoint
+    /// (`AWS_ENDPOINT_URL`, [`crate::OpenOptions::virtual_s3_credentials`]).
+    #[error(
+        "virtual chunk container `{container}` names {endpoint} in the repository's \
+         configuration, which the reader did not choose: not contacted. Give the \
+         container in the configuration passed when opening the repository, or make it \
+         the reader's own S3 endpoint (AWS_ENDPOINT_URL)"
+    )]
+    UntrustedEndpoint {
+        /// The container prefix.
+        container: String,
+        /// What was refused (`the endpoint `...``, `the region `...``).
+        endpoint: String,
+    },
+    /// The credentials the reader gave for a container do not fit its store (S3
+    /// credentials for an HTTP container, GCS credentials for an S3 one...), as
+    /// Icechunk's `InvalidCredentials`.
+    #[error("invalid credentials for virtual chunk container `{container}`: {reason}")]
+    InvalidCredentials {
+        /// The container prefix.
+        container: String,
+        /// What does not fit.
+        reason: String,
+    },
     /// The backend failed (network, permissions...).
     #[error("error reading `{url}`: {source}")]
     Backend {

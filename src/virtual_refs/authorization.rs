@@ -27,6 +27,12 @@
 //! - HTTP(S): redirects are followed only when the new location, normalized the same
 //!   way, is itself authorized; any other redirect (another host, port, scheme or
 //!   path) fails with [`VirtualChunkError::RedirectRefused`] without contacting it.
+//! - S3: no redirect is ever followed ([`VirtualChunkError::RedirectRefused`]). The
+//!   server is the reader's: an endpoint (or a region, from which the AWS host is
+//!   built) that only the repository's configuration names is not contacted
+//!   ([`VirtualChunkError::UntrustedEndpoint`]); the reader chooses one by giving the
+//!   container in its own configuration when opening, or as its own S3 endpoint
+//!   (`AWS_ENDPOINT_URL`). So the reader's credentials only go where it sent them.
 //!
 //! Which *store* reads a URL is chosen by the repository's virtual chunk containers
 //! (Icechunk spec 1, `config.yaml` `virtual_chunk_containers`); the authorization is

@@ -42,6 +42,7 @@ use url::Url;
 use super::authorization::{
     normalize_prefix, normalize_url, resolve_local, under_prefix, LocalTarget, VirtualAccess,
 };
+use super::credentials::ContainerCredentials;
 use super::VirtualChunkError;
 use crate::format::config::{ContainerStore, VirtualChunkContainer};
 use crate::format::manifest::{Checksum, VirtualChunkRef};
@@ -55,6 +56,10 @@ use crate::storage::S3Options;
 /// [`crate::OpenOptions::virtual_read_deadline`] or the CLI's
 /// `--virtual-read-deadline SECONDS`.
 pub const DEFAULT_READ_DEADLINE: Duration = Duration::from_secs(60);
+
+/// The scheme of relative virtual chunk locations, `vcc://<container name>/<path>`
+/// (Icechunk 2.x; see [`VirtualChunkResolver::expand_location`]).
+pub const VCC_SCHEME: &str = "vcc://";
 
 /// Connect timeout of one HTTP attempt, when shorter than the deadline.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -74,14 +79,27 @@ struct Located<'a> {
     path: Path,
 }
 
+/// One container the resolver reads through.
+#[derive(Debug)]
+struct Entry {
+    /// The normalized URL prefix.
+    prefix: String,
+    container: VirtualChunkContainer,
+    /// Whether the reader gave this container itself (its store settings, such as an
+    /// S3 endpoint, are then the reader's choice) rather than the repository.
+    trusted: bool,
+}
+
 /// Resolves virtual chunk URLs to containers, enforces the caller's authorization and
 /// reads chunk bytes.
 #[derive(Debug)]
 pub struct VirtualChunkResolver {
-    /// Containers with their normalized URL prefix, longest prefix first.
-    containers: Vec<(String, VirtualChunkContainer)>,
+    /// Containers, longest prefix first.
+    containers: Vec<Entry>,
     access: VirtualAccess,
     s3_credentials: Option<S3Options>,
+    /// The reader's credentials by normalized prefix, longest prefix first.
+    credentials: Vec<(String, ContainerCredentials)>,
     stores: Mutex<HashMap<String, Arc<dyn ObjectStore>>>,
     /// The read deadline of one request with its retries.
     deadline: Duration,
@@ -90,30 +108,121 @@ pub struct VirtualChunkResolver {
 impl VirtualChunkResolver {
     /// A resolver over the repository's `containers`, allowing only URLs under the
     /// prefixes of `access`. S3 containers take credentials from `s3_credentials` or, when
-    /// `None`, from the `AWS_*` environment variables; endpoint, region and addressing
-    /// come from the container's config.
+    /// `None`, from the `AWS_*` environment variables (per-prefix credentials:
+    /// [`VirtualChunkResolver::with_credentials`]). Region and addressing come from the
+    /// container's config; an endpoint only when the reader chose it (see
+    /// [`VirtualChunkError::UntrustedEndpoint`] and
+    /// [`VirtualChunkResolver::with_reader_containers`]).
     pub fn new(
         containers: Vec<VirtualChunkContainer>,
         access: VirtualAccess,
         s3_credentials: Option<S3Options>,
     ) -> Self {
-        let mut containers: Vec<(String, VirtualChunkContainer)> = containers
+        let containers = containers
             .into_iter()
-            .map(|c| {
-                let prefix =
-                    normalize_prefix(&c.url_prefix).unwrap_or_else(|_| c.url_prefix.clone());
-                (prefix, c)
+            .map(|c| Entry {
+                prefix: normalize_prefix(&c.url_prefix).unwrap_or_else(|_| c.url_prefix.clone()),
+                container: c,
+                trusted: false,
             })
             .collect();
-        // Longest prefix first, so the most specific container wins.
-        containers.sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
-        VirtualChunkResolver {
+        let mut r = VirtualChunkResolver {
             containers,
             access,
             s3_credentials,
+            credentials: Vec::new(),
             stores: Mutex::new(HashMap::new()),
             deadline: DEFAULT_READ_DEADLINE,
+        };
+        r.sort();
+        r
+    }
+
+    /// Longest prefix first, so the most specific container (and credential) wins.
+    fn sort(&mut self) {
+        self.containers
+            .sort_by_key(|e| std::cmp::Reverse(e.prefix.len()));
+        self.credentials
+            .sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
+    }
+
+    /// This resolver with the reader's own containers (the containers of the
+    /// configuration the reader passed when opening): a reader's container replaces
+    /// the repository's of the same (normalized) URL prefix, and one the repository
+    /// lacks is added. Their store settings (an S3 endpoint, region...) are trusted:
+    /// the reader's credentials may be sent to their endpoint. The repository's other
+    /// containers keep working, but only toward endpoints the reader chose.
+    #[must_use]
+    pub fn with_reader_containers(mut self, reader: Vec<VirtualChunkContainer>) -> Self {
+        for c in reader {
+            let prefix = normalize_prefix(&c.url_prefix).unwrap_or_else(|_| c.url_prefix.clone());
+            // `s3://b` and `s3://b/` cover the same URLs.
+            let same = prefix.trim_end_matches('/').to_string();
+            self.containers
+                .retain(|e| e.prefix.trim_end_matches('/') != same);
+            self.containers.push(Entry {
+                prefix,
+                container: c,
+                trusted: true,
+            });
         }
+        self.sort();
+        self
+    }
+
+    /// This resolver with the reader's credentials by URL prefix (Icechunk's
+    /// `containers_credentials`). A read signs with the credential of the longest of
+    /// these prefixes covering the location read (path segments matched whole); with
+    /// none, as [`VirtualChunkResolver::new`] says. Prefixes that do not normalize are
+    /// ignored (the caller authorized them through [`VirtualAccess`], which refuses
+    /// them).
+    #[must_use]
+    pub fn with_credentials(mut self, credentials: Vec<(String, ContainerCredentials)>) -> Self {
+        self.credentials = credentials
+            .into_iter()
+            .filter_map(|(p, c)| Some((normalize_prefix(&p).ok()?, c)))
+            .collect();
+        self.sort();
+        self
+    }
+
+    /// Expands a `vcc://name/relative/path` location (Icechunk 2.x's relative virtual
+    /// chunk locations) to the URL it stands for: the URL prefix of the container
+    /// named `name` (with a trailing `/`) followed by `relative/path` verbatim. Other
+    /// locations are returned as they are. What is read, and authorized, is the
+    /// expanded URL, normalized as any other ([`normalize_url`]): `..` in the relative
+    /// part cannot leave the authorized prefixes.
+    ///
+    /// # Errors
+    /// [`VirtualChunkError::NoContainer`] (naming `location`) when no container has
+    /// that name or the location has no `/` after the name.
+    pub fn expand_location<'a>(
+        &self,
+        location: &'a str,
+    ) -> Result<std::borrow::Cow<'a, str>, VirtualChunkError> {
+        let Some(rest) = location.strip_prefix(VCC_SCHEME) else {
+            return Ok(std::borrow::Cow::Borrowed(location));
+        };
+        let none = || VirtualChunkError::NoContainer {
+            url: location.to_string(),
+        };
+        let (name, relative) = rest.split_once('/').ok_or_else(none)?;
+        let container = self
+            .containers
+            .iter()
+            .map(|e| &e.container)
+            .find(|c| !name.is_empty() && c.name.as_deref() == Some(name))
+            .ok_or_else(none)?;
+        let prefix = &container.url_prefix;
+        let slash = if prefix.ends_with('/') { "" } else { "/" };
+        Ok(std::borrow::Cow::Owned(format!(
+            "{prefix}{slash}{relative}"
+        )))
+    }
+
+    /// The reader's credential for a normalized URL, with its prefix.
+    fn credential_for(&self, url: &str) -> Option<&(String, ContainerCredentials)> {
+        self.credentials.iter().find(|(p, _)| under_prefix(url, p))
     }
 
     /// This resolver with `deadline` as the read deadline: the longest one request
@@ -153,7 +262,7 @@ impl VirtualChunkResolver {
     /// # Errors
     /// [`VirtualChunkError::NoContainer`], [`VirtualChunkError::Unauthorized`].
     pub fn container_for(&self, url: &str) -> Result<&VirtualChunkContainer, VirtualChunkError> {
-        let container = self.covering(url)?;
+        let container = &self.covering(url)?.container;
         if !self.access.allows(url) {
             return Err(VirtualChunkError::Unauthorized {
                 url: url.to_string(),
@@ -171,11 +280,10 @@ impl VirtualChunkResolver {
     }
 
     /// The container covering a normalized URL (longest prefix), authorized or not.
-    fn covering(&self, url: &str) -> Result<&VirtualChunkContainer, VirtualChunkError> {
+    fn covering(&self, url: &str) -> Result<&Entry, VirtualChunkError> {
         self.containers
             .iter()
-            .find(|(prefix, _)| under_prefix(url, prefix))
-            .map(|(_, c)| c)
+            .find(|e| under_prefix(url, &e.prefix))
             .ok_or_else(|| VirtualChunkError::NoContainer {
                 url: url.to_string(),
             })
@@ -198,17 +306,28 @@ impl VirtualChunkResolver {
 
     fn store_for(
         &self,
-        container: &VirtualChunkContainer,
+        entry: &Entry,
         url: &Url,
     ) -> Result<(Arc<dyn ObjectStore>, Path), VirtualChunkError> {
+        let container = &entry.container;
         let raw = url.to_string();
+        let credential = self.credential_for(&raw);
+        let wrong_credentials =
+            |c: &ContainerCredentials, store: &str| VirtualChunkError::InvalidCredentials {
+                container: container.url_prefix.clone(),
+                reason: format!("{} for {store} container", c.kind()),
+            };
         let invalid = |reason: String| VirtualChunkError::InvalidUrl {
             url: raw.clone(),
             reason,
         };
         let path = Path::from_url_path(url.path()).map_err(|e| invalid(e.to_string()))?;
         let base = format!("{}://{}", url.scheme(), url.authority());
-        let cache_key = format!("{}|{base}", container.url_prefix);
+        let cache_key = format!(
+            "{}|{base}|{}",
+            container.url_prefix,
+            credential.map_or("", |(p, _)| p.as_str())
+        );
         let store = self.cached_store(cache_key, || {
             let store: Arc<dyn ObjectStore> = match &container.store {
                 ContainerStore::LocalFileSystem(_) => {
@@ -228,22 +347,91 @@ impl VirtualChunkResolver {
                     let bucket = url
                         .host_str()
                         .ok_or_else(|| invalid("an s3:// URL needs a bucket".into()))?;
+                    // The reader's own options: its endpoint is trusted.
                     let mut opts = self
                         .s3_credentials
                         .clone()
                         .unwrap_or_else(S3Options::from_env);
-                    if endpoint_url.is_some() {
-                        opts.endpoint = endpoint_url.clone();
+                    let untrusted = |what: String| VirtualChunkError::UntrustedEndpoint {
+                        container: container.url_prefix.clone(),
+                        endpoint: what,
+                    };
+                    if let Some(e) = endpoint_url {
+                        if !entry.trusted && !same_endpoint(e, opts.endpoint.as_deref()) {
+                            return Err(untrusted(format!("the endpoint `{e}`")));
+                        }
+                        opts.endpoint = Some(e.clone());
                     }
-                    if region.is_some() {
-                        opts.region = region.clone();
+                    if let Some(r) = region {
+                        // With no endpoint the host is built from the region.
+                        if !entry.trusted && !plain_region(r) {
+                            return Err(untrusted(format!("the region `{r}`")));
+                        }
+                        opts.region = Some(r.clone());
                     }
-                    opts.anonymous = *anonymous;
                     opts.allow_http = opts.allow_http || *allow_http;
                     opts.force_path_style = opts.force_path_style || *force_path_style;
-                    Arc::new(opts.build(bucket).map_err(|e| invalid(e.to_string()))?)
+                    let mut provider = None;
+                    let clear_keys = |o: &mut S3Options| {
+                        o.access_key_id = None;
+                        o.secret_access_key = None;
+                        o.session_token = None;
+                    };
+                    match credential.map(|(_, c)| c) {
+                        None => opts.anonymous = *anonymous,
+                        Some(ContainerCredentials::S3FromEnv) => {
+                            let env = S3Options::from_env();
+                            opts.access_key_id = env.access_key_id;
+                            opts.secret_access_key = env.secret_access_key;
+                            opts.session_token = env.session_token;
+                            opts.anonymous = false;
+                        }
+                        Some(ContainerCredentials::S3Anonymous) => {
+                            clear_keys(&mut opts);
+                            opts.anonymous = true;
+                        }
+                        Some(ContainerCredentials::S3Static {
+                            access_key_id,
+                            secret_access_key,
+                            session_token,
+                        }) => {
+                            opts.access_key_id = Some(access_key_id.clone());
+                            opts.secret_access_key = Some(secret_access_key.clone());
+                            opts.session_token = session_token.clone();
+                            opts.anonymous = false;
+                        }
+                        Some(ContainerCredentials::S3Refreshable(p)) => {
+                            clear_keys(&mut opts);
+                            opts.anonymous = false;
+                            provider = Some(Arc::clone(p));
+                        }
+                        Some(other) => return Err(wrong_credentials(other, "an S3")),
+                    }
+                    // S3 never needs a redirect: every one is refused (a redirect
+                    // could lead outside the authorized bucket and endpoint).
+                    let mut b = opts
+                        .builder(bucket)
+                        .with_retry(RetryConfig {
+                            retry_timeout: self.deadline,
+                            ..RetryConfig::default()
+                        })
+                        .with_http_connector(ConfinedConnector {
+                            access: self.access.clone(),
+                            allow_http: opts.allow_http,
+                            deadline: self.deadline,
+                            follow_redirects: false,
+                        });
+                    if let Some(p) = provider {
+                        b = b.with_credentials(p);
+                    }
+                    Arc::new(b.build().map_err(|e| invalid(e.to_string()))?)
                 }
                 ContainerStore::Http => {
+                    if let Some((_, c)) =
+                        credential.filter(|(_, c)| !matches!(c, ContainerCredentials::HttpAccess))
+                    {
+                        return Err(wrong_credentials(c, "an HTTP"));
+                    }
                     // The container's URL says whether it is plain HTTP.
                     let allow_http = url.scheme() == "http";
                     Arc::new(
@@ -257,6 +445,7 @@ impl VirtualChunkResolver {
                                 access: self.access.clone(),
                                 allow_http,
                                 deadline: self.deadline,
+                                follow_redirects: true,
                             })
                             .with_url(base.clone())
                             .build()
@@ -298,8 +487,9 @@ impl VirtualChunkResolver {
     /// `..` followed), the resolved path is what is authorized, and it is also the
     /// path that is read.
     fn locate(&self, url: &str) -> Result<Located<'_>, VirtualChunkError> {
-        let url = normalize_url(url)?;
-        let container = self.covering(&url)?;
+        let url = normalize_url(&self.expand_location(url)?)?;
+        let entry = self.covering(&url)?;
+        let container = &entry.container;
         let invalid = |reason: String| VirtualChunkError::InvalidUrl {
             url: url.clone(),
             reason,
@@ -331,6 +521,15 @@ impl VirtualChunkResolver {
                     store: "a non-local store for a file:// URL".into(),
                 });
             }
+            if let Some((_, c)) = self
+                .credential_for(&url)
+                .filter(|(_, c)| !matches!(c, ContainerCredentials::LocalFileSystemAccess))
+            {
+                return Err(VirtualChunkError::InvalidCredentials {
+                    container: container.url_prefix.clone(),
+                    reason: format!("{} for a local file system container", c.kind()),
+                });
+            }
             let path = Path::from_absolute_path(&real).map_err(|e| invalid(e.to_string()))?;
             let store = self.cached_store(format!("{}|file", container.url_prefix), || {
                 Ok(Arc::new(LocalFileSystem::new()))
@@ -345,7 +544,7 @@ impl VirtualChunkResolver {
         if !self.access.allows(&url) {
             return Err(unauthorized());
         }
-        let (store, path) = self.store_for(container, &parsed)?;
+        let (store, path) = self.store_for(entry, &parsed)?;
         Ok(Located {
             url,
             container,
@@ -633,6 +832,17 @@ impl VirtualChunkError {
                 url: url.clone(),
                 source: text(source),
             },
+            E::UntrustedEndpoint {
+                container,
+                endpoint,
+            } => E::UntrustedEndpoint {
+                container: container.clone(),
+                endpoint: endpoint.clone(),
+            },
+            E::InvalidCredentials { container, reason } => E::InvalidCredentials {
+                container: container.clone(),
+                reason: reason.clone(),
+            },
         }
     }
 }
@@ -715,6 +925,36 @@ fn map_err(url: &str, e: object_store::Error) -> VirtualChunkError {
     }
 }
 
+/// Whether a repository's S3 `endpoint` is the reader's own (`reader`): same scheme,
+/// host, port and path, ignoring case and a trailing `/`.
+fn same_endpoint(endpoint: &str, reader: Option<&str>) -> bool {
+    let canon = |e: &str| {
+        Url::parse(e).ok().map(|u| {
+            (
+                u.scheme().to_string(),
+                u.host_str().map(str::to_ascii_lowercase),
+                u.port_or_known_default(),
+                u.path().trim_end_matches('/').to_string(),
+            )
+        })
+    };
+    match (canon(endpoint), reader.and_then(canon)) {
+        (Some(a), Some(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// Whether an S3 region is a plain name (letters, digits, `-`, `_`): with no
+/// endpoint, object_store builds the host from it (`s3.<region>.amazonaws.com`), so
+/// a region from the repository must not be able to name another host.
+fn plain_region(region: &str) -> bool {
+    !region.is_empty()
+        && region.len() <= 64
+        && region
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
 /// At most this many redirects are followed for one virtual chunk request.
 const MAX_REDIRECTS: usize = 10;
 
@@ -734,16 +974,20 @@ struct ConfinedConnector {
     access: VirtualAccess,
     allow_http: bool,
     deadline: Duration,
+    /// Whether redirects inside the authorization are followed (HTTP containers);
+    /// `false` refuses every redirect (S3, which never needs one).
+    follow_redirects: bool,
 }
 
 impl HttpConnector for ConfinedConnector {
     fn connect(&self, _options: &ClientOptions) -> object_store::Result<HttpClient> {
         let access = self.access.clone();
+        let follow = self.follow_redirects;
         let policy = reqwest::redirect::Policy::custom(move |attempt| {
             let location = attempt.url().to_string();
             let inside = normalize_url(&location)
                 .is_ok_and(|n| !n.starts_with("file:") && access.allows(&n));
-            if inside && attempt.previous().len() <= MAX_REDIRECTS {
+            if follow && inside && attempt.previous().len() <= MAX_REDIRECTS {
                 attempt.follow()
             } else {
                 attempt.error(RedirectOutside { location })

@@ -7,8 +7,10 @@
 //! never make floe read arbitrary local files or hosts. What is authorized is the exact
 //! location read: URLs are normalized first (dot segments, percent-encoding, case,
 //! ports; ambiguous forms are refused), local files are checked after resolving
-//! symbolic links, and HTTP redirects are followed only inside the authorization. The
-//! [`authorization`] module documents the guarantees.
+//! symbolic links, HTTP redirects are followed only inside the authorization and S3
+//! redirects never; an S3 endpoint from the repository's configuration is contacted
+//! only when the reader chose it too. The [`authorization`] module documents the
+//! guarantees.
 //!
 //! Checksums: an etag checksum is sent as an `If-Match` precondition; a last-modified
 //! checksum (seconds) rejects a source modified since. Either failure, a missing
@@ -19,8 +21,10 @@
 //! its retries), and failures that cannot pass are not retried (see [`fetch`]).
 
 pub mod authorization;
+pub mod credentials;
 pub mod fetch;
 
 pub use crate::error::VirtualChunkError;
 pub use authorization::{normalize_prefix, normalize_url, VirtualAccess};
+pub use credentials::ContainerCredentials;
 pub use fetch::VirtualChunkResolver;

@@ -20,6 +20,9 @@ pub struct Hit {
     pub path: String,
     /// The `Range: bytes=a-b` header, inclusive bounds, when there was one.
     pub range: Option<(usize, usize)>,
+    /// The `Authorization` header, when there was one (S3 signatures name the
+    /// access key id in it).
+    pub authorization: Option<String>,
 }
 
 /// A running server; see the module documentation.
@@ -104,10 +107,16 @@ pub async fn server_with_delay(respond: Arc<Responder>, delay: Duration) -> Serv
                     let (a, b) = v.trim().strip_prefix("bytes=")?.split_once('-')?;
                     Some((a.parse().ok()?, b.parse().ok()?))
                 });
+                let authorization = head.lines().find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case("authorization")
+                        .then(|| v.trim().to_string())
+                });
                 hits.lock().unwrap().push(Hit {
                     method: method.clone(),
                     path: path.clone(),
                     range,
+                    authorization,
                 });
                 if !delay.is_zero() {
                     tokio::time::sleep(delay).await;
