@@ -529,6 +529,70 @@ impl Repository {
         json_to_py(py, &v)
     }
 
+    /// Spec 2: what the repository's `repo` object holds, as a dict (Icechunk's
+    /// `inspect_repo_info`): `spec_version`, `branches` and `tags` (name → snapshot
+    /// id), `deleted_tags`, `snapshots` (id, parent_id, flushed_at as RFC 3339,
+    /// message, metadata), `metadata` and `latest_updates` (the ops log kept in the
+    /// object, newest first: `update_type` with its `type`, `updated_at`,
+    /// `backup_path`). A spec-1 repository has no such object: `FloeError`
+    /// (storage, not found).
+    fn inspect_repo_info(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let repo = self.inner.clone();
+        let (info, _) = block_on(py, async move { repo.assets().fetch_repo_info().await }).py()?;
+        let time = |micros: u64| {
+            floe::format::snapshot::micros_to_time(micros)
+                .to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+        };
+        let snapshots: Vec<serde_json::Value> = info
+            .snapshots
+            .values()
+            .map(|s| {
+                serde_json::json!({
+                    "id": s.id.to_string(),
+                    "parent_id": s.parent_id.map(|p| p.to_string()),
+                    "flushed_at": time(s.flushed_at),
+                    "message": s.message,
+                    "metadata": s.metadata,
+                })
+            })
+            .collect();
+        let mut updates = Vec::with_capacity(info.latest_updates.len());
+        for u in &info.latest_updates {
+            let mut kind =
+                serde_json::to_value(&u.kind).map_err(|e| PyValueError::new_err(e.to_string()))?;
+            // Icechunk's names: `tag_created` -> `TagCreatedUpdate`.
+            if let Some(t) = kind.get_mut("type") {
+                if let Some(name) = t.as_str() {
+                    let camel: String = name
+                        .split('_')
+                        .map(|w| {
+                            let mut c = w.chars();
+                            c.next()
+                                .map(|f| f.to_uppercase().chain(c).collect::<String>())
+                                .unwrap_or_default()
+                        })
+                        .collect();
+                    *t = serde_json::Value::String(format!("{camel}Update"));
+                }
+            }
+            updates.push(serde_json::json!({
+                "update_type": kind,
+                "updated_at": time(u.updated_at),
+                "backup_path": u.backup_path,
+            }));
+        }
+        let v = serde_json::json!({
+            "spec_version": format!("{}.0", self.inner.spec_version() as u8),
+            "branches": info.branches.iter().map(|(k, v)| (k.clone(), v.to_string())).collect::<BTreeMap<_, _>>(),
+            "tags": info.tags.iter().map(|(k, v)| (k.clone(), v.to_string())).collect::<BTreeMap<_, _>>(),
+            "deleted_tags": info.deleted_tags.iter().collect::<Vec<_>>(),
+            "snapshots": snapshots,
+            "metadata": info.metadata,
+            "latest_updates": updates,
+        });
+        json_to_py(py, &v)
+    }
+
     /// The manifest files snapshot `snapshot_id` lists, as (id, size in bytes,
     /// number of chunk refs).
     fn list_manifest_files(

@@ -85,6 +85,17 @@ impl Storage {
 }
 
 impl Storage {
+    /// `floe._display.storage_display(function, recipe)`.
+    fn display(&self, py: Python<'_>, function: &str) -> PyResult<String> {
+        let recipe = match &self.recipe {
+            Some(r) => r.bind(py).clone(),
+            None => py.None().into_bound(py),
+        };
+        py.import("floe._display")?
+            .call_method1("storage_display", (function, recipe))?
+            .extract()
+    }
+
     /// The storage a pickle carried: a `Storage`, or a URL (older pickles) opened
     /// with credentials from the environment.
     pub(crate) fn from_pickled(obj: &Bound<'_, PyAny>) -> PyResult<Storage> {
@@ -175,18 +186,43 @@ impl S3Options {
         })
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "S3Options(region={}, endpoint_url={}, allow_http={}, anonymous={}, force_path_style={}, network_stream_timeout_seconds={}, requester_pays={})",
-            py_str(&self.region),
-            py_str(&self.endpoint_url),
-            py_bool(self.allow_http),
-            py_bool(self.anonymous),
-            py_bool(self.force_path_style),
-            self.network_stream_timeout_seconds
-                .map_or("None".to_string(), |s| s.to_string()),
-            py_bool(self.requester_pays),
-        )
+    /// Icechunk's executable layout: `icechunk.storage.S3Options(` then one
+    /// `field=value,` line per field and `)`; `eval` of it gives an equal object.
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let package: String = py
+            .import("floe.exceptions")?
+            .call_method0("_package")?
+            .extract()?;
+        let mut out = format!("{package}.storage.S3Options(\n");
+        for (name, value) in self.fields() {
+            out.push_str(&format!("    {name}={value},\n"));
+        }
+        out.push(')');
+        Ok(out)
+    }
+
+    /// `<icechunk.storage.S3Options>` and one `field: value` line per field.
+    fn __str__(&self, py: Python<'_>) -> PyResult<String> {
+        let display = py.import("floe._display")?;
+        let header = display.call_method1("qualified", ("storage.S3Options",))?;
+        display
+            .call_method1("text_block", (header, self.fields()))?
+            .extract()
+    }
+
+    /// The fields as an HTML block (Jupyter).
+    fn _repr_html_(&self, py: Python<'_>) -> PyResult<String> {
+        let display = py.import("floe._display")?;
+        let header = display.call_method1("qualified", ("storage.S3Options",))?;
+        display
+            .call_method1("html_block", (header, self.fields()))?
+            .extract()
+    }
+
+    /// Always `None`: object_store chooses the checksum of S3 writes.
+    #[getter]
+    fn checksum_algorithm(&self) -> Option<String> {
+        None
     }
 
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
@@ -203,6 +239,29 @@ impl S3Options {
             .into_pyobject(slf.py())?
             .into_any();
         Ok((slf.get_type().into_any(), args))
+    }
+}
+
+impl S3Options {
+    /// (name, Python literal) of every field, in Icechunk's order.
+    fn fields(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("region", py_str(&self.region)),
+            ("endpoint_url", py_str(&self.endpoint_url)),
+            ("allow_http", py_bool(self.allow_http).to_string()),
+            ("anonymous", py_bool(self.anonymous).to_string()),
+            (
+                "force_path_style",
+                py_bool(self.force_path_style).to_string(),
+            ),
+            (
+                "network_stream_timeout_seconds",
+                self.network_stream_timeout_seconds
+                    .map_or("None".to_string(), |s| s.to_string()),
+            ),
+            ("requester_pays", py_bool(self.requester_pays).to_string()),
+            ("checksum_algorithm", "None".to_string()),
+        ]
     }
 }
 
@@ -410,6 +469,26 @@ fn build(
             let headers = headers(kwargs, &["headers"])?;
             floe::storage::new_http_storage(&base_url, &config, &headers, &client).py()?
         }
+        "new_redirect" => {
+            // `location`: where the redirects of `base_url` ended (resolved by
+            // `floe.storage.redirect_storage`). `http(s)+icechunk://` is a repository
+            // served over HTTP; other schemes are storage URLs.
+            let location: String = opt(kwargs, "location")?.unwrap_or_default();
+            let storage = if let Some(rest) = location.strip_prefix("http+icechunk://") {
+                floe::storage::new_http_storage(&format!("http://{rest}"), &[], &[], &client)
+                    .py()?
+            } else if let Some(rest) = location.strip_prefix("https+icechunk://") {
+                floe::storage::new_http_storage(&format!("https://{rest}"), &[], &[], &client)
+                    .py()?
+            } else if location.starts_with("memory://") {
+                return Err(PyValueError::new_err(
+                    "a redirect cannot lead to in-memory storage",
+                ));
+            } else {
+                floe::storage::create_storage(&location, None).py()?
+            };
+            Arc::new(floe::storage::ReadOnlyStorage::new(storage))
+        }
         other => {
             return Err(PyValueError::new_err(format!(
                 "unknown storage constructor `{other}`"
@@ -438,6 +517,12 @@ fn build_s3(
     };
     let prefix: String = opt(kwargs, "prefix")?.unwrap_or_default();
     if opt::<bool>(kwargs, "legacy_rooted_keys")? == Some(true) {
+        if !prefix.trim_matches('/').is_empty() {
+            // Icechunk's check: the escape hatch exists for bucket-root repositories.
+            return Err(PyValueError::new_err(
+                "legacy_rooted_keys is only valid with an empty prefix",
+            ));
+        }
         return Err(PyValueError::new_err(
             "legacy_rooted_keys=True (keys with a leading `/`) is not supported by floe",
         ));
@@ -563,8 +648,19 @@ fn kw<'py>(py: Python<'py>, items: Vec<(&str, Bound<'py, PyAny>)>) -> PyResult<B
 
 #[pymethods]
 impl Storage {
-    fn __repr__(&self) -> String {
-        format!("<floe.Storage {}>", self.inner.root_url())
+    /// Icechunk's layout: `<icechunk.Storage>`, `type: <backend>` and the
+    /// backend's location fields (see `floe._display.storage_fields`).
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        self.display(py, "text_block")
+    }
+
+    fn __str__(&self, py: Python<'_>) -> PyResult<String> {
+        self.display(py, "text_block")
+    }
+
+    /// The same fields as an HTML block (Jupyter).
+    fn _repr_html_(&self, py: Python<'_>) -> PyResult<String> {
+        self.display(py, "html_block")
     }
 
     /// The storage's root URL.
@@ -588,11 +684,13 @@ impl Storage {
     }
 
     /// The settings a repository on this storage uses when its configuration sets
-    /// none: a `floe.storage.StorageSettings` with every field `None` (the
-    /// object-store client's defaults).
+    /// none (Icechunk's `default_settings`): a `floe.storage.StorageSettings` whose
+    /// `retries` hold the object-store client's defaults (11 tries, 100 ms first and
+    /// 15 s longest backoff) and whose `concurrency` is an unset
+    /// `StorageConcurrencySettings`, ready to be changed in place.
     fn default_settings<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         py.import("floe.storage")?
-            .getattr("StorageSettings")?
+            .getattr("_default_settings")?
             .call0()
     }
 
@@ -616,6 +714,29 @@ impl Storage {
             py,
             "new_local_filesystem",
             &kw(py, vec![("path", path.into_pyobject(py)?.into_any())])?,
+            None,
+        )
+    }
+
+    /// A read-only repository at `location`, where the HTTP redirects of
+    /// `base_url` led (Icechunk's `Storage.new_redirect`, with the redirects already
+    /// followed by `floe.storage.redirect_storage`): a storage URL (`s3://`, `gs://`,
+    /// `az://`, `file://`) opened with credentials from the environment, or
+    /// `http(s)+icechunk://...` for a repository served over HTTP. Writes raise
+    /// `FloeError` (read-only storage). Pickles with both URLs (not resolved again).
+    #[classmethod]
+    fn _new_redirect(cls: &Bound<'_, PyType>, base_url: &str, location: &str) -> PyResult<Storage> {
+        let py = cls.py();
+        build(
+            py,
+            "new_redirect",
+            &kw(
+                py,
+                vec![
+                    ("base_url", base_url.into_pyobject(py)?.into_any()),
+                    ("location", location.into_pyobject(py)?.into_any()),
+                ],
+            )?,
             None,
         )
     }
