@@ -255,6 +255,46 @@ pub(crate) fn spec(spec_version: Option<u8>) -> PyResult<floe::format::SpecVersi
     })
 }
 
+impl Repository {
+    /// Spec 2.1: for a commit re-parented by expiry, the transaction logs of the
+    /// pruned ancestors it spans (`pruned_ancestor_tx_logs`, oldest first), split
+    /// into those still stored and those gone; `None` for any other snapshot.
+    fn pruned_logs(
+        &self,
+        py: Python<'_>,
+        id: &floe::format::SnapshotId,
+    ) -> PyResult<Option<(Vec<String>, Vec<String>)>> {
+        if self.inner.spec_version() != floe::format::SpecVersion::V2 {
+            return Ok(None);
+        }
+        let repo = self.inner.clone();
+        let id = *id;
+        block_on(py, async move {
+            let info = repo.inspect_repo_info().await?;
+            let Some(pruned) = info
+                .snapshots
+                .get(&id)
+                .and_then(|s| s.pruned_ancestor_tx_logs.clone())
+                .filter(|p| !p.is_empty())
+            else {
+                return Ok(None);
+            };
+            let (mut kept, mut gone) = (Vec::new(), Vec::new());
+            for p in pruned {
+                match repo.fetch_transaction_log(&p).await {
+                    Ok(_) => kept.push(p.to_string()),
+                    Err(floe::Error::Storage(floe::storage::StorageError::NotFound { .. })) => {
+                        gone.push(p.to_string())
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(Some((kept, gone)))
+        })
+        .py()
+    }
+}
+
 #[pymethods]
 impl Repository {
     /// Creates a repository of Icechunk spec version `spec_version` (2, the
@@ -535,10 +575,10 @@ impl Repository {
     /// message, metadata), `metadata` and `latest_updates` (the ops log kept in the
     /// object, newest first: `update_type` with its `type`, `updated_at`,
     /// `backup_path`). A spec-1 repository has no such object: `FloeError`
-    /// (storage, not found).
+    /// (unsupported on spec 1).
     fn inspect_repo_info(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let repo = self.inner.clone();
-        let (info, _) = block_on(py, async move { repo.assets().fetch_repo_info().await }).py()?;
+        let info = block_on(py, async move { repo.inspect_repo_info().await }).py()?;
         let time = |micros: u64| {
             floe::format::snapshot::micros_to_time(micros)
                 .to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
@@ -629,7 +669,8 @@ impl Repository {
         let ids = |set: &std::collections::BTreeSet<floe::format::NodeId>| {
             set.iter().map(ToString::to_string).collect::<Vec<_>>()
         };
-        let v = serde_json::json!({
+        let composite = self.pruned_logs(py, &id)?;
+        let mut v = serde_json::json!({
             "id": log.id.to_string(),
             "new_groups": ids(&log.new_groups),
             "new_arrays": ids(&log.new_arrays),
@@ -647,6 +688,18 @@ impl Repository {
                 "node_id": m.node_id.to_string(),
             })).collect::<Vec<_>>(),
         });
+        if let (Some((merged, missing)), Some(obj)) = (composite, v.as_object_mut()) {
+            obj.insert(
+                "synthetic_composite".into(),
+                serde_json::json!({
+                    "note": "this snapshot's ancestry was collapsed by expiration: its \
+                             commit spans the transaction logs of the pruned ancestors \
+                             listed here (the lists above are its own log)",
+                    "merged_pruned_ancestor_tx_logs": merged,
+                    "missing_tx_logs": missing,
+                }),
+            );
+        }
         json_to_py(py, &v)
     }
 

@@ -84,3 +84,23 @@ def test_total_chunks_storage_async_is_deprecated():
     s.commit("data")
     with pytest.warns(DeprecationWarning, match="total_chunks_storage_async"):
         assert asyncio.run(repo.total_chunks_storage_async()) == 16
+
+
+def test_a_commit_reparented_by_expiry_shows_the_logs_it_spans(tmp_path):
+    import datetime
+
+    repo = floe.Repository.create(floe.local_filesystem_storage(str(tmp_path)))
+    ids = []
+    for i in range(3):
+        s = repo.writable_session("main")
+        zarr.create_group(s.store, attributes={"i": i}, overwrite=True)
+        ids.append(s.commit(f"c{i}"))
+    plain = repo.inspect_transaction_log(ids[0])
+    assert "synthetic_composite" not in plain
+    expired = repo.expire_snapshots(
+        datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=1)
+    )
+    assert set(ids[:2]) <= expired
+    composite = repo.inspect_transaction_log(ids[2])["synthetic_composite"]
+    assert set(ids[:2]) <= set(composite["merged_pruned_ancestor_tx_logs"])
+    assert composite["missing_tx_logs"] == []
