@@ -112,6 +112,7 @@ from floe.credentials import (
     s3_static_credentials,
 )
 from floe.storage import (
+    ChecksumAlgorithm,
     S3Options,
     Storage,
     StorageConcurrencySettings,
@@ -215,6 +216,7 @@ __all__ = [
     "s3_store",
     "S3Credentials",
     "S3Options",
+    "ChecksumAlgorithm",
     "S3StaticCredentials",
     "Session",
     "SessionMode",

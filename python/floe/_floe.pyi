@@ -40,6 +40,17 @@ def _merge_configs(base: Any, other: Any) -> Any:
     """``other`` over ``base`` (two ``floe.config.RepositoryConfig``), merged by the
     engine with Icechunk's rules."""
 
+class ChecksumAlgorithm:
+    """The checksum S3 uploads carry; floe's S3 client supports ``Sha256`` only."""
+
+    Crc32: ChecksumAlgorithm
+    Crc32c: ChecksumAlgorithm
+    Crc64Nvme: ChecksumAlgorithm
+    Sha1: ChecksumAlgorithm
+    Sha256: ChecksumAlgorithm
+    @property
+    def name(self) -> str: ...
+
 class S3Options:
     """Options of an S3-compatible client (seconds for the stream timeout)."""
 
@@ -59,10 +70,9 @@ class S3Options:
         force_path_style: bool = False,
         network_stream_timeout_seconds: int | None = None,
         requester_pays: bool = False,
-        checksum_algorithm: None = None,
+        checksum_algorithm: ChecksumAlgorithm | None = None,
     ) -> None: ...
-    @property
-    def checksum_algorithm(self) -> None: ...
+    checksum_algorithm: ChecksumAlgorithm | None
     def _repr_html_(self) -> str: ...
 
 class S3StaticCredentials:

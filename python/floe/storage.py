@@ -45,7 +45,7 @@ import re
 from collections.abc import Callable
 from datetime import datetime
 
-from floe._floe import S3Options, Storage
+from floe._floe import ChecksumAlgorithm, S3Options, Storage
 from floe.config import _Section
 from floe.credentials import (
     AzureRefreshableCredential,
@@ -57,6 +57,7 @@ from floe.credentials import (
 )
 
 __all__ = [
+    "ChecksumAlgorithm",
     "S3Options",
     "Storage",
     "StorageConcurrencySettings",
@@ -420,7 +421,7 @@ def s3_storage(
     force_path_style: bool = False,
     network_stream_timeout_seconds: int = 60,
     requester_pays: bool = False,
-    checksum_algorithm: None = None,
+    checksum_algorithm: ChecksumAlgorithm | None = None,
     legacy_rooted_keys: bool | None = None,
     read_headers: dict[str, str] | None = None,
     write_headers: dict[str, str] | None = None,
@@ -443,9 +444,13 @@ def s3_storage(
     ``read_headers`` and ``write_headers`` are sent with every request (object_store
     has one header set per client; on a name clash write, then read headers win).
 
-    Raises ``ValueError`` for conflicting credential arguments, a
-    ``checksum_algorithm`` (object_store chooses it) or ``legacy_rooted_keys=True``
-    (not supported); ``FloeError`` for options the client rejects.
+    ``checksum_algorithm=ChecksumAlgorithm.Sha256`` sends a SHA-256 checksum with
+    every upload (``x-amz-checksum-sha256``), which S3 verifies before storing it.
+
+    Raises ``ValueError`` for conflicting credential arguments, another
+    ``checksum_algorithm`` (floe's S3 client computes SHA-256 only) or
+    ``legacy_rooted_keys=True`` (not supported); ``FloeError`` for options the client
+    rejects.
     """
     _check_headers(headers, read_headers, write_headers)
     credentials = s3_credentials(
@@ -497,7 +502,7 @@ def tigris_storage(
     get_credentials: Callable[[], S3StaticCredentials] | None = None,
     scatter_initial_credentials: bool = False,
     network_stream_timeout_seconds: int = 60,
-    checksum_algorithm: None = None,
+    checksum_algorithm: ChecksumAlgorithm | None = None,
     legacy_rooted_keys: bool | None = None,
     read_headers: dict[str, str] | None = None,
     write_headers: dict[str, str] | None = None,
@@ -558,7 +563,7 @@ def r2_storage(
     get_credentials: Callable[[], S3StaticCredentials] | None = None,
     scatter_initial_credentials: bool = False,
     network_stream_timeout_seconds: int = 60,
-    checksum_algorithm: None = None,
+    checksum_algorithm: ChecksumAlgorithm | None = None,
     legacy_rooted_keys: bool | None = None,
     read_headers: dict[str, str] | None = None,
     write_headers: dict[str, str] | None = None,

@@ -138,6 +138,60 @@ fn _storage_from_recipe(
     build(py, name, kwargs, None)
 }
 
+/// The checksum S3 uploads carry (Icechunk's `ChecksumAlgorithm`). floe's S3 client
+/// (`object_store`) computes SHA-256 only: `S3Options` takes `Sha256` (every upload
+/// then sends `x-amz-checksum-sha256`, which S3 verifies) and refuses the others
+/// with `ValueError`.
+#[pyclass(module = "floe._floe", eq, eq_int, frozen, from_py_object)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ChecksumAlgorithm {
+    Crc32,
+    Crc32c,
+    Crc64Nvme,
+    Sha1,
+    Sha256,
+}
+
+impl ChecksumAlgorithm {
+    fn name(self) -> &'static str {
+        match self {
+            ChecksumAlgorithm::Crc32 => "Crc32",
+            ChecksumAlgorithm::Crc32c => "Crc32c",
+            ChecksumAlgorithm::Crc64Nvme => "Crc64Nvme",
+            ChecksumAlgorithm::Sha1 => "Sha1",
+            ChecksumAlgorithm::Sha256 => "Sha256",
+        }
+    }
+}
+
+#[pymethods]
+impl ChecksumAlgorithm {
+    /// `icechunk.ChecksumAlgorithm.Sha256` (executable, as Icechunk's).
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let package: String = py
+            .import("floe.exceptions")?
+            .call_method0("_package")?
+            .extract()?;
+        Ok(format!("{package}.ChecksumAlgorithm.{}", self.name()))
+    }
+
+    /// Pickles as `getattr(ChecksumAlgorithm, name)`: the same member back.
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+        let py = slf.py();
+        let getattr = py.import("builtins")?.getattr("getattr")?;
+        let args = (slf.as_any().get_type(), slf.get().name())
+            .into_pyobject(py)?
+            .into_any();
+        Ok((getattr, args))
+    }
+
+    /// The member's name (`Sha256`).
+    #[getter(name)]
+    fn member_name(&self) -> &'static str {
+        self.name()
+    }
+}
+
 /// Options of an S3-compatible client (Icechunk's `S3Options`): `region`,
 /// `endpoint_url`, `allow_http`, `anonymous` (unsigned requests),
 /// `force_path_style`, `network_stream_timeout_seconds` (seconds a response may
@@ -152,6 +206,8 @@ pub(crate) struct S3Options {
     force_path_style: bool,
     network_stream_timeout_seconds: Option<u32>,
     requester_pays: bool,
+    /// `Some(Sha256)` or `None` (see `ChecksumAlgorithm`).
+    checksum_algorithm: Option<ChecksumAlgorithm>,
 }
 
 #[pymethods]
@@ -167,13 +223,14 @@ impl S3Options {
         force_path_style: bool,
         network_stream_timeout_seconds: Option<u32>,
         requester_pays: bool,
-        checksum_algorithm: Option<Bound<'_, PyAny>>,
+        checksum_algorithm: Option<ChecksumAlgorithm>,
     ) -> PyResult<Self> {
-        if checksum_algorithm.is_some_and(|c| !c.is_none()) {
-            return Err(PyValueError::new_err(
-                "checksum_algorithm is not supported by floe: object_store chooses the \
-                 checksum of S3 writes",
-            ));
+        if let Some(c) = checksum_algorithm.filter(|c| *c != ChecksumAlgorithm::Sha256) {
+            return Err(PyValueError::new_err(format!(
+                "checksum_algorithm={} is not supported by floe: its S3 client \
+                 (object_store) computes Sha256 checksums only",
+                c.name()
+            )));
         }
         Ok(S3Options {
             region,
@@ -183,6 +240,7 @@ impl S3Options {
             force_path_style,
             network_stream_timeout_seconds,
             requester_pays,
+            checksum_algorithm,
         })
     }
 
@@ -194,7 +252,7 @@ impl S3Options {
             .call_method0("_package")?
             .extract()?;
         let mut out = format!("{package}.storage.S3Options(\n");
-        for (name, value) in self.fields() {
+        for (name, value) in self.fields(&package) {
             out.push_str(&format!("    {name}={value},\n"));
         }
         out.push(')');
@@ -206,7 +264,7 @@ impl S3Options {
         let display = py.import("floe._display")?;
         let header = display.call_method1("qualified", ("storage.S3Options",))?;
         display
-            .call_method1("text_block", (header, self.fields()))?
+            .call_method1("text_block", (header, self.fields(&package_name(py)?)))?
             .extract()
     }
 
@@ -215,14 +273,8 @@ impl S3Options {
         let display = py.import("floe._display")?;
         let header = display.call_method1("qualified", ("storage.S3Options",))?;
         display
-            .call_method1("html_block", (header, self.fields()))?
+            .call_method1("html_block", (header, self.fields(&package_name(py)?)))?
             .extract()
-    }
-
-    /// Always `None`: object_store chooses the checksum of S3 writes.
-    #[getter]
-    fn checksum_algorithm(&self) -> Option<String> {
-        None
     }
 
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
@@ -235,6 +287,7 @@ impl S3Options {
             s.force_path_style,
             s.network_stream_timeout_seconds,
             s.requester_pays,
+            s.checksum_algorithm,
         )
             .into_pyobject(slf.py())?
             .into_any();
@@ -243,8 +296,9 @@ impl S3Options {
 }
 
 impl S3Options {
-    /// (name, Python literal) of every field, in Icechunk's order.
-    fn fields(&self) -> Vec<(&'static str, String)> {
+    /// (name, Python literal) of every field, in Icechunk's order; `package` names
+    /// the `ChecksumAlgorithm` enum (`floe` or `icechunk`).
+    fn fields(&self, package: &str) -> Vec<(&'static str, String)> {
         vec![
             ("region", py_str(&self.region)),
             ("endpoint_url", py_str(&self.endpoint_url)),
@@ -260,9 +314,22 @@ impl S3Options {
                     .map_or("None".to_string(), |s| s.to_string()),
             ),
             ("requester_pays", py_bool(self.requester_pays).to_string()),
-            ("checksum_algorithm", "None".to_string()),
+            (
+                "checksum_algorithm",
+                match self.checksum_algorithm {
+                    Some(c) => format!("{}.ChecksumAlgorithm.{}", package, c.name()),
+                    None => "None".to_string(),
+                },
+            ),
         ]
     }
+}
+
+/// The package name reprs use: `icechunk` once floe is installed as it, else `floe`.
+fn package_name(py: Python<'_>) -> PyResult<String> {
+    py.import("floe.exceptions")?
+        .call_method0("_package")?
+        .extract()
 }
 
 /// An optional string as Python shows it.
@@ -627,6 +694,7 @@ fn build_s3(
         &floe::storage::cloud::S3Extras {
             headers: extra,
             requester_pays: config.requester_pays,
+            checksum_sha256: config.checksum_algorithm == Some(ChecksumAlgorithm::Sha256),
         },
     )
     .py()?;
@@ -976,6 +1044,7 @@ fn in_memory_storage() -> Storage {
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Storage>()?;
     m.add_class::<S3Options>()?;
+    m.add_class::<ChecksumAlgorithm>()?;
     m.add_function(wrap_pyfunction!(local_filesystem_storage, m)?)?;
     m.add_function(wrap_pyfunction!(in_memory_storage, m)?)?;
     m.add_function(wrap_pyfunction!(storage_from_url, m)?)?;

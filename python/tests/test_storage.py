@@ -69,8 +69,10 @@ def test_s3_options_defaults_fields_equality_and_pickle():
     assert o.region == "eu-west-1"
     assert pickle.loads(pickle.dumps(o2)) == o2
     assert "region='eu-west-1'" in repr(o2) or 'region="eu-west-1"' in repr(o2)
-    with pytest.raises(ValueError, match="checksum_algorithm"):
+    with pytest.raises(TypeError, match="checksum_algorithm"):
         floe.S3Options(checksum_algorithm=object())
+    with pytest.raises(ValueError, match="checksum_algorithm"):
+        floe.S3Options(checksum_algorithm=floe.ChecksumAlgorithm.Crc32)
 
 
 def test_constructors_name_their_backend_in_the_url():
