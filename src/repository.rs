@@ -771,6 +771,18 @@ impl Repository {
         Ok(out)
     }
 
+    /// Spec 2: the decoded `repo` object (branches, tags, deleted tags, every
+    /// snapshot's summary, metadata, the latest ops-log entries, feature flags), as
+    /// read now; what Icechunk's `inspect_repo_info` shows.
+    ///
+    /// # Errors
+    /// [`Error::UnsupportedOnSpecVersion`] on spec 1 (no `repo` object); storage and
+    /// format errors.
+    pub async fn inspect_repo_info(&self) -> Result<Arc<RepoInfo>> {
+        self.require_spec("inspect_repo_info", SpecVersion::V2)?;
+        self.repo_info().await
+    }
+
     /// Spec 2: the repository metadata (JSON values by name).
     ///
     /// # Errors

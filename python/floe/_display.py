@@ -88,3 +88,78 @@ def print_debug_info() -> None:
     print(f"platform: {platform.platform()}")
     for name in ("zarr", "numpy", "xarray", "dask", "distributed"):
         print(f"{name}: {version(name)}")
+
+
+def storage_fields(recipe: object) -> list[tuple[str, object]]:
+    """The fields Icechunk shows for a ``Storage``: ``type`` (``in-memory``, ``local
+    filesystem``, ``S3 (native)``, ``GCS``, ``Azure``, ``HTTP``) then the backend's
+    location and the S3 options that differ from the defaults (``region``,
+    ``endpoint_url``, and ``anonymous`` / ``allow_http`` / ``force_path_style`` /
+    ``requester_pays`` when true). ``recipe`` is the storage's ``(constructor name,
+    keyword arguments)`` or ``None`` (in-memory)."""
+    if recipe is None:
+        return [("type", "in-memory")]
+    name, kwargs = recipe  # type: ignore[misc]
+
+    def given(*items: tuple[str, object]) -> list[tuple[str, object]]:
+        return [(k, v) for k, v in items if v not in (None, "")]
+
+    if name == "new_local_filesystem":
+        return [("type", "local filesystem"), ("path", kwargs.get("path"))]
+    if name in ("new_s3", "new_tigris", "new_r2"):
+        options = kwargs.get("config")
+        region = getattr(options, "region", None)
+        endpoint = getattr(options, "endpoint_url", None)
+        path_style = bool(getattr(options, "force_path_style", False))
+        if name == "new_tigris":
+            endpoint = endpoint or "https://t3.storage.dev"
+        if name == "new_r2":
+            region = region or "auto"
+            if endpoint is None and kwargs.get("account_id"):
+                endpoint = f"https://{kwargs['account_id']}.r2.cloudflarestorage.com"
+            path_style = True
+        fields = given(
+            ("type", "S3 (native)"),
+            ("bucket", kwargs.get("bucket")),
+            ("prefix", kwargs.get("prefix")),
+            ("region", region),
+            ("endpoint_url", endpoint),
+        )
+        for flag, value in (
+            ("anonymous", getattr(options, "anonymous", False)),
+            ("allow_http", getattr(options, "allow_http", False)),
+            ("force_path_style", path_style),
+            ("requester_pays", getattr(options, "requester_pays", False)),
+        ):
+            if value:
+                fields.append((flag, "True"))
+        checksum = getattr(options, "checksum_algorithm", None)
+        if checksum is not None:
+            fields.append(("checksum_algorithm", getattr(checksum, "name", str(checksum))))
+        return fields
+    if name == "new_gcs":
+        return given(("type", "GCS"), ("bucket", kwargs.get("bucket")), ("prefix", kwargs.get("prefix")))
+    if name == "new_azure_blob":
+        return given(
+            ("type", "Azure"),
+            ("account", kwargs.get("account")),
+            ("container", kwargs.get("container")),
+            ("prefix", kwargs.get("prefix")),
+        )
+    if name == "new_redirect":
+        return [
+            ("type", "redirect"),
+            ("url", kwargs.get("base_url")),
+            ("location", kwargs.get("location")),
+        ]
+    if name == "new_http":
+        return [("type", "HTTP"), ("url", kwargs.get("base_url"))]
+    url = str(kwargs.get("url", ""))
+    return [("type", url.split("://", 1)[0] or "unknown"), ("url", url)]
+
+
+def storage_display(function: str, recipe: object) -> str:
+    """``text_block`` or ``html_block`` (``function``) of a ``Storage`` with the
+    recipe ``recipe`` (see ``storage_fields``)."""
+    block = text_block if function == "text_block" else html_block
+    return block(qualified("Storage"), storage_fields(recipe))

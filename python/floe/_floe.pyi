@@ -40,6 +40,17 @@ def _merge_configs(base: Any, other: Any) -> Any:
     """``other`` over ``base`` (two ``floe.config.RepositoryConfig``), merged by the
     engine with Icechunk's rules."""
 
+class ChecksumAlgorithm:
+    """The checksum S3 uploads carry; floe's S3 client supports ``Sha256`` only."""
+
+    Crc32: ChecksumAlgorithm
+    Crc32c: ChecksumAlgorithm
+    Crc64Nvme: ChecksumAlgorithm
+    Sha1: ChecksumAlgorithm
+    Sha256: ChecksumAlgorithm
+    @property
+    def name(self) -> str: ...
+
 class S3Options:
     """Options of an S3-compatible client (seconds for the stream timeout)."""
 
@@ -59,8 +70,10 @@ class S3Options:
         force_path_style: bool = False,
         network_stream_timeout_seconds: int | None = None,
         requester_pays: bool = False,
-        checksum_algorithm: None = None,
+        checksum_algorithm: ChecksumAlgorithm | None = None,
     ) -> None: ...
+    checksum_algorithm: ChecksumAlgorithm | None
+    def _repr_html_(self) -> str: ...
 
 class S3StaticCredentials:
     access_key_id: str
@@ -159,10 +172,13 @@ class Storage:
 
     @property
     def url(self) -> str: ...
+    def _repr_html_(self) -> str: ...
     def default_settings(self) -> Any: ...
     def _with_settings(self, settings: Any) -> Storage: ...
     @classmethod
     def new_in_memory(cls) -> Storage: ...
+    @classmethod
+    def _new_redirect(cls, base_url: str, location: str) -> Storage: ...
     @classmethod
     def new_local_filesystem(cls, path: str) -> Storage: ...
     @classmethod
@@ -351,6 +367,7 @@ class Repository:
     @staticmethod
     def fetch_spec_version(storage: Storage) -> int | None: ...
     def _upgrade_to_spec2(self, *, dry_run: bool) -> dict[str, Any]: ...
+    def inspect_repo_info(self) -> dict[str, Any]: ...
     def inspect_snapshot(self, snapshot_id: str, *, pretty: bool = True) -> dict[str, Any]: ...
     def inspect_transaction_log(
         self, snapshot_id: str, *, pretty: bool = True
@@ -518,7 +535,7 @@ class NativeStore:
 
     @property
     def writable(self) -> bool: ...
-    def get(self, key: str, kind: int, a: int, b: int) -> Awaitable[bytes | None]: ...
+    def get(self, key: str, kind: int = 0, a: int = 0, b: int = 0) -> Awaitable[bytes | None]: ...
     def get_many(
         self, keys: list[str], concurrency: int | None = None
     ) -> Awaitable[list[bytes | BaseException | None]]: ...

@@ -177,12 +177,64 @@ def _authorized(access: dict[str, Any] | None) -> dict[str, Any] | None:
     return {str(prefix): cred for prefix, cred in containers_credentials(access).items()}
 
 
+# URL schemes of object stores (buckets/containers), as floe's storages name them.
+_OBJECT_STORE_SCHEMES = ("s3", "gs", "az")
+
+
+def _refuse_bucket_root(storage: Storage) -> None:
+    """Refuses to create a repository at the root of a bucket (an object store with an
+    empty prefix), as Icechunk 2.1 and later: ``InvalidInputError`` before any
+    request. Existing bucket-root repositories still open."""
+    url = str(getattr(storage, "url", ""))
+    scheme, _, rest = url.partition("://")
+    if scheme in _OBJECT_STORE_SCHEMES and "/" not in rest.strip("/"):
+        raise InvalidInputError(
+            "creating a repository at an empty prefix (the object store bucket root) is "
+            "not supported; use a non-empty prefix. Existing empty-prefix repositories "
+            "can still be opened"
+        )
+
+
+def _unpickle_repository(
+    storage: Storage,
+    config: RepositoryConfig | None,
+    authorized: dict[str, Any] | None,
+    default_metadata: dict[str, Any],
+) -> "Repository":
+    """Opens a pickled repository again (see ``Repository.__reduce__``)."""
+    repo = Repository(_NativeRepository.open(storage, config, authorized), storage, authorized)
+    if default_metadata:
+        repo.set_default_commit_metadata(default_metadata)
+    return repo
+
+
 class Repository:
     """A floe repository (Icechunk format, spec 1 or 2)."""
 
-    def __init__(self, native: _NativeRepository, storage: Storage | None = None):
+    def __init__(
+        self,
+        native: _NativeRepository,
+        storage: Storage | None = None,
+        authorized: dict[str, Any] | None = None,
+    ):
         self._native = native
         self._storage = storage
+        # The authorized virtual chunk prefixes it was opened with (for pickling).
+        self._authorized_prefixes = authorized
+
+    def __reduce__(self):
+        """Pickles as Icechunk's repository does: its storage (with its credentials
+        objects, see ``floe.credentials``), its configuration, its authorized virtual
+        chunk prefixes and its default commit metadata; unpickling opens the
+        repository in that storage again (nothing else travels: refs and snapshots
+        are read from storage). A repository on in-memory storage raises
+        ``TypeError`` (that storage lives in one process)."""
+        if self._storage is None:
+            raise TypeError("a repository opened without its storage cannot be pickled")
+        return (
+            _unpickle_repository,
+            (self._storage, self.config, self._authorized_prefixes, self.default_commit_metadata()),
+        )
 
     # -- creating and opening -------------------------------------------------------
 
@@ -198,15 +250,15 @@ class Repository:
         """Creates a repository in ``storage`` with ``config`` (the defaults when
         ``None``) in ``spec_version`` (1 or 2; the default when ``None``). Raises
         ``FloeError`` when a repository exists there already.
-        ``authorize_virtual_chunk_access``: as in ``open``."""
+        ``authorize_virtual_chunk_access``: as in ``open``. Raises
+        ``InvalidInputError`` for an object store with an empty prefix (the bucket
+        root), as Icechunk."""
+        _refuse_bucket_root(storage)
+        prefixes = _authorized(authorize_virtual_chunk_access)
         return cls(
-            _NativeRepository.create(
-                storage,
-                config,
-                _spec_arg(spec_version),
-                _authorized(authorize_virtual_chunk_access),
-            ),
+            _NativeRepository.create(storage, config, _spec_arg(spec_version), prefixes),
             storage,
+            prefixes,
         )
 
     @classmethod
@@ -233,10 +285,8 @@ class Repository:
         or the reader's ``AWS_ENDPOINT_URL``; an endpoint only the stored
         configuration names fails the read with ``InvalidInputError``. Raises
         ``InvalidInputError`` for a key that is no URL or absolute path."""
-        return cls(
-            _NativeRepository.open(storage, config, _authorized(authorize_virtual_chunk_access)),
-            storage,
-        )
+        prefixes = _authorized(authorize_virtual_chunk_access)
+        return cls(_NativeRepository.open(storage, config, prefixes), storage, prefixes)
 
     @classmethod
     def open_or_create(
@@ -251,14 +301,11 @@ class Repository:
         one), creating it with ``config`` in spec version ``create_version`` (the
         default when ``None``) when there is none. ``authorize_virtual_chunk_access``:
         as in ``open``."""
+        prefixes = _authorized(authorize_virtual_chunk_access)
         return cls(
-            _NativeRepository.open_or_create(
-                storage,
-                config,
-                _spec_arg(create_version),
-                _authorized(authorize_virtual_chunk_access),
-            ),
+            _NativeRepository.open_or_create(storage, config, _spec_arg(create_version), prefixes),
             storage,
+            prefixes,
         )
 
     @staticmethod
@@ -270,7 +317,7 @@ class Repository:
     def reopen(self, config: RepositoryConfig | None = None) -> "Repository":
         """This repository with ``config`` merged over its configuration (same
         storage and caches); nothing is stored until ``save_config()``."""
-        return type(self)(self._native.reopen(config), self._storage)
+        return type(self)(self._native.reopen(config), self._storage, self._authorized_prefixes)
 
     @staticmethod
     def exists(storage: Storage, storage_settings: Any | None = None) -> bool:
@@ -549,6 +596,15 @@ class Repository:
         extents)."""
         return self._native.inspect_snapshot(snapshot_id, pretty=pretty)
 
+    def inspect_repo_info(self) -> dict[str, Any]:
+        """Spec 2: the repository's ``repo`` object as a dict (Icechunk's
+        ``inspect_repo_info``): ``spec_version``, ``branches`` and ``tags`` (name to
+        snapshot id), ``deleted_tags``, ``snapshots`` (``id``, ``parent_id``,
+        ``flushed_at``, ``message``, ``metadata``), ``metadata`` and
+        ``latest_updates``. Raises ``FloeError`` on a spec-1 repository (it has no
+        such object)."""
+        return self._native.inspect_repo_info()
+
     def inspect_transaction_log(self, snapshot_id: str, *, pretty: bool = True) -> dict[str, Any]:
         """The transaction log of snapshot ``snapshot_id`` as a dict of node ids by
         kind of change (``new_groups``, ..., ``updated_chunks``, ``moved_nodes``)."""
@@ -653,10 +709,11 @@ class Repository:
         """Awaitable ``create``: creates a repository in ``storage`` of spec version
         ``spec_version`` (1 or 2; 2 when ``None``). Raises ``ValueError`` for another
         version, ``FloeError`` when a repository exists there already."""
+        _refuse_bucket_root(storage)
         spec = _spec_arg(spec_version)
         access = _authorized(authorize_virtual_chunk_access)
         return cls(
-            await _NativeRepository.create_async(storage, config, spec, access), storage
+            await _NativeRepository.create_async(storage, config, spec, access), storage, access
         )
 
     @classmethod
@@ -670,7 +727,7 @@ class Repository:
         stored; ``authorize_virtual_chunk_access`` as in ``open``); raises
         ``FloeError`` when there is no repository in ``storage``."""
         access = _authorized(authorize_virtual_chunk_access)
-        return cls(await _NativeRepository.open_async(storage, config, access), storage)
+        return cls(await _NativeRepository.open_async(storage, config, access), storage, access)
 
     @classmethod
     async def open_or_create_async(
@@ -688,7 +745,9 @@ class Repository:
         spec = _spec_arg(create_version)
         access = _authorized(authorize_virtual_chunk_access)
         return cls(
-            await _NativeRepository.open_or_create_async(storage, config, spec, access), storage
+            await _NativeRepository.open_or_create_async(storage, config, spec, access),
+            storage,
+            access,
         )
 
     @staticmethod
@@ -922,8 +981,15 @@ class Repository:
         return await asyncio.to_thread(self.chunk_storage_stats, *args, **kwargs)
 
     async def total_chunks_storage_async(self, *args: Any, **kwargs: Any) -> int:
-        """Awaitable ``total_chunks_storage``, same arguments, in bytes (thread)."""
-        return await asyncio.to_thread(self.total_chunks_storage, *args, **kwargs)
+        """Deprecated (as in Icechunk): awaitable ``total_chunks_storage``, in bytes
+        (thread); use ``chunk_storage_stats_async()``."""
+        warnings.warn(
+            "total_chunks_storage_async is deprecated, use chunk_storage_stats_async instead",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        stats = await asyncio.to_thread(self.chunk_storage_stats, *args, **kwargs)
+        return stats.native_bytes
 
     async def inspect_snapshot_async(self, snapshot_id: str, **kwargs: Any) -> Any:
         """Awaitable ``inspect_snapshot`` (thread)."""
@@ -969,9 +1035,28 @@ def upgrade_icechunk_repository(
     ``repo``). ``FormatError`` when it is spec 2 already. floe always removes the
     spec-1 ref files it replaced (``delete_unused_v1_files`` is accepted and
     ignored), and ``prefetch_concurrency`` is not needed."""
+    if not dry_run and repo._storage is None:
+        raise ValueError("the repository's storage is unknown: open it with Repository.open")
     repo._native._upgrade_to_spec2(dry_run=dry_run)
     if dry_run:
         return repo
-    if repo._storage is None:
-        raise ValueError("the repository's storage is unknown: open it with Repository.open")
-    return Repository.open(repo._storage)
+    upgraded = Repository.open(repo._storage)
+    # The old object views spec 1, which is gone: as Icechunk, any further use of it
+    # raises RuntimeError instead of acting on stale state.
+    repo.__class__ = _InvalidatedRepository
+    return upgraded
+
+
+class _InvalidatedRepository:
+    """What a ``Repository`` object becomes once ``upgrade_icechunk_repository``
+    migrated its repository (Icechunk's ``_InvalidatedRepository``): every attribute
+    access raises ``RuntimeError``; use the repository the upgrade returned."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise RuntimeError(
+            f"cannot use `{name}`: this Repository object was invalidated by "
+            "upgrade_icechunk_repository; use the repository it returned"
+        )
+
+    def __repr__(self) -> str:
+        return "<invalidated Repository (upgraded by upgrade_icechunk_repository)>"

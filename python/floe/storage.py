@@ -41,10 +41,12 @@ Settings
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from datetime import datetime
 
-from floe._floe import S3Options, Storage
+from floe._floe import ChecksumAlgorithm, S3Options, Storage
+from floe.config import _Section
 from floe.credentials import (
     AzureRefreshableCredential,
     GcsBearerCredential,
@@ -55,6 +57,7 @@ from floe.credentials import (
 )
 
 __all__ = [
+    "ChecksumAlgorithm",
     "S3Options",
     "Storage",
     "StorageConcurrencySettings",
@@ -67,33 +70,30 @@ __all__ = [
     "in_memory_storage",
     "local_filesystem_storage",
     "r2_storage",
+    "redirect_storage",
+    "s3_object_store_storage",
     "s3_storage",
     "tigris_storage",
 ]
 
 
-class _Settings:
+class _Settings(_Section):
     """Shared behaviour of the settings classes: keyword construction, equality by
-    fields, a repr in Icechunk's layout, pickling by fields."""
+    fields, Icechunk's three displays (``repr`` executable as
+    ``icechunk.storage.X(...)``, ``str`` with the effective defaults of unset fields
+    marked ``(default)``, ``_repr_html_``), pickling by fields."""
 
-    _fields: tuple[str, ...] = ()
+    _MODULE = "storage"
 
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, f) == getattr(other, f) for f in self._fields)
+    @property
+    def _fields(self) -> tuple[str, ...]:
+        return self._FIELDS
 
     def __hash__(self) -> int:
-        return hash(tuple(repr(getattr(self, f)) for f in self._fields))
-
-    def __repr__(self) -> str:
-        inner = ",\n".join(
-            "    " + f"{f}={getattr(self, f)!r}".replace("\n", "\n    ") for f in self._fields
-        )
-        return f"{type(self).__module__}.{type(self).__name__}(\n{inner},\n)"
+        return hash(tuple(repr(getattr(self, f)) for f in self._FIELDS))
 
     def __reduce__(self):
-        return (type(self), tuple(getattr(self, f) for f in self._fields))
+        return (type(self), tuple(getattr(self, f) for f in self._FIELDS))
 
 
 class StorageRetriesSettings(_Settings):
@@ -106,7 +106,10 @@ class StorageRetriesSettings(_Settings):
     defaults (100 ms and 15 s).
     """
 
-    _fields = ("max_tries", "initial_backoff_ms", "max_backoff_ms")
+    _FIELDS = ("max_tries", "initial_backoff_ms", "max_backoff_ms")
+    # object_store's defaults, which floe's client keeps: 10 retries after the
+    # first try, 100 ms first backoff, 15 s longest backoff.
+    _DEFAULTS = {"max_tries": 11, "initial_backoff_ms": 100, "max_backoff_ms": 15_000}
 
     def __init__(
         self,
@@ -129,7 +132,7 @@ class StorageTimeoutSettings(_Settings):
     3 min); ``operation_attempt_timeout_ms``: one try (default 30 s).
     """
 
-    _fields = ("connect_timeout_ms", "read_timeout_ms", "operation_timeout_ms", "operation_attempt_timeout_ms")
+    _FIELDS = ("connect_timeout_ms", "read_timeout_ms", "operation_timeout_ms", "operation_attempt_timeout_ms")
 
     def __init__(
         self,
@@ -150,7 +153,7 @@ class StorageConcurrencySettings(_Settings):
     bytes). Kept for compatibility: floe plans its reads itself (coalesced ranged
     reads), so these values do not change its requests."""
 
-    _fields = ("max_concurrent_requests_for_object", "ideal_concurrent_request_size")
+    _FIELDS = ("max_concurrent_requests_for_object", "ideal_concurrent_request_size")
 
     def __init__(
         self,
@@ -173,7 +176,7 @@ class StorageSettings(_Settings):
     floe's requests.
     """
 
-    _fields = (
+    _FIELDS = (
         "unsafe_use_conditional_create",
         "unsafe_use_conditional_update",
         "unsafe_use_metadata",
@@ -237,6 +240,139 @@ class StorageSettings(_Settings):
         )
 
 
+# What ``str`` shows for unset fields: floe always writes with preconditions, and
+# unset retries and concurrency expand to their own (default) fields.
+StorageSettings._DEFAULTS = {
+    "unsafe_use_conditional_create": True,
+    "unsafe_use_conditional_update": True,
+}
+StorageSettings._NESTED = {
+    "concurrency": StorageConcurrencySettings,
+    "retries": StorageRetriesSettings,
+}
+
+
+def _default_settings() -> StorageSettings:
+    """What ``Storage.default_settings()`` returns: floe's effective defaults (those
+    of the object-store client) with the nested sections present, so that callers can
+    change them in place (``settings.retries.max_tries = 3``)."""
+    return StorageSettings(
+        concurrency=StorageConcurrencySettings(),
+        retries=StorageRetriesSettings(**StorageRetriesSettings._DEFAULTS),
+    )
+
+
+# RFC 9110 `token`: the characters a header name may have.
+_HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+
+
+def _check_headers(*groups: dict[str, str] | None) -> None:
+    """Refuses invalid extra headers when the storage is built (as Icechunk), not at
+    the first request: a name that is not an RFC 9110 token or a value with control
+    characters (CR, LF, NUL...) raises ``ValueError`` ("invalid HTTP header ...")."""
+    for headers in groups:
+        for name, value in (headers or {}).items():
+            if not isinstance(name, str) or not _HEADER_NAME.match(name):
+                raise ValueError(f"invalid HTTP header name {name!r}")
+            if not isinstance(value, str) or any(
+                (ord(c) < 32 and c != "\t") or ord(c) == 127 for c in value
+            ):
+                raise ValueError(f"invalid HTTP header value for {name!r}")
+
+
+def _follow_redirects(base_url: str, max_hops: int = 10, timeout_s: float = 60.0) -> str:
+    """Where ``base_url`` leads: GETs it without following redirects and, while the
+    answer is a redirect (3xx with ``Location``) to another ``http(s)://`` URL, goes
+    on (at most ``max_hops`` requests of at most ``timeout_s`` seconds). Returns the
+    first ``Location`` with another scheme (``s3://``, ``gs://``,
+    ``http+icechunk://``...). Raises ``StorageError`` when a response is not a
+    redirect, a server cannot be reached, or the hops run out."""
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    from floe.exceptions import StorageError
+
+    class _Stop(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):  # noqa: ANN002, ANN003
+            return None  # hand the 3xx back as an HTTPError
+
+    opener = urllib.request.build_opener(_Stop)
+    url = base_url
+    for _ in range(max_hops):
+        if urllib.parse.urlsplit(url).scheme.lower() not in ("http", "https"):
+            return url
+        try:
+            with opener.open(url, timeout=timeout_s) as response:
+                raise StorageError(
+                    f"redirect storage: {url} answered {response.status} without a redirect"
+                )
+        except urllib.error.HTTPError as e:
+            location = e.headers.get("Location")
+            if not (300 <= e.code < 400 and location):
+                raise StorageError(
+                    f"redirect storage: {url} answered {e.code} without a redirect"
+                ) from e
+            url = urllib.parse.urljoin(url, location)
+        except urllib.error.URLError as e:
+            raise StorageError(f"redirect storage: cannot reach {url}: {e.reason}") from e
+    raise StorageError(f"redirect storage: more than {max_hops} redirects from {base_url}")
+
+
+def redirect_storage(base_url: str) -> Storage:
+    """A read-only repository found by following the HTTP redirects of ``base_url``
+    (Icechunk's ``redirect_storage``): a service answers with a redirect (3xx,
+    ``Location``) to where the repository lives, ``s3://bucket/prefix``,
+    ``gs://...``, ``az://...``, ``file://...`` or ``http(s)+icechunk://host/path`` (a
+    repository served over HTTP); redirects to plain ``http(s)://`` URLs are followed
+    on. The redirects are followed here, once (Icechunk follows them on first use);
+    the final storage is opened with credentials from the environment, and every
+    write raises ``FloeError``. Raises ``StorageError`` when ``base_url`` does not
+    redirect or cannot be reached. Pickles with the resolved location."""
+    return Storage._new_redirect(base_url, _follow_redirects(base_url))
+
+
+def s3_object_store_storage(
+    *,
+    bucket: str,
+    prefix: str | None,
+    region: str | None = None,
+    endpoint_url: str | None = None,
+    allow_http: bool = False,
+    access_key_id: str | None = None,
+    secret_access_key: str | None = None,
+    session_token: str | None = None,
+    expires_after: datetime | None = None,
+    anonymous: bool | None = None,
+    from_env: bool | None = None,
+    force_path_style: bool = False,
+    read_headers: dict[str, str] | None = None,
+    write_headers: dict[str, str] | None = None,
+    headers: dict[str, str] | None = None,
+) -> Storage:
+    """S3 through the Rust ``object_store`` crate (Icechunk's
+    ``s3_object_store_storage``, its alternative to the AWS SDK client). floe's
+    ``s3_storage`` already uses ``object_store``, so this is ``s3_storage`` with these
+    arguments (no refreshable credentials, as Icechunk's)."""
+    return s3_storage(
+        bucket=bucket,
+        prefix=prefix,
+        region=region,
+        endpoint_url=endpoint_url,
+        allow_http=allow_http,
+        access_key_id=access_key_id,
+        secret_access_key=secret_access_key,
+        session_token=session_token,
+        expires_after=expires_after,
+        anonymous=anonymous,
+        from_env=from_env,
+        force_path_style=force_path_style,
+        read_headers=read_headers,
+        write_headers=write_headers,
+        headers=headers,
+    )
+
+
 def in_memory_storage() -> Storage:
     """A repository in this process's memory: gone when the process ends, visible only
     through this ``Storage`` object, not picklable."""
@@ -263,6 +399,7 @@ def http_storage(
     ``FloeError`` ("read-only") before a request is sent. An unknown option or an
     invalid header raises ``FloeError`` here.
     """
+    _check_headers(headers)
     return Storage.new_http(base_url, opts, headers)
 
 
@@ -284,7 +421,7 @@ def s3_storage(
     force_path_style: bool = False,
     network_stream_timeout_seconds: int = 60,
     requester_pays: bool = False,
-    checksum_algorithm: None = None,
+    checksum_algorithm: ChecksumAlgorithm | None = None,
     legacy_rooted_keys: bool | None = None,
     read_headers: dict[str, str] | None = None,
     write_headers: dict[str, str] | None = None,
@@ -307,10 +444,15 @@ def s3_storage(
     ``read_headers`` and ``write_headers`` are sent with every request (object_store
     has one header set per client; on a name clash write, then read headers win).
 
-    Raises ``ValueError`` for conflicting credential arguments, a
-    ``checksum_algorithm`` (object_store chooses it) or ``legacy_rooted_keys=True``
-    (not supported); ``FloeError`` for options the client rejects.
+    ``checksum_algorithm=ChecksumAlgorithm.Sha256`` sends a SHA-256 checksum with
+    every upload (``x-amz-checksum-sha256``), which S3 verifies before storing it.
+
+    Raises ``ValueError`` for conflicting credential arguments, another
+    ``checksum_algorithm`` (floe's S3 client computes SHA-256 only) or
+    ``legacy_rooted_keys=True`` (not supported); ``FloeError`` for options the client
+    rejects.
     """
+    _check_headers(headers, read_headers, write_headers)
     credentials = s3_credentials(
         access_key_id=access_key_id,
         secret_access_key=secret_access_key,
@@ -360,7 +502,7 @@ def tigris_storage(
     get_credentials: Callable[[], S3StaticCredentials] | None = None,
     scatter_initial_credentials: bool = False,
     network_stream_timeout_seconds: int = 60,
-    checksum_algorithm: None = None,
+    checksum_algorithm: ChecksumAlgorithm | None = None,
     legacy_rooted_keys: bool | None = None,
     read_headers: dict[str, str] | None = None,
     write_headers: dict[str, str] | None = None,
@@ -372,6 +514,7 @@ def tigris_storage(
     (``ValueError`` without it). ``use_weak_consistency=True`` drops them and makes the
     storage read-only (reads from the nearest region may be stale). Other arguments as
     for ``s3_storage``."""
+    _check_headers(headers, read_headers, write_headers)
     credentials = s3_credentials(
         access_key_id=access_key_id,
         secret_access_key=secret_access_key,
@@ -420,7 +563,7 @@ def r2_storage(
     get_credentials: Callable[[], S3StaticCredentials] | None = None,
     scatter_initial_credentials: bool = False,
     network_stream_timeout_seconds: int = 60,
-    checksum_algorithm: None = None,
+    checksum_algorithm: ChecksumAlgorithm | None = None,
     legacy_rooted_keys: bool | None = None,
     read_headers: dict[str, str] | None = None,
     write_headers: dict[str, str] | None = None,
@@ -430,6 +573,7 @@ def r2_storage(
     ``https://<account_id>.r2.cloudflarestorage.com`` (or ``endpoint_url``; one of the
     two is required, else ``ValueError``), region ``auto`` unless given, path-style
     requests. Other arguments as for ``s3_storage``."""
+    _check_headers(headers, read_headers, write_headers)
     credentials = s3_credentials(
         access_key_id=access_key_id,
         secret_access_key=secret_access_key,
@@ -489,6 +633,7 @@ def gcs_storage(
     Extra headers raise ``ValueError`` (not supported on GCS by floe); an unknown
     ``config`` key raises ``FloeError``.
     """
+    _check_headers(headers, read_headers, write_headers)
     credentials = gcs_credentials(
         service_account_file=service_account_file,
         service_account_key=service_account_key,

@@ -74,11 +74,11 @@ def _range(method: str, byte_range: object) -> tuple[int, int, int]:
         return (2, _offset(method, "byte_range.offset", byte_range.offset), 0)
     if isinstance(byte_range, SuffixByteRequest):
         return (3, _offset(method, "byte_range.suffix", byte_range.suffix), 0)
-    raise _type_error(
-        method,
-        "byte_range",
-        "None, a RangeByteRequest, an OffsetByteRequest or a SuffixByteRequest",
-        byte_range,
+    # Icechunk's wording first ("Unexpected byte_range, got ..."), then floe's.
+    raise TypeError(
+        f"Unexpected byte_range, got {byte_range!r}: FloeStore.{method}(): `byte_range` "
+        "must be None, a RangeByteRequest, an OffsetByteRequest or a SuffixByteRequest. "
+        f"Got an instance of {type(byte_range)} instead."
     )
 
 
@@ -300,10 +300,14 @@ class FloeStore(Store):
 
     async def getsize(self, key: str) -> int:
         """The stored size of ``key`` in bytes (a chunk's compressed size, read from its
-        ref without fetching the chunk). Raises ``FileNotFoundError`` when absent."""
+        ref without fetching the chunk). Raises ``InvalidInputError`` (a ``FloeError``
+        and ``ValueError``, as Icechunk) for a key no Zarr hierarchy has, and
+        ``FileNotFoundError`` for a well-formed key that is absent."""
         _check_str("getsize", "key", key)
         size = await self._native.getsize(key)
         if size is None:
+            # `exists` validates the key as Icechunk does (InvalidInputError).
+            await self._native.exists(key)
             raise FileNotFoundError(key)
         return size
 

@@ -41,6 +41,40 @@ pub(crate) struct S3StaticCredentials {
     pub(crate) expires_after: Option<DateTime<Utc>>,
 }
 
+impl S3StaticCredentials {
+    /// The redacted fields (name, text) shown by the displays.
+    fn redacted(&self, py: Python<'_>) -> PyResult<Vec<(&'static str, String)>> {
+        let key: String = self.access_key_id.chars().take(4).collect();
+        let expires = match self.expires_after {
+            Some(t) => t.into_pyobject(py)?.repr()?.extract::<String>()?,
+            None => "None".to_string(),
+        };
+        Ok(vec![
+            ("access_key_id", format!("{key}****")),
+            ("secret_access_key", "****".to_string()),
+            (
+                "session_token",
+                if self.session_token.is_some() {
+                    "****"
+                } else {
+                    "None"
+                }
+                .to_string(),
+            ),
+            ("expires_after", expires),
+        ])
+    }
+
+    /// `floe._display.<function>("credentials.S3StaticCredentials", fields)`.
+    fn display(&self, py: Python<'_>, function: &str) -> PyResult<String> {
+        let display = py.import("floe._display")?;
+        let header = display.call_method1("qualified", ("credentials.S3StaticCredentials",))?;
+        display
+            .call_method1(function, (header, self.redacted(py)?))?
+            .extract()
+    }
+}
+
 #[pymethods]
 impl S3StaticCredentials {
     #[new]
@@ -59,14 +93,20 @@ impl S3StaticCredentials {
         }
     }
 
-    /// The access key id only: the secret and the token are never shown.
-    fn __repr__(&self) -> String {
-        format!(
-            "S3StaticCredentials(access_key_id={:?}, secret_access_key=<hidden>, session_token={}, expires_after={:?})",
-            self.access_key_id,
-            if self.session_token.is_some() { "<hidden>" } else { "None" },
-            self.expires_after.map(|t| t.to_rfc3339())
-        )
+    /// Icechunk's redacted layout: `<icechunk.credentials.S3StaticCredentials>`,
+    /// then `access_key_id` as its first 4 characters and `****`, the secret and a
+    /// token as `****`, and `expires_after`. Secrets are never shown.
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        self.display(py, "text_block")
+    }
+
+    fn __str__(&self, py: Python<'_>) -> PyResult<String> {
+        self.display(py, "text_block")
+    }
+
+    /// The redacted fields as an HTML block (Jupyter).
+    fn _repr_html_(&self, py: Python<'_>) -> PyResult<String> {
+        self.display(py, "html_block")
     }
 
     fn __reduce__<'py>(
@@ -303,16 +343,22 @@ impl S3Credentials {
         }
     }
 
-    fn __repr__(&self) -> String {
-        match self {
+    /// The variant; static keys redacted as `S3StaticCredentials`' display.
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(match self {
             S3Credentials::FromEnv() => "S3Credentials.FromEnv()".into(),
             S3Credentials::Anonymous() => "S3Credentials.Anonymous()".into(),
-            S3Credentials::Static(c) => format!("S3Credentials.Static({})", c.__repr__()),
+            S3Credentials::Static(c) => {
+                format!("S3Credentials.Static({})", c.display(py, "text_block")?)
+            }
             S3Credentials::Refreshable { current, .. } => format!(
                 "S3Credentials.Refreshable(<function>, current={})",
-                current.as_ref().map_or("None".into(), |c| c.__repr__())
+                match current {
+                    Some(c) => c.display(py, "text_block")?,
+                    None => "None".into(),
+                }
             ),
-        }
+        })
     }
 }
 

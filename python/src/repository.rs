@@ -255,6 +255,46 @@ pub(crate) fn spec(spec_version: Option<u8>) -> PyResult<floe::format::SpecVersi
     })
 }
 
+impl Repository {
+    /// Spec 2.1: for a commit re-parented by expiry, the transaction logs of the
+    /// pruned ancestors it spans (`pruned_ancestor_tx_logs`, oldest first), split
+    /// into those still stored and those gone; `None` for any other snapshot.
+    fn pruned_logs(
+        &self,
+        py: Python<'_>,
+        id: &floe::format::SnapshotId,
+    ) -> PyResult<Option<(Vec<String>, Vec<String>)>> {
+        if self.inner.spec_version() != floe::format::SpecVersion::V2 {
+            return Ok(None);
+        }
+        let repo = self.inner.clone();
+        let id = *id;
+        block_on(py, async move {
+            let info = repo.inspect_repo_info().await?;
+            let Some(pruned) = info
+                .snapshots
+                .get(&id)
+                .and_then(|s| s.pruned_ancestor_tx_logs.clone())
+                .filter(|p| !p.is_empty())
+            else {
+                return Ok(None);
+            };
+            let (mut kept, mut gone) = (Vec::new(), Vec::new());
+            for p in pruned {
+                match repo.fetch_transaction_log(&p).await {
+                    Ok(_) => kept.push(p.to_string()),
+                    Err(floe::Error::Storage(floe::storage::StorageError::NotFound { .. })) => {
+                        gone.push(p.to_string())
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(Some((kept, gone)))
+        })
+        .py()
+    }
+}
+
 #[pymethods]
 impl Repository {
     /// Creates a repository of Icechunk spec version `spec_version` (2, the
@@ -541,6 +581,70 @@ impl Repository {
         json_to_py(py, &v)
     }
 
+    /// Spec 2: what the repository's `repo` object holds, as a dict (Icechunk's
+    /// `inspect_repo_info`): `spec_version`, `branches` and `tags` (name → snapshot
+    /// id), `deleted_tags`, `snapshots` (id, parent_id, flushed_at as RFC 3339,
+    /// message, metadata), `metadata` and `latest_updates` (the ops log kept in the
+    /// object, newest first: `update_type` with its `type`, `updated_at`,
+    /// `backup_path`). A spec-1 repository has no such object: `FloeError`
+    /// (unsupported on spec 1).
+    fn inspect_repo_info(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let repo = self.inner.clone();
+        let info = block_on(py, async move { repo.inspect_repo_info().await }).py()?;
+        let time = |micros: u64| {
+            floe::format::snapshot::micros_to_time(micros)
+                .to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+        };
+        let snapshots: Vec<serde_json::Value> = info
+            .snapshots
+            .values()
+            .map(|s| {
+                serde_json::json!({
+                    "id": s.id.to_string(),
+                    "parent_id": s.parent_id.map(|p| p.to_string()),
+                    "flushed_at": time(s.flushed_at),
+                    "message": s.message,
+                    "metadata": s.metadata,
+                })
+            })
+            .collect();
+        let mut updates = Vec::with_capacity(info.latest_updates.len());
+        for u in &info.latest_updates {
+            let mut kind =
+                serde_json::to_value(&u.kind).map_err(|e| PyValueError::new_err(e.to_string()))?;
+            // Icechunk's names: `tag_created` -> `TagCreatedUpdate`.
+            if let Some(t) = kind.get_mut("type") {
+                if let Some(name) = t.as_str() {
+                    let camel: String = name
+                        .split('_')
+                        .map(|w| {
+                            let mut c = w.chars();
+                            c.next()
+                                .map(|f| f.to_uppercase().chain(c).collect::<String>())
+                                .unwrap_or_default()
+                        })
+                        .collect();
+                    *t = serde_json::Value::String(format!("{camel}Update"));
+                }
+            }
+            updates.push(serde_json::json!({
+                "update_type": kind,
+                "updated_at": time(u.updated_at),
+                "backup_path": u.backup_path,
+            }));
+        }
+        let v = serde_json::json!({
+            "spec_version": format!("{}.0", self.inner.spec_version() as u8),
+            "branches": info.branches.iter().map(|(k, v)| (k.clone(), v.to_string())).collect::<BTreeMap<_, _>>(),
+            "tags": info.tags.iter().map(|(k, v)| (k.clone(), v.to_string())).collect::<BTreeMap<_, _>>(),
+            "deleted_tags": info.deleted_tags.iter().collect::<Vec<_>>(),
+            "snapshots": snapshots,
+            "metadata": info.metadata,
+            "latest_updates": updates,
+        });
+        json_to_py(py, &v)
+    }
+
     /// The manifest files snapshot `snapshot_id` lists, as (id, size in bytes,
     /// number of chunk refs).
     fn list_manifest_files(
@@ -577,7 +681,8 @@ impl Repository {
         let ids = |set: &std::collections::BTreeSet<floe::format::NodeId>| {
             set.iter().map(ToString::to_string).collect::<Vec<_>>()
         };
-        let v = serde_json::json!({
+        let composite = self.pruned_logs(py, &id)?;
+        let mut v = serde_json::json!({
             "id": log.id.to_string(),
             "new_groups": ids(&log.new_groups),
             "new_arrays": ids(&log.new_arrays),
@@ -595,6 +700,18 @@ impl Repository {
                 "node_id": m.node_id.to_string(),
             })).collect::<Vec<_>>(),
         });
+        if let (Some((merged, missing)), Some(obj)) = (composite, v.as_object_mut()) {
+            obj.insert(
+                "synthetic_composite".into(),
+                serde_json::json!({
+                    "note": "this snapshot's ancestry was collapsed by expiration: its \
+                             commit spans the transaction logs of the pruned ancestors \
+                             listed here (the lists above are its own log)",
+                    "merged_pruned_ancestor_tx_logs": merged,
+                    "missing_tx_logs": missing,
+                }),
+            );
+        }
         json_to_py(py, &v)
     }
 

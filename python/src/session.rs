@@ -270,7 +270,7 @@ impl Session {
     /// Read-only sessions pickle as (storage, snapshot id), forks as (storage, their
     /// changes); the storage pickles with its credentials objects (see
     /// `floe.credentials`). A writable session on a branch
-    /// refuses: fork it and send the fork.
+    /// refuses with `ValueError` (as Icechunk): fork it and send the fork.
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
         let py = slf.py();
         let this = slf.get();
@@ -288,9 +288,11 @@ impl Session {
             return Ok((module.getattr("_open_fork")?, args));
         }
         if this.inner.branch().is_some() && !this.has_committed() {
-            return Err(pyo3::exceptions::PyTypeError::new_err(
+            // `ValueError`, as Icechunk: pickling a writable session needs an opt-in.
+            return Err(pyo3::exceptions::PyValueError::new_err(
                 "a writable session cannot be pickled: call session.fork() and send the \
-                 fork; merge it back with session.merge(fork)",
+                 fork; merge it back with session.merge(fork). To read in workers, send \
+                 a read-only session (Repository.readonly_session)",
             ));
         }
         let args = (url, this.inner.snapshot_id().to_string())
@@ -625,7 +627,10 @@ impl NativeStore {
         self.writable && !self.committed.load(Ordering::Acquire)
     }
 
-    /// The value at `key` (or a range of it), `None` when absent.
+    /// The value at `key` (or a range of it), `None` when absent. The range is
+    /// `(kind, a, b)`: kind 0 the whole value (the default, so `get(key)` works as
+    /// Icechunk's native store), 1 bytes `a..b`, 2 from offset `a`, 3 the last `a`.
+    #[pyo3(signature = (key, kind=0, a=0, b=0))]
     fn get<'py>(
         &self,
         py: Python<'py>,

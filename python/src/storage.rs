@@ -85,6 +85,17 @@ impl Storage {
 }
 
 impl Storage {
+    /// `floe._display.storage_display(function, recipe)`.
+    fn display(&self, py: Python<'_>, function: &str) -> PyResult<String> {
+        let recipe = match &self.recipe {
+            Some(r) => r.bind(py).clone(),
+            None => py.None().into_bound(py),
+        };
+        py.import("floe._display")?
+            .call_method1("storage_display", (function, recipe))?
+            .extract()
+    }
+
     /// The storage a pickle carried: a `Storage`, or a URL (older pickles) opened
     /// with credentials from the environment.
     pub(crate) fn from_pickled(obj: &Bound<'_, PyAny>) -> PyResult<Storage> {
@@ -127,6 +138,60 @@ fn _storage_from_recipe(
     build(py, name, kwargs, None)
 }
 
+/// The checksum S3 uploads carry (Icechunk's `ChecksumAlgorithm`). floe's S3 client
+/// (`object_store`) computes SHA-256 only: `S3Options` takes `Sha256` (every upload
+/// then sends `x-amz-checksum-sha256`, which S3 verifies) and refuses the others
+/// with `ValueError`.
+#[pyclass(module = "floe._floe", eq, eq_int, frozen, from_py_object)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ChecksumAlgorithm {
+    Crc32,
+    Crc32c,
+    Crc64Nvme,
+    Sha1,
+    Sha256,
+}
+
+impl ChecksumAlgorithm {
+    fn name(self) -> &'static str {
+        match self {
+            ChecksumAlgorithm::Crc32 => "Crc32",
+            ChecksumAlgorithm::Crc32c => "Crc32c",
+            ChecksumAlgorithm::Crc64Nvme => "Crc64Nvme",
+            ChecksumAlgorithm::Sha1 => "Sha1",
+            ChecksumAlgorithm::Sha256 => "Sha256",
+        }
+    }
+}
+
+#[pymethods]
+impl ChecksumAlgorithm {
+    /// `icechunk.ChecksumAlgorithm.Sha256` (executable, as Icechunk's).
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let package: String = py
+            .import("floe.exceptions")?
+            .call_method0("_package")?
+            .extract()?;
+        Ok(format!("{package}.ChecksumAlgorithm.{}", self.name()))
+    }
+
+    /// Pickles as `getattr(ChecksumAlgorithm, name)`: the same member back.
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+        let py = slf.py();
+        let getattr = py.import("builtins")?.getattr("getattr")?;
+        let args = (slf.as_any().get_type(), slf.get().name())
+            .into_pyobject(py)?
+            .into_any();
+        Ok((getattr, args))
+    }
+
+    /// The member's name (`Sha256`).
+    #[getter(name)]
+    fn member_name(&self) -> &'static str {
+        self.name()
+    }
+}
+
 /// Options of an S3-compatible client (Icechunk's `S3Options`): `region`,
 /// `endpoint_url`, `allow_http`, `anonymous` (unsigned requests),
 /// `force_path_style`, `network_stream_timeout_seconds` (seconds a response may
@@ -141,6 +206,8 @@ pub(crate) struct S3Options {
     force_path_style: bool,
     network_stream_timeout_seconds: Option<u32>,
     requester_pays: bool,
+    /// `Some(Sha256)` or `None` (see `ChecksumAlgorithm`).
+    checksum_algorithm: Option<ChecksumAlgorithm>,
 }
 
 #[pymethods]
@@ -156,13 +223,14 @@ impl S3Options {
         force_path_style: bool,
         network_stream_timeout_seconds: Option<u32>,
         requester_pays: bool,
-        checksum_algorithm: Option<Bound<'_, PyAny>>,
+        checksum_algorithm: Option<ChecksumAlgorithm>,
     ) -> PyResult<Self> {
-        if checksum_algorithm.is_some_and(|c| !c.is_none()) {
-            return Err(PyValueError::new_err(
-                "checksum_algorithm is not supported by floe: object_store chooses the \
-                 checksum of S3 writes",
-            ));
+        if let Some(c) = checksum_algorithm.filter(|c| *c != ChecksumAlgorithm::Sha256) {
+            return Err(PyValueError::new_err(format!(
+                "checksum_algorithm={} is not supported by floe: its S3 client \
+                 (object_store) computes Sha256 checksums only",
+                c.name()
+            )));
         }
         Ok(S3Options {
             region,
@@ -172,21 +240,41 @@ impl S3Options {
             force_path_style,
             network_stream_timeout_seconds,
             requester_pays,
+            checksum_algorithm,
         })
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "S3Options(region={}, endpoint_url={}, allow_http={}, anonymous={}, force_path_style={}, network_stream_timeout_seconds={}, requester_pays={})",
-            py_str(&self.region),
-            py_str(&self.endpoint_url),
-            py_bool(self.allow_http),
-            py_bool(self.anonymous),
-            py_bool(self.force_path_style),
-            self.network_stream_timeout_seconds
-                .map_or("None".to_string(), |s| s.to_string()),
-            py_bool(self.requester_pays),
-        )
+    /// Icechunk's executable layout: `icechunk.storage.S3Options(` then one
+    /// `field=value,` line per field and `)`; `eval` of it gives an equal object.
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let package: String = py
+            .import("floe.exceptions")?
+            .call_method0("_package")?
+            .extract()?;
+        let mut out = format!("{package}.storage.S3Options(\n");
+        for (name, value) in self.fields(&package) {
+            out.push_str(&format!("    {name}={value},\n"));
+        }
+        out.push(')');
+        Ok(out)
+    }
+
+    /// `<icechunk.storage.S3Options>` and one `field: value` line per field.
+    fn __str__(&self, py: Python<'_>) -> PyResult<String> {
+        let display = py.import("floe._display")?;
+        let header = display.call_method1("qualified", ("storage.S3Options",))?;
+        display
+            .call_method1("text_block", (header, self.fields(&package_name(py)?)))?
+            .extract()
+    }
+
+    /// The fields as an HTML block (Jupyter).
+    fn _repr_html_(&self, py: Python<'_>) -> PyResult<String> {
+        let display = py.import("floe._display")?;
+        let header = display.call_method1("qualified", ("storage.S3Options",))?;
+        display
+            .call_method1("html_block", (header, self.fields(&package_name(py)?)))?
+            .extract()
     }
 
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
@@ -199,11 +287,49 @@ impl S3Options {
             s.force_path_style,
             s.network_stream_timeout_seconds,
             s.requester_pays,
+            s.checksum_algorithm,
         )
             .into_pyobject(slf.py())?
             .into_any();
         Ok((slf.get_type().into_any(), args))
     }
+}
+
+impl S3Options {
+    /// (name, Python literal) of every field, in Icechunk's order; `package` names
+    /// the `ChecksumAlgorithm` enum (`floe` or `icechunk`).
+    fn fields(&self, package: &str) -> Vec<(&'static str, String)> {
+        vec![
+            ("region", py_str(&self.region)),
+            ("endpoint_url", py_str(&self.endpoint_url)),
+            ("allow_http", py_bool(self.allow_http).to_string()),
+            ("anonymous", py_bool(self.anonymous).to_string()),
+            (
+                "force_path_style",
+                py_bool(self.force_path_style).to_string(),
+            ),
+            (
+                "network_stream_timeout_seconds",
+                self.network_stream_timeout_seconds
+                    .map_or("None".to_string(), |s| s.to_string()),
+            ),
+            ("requester_pays", py_bool(self.requester_pays).to_string()),
+            (
+                "checksum_algorithm",
+                match self.checksum_algorithm {
+                    Some(c) => format!("{}.ChecksumAlgorithm.{}", package, c.name()),
+                    None => "None".to_string(),
+                },
+            ),
+        ]
+    }
+}
+
+/// The package name reprs use: `icechunk` once floe is installed as it, else `floe`.
+fn package_name(py: Python<'_>) -> PyResult<String> {
+    py.import("floe.exceptions")?
+        .call_method0("_package")?
+        .extract()
 }
 
 /// An optional string as Python shows it.
@@ -410,6 +536,26 @@ fn build(
             let headers = headers(kwargs, &["headers"])?;
             floe::storage::new_http_storage(&base_url, &config, &headers, &client).py()?
         }
+        "new_redirect" => {
+            // `location`: where the redirects of `base_url` ended (resolved by
+            // `floe.storage.redirect_storage`). `http(s)+icechunk://` is a repository
+            // served over HTTP; other schemes are storage URLs.
+            let location: String = opt(kwargs, "location")?.unwrap_or_default();
+            let storage = if let Some(rest) = location.strip_prefix("http+icechunk://") {
+                floe::storage::new_http_storage(&format!("http://{rest}"), &[], &[], &client)
+                    .py()?
+            } else if let Some(rest) = location.strip_prefix("https+icechunk://") {
+                floe::storage::new_http_storage(&format!("https://{rest}"), &[], &[], &client)
+                    .py()?
+            } else if location.starts_with("memory://") {
+                return Err(PyValueError::new_err(
+                    "a redirect cannot lead to in-memory storage",
+                ));
+            } else {
+                floe::storage::create_storage(&location, None).py()?
+            };
+            Arc::new(floe::storage::ReadOnlyStorage::new(storage))
+        }
         other => {
             return Err(PyValueError::new_err(format!(
                 "unknown storage constructor `{other}`"
@@ -438,6 +584,12 @@ fn build_s3(
     };
     let prefix: String = opt(kwargs, "prefix")?.unwrap_or_default();
     if opt::<bool>(kwargs, "legacy_rooted_keys")? == Some(true) {
+        if !prefix.trim_matches('/').is_empty() {
+            // Icechunk's check: the escape hatch exists for bucket-root repositories.
+            return Err(PyValueError::new_err(
+                "legacy_rooted_keys is only valid with an empty prefix",
+            ));
+        }
         return Err(PyValueError::new_err(
             "legacy_rooted_keys=True (keys with a leading `/`) is not supported by floe",
         ));
@@ -542,6 +694,7 @@ fn build_s3(
         &floe::storage::cloud::S3Extras {
             headers: extra,
             requester_pays: config.requester_pays,
+            checksum_sha256: config.checksum_algorithm == Some(ChecksumAlgorithm::Sha256),
         },
     )
     .py()?;
@@ -563,8 +716,19 @@ fn kw<'py>(py: Python<'py>, items: Vec<(&str, Bound<'py, PyAny>)>) -> PyResult<B
 
 #[pymethods]
 impl Storage {
-    fn __repr__(&self) -> String {
-        format!("<floe.Storage {}>", self.inner.root_url())
+    /// Icechunk's layout: `<icechunk.Storage>`, `type: <backend>` and the
+    /// backend's location fields (see `floe._display.storage_fields`).
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        self.display(py, "text_block")
+    }
+
+    fn __str__(&self, py: Python<'_>) -> PyResult<String> {
+        self.display(py, "text_block")
+    }
+
+    /// The same fields as an HTML block (Jupyter).
+    fn _repr_html_(&self, py: Python<'_>) -> PyResult<String> {
+        self.display(py, "html_block")
     }
 
     /// The storage's root URL.
@@ -588,11 +752,13 @@ impl Storage {
     }
 
     /// The settings a repository on this storage uses when its configuration sets
-    /// none: a `floe.storage.StorageSettings` with every field `None` (the
-    /// object-store client's defaults).
+    /// none (Icechunk's `default_settings`): a `floe.storage.StorageSettings` whose
+    /// `retries` hold the object-store client's defaults (11 tries, 100 ms first and
+    /// 15 s longest backoff) and whose `concurrency` is an unset
+    /// `StorageConcurrencySettings`, ready to be changed in place.
     fn default_settings<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         py.import("floe.storage")?
-            .getattr("StorageSettings")?
+            .getattr("_default_settings")?
             .call0()
     }
 
@@ -616,6 +782,29 @@ impl Storage {
             py,
             "new_local_filesystem",
             &kw(py, vec![("path", path.into_pyobject(py)?.into_any())])?,
+            None,
+        )
+    }
+
+    /// A read-only repository at `location`, where the HTTP redirects of
+    /// `base_url` led (Icechunk's `Storage.new_redirect`, with the redirects already
+    /// followed by `floe.storage.redirect_storage`): a storage URL (`s3://`, `gs://`,
+    /// `az://`, `file://`) opened with credentials from the environment, or
+    /// `http(s)+icechunk://...` for a repository served over HTTP. Writes raise
+    /// `FloeError` (read-only storage). Pickles with both URLs (not resolved again).
+    #[classmethod]
+    fn _new_redirect(cls: &Bound<'_, PyType>, base_url: &str, location: &str) -> PyResult<Storage> {
+        let py = cls.py();
+        build(
+            py,
+            "new_redirect",
+            &kw(
+                py,
+                vec![
+                    ("base_url", base_url.into_pyobject(py)?.into_any()),
+                    ("location", location.into_pyobject(py)?.into_any()),
+                ],
+            )?,
             None,
         )
     }
@@ -855,6 +1044,7 @@ fn in_memory_storage() -> Storage {
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Storage>()?;
     m.add_class::<S3Options>()?;
+    m.add_class::<ChecksumAlgorithm>()?;
     m.add_function(wrap_pyfunction!(local_filesystem_storage, m)?)?;
     m.add_function(wrap_pyfunction!(in_memory_storage, m)?)?;
     m.add_function(wrap_pyfunction!(storage_from_url, m)?)?;

@@ -221,7 +221,7 @@ def test_pickling_read_only_sessions_and_forks(tmp_path):
                                   [1, 2, 3, 4, 5, 6])
 
     w = repo.writable_session("main")
-    with pytest.raises(TypeError, match="fork"):
+    with pytest.raises(ValueError, match="fork"):
         pickle.dumps(w)
     fork = w.fork()
     remote = pickle.loads(pickle.dumps(fork))

@@ -208,6 +208,11 @@ pub struct S3Extras {
     pub headers: Vec<(String, String)>,
     /// Send `x-amz-request-payer: requester` (requester-pays buckets).
     pub requester_pays: bool,
+    /// Send a SHA-256 checksum of every uploaded body (`x-amz-checksum-sha256`),
+    /// which S3 verifies before storing it (Icechunk's
+    /// `checksum_algorithm=ChecksumAlgorithm.Sha256`; the only checksum
+    /// `object_store` computes).
+    pub checksum_sha256: bool,
 }
 
 /// Storage at `s3://bucket/prefix` with `options`, signing with `credentials`
@@ -241,6 +246,9 @@ pub fn new_s3_storage_with(
     let mut b = b
         .with_retry(settings.retry_config())
         .with_request_payer(extras.requester_pays);
+    if extras.checksum_sha256 {
+        b = b.with_checksum_algorithm(object_store::aws::Checksum::SHA256);
+    }
     if let Some(c) = credentials {
         b = b.with_credentials(c);
     }
