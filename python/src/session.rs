@@ -570,10 +570,10 @@ impl Session {
 /// The Zarr store view of a session; its methods return awaitables.
 #[pyclass(module = "floe._floe", frozen)]
 pub(crate) struct NativeStore {
-    inner: floe::SessionStore,
+    pub(crate) inner: floe::SessionStore,
     writable: bool,
     /// Set once the session committed: the store is read-only from then on.
-    committed: Arc<AtomicBool>,
+    pub(crate) committed: Arc<AtomicBool>,
 }
 
 impl NativeStore {
