@@ -325,7 +325,53 @@ class FloeCodecPipeline(CodecPipeline):
         if vol != total:
             # gaps (or overlaps): not one box
             raise _Unsupported
-        return native, start, shape, out_box, batch[0][1]
+        outside = any(a + n > m for a, n, m in zip(start, shape, meta.shape))
+        return native, start, shape, out_box, batch[0][1], (prefix if outside else None)
+
+    async def _refresh(self, prefix: str) -> None:
+        """zarr resizes an array in place (``AsyncArray.resize``, ``append``) and keeps
+        its pipeline: a region past the shape this pipeline knows means the array grew.
+        Reads the array's metadata from the session and adopts it when it differs from
+        the known one only in shape; ``_Unsupported`` otherwise."""
+        from zarr.core.buffer import default_buffer_prototype
+        from zarr.core.metadata import ArrayV2Metadata, ArrayV3Metadata
+
+        meta = self._metadata
+        proto = default_buffer_prototype()
+        if meta.zarr_format == 3:
+            buf = await self._store.get(prefix + "zarr.json", proto)
+            if buf is None:
+                raise _Unsupported
+            new = ArrayV3Metadata.from_dict(json.loads(buf.to_bytes()))
+        else:
+            buf = await self._store.get(prefix + ".zarray", proto)
+            if buf is None:
+                raise _Unsupported
+            doc = json.loads(buf.to_bytes())
+            doc.setdefault("attributes", meta.attributes)
+            new = ArrayV2Metadata.from_dict(doc)
+        def doc_of(m: Any) -> str:
+            d = m.to_dict()
+            d.pop("attributes", None)
+            return json.dumps(d, sort_keys=True, default=str)
+
+        if doc_of(new.update_shape(meta.shape)) != doc_of(meta):
+            raise _Unsupported
+        self._metadata = new
+        self._native.clear()
+
+    async def _region(self, batch: list) -> tuple[Any, list[int], list[int], list[slice], Any]:
+        """``_box``, after adopting a grown shape (``_refresh``) when needed."""
+        native, start, shape, out_box, spec, stale = self._box(batch)
+        if stale is not None:
+            try:
+                await self._refresh(stale)
+            except Exception as e:
+                raise _Unsupported from e
+            native, start, shape, out_box, spec, stale = self._box(batch)
+            if stale is not None:
+                raise _Unsupported
+        return native, start, shape, out_box, spec
 
     async def read(self, batch_info: Iterable[Any], out: Any, drop_axes: tuple[int, ...] = ()) -> None:
         """Reads a batch into ``out`` (zarr's ``NDBuffer``); see the class docstring."""
@@ -335,7 +381,7 @@ class FloeCodecPipeline(CodecPipeline):
                 _count("zarr_read")
             return await self.inner.read(batch, out, drop_axes)
         try:
-            native, start, shape, out_box, _spec = self._box(batch)
+            native, start, shape, out_box, _spec = await self._region(batch)
             arr = out.as_numpy_array() if hasattr(out, "as_numpy_array") else out.as_ndarray_like()
             if not isinstance(arr, np.ndarray) or arr.dtype.itemsize != native.item_size or arr.dtype.kind not in "biufc" or (arr.dtype.byteorder not in "=|" and arr.dtype.byteorder != _NATIVE):
                 raise _Unsupported
@@ -362,7 +408,7 @@ class FloeCodecPipeline(CodecPipeline):
                 _count("zarr_write")
             return await self.inner.write(batch, value, drop_axes)
         try:
-            native, start, shape, out_box, spec = self._box(batch)
+            native, start, shape, out_box, spec = await self._region(batch)
             arr = value.as_numpy_array() if hasattr(value, "as_numpy_array") else value.as_ndarray_like()
             if not isinstance(arr, np.ndarray):
                 raise _Unsupported

@@ -324,3 +324,22 @@ def test_xarray_goes_through_the_pipeline():
     back = xr.open_zarr(repo.readonly_session("main").store, consolidated=False).compute()
     xr.testing.assert_identical(back, ds)
     assert cp.stats.get("rust_read", 0) >= 2
+
+
+def test_resized_and_appended_arrays():
+    # zarr resizes in place and keeps the pipeline: it adopts the grown shape
+    s, a, b = _pair((10, 4), (3, 3), "i4", -1, compressors=ZstdCodec(level=1))
+    a[:] = np.arange(40).reshape(10, 4)
+    b[:] = np.arange(40).reshape(10, 4)
+    for arr in (a, b):
+        arr.append(np.full((5, 4), 7, dtype="i4"), axis=0)
+        arr.resize((16, 6))
+        arr[14:16, 2:6] = 9
+    np.testing.assert_array_equal(a[:], b[:])
+    a.resize((8, 6))
+    b.resize((8, 6))
+    np.testing.assert_array_equal(a[:], b[:])
+    a[6:8] = 3
+    b[6:8] = 3
+    np.testing.assert_array_equal(a[:], b[:])
+    assert cp.stats.get("zarr_read", 0) == 0 and cp.stats.get("zarr_write", 0) == 0
