@@ -13,7 +13,8 @@ Markdown table in milliseconds, then one JSON line):
   commit), when ``--zarrs-python`` has the ``zarrs`` package.
 Repositories (spec 1) and stores live in a temporary directory on local disk.
 
-Workloads (``--mib`` MiB of float32 for the first four, ``--xr-mib`` for xarray):
+Workloads (``--mib`` MiB of float32 for the first three, ``--shard-mib`` for the sharded
+array, ``--xr-mib`` for xarray):
 zstd(3) and uncompressed arrays of 1 MiB chunks written + committed and read back;
 10,000 chunks of 4 KiB written + committed and read back; a sharded array (1 MiB
 shards of 4 KiB inner chunks) written + committed, read whole, and one inner chunk
@@ -58,16 +59,17 @@ def _engine(engine, tmp):
 
     def writable():
         s = repo.writable_session("main")
-        sessions[id(s.store)] = s
-        return s.store
+        store = s.store
+        sessions[id(store)] = (s, store)
+        return store
 
     def commit(store):
-        sessions.pop(id(store)).commit("bench")
+        sessions.pop(id(store))[0].commit("bench")
 
     return writable, commit, lambda: repo.readonly_session("main").store
 
 
-def workloads(engine, mib, xr_mib, rows):
+def workloads(engine, mib, xr_mib, rows, shard_mib=32):
     import zarr
     from zarr.codecs import ZstdCodec
 
@@ -108,6 +110,7 @@ def workloads(engine, mib, xr_mib, rows):
             assert np.array_equal(back, small)
 
         if "sharded" in rows:
+            data = data[: shard_mib * 256]
             t = time.perf_counter()
             st = writable()
             c = zarr.create_array(st, name="sharded", shape=data.shape, chunks=(1, 1024),
@@ -158,12 +161,14 @@ def main():
                    help="interpreter with zarrs-python (row skipped when not given)")
     p.add_argument("--mib", type=int, default=256)
     p.add_argument("--xr-mib", type=int, default=1024)
+    p.add_argument("--shard-mib", type=int, default=32,
+                   help="MiB of the sharded array (1 MiB shards)")
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--only", default=",".join(ROWS), help="comma-separated of " + ",".join(ROWS))
     args = p.parse_args()
     rows = args.only.split(",")
     if args.engine:
-        print(json.dumps(workloads(args.engine, args.mib, args.xr_mib, rows)))
+        print(json.dumps(workloads(args.engine, args.mib, args.xr_mib, rows, args.shard_mib)))
         return
     engines = {"floe": args.floe_python, "floe-off": args.floe_python,
                "icechunk": args.icechunk_python}
@@ -177,7 +182,8 @@ def main():
             os.environ.update(env)
             runs[engine].append(run_engine(
                 [py, os.path.abspath(__file__), "--engine", engine, "--mib", str(args.mib),
-                 "--xr-mib", str(args.xr_mib), "--only", args.only]))
+                 "--xr-mib", str(args.xr_mib), "--shard-mib", str(args.shard_mib),
+                 "--only", args.only]))
     med = medians(runs)
     labels = {"floe": "floe", "floe-off": "floe pipeline off", "icechunk": "Icechunk",
               "zarrs": "zarrs LocalStore"}
