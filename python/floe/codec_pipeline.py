@@ -13,7 +13,7 @@ covered chunks, reads only the inner chunks a selection needs from shards, and e
 chunks that end up all fill value unless ``write_empty_chunks``; the GIL is released
 throughout except for the final copy.
 
-What goes to Rust: zarr v3 and v2 arrays in a floe store with a regular chunk grid,
+What goes to Rust: zarr v3 arrays (floe stores hold no v2 nodes) in a floe store with a regular chunk grid,
 codecs floe implements (``bytes``, ``transpose``, ``gzip``, ``zstd``, ``blosc``,
 ``crc32c``, ``sharding_indexed``, the numcodecs codecs floe reads), fixed-size numeric
 or boolean data types in native byte order, and a *basic* selection (integers and
@@ -225,16 +225,17 @@ class FloeCodecPipeline(CodecPipeline):
         meta = self._metadata
         fmt = meta.zarr_format
         docs = meta.to_buffer_dict(default_buffer_prototype())
-        if fmt == 3:
-            doc = docs["zarr.json"].to_bytes().decode()
-        else:
-            doc = docs[".zarray"].to_bytes().decode()
+        if fmt != 3:
+            # floe stores hold zarr v3 nodes only (as Icechunk's)
+            raise _Unsupported
+        doc = docs["zarr.json"].to_bytes().decode()
         dtype = meta.dtype.to_native_dtype() if hasattr(meta.dtype, "to_native_dtype") else np.dtype(meta.dtype)
         if dtype.kind not in "biufc" or dtype.byteorder not in "=|" and dtype.byteorder != _NATIVE:
             raise _Unsupported
         native = self._store._native._pipeline_array(path, doc, fmt)
         if native.item_size != dtype.itemsize:
             raise _Unsupported
+        self._dtype = dtype.newbyteorder("=")
         return native
 
     def _box(self, batch: list) -> tuple[Any, list[int], list[int], list[slice], Any]:
@@ -334,22 +335,14 @@ class FloeCodecPipeline(CodecPipeline):
         Reads the array's metadata from the session and adopts it when it differs from
         the known one only in shape; ``_Unsupported`` otherwise."""
         from zarr.core.buffer import default_buffer_prototype
-        from zarr.core.metadata import ArrayV2Metadata, ArrayV3Metadata
+        from zarr.core.metadata import ArrayV3Metadata
 
         meta = self._metadata
         proto = default_buffer_prototype()
-        if meta.zarr_format == 3:
-            buf = await self._store.get(prefix + "zarr.json", proto)
-            if buf is None:
-                raise _Unsupported
-            new = ArrayV3Metadata.from_dict(json.loads(buf.to_bytes()))
-        else:
-            buf = await self._store.get(prefix + ".zarray", proto)
-            if buf is None:
-                raise _Unsupported
-            doc = json.loads(buf.to_bytes())
-            doc.setdefault("attributes", meta.attributes)
-            new = ArrayV2Metadata.from_dict(doc)
+        buf = await self._store.get(prefix + "zarr.json", proto)
+        if buf is None:
+            raise _Unsupported
+        new = ArrayV3Metadata.from_dict(json.loads(buf.to_bytes()))
         def doc_of(m: Any) -> str:
             d = m.to_dict()
             d.pop("attributes", None)
@@ -373,6 +366,13 @@ class FloeCodecPipeline(CodecPipeline):
                 raise _Unsupported
         return native, start, shape, out_box, spec
 
+    def _native_dtype(self, dtype: np.dtype) -> bool:
+        """Whether zarr's buffer holds the array's data type in native byte order (the
+        elements Rust reads and writes)."""
+        want = getattr(self, "_dtype", None)
+        return (want is not None and dtype.kind in "biufc"
+                and dtype.byteorder in ("=", "|", _NATIVE) and dtype.newbyteorder("=") == want)
+
     async def read(self, batch_info: Iterable[Any], out: Any, drop_axes: tuple[int, ...] = ()) -> None:
         """Reads a batch into ``out`` (zarr's ``NDBuffer``); see the class docstring."""
         batch = list(batch_info)
@@ -383,7 +383,7 @@ class FloeCodecPipeline(CodecPipeline):
         try:
             native, start, shape, out_box, _spec = await self._region(batch)
             arr = out.as_numpy_array() if hasattr(out, "as_numpy_array") else out.as_ndarray_like()
-            if not isinstance(arr, np.ndarray) or arr.dtype.itemsize != native.item_size or arr.dtype.kind not in "biufc" or (arr.dtype.byteorder not in "=|" and arr.dtype.byteorder != _NATIVE):
+            if not isinstance(arr, np.ndarray) or not self._native_dtype(arr.dtype):
                 raise _Unsupported
             if len(out_box) != arr.ndim:
                 raise _Unsupported
@@ -413,7 +413,7 @@ class FloeCodecPipeline(CodecPipeline):
             if not isinstance(arr, np.ndarray):
                 raise _Unsupported
             dtype = arr.dtype
-            if dtype.itemsize != native.item_size or dtype.kind not in "biufc" or (dtype.byteorder not in "=|" and dtype.byteorder != _NATIVE):
+            if not self._native_dtype(dtype):
                 raise _Unsupported
             if arr.ndim == 0:
                 src = np.broadcast_to(arr, shape)

@@ -343,3 +343,12 @@ def test_resized_and_appended_arrays():
     b[6:8] = 3
     np.testing.assert_array_equal(a[:], b[:])
     assert cp.stats.get("zarr_read", 0) == 0 and cp.stats.get("zarr_write", 0) == 0
+
+
+def test_values_of_another_dtype_are_cast_as_zarr_casts():
+    s, a, b = _pair((6,), (4,), "f4", 0)
+    for arr in (a, b):
+        arr[:] = np.arange(6, dtype="i4")
+        arr[1:3] = np.array([7, 8], dtype="i8")
+    np.testing.assert_array_equal(a[:], b[:])
+    assert a[:].dtype == np.float32
