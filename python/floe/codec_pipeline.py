@@ -94,12 +94,23 @@ def _install_default() -> None:
     and only when zarr's pipeline is its default (a user's choice, such as zarrs, is
     kept)."""
     global _enabled
+    if not _supported_zarr(zarr.__version__):
+        _enabled = False
+        return
     zarr.registry.register_pipeline(FloeCodecPipeline)
     if os.environ.get("FLOE_CODEC_PIPELINE", "1").strip().lower() in ("0", "false", "off", "no"):
         _enabled = False
         return
     if zarr.config.get("codec_pipeline.path") == _ZARR_DEFAULT:
         zarr.config.set({"codec_pipeline.path": PIPELINE_PATH})
+
+
+def _supported_zarr(version: str) -> bool:
+    """Whether this zarr-python version has the pipeline interface this class was
+    written against (``>=3.1,<4``; tested with 3.1.6 and 3.4.2)."""
+    parts = re.findall(r"\d+", version)[:2]
+    major, minor = (int(parts[0]), int(parts[1])) if len(parts) == 2 else (0, 0)
+    return major == 3 and minor >= 1
 
 
 def _zarr_pipeline(metadata: Any) -> CodecPipeline:

@@ -355,3 +355,11 @@ def test_values_of_another_dtype_are_cast_as_zarr_casts():
         arr[1:3] = np.array([7, 8], dtype="i8")
     np.testing.assert_array_equal(a[:], b[:])
     assert a[:].dtype == np.float32
+
+
+def test_supported_zarr_versions():
+    assert cp._supported_zarr(zarr.__version__)
+    assert cp._supported_zarr("3.4.2") and cp._supported_zarr("3.1.0rc1")
+    assert not cp._supported_zarr("3.0.8")
+    assert not cp._supported_zarr("4.0.0")
+    assert not cp._supported_zarr("2.18.3")
