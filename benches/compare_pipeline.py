@@ -19,7 +19,9 @@ zstd(3) and uncompressed arrays of 1 MiB chunks written + committed and read bac
 10,000 chunks of 4 KiB written + committed and read back; a sharded array (1 MiB
 shards of 4 KiB inner chunks) written + committed, read whole, and one inner chunk
 read per shard; an xarray dataset of 4 float32 variables written with ``to_zarr`` +
-commit, then ``open_zarr(...).mean().compute()``.
+commit, then ``open_zarr(...).mean().compute()``; the same dataset as Dask arrays
+written from a ``LocalCluster`` of 2 worker processes (``to_icechunk`` through forks
++ one commit; zarrs: ``to_zarr``).
 """
 
 import argparse
@@ -35,7 +37,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from engine_compare_common import medians, run_engine, settle, table, venv_python  # noqa: E402
 
-ROWS = ["zstd", "raw", "small", "sharded", "xarray"]
+ROWS = ["zstd", "raw", "small", "sharded", "xarray", "dask"]
 
 
 def _engine(engine, tmp):
@@ -148,7 +150,44 @@ def workloads(engine, mib, xr_mib, rows, shard_mib=32):
             m = xr.open_zarr(readonly(), consolidated=False).mean().compute()
             out["xarray_open_zarr_mean_s"] = time.perf_counter() - t
             assert abs(float(m["v0"])) < 0.01
+
+        if "dask" in rows:
+            out.update(_dask_row(engine, tmp, xr_mib))
     return out
+
+
+def _dask_row(engine, tmp, xr_mib):
+    """The xarray dataset as Dask arrays, written from a ``LocalCluster`` of 2 worker
+    processes (``to_icechunk``/``to_floe`` through forks, + one commit; zarrs: plain
+    ``to_zarr`` into a LocalStore)."""
+    import dask.array as da
+    import xarray as xr
+    from distributed import Client, LocalCluster
+
+    per = xr_mib * 1024 * 1024 // 4 // 4
+    nx = per // 1024
+    ds = xr.Dataset({f"v{k}": (("t", "x"), da.random.default_rng(k).standard_normal(
+        (nx, 1024), chunks=(256, 1024), dtype="f4")) for k in range(4)})
+    enc = {f"v{k}": {"chunks": (256, 1024)} for k in range(4)}
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster, Client(cluster):
+        t = time.perf_counter()
+        if engine == "zarrs":
+            import zarr
+
+            ds.to_zarr(zarr.storage.LocalStore(os.path.join(tmp, "dask-plain")),
+                       zarr_format=3, consolidated=False, encoding=enc, mode="w")
+        else:
+            ic = __import__("icechunk" if engine == "icechunk" else "floe")
+            from importlib import import_module
+
+            to_ic = import_module(f"{ic.__name__}.xarray").to_icechunk
+            repo = ic.Repository.create(
+                ic.local_filesystem_storage(os.path.join(tmp, "dask-repo")), spec_version=1)
+            session = repo.writable_session("main")
+            to_ic(ds, session, mode="w", encoding=enc)
+            session.commit("dask")
+        return {"dask_cluster_write_and_commit_s": time.perf_counter() - t}
 
 
 def main():
