@@ -132,6 +132,11 @@ from floe.storage import (
 )
 from floe.store import FloeStore, IcechunkStore
 from floe.virtual import VirtualChunkSpec
+from floe import codec_pipeline
+
+# floe's zarr codec pipeline for floe stores (zarr's own for every other store); off
+# with FLOE_CODEC_PIPELINE=0 or floe.codec_pipeline.disable().
+codec_pipeline._install_default()
 
 __all__ = [
     "AlreadyExistsError",

@@ -11,6 +11,7 @@ mod config;
 mod credentials;
 mod errors;
 mod logs;
+mod pipeline;
 mod repository;
 mod session;
 mod storage;
@@ -39,5 +40,6 @@ fn _floe(m: &Bound<'_, PyModule>) -> PyResult<()> {
     session::register(m)?;
     aio::register(m)?;
     virtual_chunks::register(m)?;
+    pipeline::register(m)?;
     Ok(())
 }

@@ -575,7 +575,7 @@ pub(crate) struct NativeStore {
     pub(crate) inner: floe::SessionStore,
     writable: bool,
     /// Set once the session committed: the store is read-only from then on.
-    committed: Arc<AtomicBool>,
+    pub(crate) committed: Arc<AtomicBool>,
 }
 
 impl NativeStore {

@@ -1,0 +1,234 @@
+"""floe's zarr codec pipeline (floe.codec_pipeline) on and off, Icechunk 2.3.0, and
+zarrs-python on a plain LocalStore, on the workloads of issue 32, through zarr-python.
+
+    python benches/compare_pipeline.py [--floe-python PY] [--icechunk-python PY]
+        [--zarrs-python PY] [--mib 256] [--xr-mib 1024] [--runs 3] [--only ROWS]
+
+Engines, each in its own interpreter, alternating run by run (medians printed as a
+Markdown table in milliseconds, then one JSON line):
+- ``floe``: floe's package with its pipeline (the default once ``floe`` is imported);
+- ``floe-off``: the same interpreter with ``FLOE_CODEC_PIPELINE=0`` (zarr's pipeline);
+- ``icechunk``: Icechunk 2.3.0 (zarr's pipeline);
+- ``zarrs``: zarrs-python's pipeline on a zarr ``LocalStore`` (no versioning, no
+  commit), when ``--zarrs-python`` has the ``zarrs`` package.
+Repositories (spec 1) and stores live in a temporary directory on local disk.
+
+Workloads (``--mib`` MiB of float32 for the first three, ``--shard-mib`` for the sharded
+array, ``--xr-mib`` for xarray):
+zstd(3) and uncompressed arrays of 1 MiB chunks written + committed and read back;
+10,000 chunks of 4 KiB written + committed and read back; a sharded array (1 MiB
+shards of 4 KiB inner chunks) written + committed, read whole, and one inner chunk
+read per shard; an xarray dataset of 4 float32 variables written with ``to_zarr`` +
+commit, then ``open_zarr(...).mean().compute()``; the same dataset as Dask arrays
+written from a ``LocalCluster`` of 2 worker processes (``to_icechunk`` through forks
++ one commit; zarrs: ``to_zarr``).
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from engine_compare_common import medians, run_engine, settle, table, venv_python  # noqa: E402
+
+ROWS = ["zstd", "raw", "small", "sharded", "xarray", "dask"]
+
+
+def _engine(engine, tmp):
+    """(open a writable store, commit it, open a read-only store) for `engine`."""
+    import zarr
+
+    if engine == "zarrs":
+        import zarrs  # noqa: F401
+
+        zarr.config.set({"codec_pipeline.path": "zarrs.ZarrsCodecPipeline"})
+        root = os.path.join(tmp, "plain")
+
+        def writable():
+            return zarr.storage.LocalStore(root)
+
+        return writable, lambda store: None, lambda: zarr.storage.LocalStore(root, read_only=True)
+    ic = __import__("icechunk" if engine == "icechunk" else "floe")
+    repo = ic.Repository.create(ic.local_filesystem_storage(os.path.join(tmp, "repo")),
+                                spec_version=1)
+    sessions = {}
+
+    def writable():
+        s = repo.writable_session("main")
+        store = s.store
+        sessions[id(store)] = (s, store)
+        return store
+
+    def commit(store):
+        sessions.pop(id(store))[0].commit("bench")
+
+    return writable, commit, lambda: repo.readonly_session("main").store
+
+
+def workloads(engine, mib, xr_mib, rows, shard_mib=32):
+    import zarr
+    from zarr.codecs import ZstdCodec
+
+    out = {}
+    settle()
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:
+        writable, commit, readonly = _engine(engine, tmp)
+        n = mib * 1024 * 1024 // 4
+        data = np.random.default_rng(0).normal(size=(n // 1024, 1024)).astype("f4")
+
+        for row, compressors in (("zstd", [ZstdCodec(level=3)]), ("raw", None)):
+            if row not in rows:
+                continue
+            t = time.perf_counter()
+            st = writable()
+            a = zarr.create_array(st, name=row, shape=data.shape, chunks=(256, 1024),
+                                  dtype="f4", compressors=compressors, fill_value=0)
+            a[...] = data
+            commit(st)
+            out[f"write_{row}_1MiB_chunks_and_commit_s"] = time.perf_counter() - t
+            t = time.perf_counter()
+            back = zarr.open_array(readonly(), path=row, mode="r")[...]
+            out[f"read_{row}_1MiB_chunks_s"] = time.perf_counter() - t
+            assert np.array_equal(back, data)
+
+        if "small" in rows:
+            small = np.arange(10_000 * 1024, dtype="f4").reshape(10_000, 1024)
+            t = time.perf_counter()
+            st = writable()
+            b = zarr.create_array(st, name="small", shape=small.shape, chunks=(1, 1024),
+                                  dtype="f4", compressors=None, fill_value=-1)
+            b[...] = small
+            commit(st)
+            out["write_10000_4KiB_chunks_and_commit_s"] = time.perf_counter() - t
+            t = time.perf_counter()
+            back = zarr.open_array(readonly(), path="small", mode="r")[...]
+            out["read_10000_4KiB_chunks_s"] = time.perf_counter() - t
+            assert np.array_equal(back, small)
+
+        if "sharded" in rows:
+            data = data[: shard_mib * 256]
+            t = time.perf_counter()
+            st = writable()
+            c = zarr.create_array(st, name="sharded", shape=data.shape, chunks=(1, 1024),
+                                  shards=(256, 1024), dtype="f4", compressors=None,
+                                  fill_value=0)
+            c[...] = data
+            commit(st)
+            out["write_sharded_4KiB_inner_and_commit_s"] = time.perf_counter() - t
+            t = time.perf_counter()
+            r = zarr.open_array(readonly(), path="sharded", mode="r")
+            back = r[...]
+            out["read_sharded_s"] = time.perf_counter() - t
+            assert np.array_equal(back, data)
+            t = time.perf_counter()
+            for i in range(0, data.shape[0], 256):
+                one = r[i + 7]
+                assert np.array_equal(one, data[i + 7])
+            out["read_one_inner_chunk_per_shard_s"] = time.perf_counter() - t
+
+        if "xarray" in rows:
+            import xarray as xr
+
+            per = xr_mib * 1024 * 1024 // 4 // 4
+            nx = per // 1024
+            rng = np.random.default_rng(1)
+            ds = xr.Dataset({f"v{k}": (("t", "x"), rng.standard_normal((nx, 1024), "f4"))
+                             for k in range(4)})
+            enc = {f"v{k}": {"chunks": (256, 1024)} for k in range(4)}
+            t = time.perf_counter()
+            st = writable()
+            ds.to_zarr(st, zarr_format=3, consolidated=False, encoding=enc, mode="w")
+            commit(st)
+            out["xarray_to_zarr_and_commit_s"] = time.perf_counter() - t
+            t = time.perf_counter()
+            m = xr.open_zarr(readonly(), consolidated=False).mean().compute()
+            out["xarray_open_zarr_mean_s"] = time.perf_counter() - t
+            assert abs(float(m["v0"])) < 0.01
+
+        if "dask" in rows:
+            out.update(_dask_row(engine, tmp, xr_mib))
+    return out
+
+
+def _dask_row(engine, tmp, xr_mib):
+    """The xarray dataset as Dask arrays, written from a ``LocalCluster`` of 2 worker
+    processes (``to_icechunk``/``to_floe`` through forks, + one commit; zarrs: plain
+    ``to_zarr`` into a LocalStore)."""
+    import dask.array as da
+    import xarray as xr
+    from distributed import Client, LocalCluster
+
+    per = xr_mib * 1024 * 1024 // 4 // 4
+    nx = per // 1024
+    ds = xr.Dataset({f"v{k}": (("t", "x"), da.random.default_rng(k).standard_normal(
+        (nx, 1024), chunks=(256, 1024), dtype="f4")) for k in range(4)})
+    enc = {f"v{k}": {"chunks": (256, 1024)} for k in range(4)}
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster, Client(cluster):
+        t = time.perf_counter()
+        if engine == "zarrs":
+            import zarr
+
+            ds.to_zarr(zarr.storage.LocalStore(os.path.join(tmp, "dask-plain")),
+                       zarr_format=3, consolidated=False, encoding=enc, mode="w")
+        else:
+            ic = __import__("icechunk" if engine == "icechunk" else "floe")
+            from importlib import import_module
+
+            to_ic = import_module(f"{ic.__name__}.xarray").to_icechunk
+            repo = ic.Repository.create(
+                ic.local_filesystem_storage(os.path.join(tmp, "dask-repo")), spec_version=1)
+            session = repo.writable_session("main")
+            to_ic(ds, session, mode="w", encoding=enc)
+            session.commit("dask")
+        return {"dask_cluster_write_and_commit_s": time.perf_counter() - t}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--engine", choices=["floe", "floe-off", "icechunk", "zarrs"],
+                   help=argparse.SUPPRESS)
+    p.add_argument("--floe-python", default=venv_python("pyfloe"))
+    p.add_argument("--icechunk-python", default=venv_python("py312", "FLOE_PYTHON312"))
+    p.add_argument("--zarrs-python", default=None,
+                   help="interpreter with zarrs-python (row skipped when not given)")
+    p.add_argument("--mib", type=int, default=256)
+    p.add_argument("--xr-mib", type=int, default=1024)
+    p.add_argument("--shard-mib", type=int, default=32,
+                   help="MiB of the sharded array (1 MiB shards)")
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--only", default=",".join(ROWS), help="comma-separated of " + ",".join(ROWS))
+    args = p.parse_args()
+    rows = args.only.split(",")
+    if args.engine:
+        print(json.dumps(workloads(args.engine, args.mib, args.xr_mib, rows, args.shard_mib)))
+        return
+    engines = {"floe": args.floe_python, "floe-off": args.floe_python,
+               "icechunk": args.icechunk_python}
+    if args.zarrs_python:
+        engines["zarrs"] = args.zarrs_python
+    runs = {e: [] for e in engines}
+    for _ in range(args.runs):
+        for engine, py in engines.items():
+            env = dict(os.environ)
+            env["FLOE_CODEC_PIPELINE"] = "0" if engine == "floe-off" else "1"
+            os.environ.update(env)
+            runs[engine].append(run_engine(
+                [py, os.path.abspath(__file__), "--engine", engine, "--mib", str(args.mib),
+                 "--xr-mib", str(args.xr_mib), "--shard-mib", str(args.shard_mib),
+                 "--only", args.only]))
+    med = medians(runs)
+    labels = {"floe": "floe", "floe-off": "floe pipeline off", "icechunk": "Icechunk",
+              "zarrs": "zarrs LocalStore"}
+    print(table(labels, med, list(med["floe"])))
+    print(json.dumps(med))
+
+
+if __name__ == "__main__":
+    main()

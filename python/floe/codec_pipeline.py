@@ -1,0 +1,472 @@
+"""floe's zarr-python codec pipeline: whole batches of chunks of a floe store in Rust.
+
+zarr-python reads and writes an array's chunks through a *codec pipeline*
+(``zarr.abc.codec.CodecPipeline``; its class is the ``codec_pipeline.path`` setting of
+``zarr.config``). Its default, ``BatchedCodecPipeline``, fetches, decodes and copies
+chunk by chunk in Python. ``FloeCodecPipeline`` hands a whole batch of an array stored
+in a floe session (a ``FloeStore``) to Rust in one call: floe's region I/O resolves
+the chunk refs once per manifest, fetches the bytes (batched, so reads of one object
+coalesce), runs the codecs on floe's compute pool, writes the decoded elements in C
+order into one buffer copied into zarr's output (or encodes them from the input on
+writes), fills missing chunks with the fill value, read-modify-writes partially
+covered chunks, reads only the inner chunks a selection needs from shards, and erases
+chunks that end up all fill value unless ``write_empty_chunks``; the GIL is released
+throughout except for the final copy.
+
+What goes to Rust: zarr v3 arrays (floe stores hold no v2 nodes) in a floe store with a regular chunk grid,
+codecs floe implements (``bytes``, ``transpose``, ``gzip``, ``zstd``, ``blosc``,
+``crc32c``, ``sharding_indexed``, the numcodecs codecs floe reads), fixed-size numeric
+or boolean data types in native byte order, and a *basic* selection (integers and
+slices of step 1) forming one box of the array. Everything else (other stores, a codec
+or data type floe does not implement, strings, fancy/stepped selections, F-order or
+non-native outputs) goes to zarr-python's own ``BatchedCodecPipeline`` for that batch:
+never a different answer from zarr's.
+
+On by default once ``floe`` is imported (for floe stores only; every other store keeps
+zarr's pipeline, which this class delegates to). Off with the environment variable
+``FLOE_CODEC_PIPELINE=0`` (read at import) or ``floe.codec_pipeline.disable()``;
+``enable()`` turns it back on. Supports zarr-python ``>=3.1,<4`` (tested with 3.1).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import numpy as np
+import zarr
+from zarr.abc.codec import CodecPipeline
+from zarr.core.codec_pipeline import BatchedCodecPipeline
+from zarr.storage import StorePath
+
+__all__ = ["FloeCodecPipeline", "enable", "disable", "is_enabled"]
+
+#: The dotted path zarr's ``codec_pipeline.path`` names this class by.
+PIPELINE_PATH = "floe.codec_pipeline.FloeCodecPipeline"
+_ZARR_DEFAULT = "zarr.core.codec_pipeline.BatchedCodecPipeline"
+
+#: Whether batches of floe stores go to Rust (``enable()`` / ``disable()``).
+_enabled = True
+
+_INT = re.compile(r"\d+")
+
+#: Batches handled since import, by path: ``rust_read``/``rust_write`` went to Rust,
+#: ``zarr_read``/``zarr_write`` to zarr's pipeline (of a floe-pipeline array). For
+#: tests and profiling; reset with ``stats.clear()``.
+stats: dict[str, int] = {}
+
+
+def _count(what: str) -> None:
+    stats[what] = stats.get(what, 0) + 1
+
+
+def is_enabled() -> bool:
+    """Whether floe's pipeline is on: zarr's ``codec_pipeline.path`` names it and
+    ``disable()`` was not called."""
+    return _enabled and zarr.config.get("codec_pipeline.path") == PIPELINE_PATH
+
+
+def enable() -> None:
+    """Makes floe's pipeline zarr's codec pipeline (``codec_pipeline.path``) for arrays
+    opened from now on, and lets arrays already opened with it use Rust again. Other
+    stores keep zarr's own pipeline (floe's class delegates to it)."""
+    global _enabled
+    zarr.registry.register_pipeline(FloeCodecPipeline)
+    zarr.config.set({"codec_pipeline.path": PIPELINE_PATH})
+    _enabled = True
+
+
+def disable() -> None:
+    """Turns floe's pipeline off: zarr's ``BatchedCodecPipeline`` becomes the codec
+    pipeline again (when floe's was set), and arrays already opened with floe's
+    pipeline hand every batch to it."""
+    global _enabled
+    _enabled = False
+    if zarr.config.get("codec_pipeline.path") == PIPELINE_PATH:
+        zarr.config.set({"codec_pipeline.path": _ZARR_DEFAULT})
+
+
+def _install_default() -> None:
+    """At ``import floe``: on unless ``FLOE_CODEC_PIPELINE`` is ``0``/``false``/``off``,
+    and only when zarr's pipeline is its default (a user's choice, such as zarrs, is
+    kept)."""
+    global _enabled
+    if not _supported_zarr(zarr.__version__):
+        _enabled = False
+        return
+    zarr.registry.register_pipeline(FloeCodecPipeline)
+    if os.environ.get("FLOE_CODEC_PIPELINE", "1").strip().lower() in ("0", "false", "off", "no"):
+        _enabled = False
+        return
+    if zarr.config.get("codec_pipeline.path") == _ZARR_DEFAULT:
+        zarr.config.set({"codec_pipeline.path": PIPELINE_PATH})
+
+
+def _supported_zarr(version: str) -> bool:
+    """Whether this zarr-python version has the pipeline interface this class was
+    written against (``>=3.1,<4``; tested with 3.1.6 and 3.4.2)."""
+    parts = re.findall(r"\d+", version)[:2]
+    major, minor = (int(parts[0]), int(parts[1])) if len(parts) == 2 else (0, 0)
+    return major == 3 and minor >= 1
+
+
+def _zarr_pipeline(metadata: Any) -> CodecPipeline:
+    """zarr-python's own pipeline for ``metadata`` (as zarr builds it)."""
+    from zarr.core.metadata import ArrayV2Metadata, ArrayV3Metadata
+
+    if isinstance(metadata, ArrayV3Metadata):
+        return BatchedCodecPipeline.from_codecs(metadata.codecs)
+    if isinstance(metadata, ArrayV2Metadata):
+        from zarr.codecs._v2 import V2Codec
+
+        return BatchedCodecPipeline.from_codecs(
+            [V2Codec(filters=metadata.filters, compressor=metadata.compressor)]
+        )
+    raise TypeError(f"unknown array metadata {type(metadata)}")
+
+
+class _Unsupported(Exception):
+    """This batch goes to zarr's pipeline."""
+
+
+class FloeCodecPipeline(CodecPipeline):
+    """zarr-python's ``CodecPipeline`` for arrays in floe stores (see the module
+    docstring). Every method but ``read`` and ``write`` is zarr's
+    ``BatchedCodecPipeline``'s (held in ``inner``); ``read`` and ``write`` send a batch
+    of a floe store to Rust when it qualifies and to ``inner`` otherwise.
+
+    Errors from Rust: ``floe.FormatError`` naming the array and chunk key for a chunk
+    that does not decode, the store's exceptions (``ReadOnlyError``, ``StorageError``)
+    as ``FloeStore`` raises them."""
+
+    def __init__(self, inner: CodecPipeline, metadata: Any = None, store: Any = None):
+        self.inner = inner
+        self._metadata = metadata
+        self._store = store
+        # array path -> native handle (None: this array goes to zarr's pipeline)
+        self._native: dict[str, Any] = {}
+
+    # -- construction ------------------------------------------------------------
+
+    @classmethod
+    def from_codecs(cls, codecs: Iterable[Any]) -> FloeCodecPipeline:
+        """A pipeline of ``codecs`` without a store (zarr builds the inner pipelines of
+        shards this way): zarr's own, wrapped."""
+        return cls(BatchedCodecPipeline.from_codecs(codecs))
+
+    @classmethod
+    def from_array_metadata_and_store(cls, array_metadata: Any, store: Any) -> FloeCodecPipeline:
+        """The pipeline of an array: Rust for a ``FloeStore``, zarr's otherwise."""
+        from floe.store import FloeStore
+
+        inner = _zarr_pipeline(array_metadata)
+        if isinstance(store, FloeStore):
+            return cls(inner, array_metadata, store)
+        return cls(inner)
+
+    def __reduce__(self):
+        if self._store is not None:
+            return (_rebuild, (self._metadata, self._store))
+        return (FloeCodecPipeline.from_codecs, (tuple(self.inner),))
+
+    def evolve_from_array_spec(self, array_spec: Any) -> FloeCodecPipeline:
+        return type(self)(self.inner.evolve_from_array_spec(array_spec), self._metadata, self._store)
+
+    # -- zarr's pipeline for everything but read and write ------------------------
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.inner)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def __repr__(self) -> str:
+        return f"FloeCodecPipeline({self.inner!r}, rust={self._store is not None})"
+
+    @property
+    def supports_partial_decode(self) -> bool:
+        return self.inner.supports_partial_decode
+
+    @property
+    def supports_partial_encode(self) -> bool:
+        return self.inner.supports_partial_encode
+
+    def validate(self, *, shape: Any, dtype: Any, chunk_grid: Any) -> None:
+        self.inner.validate(shape=shape, dtype=dtype, chunk_grid=chunk_grid)
+
+    def compute_encoded_size(self, byte_length: int, array_spec: Any) -> int:
+        return self.inner.compute_encoded_size(byte_length, array_spec)
+
+    async def decode(self, chunk_bytes_and_specs: Iterable[Any]) -> Iterable[Any]:
+        return await self.inner.decode(chunk_bytes_and_specs)
+
+    async def encode(self, chunk_arrays_and_specs: Iterable[Any]) -> Iterable[Any]:
+        return await self.inner.encode(chunk_arrays_and_specs)
+
+    # -- Rust ---------------------------------------------------------------------
+
+    def _handle(self, path: str) -> Any:
+        """The native array at ``path`` (cached); ``_Unsupported`` when floe's codec
+        chain does not implement this array."""
+        if path in self._native:
+            native = self._native[path]
+        else:
+            native = None
+            try:
+                native = self._make_handle(path)
+            except _Unsupported:
+                pass
+            except Exception:
+                # floe rejects the metadata (a codec or data type it lacks): zarr's
+                # pipeline reads the array.
+                native = None
+            self._native[path] = native
+        if native is None:
+            raise _Unsupported
+        return native
+
+    def _make_handle(self, path: str) -> Any:
+        from zarr.core.buffer import default_buffer_prototype
+
+        meta = self._metadata
+        fmt = meta.zarr_format
+        docs = meta.to_buffer_dict(default_buffer_prototype())
+        if fmt != 3:
+            # floe stores hold zarr v3 nodes only (as Icechunk's)
+            raise _Unsupported
+        doc = docs["zarr.json"].to_bytes().decode()
+        dtype = meta.dtype.to_native_dtype() if hasattr(meta.dtype, "to_native_dtype") else np.dtype(meta.dtype)
+        if dtype.kind not in "biufc" or dtype.byteorder not in "=|" and dtype.byteorder != _NATIVE:
+            raise _Unsupported
+        native = self._store._native._pipeline_array(path, doc, fmt)
+        if native.item_size != dtype.itemsize:
+            raise _Unsupported
+        self._dtype = dtype.newbyteorder("=")
+        return native
+
+    def _box(self, batch: list) -> tuple[Any, list[int], list[int], list[slice], Any]:
+        """The box of the array a batch covers: ``(native, start, shape, out_box,
+        spec)`` where ``out_box`` is the slices of zarr's output (or input) the box
+        fills; ``_Unsupported`` when the batch is not one box read or written through
+        a ``FloeStore`` with a basic selection."""
+        meta = self._metadata
+        if meta is None or not _enabled or not batch:
+            raise _Unsupported
+        first = batch[0][0]
+        if type(first) is not StorePath or first.store is not self._store:
+            raise _Unsupported
+        grid = getattr(meta.chunk_grid, "chunk_shape", None)
+        if grid is None:
+            raise _Unsupported
+        cshape = tuple(grid)
+        nd = len(cshape)
+        # The array path: the first key minus its chunk key.
+        key0 = first.path
+        coords0, prefix = _split_key(meta, key0, nd)
+        native = self._handle(prefix.rstrip("/"))
+        plen = len(prefix)
+
+        lo = [None] * nd
+        hi = [0] * nd
+        is_int = [False] * nd
+        offset: list[int | None] = [None] * nd
+        total = 0
+        store = self._store
+        for getter, _spec, csel, osel, _complete in batch:
+            if type(getter) is not StorePath or getter.store is not store:
+                raise _Unsupported
+            key = getter.path
+            if not key.startswith(prefix):
+                raise _Unsupported
+            coords = [int(x) for x in _INT.findall(key, plen)] if nd else []
+            if len(coords) != nd or len(csel) != nd:
+                raise _Unsupported
+            n = 1
+            j = 0
+            for d in range(nd):
+                s = csel[d]
+                origin = coords[d] * cshape[d]
+                if type(s) is slice:
+                    if s.step not in (1, None) or is_int[d] and lo[d] is not None:
+                        raise _Unsupported
+                    a = origin + s.start
+                    b = origin + s.stop
+                    o = osel[j]
+                    j += 1
+                    if type(o) is not slice or o.step not in (1, None):
+                        raise _Unsupported
+                    off = a - o.start
+                    if offset[d] is None:
+                        offset[d] = off
+                    elif offset[d] != off:
+                        raise _Unsupported
+                    n *= b - a
+                elif isinstance(s, (int, np.integer)):
+                    a = origin + int(s)
+                    b = a + 1
+                    if lo[d] is not None and not is_int[d]:
+                        raise _Unsupported
+                    is_int[d] = True
+                else:
+                    # integer arrays, masks: not a basic selection
+                    raise _Unsupported
+                if lo[d] is None or a < lo[d]:
+                    lo[d] = a
+                if b > hi[d]:
+                    hi[d] = b
+            if j != len(osel):
+                raise _Unsupported
+            total += n
+        start = [int(x) for x in lo]
+        shape = [h - l for h, l in zip(hi, start)]
+        vol = 1
+        out_box = []
+        for d in range(nd):
+            if is_int[d]:
+                if shape[d] != 1:
+                    raise _Unsupported
+            else:
+                vol *= shape[d]
+                b0 = start[d] - offset[d]
+                out_box.append(slice(b0, b0 + shape[d]))
+        if vol != total:
+            # gaps (or overlaps): not one box
+            raise _Unsupported
+        outside = any(a + n > m for a, n, m in zip(start, shape, meta.shape))
+        return native, start, shape, out_box, batch[0][1], (prefix if outside else None)
+
+    async def _refresh(self, prefix: str) -> None:
+        """zarr resizes an array in place (``AsyncArray.resize``, ``append``) and keeps
+        its pipeline: a region past the shape this pipeline knows means the array grew.
+        Reads the array's metadata from the session and adopts it when it differs from
+        the known one only in shape; ``_Unsupported`` otherwise."""
+        from zarr.core.buffer import default_buffer_prototype
+        from zarr.core.metadata import ArrayV3Metadata
+
+        meta = self._metadata
+        proto = default_buffer_prototype()
+        buf = await self._store.get(prefix + "zarr.json", proto)
+        if buf is None:
+            raise _Unsupported
+        new = ArrayV3Metadata.from_dict(json.loads(buf.to_bytes()))
+        def doc_of(m: Any) -> str:
+            d = m.to_dict()
+            d.pop("attributes", None)
+            return json.dumps(d, sort_keys=True, default=str)
+
+        if doc_of(new.update_shape(meta.shape)) != doc_of(meta):
+            raise _Unsupported
+        self._metadata = new
+        self._native.clear()
+
+    async def _region(self, batch: list) -> tuple[Any, list[int], list[int], list[slice], Any]:
+        """``_box``, after adopting a grown shape (``_refresh``) when needed."""
+        native, start, shape, out_box, spec, stale = self._box(batch)
+        if stale is not None:
+            try:
+                await self._refresh(stale)
+            except Exception as e:
+                raise _Unsupported from e
+            native, start, shape, out_box, spec, stale = self._box(batch)
+            if stale is not None:
+                raise _Unsupported
+        return native, start, shape, out_box, spec
+
+    def _native_dtype(self, dtype: np.dtype) -> bool:
+        """Whether zarr's buffer holds the array's data type in native byte order (the
+        elements Rust reads and writes)."""
+        want = getattr(self, "_dtype", None)
+        return (want is not None and dtype.kind in "biufc"
+                and dtype.byteorder in ("=", "|", _NATIVE) and dtype.newbyteorder("=") == want)
+
+    async def read(self, batch_info: Iterable[Any], out: Any, drop_axes: tuple[int, ...] = ()) -> None:
+        """Reads a batch into ``out`` (zarr's ``NDBuffer``); see the class docstring."""
+        batch = list(batch_info)
+        if drop_axes or self._store is None:
+            if self._store is not None:
+                _count("zarr_read")
+            return await self.inner.read(batch, out, drop_axes)
+        try:
+            native, start, shape, out_box, _spec = await self._region(batch)
+            arr = out.as_numpy_array() if hasattr(out, "as_numpy_array") else out.as_ndarray_like()
+            if not isinstance(arr, np.ndarray) or not self._native_dtype(arr.dtype):
+                raise _Unsupported
+            if len(out_box) != arr.ndim:
+                raise _Unsupported
+            target = arr[tuple(out_box) + (Ellipsis,)]
+        except _Unsupported:
+            _count("zarr_read")
+            return await self.inner.read(batch, out, drop_axes)
+        _count("rust_read")
+        if target.flags.c_contiguous and target.flags.writeable:
+            await native.read(start, shape, target.reshape(-1).view(np.uint8))
+        else:
+            tmp = np.empty(target.shape, dtype=arr.dtype)
+            await native.read(start, shape, tmp.reshape(-1).view(np.uint8))
+            target[...] = tmp
+
+    async def write(self, batch_info: Iterable[Any], value: Any, drop_axes: tuple[int, ...] = ()) -> None:
+        """Writes a batch from ``value`` (zarr's ``NDBuffer``; shape ``()`` for a
+        scalar); see the class docstring."""
+        batch = list(batch_info)
+        if drop_axes or self._store is None:
+            if self._store is not None:
+                _count("zarr_write")
+            return await self.inner.write(batch, value, drop_axes)
+        try:
+            native, start, shape, out_box, spec = await self._region(batch)
+            arr = value.as_numpy_array() if hasattr(value, "as_numpy_array") else value.as_ndarray_like()
+            if not isinstance(arr, np.ndarray):
+                raise _Unsupported
+            dtype = arr.dtype
+            if not self._native_dtype(dtype):
+                raise _Unsupported
+            if arr.ndim == 0:
+                src = np.broadcast_to(arr, shape)
+            else:
+                if arr.ndim != len(out_box):
+                    raise _Unsupported
+                src = arr[tuple(out_box)].reshape(shape)
+            write_empty = bool(spec.config.write_empty_chunks)
+        except _Unsupported:
+            _count("zarr_write")
+            return await self.inner.write(batch, value, drop_axes)
+        _count("rust_write")
+        self._store._check_writable()
+        data = np.ascontiguousarray(src).reshape(-1).view(np.uint8)
+        await native.write(start, shape, data, write_empty)
+
+
+_NATIVE = "<" if np.little_endian else ">"
+
+
+def _split_key(meta: Any, key: str, nd: int) -> tuple[list[int], str]:
+    """The chunk coordinates of chunk key ``key`` of an ``nd``-dimensional array and
+    the key's array prefix (``"a/b/"``, ``""`` for the root); ``_Unsupported`` when
+    the key is not one of the array's chunk keys."""
+    zero = meta.encode_chunk_key((0,) * nd)
+    segs = zero.count("/") + 1
+    parts = key.rsplit("/", segs)
+    if len(parts) == segs:
+        prefix = ""
+    elif len(parts) == segs + 1:
+        prefix = parts[0] + "/"
+    else:
+        raise _Unsupported
+    tail = key[len(prefix):]
+    coords = [int(x) for x in _INT.findall(tail)]
+    if nd == 0:
+        coords = []
+    if len(coords) != nd or meta.encode_chunk_key(tuple(coords)) != tail:
+        raise _Unsupported
+    return coords, prefix
+
+
+def _rebuild(metadata: Any, store: Any) -> FloeCodecPipeline:
+    """Unpickles a pipeline of a floe store."""
+    return FloeCodecPipeline.from_array_metadata_and_store(metadata, store)

@@ -1,0 +1,190 @@
+//! The native half of floe's zarr-python codec pipeline (`floe.codec_pipeline`).
+//!
+//! zarr-python hands a codec pipeline a whole batch of chunks per read or write. For
+//! an array in a floe session whose basic selection is one box of the array, the
+//! Python half turns that batch into the box (`start`, `shape`, in elements) and calls
+//! [`PipelineArray::read`] or [`PipelineArray::write`] once: floe's region I/O then
+//! resolves the chunk refs, fetches the bytes (batched through the store's `get_many`,
+//! which coalesces reads of one object), runs the codecs on floe's compute pool,
+//! fills missing chunks with the fill value, read-modify-writes partial chunks, reads
+//! only the inner chunks a region needs from shards, and erases all-fill chunks unless
+//! `write_empty_chunks`, all without the GIL. Only fixed-size data types go this way.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use floe::zarr::store::Store;
+use floe::zarr::subset::ArraySubset;
+use floe::zarr::{Array, ArrayBytes, ArrayMetadata, ArrayOptions, ZarrError};
+use pyo3::buffer::PyBuffer;
+use pyo3::prelude::*;
+
+use crate::errors::{error, read_only_error, store_to_py, Class, Kind};
+use crate::session::NativeStore;
+
+/// A Zarr layer error as a Python exception: store failures keep the store's
+/// exception class; every other failure (a chunk that does not decode, with its key in
+/// the message; wrong metadata) is a `FormatError`.
+fn zarr_to_py(e: ZarrError) -> PyErr {
+    match e {
+        ZarrError::Store(e) => store_to_py(e),
+        ZarrError::ReadOnly { .. } => read_only_error_msg(e.to_string()),
+        e => error(Class::Format, Kind::Deserialization, e.to_string()),
+    }
+}
+
+fn read_only_error_msg(message: String) -> PyErr {
+    error(Class::ReadOnly, Kind::ReadOnlySession, message)
+}
+
+/// One array of a floe session as the codec pipeline sees it: its metadata as
+/// zarr-python holds it, and the session store its chunks live in.
+#[pyclass(module = "floe._floe", frozen)]
+pub(crate) struct PipelineArray {
+    array: Array,
+    /// Set once the session committed: writes are refused from then on.
+    committed: Arc<AtomicBool>,
+}
+
+/// The region `start` + `shape` (elements), checked to have one length per dimension.
+fn region(array: &Array, start: Vec<u64>, shape: Vec<u64>) -> PyResult<ArraySubset> {
+    if start.len() != array.ndim() || shape.len() != array.ndim() {
+        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "a region of {} dimensions for an array of {}",
+            start.len(),
+            array.ndim()
+        )));
+    }
+    Ok(ArraySubset::new(start, shape))
+}
+
+#[pymethods]
+impl NativeStore {
+    /// The pipeline's handle on the array at `path` (no leading `/`; `""` for the
+    /// root) whose metadata document is `metadata` (JSON text of `zarr.json` for
+    /// `zarr_format` 3, of `.zarray` for 2). Nothing is read.
+    ///
+    /// Raises `FormatError` when floe does not implement a codec, the data type or
+    /// the chunk grid of the array, or when its data type is not fixed-size (strings):
+    /// the caller then uses zarr-python's own pipeline.
+    fn _pipeline_array(
+        &self,
+        path: &str,
+        metadata: &str,
+        zarr_format: u8,
+    ) -> PyResult<PipelineArray> {
+        let bad = |m: String| error(Class::Format, Kind::InvalidArrayMetadata, m);
+        let json: serde_json::Value =
+            serde_json::from_str(metadata).map_err(|e| bad(e.to_string()))?;
+        let (meta, format) = match zarr_format {
+            3 => (
+                ArrayMetadata::from_json(&json).map_err(zarr_to_py)?,
+                floe::zarr::node::ZarrFormat::V3,
+            ),
+            2 => (
+                floe::zarr::translate_v2_array(&json, None).map_err(zarr_to_py)?,
+                floe::zarr::node::ZarrFormat::V2,
+            ),
+            other => return Err(bad(format!("zarr_format {other}"))),
+        };
+        if meta.data_type.fixed_size().is_none() {
+            return Err(bad(format!(
+                "data type {:?} is not fixed-size",
+                meta.data_type
+            )));
+        }
+        let store: Arc<dyn Store> = Arc::new(self.inner.clone());
+        let array = Array::from_metadata(store, path, meta, format).map_err(zarr_to_py)?;
+        Ok(PipelineArray {
+            array,
+            committed: Arc::clone(&self.committed),
+        })
+    }
+}
+
+#[pymethods]
+impl PipelineArray {
+    /// Bytes of one element of the array (its fixed size).
+    #[getter]
+    fn item_size(&self) -> usize {
+        self.array.data_type().fixed_size().unwrap_or(0)
+    }
+
+    /// Reads the region `start` + `shape` (elements) into `out`, a writable,
+    /// C-contiguous `uint8` buffer of exactly the region's byte size (native-endian
+    /// elements in C order). Missing chunks read as the fill value. Returns an
+    /// awaitable; the GIL is held only to copy the result into `out`.
+    ///
+    /// Raises `FormatError` naming the chunk key for a chunk that does not decode,
+    /// store errors as the store raises them, `ValueError` for a wrong region or size.
+    fn read<'py>(
+        &self,
+        py: Python<'py>,
+        start: Vec<u64>,
+        shape: Vec<u64>,
+        out: Py<PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let region = region(&self.array, start, shape)?;
+        let array = self.array.clone();
+        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            let data = array.read_region_bytes(&region).await.map_err(zarr_to_py)?;
+            let ArrayBytes::Fixed(bytes) = data else {
+                return Err(pyo3::exceptions::PyTypeError::new_err(
+                    "not a fixed-size data type",
+                ));
+            };
+            Python::attach(|py| -> PyResult<()> {
+                let buf = PyBuffer::<u8>::get(out.bind(py))?;
+                buf.copy_from_slice(py, &bytes)
+            })
+        })
+    }
+
+    /// Writes `data` (a C-contiguous `uint8` buffer: native-endian elements of the
+    /// region `start` + `shape` in C order) into the array. Whole chunks are encoded
+    /// and stored, partially covered chunks read, modified and written back; chunks
+    /// that end up all fill value are erased unless `write_empty_chunks`. The data is
+    /// copied once while the GIL is held; the rest runs without it. Returns an
+    /// awaitable.
+    ///
+    /// Raises `ReadOnlyError` once the session committed or when it is read-only,
+    /// `FormatError` naming the chunk key for an existing chunk that does not decode,
+    /// `ValueError` for a wrong region or size.
+    fn write<'py>(
+        &self,
+        py: Python<'py>,
+        start: Vec<u64>,
+        shape: Vec<u64>,
+        data: &Bound<'py, PyAny>,
+        write_empty_chunks: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        if self.committed.load(Ordering::Acquire) {
+            return Err(read_only_error(
+                py,
+                format!(
+                    "cannot write array `{}`: the session committed and is read-only",
+                    self.array.path()
+                ),
+            ));
+        }
+        let region = region(&self.array, start, shape)?;
+        let bytes = PyBuffer::<u8>::get(data)?.to_vec(py)?;
+        let options: ArrayOptions = self
+            .array
+            .options()
+            .clone()
+            .write_empty_chunks(write_empty_chunks);
+        let array = self.array.clone().with_options(options);
+        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            array
+                .write_region_bytes(&region, ArrayBytes::Fixed(bytes))
+                .await
+                .map_err(zarr_to_py)
+        })
+    }
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PipelineArray>()?;
+    Ok(())
+}

@@ -1,0 +1,365 @@
+"""floe's zarr codec pipeline (floe.codec_pipeline): batches of floe stores go to Rust
+and give what zarr-python's own pipeline gives on the same data; everything floe does
+not implement falls back to zarr's pipeline; the switch turns it off."""
+
+import numpy as np
+import pytest
+import zarr
+from zarr.codecs import (
+    BloscCodec,
+    BytesCodec,
+    Crc32cCodec,
+    GzipCodec,
+    ShardingCodec,
+    TransposeCodec,
+    ZstdCodec,
+)
+
+import floe
+from floe import codec_pipeline as cp
+
+
+def _session():
+    repo = floe.Repository.create(floe.in_memory_storage())
+    return repo, repo.writable_session("main")
+
+
+@pytest.fixture(autouse=True)
+def _on():
+    cp.enable()
+    cp.stats.clear()
+    yield
+    cp.enable()
+
+
+def _pair(shape, chunks, dtype, fill_value, **kw):
+    """The same array in a floe session (floe's pipeline) and in a zarr MemoryStore
+    (zarr's pipeline)."""
+    _, s = _session()
+    a = zarr.create_array(s.store, name="g/a", shape=shape, chunks=chunks, dtype=dtype,
+                          fill_value=fill_value, **kw)
+    b = zarr.create_array(zarr.storage.MemoryStore(), name="g/a", shape=shape,
+                          chunks=chunks, dtype=dtype, fill_value=fill_value, **kw)
+    assert isinstance(a._async_array.codec_pipeline, cp.FloeCodecPipeline)
+    return s, a, b
+
+
+def _data(shape, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    dtype = np.dtype(dtype)
+    if dtype.kind == "b":
+        return rng.integers(0, 2, shape).astype(bool)
+    if dtype.kind == "c":
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
+    if dtype.kind == "f":
+        return rng.standard_normal(shape).astype(dtype)
+    info = np.iinfo(dtype)
+    return rng.integers(max(info.min, -1000), min(info.max, 1000), shape, endpoint=True).astype(dtype)
+
+
+DTYPES = ["bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64",
+          "uint64", "float16", "float32", "float64", "complex64", "complex128"]
+
+CODECS = {
+    "bytes": dict(compressors=None),
+    "zstd": dict(compressors=ZstdCodec(level=3)),
+    "gzip": dict(compressors=GzipCodec(level=1)),
+    "blosc": dict(compressors=BloscCodec(cname="lz4", clevel=5, shuffle="shuffle")),
+    "crc32c": dict(compressors=[ZstdCodec(level=1), Crc32cCodec()]),
+    "big-endian": dict(serializer=BytesCodec(endian="big"), compressors=None),
+    "transpose": dict(filters=[TransposeCodec(order=(1, 0))], compressors=ZstdCodec(level=1)),
+}
+
+SELECTIONS = [
+    (slice(None), slice(None)),
+    (slice(3, 17), slice(2, 9)),
+    (5, slice(None)),
+    (slice(None), 4),
+    (7, 3),
+    (slice(0, 1), slice(10, 11)),
+    (slice(19, 20), slice(0, 11)),
+]
+
+
+@pytest.mark.parametrize("codec", sorted(CODECS))
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_reads_and_writes_match_zarrs_pipeline(codec, dtype):
+    s, a, b = _pair((20, 11), (6, 4), dtype, 0, **CODECS[codec])
+    data = _data((20, 11), dtype)
+    a[:] = data
+    b[:] = data
+    assert cp.stats.get("rust_write", 0) == 1
+    for sel in SELECTIONS:
+        got = a[sel]
+        np.testing.assert_array_equal(got, b[sel])
+        assert np.asarray(got).dtype == np.asarray(b[sel]).dtype
+    assert cp.stats.get("rust_read", 0) == len(SELECTIONS)
+    assert cp.stats.get("zarr_read", 0) == 0
+    # the stored chunks are the ones zarr's pipeline decodes
+    cp.disable()
+    np.testing.assert_array_equal(a[:], data)
+    assert cp.stats.get("zarr_read", 0) == 1
+
+
+@pytest.mark.parametrize("dtype", ["int32", "float64", "bool", "uint8"])
+def test_partial_writes_fill_values_and_empty_chunks(dtype):
+    fill = {"int32": -7, "float64": 1.5, "bool": True, "uint8": 3}[dtype]
+    s, a, b = _pair((13, 10), (4, 3), dtype, fill, compressors=ZstdCodec(level=1))
+    # untouched array: all fill value
+    np.testing.assert_array_equal(a[:], b[:])
+    for i, sel in enumerate([(slice(1, 6), slice(2, 9)), (4, slice(None)), (slice(None), 9),
+                             (slice(12, 13), slice(0, 1)), (slice(2, 11), slice(1, 8))]):
+        shape = np.empty((13, 10))[sel].shape
+        v = _data(shape, dtype, seed=i)
+        a[sel] = v
+        b[sel] = v
+        np.testing.assert_array_equal(a[:], b[:])
+    # scalar writes, one of them the fill value: chunks of only fill value are erased
+    a[0:8, 0:6] = fill
+    b[0:8, 0:6] = fill
+    a[9, 2] = fill if dtype == "bool" else 0
+    b[9, 2] = fill if dtype == "bool" else 0
+    np.testing.assert_array_equal(a[:], b[:])
+    keys_a = sorted(k for k in _keys(s.store) if "/c/" in k)
+    keys_b = sorted(k for k in _keys(b.store) if "/c/" in k)
+    assert keys_a == keys_b
+    assert cp.stats.get("zarr_write", 0) == 0
+
+
+def test_write_empty_chunks_keeps_fill_chunks():
+    _, s = _session()
+    a = zarr.create_array(s.store, name="a", shape=(8,), chunks=(4,), dtype="i2",
+                          fill_value=0, config={"write_empty_chunks": True})
+    a[:] = 0
+    assert sorted(k for k in _keys(s.store) if "/c/" in k) == ["a/c/0", "a/c/1"]
+    b = zarr.create_array(s.store, name="b", shape=(8,), chunks=(4,), dtype="i2", fill_value=0)
+    b[:] = np.array([0, 0, 0, 0, 1, 0, 0, 0], dtype="i2")
+    assert sorted(k for k in _keys(s.store) if k.startswith("b/c/")) == ["b/c/1"]
+    assert cp.stats["rust_write"] == 2
+
+
+def _keys(store):
+    import asyncio
+
+    async def go():
+        return [k async for k in store.list()]
+
+    return asyncio.run(go())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int16", "uint64"])
+def test_sharding_whole_and_partial(dtype):
+    kw = dict(shards=(8, 12), compressors=ZstdCodec(level=1))
+    s, a, b = _pair((20, 30), (4, 3), dtype, 0, **kw)
+    data = _data((20, 30), dtype)
+    a[:] = data
+    b[:] = data
+    np.testing.assert_array_equal(a[:], data)
+    for sel in [(slice(1, 3), slice(4, 6)), (17, slice(None)), (slice(5, 13), 29),
+                (slice(0, 4), slice(0, 3))]:
+        np.testing.assert_array_equal(a[sel], b[sel])
+    # partial writes into shards (read-modify-write of the inner chunks)
+    v = _data((6, 7), dtype, seed=3)
+    a[2:8, 10:17] = v
+    b[2:8, 10:17] = v
+    np.testing.assert_array_equal(a[:], b[:])
+    assert cp.stats.get("zarr_read", 0) == 0 and cp.stats.get("zarr_write", 0) == 0
+    cp.disable()
+    np.testing.assert_array_equal(a[:], b[:])
+
+
+def test_sharded_partial_read_fetches_only_needed_inner_chunks():
+    _, s = _session()
+    a = zarr.create_array(s.store, name="a", shape=(64,), chunks=(4,), shards=(32,),
+                          dtype="i4", fill_value=0, compressors=None)
+    a[:] = np.arange(64, dtype="i4")
+    np.testing.assert_array_equal(a[5:6], [5])
+    np.testing.assert_array_equal(a[33:47], np.arange(33, 47))
+    assert cp.stats["rust_read"] == 2
+
+
+def test_committed_data_reads_back_in_a_new_session():
+    repo, s = _session()
+    a = zarr.create_array(s.store, name="a", shape=(50, 40), chunks=(7, 9), dtype="f8",
+                          fill_value=np.nan, compressors=ZstdCodec(level=3))
+    data = _data((50, 40), "f8")
+    data[:7] = np.nan
+    a[:] = data
+    s.commit("one")
+    r = zarr.open_array(repo.readonly_session("main").store, path="a", mode="r")
+    np.testing.assert_array_equal(r[:], data)
+    np.testing.assert_array_equal(r[3:30, 5:39], data[3:30, 5:39])
+    assert cp.stats["rust_read"] == 2
+
+
+def test_zero_dimensional_and_empty_selections():
+    s, a, b = _pair((), (), "f4", 2.5)
+    np.testing.assert_array_equal(a[()], b[()])
+    a[()] = 4.0
+    b[()] = 4.0
+    assert a[()] == b[()] == 4.0
+    s2, c, d = _pair((10,), (3,), "i4", 1)
+    assert c[4:4].shape == (0,)
+    np.testing.assert_array_equal(c[:], d[:])
+
+
+def test_unsupported_codec_falls_back_to_zarrs_pipeline():
+    # a numcodecs codec floe does not implement: zarr's pipeline does the work
+    try:
+        from zarr.codecs.numcodecs import Delta  # zarr >= 3.1.3
+    except ImportError:
+        from numcodecs.zarr3 import Delta
+    codec = Delta(dtype="i4")
+    s, a, b = _pair((20,), (6,), "i4", 0, filters=[codec], compressors=None)
+    data = np.arange(20, dtype="i4") * 3
+    a[:] = data
+    b[:] = data
+    np.testing.assert_array_equal(a[2:17], b[2:17])
+    assert cp.stats.get("rust_read", 0) == 0 and cp.stats.get("rust_write", 0) == 0
+    assert cp.stats["zarr_read"] >= 1 and cp.stats["zarr_write"] >= 1
+
+
+def test_strings_and_fancy_selections_fall_back():
+    _, s = _session()
+    t = zarr.create_array(s.store, name="t", shape=(5,), chunks=(2,), dtype=str)
+    t[:] = np.array(["a", "bb", "", "dddd", "e"])
+    assert list(t[1:4]) == ["bb", "", "dddd"]
+    a = zarr.create_array(s.store, name="a", shape=(20,), chunks=(6,), dtype="i8", fill_value=0)
+    a[:] = np.arange(20)
+    cp.stats.clear()
+    np.testing.assert_array_equal(a[2:18:3], np.arange(2, 18, 3))
+    np.testing.assert_array_equal(a.get_orthogonal_selection(([1, 7, 19],)), [1, 7, 19])
+    a.set_orthogonal_selection(([0, 13],), [100, 113])
+    np.testing.assert_array_equal(a[[0, 13]], [100, 113])
+    assert cp.stats.get("rust_read", 0) == 0 and cp.stats.get("rust_write", 0) == 0
+
+
+def test_other_stores_keep_zarrs_pipeline():
+    z = zarr.create_array(zarr.storage.MemoryStore(), name="a", shape=(4,), dtype="i4")
+    z[:] = [1, 2, 3, 4]
+    np.testing.assert_array_equal(z[:], [1, 2, 3, 4])
+    assert cp.stats == {}
+
+
+def test_corrupt_chunk_error_names_the_chunk_key():
+    _, s = _session()
+    a = zarr.create_array(s.store, name="grp/arr", shape=(8,), chunks=(4,), dtype="i4",
+                          fill_value=0, compressors=ZstdCodec(level=1))
+    a[:] = np.arange(8, dtype="i4")
+    import asyncio
+    from zarr.core.buffer import default_buffer_prototype
+
+    asyncio.run(s.store.set("grp/arr/c/1", default_buffer_prototype().buffer.from_bytes(b"junk")))
+    with pytest.raises(floe.FormatError, match="grp/arr/c/1"):
+        a[:]
+    # a partial write of the corrupt chunk reads it first: the same error
+    with pytest.raises(floe.FormatError, match="grp/arr/c/1"):
+        a[5] = 1
+    np.testing.assert_array_equal(a[0:4], np.arange(4))
+
+
+def test_writes_after_commit_raise_read_only():
+    _, s = _session()
+    a = zarr.create_array(s.store, name="a", shape=(4,), chunks=(2,), dtype="i4", fill_value=0)
+    a[:] = [1, 2, 3, 4]
+    s.commit("c")
+    with pytest.raises(floe.ReadOnlyError):
+        a[:] = [5, 6, 7, 8]
+
+
+def test_switch_off_and_on():
+    assert cp.is_enabled()
+    assert zarr.config.get("codec_pipeline.path") == cp.PIPELINE_PATH
+    _, s = _session()
+    a = zarr.create_array(s.store, name="a", shape=(10,), chunks=(3,), dtype="u2", fill_value=0)
+    cp.disable()
+    assert not cp.is_enabled()
+    assert zarr.config.get("codec_pipeline.path") == "zarr.core.codec_pipeline.BatchedCodecPipeline"
+    a[:] = np.arange(10)
+    np.testing.assert_array_equal(a[:], np.arange(10))
+    b = zarr.open_array(s.store, path="a")
+    assert not isinstance(b._async_array.codec_pipeline, cp.FloeCodecPipeline)
+    assert "rust_read" not in cp.stats and "rust_write" not in cp.stats
+    cp.enable()
+    np.testing.assert_array_equal(a[2:5], [2, 3, 4])
+    assert cp.stats["rust_read"] == 1
+
+
+def test_environment_variable_turns_it_off_at_import():
+    import subprocess
+    import sys
+
+    code = ("import floe, zarr; from floe import codec_pipeline as cp; "
+            "print(zarr.config.get('codec_pipeline.path'), cp.is_enabled())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**__import__("os").environ, "FLOE_CODEC_PIPELINE": "0"}, check=True)
+    assert out.stdout.split() == ["zarr.core.codec_pipeline.BatchedCodecPipeline", "False"]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={k: v for k, v in __import__("os").environ.items()
+                              if k != "FLOE_CODEC_PIPELINE"}, check=True)
+    assert out.stdout.split() == [cp.PIPELINE_PATH, "True"]
+
+
+def test_pipeline_pickles_with_its_array(tmp_path):
+    import pickle
+
+    repo = floe.Repository.create(floe.local_filesystem_storage(str(tmp_path / "r")))
+    s = repo.writable_session("main")
+    a = zarr.create_array(s.store, name="a", shape=(6,), chunks=(2,), dtype="i4", fill_value=0)
+    a[:] = np.arange(6)
+    s.commit("c")
+    r = zarr.open_array(repo.readonly_session("main").store, path="a", mode="r")
+    r2 = pickle.loads(pickle.dumps(r))
+    assert isinstance(r2._async_array.codec_pipeline, cp.FloeCodecPipeline)
+    np.testing.assert_array_equal(r2[1:5], [1, 2, 3, 4])
+
+
+def test_xarray_goes_through_the_pipeline():
+    import xarray as xr
+    repo, s = _session()
+    ds = xr.Dataset({"t": (("x", "y"), _data((30, 20), "f4")),
+                     "q": (("x",), np.arange(30, dtype="i8"))})
+    ds.to_zarr(s.store, zarr_format=3, consolidated=False,
+               encoding={"t": {"chunks": (7, 6)}, "q": {"chunks": (8,)}})
+    assert cp.stats.get("rust_write", 0) >= 2
+    s.commit("ds")
+    cp.stats.clear()
+    back = xr.open_zarr(repo.readonly_session("main").store, consolidated=False).compute()
+    xr.testing.assert_identical(back, ds)
+    assert cp.stats.get("rust_read", 0) >= 2
+
+
+def test_resized_and_appended_arrays():
+    # zarr resizes in place and keeps the pipeline: it adopts the grown shape
+    s, a, b = _pair((10, 4), (3, 3), "i4", -1, compressors=ZstdCodec(level=1))
+    a[:] = np.arange(40).reshape(10, 4)
+    b[:] = np.arange(40).reshape(10, 4)
+    for arr in (a, b):
+        arr.append(np.full((5, 4), 7, dtype="i4"), axis=0)
+        arr.resize((16, 6))
+        arr[14:16, 2:6] = 9
+    np.testing.assert_array_equal(a[:], b[:])
+    a.resize((8, 6))
+    b.resize((8, 6))
+    np.testing.assert_array_equal(a[:], b[:])
+    a[6:8] = 3
+    b[6:8] = 3
+    np.testing.assert_array_equal(a[:], b[:])
+    assert cp.stats.get("zarr_read", 0) == 0 and cp.stats.get("zarr_write", 0) == 0
+
+
+def test_values_of_another_dtype_are_cast_as_zarr_casts():
+    s, a, b = _pair((6,), (4,), "f4", 0)
+    for arr in (a, b):
+        arr[:] = np.arange(6, dtype="i4")
+        arr[1:3] = np.array([7, 8], dtype="i8")
+    np.testing.assert_array_equal(a[:], b[:])
+    assert a[:].dtype == np.float32
+
+
+def test_supported_zarr_versions():
+    assert cp._supported_zarr(zarr.__version__)
+    assert cp._supported_zarr("3.4.2") and cp._supported_zarr("3.1.0rc1")
+    assert not cp._supported_zarr("3.0.8")
+    assert not cp._supported_zarr("4.0.0")
+    assert not cp._supported_zarr("2.18.3")
