@@ -51,6 +51,13 @@ _ZARR_DEFAULT = "zarr.core.codec_pipeline.BatchedCodecPipeline"
 #: Whether batches of floe stores go to Rust (``enable()`` / ``disable()``).
 _enabled = True
 
+#: Writes of an unsharded array whose chunks hold more than this many decoded bytes
+#: go to zarr's pipeline: on the 2-core development VM (loaded), 1 MiB chunks wrote
+#: slower through Rust (256 MiB zstd: 1.80 s against 1.23 s; raw: 0.82 s against
+#: 0.48 s) while 4 KiB chunks wrote 4.5x faster and sharded arrays 11x faster.
+#: Reads of every size go to Rust.
+WRITE_MAX_CHUNK_BYTES = 256 * 1024
+
 _INT = re.compile(r"\d+")
 
 #: Batches handled since import, by path: ``rust_read``/``rust_write`` went to Rust,
@@ -384,6 +391,15 @@ class FloeCodecPipeline(CodecPipeline):
         return (want is not None and dtype.kind in "biufc"
                 and dtype.byteorder in ("=", "|", _NATIVE) and dtype.newbyteorder("=") == want)
 
+    def _rust_write_pays(self, spec: Any, dtype: np.dtype) -> bool:
+        """Whether a write batch goes to Rust by size: always for a sharded array,
+        else when one chunk holds at most ``WRITE_MAX_CHUNK_BYTES`` decoded bytes."""
+        codecs = getattr(self._metadata, "codecs", ()) or ()
+        if any(type(c).__name__ == "ShardingCodec" for c in codecs):
+            return True
+        chunk_bytes = int(np.prod(spec.shape, dtype=np.int64)) * dtype.itemsize
+        return chunk_bytes <= WRITE_MAX_CHUNK_BYTES
+
     async def read(self, batch_info: Iterable[Any], out: Any, drop_axes: tuple[int, ...] = ()) -> None:
         """Reads a batch into ``out`` (zarr's ``NDBuffer``); see the class docstring."""
         batch = list(batch_info)
@@ -432,6 +448,8 @@ class FloeCodecPipeline(CodecPipeline):
                 if arr.ndim != len(out_box):
                     raise _Unsupported
                 src = arr[tuple(out_box)].reshape(shape)
+            if not self._rust_write_pays(spec, dtype):
+                raise _Unsupported
             write_empty = bool(spec.config.write_empty_chunks)
         except _Unsupported:
             _count("zarr_write")
