@@ -18,6 +18,10 @@ use serde_yaml::{Mapping, Value};
 
 use crate::format::FormatError;
 
+/// Ops-log entries kept in one spec-2 `repo` object by default
+/// (`num_updates_per_repo_info_file`), before older ones move to a backup.
+pub const DEFAULT_UPDATES_PER_FILE: usize = 1000;
+
 pub mod manifest;
 
 pub use manifest::{
@@ -511,7 +515,7 @@ impl RepositoryConfig {
             .and_then(Value::as_u64)
             .and_then(|n| usize::try_from(n).ok())
             .filter(|&n| n > 0)
-            .unwrap_or(super::repo_info::DEFAULT_UPDATES_PER_FILE)
+            .unwrap_or(DEFAULT_UPDATES_PER_FILE)
     }
 
     /// Sets (or, with `None`, removes) `num_updates_per_repo_info_file`.

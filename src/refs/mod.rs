@@ -10,13 +10,13 @@
 //! "Tags"; spec 2: `../shared/docs/icechunk-format-notes.md` §1.3, §2.5, §4.2.
 
 mod detect;
-pub mod ref_files;
+pub(crate) mod ref_files;
 pub(crate) mod repo_object;
 mod store;
 
 pub use detect::spec_version_of;
-pub use ref_files::{
-    create_branch, create_tag, delete_branch, delete_branch_if_unmoved, delete_tag, fetch_branch,
-    fetch_tag, list_refs, update_branch, validate_ref_name, RefData, RefListing,
+pub(crate) use ref_files::{
+    create_branch, delete_branch_if_unmoved, delete_tag, fetch_branch, fetch_tag, list_refs,
+    validate_ref_name, RefData, RefListing,
 };
 pub(crate) use store::{check_flag, RefStore, RefUpdate};

@@ -14,10 +14,6 @@ use super::{Availability, RepoInfo, RepoStatus, RepoUpdate, SnapshotSummary, Upd
 use crate::format::config::RepositoryConfig;
 use crate::format::FormatError;
 
-/// Ops-log entries kept in one `repo` object by default
-/// (`num_updates_per_repo_info_file`).
-pub const DEFAULT_UPDATES_PER_FILE: usize = 1000;
-
 impl RepoInfo {
     /// The `repo` object of a new repository: branch `main` at `initial`, online, one
     /// `RepoInitialized` entry at `now` (microseconds since the Unix epoch), the

@@ -12,7 +12,6 @@ mod edit;
 mod encode;
 pub(crate) mod flexbuffer;
 
-pub use edit::DEFAULT_UPDATES_PER_FILE;
 pub(crate) use encode::encode_metadata_value;
 
 use super::config::RepositoryConfig;

@@ -1,6 +1,8 @@
 //! Zarr arrays: creation, opening, region and chunk I/O, resizing, attributes.
 //!
-//! An [`Array`] talks only to the [`Store`] trait. Chunks of a region are fetched
+//! An [`Array`] reads and writes its metadata through the [`Store`] trait and moves
+//! chunks only through the store's chunk port ([`ChunkPort`], opened once per
+//! operation by [`open_chunk_port`]), by chunk index. Chunks of a region are fetched
 //! concurrently (bounded by [`ArrayOptions::concurrency`]) and encoded/decoded on
 //! tokio's blocking thread pool (small chunks inline). Missing chunks read as the
 //! fill value; a chunk written entirely equal to the fill value is erased instead of
