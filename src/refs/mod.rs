@@ -1,6 +1,6 @@
 //! Branches and tags in storage.
 //!
-//! Spec 1 keeps each ref in its own file ([`ref_files`]: `refs/branch.<name>/ref.json`
+//! Spec 1 keeps each ref in its own file (`ref_files.rs`: `refs/branch.<name>/ref.json`
 //! moved by compare-and-swap, tags and tag tombstones); spec 2 keeps every ref in the
 //! one `repo` object (`repo_object`: replaced by compare-and-swap after a copy of it
 //! is saved under `overwritten/`, each change recorded in its ops log).
