@@ -15,8 +15,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use common::{array_json, group_json, history, p};
-use floe::format::snapshot::NodeKind;
 use floe::error::Conflict;
+use floe::format::snapshot::NodeKind;
 use floe::session::{
     BasicConflictSolver, CommitOptions, ConflictDetector, ConflictSolver, VersionSelection,
 };

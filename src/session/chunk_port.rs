@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::stream::BoxStream;
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 
 use crate::assets::LocalChunks;
 use crate::error::Error;
@@ -26,6 +26,9 @@ use crate::zarr::store::{ByteRange, ChunkKeys, ChunkPort, ReadInto, StoreError, 
 use crate::zarr::subset::ArraySubset;
 
 use super::{index_in_bounds, native_payload, payload_len, Session};
+
+/// Manifests fetched at once by [`ChunkPort::prepare`].
+const PREPARE_CONCURRENCY: usize = 16;
 
 /// The chunk port of one array of a session (see the module documentation).
 #[derive(Debug)]
@@ -145,32 +148,39 @@ impl ChunkPort for SessionChunks {
         if self.session.read().changes.is_new(&node.id) {
             return Ok(());
         }
-        for mref in &array.manifests {
-            let touches = mref.extents.len() == chunks.ndim()
-                && mref
-                    .extents
-                    .iter()
-                    .zip(chunks.start.iter().zip(&chunks.shape))
-                    .all(|(r, (&s, &n))| {
-                        u64::from(r.start) < s.saturating_add(n) && s < u64::from(r.end)
-                    });
-            if !touches {
-                continue;
-            }
-            let size = base.manifest_info(&mref.object_id).map(|i| i.size_bytes);
-            let manifest = self
-                .session
-                .inner
-                .ctx
-                .assets
-                .fetch_manifest(&mref.object_id, size)
-                .await
-                .map_err(|e| self.backend(&chunks.start, e))?;
-            self.manifests
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(mref.object_id, manifest);
-        }
+        let touched: Vec<(ManifestId, Option<u64>)> = array
+            .manifests
+            .iter()
+            .filter(|mref| {
+                mref.extents.len() == chunks.ndim()
+                    && mref
+                        .extents
+                        .iter()
+                        .zip(chunks.start.iter().zip(&chunks.shape))
+                        .all(|(r, (&s, &n))| {
+                            u64::from(r.start) < s.saturating_add(n) && s < u64::from(r.end)
+                        })
+            })
+            .map(|mref| {
+                let size = base.manifest_info(&mref.object_id).map(|i| i.size_bytes);
+                (mref.object_id, size)
+            })
+            .collect();
+        // Every manifest of the region at once: one round trip, not one per manifest.
+        let assets = &self.session.inner.ctx.assets;
+        let fetched: Vec<(ManifestId, Arc<Manifest>)> = futures::stream::iter(touched)
+            .map(|(id, size)| async move {
+                let m = assets.fetch_manifest(&id, size).await?;
+                Ok::<_, Error>((id, m))
+            })
+            .buffer_unordered(PREPARE_CONCURRENCY)
+            .try_collect()
+            .await
+            .map_err(|e| self.backend(&chunks.start, e))?;
+        self.manifests
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(fetched);
         Ok(())
     }
 
