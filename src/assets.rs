@@ -21,7 +21,7 @@ use crate::format::repo_info::RepoInfo;
 use crate::format::snapshot::{ManifestFileInfo, Snapshot, SnapshotHeader, SnapshotNodes};
 use crate::format::transaction_log::TransactionLog;
 use crate::format::{ChunkId, FormatError, ManifestId, SnapshotId, SpecVersion};
-use crate::storage::{ObjectVersion, Storage, StorageError, WriteOutcome};
+use crate::storage::{ObjectVersion, Storage, StorageError, StorageResult, WriteOutcome};
 
 /// Reads and writes format objects through a [`Storage`], with caches.
 #[derive(Debug)]
@@ -798,34 +798,12 @@ impl AssetManager {
         Ok(())
     }
 
-    /// [`AssetManager::write_chunk`] as a plain blocking call where the storage has
-    /// one ([`Storage::put_fresh_blocking`]: local disks); `None`, with nothing
-    /// written, otherwise. Only on a blocking or compute thread.
-    ///
-    /// # Errors
-    /// Storage errors.
-    pub fn write_chunk_blocking(&self, id: &ChunkId, bytes: &[u8]) -> Option<Result<()>> {
+    /// Native chunk objects as local files ([`Storage::local_files`]), for a
+    /// session's transfer step; `None` on object storage.
+    pub fn local_chunks(&self) -> Option<LocalChunks> {
         self.storage
-            .put_fresh_blocking(&keys::chunk(id), bytes)
-            .map(|written| written.map_err(Into::into))
-    }
-
-    /// Reads `dest.len()` bytes of native chunk object `id` from byte `offset`
-    /// straight into `dest`, as a plain blocking call, where the storage reads that
-    /// way ([`Storage::get_range_into_blocking`]: local disks); `None` otherwise.
-    /// Only on a blocking or compute thread.
-    ///
-    /// # Errors
-    /// Storage errors: `NotFound`, `ShortRead`.
-    pub fn fetch_chunk_into_blocking(
-        &self,
-        id: &ChunkId,
-        offset: u64,
-        dest: &mut [u8],
-    ) -> Option<Result<()>> {
-        self.storage
-            .get_range_into_blocking(&keys::chunk(id), offset, dest)
-            .map(|read| read.map_err(Into::into))
+            .local_files()
+            .map(|files| LocalChunks { files })
     }
 
     /// A manifest already in the cache, without fetching it.
@@ -991,7 +969,7 @@ impl WalkItem for SnapshotHeader {
 /// commit facts ([`SnapshotHeader`]), read without decoding node tables.
 ///
 /// On spec-1 repositories whose storage reads synchronously
-/// ([`Storage::get_blocking`]: local disks) the walk reads ahead: one blocking task
+/// ([`Storage::local_files`]: local disks) the walk reads ahead: one blocking task
 /// reads and decodes a batch of parents, 1, then 2, 4, ... up to `READ_AHEAD_MAX`
 /// snapshots or `READ_AHEAD_BYTES` of files, so the newest `n` cost about `2n`
 /// reads at most and a long history one thread hop per batch.
@@ -1230,7 +1208,7 @@ impl<T: WalkItem> ParentWalk<'_, T> {
     }
 }
 
-/// Reads and decodes, with [`Storage::get_blocking`], the chain of snapshots (or
+/// Reads and decodes, with [`Storage::local_files`], the chain of snapshots (or
 /// their commit facts) from `start` along parent links in the files: up to `max` of
 /// them and about [`READ_AHEAD_BYTES`] of files, ending at the initial snapshot or
 /// the first error (which is the last item). `None` when the storage has no
@@ -1240,11 +1218,12 @@ fn read_chain<T: WalkItem>(
     start: SnapshotId,
     max: usize,
 ) -> Option<Vec<(SnapshotId, Result<T>)>> {
+    let files = storage.local_files()?;
     let mut chain = Vec::new();
     let mut bytes_read = 0usize;
     let mut id = start;
     while chain.len() < max && bytes_read < READ_AHEAD_BYTES {
-        let read = match storage.get_blocking(&keys::snapshot(&id))? {
+        let read = match files.get(&keys::snapshot(&id)) {
             Ok(v) => {
                 bytes_read = bytes_read.saturating_add(v.bytes.len());
                 T::decode(&v.bytes).map_err(Error::from)
@@ -1260,4 +1239,36 @@ fn read_chain<T: WalkItem>(
         }
     }
     Some(chain)
+}
+
+/// Native chunk objects read and written with plain blocking calls, where the
+/// storage's objects are local files ([`AssetManager::local_chunks`]). Only on a
+/// blocking or compute thread.
+#[derive(Clone, Debug)]
+pub struct LocalChunks {
+    files: Arc<dyn crate::storage::LocalFiles>,
+}
+
+impl LocalChunks {
+    /// Reads `dest.len()` bytes of chunk object `id` from byte `offset` into `dest`.
+    ///
+    /// # Errors
+    /// [`StorageError::NotFound`], [`StorageError::ShortRead`] and I/O errors.
+    pub fn read_into(&self, id: &ChunkId, offset: u64, dest: &mut [u8]) -> StorageResult<()> {
+        self.files.get_range_into(&keys::chunk(id), offset, dest)
+    }
+
+    /// Writes the new chunk object `id` (as [`AssetManager::write_chunk`]).
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn write(&self, id: &ChunkId, bytes: &[u8]) -> StorageResult<()> {
+        self.files.put_fresh(&keys::chunk(id), bytes)
+    }
+
+    /// Whether a write is quick enough for a compute thread
+    /// ([`crate::storage::LocalFiles::quick_writes`]).
+    pub fn quick_writes(&self) -> bool {
+        self.files.quick_writes()
+    }
 }

@@ -15,10 +15,10 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use common::{array_json, group_json, history, p};
+use floe::error::Conflict;
 use floe::format::snapshot::NodeKind;
 use floe::session::{
-    BasicConflictSolver, CommitOptions, Conflict, ConflictDetector, ConflictSolver,
-    VersionSelection,
+    BasicConflictSolver, CommitOptions, ConflictDetector, ConflictSolver, VersionSelection,
 };
 use floe::storage::LocalStorage;
 use floe::{Error, Repository, Session, VersionSelector};

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use common::{array_def, group_json, history, p};
-use floe::session::Conflict;
+use floe::error::Conflict;
 use floe::storage::new_in_memory_storage;
 use floe::{Error, Repository, Session, VersionSelector};
 

@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 use common::fixture::Fixture;
 use common::{array_def, group_json, p};
-use floe::session::{CommitOptions, Conflict};
+use floe::error::Conflict;
+use floe::session::CommitOptions;
 use floe::{Error, VersionSelector};
 
 #[tokio::test]

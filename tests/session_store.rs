@@ -8,6 +8,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use floe::storage::new_in_memory_storage;
+use floe::zarr::chunk_key_encoding::{DefaultChunkKeyEncoding, Separator};
+use floe::zarr::store::{ChunkKeys, ChunkPort, ReadInto, WriteNow};
 use floe::zarr::{Array, ArrayBuilder, ArraySubset, ByteRange, DataType, Group, Store, StoreError};
 use floe::{Repository, VersionSelector};
 use serde_json::json;
@@ -243,7 +245,7 @@ async fn array_api_through_sessions_and_commits() {
 #[tokio::test]
 async fn session_store_passes_the_zarr_store_conformance_suite() {
     // In memory (chunks through `set` only) and on a local disk (chunks also
-    // through `set_blocking`).
+    // through the chunk port's `write_now`).
     let dir = tempfile::tempdir().unwrap();
     let local: Arc<dyn floe::storage::Storage> =
         Arc::new(floe::storage::LocalStorage::new(dir.path()).unwrap());
@@ -256,13 +258,56 @@ async fn session_store_passes_the_zarr_store_conformance_suite() {
     }
 }
 
-/// A store over a session's store that records which chunk keys were written with
-/// `set_blocking` (and on which thread) and which with `set`.
+/// A store over a session's store whose chunk port records which chunks were
+/// written by the port's transfer step (`ChunkPort::write_now`, and on which thread)
+/// and which with `ChunkPort::set`.
 #[derive(Debug)]
 struct Recording {
     inner: floe::SessionStore,
-    blocking: std::sync::Mutex<Vec<(String, String)>>,
-    sets: std::sync::Mutex<Vec<String>>,
+    blocking: Arc<std::sync::Mutex<Vec<(String, String)>>>,
+    sets: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+#[derive(Debug)]
+struct RecordingPort {
+    inner: Arc<dyn ChunkPort>,
+    blocking: Arc<std::sync::Mutex<Vec<(String, String)>>>,
+    sets: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+#[async_trait::async_trait]
+impl ChunkPort for RecordingPort {
+    fn key(&self, chunk: &[u64]) -> String {
+        self.inner.key(chunk)
+    }
+    async fn get(&self, chunk: &[u64]) -> Result<Option<Bytes>, StoreError> {
+        self.inner.get(chunk).await
+    }
+    async fn get_ranges(
+        &self,
+        chunk: &[u64],
+        ranges: &[ByteRange],
+    ) -> Result<Option<Vec<Bytes>>, StoreError> {
+        self.inner.get_ranges(chunk, ranges).await
+    }
+    async fn set(&self, chunk: &[u64], bytes: Bytes) -> Result<(), StoreError> {
+        self.sets.lock().unwrap().push(self.key(chunk));
+        self.inner.set(chunk, bytes).await
+    }
+    async fn erase(&self, chunk: &[u64]) -> Result<(), StoreError> {
+        self.inner.erase(chunk).await
+    }
+    fn write_now(&self, chunk: &[u64], bytes: Bytes) -> Result<WriteNow, StoreError> {
+        let done = self.inner.write_now(chunk, bytes)?;
+        if matches!(done, WriteNow::Written) {
+            let thread = std::thread::current().name().unwrap_or("").to_string();
+            self.blocking
+                .lock()
+                .unwrap()
+                .push((self.key(chunk), thread));
+        }
+        Ok(done)
+    }
 }
 
 #[async_trait::async_trait]
@@ -283,14 +328,12 @@ impl Store for Recording {
         }
         self.inner.set(key, value).await
     }
-    fn set_blocking(&self, key: &str, value: &Bytes) -> Option<Result<(), StoreError>> {
-        let done = self.inner.set_blocking(key, value)?;
-        let thread = std::thread::current().name().unwrap_or("").to_string();
-        self.blocking
-            .lock()
-            .unwrap()
-            .push((key.to_string(), thread));
-        Some(done)
+    fn chunk_port(&self, keys: &ChunkKeys) -> Option<Arc<dyn ChunkPort>> {
+        Some(Arc::new(RecordingPort {
+            inner: self.inner.chunk_port(keys)?,
+            blocking: Arc::clone(&self.blocking),
+            sets: Arc::clone(&self.sets),
+        }))
     }
     async fn erase(&self, key: &str) -> Result<(), StoreError> {
         self.inner.erase(key).await
@@ -301,6 +344,19 @@ impl Store for Recording {
     async fn list_dir(&self, prefix: &str) -> Result<floe::zarr::ListDirResult, StoreError> {
         self.inner.list_dir(prefix).await
     }
+}
+
+/// The chunk port of the array at `prefix` (`"a/"`) of a session store, under the
+/// default chunk key encoding.
+fn port_of(store: &floe::SessionStore, prefix: &str) -> Arc<dyn ChunkPort> {
+    store
+        .chunk_port(&ChunkKeys {
+            prefix: prefix.to_string(),
+            encoding: Arc::new(DefaultChunkKeyEncoding {
+                separator: Separator::Slash,
+            }),
+        })
+        .expect("a session store has its own chunk port")
 }
 
 /// A store over a read-only session on `main`.
@@ -318,7 +374,7 @@ fn sorted(mut v: Vec<String>) -> Vec<String> {
 }
 
 /// On a local disk, an array's chunks encoded on the compute pool (over 64 KiB) are
-/// written by the thread that encoded them (`Store::set_blocking`), whole and
+/// written by the thread that encoded them (`ChunkPort::write_now`), whole and
 /// partial writes alike; small chunks, encoded on the executor, go through `set`;
 /// everything commits and reads back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -383,7 +439,7 @@ async fn large_chunks_are_written_from_the_encoding_thread_on_local_disks() {
             "big/c/2/0",
             "big/c/3/0"
         ],
-        "every large chunk write, whole or partial, went through set_blocking"
+        "every large chunk write, whole or partial, went through write_now"
     );
     for (key, thread) in &blocking {
         assert!(
@@ -420,11 +476,12 @@ async fn large_chunks_are_written_from_the_encoding_thread_on_local_disks() {
     );
 }
 
-/// `Session::set_chunk_blocking` writes a native chunk only where the storage
-/// writes that way, and declines (writing and recording nothing) elsewhere; inline
-/// chunks and refusals need no storage.
+/// A session's chunk port writes a native chunk from the calling thread only where
+/// the storage writes that way (local files), and hands the bytes back (writing and
+/// recording nothing) elsewhere; inline chunks need no storage; refusals are typed
+/// errors.
 #[test]
-fn set_chunk_blocking_writes_where_the_storage_can() {
+fn write_now_writes_where_the_storage_can() {
     use floe::format::manifest::ChunkPayload;
     use floe::Error;
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -432,7 +489,7 @@ fn set_chunk_blocking_writes_where_the_storage_can() {
     let small = Bytes::from_static(b"tiny");
     let path = common::p("/a");
 
-    // In memory: a native chunk is declined, an inline one recorded.
+    // In memory: a native chunk is handed back, an inline one recorded.
     let repo = rt.block_on(repo());
     let session = rt.block_on(async {
         let s = repo.writable_session("main").await.unwrap();
@@ -440,31 +497,36 @@ fn set_chunk_blocking_writes_where_the_storage_can() {
             .unwrap();
         s
     });
-    assert!(session
-        .set_chunk_blocking(&path, &[0], big.clone())
-        .is_none());
+    let port = port_of(&session.store(), "a/");
+    match port.write_now(&[0], big.clone()).unwrap() {
+        WriteNow::Elsewhere(b) => assert_eq!(b, big),
+        WriteNow::Written => panic!("in-memory storage has no local files"),
+    }
     assert_eq!(
         rt.block_on(session.get_chunk_ref(&path, &[0])).unwrap(),
         None
     );
-    session
-        .set_chunk_blocking(&path, &[1], small.clone())
-        .expect("inline chunks need no storage")
-        .unwrap();
+    assert!(matches!(
+        port.write_now(&[1], small.clone()).unwrap(),
+        WriteNow::Written
+    ));
     assert!(matches!(
         rt.block_on(session.get_chunk_ref(&path, &[1])).unwrap(),
         Some(ChunkPayload::Inline(b)) if b == small
     ));
-    match session.set_chunk_blocking(&path, &[9], small.clone()) {
-        Some(Err(Error::InvalidChunkIndex { .. })) => {}
-        other => panic!("out-of-grid index: {other:?}"),
+    match port.write_now(&[9], small.clone()) {
+        Err(e) => assert!(
+            matches!(e.repository_error(), Some(Error::InvalidChunkIndex { .. })),
+            "out-of-grid index: {e:?}"
+        ),
+        Ok(other) => panic!("out-of-grid index: {other:?}"),
     }
     let snapshot = rt.block_on(session.commit("inline")).unwrap();
     let readonly = rt
         .block_on(repo.readonly_session(&VersionSelector::Snapshot(snapshot)))
         .unwrap();
-    match readonly.set_chunk_blocking(&path, &[2], small) {
-        Some(Err(Error::ReadOnlySession)) => {}
+    match port_of(&readonly.store(), "a/").write_now(&[2], small) {
+        Err(StoreError::ReadOnly { key }) => assert_eq!(key, "a/c/2"),
         other => panic!("read-only session: {other:?}"),
     }
 
@@ -476,10 +538,12 @@ fn set_chunk_blocking_writes_where_the_storage_can() {
     session
         .add_array(&path, common::array_def("/a", &[4], &[1], "uint8"))
         .unwrap();
-    session
-        .set_chunk_blocking(&path, &[3], big.clone())
-        .expect("local disks write in place")
-        .unwrap();
+    assert!(matches!(
+        port_of(&session.store(), "a/")
+            .write_now(&[3], big.clone())
+            .unwrap(),
+        WriteNow::Written
+    ));
     match rt.block_on(session.get_chunk_ref(&path, &[3])).unwrap() {
         Some(ChunkPayload::Native(r)) => {
             assert_eq!(r.length, big.len() as u64);
@@ -493,37 +557,38 @@ fn set_chunk_blocking_writes_where_the_storage_can() {
     assert_eq!(rt.block_on(store.get("a/c/3")).unwrap(), Some(big));
 }
 
-/// The session store writes only chunks with `set_blocking`: metadata, read-only
-/// sessions and bad keys go through `set` (and its errors).
+/// The port of a path with no array reads nothing and refuses writes, by index as
+/// the key-value view does by key.
 #[tokio::test]
-async fn session_store_set_blocking_declines_what_set_handles() {
+async fn a_port_without_an_array_reads_nothing_and_refuses_writes() {
     let dir = tempfile::tempdir().unwrap();
     let storage = Arc::new(floe::storage::LocalStorage::new(dir.path()).unwrap());
     let repo = Repository::create(storage, None).await.unwrap();
     let session = repo.writable_session("main").await.unwrap();
     let store = session.store();
-    assert!(store.set_blocking("zarr.json", &group_bytes()).is_none());
-    assert!(store.set_blocking("nothing/c/0", &group_bytes()).is_none());
-    assert!(store.set_blocking("../x", &group_bytes()).is_none());
     store.set("zarr.json", group_bytes()).await.unwrap();
-    let snapshot = session.commit("root").await.unwrap();
-    let readonly = repo
-        .readonly_session(&VersionSelector::Snapshot(snapshot))
-        .await
-        .unwrap();
-    assert!(readonly
-        .store()
-        .set_blocking("zarr.json", &group_bytes())
-        .is_none());
+    let port = port_of(&store, "nothing/");
+    assert_eq!(port.get(&[0]).await.unwrap(), None);
+    let mut dest = [0u8; 4];
+    assert_eq!(port.read_into(&[0], &mut dest).unwrap(), ReadInto::Missing);
+    match port.write_now(&[0], group_bytes()) {
+        Err(StoreError::InvalidKey { key, .. }) => assert_eq!(key, "nothing/c/0"),
+        other => panic!("a write without an array: {other:?}"),
+    }
+    match port.set(&[0], group_bytes()).await {
+        Err(StoreError::InvalidKey { key, .. }) => assert_eq!(key, "nothing/c/0"),
+        other => panic!("a write without an array: {other:?}"),
+    }
+    port.erase(&[0]).await.unwrap();
 }
 
-/// The session store reads a chunk straight into a buffer when its ref is known
-/// without I/O and its bytes are on a local disk (or inline): uncommitted chunks at
-/// once, committed ones once their manifest was read; never-written chunks are
-/// `false`; wrong lengths, metadata and chunks on storage without blocking reads
-/// are declined (`None`).
+/// A session's chunk port reads a chunk straight into a buffer when its ref is
+/// known without I/O and its bytes are on a local disk (or inline): uncommitted
+/// chunks at once, committed ones once the async step (`prepare`) fetched their
+/// manifest; never-written chunks are `Missing`; wrong lengths and chunks on storage
+/// without local files are `Elsewhere`.
 #[tokio::test]
-async fn session_store_reads_chunks_into_buffers_where_it_can() {
+async fn session_ports_read_chunks_into_buffers_where_they_can() {
     let dir = tempfile::tempdir().unwrap();
     let storage = Arc::new(floe::storage::LocalStorage::new(dir.path()).unwrap());
     let repo = Repository::create(storage, None).await.unwrap();
@@ -532,43 +597,66 @@ async fn session_store_reads_chunks_into_buffers_where_it_can() {
     let big = Bytes::from((0..2000u32).map(|i| (i % 251) as u8).collect::<Vec<u8>>());
     let tiny = Bytes::from_static(b"xyz");
     write_two_chunks(&store, &big, &tiny).await;
-    let into = |store: &floe::SessionStore, key: &str, len: usize| {
+    let into = |port: &Arc<dyn ChunkPort>, chunk: u64, len: usize| {
         let mut dest = vec![0u8; len];
-        let got = store.get_into_blocking(key, &mut dest);
+        let got = port.read_into(&[chunk], &mut dest).unwrap();
         (got, dest)
     };
     // Uncommitted: native and inline.
-    assert_eq!(into(&store, "a/c/0", big.len()), (Some(true), big.to_vec()));
-    assert_eq!(into(&store, "a/c/1", 3), (Some(true), tiny.to_vec()));
-    assert_eq!(into(&store, "a/c/2", 5), (Some(false), vec![0; 5]));
-    assert_eq!(into(&store, "a/c/0", big.len() + 1).0, None, "wrong length");
-    assert_eq!(into(&store, "a/zarr.json", 10).0, None, "metadata");
-    assert_eq!(into(&store, "nothing/c/0", 10).0, None, "no such array");
+    let port = port_of(&store, "a/");
+    assert_eq!(into(&port, 0, big.len()), (ReadInto::Read, big.to_vec()));
+    assert_eq!(into(&port, 1, 3), (ReadInto::Read, tiny.to_vec()));
+    assert_eq!(into(&port, 2, 5), (ReadInto::Missing, vec![0; 5]));
+    assert_eq!(
+        into(&port, 0, big.len() + 1).0,
+        ReadInto::Elsewhere,
+        "wrong length"
+    );
     session.commit("chunks").await.unwrap();
 
-    // Committed: declined until the manifest is read, then read.
+    // Committed: elsewhere until the async step fetched the manifest, then read.
     let readonly = repo
         .readonly_session(&VersionSelector::Branch("main".into()))
         .await
         .unwrap();
-    let store = readonly.store();
+    let port = port_of(&readonly.store(), "a/");
     assert_eq!(
-        into(&store, "a/c/0", big.len()).0,
-        None,
+        into(&port, 0, big.len()).0,
+        ReadInto::Elsewhere,
         "manifest not read yet"
     );
-    assert_eq!(store.size("a/c/0").await.unwrap(), Some(big.len() as u64));
-    assert_eq!(into(&store, "a/c/0", big.len()), (Some(true), big.to_vec()));
-    assert_eq!(into(&store, "a/c/1", 3), (Some(true), tiny.to_vec()));
-    assert_eq!(into(&store, "a/c/3", 1), (Some(false), vec![0]));
+    port.prepare(&ArraySubset::new(vec![0], vec![4]))
+        .await
+        .unwrap();
+    assert_eq!(into(&port, 0, big.len()), (ReadInto::Read, big.to_vec()));
+    assert_eq!(into(&port, 1, 3), (ReadInto::Read, tiny.to_vec()));
+    assert_eq!(into(&port, 3, 1), (ReadInto::Missing, vec![0]));
 
-    // In memory: native chunks are declined, inline ones read.
+    // A chunk file gone missing is a typed error, not a decline.
+    for entry in std::fs::read_dir(dir.path().join("chunks")).unwrap() {
+        std::fs::remove_file(entry.unwrap().path()).unwrap();
+    }
+    let mut dest = vec![0u8; big.len()];
+    match port.read_into(&[0], &mut dest) {
+        Err(e) => assert!(
+            matches!(
+                e.repository_error(),
+                Some(floe::Error::ChunkUnreadable { .. })
+            ),
+            "{e:?}"
+        ),
+        Ok(other) => panic!("a missing chunk file: {other:?}"),
+    }
+
+    // In memory: native chunks are elsewhere, inline ones read.
     let repo = repo_in_memory_with(&big, &tiny).await;
     let session = repo.writable_session("main").await.unwrap();
-    let store = session.store();
-    assert_eq!(store.size("a/c/0").await.unwrap(), Some(big.len() as u64));
-    assert_eq!(into(&store, "a/c/0", big.len()).0, None);
-    assert_eq!(into(&store, "a/c/1", 3), (Some(true), tiny.to_vec()));
+    let port = port_of(&session.store(), "a/");
+    port.prepare(&ArraySubset::new(vec![0], vec![4]))
+        .await
+        .unwrap();
+    assert_eq!(into(&port, 0, big.len()).0, ReadInto::Elsewhere);
+    assert_eq!(into(&port, 1, 3), (ReadInto::Read, tiny.to_vec()));
 }
 
 /// Writes the root group and array `a` holding `big` at chunk 0 and `tiny` at 1.

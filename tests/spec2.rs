@@ -655,7 +655,7 @@ async fn rearrange_sessions_move_nodes_and_record_the_moves() {
     // The stale writer's commit conflicts: moves are never rebased.
     match stale.commit("after the move").await {
         Err(Error::Conflict(c)) => assert!(
-            matches!(c.conflicts[..], [floe::session::Conflict::MovesCannotBeRebased { snapshot }] if snapshot == moved),
+            matches!(c.conflicts[..], [floe::error::Conflict::MovesCannotBeRebased { snapshot }] if snapshot == moved),
             "{c:?}"
         ),
         other => panic!("{other:?}"),

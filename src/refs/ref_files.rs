@@ -13,7 +13,7 @@ use bytes::Bytes;
 
 use crate::error::{Error, Result};
 use crate::format::refs::ref_name_problem;
-pub use crate::format::refs::RefData;
+pub(crate) use crate::format::refs::RefData;
 use crate::format::{keys, SnapshotId};
 use crate::storage::{ObjectVersion, Storage, StorageError, WriteOutcome};
 
@@ -24,7 +24,7 @@ use crate::storage::{ObjectVersion, Storage, StorageError, WriteOutcome};
 /// [`Error::InvalidRefName`]: empty, longer than
 /// [`crate::format::refs::MAX_REF_NAME_BYTES`], `.` or `..`, or holding `/` or
 /// control characters.
-pub fn validate_ref_name(kind: &'static str, name: &str) -> Result<()> {
+pub(crate) fn validate_ref_name(kind: &'static str, name: &str) -> Result<()> {
     match ref_name_problem(name) {
         None => Ok(()),
         Some(reason) => Err(Error::InvalidRefName {
@@ -40,7 +40,7 @@ pub fn validate_ref_name(kind: &'static str, name: &str) -> Result<()> {
 ///
 /// # Errors
 /// [`Error::BranchNotFound`]; [`Error::Format`] for a corrupt ref file; storage errors.
-pub async fn fetch_branch(
+pub(crate) async fn fetch_branch(
     storage: &dyn Storage,
     name: &str,
 ) -> Result<(SnapshotId, Option<ObjectVersion>)> {
@@ -60,7 +60,7 @@ pub async fn fetch_branch(
 /// # Errors
 /// [`Error::TagNotFound`]; [`Error::TagDeleted`] when it has a tombstone;
 /// [`Error::Format`] for a corrupt ref file; storage errors.
-pub async fn fetch_tag(storage: &dyn Storage, name: &str) -> Result<SnapshotId> {
+pub(crate) async fn fetch_tag(storage: &dyn Storage, name: &str) -> Result<SnapshotId> {
     validate_ref_name("tag", name)?;
     let key = keys::tag(name);
     let data = match storage.get(&key).await {
@@ -90,7 +90,7 @@ async fn tombstone_exists(storage: &dyn Storage, name: &str) -> Result<bool> {
 
 /// All refs of a repository.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RefListing {
+pub(crate) struct RefListing {
     /// Branch names (sorted).
     pub branches: Vec<String>,
     /// Live tag names (sorted); deleted tags are absent.
@@ -107,7 +107,7 @@ pub struct RefListing {
 ///
 /// # Errors
 /// Storage errors.
-pub async fn list_refs(storage: &dyn Storage) -> Result<RefListing> {
+pub(crate) async fn list_refs(storage: &dyn Storage) -> Result<RefListing> {
     let mut branches = BTreeMap::new();
     let mut tags = BTreeMap::new();
     for info in storage.list(keys::REFS).await? {
@@ -148,7 +148,11 @@ pub async fn list_refs(storage: &dyn Storage) -> Result<RefListing> {
 ///
 /// # Errors
 /// [`Error::BranchExists`]; [`Error::InvalidRefName`]; storage errors.
-pub async fn create_branch(storage: &dyn Storage, name: &str, snapshot: SnapshotId) -> Result<()> {
+pub(crate) async fn create_branch(
+    storage: &dyn Storage,
+    name: &str,
+    snapshot: SnapshotId,
+) -> Result<()> {
     validate_ref_name("branch", name)?;
     match storage
         .put_if_absent(&keys::branch(name), RefData { snapshot }.to_bytes())
@@ -167,7 +171,7 @@ pub async fn create_branch(storage: &dyn Storage, name: &str, snapshot: Snapshot
 ///
 /// # Errors
 /// Storage errors.
-pub async fn update_branch(
+pub(crate) async fn update_branch(
     storage: &dyn Storage,
     name: &str,
     new: SnapshotId,
@@ -187,7 +191,7 @@ pub async fn update_branch(
 ///
 /// # Errors
 /// [`Error::BranchNotFound`]; [`Error::CannotDeleteMain`]; storage errors.
-pub async fn delete_branch(storage: &dyn Storage, name: &str) -> Result<()> {
+pub(crate) async fn delete_branch(storage: &dyn Storage, name: &str) -> Result<()> {
     if name == "main" {
         return Err(Error::CannotDeleteMain);
     }
@@ -205,7 +209,7 @@ pub async fn delete_branch(storage: &dyn Storage, name: &str) -> Result<()> {
 /// [`Error::CannotDeleteMain`]; [`Error::InvalidRefName`]; storage errors
 /// (including [`StorageError::Unsupported`] where the backend cannot delete
 /// conditionally).
-pub async fn delete_branch_if_unmoved(
+pub(crate) async fn delete_branch_if_unmoved(
     storage: &dyn Storage,
     name: &str,
     expected_version: &ObjectVersion,
@@ -225,7 +229,11 @@ pub async fn delete_branch_if_unmoved(
 /// # Errors
 /// [`Error::TagExists`]; [`Error::TagDeleted`] when the name belonged to a deleted
 /// tag; [`Error::InvalidRefName`]; storage errors.
-pub async fn create_tag(storage: &dyn Storage, name: &str, snapshot: SnapshotId) -> Result<()> {
+pub(crate) async fn create_tag(
+    storage: &dyn Storage,
+    name: &str,
+    snapshot: SnapshotId,
+) -> Result<()> {
     validate_ref_name("tag", name)?;
     if tombstone_exists(storage, name).await? {
         return Err(Error::TagDeleted {
@@ -256,7 +264,7 @@ pub async fn create_tag(storage: &dyn Storage, name: &str, snapshot: SnapshotId)
 ///
 /// # Errors
 /// [`Error::TagNotFound`]; [`Error::TagDeleted`] when already deleted; storage errors.
-pub async fn delete_tag(storage: &dyn Storage, name: &str) -> Result<()> {
+pub(crate) async fn delete_tag(storage: &dyn Storage, name: &str) -> Result<()> {
     fetch_tag(storage, name).await?;
     match storage
         .put_if_absent(&keys::tag_tombstone(name), Bytes::new())

@@ -292,7 +292,7 @@ impl Session {
     }
 
     /// Reads `ranges` (relative to the chunk, in bytes) of a chunk's `payload`.
-    async fn read_payload(
+    pub(super) async fn read_payload(
         &self,
         path: &NodePath,
         index: &[u64],
@@ -339,20 +339,12 @@ impl Session {
                         }
                     }
                 }
-                match self.inner.ctx.assets.fetch_chunk_ranges(&n.id, &abs).await {
-                    Ok(parts) => Ok(parts),
-                    Err(StorageError::NotFound { key }) => {
-                        Err(unreadable(format!("chunk object `{key}` is missing")))
-                    }
-                    Err(StorageError::ShortRead {
-                        key,
-                        size,
-                        requested,
-                    }) => Err(unreadable(format!(
-                        "chunk object `{key}` has {size} bytes, the ref needs bytes {requested:?}"
-                    ))),
-                    Err(e) => Err(e.into()),
-                }
+                self.inner
+                    .ctx
+                    .assets
+                    .fetch_chunk_ranges(&n.id, &abs)
+                    .await
+                    .map_err(|e| native_read_error(path, index, e))
             }
             ChunkPayload::Virtual(v) => {
                 let mut abs = Vec::with_capacity(ranges.len());
@@ -388,6 +380,27 @@ impl Session {
                     })
             }
         }
+    }
+}
+
+/// The error of a failed read of a native chunk object: [`Error::ChunkUnreadable`]
+/// when the object is missing or shorter than the ref says, else the storage error.
+pub(super) fn native_read_error(path: &NodePath, index: &[u64], e: StorageError) -> Error {
+    let unreadable = |reason: String| Error::ChunkUnreadable {
+        path: path.clone(),
+        index: index.to_vec(),
+        reason,
+    };
+    match e {
+        StorageError::NotFound { key } => unreadable(format!("chunk object `{key}` is missing")),
+        StorageError::ShortRead {
+            key,
+            size,
+            requested,
+        } => unreadable(format!(
+            "chunk object `{key}` has {size} bytes, the ref needs bytes {requested:?}"
+        )),
+        e => e.into(),
     }
 }
 

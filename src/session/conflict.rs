@@ -14,7 +14,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-pub use crate::error::{Conflict, ConflictError};
+use crate::error::Conflict;
 use crate::format::snapshot::{NodeKind, NodeSnapshot};
 use crate::format::{ChunkIndices, NodeId, NodePath};
 

@@ -7,9 +7,10 @@
 //! Spec: Icechunk specification, "Read from Repository" and "Write New Snapshot".
 
 pub mod change_set;
+mod chunk_port;
 mod chunk_reads;
 pub(crate) mod commit;
-pub mod conflict;
+pub(crate) mod conflict;
 pub(crate) mod context;
 pub mod diff;
 mod fork;
@@ -36,14 +37,14 @@ use crate::format::{ChunkId, ChunkIndices, NodeId, NodePath, SnapshotId};
 use crate::refs::RefUpdate;
 
 pub use change_set::{ArrayDefinition, ChangeSet, NewNode};
+pub use chunk_port::SessionChunks;
 pub(crate) use chunk_reads::payload_len;
 pub use chunk_reads::ChunkOutcome;
-pub use conflict::{Conflict, ConflictError};
 use context::SessionContext;
 pub use diff::Diff;
 pub use fork::ForkId;
 pub use manifest_split::MAX_REFS_PER_MANIFEST;
-pub use overlay::index_in_bounds;
+use overlay::index_in_bounds;
 pub use reindex::ChunkIndexMap;
 pub use solver::{BasicConflictSolver, ConflictDetector, ConflictSolver, VersionSelection};
 pub use store::{array_definition, SessionStore};
@@ -487,6 +488,16 @@ impl Session {
         index: &[u64],
     ) -> Result<Option<ChunkPayload>> {
         let node = self.array_node(path, index)?;
+        self.chunk_ref_of(&node, index).await
+    }
+
+    /// [`Session::get_chunk_ref`] for an array node already resolved (and `index`
+    /// already checked against its shape).
+    async fn chunk_ref_of(
+        &self,
+        node: &NodeSnapshot,
+        index: &[u64],
+    ) -> Result<Option<ChunkPayload>> {
         let base = {
             let state = self.read();
             if let Some(change) = state.changes.chunk(&node.id, index) {
@@ -514,67 +525,6 @@ impl Session {
         Ok(manifest.get(&node.id, index).cloned())
     }
 
-    /// Reads the stored (encoded) bytes of chunk `index` of the array at `path`
-    /// straight into `dest`, as a plain blocking call, when that is quick and exact:
-    /// the chunk's ref is known without I/O (uncommitted, or in a manifest already
-    /// read), it is inline or native on storage that reads into buffers
-    /// ([`crate::storage::Storage::get_range_into_blocking`]: local disks), and it
-    /// is exactly `dest.len()` bytes long. `Some(true)`: `dest` holds the chunk;
-    /// `Some(false)`: the chunk was never written (it reads as the fill value) and
-    /// `dest` is untouched. `None` in every other case, failures included (`dest`
-    /// may then be partly written): [`Session::get_chunk_ref`] and the chunk reads
-    /// it leads to report what went wrong. Only on a blocking or compute thread.
-    pub fn read_chunk_into_blocking(
-        &self,
-        path: &NodePath,
-        index: &[u64],
-        dest: &mut [u8],
-    ) -> Option<bool> {
-        let node = self.array_node(path, index).ok()?;
-        let manifest = {
-            let state = self.read();
-            if let Some(change) = state.changes.chunk(&node.id, index) {
-                return match change.map(|p| p.to_payload()) {
-                    None => Some(false),
-                    Some(payload) => self.read_payload_into(&payload, dest),
-                };
-            }
-            if state.changes.is_new(&node.id) {
-                return Some(false);
-            }
-            let Some(mref) = node
-                .array()
-                .and_then(|a| a.manifests.iter().find(|m| m.contains(index)))
-            else {
-                return Some(false);
-            };
-            self.inner.ctx.assets.cached_manifest(&mref.object_id)?
-        };
-        manifest.check_rank(&node.id, index.len()).ok()?;
-        match manifest.get(&node.id, index) {
-            None => Some(false),
-            Some(payload) => self.read_payload_into(payload, dest),
-        }
-    }
-
-    /// [`Session::read_chunk_into_blocking`] for one chunk ref.
-    fn read_payload_into(&self, payload: &ChunkPayload, dest: &mut [u8]) -> Option<bool> {
-        match payload {
-            ChunkPayload::Inline(bytes) if bytes.len() == dest.len() => {
-                dest.copy_from_slice(bytes);
-                Some(true)
-            }
-            ChunkPayload::Native(r) if r.length == dest.len() as u64 => {
-                let assets = &self.inner.ctx.assets;
-                assets
-                    .fetch_chunk_into_blocking(&r.id, r.offset, dest)?
-                    .ok()?;
-                Some(true)
-            }
-            _ => None,
-        }
-    }
-
     /// Stores the encoded bytes of a chunk: inline in the manifest when at most
     /// `inline_chunk_threshold_bytes` long, otherwise as a new native chunk object
     /// written now.
@@ -585,6 +535,18 @@ impl Session {
     pub async fn set_chunk(&self, path: &NodePath, index: &[u64], bytes: Bytes) -> Result<()> {
         self.check_writable()?;
         let node = self.array_node(path, index)?;
+        self.set_chunk_of(path, &node, index, bytes).await
+    }
+
+    /// [`Session::set_chunk`] for an array node already resolved (and `index`
+    /// already checked against its shape), in a writable session.
+    async fn set_chunk_of(
+        &self,
+        path: &NodePath,
+        node: &NodeSnapshot,
+        index: &[u64],
+        bytes: Bytes,
+    ) -> Result<()> {
         let payload = if self.is_inline(&bytes) {
             ChunkPayload::Inline(bytes)
         } else {
@@ -593,40 +555,7 @@ impl Session {
             self.inner.ctx.assets.write_chunk(&id, bytes).await?;
             native_payload(id, length)
         };
-        self.record_chunk(path, &node, index, Some(payload))
-    }
-
-    /// [`Session::set_chunk`] as a plain blocking call where the storage writes
-    /// chunks that way ([`crate::storage::Storage::put_fresh_blocking`]: local
-    /// disks, or an inline chunk, which writes nothing); `None`, with nothing written
-    /// or recorded, otherwise: call [`Session::set_chunk`] then. Only on a blocking
-    /// or compute thread.
-    ///
-    /// # Errors
-    /// As [`Session::set_chunk`].
-    pub fn set_chunk_blocking(
-        &self,
-        path: &NodePath,
-        index: &[u64],
-        bytes: Bytes,
-    ) -> Option<Result<()>> {
-        let node = match self
-            .check_writable()
-            .and_then(|()| self.array_node(path, index))
-        {
-            Ok(node) => node,
-            Err(e) => return Some(Err(e)),
-        };
-        let payload = if self.is_inline(&bytes) {
-            ChunkPayload::Inline(bytes)
-        } else {
-            let id = ChunkId::random();
-            if let Err(e) = self.inner.ctx.assets.write_chunk_blocking(&id, &bytes)? {
-                return Some(Err(e));
-            }
-            native_payload(id, bytes.len() as u64)
-        };
-        Some(self.record_chunk(path, &node, index, Some(payload)))
+        self.record_chunk(path, node, index, Some(payload))
     }
 
     /// Whether `bytes` are kept inline in the manifest rather than written as a

@@ -19,7 +19,7 @@ use super::change_set::ChangeSet;
 
 /// Whether chunk `index` lies inside the chunk grid of `shape` and every coordinate
 /// fits an Icechunk file ([`crate::format::MAX_CHUNK_COORDINATE`]).
-pub fn index_in_bounds(shape: &[DimensionShape], index: &[u64]) -> bool {
+pub(crate) fn index_in_bounds(shape: &[DimensionShape], index: &[u64]) -> bool {
     index.len() == shape.len()
         && index
             .iter()

@@ -22,7 +22,7 @@ use crate::format::{ChunkIndices, NodeId, NodePath, MAX_CHUNK_COORDINATE};
 use crate::zarr::chunk_key_encoding::{
     chunk_key_encoding_from_json, ChunkKeyEncoding, DefaultChunkKeyEncoding, Separator,
 };
-use crate::zarr::store::{ByteRange, ListDirResult, Store, StoreError};
+use crate::zarr::store::{ByteRange, ChunkKeys, ChunkPort, ListDirResult, Store, StoreError};
 
 use super::{payload_len, ArrayDefinition, Session};
 
@@ -471,27 +471,16 @@ impl Store for SessionStore {
         }
     }
 
-    fn get_into_blocking(&self, key: &str, dest: &mut [u8]) -> Option<bool> {
-        // Chunks only: metadata is read from memory through `get`.
-        match self.resolve(key).ok()? {
-            Target::Chunk(path, idx) => self.session.read_chunk_into_blocking(&path, &idx, dest),
-            _ => None,
-        }
-    }
-
-    fn set_blocking(&self, key: &str, value: &Bytes) -> Option<Result<(), StoreError>> {
-        // Chunks only: metadata writes are quick and in memory, and go through `set`,
-        // as does anything `set` refuses (read-only sessions, bad keys).
-        if !self.session.is_writable() {
-            return None;
-        }
-        match self.resolve(key) {
-            Ok(Target::Chunk(path, idx)) => self
-                .session
-                .set_chunk_blocking(&path, &idx, value.clone())
-                .map(|set| set.map_err(|e| backend(key, e))),
-            _ => None,
-        }
+    /// The session's own port for the array at `keys`' path
+    /// ([`SessionChunks`](super::SessionChunks)): chunk refs by index, manifests
+    /// prepared per region, local chunk files moved on compute threads.
+    fn chunk_port(&self, keys: &ChunkKeys) -> Option<Arc<dyn ChunkPort>> {
+        let path = NodePath::new(keys.path()).ok()?;
+        Some(Arc::new(super::chunk_port::SessionChunks::open(
+            self.session.clone(),
+            path,
+            keys.clone(),
+        )))
     }
 
     async fn erase(&self, key: &str) -> Result<(), StoreError> {

@@ -81,8 +81,8 @@ async fn missing_objects_are_not_found(s: &dyn Storage) {
         e.to_string().contains(key),
         "{s}: the error names the key: {e}"
     );
-    if let Some(got) = s.get_blocking(key) {
-        let e = got.unwrap_err();
+    if let Some(files) = s.local_files() {
+        let e = files.get(key).unwrap_err();
         assert!(
             is_not_found(&e, key),
             "{s}: get_blocking of a missing key: {e:?}"
@@ -106,8 +106,8 @@ async fn put_get_head(s: &dyn Storage) {
     assert!(got.version.is_some(), "{s}: get reports a version");
     assert_eq!(v1, got.version, "{s}: put and get report the same version");
     // Blocking on the test's executor is harmless here.
-    if let Some(blocking) = s.get_blocking(key) {
-        let blocking = blocking.unwrap();
+    if let Some(files) = s.local_files() {
+        let blocking = files.get(key).unwrap();
         assert_eq!(
             blocking.bytes, got.bytes,
             "{s}: get_blocking reads what get does"
@@ -195,7 +195,7 @@ async fn put_fresh_writes_new_objects(s: &dyn Storage) {
     put_fresh_blocking_writes_new_objects(s).await;
 }
 
-/// Where the backend has [`Storage::put_fresh_blocking`]: objects written by it from
+/// Where the backend has [`Storage::local_files`]: objects written by it from
 /// several threads at once into a new prefix read back whole and are listed exactly.
 async fn put_fresh_blocking_writes_new_objects(s: &dyn Storage) {
     let keys_and_bytes: Vec<(String, Bytes)> = (0..16)
@@ -205,16 +205,19 @@ async fn put_fresh_blocking_writes_new_objects(s: &dyn Storage) {
         })
         .collect();
     // Blocking on the test's executor is harmless here.
-    let Some(first) = s.put_fresh_blocking(&keys_and_bytes[0].0, &keys_and_bytes[0].1) else {
+    let Some(files) = s.local_files() else {
         return;
     };
-    first.unwrap_or_else(|e| panic!("{s}: put_fresh_blocking: {e}"));
+    let files = files.as_ref();
+    files
+        .put_fresh(&keys_and_bytes[0].0, &keys_and_bytes[0].1)
+        .unwrap_or_else(|e| panic!("{s}: put_fresh_blocking: {e}"));
     std::thread::scope(|scope| {
         for part in keys_and_bytes[1..].chunks(4) {
             scope.spawn(move || {
                 for (key, bytes) in part {
-                    match s.put_fresh_blocking(key, bytes) {
-                        Some(Ok(())) => {}
+                    match files.put_fresh(key, bytes) {
+                        Ok(()) => {}
                         other => panic!("{s}: put_fresh_blocking of {key}: {other:?}"),
                     }
                 }
@@ -236,15 +239,18 @@ async fn put_fresh_blocking_writes_new_objects(s: &dyn Storage) {
     );
 }
 
-/// Where the backend has [`Storage::get_range_into_blocking`] (on a 10-byte object
+/// Where the backend has [`Storage::local_files`] (on a 10-byte object
 /// `key` holding `0123456789`): what `get_range` reads, into the caller's buffer;
 /// the same typed errors.
 fn ranged_reads_into(s: &dyn Storage, key: &str) {
     let mut probe = [0u8; 3];
     // Blocking on the test's executor is harmless here.
-    if s.get_range_into_blocking(key, 2, &mut probe).is_none() {
+    let Some(files) = s.local_files() else {
         return;
-    }
+    };
+    files
+        .get_range_into(key, 2, &mut probe)
+        .unwrap_or_else(|e| panic!("{s}: get_range_into: {e}"));
     for (start, len, want) in [
         (0u64, 3usize, "012"),
         (2, 3, "234"),
@@ -252,22 +258,22 @@ fn ranged_reads_into(s: &dyn Storage, key: &str) {
         (10, 0, ""),
     ] {
         let mut dest = vec![b'#'; len];
-        match s.get_range_into_blocking(key, start, &mut dest) {
-            Some(Ok(())) => assert_eq!(dest, want.as_bytes(), "{s}: into at {start}+{len}"),
+        match files.get_range_into(key, start, &mut dest) {
+            Ok(()) => assert_eq!(dest, want.as_bytes(), "{s}: into at {start}+{len}"),
             other => panic!("{s}: get_range_into_blocking at {start}+{len}: {other:?}"),
         }
     }
     let mut dest = [0u8; 4];
-    match s.get_range_into_blocking(key, 8, &mut dest) {
-        Some(Err(StorageError::ShortRead {
+    match files.get_range_into(key, 8, &mut dest) {
+        Err(StorageError::ShortRead {
             key: k,
             requested,
             size,
-        })) => assert_eq!((k.as_str(), requested, size), (key, 8..12, 10), "{s}"),
+        }) => assert_eq!((k.as_str(), requested, size), (key, 8..12, 10), "{s}"),
         other => panic!("{s}: into past the end: {other:?}"),
     }
-    match s.get_range_into_blocking("range/missing", 0, &mut dest) {
-        Some(Err(StorageError::NotFound { key })) => assert_eq!(key, "range/missing"),
+    match files.get_range_into("range/missing", 0, &mut dest) {
+        Err(StorageError::NotFound { key }) => assert_eq!(key, "range/missing"),
         other => panic!("{s}: into a missing key: {other:?}"),
     }
 }

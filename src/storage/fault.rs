@@ -18,7 +18,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use super::{
-    ObjectInfo, ObjectVersion, Storage, StorageError, StorageResult, VersionedBytes, WriteOutcome,
+    LocalFiles, ObjectInfo, ObjectVersion, Storage, StorageError, StorageResult, VersionedBytes,
+    WriteOutcome,
 };
 
 /// Which [`Storage`] method a call is.
@@ -80,7 +81,7 @@ pub type FaultPlan = Box<dyn FnMut(Call, &str) -> Fault + Send>;
 /// A [`Storage`] that applies a [`FaultPlan`] to every call of an inner storage.
 pub struct FaultyStorage {
     inner: Arc<dyn Storage>,
-    plan: Mutex<FaultPlan>,
+    plan: Arc<Mutex<FaultPlan>>,
     ranged_listing: Option<bool>,
 }
 
@@ -89,7 +90,7 @@ impl FaultyStorage {
     pub fn new(inner: Arc<dyn Storage>, plan: FaultPlan) -> Self {
         FaultyStorage {
             inner,
-            plan: Mutex::new(plan),
+            plan: Arc::new(Mutex::new(plan)),
             ranged_listing: None,
         }
     }
@@ -239,7 +240,74 @@ impl Storage for FaultyStorage {
         self.inner.max_concurrent_requests()
     }
 
+    /// The inner storage's local files under the same plan: a blocking read is a
+    /// [`Call::Get`] or [`Call::GetRange`], a blocking write a [`Call::Put`], and
+    /// a delay sleeps the calling thread.
+    fn local_files(&self) -> Option<Arc<dyn LocalFiles>> {
+        let inner = self.inner.local_files()?;
+        Some(Arc::new(FaultyFiles {
+            inner,
+            plan: Arc::clone(&self.plan),
+        }))
+    }
+
     fn root_url(&self) -> String {
         self.inner.root_url()
+    }
+}
+
+/// [`FaultyStorage`]'s blocking capability: the inner storage's, under the plan.
+struct FaultyFiles {
+    inner: Arc<dyn LocalFiles>,
+    plan: Arc<Mutex<FaultPlan>>,
+}
+
+impl Debug for FaultyFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "FaultyFiles({:?})", self.inner)
+    }
+}
+
+impl FaultyFiles {
+    /// Runs `op` under the plan's fault for (`call`, `key`), blocking.
+    fn run<T>(
+        &self,
+        call: Call,
+        key: &str,
+        op: impl FnOnce() -> StorageResult<T>,
+    ) -> StorageResult<T> {
+        let fault = (self.plan.lock().unwrap_or_else(|p| p.into_inner()))(call, key);
+        match fault {
+            Fault::None | Fault::LandThenRefuse => op(),
+            Fault::FailBefore => Err(FaultyStorage::injected(call, key)),
+            Fault::FailAfter => {
+                op()?;
+                Err(FaultyStorage::injected(call, key))
+            }
+            Fault::Delay(d) => {
+                std::thread::sleep(d);
+                op()
+            }
+        }
+    }
+}
+
+impl LocalFiles for FaultyFiles {
+    fn get(&self, key: &str) -> StorageResult<VersionedBytes> {
+        self.run(Call::Get, key, || self.inner.get(key))
+    }
+
+    fn get_range_into(&self, key: &str, start: u64, dest: &mut [u8]) -> StorageResult<()> {
+        self.run(Call::GetRange, key, || {
+            self.inner.get_range_into(key, start, dest)
+        })
+    }
+
+    fn put_fresh(&self, key: &str, bytes: &[u8]) -> StorageResult<()> {
+        self.run(Call::Put, key, || self.inner.put_fresh(key, bytes))
+    }
+
+    fn quick_writes(&self) -> bool {
+        self.inner.quick_writes()
     }
 }

@@ -158,17 +158,6 @@ impl Storage for CheckedConditionalWrites {
     async fn get(&self, key: &str) -> StorageResult<VersionedBytes> {
         self.inner.get(key).await
     }
-    fn get_blocking(&self, key: &str) -> Option<StorageResult<VersionedBytes>> {
-        self.inner.get_blocking(key)
-    }
-    fn get_range_into_blocking(
-        &self,
-        key: &str,
-        start: u64,
-        dest: &mut [u8],
-    ) -> Option<StorageResult<()>> {
-        self.inner.get_range_into_blocking(key, start, dest)
-    }
     async fn get_range(&self, key: &str, range: Range<u64>) -> StorageResult<Bytes> {
         self.inner.get_range(key, range).await
     }
@@ -184,8 +173,10 @@ impl Storage for CheckedConditionalWrites {
     async fn put_fresh(&self, key: &str, bytes: Bytes) -> StorageResult<()> {
         self.inner.put_fresh(key, bytes).await
     }
-    fn put_fresh_blocking(&self, key: &str, bytes: &[u8]) -> Option<StorageResult<()>> {
-        self.inner.put_fresh_blocking(key, bytes)
+    /// Forwarded: the guard checks conditional writes only, which this capability
+    /// does not make.
+    fn local_files(&self) -> Option<Arc<dyn super::LocalFiles>> {
+        self.inner.local_files()
     }
     async fn put_if_absent(&self, key: &str, bytes: Bytes) -> StorageResult<WriteOutcome> {
         self.check().await?;

@@ -39,7 +39,8 @@ use object_store::local::LocalFileSystem;
 
 use super::object::ObjectStorage;
 use super::{
-    ObjectInfo, ObjectVersion, Storage, StorageError, StorageResult, VersionedBytes, WriteOutcome,
+    LocalFiles, ObjectInfo, ObjectVersion, Storage, StorageError, StorageResult, VersionedBytes,
+    WriteOutcome,
 };
 
 /// What a completed write of [`LocalStorage`] survives (see the module documentation).
@@ -513,28 +514,6 @@ impl Storage for LocalStorage {
         not_found_of_io(blocking_io(key, move || read_versioned(&path)).await)
     }
 
-    fn get_blocking(&self, key: &str) -> Option<StorageResult<VersionedBytes>> {
-        let read = self.fs_path(key).and_then(|path| {
-            read_versioned(&path).map_err(|source| StorageError::Io {
-                key: key.to_string(),
-                source,
-            })
-        });
-        Some(not_found_of_io(read))
-    }
-
-    fn get_range_into_blocking(
-        &self,
-        key: &str,
-        start: u64,
-        dest: &mut [u8],
-    ) -> Option<StorageResult<()>> {
-        let read = self
-            .fs_path(key)
-            .and_then(|path| read_exact_at(&path, start, dest).map_err(|e| e.at(key)));
-        Some(read)
-    }
-
     async fn get_range(&self, key: &str, range: Range<u64>) -> StorageResult<Bytes> {
         let mut parts = self.get_ranges(key, std::slice::from_ref(&range)).await?;
         Ok(parts.pop().unwrap_or_default())
@@ -583,20 +562,6 @@ impl Storage for LocalStorage {
             .await
             .map_err(|panic| io(std::io::Error::other(panic)))?
             .map_err(io)
-    }
-
-    fn put_fresh_blocking(&self, key: &str, bytes: &[u8]) -> Option<StorageResult<()>> {
-        // A synced write waits for the disk: not work for a compute thread.
-        if self.synced() {
-            return None;
-        }
-        let written = self.fs_path(key).and_then(|path| {
-            write_in_place(&path, bytes, false).map_err(|source| StorageError::Io {
-                key: key.to_string(),
-                source,
-            })
-        });
-        Some(written)
     }
 
     async fn put_if_absent(&self, key: &str, bytes: Bytes) -> StorageResult<WriteOutcome> {
@@ -689,6 +654,13 @@ impl Storage for LocalStorage {
             .boxed()
     }
 
+    fn local_files(&self) -> Option<Arc<dyn LocalFiles>> {
+        Some(Arc::new(LocalFileAccess {
+            fs: Arc::clone(&self.fs),
+            synced: self.synced(),
+        }))
+    }
+
     fn root_url(&self) -> String {
         self.inner.root_url()
     }
@@ -728,5 +700,55 @@ mod tests {
             storage.head("refs/r.json").await.expect("head").version,
             Some(new)
         );
+    }
+}
+
+/// The blocking capability of [`LocalStorage`] ([`Storage::local_files`]): the same
+/// files, read and written with plain system calls on the calling thread.
+#[derive(Debug)]
+struct LocalFileAccess {
+    fs: Arc<LocalFileSystem>,
+    synced: bool,
+}
+
+impl LocalFileAccess {
+    fn fs_path(&self, key: &str) -> StorageResult<PathBuf> {
+        self.fs
+            .path_to_filesystem(&object_store::path::Path::from(key))
+            .map_err(|e| StorageError::InvalidLocation {
+                location: key.to_string(),
+                reason: e.to_string(),
+            })
+    }
+}
+
+impl LocalFiles for LocalFileAccess {
+    fn get(&self, key: &str) -> StorageResult<VersionedBytes> {
+        let read = self.fs_path(key).and_then(|path| {
+            read_versioned(&path).map_err(|source| StorageError::Io {
+                key: key.to_string(),
+                source,
+            })
+        });
+        not_found_of_io(read)
+    }
+
+    fn get_range_into(&self, key: &str, start: u64, dest: &mut [u8]) -> StorageResult<()> {
+        self.fs_path(key)
+            .and_then(|path| read_exact_at(&path, start, dest).map_err(|e| e.at(key)))
+    }
+
+    fn put_fresh(&self, key: &str, bytes: &[u8]) -> StorageResult<()> {
+        self.fs_path(key).and_then(|path| {
+            write_in_place(&path, bytes, self.synced).map_err(|source| StorageError::Io {
+                key: key.to_string(),
+                source,
+            })
+        })
+    }
+
+    /// A synced write waits for the disk: not work for a compute thread.
+    fn quick_writes(&self) -> bool {
+        !self.synced
     }
 }

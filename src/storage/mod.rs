@@ -169,6 +169,44 @@ pub enum StorageError {
 /// Result of storage operations.
 pub type StorageResult<T> = Result<T, StorageError>;
 
+/// Blocking access to a storage whose objects are files on a local disk, the
+/// capability [`Storage::local_files`] offers: a read or write is then a quick
+/// system call, made on the calling thread without a hop to the blocking pool.
+/// Call these only on a blocking or compute thread, never on the async executor.
+///
+/// Who uses it: the walk along a spec-1 snapshot chain (one thread hop per batch
+/// of snapshots instead of one per snapshot), and a session's chunk transfers
+/// (an uncompressed chunk read straight into the caller's output; a chunk encoded
+/// on the compute pool written by the thread that encoded it).
+pub trait LocalFiles: Send + Sync + Debug {
+    /// [`Storage::get`] as a blocking call.
+    ///
+    /// # Errors
+    /// As [`Storage::get`].
+    fn get(&self, key: &str) -> StorageResult<VersionedBytes>;
+
+    /// Reads `dest.len()` bytes of an object, from byte `start`, straight into
+    /// `dest`.
+    ///
+    /// # Errors
+    /// [`StorageError::NotFound`] when absent; [`StorageError::ShortRead`] when the
+    /// object ends before `start + dest.len()` (`dest` is then partly written).
+    fn get_range_into(&self, key: &str, start: u64, dest: &mut [u8]) -> StorageResult<()>;
+
+    /// [`Storage::put_fresh`] as a blocking call (a new object under a key nothing
+    /// else writes or reads yet, written in place).
+    ///
+    /// # Errors
+    /// As [`Storage::put_fresh`].
+    fn put_fresh(&self, key: &str, bytes: &[u8]) -> StorageResult<()>;
+
+    /// Whether [`LocalFiles::put_fresh`] is a quick call, fit for a compute thread
+    /// (`false` when every write waits for the disk, as with synced durability).
+    fn quick_writes(&self) -> bool {
+        true
+    }
+}
+
 /// Byte storage under a repository root.
 ///
 /// Keys are `/`-separated paths relative to the root, with no leading `/`
@@ -182,41 +220,6 @@ pub trait Storage: Send + Sync + Debug + Display {
     /// # Errors
     /// [`StorageError::NotFound`] when absent; [`StorageError::Backend`] otherwise.
     async fn get(&self, key: &str) -> StorageResult<VersionedBytes>;
-
-    /// [`Storage::get`] as a plain blocking call, for backends where a read is a quick
-    /// local system call (a file on a local disk); `None` where the backend has no
-    /// such path (the default: object stores, wrappers). Call it only on a blocking
-    /// thread (`tokio::task::spawn_blocking`), never on the async executor. A walk
-    /// along a chain of small objects that each name the next (a snapshot and its
-    /// parent) then takes one thread hop per batch of objects instead of one per
-    /// object: ~20 µs each, most of a snapshot read from the page cache.
-    ///
-    /// # Errors
-    /// As [`Storage::get`].
-    fn get_blocking(&self, key: &str) -> Option<StorageResult<VersionedBytes>> {
-        let _ = key;
-        None
-    }
-
-    /// Reads `dest.len()` bytes of an object, from byte `start`, straight into
-    /// `dest`, as a plain blocking call, for backends where a read is a quick local
-    /// system call (a file on a local disk); `None`, with nothing read, where the
-    /// backend has no such path (the default). Call it only on a blocking or compute
-    /// thread, never on the async executor. An array reads uncompressed chunks into
-    /// the caller's output this way: one copy instead of two, and no buffer.
-    ///
-    /// # Errors
-    /// [`StorageError::NotFound`] when absent; [`StorageError::ShortRead`] when the
-    /// object ends before `start + dest.len()` (`dest` is then partly written).
-    fn get_range_into_blocking(
-        &self,
-        key: &str,
-        start: u64,
-        dest: &mut [u8],
-    ) -> Option<StorageResult<()>> {
-        let _ = (key, start, dest);
-        None
-    }
 
     /// Reads bytes `range` (`start..end`, in bytes) of an object.
     ///
@@ -284,22 +287,6 @@ pub trait Storage: Send + Sync + Debug + Display {
     /// As [`Storage::put`].
     async fn put_fresh(&self, key: &str, bytes: Bytes) -> StorageResult<()> {
         self.put(key, bytes).await.map(|_| ())
-    }
-
-    /// [`Storage::put_fresh`] as a plain blocking call, for backends where a write is
-    /// a quick local system call (a file on a local disk); `None`, with nothing
-    /// written, where the backend has no such path (the default: object stores,
-    /// wrappers). Call it only on a blocking or compute thread, never on the async
-    /// executor. A chunk encoded on the compute pool is then written by the thread
-    /// that encoded it, while its bytes are in cache, instead of hopping to the
-    /// blocking pool, and no more files are created at once than there are cores
-    /// (dozens of threads creating files in one directory spin on its lock).
-    ///
-    /// # Errors
-    /// As [`Storage::put_fresh`].
-    fn put_fresh_blocking(&self, key: &str, bytes: &[u8]) -> Option<StorageResult<()>> {
-        let _ = (key, bytes);
-        None
     }
 
     /// Writes an object only if no object exists at `key` (create-if-not-exists).
@@ -412,6 +399,15 @@ pub trait Storage: Send + Sync + Debug + Display {
     /// flight, nor more response bodies being received. `None`: no bound (local disks
     /// and memory).
     fn max_concurrent_requests(&self) -> Option<usize> {
+        None
+    }
+
+    /// The one blocking capability of a storage: plain blocking calls on objects
+    /// that are files on a local disk ([`LocalFiles`]), or `None` (the default:
+    /// object stores). Wrappers forward it explicitly, applying their own rules to
+    /// it (a read-only wrapper refuses its writes, fault injection applies its plan
+    /// to it), never dropping it silently.
+    fn local_files(&self) -> Option<Arc<dyn LocalFiles>> {
         None
     }
 

@@ -10,7 +10,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use super::{
-    ObjectInfo, ObjectVersion, Storage, StorageError, StorageResult, VersionedBytes, WriteOutcome,
+    LocalFiles, ObjectInfo, ObjectVersion, Storage, StorageError, StorageResult, VersionedBytes,
+    WriteOutcome,
 };
 
 /// Reads through `inner`; every write fails with [`StorageError::ReadOnly`] before
@@ -99,6 +100,15 @@ impl Storage for ReadOnlyStorage {
     fn ranged_listing(&self) -> bool {
         self.inner.ranged_listing()
     }
+    /// The inner storage's local files, reading through and refusing every write.
+    fn local_files(&self) -> Option<Arc<dyn LocalFiles>> {
+        let inner = self.inner.local_files()?;
+        Some(Arc::new(ReadOnlyFiles {
+            inner,
+            location: self.inner.root_url(),
+        }))
+    }
+
     fn root_url(&self) -> String {
         self.inner.root_url()
     }
@@ -128,5 +138,29 @@ mod tests {
             assert!(matches!(e, StorageError::ReadOnly { .. }), "{e}");
         }
         assert_eq!(raw.get("a").await.unwrap().bytes.as_ref(), b"x");
+    }
+}
+
+/// [`ReadOnlyStorage`]'s blocking capability: reads through, refuses writes.
+#[derive(Debug)]
+struct ReadOnlyFiles {
+    inner: Arc<dyn LocalFiles>,
+    location: String,
+}
+
+impl LocalFiles for ReadOnlyFiles {
+    fn get(&self, key: &str) -> StorageResult<VersionedBytes> {
+        self.inner.get(key)
+    }
+
+    fn get_range_into(&self, key: &str, start: u64, dest: &mut [u8]) -> StorageResult<()> {
+        self.inner.get_range_into(key, start, dest)
+    }
+
+    fn put_fresh(&self, key: &str, _bytes: &[u8]) -> StorageResult<()> {
+        Err(StorageError::ReadOnly {
+            key: key.to_string(),
+            location: self.location.clone(),
+        })
     }
 }

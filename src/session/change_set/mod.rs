@@ -93,7 +93,7 @@ impl ChangeSet {
     }
 
     /// Records a new node.
-    pub fn add_node(&mut self, path: NodePath, id: NodeId, node: NewNode) {
+    pub(crate) fn add_node(&mut self, path: NodePath, id: NodeId, node: NewNode) {
         if let Some((old, _)) = self.new_nodes.insert(path.clone(), (id, node)) {
             self.new_ids.remove(&old);
         }
@@ -107,7 +107,7 @@ impl ChangeSet {
 
     /// Forgets the node created at `path` (with its chunk changes), as if it had never
     /// been added; its children, if any, stay.
-    pub fn forget_new_node(&mut self, path: &NodePath) {
+    pub(crate) fn forget_new_node(&mut self, path: &NodePath) {
         if let Some((id, _)) = self.new_nodes.remove(path) {
             self.new_ids.remove(&id);
             self.chunks.remove(&id);
@@ -141,7 +141,7 @@ impl ChangeSet {
     }
 
     /// Forgets the chunk changes of array `id` at `chunks` (the committed refs stay).
-    pub fn drop_chunk_changes(&mut self, id: &NodeId, chunks: &[ChunkIndices]) {
+    pub(crate) fn drop_chunk_changes(&mut self, id: &NodeId, chunks: &[ChunkIndices]) {
         if let Some(m) = self.chunks.get_mut(id) {
             m.remove_all(chunks);
         }
@@ -150,7 +150,7 @@ impl ChangeSet {
     /// Applies `other`'s changes on top of these, as if they had been made here
     /// after these (how a fork's changes are merged into the session it came from):
     /// deletions, then new nodes, then metadata updates, then chunk changes.
-    pub fn absorb(&mut self, other: &ChangeSet) {
+    pub(crate) fn absorb(&mut self, other: &ChangeSet) {
         for (id, path, is_group) in other.deleted_nodes() {
             self.delete_node(path, *id, is_group);
         }
@@ -187,7 +187,7 @@ impl ChangeSet {
     }
 
     /// Replaces a group's `zarr.json`.
-    pub fn update_group(&mut self, path: &NodePath, id: NodeId, user_data: Bytes) {
+    pub(crate) fn update_group(&mut self, path: &NodePath, id: NodeId, user_data: Bytes) {
         match self.new_nodes.get_mut(path) {
             Some((nid, NewNode::Group(g))) if *nid == id => *g = user_data,
             _ => {
@@ -197,7 +197,7 @@ impl ChangeSet {
     }
 
     /// Replaces an array's definition.
-    pub fn update_array(&mut self, path: &NodePath, id: NodeId, def: ArrayDefinition) {
+    pub(crate) fn update_array(&mut self, path: &NodePath, id: NodeId, def: ArrayDefinition) {
         match self.new_nodes.get_mut(path) {
             Some((nid, NewNode::Array(a))) if *nid == id => *a = def,
             _ => {
@@ -232,7 +232,7 @@ impl ChangeSet {
 
     /// Deletes a node (group or array) with its chunk changes. Deleting a node created
     /// in this session forgets it; deleting a committed node records the deletion.
-    pub fn delete_node(&mut self, path: &NodePath, id: NodeId, is_group: bool) {
+    pub(crate) fn delete_node(&mut self, path: &NodePath, id: NodeId, is_group: bool) {
         self.chunks.remove(&id);
         self.updated_groups.remove(&id);
         self.updated_arrays.remove(&id);
@@ -254,7 +254,12 @@ impl ChangeSet {
     }
 
     /// Sets (`Some`) or deletes (`None`) the chunk ref of array `id` at `index`.
-    pub fn set_chunk(&mut self, id: NodeId, index: ChunkIndices, payload: Option<ChunkPayload>) {
+    pub(crate) fn set_chunk(
+        &mut self,
+        id: NodeId,
+        index: ChunkIndices,
+        payload: Option<ChunkPayload>,
+    ) {
         let entry = self.sources.entry(payload);
         self.chunks.entry(id).or_default().insert(index, entry);
     }
@@ -342,6 +347,40 @@ mod tests {
     use super::*;
     use crate::format::manifest::{Checksum, VirtualChunkRef};
     use crate::format::SpecVersion;
+
+    /// Change sets compare by value, whatever order their chunk refs' locations
+    /// were interned in.
+    #[test]
+    fn change_sets_compare_by_value_whatever_the_interning_order() {
+        let id = NodeId::new([4; 8]);
+        let refs: Vec<(ChunkIndices, Option<ChunkPayload>)> = (0..300u64)
+            .map(|j| {
+                let payload = (j % 7 != 0).then(|| {
+                    ChunkPayload::Virtual(VirtualChunkRef {
+                        location: format!("s3://bucket/file_{}.nc", j % 5),
+                        offset: j * 9,
+                        length: 9,
+                        checksum: None,
+                    })
+                });
+                (vec![0, j], payload)
+            })
+            .collect();
+        let (mut forward, mut reversed) = (ChangeSet::default(), ChangeSet::default());
+        for (idx, payload) in &refs {
+            forward.set_chunk(id, idx.clone(), payload.clone());
+        }
+        for (idx, payload) in refs.iter().rev() {
+            reversed.set_chunk(id, idx.clone(), payload.clone());
+        }
+        assert!(forward == reversed, "change sets differ by interning order");
+        assert_eq!(forward.num_chunk_changes(), 300);
+        reversed.set_chunk(id, vec![0, 1], None);
+        assert!(
+            forward != reversed,
+            "a different ref is a different change set"
+        );
+    }
 
     #[test]
     fn a_log_encoded_from_the_change_set_is_the_same_file() {

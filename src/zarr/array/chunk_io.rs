@@ -13,20 +13,37 @@ impl Array {
     /// store errors.
     pub async fn read_chunk_bytes(&self, chunk: &[u64]) -> ZarrResult<Option<ArrayBytes>> {
         self.check_chunk_index(chunk)?;
-        self.fetch_chunk(chunk).await
+        self.fetch_chunk(&self.chunks(), chunk).await
     }
 
-    pub(super) async fn fetch_chunk(&self, chunk: &[u64]) -> ZarrResult<Option<ArrayBytes>> {
-        let key = self.key_of(chunk);
-        let Some(bytes) = self.store.get(&key).await? else {
+    /// The chunk port of this array ([`open_chunk_port`]), opened once per
+    /// operation: a region read or write resolves the array in its store once,
+    /// while a later operation sees the array as the store then has it.
+    pub(super) fn chunks(&self) -> Arc<dyn ChunkPort> {
+        open_chunk_port(
+            &self.store,
+            ChunkKeys {
+                prefix: node_prefix(&self.path),
+                encoding: Arc::clone(&self.derived.keys),
+            },
+        )
+    }
+
+    /// Reads and decodes chunk `chunk` through `port`; `None` when it is not stored.
+    pub(super) async fn fetch_chunk(
+        &self,
+        port: &Arc<dyn ChunkPort>,
+        chunk: &[u64],
+    ) -> ZarrResult<Option<ArrayBytes>> {
+        let Some(bytes) = port.get(chunk).await? else {
             return Ok(None);
         };
-        self.decode_chunk(&key, bytes).await.map(Some)
+        self.decode_chunk(chunk, bytes).await.map(Some)
     }
 
-    /// Decodes the stored bytes of a whole chunk (at `key`) on the compute pool and
+    /// Decodes the stored bytes of a whole chunk (`chunk`) on the compute pool and
     /// checks the element count.
-    pub(super) async fn decode_chunk(&self, key: &str, bytes: Bytes) -> ZarrResult<ArrayBytes> {
+    pub(super) async fn decode_chunk(&self, chunk: &[u64], bytes: Bytes) -> ZarrResult<ArrayBytes> {
         // Only a stored chunk needs decoding into a whole-chunk buffer.
         let chunk_len = self.chunk_len()?;
         let chain = Arc::clone(&self.derived.chain);
@@ -35,16 +52,16 @@ impl Array {
         let size = bytes.len().max(chunk_len.saturating_mul(elem));
         let decoded = run_blocking(size, move || chain.decode(bytes, &repr))
             .await
-            .map_err(|e| chunk_err(&self.path, key, e))?;
-        self.check_decoded(key, &decoded, self.derived.repr.num_elements())?;
+            .map_err(|e| chunk_err(&self.path, &self.key_of(chunk), e))?;
+        self.check_decoded(chunk, &decoded, self.derived.repr.num_elements())?;
         Ok(decoded)
     }
 
-    pub(super) fn check_decoded(&self, key: &str, data: &ArrayBytes, n: u64) -> ZarrResult<()> {
+    pub(super) fn check_decoded(&self, chunk: &[u64], data: &ArrayBytes, n: u64) -> ZarrResult<()> {
         data.check_len(&self.metadata.data_type, n)
             .map_err(|got| ZarrError::ChunkSize {
                 path: self.path.clone(),
-                key: key.to_string(),
+                key: self.key_of(chunk),
                 expected: n,
                 got,
             })
@@ -81,8 +98,7 @@ impl Array {
                 expected: n,
                 got,
             })?;
-        let key = self.key_of(chunk);
-        self.store_chunk(key, data).await
+        self.store_chunk(&self.chunks(), chunk, data).await
     }
 
     /// [`Array::write_chunk_bytes`] from elements of `T`.
@@ -103,7 +119,7 @@ impl Array {
     pub async fn erase_chunk(&self, chunk: &[u64]) -> ZarrResult<()> {
         self.check_writable()?;
         self.check_chunk_index(chunk)?;
-        self.store.erase(&self.key_of(chunk)).await?;
+        self.chunks().erase(chunk).await?;
         Ok(())
     }
 
@@ -113,7 +129,7 @@ impl Array {
     /// [`ZarrError::InvalidRegion`]; store errors.
     pub async fn read_encoded_chunk(&self, chunk: &[u64]) -> ZarrResult<Option<Bytes>> {
         self.check_chunk_index(chunk)?;
-        Ok(self.store.get(&self.key_of(chunk)).await?)
+        Ok(self.chunks().get(chunk).await?)
     }
 
     /// Stores already-encoded chunk bytes verbatim (no validation of the encoding).
@@ -123,7 +139,7 @@ impl Array {
     pub async fn write_encoded_chunk(&self, chunk: &[u64], bytes: Bytes) -> ZarrResult<()> {
         self.check_writable()?;
         self.check_chunk_index(chunk)?;
-        self.store.set(&self.key_of(chunk), bytes).await?;
+        self.chunks().set(chunk, bytes).await?;
         Ok(())
     }
 
@@ -188,49 +204,61 @@ impl Array {
             })
     }
 
-    /// Encodes `data` (a whole chunk) and stores it, or erases the key when it is
-    /// all fill value and empty chunks are not written.
-    pub(super) async fn store_chunk(&self, key: String, data: ArrayBytes) -> ZarrResult<()> {
+    /// Encodes `data` (a whole chunk) and stores it through `port`, or erases the
+    /// chunk when it is all fill value and empty chunks are not written.
+    pub(super) async fn store_chunk(
+        &self,
+        port: &Arc<dyn ChunkPort>,
+        chunk: &[u64],
+        data: ArrayBytes,
+    ) -> ZarrResult<()> {
         let chunk_len = self.chunk_len()?;
         let chain = Arc::clone(&self.derived.chain);
         let repr = self.derived.repr.clone();
         let write_empty = self.options.write_empty_chunks;
         let elem = self.metadata.data_type.fixed_size().unwrap_or(0);
         let size = chunk_len.saturating_mul(elem);
-        self.encode_and_put(&key, size, move || {
+        self.encode_and_put(port, chunk, size, move || {
             encode_chunk(&chain, &repr, write_empty, data)
         })
         .await
     }
 
     /// Runs `encode` (work of about `size` bytes: on the compute pool when large) and
-    /// stores the chunk it returns at `key`, or erases the key for `None`. A chunk
-    /// encoded on the pool is written by the same thread when the store writes that
-    /// way ([`Store::set_blocking`]: local disks), while its bytes are in cache and
-    /// with no hop to the blocking pool; otherwise through [`Store::set`].
+    /// stores the chunk it returns, or erases it for `None`. A chunk encoded on the
+    /// pool is handed to the port's transfer step by the same thread
+    /// ([`ChunkPort::write_now`]: local disks write it there, while its bytes are in
+    /// cache and with no hop to the blocking pool); what is left goes through
+    /// [`ChunkPort::set`].
     pub(super) async fn encode_and_put(
         &self,
-        key: &str,
+        port: &Arc<dyn ChunkPort>,
+        chunk: &[u64],
         size: usize,
         encode: impl FnOnce() -> Result<Option<Vec<u8>>, CodecError> + Send + 'static,
     ) -> ZarrResult<()> {
         let on_pool = offloads(size);
-        let store = Arc::clone(&self.store);
-        let owned_key = key.to_string();
+        let owned_port = Arc::clone(port);
+        let owned_chunk = chunk.to_vec();
         let put = run_blocking(size, move || {
-            Ok(stage(store.as_ref(), &owned_key, encode()?, on_pool))
+            Ok(stage(owned_port.as_ref(), &owned_chunk, encode()?, on_pool))
         })
         .await
-        .map_err(|e| chunk_err(&self.path, key, e))?;
-        self.finish_put(key, put).await
+        .map_err(|e| chunk_err(&self.path, &self.key_of(chunk), e))?;
+        self.finish_put(port.as_ref(), chunk, put).await
     }
 
-    /// Does what [`stage`] left of storing chunk `key`.
-    pub(super) async fn finish_put(&self, key: &str, put: Put) -> ZarrResult<()> {
+    /// Does what [`stage`] left of storing chunk `chunk`.
+    pub(super) async fn finish_put(
+        &self,
+        port: &dyn ChunkPort,
+        chunk: &[u64],
+        put: Put,
+    ) -> ZarrResult<()> {
         match put {
             Put::Done(stored) => stored?,
-            Put::Set(bytes) => self.store.set(key, bytes).await?,
-            Put::Erase => self.store.erase(key).await?,
+            Put::Set(bytes) => port.set(chunk, bytes).await?,
+            Put::Erase => port.erase(chunk).await?,
         }
         Ok(())
     }
@@ -238,11 +266,11 @@ impl Array {
 
 /// The first step of storing an encoded chunk (`None`: all fill value, erased), on
 /// the thread that encoded it: with `may_block` (a compute or blocking thread), the
-/// chunk is written there when the store writes that way
-/// ([`Store::set_blocking`]); what is left goes to [`Array::finish_put`].
+/// port's transfer step ([`ChunkPort::write_now`]); what is left goes to
+/// [`Array::finish_put`].
 pub(super) fn stage(
-    store: &dyn Store,
-    key: &str,
+    port: &dyn ChunkPort,
+    chunk: &[u64],
     encoded: Option<Vec<u8>>,
     may_block: bool,
 ) -> Put {
@@ -250,9 +278,13 @@ pub(super) fn stage(
         return Put::Erase;
     };
     let bytes = crate::buffer_pool::bytes_of(bytes);
-    match may_block.then(|| store.set_blocking(key, &bytes)) {
-        Some(Some(stored)) => Put::Done(stored),
-        _ => Put::Set(bytes),
+    if !may_block {
+        return Put::Set(bytes);
+    }
+    match port.write_now(chunk, bytes) {
+        Ok(WriteNow::Written) => Put::Done(Ok(())),
+        Ok(WriteNow::Elsewhere(bytes)) => Put::Set(bytes),
+        Err(e) => Put::Done(Err(e)),
     }
 }
 
@@ -260,8 +292,8 @@ pub(super) fn stage(
 pub(super) enum Put {
     /// Written from the encoding thread, with this outcome.
     Done(Result<(), crate::zarr::store::StoreError>),
-    /// To be written with [`Store::set`].
+    /// To be written with [`ChunkPort::set`].
     Set(Bytes),
-    /// All fill value: the key is erased.
+    /// All fill value: the chunk is erased.
     Erase,
 }

@@ -1,6 +1,8 @@
 //! Zarr arrays: creation, opening, region and chunk I/O, resizing, attributes.
 //!
-//! An [`Array`] talks only to the [`Store`] trait. Chunks of a region are fetched
+//! An [`Array`] reads and writes its metadata through the [`Store`] trait and moves
+//! chunks only through the store's chunk port ([`ChunkPort`], opened once per
+//! operation by [`open_chunk_port`]), by chunk index. Chunks of a region are fetched
 //! concurrently (bounded by [`ArrayOptions::concurrency`]) and encoded/decoded on
 //! tokio's blocking thread pool (small chunks inline). Missing chunks read as the
 //! fill value; a chunk written entirely equal to the fill value is erased instead of
@@ -43,7 +45,9 @@ use crate::zarr::node::{
     ensure_parent_groups, metadata_key, node_exists, node_prefix, normalize_path,
     read_node_metadata, ZarrFormat,
 };
-use crate::zarr::store::{ByteRange, Store};
+use crate::zarr::store::{
+    open_chunk_port, ByteRange, ChunkKeys, ChunkPort, ReadInto, Store, WriteNow,
+};
 use crate::zarr::subset::{indices_in, ArraySubset};
 
 /// Runtime options of an [`Array`] (not stored in metadata).
@@ -86,7 +90,7 @@ struct Derived {
     chain: Arc<CodecChain>,
     repr: ChunkRepr,
     grid: RegularChunkGrid,
-    keys: Box<dyn ChunkKeyEncoding>,
+    keys: Arc<dyn ChunkKeyEncoding>,
     /// Elements of one chunk, `None` when one chunk cannot be held in memory (its
     /// element count or byte size overflows; such an array opens, but reading or
     /// writing a stored chunk fails with [`ZarrError::TooLarge`]).
@@ -105,7 +109,7 @@ impl Derived {
             chain: Arc::new(meta.codec_chain()?),
             repr,
             grid: RegularChunkGrid::new(meta.chunk_shape.clone())?,
-            keys: meta.chunk_key_encoding.encoding(),
+            keys: Arc::from(meta.chunk_key_encoding.encoding()),
             chunk_len,
         })
     }
@@ -147,20 +151,20 @@ struct ChunkPart {
     data_start: Vec<u64>,
 }
 
-/// A [`ByteSource`] reading one store key.
-struct StoreSource {
-    store: Arc<dyn Store>,
-    key: String,
+/// A [`ByteSource`] reading one chunk through a chunk port.
+struct PortSource<'a> {
+    port: &'a dyn ChunkPort,
+    chunk: &'a [u64],
 }
 
 #[async_trait]
-impl ByteSource for StoreSource {
+impl ByteSource for PortSource<'_> {
     async fn get(&self) -> Result<Option<Bytes>, CodecError> {
-        Ok(self.store.get(&self.key).await?)
+        Ok(self.port.get(self.chunk).await?)
     }
 
     async fn get_ranges(&self, ranges: &[ByteRange]) -> Result<Option<Vec<Bytes>>, CodecError> {
-        Ok(self.store.get_partial_values(&self.key, ranges).await?)
+        Ok(self.port.get_ranges(self.chunk, ranges).await?)
     }
 }
 

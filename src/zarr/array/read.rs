@@ -59,7 +59,7 @@ impl Array {
         let chunks = grid.chunks_intersecting(region);
         // Fast path: the region is exactly one whole chunk.
         if chunks.num_elements() == 1 && grid.chunk_region(&chunks.start) == *region {
-            return match self.fetch_chunk(&chunks.start).await? {
+            return match self.fetch_chunk(&self.chunks(), &chunks.start).await? {
                 Some(d) => Ok(d),
                 None => self.fill_bytes(n),
             };
@@ -72,7 +72,7 @@ impl Array {
     /// Reads `region` into `out` (C order, shape `region.shape`, already holding the
     /// fill value): chunks are fetched and decoded concurrently and copied in as they
     /// arrive; missing chunks are skipped. Chunks read whole are fetched in batches
-    /// through [`Store::get_many`], so a store can read chunks that lie close
+    /// through [`ChunkPort::get_many`], so a store can read chunks that lie close
     /// together in one object (virtual chunks of one file) with one request; the
     /// others are decoded partially (sharding), one request per chunk for its index
     /// and one for the inner chunks it needs.
@@ -81,10 +81,14 @@ impl Array {
         region: &ArraySubset,
         mut out: ElemsMut<'_>,
     ) -> ZarrResult<()> {
+        let port = self.chunks();
+        let port = &port;
         // Whole uncompressed chunks that are each one run of `out` first, straight
         // from the store; `direct` holds those read, the others go the general way.
         let direct = match (&mut out, self.direct_mode()) {
-            (ElemsMut::Fixed(bytes), Some(mode)) => self.read_direct(region, bytes, mode).await,
+            (ElemsMut::Fixed(bytes), Some(mode)) => {
+                self.read_direct(port, region, bytes, mode).await?
+            }
             _ => std::collections::HashSet::new(),
         };
         let chunks = self.derived.grid.chunks_intersecting(region);
@@ -105,11 +109,9 @@ impl Array {
         let whole = futures::stream::iter(indices_in(&chunks.start, &chunks.shape))
             .filter(move |idx| futures::future::ready(is_whole(idx) && !direct.contains(idx)))
             .chunks(GET_MANY_BATCH)
-            .map(move |batch| {
-                let keys: Vec<String> = batch.iter().map(|idx| self.key_of(idx)).collect();
+            .map(move |batch: Vec<Vec<u64>>| {
                 let batch = Arc::new(batch);
-                self.store
-                    .get_many(keys, concurrency)
+                port.get_many(batch.as_ref().clone(), concurrency)
                     .map(move |(i, r)| (Arc::clone(&batch), i, r))
             })
             .flatten()
@@ -120,7 +122,7 @@ impl Array {
                 let Some(bytes) = r? else {
                     return Ok(None);
                 };
-                let data = self.decode_chunk(&self.key_of(idx), bytes).await?;
+                let data = self.decode_chunk(idx, bytes).await?;
                 let chunk_region = self.derived.grid.chunk_region(idx);
                 let Some(inter) = chunk_region.intersect(region) else {
                     return Ok(None);
@@ -135,7 +137,7 @@ impl Array {
             .buffer_unordered(concurrency);
         let parts = futures::stream::iter(indices_in(&chunks.start, &chunks.shape))
             .filter(move |idx| futures::future::ready(!is_whole(idx) && !direct.contains(idx)))
-            .map(|idx| self.read_chunk_part(idx, region))
+            .map(|idx| self.read_chunk_part(port, idx, region))
             .buffer_unordered(concurrency);
         let mut results = futures::stream::select(whole, parts);
         while let Some(r) = results.next().await {
@@ -184,26 +186,32 @@ impl Array {
     /// back. The calling thread waits for the pool one window (~64 MiB of output) at
     /// a time and yields between windows (not `block_in_place`, which tokio refuses
     /// in a `LocalSet`).
-    /// - [`Direct::Stored`]: the store reads each chunk into its slice where it can
-    ///   ([`Store::get_into_blocking`]: a repository session or a plain directory on
-    ///   a local disk, memory): one copy and no buffer per chunk. When the first
-    ///   chunk is declined, none is tried.
+    /// - [`Direct::Stored`]: after the port's async step ([`ChunkPort::prepare`]:
+    ///   a repository session fetches the manifests of the region), the port's
+    ///   transfer step reads each chunk into its slice where it can
+    ///   ([`ChunkPort::read_into`]: a repository session on a local disk): one copy
+    ///   and no buffer per chunk. When the first chunk is declined, none is tried;
+    ///   a transfer that fails is the error of the whole read.
     /// - [`Direct::Decoded`]: a window (~64 MiB of output) of chunks is fetched with
-    ///   [`Store::get_many`], then each is decoded into its slice
+    ///   [`ChunkPort::get_many`], then each is decoded into its slice
     ///   ([`CodecChain::decode_into`]); a chunk that fails to fetch or decode is
     ///   left to the caller, which reports the error.
+    ///
+    /// # Errors
+    /// A failed transfer of [`Direct::Stored`]; the async step's store errors.
     async fn read_direct(
         &self,
+        port: &Arc<dyn ChunkPort>,
         region: &ArraySubset,
         out: &mut [u8],
         mode: Direct,
-    ) -> std::collections::HashSet<Vec<u64>> {
+    ) -> ZarrResult<std::collections::HashSet<Vec<u64>>> {
         let mut done = std::collections::HashSet::new();
         let mut plan = self.borrowed_plan(region);
         plan.retain(|(_, run)| run.end <= out.len());
-        let Some((first, _)) = plan.first() else {
-            return done;
-        };
+        if plan.is_empty() {
+            return Ok(done);
+        }
         let fill = self.derived.repr.fill_value.as_bytes();
         let refill = |dest: &mut [u8]| {
             if !fill.is_empty() {
@@ -213,24 +221,26 @@ impl Array {
             }
         };
         if mode == Direct::Stored {
-            // A repository session reads the manifest holding the first chunk here,
-            // so that its refs are known without I/O below. Errors surface later.
-            let _ = self.store.size(&self.key_of(first)).await;
+            // The async step: the chunk refs of the region become known without I/O.
+            port.prepare(&self.derived.grid.chunks_intersecting(region))
+                .await?;
         }
         let Some(mut dests) = split_runs(out, &plan) else {
-            return done;
+            return Ok(done);
         };
         let window = (DIRECT_WINDOW_BYTES / plan[0].1.len().max(1)).max(1);
         let mut read: Result<Vec<Vec<u64>>, String> = Ok(Vec::new());
         for (k, part) in dests.chunks_mut(window).enumerate() {
             let got = match mode {
-                Direct::Stored => match self.read_stored_into(part, &refill, k == 0) {
-                    // The store declined the first chunk: it reads none this way.
+                Direct::Stored => match self.read_stored_into(port.as_ref(), part, &refill, k == 0)
+                {
+                    // The port declined the first chunk: it reads none this way.
                     Ok(None) => break,
-                    Ok(Some(read_ok)) => Ok(read_ok),
+                    Ok(Some(Ok(read_ok))) => Ok(read_ok),
+                    Ok(Some(Err(failed))) => return Err(failed),
                     Err(panic) => Err(panic),
                 },
-                Direct::Decoded => self.read_decoded_into(part, &refill).await,
+                Direct::Decoded => self.read_decoded_into(port.as_ref(), part, &refill).await,
             };
             match (&mut read, got) {
                 (Ok(all), Ok(some)) => all.extend(some),
@@ -250,27 +260,32 @@ impl Array {
                 }
             }
         }
-        done
+        Ok(done)
     }
 
     /// [`Direct::Stored`] for one window: each chunk read into its slice by the
-    /// store; the chunks read, `None` when `probe` and the store declined the first
-    /// chunk (nothing else tried), or the panic message of a store that panicked.
+    /// port's transfer step; the chunks read (missing ones included) or the first
+    /// failed transfer, `None` when `probe` and the port declined the first chunk
+    /// (nothing else tried), or the panic message of a port that panicked.
+    #[allow(clippy::type_complexity)]
     fn read_stored_into(
         &self,
+        port: &dyn ChunkPort,
         part: &mut [(&Vec<u64>, &mut [u8])],
         refill: &(dyn Fn(&mut [u8]) + Sync),
         probe: bool,
-    ) -> Result<Option<Vec<Vec<u64>>>, String> {
+    ) -> Result<Option<ZarrResult<Vec<Vec<u64>>>>, String> {
         use rayon::prelude::*;
-        let store = self.store.as_ref();
-        let read = |idx: &Vec<u64>, dest: &mut [u8]| -> bool {
-            if store.get_into_blocking(&self.key_of(idx), dest).is_some() {
-                return true;
+        // `Ok(true)`: in `dest` (or missing); `Ok(false)`: declined.
+        let read = |idx: &Vec<u64>, dest: &mut [u8]| -> ZarrResult<bool> {
+            match port.read_into(idx, dest)? {
+                ReadInto::Read | ReadInto::Missing => Ok(true),
+                ReadInto::Elsewhere => {
+                    // Untouched by contract; back to the fill value all the same.
+                    refill(dest);
+                    Ok(false)
+                }
             }
-            // Declined, perhaps after writing part of it: back to the fill value.
-            refill(dest);
-            false
         };
         crate::compute::install(|| {
             let (first, rest) = match part.split_first_mut() {
@@ -279,16 +294,20 @@ impl Array {
             };
             let mut read_ok = Vec::new();
             if let Some((idx, dest)) = first {
-                if !read(idx, dest) {
-                    return None;
+                match read(idx, dest) {
+                    Ok(true) => read_ok.push((*idx).clone()),
+                    Ok(false) => return None,
+                    Err(e) => return Some(Err(e)),
                 }
-                read_ok.push((*idx).clone());
             }
-            read_ok.par_extend(
-                rest.par_iter_mut()
-                    .filter_map(|(idx, dest)| read(idx, dest).then(|| (*idx).clone())),
-            );
-            Some(read_ok)
+            let rest: ZarrResult<Vec<Option<Vec<u64>>>> = rest
+                .par_iter_mut()
+                .map(|(idx, dest)| Ok(read(idx, dest)?.then(|| (*idx).clone())))
+                .collect();
+            Some(rest.map(|rest| {
+                read_ok.extend(rest.into_iter().flatten());
+                read_ok
+            }))
         })
     }
 
@@ -296,15 +315,16 @@ impl Array {
     /// their slices; the chunks read (missing ones included), or the panic message.
     async fn read_decoded_into(
         &self,
+        port: &dyn ChunkPort,
         part: &mut [(&Vec<u64>, &mut [u8])],
         refill: &(dyn Fn(&mut [u8]) + Sync),
     ) -> Result<Vec<Vec<u64>>, String> {
         use rayon::prelude::*;
-        let keys: Vec<String> = part.iter().map(|(idx, _)| self.key_of(idx)).collect();
+        let chunks: Vec<Vec<u64>> = part.iter().map(|(idx, _)| (*idx).clone()).collect();
         let mut fetched: Vec<Option<Result<Option<Bytes>, crate::zarr::StoreError>>> =
-            (0..keys.len()).map(|_| None).collect();
+            (0..chunks.len()).map(|_| None).collect();
         let concurrency = self.options.concurrency.max(1);
-        let mut stream = self.store.get_many(keys, concurrency);
+        let mut stream = port.get_many(chunks, concurrency);
         while let Some((i, got)) = stream.next().await {
             if let Some(slot) = fetched.get_mut(i) {
                 *slot = Some(got);
@@ -337,6 +357,7 @@ impl Array {
     /// else just the intersection.
     pub(super) async fn read_chunk_part(
         &self,
+        port: &Arc<dyn ChunkPort>,
         idx: Vec<u64>,
         region: &ArraySubset,
     ) -> ZarrResult<Option<ChunkPart>> {
@@ -347,28 +368,27 @@ impl Array {
         let local = inter.relative_to(&chunk_region.start);
         let repr = &self.derived.repr;
         if local.is_full(&repr.shape) || !self.derived.chain.supports_partial_decode() {
-            return Ok(self.fetch_chunk(&idx).await?.map(|data| ChunkPart {
+            return Ok(self.fetch_chunk(port, &idx).await?.map(|data| ChunkPart {
                 inter,
                 data,
                 data_shape: repr.shape.clone(),
                 data_start: local.start,
             }));
         }
-        let key = self.key_of(&idx);
-        let source = StoreSource {
-            store: Arc::clone(&self.store),
-            key: key.clone(),
+        let source = PortSource {
+            port: port.as_ref(),
+            chunk: &idx,
         };
         let part = self
             .derived
             .chain
             .partial_decode(&source, repr, &local)
             .await
-            .map_err(|e| chunk_err(&self.path, &key, e))?;
+            .map_err(|e| chunk_err(&self.path, &self.key_of(&idx), e))?;
         match part {
             None => Ok(None),
             Some(data) => {
-                self.check_decoded(&key, &data, local.num_elements())?;
+                self.check_decoded(&idx, &data, local.num_elements())?;
                 Ok(Some(ChunkPart {
                     data_start: vec![0; inter.ndim()],
                     data_shape: inter.shape.clone(),
@@ -499,10 +519,43 @@ mod tests {
         }
     }
 
-    /// A memory store that declines (after scribbling on the buffer) direct reads
-    /// of chunks 1 (stored) and 2 (never written).
+    /// A memory store whose chunk port declines (after scribbling on the buffer)
+    /// direct reads of chunks 1 (stored) and 2 (never written).
     #[derive(Debug, Default)]
     struct Declining(MemoryStore);
+
+    #[derive(Debug)]
+    struct DecliningPort(Arc<dyn ChunkPort>);
+
+    #[async_trait]
+    impl ChunkPort for DecliningPort {
+        fn key(&self, chunk: &[u64]) -> String {
+            self.0.key(chunk)
+        }
+        async fn get(&self, chunk: &[u64]) -> Result<Option<Bytes>, StoreError> {
+            self.0.get(chunk).await
+        }
+        async fn get_ranges(
+            &self,
+            chunk: &[u64],
+            ranges: &[ByteRange],
+        ) -> Result<Option<Vec<Bytes>>, StoreError> {
+            self.0.get_ranges(chunk, ranges).await
+        }
+        async fn set(&self, chunk: &[u64], bytes: Bytes) -> Result<(), StoreError> {
+            self.0.set(chunk, bytes).await
+        }
+        async fn erase(&self, chunk: &[u64]) -> Result<(), StoreError> {
+            self.0.erase(chunk).await
+        }
+        fn read_into(&self, chunk: &[u64], dest: &mut [u8]) -> Result<ReadInto, StoreError> {
+            if chunk == [1, 0] || chunk == [2, 0] {
+                dest.fill(0xAB);
+                return Ok(ReadInto::Elsewhere);
+            }
+            self.0.read_into(chunk, dest)
+        }
+    }
 
     #[async_trait]
     impl Store for Declining {
@@ -516,12 +569,8 @@ mod tests {
         ) -> Result<Option<Vec<Bytes>>, StoreError> {
             self.0.get_partial_values(key, ranges).await
         }
-        fn get_into_blocking(&self, key: &str, dest: &mut [u8]) -> Option<bool> {
-            if key.ends_with("/c/1/0") || key.ends_with("/c/2/0") {
-                dest.fill(0xAB);
-                return None;
-            }
-            self.0.get_into_blocking(key, dest)
+        fn chunk_port(&self, keys: &ChunkKeys) -> Option<Arc<dyn ChunkPort>> {
+            Some(Arc::new(DecliningPort(self.0.chunk_port(keys)?)))
         }
         async fn set(&self, key: &str, value: Bytes) -> Result<(), StoreError> {
             self.0.set(key, value).await

@@ -83,7 +83,7 @@ impl Array {
                 };
                 let r = self.derived.grid.chunk_region(&idx);
                 match r.intersect(&new_full) {
-                    None => erase.push(key),
+                    None => erase.push(idx),
                     Some(inside) => {
                         let old_in = self.chunk_region(&idx);
                         if inside != old_in {
@@ -93,13 +93,15 @@ impl Array {
                 }
             }
             let this = &*self;
+            let port = self.chunks();
+            let port = &port;
             futures::stream::iter(erase)
-                .map(|k| async move { this.store.erase(&k).await })
+                .map(|idx| async move { port.erase(&idx).await })
                 .buffer_unordered(self.options.concurrency.max(1))
                 .try_collect::<Vec<()>>()
                 .await?;
             futures::stream::iter(trim)
-                .map(|(idx, inside)| this.trim_chunk(idx, inside))
+                .map(|(idx, inside)| this.trim_chunk(port, idx, inside))
                 .buffer_unordered(self.options.concurrency.max(1))
                 .try_collect::<Vec<()>>()
                 .await?;
@@ -114,8 +116,13 @@ impl Array {
 
     /// Resets the elements of chunk `idx` outside `inside` (array coordinates) to the
     /// fill value.
-    pub(super) async fn trim_chunk(&self, idx: Vec<u64>, inside: ArraySubset) -> ZarrResult<()> {
-        let Some(existing) = self.fetch_chunk(&idx).await? else {
+    pub(super) async fn trim_chunk(
+        &self,
+        port: &Arc<dyn ChunkPort>,
+        idx: Vec<u64>,
+        inside: ArraySubset,
+    ) -> ZarrResult<()> {
+        let Some(existing) = self.fetch_chunk(port, &idx).await? else {
             return Ok(());
         };
         let chunk_region = self.derived.grid.chunk_region(&idx);
@@ -131,7 +138,7 @@ impl Array {
             &local.shape,
             self.metadata.data_type.fixed_size().unwrap_or(0),
         );
-        self.store_chunk(self.key_of(&idx), fresh).await
+        self.store_chunk(port, &idx, fresh).await
     }
 
     /// Deletes the array (its metadata and all chunks).

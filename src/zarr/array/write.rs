@@ -27,8 +27,7 @@ impl Array {
         let grid = &self.derived.grid;
         let chunks = grid.chunks_intersecting(region);
         if chunks.num_elements() == 1 && grid.chunk_region(&chunks.start) == *region {
-            let key = self.key_of(&chunks.start);
-            return self.store_chunk(key, data).await;
+            return self.store_chunk(&self.chunks(), &chunks.start, data).await;
         }
         self.write_from(region, data.as_view()).await
     }
@@ -60,12 +59,14 @@ impl Array {
         if region.num_elements() == 0 {
             return Ok(());
         }
+        let port = self.chunks();
+        let port = &port;
         let borrowed = match data {
             ElemsRef::Fixed(bytes) if self.writes_borrowed() => Some(bytes),
             _ => None,
         };
         if let Some(bytes) = borrowed {
-            self.write_borrowed(region, bytes).await?;
+            self.write_borrowed(port, region, bytes).await?;
         }
         let grid = &self.derived.grid;
         let chunks = grid.chunks_intersecting(region);
@@ -83,7 +84,7 @@ impl Array {
                 });
                 std::future::ready(part)
             })
-            .map(|(idx, inter, part)| self.write_chunk_part(idx, inter, part))
+            .map(|(idx, inter, part)| self.write_chunk_part(port, idx, inter, part))
             .buffer_unordered(self.options.concurrency.max(1))
             .try_collect::<Vec<()>>()
             .await?;
@@ -140,7 +141,7 @@ impl Array {
     /// Writes the whole chunks of `region` that are each one run of `data`
     /// ([`Array::borrowed_run`]) without copying them out: they are encoded on the
     /// compute pool straight from `data` and written by the encoding thread where
-    /// the store allows ([`Store::set_blocking`]), the rest through `set` once a
+    /// the port allows ([`ChunkPort::write_now`]), the rest through `set` once a
     /// window of them is encoded, `ArrayOptions::concurrency` at a time. The calling thread waits for the pool while a
     /// window (~64 MiB of input) is encoded and yields between windows (not
     /// `block_in_place`, which tokio refuses in a `LocalSet`); a window also bounds
@@ -148,7 +149,12 @@ impl Array {
     ///
     /// # Errors
     /// As [`Array::write_region`]: chunk errors naming the key; store errors.
-    async fn write_borrowed(&self, region: &ArraySubset, data: &[u8]) -> ZarrResult<()> {
+    async fn write_borrowed(
+        &self,
+        port: &Arc<dyn ChunkPort>,
+        region: &ArraySubset,
+        data: &[u8],
+    ) -> ZarrResult<()> {
         use rayon::prelude::*;
         let plan = self.borrowed_plan(region);
         let Some(chunk_bytes) = plan.first().map(|(_, run)| run.len().max(1)) else {
@@ -158,12 +164,11 @@ impl Array {
         let repr = &self.derived.repr;
         let chain = &self.derived.chain;
         let write_empty = self.options.write_empty_chunks;
-        let store = self.store.as_ref();
+        let port_ref = port.as_ref();
         for part in plan.chunks(window) {
             let staged = crate::compute::install(|| {
                 part.par_iter()
                     .map(|(idx, run)| {
-                        let key = self.key_of(idx);
                         let bytes = data.get(run.clone()).ok_or_else(|| {
                             CodecError::invalid("codecs", "chunk run outside the input")
                         });
@@ -174,9 +179,9 @@ impl Array {
                             } else {
                                 Some(chain.encode_borrowed(bytes, repr)?)
                             };
-                            Ok(stage(store, &key, encoded, true))
+                            Ok(stage(port_ref, idx, encoded, true))
                         });
-                        (key, put)
+                        (idx.clone(), put)
                     })
                     .collect::<Vec<_>>()
             })
@@ -187,9 +192,9 @@ impl Array {
             })?;
             // What the encoding threads could not write (object storage) goes out
             // `concurrency` requests at a time, not one after another.
-            futures::stream::iter(staged.into_iter().map(|(key, put)| async move {
-                let put = put.map_err(|e| chunk_err(&self.path, &key, e))?;
-                self.finish_put(&key, put).await
+            futures::stream::iter(staged.into_iter().map(|(idx, put)| async move {
+                let put = put.map_err(|e| chunk_err(&self.path, &self.key_of(&idx), e))?;
+                self.finish_put(port_ref, &idx, put).await
             }))
             .buffer_unordered(self.options.concurrency.max(1))
             .try_collect::<Vec<()>>()
@@ -203,24 +208,24 @@ impl Array {
     /// `idx`, reading the chunk first unless `part` covers all its in-bounds elements.
     pub(super) async fn write_chunk_part(
         &self,
+        port: &Arc<dyn ChunkPort>,
         idx: Vec<u64>,
         inter: ArraySubset,
         part: ArrayBytes,
     ) -> ZarrResult<()> {
         let chunk_region = self.derived.grid.chunk_region(&idx);
-        let key = self.key_of(&idx);
         if inter == chunk_region {
-            return self.store_chunk(key, part).await;
+            return self.store_chunk(port, &idx, part).await;
         }
         let covers_in_bounds = inter == self.chunk_region(&idx);
         if !covers_in_bounds && self.derived.chain.supports_partial_encode() {
-            return self.write_chunk_part_in_place(idx, inter, part).await;
+            return self.write_chunk_part_in_place(port, idx, inter, part).await;
         }
         // Covers every in-bounds element: start from the fill value, no read needed.
         let existing = if covers_in_bounds {
             None
         } else {
-            self.fetch_chunk(&idx).await?
+            self.fetch_chunk(port, &idx).await?
         };
         let chunk_len = self.chunk_len()?;
         let repr = self.derived.repr.clone();
@@ -228,7 +233,7 @@ impl Array {
         let size = chunk_len.saturating_mul(elem);
         let chain = Arc::clone(&self.derived.chain);
         let write_empty = self.options.write_empty_chunks;
-        self.encode_and_put(&key, size, move || {
+        self.encode_and_put(port, &idx, size, move || {
             let mut chunk = match existing {
                 Some(c) => c,
                 None => ArrayBytes::new_fill(chunk_len, &repr.data_type, &repr.fill_value)
@@ -252,19 +257,19 @@ impl Array {
     /// the inner chunks that `inter` touches are decoded and re-encoded).
     pub(super) async fn write_chunk_part_in_place(
         &self,
+        port: &Arc<dyn ChunkPort>,
         idx: Vec<u64>,
         inter: ArraySubset,
         part: ArrayBytes,
     ) -> ZarrResult<()> {
-        let key = self.key_of(&idx);
-        let existing = self.store.get(&key).await?;
+        let existing = port.get(&idx).await?;
         let chunk_region = self.derived.grid.chunk_region(&idx);
         let local = inter.relative_to(&chunk_region.start);
         let chain = Arc::clone(&self.derived.chain);
         let repr = self.derived.repr.clone();
         let size = existing.as_ref().map_or(0, |b| b.len());
         let write_empty = self.options.write_empty_chunks;
-        self.encode_and_put(&key, size, move || {
+        self.encode_and_put(port, &idx, size, move || {
             let (bytes, all_fill) = chain.partial_encode(existing, &repr, &local, &part)?;
             Ok((!all_fill || write_empty).then_some(bytes))
         })

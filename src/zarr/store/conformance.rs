@@ -18,7 +18,10 @@ use bytes::Bytes;
 use futures::future::join_all;
 use futures::StreamExt;
 
-use super::{ByteRange, Store, StoreError};
+use std::sync::Arc;
+
+use super::{ByteRange, ChunkKeys, ReadInto, Store, StoreError, WriteNow};
+use crate::zarr::chunk_key_encoding::{DefaultChunkKeyEncoding, Separator};
 
 fn b(s: &str) -> Bytes {
     Bytes::from(s.as_bytes().to_vec())
@@ -501,64 +504,83 @@ pub async fn zarr_store_conformance(store: &dyn Store) {
         Err(StoreError::InvalidRange { .. }) => {}
         other => panic!("a range outside the chunk must be InvalidRange, got {other:?}"),
     }
-    // Where the store writes chunks with `set_blocking` (from a thread that is not
-    // the executor's), the value reads back as after `set`; `None` wrote nothing.
-    let reversed = Bytes::from(big.iter().rev().copied().collect::<Vec<u8>>());
-    let blocking = std::thread::scope(|scope| {
-        scope
-            .spawn(|| store.set_blocking("g/a/c/1/0", &reversed))
-            .join()
-            .expect("set_blocking thread")
-    });
-    let after = store.get("g/a/c/1/0").await.expect("get");
-    match blocking {
-        Some(set) => {
-            set.expect("set_blocking of a chunk");
-            assert_eq!(after, Some(reversed.clone()), "get after set_blocking");
-            assert_eq!(
-                store.size("g/a/c/1/0").await.expect("size"),
-                Some(reversed.len() as u64)
-            );
-            store.erase("g/a/c/1/0").await.expect("erase");
-        }
-        None => assert_eq!(after, None, "set_blocking that declined wrote nothing"),
-    }
-    // Where the store reads into buffers: exactly the value, `false` for a missing
-    // key, and nothing for a buffer of another length.
-    let into = std::thread::scope(|scope| {
-        scope
-            .spawn(|| {
-                let mut whole = vec![0u8; big.len()];
-                let mut short = vec![0u8; big.len() - 1];
-                let mut missing = vec![7u8; 4];
-                let got = (
-                    store.get_into_blocking("g/a/c/1/1", &mut whole),
-                    store.get_into_blocking("g/a/c/1/1", &mut short),
-                    store.get_into_blocking("g/a/c/0/1", &mut missing),
-                );
-                (got, whole, missing)
-            })
-            .join()
-            .expect("get_into_blocking thread")
-    });
-    let ((whole, short, missing), whole_bytes, missing_bytes) = into;
-    if whole == Some(true) {
+    // The store's own chunk port, if it has one: by index, it reads what the keys
+    // hold, and its transfer step (run on a thread that is not the executor's)
+    // reads and writes what `get` and `set` do.
+    let keys = ChunkKeys {
+        prefix: "g/a/".into(),
+        encoding: Arc::new(DefaultChunkKeyEncoding {
+            separator: Separator::Slash,
+        }),
+    };
+    if let Some(port) = store.chunk_port(&keys) {
+        assert_eq!(port.key(&[1, 0]), "g/a/c/1/0");
         assert_eq!(
-            whole_bytes,
-            big.as_ref(),
-            "get_into_blocking reads the value"
+            port.get(&[1, 1]).await.expect("port get"),
+            Some(big.clone()),
+            "the port reads what the key holds"
         );
-    }
-    assert_ne!(whole, Some(false), "get_into_blocking of a stored chunk");
-    assert_eq!(
-        short, None,
-        "get_into_blocking into a buffer of another length"
-    );
-    assert_ne!(missing, Some(true), "get_into_blocking of a missing chunk");
-    if missing == Some(false) {
+        assert_eq!(
+            port.get(&[0, 1])
+                .await
+                .expect("port get of a missing chunk"),
+            None
+        );
+        let reversed = Bytes::from(big.iter().rev().copied().collect::<Vec<u8>>());
+        let written = std::thread::scope(|scope| {
+            scope
+                .spawn(|| port.write_now(&[1, 0], reversed.clone()))
+                .join()
+                .expect("write_now thread")
+        });
+        let after = store.get("g/a/c/1/0").await.expect("get");
+        match written.expect("write_now of a chunk") {
+            WriteNow::Written => {
+                assert_eq!(after, Some(reversed.clone()), "get after write_now");
+                assert_eq!(
+                    store.size("g/a/c/1/0").await.expect("size"),
+                    Some(reversed.len() as u64)
+                );
+                port.erase(&[1, 0]).await.expect("port erase");
+                assert_eq!(store.get("g/a/c/1/0").await.expect("get"), None);
+            }
+            WriteNow::Elsewhere(bytes) => {
+                assert_eq!(bytes, reversed, "a declined write hands the bytes back");
+                assert_eq!(after, None, "a declined write wrote nothing");
+            }
+        }
+        let (whole, short, missing, whole_bytes, missing_bytes) = std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    let mut whole = vec![0u8; big.len()];
+                    let mut short = vec![0u8; big.len() - 1];
+                    let mut missing = vec![7u8; 4];
+                    (
+                        port.read_into(&[1, 1], &mut whole).expect("read_into"),
+                        port.read_into(&[1, 1], &mut short)
+                            .expect("read_into short"),
+                        port.read_into(&[0, 1], &mut missing)
+                            .expect("read_into missing"),
+                        whole,
+                        missing,
+                    )
+                })
+                .join()
+                .expect("read_into thread")
+        });
+        if whole == ReadInto::Read {
+            assert_eq!(whole_bytes, big.as_ref(), "read_into reads the value");
+        }
+        assert_ne!(whole, ReadInto::Missing, "read_into of a stored chunk");
+        assert_eq!(
+            short,
+            ReadInto::Elsewhere,
+            "read_into into a buffer of another length"
+        );
+        assert_ne!(missing, ReadInto::Read, "read_into of a missing chunk");
         assert_eq!(
             missing_bytes, [7u8; 4],
-            "a missing chunk leaves the buffer as it was"
+            "a chunk not read leaves the buffer as it was"
         );
     }
     // Many keys at once: each value at its position, missing ones as `None`.

@@ -20,7 +20,11 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use super::{ByteRange, ListDirResult, Store, StoreError};
+use super::chunks::KeyTransfer;
+use super::{
+    ByteRange, ChunkKeys, ChunkPort, KeyedChunks, ListDirResult, ReadInto, Store, StoreError,
+    WriteNow,
+};
 
 const TMP_MARKER: &str = ".floe-tmp-";
 
@@ -278,6 +282,39 @@ impl Inner {
     }
 }
 
+/// The transfer step of a [`FilesystemStore`]'s chunk port: a chunk file of exactly
+/// the buffer's length read into it; a chunk written atomically from the calling
+/// thread.
+#[derive(Debug)]
+struct FileTransfer(FilesystemStore);
+
+impl KeyTransfer for FileTransfer {
+    fn read_into(&self, key: &str, dest: &mut [u8]) -> Result<ReadInto, StoreError> {
+        let path = self.0.inner.path(key)?;
+        let mut file = match std::fs::File::open(&path) {
+            Ok(f) => f,
+            Err(e) if is_absent(&e) => return Ok(ReadInto::Missing),
+            Err(e) => return Err(io(key, e)),
+        };
+        let meta = file.metadata().map_err(|e| io(key, e))?;
+        if meta.is_dir() {
+            return Ok(ReadInto::Missing);
+        }
+        if meta.len() != dest.len() as u64 {
+            return Ok(ReadInto::Elsewhere);
+        }
+        file.read_exact(dest).map_err(|e| io(key, e))?;
+        Ok(ReadInto::Read)
+    }
+
+    fn write_now(&self, key: &str, bytes: Bytes) -> Result<WriteNow, StoreError> {
+        self.0.check_writable(key)?;
+        let path = self.0.inner.path(key)?;
+        self.0.inner.write_atomic(key, &path, &bytes)?;
+        Ok(WriteNow::Written)
+    }
+}
+
 #[async_trait]
 impl Store for FilesystemStore {
     async fn get(&self, key: &str) -> Result<Option<Bytes>, StoreError> {
@@ -293,20 +330,14 @@ impl Store for FilesystemStore {
         .await
     }
 
-    fn get_into_blocking(&self, key: &str, dest: &mut [u8]) -> Option<bool> {
-        use std::io::Read;
-        let path = self.inner.path(key).ok()?;
-        let mut file = match std::fs::File::open(&path) {
-            Ok(f) => f,
-            Err(e) if is_absent(&e) => return Some(false),
-            Err(_) => return None,
-        };
-        let meta = file.metadata().ok()?;
-        if !meta.is_file() || meta.len() != dest.len() as u64 {
-            return None;
-        }
-        file.read_exact(dest).ok()?;
-        Some(true)
+    /// Keys built once per array; chunk files read straight into an array's output
+    /// and written by the thread that encoded them.
+    fn chunk_port(&self, keys: &ChunkKeys) -> Option<Arc<dyn ChunkPort>> {
+        Some(Arc::new(KeyedChunks::with_transfer(
+            Arc::new(self.clone()),
+            keys.clone(),
+            Arc::new(FileTransfer(self.clone())),
+        )))
     }
 
     async fn size(&self, key: &str) -> Result<Option<u64>, StoreError> {
@@ -364,13 +395,6 @@ impl Store for FilesystemStore {
             s.write_atomic(&key, &path, &value)
         })
         .await
-    }
-
-    fn set_blocking(&self, key: &str, value: &Bytes) -> Option<Result<(), StoreError>> {
-        Some(self.check_writable(key).and_then(|()| {
-            let path = self.inner.path(key)?;
-            self.inner.write_atomic(key, &path, value)
-        }))
     }
 
     async fn erase(&self, key: &str) -> Result<(), StoreError> {

@@ -1,18 +1,21 @@
 //! An in-memory [`Store`]: a sorted map from keys to values behind a lock.
 
 use std::collections::BTreeMap;
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use super::{ByteRange, ListDirResult, Store, StoreError};
+use super::chunks::KeyTransfer;
+use super::{
+    ByteRange, ChunkKeys, ChunkPort, KeyedChunks, ListDirResult, ReadInto, Store, StoreError,
+};
 
 /// A store that keeps every value in memory (for tests, benchmarks and scratch
 /// arrays). Cloning the `Bytes` values is cheap; reads never copy.
 #[derive(Debug, Default)]
 pub struct MemoryStore {
-    map: RwLock<BTreeMap<String, Bytes>>,
+    map: Arc<RwLock<BTreeMap<String, Bytes>>>,
 }
 
 impl MemoryStore {
@@ -57,21 +60,44 @@ fn check_key(key: &str) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// The transfer step of a [`MemoryStore`]'s chunk port: a stored value of exactly
+/// the buffer's length copied into it.
+#[derive(Debug)]
+struct MemoryTransfer(MemoryStore);
+
+impl KeyTransfer for MemoryTransfer {
+    fn read_into(&self, key: &str, dest: &mut [u8]) -> Result<ReadInto, StoreError> {
+        Ok(match self.0.read().get(key) {
+            None => ReadInto::Missing,
+            Some(value) if value.len() == dest.len() => {
+                dest.copy_from_slice(value);
+                ReadInto::Read
+            }
+            Some(_) => ReadInto::Elsewhere,
+        })
+    }
+}
+
 #[async_trait]
 impl Store for MemoryStore {
     async fn get(&self, key: &str) -> Result<Option<Bytes>, StoreError> {
         Ok(self.read().get(key).cloned())
     }
 
-    fn get_into_blocking(&self, key: &str, dest: &mut [u8]) -> Option<bool> {
-        match self.read().get(key) {
-            None => Some(false),
-            Some(value) if value.len() == dest.len() => {
-                dest.copy_from_slice(value);
-                Some(true)
-            }
-            Some(_) => None,
-        }
+    /// Keys built once per array; values of the right length copied straight into
+    /// an array's output.
+    fn chunk_port(&self, keys: &ChunkKeys) -> Option<Arc<dyn ChunkPort>> {
+        let shared = MemoryStore {
+            map: Arc::clone(&self.map),
+        };
+        let transfer = Arc::new(MemoryTransfer(MemoryStore {
+            map: Arc::clone(&self.map),
+        }));
+        Some(Arc::new(KeyedChunks::with_transfer(
+            Arc::new(shared),
+            keys.clone(),
+            transfer,
+        )))
     }
 
     async fn get_partial_values(

@@ -10,11 +10,13 @@
 //! view of a repository session, [`SessionStore`](crate::session::SessionStore),
 //! lives with sessions (`session/store.rs`), above this layer.
 
+pub mod chunks;
 #[cfg(feature = "testing")]
 pub mod conformance;
 pub mod filesystem;
 pub mod memory;
 
+pub use chunks::{open_chunk_port, ChunkKeys, ChunkPort, KeyedChunks, ReadInto, WriteNow};
 pub use filesystem::FilesystemStore;
 pub use memory::MemoryStore;
 
@@ -179,39 +181,11 @@ pub trait Store: Send + Sync + Debug {
             .boxed()
     }
 
-    /// Reads the value at `key` straight into `dest` as a plain blocking call, where
-    /// the store reads that way and the value is exactly `dest.len()` bytes long:
-    /// `Some(true)` when `dest` holds it, `Some(false)` when there is no value at
-    /// `key` (`dest` untouched). `None` where the store has no such path for this
-    /// key, the length differs, or the read failed (`dest` may then be partly
-    /// written): call [`Store::get`], which reports any error. The default is
-    /// `None`. Call it only on a blocking or compute thread, never on the async
-    /// executor: an array reads uncompressed chunks into its caller's output this
-    /// way, one copy and no buffer per chunk.
-    fn get_into_blocking(&self, key: &str, dest: &mut [u8]) -> Option<bool> {
-        let _ = (key, dest);
-        None
-    }
-
     /// Stores `value` at `key`, replacing any previous value.
     ///
     /// # Errors
     /// [`StoreError::ReadOnly`] on read-only stores; backend failures.
     async fn set(&self, key: &str, value: Bytes) -> Result<(), StoreError>;
-
-    /// [`Store::set`] as a plain blocking call, for stores where a write is a quick
-    /// local system call (files on a local disk); `None`, with nothing written, where
-    /// the store has no such path for this key (the default): call [`Store::set`]
-    /// then. Call it only on a blocking or compute thread, never on the async
-    /// executor: an array encodes a chunk on the compute pool and writes it from the
-    /// same thread, while its bytes are in cache.
-    ///
-    /// # Errors
-    /// As [`Store::set`].
-    fn set_blocking(&self, key: &str, value: &Bytes) -> Option<Result<(), StoreError>> {
-        let _ = (key, value);
-        None
-    }
 
     /// Removes `key`; removing an absent key is not an error.
     ///
@@ -258,6 +232,16 @@ pub trait Store: Send + Sync + Debug {
     /// Backend failures.
     async fn size(&self, key: &str) -> Result<Option<u64>, StoreError> {
         Ok(self.get(key).await?.map(|v| v.len() as u64))
+    }
+
+    /// The store's own chunk port for the array whose chunks `keys` names, or
+    /// `None` (the default) for a plain key-value store, whose arrays then use a
+    /// [`KeyedChunks`] over this store. Callers use [`open_chunk_port`]. A
+    /// repository session's store answers with a port that reads and writes the
+    /// array's chunk refs by index, without building or parsing keys.
+    fn chunk_port(&self, keys: &ChunkKeys) -> Option<std::sync::Arc<dyn ChunkPort>> {
+        let _ = keys;
+        None
     }
 
     /// Whether [`Store::set`] and [`Store::erase`] are allowed.
