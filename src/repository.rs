@@ -848,11 +848,15 @@ impl Repository {
             VersionSelector::Branch(b) => self.lookup_branch(b).await,
             VersionSelector::Tag(t) => self.lookup_tag(t).await,
             VersionSelector::Snapshot(id) => {
-                // Spec 2: the `repo` object lists every committed snapshot, so a listed
-                // id needs no read of its file.
-                let listed = self.inner.spec == SpecVersion::V2
-                    && self.repo_info().await?.snapshots.contains_key(id);
-                if !listed {
+                // Spec 2: the `repo` object lists every snapshot of the repository
+                // (commits and flushes), so a listed id needs no read of its file, and
+                // an unlisted one is not found even while its file remains (an expired
+                // snapshot before garbage collection), as in Icechunk 2.3.0.
+                if self.inner.spec == SpecVersion::V2 {
+                    if !self.repo_info().await?.snapshots.contains_key(id) {
+                        return Err(Error::SnapshotNotFound { id: *id });
+                    }
+                } else {
                     self.inner.assets.fetch_snapshot_header(id).await?;
                 }
                 Ok(*id)

@@ -387,6 +387,28 @@ impl Session {
         Ok(id.to_string())
     }
 
+    /// Rewrites every array's manifests in the configured splitting layout and
+    /// commits (the engine of Icechunk's `Repository.rewrite_manifests`); with
+    /// `amend` the commit replaces the branch tip (spec 2 only: `FormatError` on
+    /// spec 1). The session is read-only afterwards. Returns the new snapshot id.
+    #[pyo3(signature = (message, metadata=None, *, amend=false))]
+    fn _rewrite_manifests(
+        &self,
+        py: Python<'_>,
+        message: &str,
+        metadata: Option<&Bound<'_, PyAny>>,
+        amend: bool,
+    ) -> PyResult<String> {
+        self.check_not_committed(py, "commit")?;
+        if amend {
+            self.require_spec2("amend")?;
+        }
+        let metadata = self.metadata(metadata)?;
+        let id = block_on(py, self.inner.rewrite_manifests(message, metadata, amend)).py()?;
+        self.committed.store(true, Ordering::Release);
+        Ok(id.to_string())
+    }
+
     /// Writes the changes as a snapshot no branch points to (Icechunk's `flush`);
     /// returns its id, which `reset_branch` or `create_tag` can then name. The
     /// session is read-only afterwards.
