@@ -126,7 +126,9 @@ pub(crate) async fn flush(
         CommitMethod::NewCommit | CommitMethod::RewriteManifests(None) => {
             (Some(base.id), own_log(new_id))
         }
-        CommitMethod::Amend(previous) | CommitMethod::RewriteManifests(Some(previous)) => (base.parent_id, previous.then(&own_log(new_id), new_id)),
+        CommitMethod::Amend(previous) | CommitMethod::RewriteManifests(Some(previous)) => {
+            (base.parent_id, previous.then(&own_log(new_id), new_id))
+        }
         CommitMethod::Moves(moves) => {
             let mut log = own_log(new_id);
             log.moved_nodes = moves;

@@ -225,7 +225,11 @@ mod tests {
 
         let t = Instant::now();
         s.put("k", Bytes::from_static(b"hello")).await.unwrap();
-        assert!(t.elapsed() >= Duration::from_millis(120), "{:?}", t.elapsed());
+        assert!(
+            t.elapsed() >= Duration::from_millis(120),
+            "{:?}",
+            t.elapsed()
+        );
         assert_eq!(raw.get("k").await.unwrap().bytes.as_ref(), b"hello");
 
         let t = Instant::now();
@@ -253,6 +257,9 @@ mod tests {
     async fn errors_pass_through_unchanged() {
         let s = LatencyStorage::new(new_in_memory_storage(), 1, 1);
         let e = s.get("missing").await.unwrap_err();
-        assert!(matches!(e, crate::storage::StorageError::NotFound { .. }), "{e}");
+        assert!(
+            matches!(e, crate::storage::StorageError::NotFound { .. }),
+            "{e}"
+        );
     }
 }
