@@ -285,6 +285,21 @@ impl Repository {
         }
     }
 
+    /// Spec 2: fails with [`Error::RepositoryReadOnly`] unless the repository's status
+    /// accepts writes, from the `repo` object as last read (a read made during this
+    /// call, such as a branch lookup's, costs no request) or read now. Spec 1 has no
+    /// status: always `Ok`.
+    async fn check_online(&self) -> Result<()> {
+        if self.inner.spec != SpecVersion::V2 {
+            return Ok(());
+        }
+        let info = match self.inner.assets.cached_repo_object() {
+            Some((_, info, _)) => info,
+            None => self.repo_info().await?,
+        };
+        crate::refs::repo_object::check_online(&info)
+    }
+
     /// Spec 2: the current `repo` object.
     async fn repo_info(&self) -> Result<Arc<RepoInfo>> {
         Ok(self.inner.assets.fetch_repo_info().await?.0)
@@ -915,11 +930,15 @@ impl Repository {
             VersionSelector::Branch(b) => self.lookup_branch(b).await,
             VersionSelector::Tag(t) => self.lookup_tag(t).await,
             VersionSelector::Snapshot(id) => {
-                // Spec 2: the `repo` object lists every committed snapshot, so a listed
-                // id needs no read of its file.
-                let listed = self.inner.spec == SpecVersion::V2
-                    && self.repo_info().await?.snapshots.contains_key(id);
-                if !listed {
+                // Spec 2: the `repo` object lists every snapshot of the repository
+                // (commits and flushes), so a listed id needs no read of its file, and
+                // an unlisted one is not found even while its file remains (an expired
+                // snapshot before garbage collection), as in Icechunk 2.3.0.
+                if self.inner.spec == SpecVersion::V2 {
+                    if !self.repo_info().await?.snapshots.contains_key(id) {
+                        return Err(Error::SnapshotNotFound { id: *id });
+                    }
+                } else {
                     self.inner.assets.fetch_snapshot_header(id).await?;
                 }
                 Ok(*id)
@@ -1106,7 +1125,8 @@ impl Repository {
     /// before now is refused unless `options.allow_recent_cutoff` is set.
     ///
     /// # Errors
-    /// [`Error::GcCutoffTooRecent`] (nothing is read or deleted);
+    /// [`Error::RepositoryReadOnly`] when the spec-2 repository's status does not
+    /// accept writes; [`Error::GcCutoffTooRecent`] (nothing is read or deleted);
     /// [`Error::AncestryLoop`]; [`Error::SnapshotNotFound`] and format errors for
     /// objects the refs reach (then nothing is deleted); storage errors.
     pub async fn garbage_collect(
@@ -1115,6 +1135,10 @@ impl Repository {
         options: crate::lifecycle::GcOptions,
         progress: Option<crate::lifecycle::gc::GcProgress<'_>>,
     ) -> Result<crate::lifecycle::GcSummary> {
+        // As Icechunk 2.3.0: a repository whose status is read-only is not collected.
+        if self.inner.spec == SpecVersion::V2 {
+            crate::refs::repo_object::check_online(&*self.repo_info().await?)?;
+        }
         crate::lifecycle::gc::garbage_collect(
             &self.inner.assets,
             self.inner.storage.as_ref(),
@@ -1230,12 +1254,14 @@ impl Repository {
     /// renames nodes ([`Session::move_node`]); its commit records the moves.
     ///
     /// # Errors
-    /// [`Error::UnsupportedOnSpecVersion`] on spec 1; [`Error::FeatureDisabled`] when
-    /// the repository turns `move_node` off; [`Error::BranchNotFound`]; storage and
-    /// format errors.
+    /// [`Error::UnsupportedOnSpecVersion`] on spec 1; [`Error::RepositoryReadOnly`]
+    /// when the repository's status does not accept writes; [`Error::FeatureDisabled`]
+    /// when the repository turns `move_node` off; [`Error::BranchNotFound`]; storage
+    /// and format errors.
     pub async fn rearrange_session(&self, branch: &str) -> Result<Session> {
         self.require_spec("rearrange_session", SpecVersion::V2)?;
         let info = self.repo_info().await?;
+        crate::refs::repo_object::check_online(&info)?;
         crate::refs::check_flag(&info, "move_node", FeatureFlag::MoveNode)?;
         let id = self.lookup_branch(branch).await?;
         let snap = self.inner.assets.fetch_snapshot(&id).await?;
@@ -1249,11 +1275,14 @@ impl Repository {
     /// A writable session on the tip of `branch`.
     ///
     /// # Errors
-    /// [`Error::BranchNotFound`]; storage and format errors.
+    /// [`Error::BranchNotFound`]; [`Error::RepositoryReadOnly`] when the spec-2
+    /// repository's status does not accept writes (as Icechunk 2.3.0); storage and
+    /// format errors.
     pub async fn writable_session(&self, branch: &str) -> Result<Session> {
         let snap = self
             .resolve_snapshot(&VersionSelector::Branch(branch.to_string()))
             .await?;
+        self.check_online().await?;
         self.preload_manifests(&snap);
         Ok(Session::on_branch(
             self.session_context(),

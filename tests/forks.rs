@@ -12,6 +12,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use common::{array_def, group_json, history, p};
 use floe::error::Conflict;
+use floe::format::snapshot::NodeKind;
 use floe::storage::new_in_memory_storage;
 use floe::{Error, Repository, Session, VersionSelector};
 
@@ -154,35 +155,36 @@ async fn expect_conflicts(s: &Session, forks: Vec<Session>) -> Vec<Conflict> {
 }
 
 #[tokio::test]
-async fn overlapping_forks_are_conflicts_not_last_writer_wins() {
+async fn overlapping_chunk_writes_take_the_last_fork_other_overlaps_conflict() {
     let (_repo, s) = repo_with_array().await;
     let a_id = s.get_node(&p("/a")).unwrap().id;
 
-    // Two forks write the same chunk.
+    // Two forks write the same chunk: as in Icechunk 2.3.0, the fork merged last wins.
     let f1 = s.fork().await.unwrap();
     let f2 = s.fork().await.unwrap();
     f1.set_chunk(&p("/a"), &[5], v(1)).await.unwrap();
     f1.set_chunk(&p("/a"), &[6], v(1)).await.unwrap();
     f2.set_chunk(&p("/a"), &[5], v(2)).await.unwrap();
-    let c = expect_conflicts(&s, vec![f1.clone(), f2.clone()]).await;
-    assert_eq!(
-        c,
-        vec![Conflict::ChunksChangedByBoth {
-            path: p("/a"),
-            node: a_id,
-            chunks: vec![vec![5]]
-        }]
-    );
+    s.merge(vec![f1.clone(), f2.clone()]).await.unwrap();
+    assert_eq!(chunk(&s, "/a", 5).await, Some(v(2)));
+    assert_eq!(chunk(&s, "/a", 6).await, Some(v(1)));
+    s.discard_changes();
+    // The other order: the other fork wins.
+    let f1 = s.fork().await.unwrap();
+    let f2 = s.fork().await.unwrap();
+    f1.set_chunk(&p("/a"), &[5], v(1)).await.unwrap();
+    f2.set_chunk(&p("/a"), &[5], v(2)).await.unwrap();
+    s.merge(vec![f2, f1]).await.unwrap();
+    assert_eq!(chunk(&s, "/a", 5).await, Some(v(1)));
+    s.discard_changes();
 
-    // The session itself writes a chunk after forking that the fork also writes.
+    // The session itself writes a chunk after forking that the fork also writes:
+    // the fork's write wins.
     let f3 = s.fork().await.unwrap();
     f3.set_chunk(&p("/a"), &[7], v(3)).await.unwrap();
     s.set_chunk(&p("/a"), &[7], v(4)).await.unwrap();
-    let c = expect_conflicts(&s, vec![f3]).await;
-    assert!(
-        matches!(&c[..], [Conflict::ChunksChangedByBoth { chunks, .. }] if *chunks == vec![vec![7]]),
-        "{c:?}"
-    );
+    s.merge(vec![f3]).await.unwrap();
+    assert_eq!(chunk(&s, "/a", 7).await, Some(v(3)));
     s.discard_changes();
 
     // Two forks change the same array's metadata.
@@ -231,16 +233,18 @@ async fn overlapping_forks_are_conflicts_not_last_writer_wins() {
         .unwrap();
     g3.add_group(&p("/m"), group_json(serde_json::json!({"by": 3})))
         .unwrap();
-    let c = expect_conflicts(&s, vec![g1, g2, g3]).await;
+    let g4 = s.fork().await.unwrap();
+    g4.delete_node(&p("/a")).unwrap();
+    let c = expect_conflicts(&s, vec![g1, g2, g3, g4]).await;
     assert_eq!(
         c,
         vec![
-            Conflict::ChunksChangedByBoth {
+            Conflict::NewNodeAtExistingPath { path: p("/m") },
+            Conflict::DeletedNodeWasChanged {
                 path: p("/a"),
                 node: a_id,
-                chunks: vec![vec![5]]
-            },
-            Conflict::NewNodeAtExistingPath { path: p("/m") }
+                kind: NodeKind::Array
+            }
         ]
     );
 }
@@ -380,12 +384,12 @@ async fn copies_of_a_fork_merge_into_one_copy_then_into_the_session() {
     assert_eq!(chunk(&main, "/fresh", 1).await, Some(v(11)));
     assert_eq!(chunk(&main, "/a", 3).await, Some(v(3)));
 
-    // Copies writing one chunk still conflict when merged into a copy.
+    // Copies writing one chunk merged into a copy: the merged copy's write wins.
     let s = repo.writable_session("main").await.unwrap();
     let fork = s.fork().await.unwrap();
     let (w1, w2) = (travel(&repo, &fork).await, travel(&repo, &fork).await);
     w1.set_chunk(&p("/a"), &[5], v(1)).await.unwrap();
     w2.set_chunk(&p("/a"), &[5], v(2)).await.unwrap();
-    let err = w1.merge(vec![w2]).await.unwrap_err();
-    assert!(matches!(err, Error::MergeConflict { .. }), "{err:?}");
+    w1.merge(vec![w2]).await.unwrap();
+    assert_eq!(chunk(&w1, "/a", 5).await, Some(v(2)));
 }

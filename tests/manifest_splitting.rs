@@ -124,3 +124,68 @@ async fn large_arrays_are_split_into_manifests_and_commits_rewrite_only_changed_
     let snap3 = repo.assets().fetch_snapshot(&third).await.unwrap();
     assert_eq!(snap3.nodes[&p("/big")].array().unwrap().manifests.len(), 1);
 }
+
+#[tokio::test]
+async fn rewrite_manifests_applies_the_current_splitting_and_keeps_the_refs() {
+    use floe::format::config::{
+        ManifestConfig, ManifestSplitCondition, ManifestSplitDim, ManifestSplitDimCondition,
+        ManifestSplittingConfig, RepositoryConfig,
+    };
+    let Fixture {
+        repo, session: s, ..
+    } = Fixture::in_memory().await.with_u8_array("/a", 6);
+    for i in 0..6u64 {
+        s.set_chunk(&p("/a"), &[i], Bytes::from(vec![i as u8]))
+            .await
+            .unwrap();
+    }
+    let first = s.commit("one manifest").await.unwrap();
+    let mut config = RepositoryConfig::default();
+    let splitting = ManifestSplittingConfig {
+        split_sizes: Some(vec![(
+            ManifestSplitCondition::AnyArray,
+            vec![ManifestSplitDim {
+                condition: ManifestSplitDimCondition::Any,
+                num_chunks: 2,
+            }],
+        )]),
+    };
+    config
+        .set_manifest(Some(&ManifestConfig {
+            splitting: Some(splitting),
+            ..ManifestConfig::default()
+        }))
+        .unwrap();
+    let split = repo.reopen(Some(&config)).unwrap();
+    let w = split.writable_session("main").await.unwrap();
+    let id = w
+        .rewrite_manifests("split", Default::default(), false)
+        .await
+        .unwrap();
+    let snap = repo.assets().fetch_snapshot(&id).await.unwrap();
+    assert_eq!(snap.parent_id, Some(first));
+    assert_eq!(snap.nodes[&p("/a")].array().unwrap().manifests.len(), 3);
+    assert_eq!(
+        snap.metadata["__icechunk"]["splitting_config"]["split_sizes"][0][1][0]["num_chunks"],
+        2
+    );
+    let r = repo
+        .readonly_session(&VersionSelector::Snapshot(id))
+        .await
+        .unwrap();
+    for i in 0..6u64 {
+        assert_eq!(
+            r.get_chunk(&p("/a"), &[i], None).await.unwrap().unwrap()[..],
+            [i as u8]
+        );
+    }
+    // An amend replaces the tip: its parent is the tip's parent.
+    let w = repo.writable_session("main").await.unwrap();
+    let amended = w
+        .rewrite_manifests("joined", Default::default(), true)
+        .await
+        .unwrap();
+    let snap = repo.assets().fetch_snapshot(&amended).await.unwrap();
+    assert_eq!(snap.parent_id, Some(first));
+    assert_eq!(snap.nodes[&p("/a")].array().unwrap().manifests.len(), 1);
+}

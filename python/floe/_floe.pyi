@@ -50,6 +50,22 @@ class ChecksumAlgorithm:
     Sha256: ChecksumAlgorithm
     @property
     def name(self) -> str: ...
+class LatencyStorage(Storage):
+    """A storage that waits ``write_latency_ms`` before each write and
+    ``read_latency_ms`` before each read it forwards to ``inner`` (Icechunk's
+    ``icechunk.testing.LatencyStorage``); both adjustable at run time. Not picklable."""
+
+    def __new__(
+        cls, inner: Storage, *, write_latency_ms: int = 0, read_latency_ms: int = 0
+    ) -> LatencyStorage: ...
+    @property
+    def write_latency_ms(self) -> int: ...
+    @write_latency_ms.setter
+    def write_latency_ms(self, ms: int) -> None: ...
+    @property
+    def read_latency_ms(self) -> int: ...
+    @read_latency_ms.setter
+    def read_latency_ms(self, ms: int) -> None: ...
 
 class S3Options:
     """Options of an S3-compatible client (seconds for the stream timeout)."""
@@ -487,6 +503,14 @@ class Session:
         self, message: str, metadata: dict[str, Any] | None = None, *, allow_empty: bool = False
     ) -> str: ...
     def flush(self, message: str, metadata: dict[str, Any] | None = None) -> str: ...
+    def _chunk_refs(
+        self, array_path: str
+    ) -> tuple[
+        list[list[int]], bytes, list[str], list[int], list[int], list[tuple[int, bytes]]
+    ]: ...
+    def _rewrite_manifests(
+        self, message: str, metadata: dict[str, Any] | None = None, *, amend: bool = False
+    ) -> str: ...
     @property
     def mode(self) -> str: ...
     @property

@@ -35,7 +35,8 @@ class Diff:
         }
         #: Spec 2: nodes moved, as ``(from_path, to_path)`` pairs.
         self.moved_nodes: list[tuple[str, str]] = sorted(
-            (old, new) for new, old in raw.get("moved_nodes", {}).items()
+            ((old, new) for new, old in raw.get("moved_nodes", {}).items()),
+            key=lambda move: move[1].split("/"),
         )
 
     def is_empty(self) -> bool:
@@ -65,7 +66,7 @@ class Diff:
                 out.append(f"{title}:\n" + "".join(f"    {p}\n" for p in sorted(paths)) + "\n")
         if self.moved_nodes:
             out.append(
-                "Nodes moved:\n"
+                "Nodes moved/renamed:\n"
                 + "".join(f"    {a} -> {b}\n" for a, b in self.moved_nodes)
                 + "\n"
             )

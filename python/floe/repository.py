@@ -456,14 +456,18 @@ class Repository:
         (``InvalidInputError``, kind ``bad-snapshot-chain-for-diff``, otherwise)."""
         start = self._version("from", from_branch, from_tag, from_snapshot_id)
         end = self._version("to", to_branch, to_tag, to_snapshot_id)
-        # As Icechunk: a diff runs forward along one history.
+        self._check_diff_chain(start, end)
+        return Diff(self._native.diff(from_snapshot_id=start, to_snapshot_id=end))
+
+    def _check_diff_chain(self, start: str, end: str) -> None:
+        """As Icechunk: a diff runs forward along one history, so ``start`` must be
+        ``end`` or one of its ancestors (``InvalidInputError`` otherwise)."""
         if start != end and not any(s.id == start for s in self.ancestry(snapshot_id=end)):
             raise InvalidInputError(
                 f"bad snapshot chain for diff: the ancestry of snapshot {end} doesn't "
                 f"include snapshot {start} (`from` must be an ancestor of `to`)",
                 "bad-snapshot-chain-for-diff",
             )
-        return Diff(self._native.diff(from_snapshot_id=start, to_snapshot_id=end))
 
     def _version(self, side: str, branch, tag, snapshot_id) -> str:
         given = [v for v in (branch, tag, snapshot_id) if v is not None]
@@ -827,9 +831,10 @@ class Repository:
     ) -> Diff:
         """Awaitable ``diff``: what changed from one version to a later one, each named
         by exactly one of a branch, a tag or a snapshot id (``ValueError``
-        otherwise)."""
+        otherwise); ``InvalidInputError`` when ``from`` is not an ancestor of ``to``."""
         start = await self._version_async("from", from_branch, from_tag, from_snapshot_id)
         end = await self._version_async("to", to_branch, to_tag, to_snapshot_id)
+        await asyncio.to_thread(self._check_diff_chain, start, end)
         return Diff(await self._native.diff_async(from_snapshot_id=start, to_snapshot_id=end))
 
     async def _version_async(self, side: str, branch, tag, snapshot_id) -> str:
@@ -971,6 +976,34 @@ class Repository:
     async def list_manifest_files_async(self, snapshot_id: str) -> list[Any]:
         """Awaitable ``list_manifest_files`` (thread)."""
         return await asyncio.to_thread(self.list_manifest_files, snapshot_id)
+
+    def rewrite_manifests(
+        self,
+        message: str,
+        *,
+        branch: str,
+        metadata: dict[str, Any] | None = None,
+        commit_method: str = "new_commit",
+    ) -> str:
+        """Rewrites the manifests of every array at the tip of ``branch`` in the
+        layout the repository configuration's ``manifest.splitting`` gives now, and
+        commits the result with ``message`` and ``metadata``; returns the new
+        snapshot id (Icechunk 2.3.0's ``Repository.rewrite_manifests``). Chunk refs
+        do not change, only how they are spread over manifest files. The commit's
+        metadata records the splitting configuration applied under
+        ``["__icechunk"]["splitting_config"]``.
+
+        ``commit_method``: ``"new_commit"`` (a child of the tip) or ``"amend"``
+        (replaces the tip; spec 2 only, ``FormatError`` on spec 1). Raises
+        ``RefNotFoundError``-kind errors for a missing branch, ``ConflictError`` when
+        the branch moves during the rewrite, ``ValueError`` for another
+        ``commit_method``.
+        """
+        method = getattr(commit_method, "value", commit_method)
+        if method not in ("new_commit", "amend"):
+            raise ValueError(f"unknown commit_method {commit_method!r}: new_commit or amend")
+        session = self._native.writable_session(branch)
+        return session._rewrite_manifests(message, metadata, amend=method == "amend")
 
     async def rewrite_manifests_async(self, *args: Any, **kwargs: Any) -> str:
         """Awaitable ``rewrite_manifests``, same arguments (thread)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Iterable
-from enum import Enum
+from enum import Enum, IntEnum
 from typing import Any
 
 from floe._display import html_block, qualified, text_block
@@ -32,16 +32,18 @@ class SessionMode(Enum):
     __str__ = __repr__
 
 
-class ChunkType(Enum):
+class ChunkType(IntEnum):
     """How one chunk is stored (Icechunk's ``ChunkType``): ``uninitialized`` (never
     written: it reads as the fill value), ``native`` (an object in the
     repository's ``chunks/``), ``virtual`` (a byte range of an external object) or
-    ``inline`` (its bytes are in the manifest)."""
+    ``inline`` (its bytes are in the manifest). Its members are Icechunk's numbers
+    (0 to 3, the ``kinds`` of ``FloeStore.array_chunk_iterator``) and compare equal
+    to them."""
 
-    uninitialized = "uninitialized"
-    native = "native"
-    virtual = "virtual"
-    inline = "inline"
+    uninitialized = 0
+    native = 1
+    virtual = 2
+    inline = 3
 
     def __repr__(self) -> str:
         return f"ChunkType.{self.name}"
@@ -164,7 +166,7 @@ class Session:
         ``array_path`` (``/a/b``) is stored; reads its ref, never its bytes. Raises
         ``NodeNotFoundError`` for a missing array, ``InvalidInputError`` for a path
         without a leading ``/`` or an index outside the grid."""
-        return ChunkType(self._native.chunk_type(array_path, list(chunk_coordinates)))
+        return ChunkType[self._native.chunk_type(array_path, list(chunk_coordinates))]
 
     def get_node_id(self, path: str) -> str:
         """The id of the group or array at ``path``; it stays when the node moves."""

@@ -371,6 +371,46 @@ class FloeStore(Store):
             raise ValueError("this store has no session to write virtual refs to")
         return self._session
 
+    async def array_chunk_iterator(
+        self, array_path: str, batch_size: int = 100_000
+    ) -> AsyncIterator[tuple]:
+        """The chunk refs of the array at ``array_path``, in batches of at most
+        ``batch_size`` chunks, sorted by chunk index (Icechunk 2.3.0's
+        ``IcechunkStore.array_chunk_iterator``, which VirtualiZarr reads). Each batch
+        is ``(coords, kinds, paths, offsets, lengths, inlined)``, row ``i`` of every
+        column describing one chunk: ``coords`` a ``uint32`` array of shape
+        ``(n, ndim)`` (chunk grid indices), ``kinds`` ``uint8`` ``ChunkType``
+        numbers (native 1, virtual 2, inline 3), ``paths`` a list of the chunk id
+        (native), the URL (virtual) or ``""`` (inline), ``offsets`` and ``lengths``
+        ``uint64`` in bytes (inline: 0 and the size of its bytes), and ``inlined``
+        the bytes of the batch's inline rows by row index. Chunks never written do
+        not appear. Reads manifests, never chunk bytes. Raises
+        ``NodeNotFoundError`` for a missing array, ``ValueError`` for
+        ``batch_size < 1``."""
+        import numpy as np
+
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        if self._session is None:
+            raise TypeError("this store has no session to read chunk refs from")
+        path = array_path if array_path.startswith("/") else "/" + array_path
+        coords, kinds, paths, offsets, lengths, inlined = await asyncio.to_thread(
+            self._session._native._chunk_refs, path
+        )
+        ndim = len(coords[0]) if coords else 0
+        kinds = np.frombuffer(kinds, dtype=np.uint8)  # one byte per chunk
+        inline_rows = dict(inlined)
+        for start in range(0, len(kinds), batch_size):
+            end = min(start + batch_size, len(kinds))
+            yield (
+                np.array(coords[start:end], dtype=np.uint32).reshape(end - start, ndim),
+                kinds[start:end].copy(),
+                paths[start:end],
+                np.array(offsets[start:end], dtype=np.uint64),
+                np.array(lengths[start:end], dtype=np.uint64),
+                {row - start: inline_rows[row] for row in range(start, end) if row in inline_rows},
+            )
+
     def set_virtual_ref(
         self,
         key: str,

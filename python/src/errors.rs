@@ -377,6 +377,8 @@ pub(crate) fn classify(e: &floe::Error) -> Classified {
             format!("node already exists at `{path}`"),
         ),
         E::ParentNotGroup { .. } => c(Class::SessionState, Kind::MoveDestinationParentNotGroup),
+        E::MoveParentNotGroup { .. } => c(Class::SessionState, Kind::MoveDestinationParentNotGroup),
+        E::MoveOverwrite { .. } => c(Class::AlreadyExists, Kind::NodeAlreadyExists),
         E::NotAnArray { .. } => c(Class::InvalidInput, Kind::NotAnArray),
         E::NotAGroup { .. } => c(Class::InvalidInput, Kind::NotAGroup),
         E::InvalidChunkIndex { .. } => c(Class::InvalidInput, Kind::InvalidChunkIndex),
@@ -406,7 +408,7 @@ pub(crate) fn classify(e: &floe::Error) -> Classified {
                 .to_string(),
         ),
         E::InvalidMove { from, to, reason } => {
-            if to.starts_with(from) && !from.is_root() {
+            if to.starts_with(from) || from.is_root() {
                 cm(
                     Class::SessionState,
                     Kind::MoveIntoSelfOrDescendant,

@@ -389,6 +389,28 @@ impl Session {
         Ok(id.to_string())
     }
 
+    /// Rewrites every array's manifests in the configured splitting layout and
+    /// commits (the engine of Icechunk's `Repository.rewrite_manifests`); with
+    /// `amend` the commit replaces the branch tip (spec 2 only: `FormatError` on
+    /// spec 1). The session is read-only afterwards. Returns the new snapshot id.
+    #[pyo3(signature = (message, metadata=None, *, amend=false))]
+    fn _rewrite_manifests(
+        &self,
+        py: Python<'_>,
+        message: &str,
+        metadata: Option<&Bound<'_, PyAny>>,
+        amend: bool,
+    ) -> PyResult<String> {
+        self.check_not_committed(py, "commit")?;
+        if amend {
+            self.require_spec2("amend")?;
+        }
+        let metadata = self.metadata(metadata)?;
+        let id = block_on(py, self.inner.rewrite_manifests(message, metadata, amend)).py()?;
+        self.committed.store(true, Ordering::Release);
+        Ok(id.to_string())
+    }
+
     /// Writes the changes as a snapshot no branch points to (Icechunk's `flush`);
     /// returns its id, which `reset_branch` or `create_tag` can then name. The
     /// session is read-only afterwards.
@@ -445,6 +467,65 @@ impl Session {
             Some(P::Native(_)) => "native",
             Some(P::Virtual(_)) => "virtual",
         })
+    }
+
+    /// Every chunk ref of the array at `array_path`, sorted by chunk index, as
+    /// columns: `(coords, kinds, paths, offsets, lengths, inlined)`: `coords` one
+    /// list of chunk grid indices per chunk, `kinds` Icechunk's `ChunkType` numbers
+    /// (native 1, virtual 2, inline 3) as `bytes`, one byte per chunk, `paths` the chunk id (native), URL (virtual)
+    /// or `""` (inline), `offsets` and `lengths` in bytes (inline: 0 and the size of
+    /// the bytes), and `inlined` the bytes of inline chunks by row. Reads manifests,
+    /// never chunk bytes. Raises `NodeNotFoundError` / `InvalidInputError` (not an
+    /// array).
+    #[allow(clippy::type_complexity)]
+    fn _chunk_refs(
+        &self,
+        py: Python<'_>,
+        array_path: &str,
+    ) -> PyResult<(
+        Vec<Vec<u64>>,
+        Vec<u8>,
+        Vec<String>,
+        Vec<u64>,
+        Vec<u64>,
+        Vec<(usize, Py<PyBytes>)>,
+    )> {
+        use floe::format::manifest::ChunkPayload as P;
+        let path = node_path(array_path)?;
+        let refs = block_on(py, self.inner.chunk_refs(&path)).py()?;
+        let n = refs.len();
+        let (mut coords, mut kinds, mut paths) = (
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+        );
+        let (mut offsets, mut lengths, mut inlined) =
+            (Vec::with_capacity(n), Vec::with_capacity(n), Vec::new());
+        for (row, (idx, payload)) in refs.into_iter().enumerate() {
+            coords.push(idx);
+            match payload {
+                P::Native(r) => {
+                    kinds.push(1);
+                    paths.push(r.id.to_string());
+                    offsets.push(r.offset);
+                    lengths.push(r.length);
+                }
+                P::Virtual(v) => {
+                    kinds.push(2);
+                    paths.push(v.location);
+                    offsets.push(v.offset);
+                    lengths.push(v.length);
+                }
+                P::Inline(b) => {
+                    kinds.push(3);
+                    paths.push(String::new());
+                    offsets.push(0);
+                    lengths.push(b.len() as u64);
+                    inlined.push((row, PyBytes::new(py, &b).unbind()));
+                }
+            }
+        }
+        Ok((coords, kinds, paths, offsets, lengths, inlined))
     }
 
     /// The id of the node at `path` (13 Crockford base32 characters); stays the

@@ -24,7 +24,7 @@ use crate::errors::IntoPyResult;
 
 /// Where a repository lives (Icechunk's `Storage`). Build it with the module's
 /// constructors (`s3_storage`, `gcs_storage`, ...) or the `new_*` class methods.
-#[pyclass(module = "floe._floe", frozen)]
+#[pyclass(module = "floe._floe", frozen, subclass)]
 #[derive(Clone)]
 pub(crate) struct Storage {
     pub(crate) inner: Arc<dyn floe::storage::Storage>,
@@ -1041,8 +1041,75 @@ fn in_memory_storage() -> Storage {
     Storage::with_recipe(floe::storage::new_in_memory_storage(), None)
 }
 
+/// A storage that waits before each request it forwards to `inner` (Icechunk
+/// 2.3.0's `icechunk.testing.LatencyStorage`, for tests and benchmarks that need the
+/// timing of a distant object store): `write_latency_ms` milliseconds before each
+/// write (`put`, conditional writes, deletes), `read_latency_ms` before each read
+/// (gets, heads, the start of a listing). Both are integers >= 0 (a negative value
+/// raises `OverflowError`) and can be changed at any time; repositories and sessions
+/// already using the storage see the new values on their next request. Not
+/// picklable (`TypeError`), like in-memory storage: the latencies live in this
+/// process.
+#[pyclass(module = "floe._floe", name = "LatencyStorage", extends = Storage, frozen)]
+pub(crate) struct LatencyStorage {
+    latency: Arc<floe::storage::LatencyStorage>,
+}
+
+#[pymethods]
+impl LatencyStorage {
+    #[new]
+    #[pyo3(signature = (inner, *, write_latency_ms = 0, read_latency_ms = 0))]
+    fn new(
+        inner: PyRef<'_, Storage>,
+        write_latency_ms: u64,
+        read_latency_ms: u64,
+    ) -> PyClassInitializer<Self> {
+        let latency = Arc::new(floe::storage::LatencyStorage::new(
+            Arc::clone(&inner.inner),
+            write_latency_ms,
+            read_latency_ms,
+        ));
+        let base = Storage {
+            inner: Arc::clone(&latency) as Arc<dyn floe::storage::Storage>,
+            recipe: None,
+        };
+        PyClassInitializer::from(base).add_subclass(LatencyStorage { latency })
+    }
+
+    /// Milliseconds waited before each write.
+    #[getter]
+    fn write_latency_ms(&self) -> u64 {
+        self.latency.write_delay_ms()
+    }
+
+    #[setter]
+    fn set_write_latency_ms(&self, ms: u64) {
+        self.latency.set_write_delay_ms(ms);
+    }
+
+    /// Milliseconds waited before each read.
+    #[getter]
+    fn read_latency_ms(&self) -> u64 {
+        self.latency.read_delay_ms()
+    }
+
+    #[setter]
+    fn set_read_latency_ms(&self, ms: u64) {
+        self.latency.set_read_delay_ms(ms);
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "LatencyStorage(write_latency_ms={}, read_latency_ms={})",
+            self.latency.write_delay_ms(),
+            self.latency.read_delay_ms()
+        )
+    }
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Storage>()?;
+    m.add_class::<LatencyStorage>()?;
     m.add_class::<S3Options>()?;
     m.add_class::<ChecksumAlgorithm>()?;
     m.add_function(wrap_pyfunction!(local_filesystem_storage, m)?)?;

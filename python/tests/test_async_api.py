@@ -203,11 +203,18 @@ async def test_forks_merge_amend_rebase_and_move(tmp_path):
     ro = repo.readonly_session(snapshot_id=merged)
     np.testing.assert_array_equal(zarr.open_array(ro.store, path="a", mode="r")[...], [10, 20, 3, 4])
 
-    # Two forks writing one chunk: the merge fails as a whole, as the blocking one.
+    # Two forks writing one chunk: the fork merged last wins, as the blocking one.
     s = await repo.writable_session_async("main")
     f1, f2 = s.fork(), s.fork()
     zarr.open_array(f1.store, path="a", mode="r+")[0] = 1
     zarr.open_array(f2.store, path="a", mode="r+")[0] = 2
+    await s.merge_async(f1, f2)
+    assert zarr.open_array(s.store, path="a", mode="r")[0] == 2
+    # Two forks changing one array's metadata: the merge fails as a whole.
+    s = await repo.writable_session_async("main")
+    f1, f2 = s.fork(), s.fork()
+    zarr.open_array(f1.store, path="a", mode="r+").attrs["by"] = 1
+    zarr.open_array(f2.store, path="a", mode="r+").attrs["by"] = 2
     with pytest.raises(floe.ConflictError):
         await s.merge_async(f1, f2)
     assert not s.has_uncommitted_changes

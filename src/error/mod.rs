@@ -181,6 +181,27 @@ pub enum Error {
         /// The path of the node being created.
         path: NodePath,
     },
+    /// A move whose destination is already a node (Icechunk's wording: a move
+    /// never overwrites).
+    #[error("move cannot overwrite existing node at `{path}`")]
+    MoveOverwrite {
+        /// The destination.
+        path: NodePath,
+    },
+    /// A move whose destination's parent is missing (`missing`) or is an array:
+    /// moves land under existing groups only and never create intermediate groups.
+    #[error(
+        "cannot move to `{to}`: the destination's parent {}",
+        move_parent_problem(.parent, *.missing)
+    )]
+    MoveParentNotGroup {
+        /// The destination.
+        to: NodePath,
+        /// Its parent.
+        parent: NodePath,
+        /// Whether the parent is missing (otherwise it is an array).
+        missing: bool,
+    },
     /// The node is a group where an array was needed.
     #[error("node `{path}` is not an array")]
     NotAnArray {
@@ -339,3 +360,12 @@ impl Error {
 
 /// Result of repository and session operations.
 pub type Result<T> = std::result::Result<T, Error>;
+
+/// How [`Error::MoveParentNotGroup`] words its parent (as Icechunk 2.3.0 does).
+fn move_parent_problem(parent: &NodePath, missing: bool) -> String {
+    if missing {
+        format!("group `{parent}` does not exist")
+    } else {
+        format!("`{parent}` is an array, not a group")
+    }
+}

@@ -50,6 +50,10 @@ pub(crate) enum CommitMethod<'a> {
     /// A child of the base snapshot that moved these nodes (a rearrange session; the
     /// base is the moved view).
     Moves(Vec<crate::format::transaction_log::MovedNode>),
+    /// Every array's manifests rewritten in the current layout (Icechunk's
+    /// `rewrite_manifests`): a child of the base, or with `Some(log)` a replacement
+    /// of the base as [`CommitMethod::Amend`].
+    RewriteManifests(Option<&'a TransactionLog>),
 }
 
 /// Builds and writes the new snapshot `new_id` for `changes` on top of `base`: writes
@@ -97,7 +101,9 @@ pub(crate) async fn flush(
                 .any(|(before, after)| after.num_chunks() < before.num_chunks());
             o.shape != a.shape && (shrunk || layouts.layout(path, o) != layouts.layout(path, a))
         });
-        if chunk_changes || rewrite_all {
+        if matches!(method, CommitMethod::RewriteManifests(_)) {
+            rewrite.push((path.clone(), true));
+        } else if chunk_changes || rewrite_all {
             rewrite.push((path.clone(), rewrite_all));
         }
     }
@@ -105,7 +111,10 @@ pub(crate) async fn flush(
     // A large log of a new commit is encoded from the change set's chunk indices;
     // an amend merges the replaced commit's log, so it is built in full.
     let stream_chunks = changes.num_chunk_changes() > LOG_COPY_MAX_CHUNKS
-        && !matches!(method, CommitMethod::Amend(_));
+        && !matches!(
+            method,
+            CommitMethod::Amend(_) | CommitMethod::RewriteManifests(Some(_))
+        );
     let own_log = |id| {
         if stream_chunks {
             changes.transaction_log_of_nodes(id)
@@ -114,8 +123,12 @@ pub(crate) async fn flush(
         }
     };
     let (parent_id, log) = match method {
-        CommitMethod::NewCommit => (Some(base.id), own_log(new_id)),
-        CommitMethod::Amend(previous) => (base.parent_id, previous.then(&own_log(new_id), new_id)),
+        CommitMethod::NewCommit | CommitMethod::RewriteManifests(None) => {
+            (Some(base.id), own_log(new_id))
+        }
+        CommitMethod::Amend(previous) | CommitMethod::RewriteManifests(Some(previous)) => {
+            (base.parent_id, previous.then(&own_log(new_id), new_id))
+        }
         CommitMethod::Moves(moves) => {
             let mut log = own_log(new_id);
             log.moved_nodes = moves;

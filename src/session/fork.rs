@@ -13,8 +13,11 @@
 //!
 //! [`Session::merge`] brings forks back. A fork conflicts with what the session and
 //! the forks merged before it changed *since the fork was made* (the same rules as a
-//! rebase, [`super::conflict::detect`]): two forks writing one chunk, changing one
-//! node's metadata, or one deleting what another changed. Any conflict fails the
+//! rebase, [`super::conflict::detect`]): changing one node's metadata, or one
+//! deleting what another changed. A chunk written by several of them is no
+//! conflict: as in Icechunk 2.3.0, the fork merged last wins (also over the
+//! session's own write); a chunk a commit made since the fork also wrote still
+//! conflicts. Any conflict fails the
 //! whole merge with every conflict listed, and nothing is merged. Each fork's changes
 //! carry an id minted at its first change after it was made or deserialized; a
 //! session refuses an id it already merged, so the same fork returned twice is not
@@ -151,6 +154,27 @@ impl TheirChanges for AllOf<'_> {
     }
     fn changed_any_chunk(&self, id: &NodeId) -> bool {
         self.0.array_chunks(id).is_some_and(|m| !m.is_empty())
+    }
+}
+
+/// The session's and earlier forks' changes as a merge weighs them: a chunk they
+/// wrote that the fork wrote too is no conflict, the fork's write wins (Icechunk
+/// 2.3.0: the fork merged last wins, also over the session's own write). Metadata
+/// changes and deletions still conflict.
+struct LaterChunksWin<'a>(&'a dyn TheirChanges);
+
+impl TheirChanges for LaterChunksWin<'_> {
+    fn changed_metadata(&self, id: &NodeId) -> bool {
+        self.0.changed_metadata(id)
+    }
+    fn deleted(&self, id: &NodeId) -> bool {
+        self.0.deleted(id)
+    }
+    fn changed_chunk(&self, _id: &NodeId, _index: &[u64]) -> bool {
+        false
+    }
+    fn changed_any_chunk(&self, id: &NodeId) -> bool {
+        self.0.changed_any_chunk(id)
     }
 }
 
@@ -327,7 +351,9 @@ impl Session {
     /// Merges `forks` (forks of this session, written elsewhere) into this session's
     /// changes, all or nothing; commit afterwards to make them one snapshot. Disjoint
     /// changes merge, including chunks written by one fork into an array another
-    /// fork, or this session before forking, created.
+    /// fork, or this session before forking, created. A chunk written by several
+    /// forks, or by this session and a fork, takes the write of the fork merged last
+    /// (in the order of `forks`, then later calls), as in Icechunk 2.3.0.
     ///
     /// # Errors
     /// [`Error::ReadOnlySession`]; [`Error::NotAFork`] when one of `forks` is not a
@@ -403,7 +429,8 @@ impl Session {
                     alive: &alive,
                 };
                 let forks_side = AllOf(&merged);
-                let ours_and_forks = Either(&session_side, &forks_side);
+                let both = Either(&session_side, &forks_side);
+                let ours_and_forks = LaterChunksWin(&both);
                 let with_commits;
                 let theirs: &dyn TheirChanges =
                     match since.get(&fork.since(our_base)).and_then(Option::as_ref) {

@@ -63,6 +63,22 @@ impl ManifestLayouts {
         }
     }
 
+    /// The splitting configuration in force, as the JSON Icechunk records in the
+    /// metadata of a `rewrite_manifests` commit (`__icechunk.splitting_config`): the
+    /// configured `manifest.splitting`, or, when none is set, Icechunk's default (one
+    /// rule: every path, dimensions never cut). floe's own layout, used then, agrees
+    /// with it up to [`MAX_REFS_PER_MANIFEST`] chunks per array and cuts larger
+    /// arrays' grids.
+    pub(crate) fn splitting_json(&self) -> serde_json::Value {
+        match &self.splitting {
+            Some(s) => serde_json::to_value(s).unwrap_or(serde_json::Value::Null),
+            None => serde_json::json!({
+                "split_sizes": [[{"path_matches": {"regex": ".*"}},
+                                 [{"num_chunks": u32::MAX, "condition": "Any"}]]]
+            }),
+        }
+    }
+
     /// Committed manifests of one array fetched at once during a commit (at least 1).
     pub(crate) fn fetch_concurrency(&self) -> usize {
         self.fetch_concurrency.max(1)

@@ -781,6 +781,83 @@ impl Session {
         .await
     }
 
+    /// Rewrites the manifests of every array of the branch tip (this session's base)
+    /// in the layout the repository configuration's `manifest.splitting` gives now,
+    /// and commits the result (Icechunk 2.3.0's `Repository.rewrite_manifests`): the
+    /// chunk refs are unchanged, only how they are spread over manifest files. With
+    /// `amend`, the new snapshot replaces the tip (as [`Session::amend`]), otherwise
+    /// it is the tip's child. Uncommitted changes of this session go into the same
+    /// commit. The metadata gets `{"__icechunk": {"splitting_config": ..}}` (the
+    /// configuration applied, as Icechunk records it). The branch moves with
+    /// compare-and-swap from this session's base; a branch that moved meanwhile is a
+    /// conflict (no rebase, as in Icechunk).
+    ///
+    /// # Errors
+    /// [`Error::ReadOnlySession`]; [`Error::ForkCannotCommit`];
+    /// [`Error::NoAmendForInitialCommit`] (amend of the first commit);
+    /// [`Error::Conflict`] (no conflict listed) when the branch moved; storage and
+    /// format errors.
+    pub async fn rewrite_manifests(
+        &self,
+        message: &str,
+        mut metadata: BTreeMap<String, serde_json::Value>,
+        amend: bool,
+    ) -> Result<SnapshotId> {
+        let branch = self.commit_branch()?;
+        let ctx = &self.inner.ctx;
+        let internal = metadata
+            .entry("__icechunk".to_string())
+            .or_insert_with(|| serde_json::json!({}));
+        if !internal.is_object() {
+            *internal = serde_json::json!({});
+        }
+        if let Some(obj) = internal.as_object_mut() {
+            obj.insert(
+                "splitting_config".to_string(),
+                ctx.manifest_layouts.splitting_json(),
+            );
+        }
+        self.commit_guarded(|base, changes| async move {
+            if amend && base.parent_id.is_none() {
+                return Err(Error::NoAmendForInitialCommit);
+            }
+            let tip = ctx.refs.branch(&branch).await?;
+            let moved = |now| Error::conflict(&branch, base.id, now, Vec::new());
+            if tip.snapshot != base.id {
+                return Err(moved(tip.snapshot));
+            }
+            let previous = if amend {
+                Some(ctx.assets.fetch_transaction_log(&base.id).await?)
+            } else {
+                None
+            };
+            let snapshot = commit::flush(
+                &ctx.assets,
+                &ctx.manifest_layouts,
+                &base,
+                &changes,
+                SnapshotId::random(),
+                message,
+                metadata,
+                commit::CommitMethod::RewriteManifests(previous.as_deref()),
+            )
+            .await?;
+            let tried = landing::Attempt {
+                snapshot: Arc::clone(&snapshot),
+                base: Arc::clone(&base),
+            };
+            let amends = amend.then_some(base.id);
+            let update = ctx
+                .refs
+                .commit(&branch, &tip, &snapshot, amends, None)
+                .await;
+            tried
+                .settle(&ctx.assets, &ctx.refs, &branch, update, moved)
+                .await
+        })
+        .await
+    }
+
     /// Runs `commit` on the session's base and changes, one commit at a time; when it
     /// lands, continues from the snapshot it returns, keeping the changes made while
     /// it was in flight.

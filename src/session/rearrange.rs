@@ -25,33 +25,39 @@ use crate::session::CommitOptions;
 /// `snapshot` with node `from` (and everything under it) moved to `to`.
 ///
 /// # Errors
-/// [`Error::NodeNotFound`] for a missing `from`; [`Error::NodeExists`] when `to`
-/// exists; [`Error::ParentNotGroup`] when `to`'s parent is missing or an array;
-/// [`Error::InvalidMove`] for the root or a move into the node itself.
+/// [`Error::NodeNotFound`] for a missing `from`; [`Error::MoveOverwrite`] when `to`
+/// exists; [`Error::MoveParentNotGroup`] when `to`'s parent is missing or an array;
+/// [`Error::InvalidMove`] for the root or a move into the node itself or below it.
 fn moved_view(snapshot: &Snapshot, from: &NodePath, to: &NodePath) -> Result<Snapshot> {
     let invalid = |reason: &str| Error::InvalidMove {
         from: from.clone(),
         to: to.clone(),
         reason: reason.to_string(),
     };
-    if from.is_root() || to.is_root() {
-        return Err(invalid("the root group cannot move"));
-    }
-    if to.starts_with(from) {
-        return Err(invalid("a node cannot move into itself"));
+    // Every node is under the root: moving it is a move into its own descendant,
+    // as Icechunk words it.
+    if from.is_root() || to.starts_with(from) {
+        return Err(invalid(
+            "a node cannot move into itself or its own descendant",
+        ));
     }
     if !snapshot.nodes.contains_key(from) {
         return Err(Error::NodeNotFound { path: from.clone() });
     }
     if snapshot.nodes.contains_key(to) {
-        return Err(Error::NodeExists { path: to.clone() });
+        return Err(Error::MoveOverwrite { path: to.clone() });
     }
-    let parent_is_group = to
-        .parent()
-        .and_then(|p| snapshot.nodes.get(&p))
-        .is_some_and(NodeSnapshot::is_group);
-    if !parent_is_group {
-        return Err(Error::ParentNotGroup { path: to.clone() });
+    // `to` is not the root here (the root always exists).
+    let parent = to.parent().unwrap_or_else(NodePath::root);
+    match snapshot.nodes.get(&parent) {
+        Some(n) if n.is_group() => {}
+        found => {
+            return Err(Error::MoveParentNotGroup {
+                to: to.clone(),
+                parent,
+                missing: found.is_none(),
+            })
+        }
     }
     let mut nodes = BTreeMap::new();
     for (path, node) in &snapshot.nodes {
@@ -108,9 +114,9 @@ impl Session {
     /// session reads the moved tree at once, and the commit records the moves.
     ///
     /// # Errors
-    /// [`Error::NotARearrangeSession`]; [`Error::NodeNotFound`]; [`Error::NodeExists`];
-    /// [`Error::ParentNotGroup`] when `to`'s parent is missing or an array;
-    /// [`Error::InvalidMove`] for the root or a move into the node itself.
+    /// [`Error::NotARearrangeSession`]; [`Error::NodeNotFound`]; [`Error::MoveOverwrite`];
+    /// [`Error::MoveParentNotGroup`] when `to`'s parent is missing or an array;
+    /// [`Error::InvalidMove`] for the root or a move into the node itself or below it.
     pub fn move_node(&self, from: &NodePath, to: &NodePath) -> Result<()> {
         if !matches!(self.inner.mode, Mode::Rearrange(_)) {
             return Err(Error::NotARearrangeSession);
@@ -261,7 +267,7 @@ mod tests {
         }
         assert!(matches!(
             moved_view(&snap, &p("/a"), &p("/z")),
-            Err(Error::NodeExists { .. })
+            Err(Error::MoveOverwrite { .. })
         ));
         assert!(matches!(
             moved_view(&snap, &p("/a"), &p("/a/x/q")),
@@ -269,7 +275,11 @@ mod tests {
         ));
         assert!(matches!(
             moved_view(&snap, &p("/z"), &p("/a/x/q")),
-            Err(Error::ParentNotGroup { .. })
+            Err(Error::MoveParentNotGroup { missing: false, .. })
+        ));
+        assert!(matches!(
+            moved_view(&snap, &p("/z"), &p("/nope/q")),
+            Err(Error::MoveParentNotGroup { missing: true, .. })
         ));
         assert!(matches!(
             moved_view(&snap, &p("/nope"), &p("/q")),

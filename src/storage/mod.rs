@@ -15,6 +15,7 @@ pub mod conformance;
 #[cfg(feature = "testing")]
 pub mod fault;
 mod guard;
+mod latency;
 mod local;
 mod memory;
 mod object;
@@ -36,6 +37,7 @@ pub use cloud::{
 };
 pub use coalesce::CoalesceOptions;
 pub use guard::{CheckedConditionalWrites, PROBE_PREFIX};
+pub use latency::LatencyStorage;
 pub use local::{Durability, LocalStorage, LocalStorageOptions};
 pub use memory::new_in_memory_storage;
 pub use object::ObjectStorage;
