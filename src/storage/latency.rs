@@ -7,7 +7,9 @@
 //! wait the write latency. Both are milliseconds, adjustable at any time from any
 //! thread; the new value applies to requests that start after the change. A listing
 //! waits once, when it starts, however many objects it returns (as Icechunk's, which
-//! waits on the first page only).
+//! waits on the first page only). It offers no blocking local-file access
+//! ([`Storage::local_files`] is `None`), so every request takes the waiting path,
+//! even over a local directory.
 
 use std::fmt;
 use std::ops::Range;
@@ -79,14 +81,6 @@ impl LatencyStorage {
     async fn before_write(&self) {
         Self::wait(self.write_delay_ms()).await;
     }
-
-    /// The blocking twin of the waits, for the blocking paths (called only on
-    /// blocking or compute threads, never on the async executor).
-    fn wait_blocking(ms: u64) {
-        if ms > 0 {
-            std::thread::sleep(Duration::from_millis(ms));
-        }
-    }
 }
 
 impl fmt::Display for LatencyStorage {
@@ -107,25 +101,6 @@ impl Storage for LatencyStorage {
         self.before_read().await;
         self.inner.get(key).await
     }
-    fn get_blocking(&self, key: &str) -> Option<StorageResult<VersionedBytes>> {
-        // Wait only when the backend has a blocking path: otherwise the caller falls
-        // back to `get`, which waits.
-        let ms = self.read_delay_ms();
-        let out = self.inner.get_blocking(key)?;
-        Self::wait_blocking(ms);
-        Some(out)
-    }
-    fn get_range_into_blocking(
-        &self,
-        key: &str,
-        start: u64,
-        dest: &mut [u8],
-    ) -> Option<StorageResult<()>> {
-        let ms = self.read_delay_ms();
-        let out = self.inner.get_range_into_blocking(key, start, dest)?;
-        Self::wait_blocking(ms);
-        Some(out)
-    }
     async fn get_range(&self, key: &str, range: Range<u64>) -> StorageResult<Bytes> {
         self.before_read().await;
         self.inner.get_range(key, range).await
@@ -145,14 +120,6 @@ impl Storage for LatencyStorage {
     async fn put_fresh(&self, key: &str, bytes: Bytes) -> StorageResult<()> {
         self.before_write().await;
         self.inner.put_fresh(key, bytes).await
-    }
-    fn put_fresh_blocking(&self, key: &str, bytes: &[u8]) -> Option<StorageResult<()>> {
-        // As for the blocking reads: wait only when the backend has a blocking path
-        // (otherwise the caller falls back to `put_fresh`, which waits).
-        let ms = self.write_delay_ms();
-        let out = self.inner.put_fresh_blocking(key, bytes)?;
-        Self::wait_blocking(ms);
-        Some(out)
     }
     async fn put_if_absent(&self, key: &str, bytes: Bytes) -> StorageResult<WriteOutcome> {
         self.before_write().await;
