@@ -187,10 +187,25 @@ class FloeCodecPipeline(CodecPipeline):
     def __iter__(self) -> Iterator[Any]:
         return iter(self.inner)
 
-    def __getattr__(self, name: str) -> Any:
-        if name == "inner":
-            raise AttributeError(name)
-        return getattr(self.inner, name)
+    @property
+    def array_array_codecs(self) -> tuple[Any, ...]:
+        """The array-to-array codecs (filters) of zarr's pipeline, in order."""
+        return self.inner.array_array_codecs
+
+    @property
+    def array_bytes_codec(self) -> Any:
+        """The array-to-bytes codec (serializer) of zarr's pipeline."""
+        return self.inner.array_bytes_codec
+
+    @property
+    def bytes_bytes_codecs(self) -> tuple[Any, ...]:
+        """The bytes-to-bytes codecs (compressors) of zarr's pipeline, in order."""
+        return self.inner.bytes_bytes_codecs
+
+    @property
+    def batch_size(self) -> int:
+        """Chunks per batch of zarr's pipeline (zarr's ``codec_pipeline.batch_size``)."""
+        return self.inner.batch_size
 
     def __repr__(self) -> str:
         return f"FloeCodecPipeline({self.inner!r}, rust={self._store is not None})"
