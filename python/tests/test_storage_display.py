@@ -6,6 +6,7 @@ location, executable reprs for option and settings classes, ``(default)`` marks 
 import pickle
 
 import floe
+from floe._display import qualified
 from floe.storage import (
     S3Options,
     StorageConcurrencySettings,
@@ -15,10 +16,16 @@ from floe.storage import (
 )
 
 
+def P() -> str:
+    """The package name displays use: ``floe``, or ``icechunk`` once another test
+    called ``floe.install_as_icechunk()``."""
+    return qualified("x")[: -len(".x")]
+
+
 def test_in_memory_and_local_storage_show_type_and_path(tmp_path):
-    assert repr(floe.in_memory_storage()) == "<floe.Storage>\ntype: in-memory\n"
+    assert repr(floe.in_memory_storage()) == f"<{P()}.Storage>\ntype: in-memory\n"
     s = floe.local_filesystem_storage(str(tmp_path))
-    assert repr(s) == f"<floe.Storage>\ntype: local filesystem\npath: {tmp_path}\n"
+    assert repr(s) == f"<{P()}.Storage>\ntype: local filesystem\npath: {tmp_path}\n"
     assert str(s) == repr(s)
     html = s._repr_html_()
     assert '<div class="icechunk-repr">' in html and str(tmp_path) in html
@@ -30,7 +37,7 @@ def test_s3_storage_shows_only_the_options_that_were_set():
         allow_http=True, access_key_id="a", secret_access_key="b",
     )
     assert repr(s) == (
-        "<floe.Storage>\ntype: S3 (native)\nbucket: b\nprefix: p\nregion: us-east-1\n"
+        f"<{P()}.Storage>\ntype: S3 (native)\nbucket: b\nprefix: p\nregion: us-east-1\n"
         "endpoint_url: http://x:9000\nallow_http: True\n"
     )
     r2 = floe.r2_storage(bucket="b", prefix="p", account_id="acc", anonymous=True)
@@ -41,17 +48,17 @@ def test_s3_storage_shows_only_the_options_that_were_set():
 
 def test_repository_repr_nests_its_storage():
     repo = floe.Repository.create(floe.in_memory_storage())
-    assert "storage:\n    <floe.Storage>\n    type: in-memory" in repr(repo)
+    assert f"storage:\n    <{P()}.Storage>\n    type: in-memory" in repr(repo)
     assert "in-memory" in repo._repr_html_()
 
 
 def test_s3_options_repr_evaluates_back_and_str_lists_fields():
     opts = S3Options(region="us-east-1", allow_http=True, requester_pays=True)
     text = repr(opts)
-    assert text.startswith("floe.storage.S3Options(\n")
+    assert text.startswith(f"{P()}.storage.S3Options(\n")
     assert 'region="us-east-1",' in text and "checksum_algorithm=None," in text
-    assert eval(text, {"floe": floe}) == opts
-    assert str(opts).startswith("<floe.storage.S3Options>\nregion: \"us-east-1\"\n")
+    assert eval(text, {"floe": floe, "icechunk": floe}) == opts
+    assert str(opts).startswith(f"<{P()}.storage.S3Options>\nregion: \"us-east-1\"\n")
 
 
 def test_static_credentials_are_redacted():
@@ -72,10 +79,10 @@ def test_settings_reprs_evaluate_back_and_str_marks_defaults():
         StorageConcurrencySettings(),
         StorageSettings(retries=StorageRetriesSettings(max_tries=5), storage_class="STANDARD_IA"),
     ):
-        assert repr(obj).startswith(f"floe.storage.{type(obj).__name__}(")
-        assert eval(repr(obj), {"floe": floe}) == obj
+        assert repr(obj).startswith(f"{P()}.storage.{type(obj).__name__}(")
+        assert eval(repr(obj), {"floe": floe, "icechunk": floe}) == obj
     text = str(StorageSettings(retries=StorageRetriesSettings(max_tries=5)))
-    assert text.startswith("<floe.storage.StorageSettings>")
+    assert text.startswith(f"<{P()}.storage.StorageSettings>")
     assert "unsafe_use_conditional_create: True (default)" in text
     assert "max_tries: 5" in text and "initial_backoff_ms: 100 (default)" in text
     assert "retries" in StorageSettings()._repr_html_()
