@@ -210,6 +210,17 @@ class FloeCodecPipeline(CodecPipeline):
     def __repr__(self) -> str:
         return f"FloeCodecPipeline({self.inner!r}, rust={self._store is not None})"
 
+    def __eq__(self, other: object) -> bool:
+        """Equal when zarr's pipelines are equal and both serve the same store (zarr
+        compares arrays field by field, its pipeline included: two handles of one
+        array are equal, as with zarr's own pipeline)."""
+        if not isinstance(other, FloeCodecPipeline):
+            return NotImplemented
+        return self.inner == other.inner and self._store == other._store
+
+    def __hash__(self) -> int:
+        return hash(tuple(self.inner))
+
     @property
     def supports_partial_decode(self) -> bool:
         return self.inner.supports_partial_decode

@@ -386,3 +386,20 @@ def test_writes_of_large_unsharded_chunks_go_to_zarrs_pipeline():
     b[:] = data
     assert cp.stats.get("rust_write", 0) == 1 and cp.stats.get("zarr_write", 0) == 0
     np.testing.assert_array_equal(a[:], b[:])
+
+
+def test_two_handles_of_one_array_are_equal():
+    """zarr compares arrays field by field, the codec pipeline included: two opens
+    of one array in one store are equal, arrays of other stores or codecs are not."""
+    _, s = _session()
+    a = zarr.create_array(s.store, name="g/a", shape=(8,), chunks=(4,), dtype="uint16")
+    again = zarr.open_array(s.store, path="g/a")
+    assert again == zarr.open_array(s.store, path="g/a")
+    assert a._async_array.codec_pipeline == again._async_array.codec_pipeline
+    assert hash(a._async_array.codec_pipeline) == hash(again._async_array.codec_pipeline)
+    _, other = _session()
+    b = zarr.create_array(other.store, name="g/a", shape=(8,), chunks=(4,), dtype="uint16")
+    assert a._async_array.codec_pipeline != b._async_array.codec_pipeline
+    c = zarr.create_array(s.store, name="g/c", shape=(8,), chunks=(4,), dtype="uint16",
+                          compressors=None)
+    assert a._async_array.codec_pipeline != c._async_array.codec_pipeline
