@@ -222,3 +222,60 @@ async fn a_commit_that_rebased_records_its_rebase_attempts() {
         BTreeMap::from([("k".to_string(), serde_json::json!(1))])
     );
 }
+
+/// A session whose base lost a manifest to maintenance (the branch moved on, expiry
+/// dropped the base, garbage collection deleted the manifest only the base used)
+/// still commits: the commit rebases onto the tip instead of failing on the missing
+/// object. Before, its first flush failed with `object not found` (seen in
+/// `maintenance_live`'s 4-process run).
+#[tokio::test]
+async fn commit_rebases_when_the_moved_base_lost_its_manifest() {
+    let Fixture {
+        repo,
+        session: s,
+        storage,
+        ..
+    } = Fixture::in_memory().await.with_u8_array("/a", 4);
+    s.set_chunk(&p("/a"), &[0], Bytes::from_static(b"\x01"))
+        .await
+        .unwrap();
+    s.commit("base").await.unwrap();
+    let base_manifests: Vec<String> = common::fixture::keys(storage.as_ref())
+        .await
+        .into_iter()
+        .filter(|k| k.starts_with("manifests/"))
+        .collect();
+    assert_eq!(base_manifests.len(), 1);
+
+    // A second handle (its own caches) opens a session on the base.
+    let other = floe::Repository::open(std::sync::Arc::clone(&storage))
+        .await
+        .unwrap();
+    let late = other.writable_session("main").await.unwrap();
+    late.set_chunk(&p("/a"), &[1], Bytes::from_static(b"\x02"))
+        .await
+        .unwrap();
+
+    // The branch moves on with a new manifest for /a; the base's is then deleted.
+    let s2 = repo.writable_session("main").await.unwrap();
+    s2.set_chunk(&p("/a"), &[2], Bytes::from_static(b"\x03"))
+        .await
+        .unwrap();
+    let moved = s2.commit("moved").await.unwrap();
+    for key in &base_manifests {
+        floe::storage::Storage::delete(storage.as_ref(), key)
+            .await
+            .unwrap();
+    }
+
+    let committed = late.commit("late").await.unwrap();
+    assert_eq!(other.ancestry(committed).await.unwrap()[1].id, moved);
+    let r = other
+        .readonly_session(&VersionSelector::Branch("main".into()))
+        .await
+        .unwrap();
+    for (i, want) in [(0u64, 1u8), (1, 2), (2, 3)] {
+        let got = r.get_chunk(&p("/a"), &[i], None).await.unwrap();
+        assert_eq!(got.as_deref(), Some(&[want][..]), "chunk {i}");
+    }
+}

@@ -969,6 +969,15 @@ impl Session {
                 };
                 let flushed = match flushed {
                     Ok(flushed) => flushed,
+                    // An object of the base is gone: when the branch moved on,
+                    // maintenance may have dropped it (expiry of the base, then
+                    // garbage collection of a manifest only the base used). The next
+                    // attempt reads the tip anew and rebases onto it when it moved;
+                    // when it did not, its flush reports the missing object.
+                    Err(Error::Storage(crate::storage::StorageError::NotFound { .. })) => {
+                        ctx.refs.drop_copy(ahead).await;
+                        continue;
+                    }
                     Err(e) => {
                         ctx.refs.drop_copy(ahead).await;
                         return Err(e);
