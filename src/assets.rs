@@ -680,17 +680,30 @@ impl AssetManager {
     /// # Errors
     /// Encoding and storage errors.
     pub async fn write_snapshot(&self, snapshot: Arc<Snapshot>) -> Result<()> {
-        let s = Arc::clone(&snapshot);
+        let bytes = self.encode_snapshot(&snapshot).await?;
+        self.storage
+            .put(&keys::snapshot(&snapshot.id), bytes)
+            .await?;
+        self.remember_written_snapshot(snapshot);
+        Ok(())
+    }
+
+    /// `snapshot` encoded at the configured compression level (large ones on the
+    /// compute pool).
+    async fn encode_snapshot(&self, snapshot: &Arc<Snapshot>) -> Result<Bytes> {
+        let s = Arc::clone(snapshot);
         let light = s.nodes.len() <= INLINE_NODES_MAX;
         let level = self.compression_level(FileType::Snapshot);
-        let bytes = maybe_blocking(light, move || s.encode_at(level)).await?;
-        self.storage
-            .put(&keys::snapshot(&snapshot.id), Bytes::from(bytes))
-            .await?;
+        Ok(Bytes::from(
+            maybe_blocking(light, move || s.encode_at(level)).await?,
+        ))
+    }
+
+    /// Caches a snapshot just written under its id.
+    fn remember_written_snapshot(&self, snapshot: Arc<Snapshot>) {
         // An expiry rewrites a snapshot under its id with another parent.
         self.headers.remove(&snapshot.id);
         self.snapshots.insert(snapshot.id, snapshot);
-        Ok(())
     }
 
     /// Writes `snapshot` only where no object has its key yet, for a repository's
@@ -702,14 +715,11 @@ impl AssetManager {
     /// # Errors
     /// Encoding and storage errors.
     pub async fn write_snapshot_if_absent(&self, snapshot: Arc<Snapshot>) -> Result<WriteOutcome> {
-        let s = Arc::clone(&snapshot);
-        let level = self.compression_level(FileType::Snapshot);
-        let bytes = maybe_blocking(true, move || s.encode_at(level)).await?;
+        let bytes = self.encode_snapshot(&snapshot).await?;
         let key = keys::snapshot(&snapshot.id);
-        let outcome = self.storage.put_if_absent(&key, Bytes::from(bytes)).await?;
+        let outcome = self.storage.put_if_absent(&key, bytes).await?;
         if matches!(outcome, WriteOutcome::Written(_)) {
-            self.headers.remove(&snapshot.id);
-            self.snapshots.insert(snapshot.id, snapshot);
+            self.remember_written_snapshot(snapshot);
         }
         Ok(outcome)
     }
@@ -724,12 +734,9 @@ impl AssetManager {
         &self,
         log: Arc<TransactionLog>,
     ) -> Result<WriteOutcome> {
-        let l = Arc::clone(&log);
-        let spec = self.spec;
-        let level = self.compression_level(FileType::TransactionLog);
-        let bytes = maybe_blocking(true, move || l.encode_at(spec, level)).await?;
+        let bytes = self.encode_transaction_log(&log).await?;
         let key = keys::transaction_log(&log.id);
-        let outcome = self.storage.put_if_absent(&key, Bytes::from(bytes)).await?;
+        let outcome = self.storage.put_if_absent(&key, bytes).await?;
         if matches!(outcome, WriteOutcome::Written(_)) {
             self.transaction_logs.insert(log.id, log);
         }
@@ -764,16 +771,24 @@ impl AssetManager {
     /// # Errors
     /// Encoding and storage errors.
     pub async fn write_transaction_log(&self, log: Arc<TransactionLog>) -> Result<()> {
-        let l = Arc::clone(&log);
-        let spec = self.spec;
-        let light = l.len() <= INLINE_NODES_MAX;
-        let level = self.compression_level(FileType::TransactionLog);
-        let bytes = maybe_blocking(light, move || l.encode_at(spec, level)).await?;
+        let bytes = self.encode_transaction_log(&log).await?;
         self.storage
-            .put(&keys::transaction_log(&log.id), Bytes::from(bytes))
+            .put(&keys::transaction_log(&log.id), bytes)
             .await?;
         self.transaction_logs.insert(log.id, log);
         Ok(())
+    }
+
+    /// `log` encoded for this spec version at the configured compression level
+    /// (large ones on the compute pool).
+    async fn encode_transaction_log(&self, log: &Arc<TransactionLog>) -> Result<Bytes> {
+        let l = Arc::clone(log);
+        let spec = self.spec;
+        let light = l.len() <= INLINE_NODES_MAX;
+        let level = self.compression_level(FileType::TransactionLog);
+        Ok(Bytes::from(
+            maybe_blocking(light, move || l.encode_at(spec, level)).await?,
+        ))
     }
 
     /// Writes an encoded transaction log (one too large to keep in the cache).
