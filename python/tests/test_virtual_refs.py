@@ -17,6 +17,7 @@ import zarr
 
 import floe
 from floe._floe import _virtual_chunk_refs
+from virtual_datasets import need, netcdf_time_file
 
 # `None` credentials are deprecated (as in Icechunk 2.3.0) but still authorize; these
 # tests use them, and test_none_credentials_warn checks the warning.
@@ -228,7 +229,7 @@ def test_reads_outside_authorized_prefixes_are_refused(data, tmp_path):
 
 
 def test_netcdf4_variable_read_through_virtual_refs(data):
-    h5py = _need("h5py")
+    h5py = need("h5py")
     d, prefix, repo, _ = data
     path = d / "t.nc"
     values = np.linspace(0.0, 1.0, 24, dtype="<f8").reshape(6, 4)
@@ -256,15 +257,6 @@ def test_netcdf4_variable_read_through_virtual_refs(data):
     s.commit("netcdf")
     for name in ("temp", "chunked"):
         np.testing.assert_array_equal(_read(repo, name), values)
-
-
-def _need(module: str):
-    try:
-        return __import__(module)
-    except ImportError:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{module} is not installed")
-        pytest.skip(f"no {module}")
 
 
 def _floe_cli() -> str:
@@ -342,45 +334,12 @@ def test_locations_must_be_absolute_urls_and_are_kept_verbatim(data):
     assert s.all_virtual_chunk_locations() == [odd]
 
 
-def _netcdf_time_file(path, t0: int) -> None:
-    """A NetCDF4 file of 3 time steps from day ``t0``: a coordinate, a zlib-compressed
-    variable with a fill value, an uncompressed one, and a scalar."""
-    netCDF4 = _need("netCDF4")
-    with netCDF4.Dataset(path, "w") as ds:
-        ds.createDimension("time", 3)
-        ds.createDimension("x", 4)
-        t = ds.createVariable("time", "f8", ("time",))
-        t[:] = np.arange(t0, t0 + 3)
-        t.units = "days since 2000-01-01"
-        ds.createVariable("x", "i4", ("x",))[:] = np.arange(4)
-        temp = ds.createVariable("temp", "f4", ("time", "x"), zlib=True, fill_value=-999.0)
-        values = np.arange(12, dtype="f4").reshape(3, 4) + t0
-        values[1, 2] = -999.0  # a missing value
-        temp[:] = values
-        ds.createVariable("raw", "i2", ("time", "x"))[:] = np.arange(12).reshape(3, 4) + t0
-        ds.createVariable("scalar", "f8").assignValue(3.5)
-
-
-@pytest.fixture
-def as_icechunk():
-    """``floe.install_as_icechunk()`` for one test, the previous ``icechunk`` modules
-    put back afterwards."""
-    import sys
-
-    saved = {k: v for k, v in sys.modules.items() if k == "icechunk" or k.startswith("icechunk.")}
-    floe.install_as_icechunk()
-    yield
-    for k in [k for k in sys.modules if k == "icechunk" or k.startswith("icechunk.")]:
-        del sys.modules[k]
-    sys.modules.update(saved)
-
-
 def test_virtualizarr_to_icechunk_and_append_read_back_identical(tmp_path, as_icechunk):
     """VirtualiZarr (PyPI) writes two NetCDF4 files' refs into floe (``to_icechunk``,
     then ``append_dim="time"``); xarray reads every variable back as netCDF4 does, and
     Icechunk 2.3.0 reads the same repository the same."""
-    _need("virtualizarr")
-    _need("h5py")
+    need("virtualizarr")
+    need("h5py")
     import xarray as xr
     from obstore.store import LocalStore
     from virtualizarr import open_virtual_dataset
@@ -391,7 +350,7 @@ def test_virtualizarr_to_icechunk_and_append_read_back_identical(tmp_path, as_ic
     d.mkdir()
     files = [d / f"f{i}.nc" for i in range(2)]
     for i, f in enumerate(files):
-        _netcdf_time_file(f, 3 * i)
+        netcdf_time_file(f, 3 * i)
     prefix = f"file://{d}/"
     config = floe.RepositoryConfig.default()
     config.set_virtual_chunk_container(

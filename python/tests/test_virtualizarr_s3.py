@@ -8,7 +8,6 @@ virtual reads, equal to netCDF4's values of the local copies."""
 from __future__ import annotations
 
 import os
-import sys
 import urllib.request
 import uuid
 
@@ -16,15 +15,7 @@ import numpy as np
 import pytest
 
 import floe
-
-
-def _need(module: str):
-    try:
-        return __import__(module)
-    except ImportError:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{module} is not installed")
-        pytest.skip(f"{module} is not installed")
+from virtual_datasets import need, netcdf_time_file
 
 
 def _s3_server() -> tuple[str, str]:
@@ -37,39 +28,10 @@ def _s3_server() -> tuple[str, str]:
     return endpoint.rstrip("/"), bucket
 
 
-def _netcdf(path, t0: int) -> None:
-    """3 time steps from day ``t0``: a coordinate, a zlib-compressed variable with a
-    fill value (one missing), an uncompressed one, and a scalar."""
-    netCDF4 = _need("netCDF4")
-    with netCDF4.Dataset(path, "w") as ds:
-        ds.createDimension("time", 3)
-        ds.createDimension("x", 4)
-        t = ds.createVariable("time", "f8", ("time",))
-        t[:] = np.arange(t0, t0 + 3)
-        t.units = "days since 2000-01-01"
-        ds.createVariable("x", "i4", ("x",))[:] = np.arange(4)
-        temp = ds.createVariable("temp", "f4", ("time", "x"), zlib=True, fill_value=-999.0)
-        values = np.arange(12, dtype="f4").reshape(3, 4) + t0
-        values[1, 2] = -999.0
-        temp[:] = values
-        ds.createVariable("raw", "i2", ("time", "x"))[:] = np.arange(12).reshape(3, 4) + t0
-        ds.createVariable("scalar", "f8").assignValue(3.5)
-
-
-@pytest.fixture
-def as_icechunk():
-    saved = {k: v for k, v in sys.modules.items() if k == "icechunk" or k.startswith("icechunk.")}
-    floe.install_as_icechunk()
-    yield
-    for k in [k for k in sys.modules if k == "icechunk" or k.startswith("icechunk.")]:
-        del sys.modules[k]
-    sys.modules.update(saved)
-
-
 def test_virtualizarr_on_s3_to_floe_and_back(tmp_path, as_icechunk):
     endpoint, bucket = _s3_server()
-    _need("virtualizarr")
-    _need("h5py")
+    need("virtualizarr")
+    need("h5py")
     import xarray as xr
     from obspec_utils.registry import ObjectStoreRegistry
     from obstore.store import S3Store
@@ -79,7 +41,7 @@ def test_virtualizarr_on_s3_to_floe_and_back(tmp_path, as_icechunk):
     run = f"virtualizarr/{uuid.uuid4()}"
     files = [tmp_path / f"f{i}.nc" for i in range(2)]
     for i, f in enumerate(files):
-        _netcdf(f, 3 * i)
+        netcdf_time_file(f, 3 * i)
         req = urllib.request.Request(
             f"{endpoint}/{bucket}/{run}/{f.name}", data=f.read_bytes(), method="PUT"
         )
