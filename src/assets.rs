@@ -54,6 +54,12 @@ pub struct AssetManager {
     repo_reads: SingleFlight<u64, RepoRead>,
     /// Counts the `repo` objects this manager learned of.
     repo_generation: std::sync::atomic::AtomicU64,
+    /// The configured cache sizes, for [`AssetManager::warn_if_cache_small`].
+    sizes: CacheSizes,
+    /// Whether the small-cache warning was given, for manifests and for snapshots
+    /// (each at most once per manager, as Icechunk).
+    manifest_cache_warned: std::sync::atomic::AtomicBool,
+    snapshot_cache_warned: std::sync::atomic::AtomicBool,
 }
 
 /// A `repo` object read: its bytes, decoded form and version.
@@ -134,6 +140,13 @@ pub struct CacheSizes {
     pub chunk_refs: Option<u64>,
     /// Changes of the cached transaction logs.
     pub transaction_changes: Option<u64>,
+}
+
+/// The kinds of cached object [`AssetManager::warn_if_cache_small`] checks.
+#[derive(Clone, Copy, Debug)]
+enum CachedKind {
+    Manifest,
+    Snapshot,
 }
 
 /// The weight of a cached object: 1 (a count of objects) or, with `by_size`, its
@@ -275,6 +288,40 @@ impl AssetManager {
             log_reads: SingleFlight::default(),
             repo_reads: SingleFlight::default(),
             repo_generation: std::sync::atomic::AtomicU64::new(0),
+            sizes,
+            manifest_cache_warned: std::sync::atomic::AtomicBool::new(false),
+            snapshot_cache_warned: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// Logs a warning (`tracing`, level WARN), at most once per manager and kind,
+    /// when an object of `weight` units (a manifest's chunk refs or a snapshot's
+    /// nodes) goes into or comes from storage while the configured `caching` bounds
+    /// its cache so tightly that the cache can barely hold it: more than half the
+    /// chunk-ref capacity for a manifest, more than a fifth of the node capacity for
+    /// a snapshot (Icechunk 2.3.0's thresholds and wording, so its users recognise
+    /// the advice). Caches sized by object count (no `caching` set) never warn.
+    fn warn_if_cache_small(&self, kind: CachedKind, weight: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let (capacity, divisor, warned) = match kind {
+            CachedKind::Manifest => (self.sizes.chunk_refs, 2, &self.manifest_cache_warned),
+            CachedKind::Snapshot => (self.sizes.snapshot_nodes, 5, &self.snapshot_cache_warned),
+        };
+        let Some(capacity) = capacity else { return };
+        if weight <= capacity / divisor || warned.swap(true, Relaxed) {
+            return;
+        }
+        match kind {
+            CachedKind::Manifest => tracing::warn!(
+                "A manifest with {weight} chunk references is being loaded into the cache \
+                 that can only keep {capacity} references. Consider increasing the size of \
+                 the manifest cache using the num_chunk_refs field in CachingConfig"
+            ),
+            CachedKind::Snapshot => tracing::warn!(
+                "A snapshot with {weight} nodes is being loaded into the cache that can \
+                 only keep {capacity} nodes. Consider increasing the size of the snapshot \
+                 cache using the num_snapshot_nodes field in CachingConfig"
+            ),
         }
     }
 
@@ -486,6 +533,7 @@ impl AssetManager {
             .completed_parent(id, snap.spec_version, snap.parent_id)
             .await?;
         check_holds(id, &snap.id)?;
+        self.warn_if_cache_small(CachedKind::Snapshot, snap.nodes.len() as u64);
         let snap = Arc::new(snap);
         self.snapshots.insert(*id, Arc::clone(&snap));
         Ok(snap)
@@ -612,6 +660,7 @@ impl AssetManager {
                     return Ok(m);
                 }
                 let manifest = Arc::new(self.load_manifest(id, size_bytes).await?);
+                self.warn_if_cache_small(CachedKind::Manifest, manifest.num_chunk_refs() as u64);
                 self.manifests.insert(*id, Arc::clone(&manifest));
                 Ok(manifest)
             })
@@ -703,6 +752,7 @@ impl AssetManager {
     fn remember_written_snapshot(&self, snapshot: Arc<Snapshot>) {
         // An expiry rewrites a snapshot under its id with another parent.
         self.headers.remove(&snapshot.id);
+        self.warn_if_cache_small(CachedKind::Snapshot, snapshot.nodes.len() as u64);
         self.snapshots.insert(snapshot.id, snapshot);
     }
 
@@ -760,6 +810,8 @@ impl AssetManager {
             size_bytes: bytes.len() as u64,
             num_chunk_refs: u32::try_from(num_chunk_refs).unwrap_or(u32::MAX),
         };
+        // Not cached now, but read back through the cache later.
+        self.warn_if_cache_small(CachedKind::Manifest, num_chunk_refs);
         self.storage
             .put(&keys::manifest(&id), Bytes::from(bytes))
             .await?;

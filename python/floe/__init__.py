@@ -82,7 +82,7 @@ from floe.repository import (
 from floe.session import ChunkType, ForkSession, Session, SessionMode
 from floe.stats import ChunkStorageStats
 from floe._display import print_debug_info
-from floe._floe import initialize_logs, set_logs_filter
+from floe._floe import __version__, initialize_logs, set_logs_filter
 from floe.snapshots import SnapshotInfo
 from floe.credentials import (
     AzureCredentials,

@@ -30,6 +30,9 @@ from floe.exceptions import (
 def _all_error_kinds() -> list[str]:
     """Every error code the native module raises (the values of ``ErrorKind``)."""
 
+__version__: str
+"""floe's version (the Rust package version the extension was built from)."""
+
 def initialize_logs() -> None:
     """Starts console logging with the filter in ``FLOE_LOG`` / ``ICECHUNK_LOG``."""
 

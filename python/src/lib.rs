@@ -31,6 +31,9 @@ where
 /// The native module.
 #[pymodule]
 fn _floe(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // The version of the engine this extension was built from (Cargo's package
+    // version); `floe.__version__` exposes it.
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
     logs::register(m)?;
     config::register(m)?;
