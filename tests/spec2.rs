@@ -683,3 +683,98 @@ async fn rearrange_sessions_move_nodes_and_record_the_moves() {
         })
     ));
 }
+
+/// The moved paths a snapshot's transaction log records, as `(from, to)`.
+async fn logged_moves(repo: &Repository, id: &SnapshotId) -> Vec<(String, String)> {
+    let log = repo.assets().fetch_transaction_log(id).await.unwrap();
+    log.moved_nodes
+        .iter()
+        .map(|m| (m.from.to_string(), m.to.to_string()))
+        .collect()
+}
+
+#[tokio::test]
+async fn rearrange_sessions_amend_and_compose_their_moves() {
+    let repo = create(new_in_memory_storage()).await;
+    let s = repo.writable_session("main").await.unwrap();
+    s.add_group(&p("/"), group_json(serde_json::json!({})))
+        .unwrap();
+    s.add_array(&p("/a"), array_def("/a", &[4], &[2], "uint8"))
+        .unwrap();
+    s.set_chunk(&p("/a"), &[1], Bytes::from(vec![7u8; 2]))
+        .await
+        .unwrap();
+    let init = s.commit("init").await.unwrap();
+    let parent = repo
+        .readonly_session(&VersionSelector::Snapshot(init))
+        .await
+        .unwrap()
+        .snapshot()
+        .parent_id;
+
+    // A rearrange session with nothing moved has no changes and cannot commit.
+    let empty = repo.rearrange_session("main").await.unwrap();
+    assert!(!empty.has_uncommitted_changes());
+    assert!(matches!(
+        empty.commit("nothing").await,
+        Err(Error::NoChangesToCommit)
+    ));
+
+    // First amend: `/a -> /b` replaces "init" and joins its log.
+    let r = repo.rearrange_session("main").await.unwrap();
+    r.move_node(&p("/a"), &p("/b")).unwrap();
+    assert!(r.has_uncommitted_changes());
+    let first = r.amend("moved once", Default::default()).await.unwrap();
+    let tip = repo
+        .readonly_session(&VersionSelector::Branch("main".into()))
+        .await
+        .unwrap();
+    assert_eq!(tip.snapshot().id, first);
+    assert_eq!(
+        tip.snapshot().parent_id,
+        parent,
+        "amend keeps init's parent"
+    );
+    assert_eq!(
+        tip.get_chunk(&p("/b"), &[1], None).await.unwrap(),
+        Some(Bytes::from(vec![7u8; 2]))
+    );
+    assert_eq!(
+        logged_moves(&repo, &first).await,
+        [("/a".into(), "/b".into())]
+    );
+    let log = repo.assets().fetch_transaction_log(&first).await.unwrap();
+    assert_eq!(log.new_arrays.len(), 1, "init's new array stays in the log");
+
+    // Second amend: `/b -> /c` composes to `/a -> /c`.
+    let r = repo.rearrange_session("main").await.unwrap();
+    r.move_node(&p("/b"), &p("/c")).unwrap();
+    let second = r.amend("moved twice", Default::default()).await.unwrap();
+    assert_eq!(
+        logged_moves(&repo, &second).await,
+        [("/a".into(), "/c".into())]
+    );
+
+    // Third amend moves it back: nothing is recorded as moved, but it still amends.
+    let r = repo.rearrange_session("main").await.unwrap();
+    r.move_node(&p("/c"), &p("/a")).unwrap();
+    let third = r.amend("back", Default::default()).await.unwrap();
+    assert!(logged_moves(&repo, &third).await.is_empty());
+
+    // Moves that cancel out in one session still commit (with no moves logged).
+    let r = repo.rearrange_session("main").await.unwrap();
+    r.move_node(&p("/a"), &p("/z")).unwrap();
+    r.move_node(&p("/z"), &p("/a")).unwrap();
+    assert!(r.has_uncommitted_changes());
+    let round_trip = r.commit("there and back").await.unwrap();
+    assert!(logged_moves(&repo, &round_trip).await.is_empty());
+
+    // A rearrange session on a branch that moved cannot amend.
+    let late = repo.rearrange_session("main").await.unwrap();
+    commit_array(&repo, "main", "other", 1).await;
+    late.move_node(&p("/a"), &p("/y")).unwrap();
+    assert!(matches!(
+        late.amend("late", Default::default()).await,
+        Err(Error::Conflict(_))
+    ));
+}

@@ -294,12 +294,22 @@ pub(crate) fn classify(e: &floe::Error) -> Classified {
         } => cm(
             Class::Format,
             Kind::UnsupportedSpecVersion,
-            format!(
-                "repository version error: `{operation}` needs a repository of Icechunk \
-                 spec version 2 or later, this one is spec {}; upgrade it with \
-                 `upgrade_icechunk_repository` first",
-                *spec_version as u8
-            ),
+            if *operation == "upgrade" {
+                // Icechunk: only spec-1 repositories can be migrated.
+                format!(
+                    "invalid repository version ({}.0), this function can only migrate \
+                     repositories that use version 1.0 of the specification, to \
+                     repositories with spec version 2.0",
+                    *spec_version as u8
+                )
+            } else {
+                format!(
+                    "repository version error: `{operation}` needs a repository of Icechunk \
+                     spec version 2 or later, this one is spec {}; upgrade it with \
+                     `upgrade_icechunk_repository` first",
+                    *spec_version as u8
+                )
+            },
         ),
         E::InvalidRefName { .. } => c(Class::InvalidInput, Kind::InvalidRefName),
         E::BranchNotFound { name } | E::TagNotFound { name } => cm(

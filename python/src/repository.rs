@@ -666,7 +666,7 @@ impl Repository {
     /// `inspect_transaction_log`): node ids under `new_groups`, `new_arrays`,
     /// `deleted_groups`, `deleted_arrays`, `updated_groups`, `updated_arrays`;
     /// `updated_chunks` as (`node_id`, `chunks`) entries; `moved_nodes` as (`from`,
-    /// `to`, `node_id`) entries.
+    /// `to`) entries, as Icechunk 2.3.0 shows them.
     #[pyo3(signature = (snapshot_id, *, pretty=true))]
     fn inspect_transaction_log(
         &self,
@@ -697,7 +697,6 @@ impl Repository {
             "moved_nodes": log.moved_nodes.iter().map(|m| serde_json::json!({
                 "from": m.from.to_string(),
                 "to": m.to.to_string(),
-                "node_id": m.node_id.to_string(),
             })).collect::<Vec<_>>(),
         });
         if let (Some((merged, missing)), Some(obj)) = (composite, v.as_object_mut()) {

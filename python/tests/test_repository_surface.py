@@ -111,5 +111,5 @@ def test_spec_versions_and_upgrade():
     assert upgraded.spec_version == floe.SpecVersion.v2
     assert upgraded.lookup_branch("main") == sid
     assert isinstance(next(upgraded.ops_log()).kind, floe.UpdateType.RepoMigrated)
-    with pytest.raises(floe.IcechunkError):
+    with pytest.raises(floe.IcechunkError, match=r"invalid repository version \(2\.0\)"):
         floe.upgrade_icechunk_repository(upgraded, dry_run=False)

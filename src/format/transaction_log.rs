@@ -26,6 +26,24 @@ pub struct MovedNode {
     pub kind: NodeKind,
 }
 
+/// The moves of two commits in a row as one: a node moved by both goes from its
+/// first origin to its last destination, and is left out when it ended where it
+/// started (Icechunk 2.3.0 collapses chained moves so on amend: `a -> b` then
+/// `b -> c` is `a -> c`, `a -> b` then `b -> a` is nothing). Sorted by destination.
+fn compose_moves(first: &[MovedNode], then: &[MovedNode]) -> Vec<MovedNode> {
+    let mut by_node: BTreeMap<NodeId, MovedNode> =
+        first.iter().map(|m| (m.node_id, m.clone())).collect();
+    for m in then {
+        by_node
+            .entry(m.node_id)
+            .and_modify(|earlier| earlier.to = m.to.clone())
+            .or_insert_with(|| m.clone());
+    }
+    let mut moves: Vec<MovedNode> = by_node.into_values().filter(|m| m.from != m.to).collect();
+    moves.sort_by(|a, b| a.to.cmp(&b.to));
+    moves
+}
+
 /// A decoded transaction log. Every set is sorted by node id bytes, as the format
 /// requires.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -131,6 +149,7 @@ impl TransactionLog {
                 .or_default()
                 .extend(chunks.iter().cloned());
         }
+        out.moved_nodes = compose_moves(&self.moved_nodes, &later.moved_nodes);
         out
     }
 

@@ -54,6 +54,13 @@ pub(crate) enum CommitMethod<'a> {
     /// `rewrite_manifests`): a child of the base, or with `Some(log)` a replacement
     /// of the base as [`CommitMethod::Amend`].
     RewriteManifests(Option<&'a TransactionLog>),
+    /// A replacement of the base snapshot's original (the branch tip) by a rearrange
+    /// session: as [`CommitMethod::Amend`], the moves composed with the replaced
+    /// commit's moves ([`TransactionLog::then`]).
+    AmendMoves(
+        &'a TransactionLog,
+        Vec<crate::format::transaction_log::MovedNode>,
+    ),
 }
 
 /// Builds and writes the new snapshot `new_id` for `changes` on top of `base`: writes
@@ -113,7 +120,9 @@ pub(crate) async fn flush(
     let stream_chunks = changes.num_chunk_changes() > LOG_COPY_MAX_CHUNKS
         && !matches!(
             method,
-            CommitMethod::Amend(_) | CommitMethod::RewriteManifests(Some(_))
+            CommitMethod::Amend(_)
+                | CommitMethod::RewriteManifests(Some(_))
+                | CommitMethod::AmendMoves(..)
         );
     let own_log = |id| {
         if stream_chunks {
@@ -133,6 +142,11 @@ pub(crate) async fn flush(
             let mut log = own_log(new_id);
             log.moved_nodes = moves;
             (Some(base.id), log)
+        }
+        CommitMethod::AmendMoves(previous, moves) => {
+            let mut log = own_log(new_id);
+            log.moved_nodes = moves;
+            (base.parent_id, previous.then(&log, new_id))
         }
     };
     let write_log = async {

@@ -305,8 +305,11 @@ impl Session {
     }
 
     /// Whether the session has uncommitted changes.
+    /// In a rearrange session, any move counts, even one that a later move undid
+    /// (Icechunk 2.3.0).
     pub fn has_uncommitted_changes(&self) -> bool {
-        !self.read().changes.is_empty()
+        let state = self.read();
+        !state.changes.is_empty() || state.rearranged_from.is_some()
     }
 
     /// A copy of the uncommitted changes.
@@ -743,6 +746,9 @@ impl Session {
         message: &str,
         metadata: BTreeMap<String, serde_json::Value>,
     ) -> Result<SnapshotId> {
+        if let Mode::Rearrange(branch) = &self.inner.mode {
+            return self.amend_moves(branch, message, metadata).await;
+        }
         let branch = self.commit_branch()?;
         self.commit_guarded(|base, changes| async move {
             if base.parent_id.is_none() {

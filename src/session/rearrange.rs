@@ -150,18 +150,12 @@ impl Session {
         options: CommitOptions,
     ) -> Result<SnapshotId> {
         let _one_at_a_time = self.inner.commit_lock.lock().await;
-        let (view, original) = {
-            let state = self.read();
-            let original = state
-                .rearranged_from
-                .clone()
-                .unwrap_or_else(|| Arc::clone(&state.base));
-            (Arc::clone(&state.base), original)
-        };
-        let moves = net_moves(&original, &view);
-        if moves.is_empty() && !options.allow_empty {
+        let (view, original, moved) = self.rearranged();
+        // Moves that cancel out still make a commit (with no moves), as in Icechunk.
+        if !moved && !options.allow_empty {
             return Err(Error::NoChangesToCommit);
         }
+        let moves = net_moves(&original, &view);
         let ctx = &self.inner.ctx;
         let tip = ctx.refs.branch(branch).await?;
         let refused = |now: SnapshotId| {
@@ -193,6 +187,68 @@ impl Session {
         };
         let snapshot = tried
             .settle(&ctx.assets, &ctx.refs, branch, update, refused)
+            .await?;
+        let mut state = self.write();
+        state.base = Arc::clone(&snapshot);
+        state.rearranged_from = None;
+        Ok(snapshot.id)
+    }
+
+    /// The session's moved view, the snapshot before its first move (the view itself
+    /// when nothing moved) and whether anything moved.
+    fn rearranged(&self) -> (Arc<Snapshot>, Arc<Snapshot>, bool) {
+        let state = self.read();
+        let original = state.rearranged_from.clone();
+        let moved = original.is_some();
+        let view = Arc::clone(&state.base);
+        (Arc::clone(&view), original.unwrap_or(view), moved)
+    }
+
+    /// The amend of a rearrange session (Icechunk 2.3.0's `amend` after moves): the
+    /// moved tree replaces the branch tip, whose parent becomes the new snapshot's
+    /// parent, and the transaction log holds the tip's changes with its moves and
+    /// the session's composed (`a -> b` amended by `b -> c` records `a -> c`; a move
+    /// undone records nothing). Published only if `branch` still points at the
+    /// session's base. Moves that cancel out still amend (to change the message).
+    pub(super) async fn amend_moves(
+        &self,
+        branch: &str,
+        message: &str,
+        metadata: BTreeMap<String, serde_json::Value>,
+    ) -> Result<SnapshotId> {
+        let _one_at_a_time = self.inner.commit_lock.lock().await;
+        let (view, original, _) = self.rearranged();
+        if original.parent_id.is_none() {
+            return Err(Error::NoAmendForInitialCommit);
+        }
+        let ctx = &self.inner.ctx;
+        let tip = ctx.refs.branch(branch).await?;
+        let branch_moved = |now| Error::conflict(branch, original.id, now, Vec::new());
+        if tip.snapshot != original.id {
+            return Err(branch_moved(tip.snapshot));
+        }
+        let previous = ctx.assets.fetch_transaction_log(&original.id).await?;
+        let snapshot = commit::flush(
+            &ctx.assets,
+            &ctx.manifest_layouts,
+            &view,
+            &Arc::new(ChangeSet::default()),
+            SnapshotId::random(),
+            message,
+            metadata,
+            commit::CommitMethod::AmendMoves(&previous, net_moves(&original, &view)),
+        )
+        .await?;
+        let update = ctx
+            .refs
+            .commit(branch, &tip, &snapshot, Some(original.id), None)
+            .await;
+        let tried = super::landing::Attempt {
+            snapshot,
+            base: Arc::clone(&view),
+        };
+        let snapshot = tried
+            .settle(&ctx.assets, &ctx.refs, branch, update, branch_moved)
             .await?;
         let mut state = self.write();
         state.base = Arc::clone(&snapshot);
