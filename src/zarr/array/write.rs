@@ -140,15 +140,22 @@ impl Array {
 
     /// Writes the whole chunks of `region` that are each one run of `data`
     /// ([`Array::borrowed_run`]) without copying them out: they are encoded on the
-    /// compute pool straight from `data` and written by the encoding thread where
-    /// the port allows ([`ChunkPort::write_now`]), the rest through `set` once a
-    /// window of them is encoded, `ArrayOptions::concurrency` at a time. The calling thread waits for the pool while a
-    /// window (~64 MiB of input) is encoded and yields between windows (not
-    /// `block_in_place`, which tokio refuses in a `LocalSet`); a window also bounds
-    /// the encoded chunks held for `set`.
+    /// compute pool straight from `data`, a window at a time (the calling thread
+    /// waits for the pool and yields between windows; not `block_in_place`, which
+    /// tokio refuses in a `LocalSet`), and written by the encoding thread where the
+    /// port allows ([`ChunkPort::write_now`], local files).
+    ///
+    /// What the encoding threads cannot write (object storage) is uploaded by tasks
+    /// spawned on the runtime, at most `ArrayOptions::concurrency` at a time, while
+    /// the next window is encoded: encoding and uploads overlap instead of taking
+    /// turns. Windows are then `concurrency` chunks (the first window is always that
+    /// size; once a window was written entirely by the encoding threads, windows grow
+    /// to ~64 MiB of input), so the encoded chunks held at once are bounded by about
+    /// two windows.
     ///
     /// # Errors
-    /// As [`Array::write_region`]: chunk errors naming the key; store errors.
+    /// As [`Array::write_region`]: chunk errors naming the key; store errors (the
+    /// first upload that failed; the others are cancelled).
     async fn write_borrowed(
         &self,
         port: &Arc<dyn ChunkPort>,
@@ -160,12 +167,18 @@ impl Array {
         let Some(chunk_bytes) = plan.first().map(|(_, run)| run.len().max(1)) else {
             return Ok(());
         };
-        let window = (DIRECT_WINDOW_BYTES / chunk_bytes).max(4);
+        let concurrency = self.options.concurrency.max(1);
+        let large_window = (DIRECT_WINDOW_BYTES / chunk_bytes).max(4);
+        let mut window = concurrency.clamp(4, large_window);
         let repr = &self.derived.repr;
         let chain = &self.derived.chain;
         let write_empty = self.options.write_empty_chunks;
         let port_ref = port.as_ref();
-        for part in plan.chunks(window) {
+        let mut uploads = Uploads::new(concurrency);
+        let mut rest = plan.as_slice();
+        while !rest.is_empty() {
+            let (part, after) = rest.split_at(window.min(rest.len()));
+            rest = after;
             let staged = crate::compute::install(|| {
                 part.par_iter()
                     .map(|(idx, run)| {
@@ -190,18 +203,32 @@ impl Array {
                 key: self.key_of(&part[0].0),
                 source: CodecError::Task(panic),
             })?;
-            // What the encoding threads could not write (object storage) goes out
-            // `concurrency` requests at a time, not one after another.
-            futures::stream::iter(staged.into_iter().map(|(idx, put)| async move {
-                let put = put.map_err(|e| chunk_err(&self.path, &self.key_of(&idx), e))?;
-                self.finish_put(port_ref, &idx, put).await
-            }))
-            .buffer_unordered(self.options.concurrency.max(1))
-            .try_collect::<Vec<()>>()
-            .await?;
+            let mut all_written_here = true;
+            for (idx, put) in staged {
+                match put.map_err(|e| chunk_err(&self.path, &self.key_of(&idx), e))? {
+                    chunk_io::Put::Done(stored) => stored?,
+                    chunk_io::Put::Set(bytes) => {
+                        all_written_here = false;
+                        let port = Arc::clone(port);
+                        uploads
+                            .spawn(async move { port.set(&idx, bytes).await })
+                            .await?;
+                    }
+                    chunk_io::Put::Erase => {
+                        all_written_here = false;
+                        let port = Arc::clone(port);
+                        uploads
+                            .spawn(async move { port.erase(&idx).await })
+                            .await?;
+                    }
+                }
+            }
+            if all_written_here {
+                window = large_window;
+            }
             tokio::task::yield_now().await;
         }
-        Ok(())
+        uploads.finish(&self.path).await
     }
 
     /// Writes `part` (the input restricted to `inter`, array coordinates) into chunk
@@ -337,6 +364,63 @@ impl Array {
                 let v: Vec<T> = data.iter().cloned().collect();
                 self.write_region(&region, &v).await
             }
+        }
+    }
+}
+
+/// Chunk uploads running as tasks on the runtime, at most `limit` at once (the
+/// upload side of [`Array::write_borrowed`]). Dropping it cancels what is still
+/// running.
+struct Uploads {
+    tasks: tokio::task::JoinSet<Result<(), crate::zarr::store::StoreError>>,
+    limit: usize,
+}
+
+impl Uploads {
+    fn new(limit: usize) -> Self {
+        Uploads {
+            tasks: tokio::task::JoinSet::new(),
+            limit: limit.max(1),
+        }
+    }
+
+    /// Starts `upload` once fewer than `limit` run.
+    ///
+    /// # Errors
+    /// The error of an earlier upload that failed meanwhile.
+    async fn spawn<F>(&mut self, upload: F) -> ZarrResult<()>
+    where
+        F: std::future::Future<Output = Result<(), crate::zarr::store::StoreError>>
+            + Send
+            + 'static,
+    {
+        while self.tasks.len() >= self.limit {
+            self.join_one("").await?;
+        }
+        self.tasks.spawn(upload);
+        Ok(())
+    }
+
+    /// Waits for every upload.
+    ///
+    /// # Errors
+    /// The first upload error.
+    async fn finish(mut self, path: &str) -> ZarrResult<()> {
+        while !self.tasks.is_empty() {
+            self.join_one(path).await?;
+        }
+        Ok(())
+    }
+
+    async fn join_one(&mut self, path: &str) -> ZarrResult<()> {
+        match self.tasks.join_next().await {
+            None | Some(Ok(Ok(()))) => Ok(()),
+            Some(Ok(Err(e))) => Err(ZarrError::Store(e)),
+            Some(Err(join)) => Err(ZarrError::Chunk {
+                path: path.to_string(),
+                key: String::new(),
+                source: CodecError::Task(join.to_string()),
+            }),
         }
     }
 }
