@@ -148,10 +148,10 @@ impl Array {
     /// What the encoding threads cannot write (object storage) is uploaded by tasks
     /// spawned on the runtime, at most `ArrayOptions::concurrency` at a time, while
     /// the next window is encoded: encoding and uploads overlap instead of taking
-    /// turns. Windows are then `concurrency` chunks (the first window is always that
-    /// size; once a window was written entirely by the encoding threads, windows grow
-    /// to ~64 MiB of input), so the encoded chunks held at once are bounded by about
-    /// two windows.
+    /// turns. The first window is 4 chunks, so the first uploads leave early; windows
+    /// then double up to `concurrency` chunks, or grow to ~64 MiB of input once a
+    /// window was written entirely by the encoding threads. The encoded chunks held
+    /// at once are bounded by about two windows.
     ///
     /// # Errors
     /// As [`Array::write_region`]: chunk errors naming the key; store errors (the
@@ -169,7 +169,10 @@ impl Array {
         };
         let concurrency = self.options.concurrency.max(1);
         let large_window = (DIRECT_WINDOW_BYTES / chunk_bytes).max(4);
-        let mut window = concurrency.clamp(4, large_window);
+        // The first window is small so that the first uploads leave early; windows
+        // then double up to `concurrency` chunks.
+        let upload_window = concurrency.clamp(4, large_window);
+        let mut window = 4.min(upload_window);
         let repr = &self.derived.repr;
         let chain = &self.derived.chain;
         let write_empty = self.options.write_empty_chunks;
@@ -217,15 +220,15 @@ impl Array {
                     chunk_io::Put::Erase => {
                         all_written_here = false;
                         let port = Arc::clone(port);
-                        uploads
-                            .spawn(async move { port.erase(&idx).await })
-                            .await?;
+                        uploads.spawn(async move { port.erase(&idx).await }).await?;
                     }
                 }
             }
-            if all_written_here {
-                window = large_window;
-            }
+            window = if all_written_here {
+                large_window
+            } else {
+                (window * 2).min(upload_window)
+            };
             tokio::task::yield_now().await;
         }
         uploads.finish(&self.path).await
