@@ -793,7 +793,7 @@ impl AssetManager {
         Ok(outcome)
     }
 
-    /// Writes an encoded manifest file (see [`crate::format::manifest::ManifestWriter`]);
+    /// Writes an encoded manifest file (see `format::manifest::ManifestWriter`);
     /// returns its file info. The manifest is not cached: it is decoded when first
     /// read, so large manifests do not stay in memory after a commit.
     ///

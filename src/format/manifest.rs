@@ -60,7 +60,7 @@ pub enum ChunkPayload {
 
 /// A chunk ref borrowed from wherever it is kept (a decoded manifest, a session's
 /// change set, which shares one location string among many virtual refs): what
-/// [`ManifestWriter`] encodes. [`ChunkPayloadRef::to_payload`] makes the owned
+/// the manifest encoder (`ManifestWriter`) encodes. [`ChunkPayloadRef::to_payload`] makes the owned
 /// [`ChunkPayload`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ChunkPayloadRef<'a> {
@@ -168,16 +168,18 @@ impl Manifest {
         ext.finish()
     }
 
-    /// Encodes into a full manifest file (envelope + zstd + flatbuffer).
-    ///
-    /// # Errors
-    /// [`FormatError::Compression`]; [`FormatError::ChunkIndexTooLarge`].
-    pub fn encode(&self) -> Result<Vec<u8>, FormatError> {
-        let mut w = ManifestWriter::new(self.id, self.num_chunk_refs());
-        for (node, refs) in &self.arrays {
-            w.add_array(*node, refs.iter().map(|(k, v)| (k.as_slice(), v)))?;
+    testing_pub! {
+        /// Encodes into a full manifest file (envelope + zstd + flatbuffer).
+        ///
+        /// # Errors
+        /// [`FormatError::Compression`]; [`FormatError::ChunkIndexTooLarge`].
+        fn encode(&self) -> Result<Vec<u8>, FormatError> {
+            let mut w = ManifestWriter::new(self.id, self.num_chunk_refs());
+            for (node, refs) in &self.arrays {
+                w.add_array(*node, refs.iter().map(|(k, v)| (k.as_slice(), v)))?;
+            }
+            Ok(w.finish()?.0)
         }
-        Ok(w.finish()?.0)
     }
 
     /// Decodes a manifest file.
@@ -242,7 +244,7 @@ impl Manifest {
 
 /// Running chunk index extents: the smallest box holding every index added.
 #[derive(Clone, Debug, Default)]
-pub struct Extents {
+pub(crate) struct Extents {
     lo: Vec<u64>,
     hi: Vec<u64>,
     any: bool,
@@ -250,7 +252,7 @@ pub struct Extents {
 
 impl Extents {
     /// Adds one chunk index.
-    pub fn add(&mut self, index: &[u64]) {
+    pub(crate) fn add(&mut self, index: &[u64]) {
         if !self.any {
             self.lo = index.to_vec();
             self.hi = index.iter().map(|i| i.saturating_add(1)).collect();
@@ -266,7 +268,7 @@ impl Extents {
     /// One half-open range per dimension, as stored (`u32`; coordinates above
     /// [`super::MAX_CHUNK_COORDINATE`] are refused before this is written, so the
     /// narrowing never saturates); `None` when nothing was added.
-    pub fn finish(self) -> Option<Vec<Range<u32>>> {
+    pub(crate) fn finish(self) -> Option<Vec<Range<u32>>> {
         let narrow = |i: u64| u32::try_from(i).unwrap_or(u32::MAX);
         self.any.then(|| {
             self.lo
@@ -285,7 +287,7 @@ impl Extents {
 /// go into a body as they come; [`ManifestWriter::finish`] writes the `Manifest`
 /// and `ArrayManifest` tables and the vectors of offsets to the refs into the room
 /// left in front of the body, and compresses the whole in one zstd pass.
-pub struct ManifestWriter {
+pub(crate) struct ManifestWriter {
     id: ManifestId,
     body: Forward,
     /// Each array's node id and the body positions of its refs' tables.
@@ -339,7 +341,7 @@ fn ref_layout(mask: u8) -> ([u16; 8], u16) {
 
 impl ManifestWriter {
     /// A writer for manifest `id`, sized for about `estimated_refs` refs.
-    pub fn new(id: ManifestId, estimated_refs: usize) -> Self {
+    pub(crate) fn new(id: ManifestId, estimated_refs: usize) -> Self {
         ManifestWriter {
             id,
             // Room in front for the head: 4 bytes per ref and the tables of a few
@@ -359,7 +361,7 @@ impl ManifestWriter {
     /// Writes a file of spec version `spec` (the table layout is the same in both;
     /// only the envelope's version byte differs). Spec 1 by default.
     #[must_use]
-    pub fn spec_version(mut self, spec: SpecVersion) -> Self {
+    pub(crate) fn spec_version(mut self, spec: SpecVersion) -> Self {
         self.spec = spec;
         self
     }
@@ -367,7 +369,7 @@ impl ManifestWriter {
     /// Compresses at zstd level `level` (the repository config's
     /// `compression.level`; 3 by default, as Icechunk).
     #[must_use]
-    pub fn compression_level(mut self, level: i32) -> Self {
+    pub(crate) fn compression_level(mut self, level: i32) -> Self {
         self.level = level;
         self
     }
@@ -379,7 +381,7 @@ impl ManifestWriter {
     /// # Errors
     /// [`FormatError::ChunkIndexTooLarge`] for an index Icechunk cannot store;
     /// [`FormatError::InvalidData`] when the file would pass 2 GiB.
-    pub fn add_array<'r, P: Into<ChunkPayloadRef<'r>>>(
+    pub(crate) fn add_array<'r, P: Into<ChunkPayloadRef<'r>>>(
         &mut self,
         node: NodeId,
         refs: impl IntoIterator<Item = (&'r [u64], P)>,
@@ -404,16 +406,11 @@ impl ManifestWriter {
         Ok(ext.finish())
     }
 
-    /// Number of refs added so far.
-    pub fn num_chunk_refs(&self) -> u64 {
-        self.count
-    }
-
     /// Finishes the file: returns its bytes and the number of refs.
     ///
     /// # Errors
     /// [`FormatError::Compression`]; [`FormatError::InvalidData`] past 2 GiB.
-    pub fn finish(self) -> Result<(Vec<u8>, u64), FormatError> {
+    pub(crate) fn finish(self) -> Result<(Vec<u8>, u64), FormatError> {
         const WHAT: &str = "manifest";
         let refs = usize::try_from(self.count).unwrap_or(usize::MAX);
         let mut head = Forward::root(

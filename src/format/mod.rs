@@ -7,6 +7,26 @@
 //! `../shared/docs/icechunk-format-notes.md` (spec 2); prose:
 //! `../shared/specs/icechunk-spec.txt`. This module does no I/O and knows nothing of
 //! sessions.
+//!
+//! Decoding is public (to inspect a repository's objects); encoding is the crate's
+//! own (the repository writes objects), public only with the `testing` feature, for
+//! tests that build fixtures.
+
+/// Declares a method or item `pub` with the `testing` feature and `pub(crate)`
+/// otherwise: encoding format objects is the repository's job, not library API, and
+/// integration and fuzz tests build their fixtures with it (the crate's own
+/// dev-dependency enables `testing`).
+macro_rules! testing_pub {
+    ($(#[$meta:meta])* fn $($rest:tt)*) => {
+        #[cfg(feature = "testing")]
+        $(#[$meta])*
+        pub fn $($rest)*
+        #[cfg(not(feature = "testing"))]
+        #[allow(dead_code)] // some are for tests only
+        $(#[$meta])*
+        pub(crate) fn $($rest)*
+    };
+}
 
 pub mod config;
 /// Envelope encoding is internal; the `testing` feature exposes it for building

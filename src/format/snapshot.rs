@@ -209,20 +209,22 @@ impl Snapshot {
         self.manifest_files.iter().find(|m| &m.id == id)
     }
 
-    /// Encodes into a full snapshot file (envelope + zstd + flatbuffer).
-    ///
-    /// # Errors
-    /// [`FormatError::InvalidData`] when metadata cannot be encoded as MessagePack;
-    /// [`FormatError::Compression`].
-    pub fn encode(&self) -> Result<Vec<u8>, FormatError> {
-        self.encode_at(envelope::DEFAULT_LEVEL)
+    testing_pub! {
+        /// Encodes into a full snapshot file (envelope + zstd + flatbuffer).
+        ///
+        /// # Errors
+        /// [`FormatError::InvalidData`] when metadata cannot be encoded as MessagePack;
+        /// [`FormatError::Compression`].
+        fn encode(&self) -> Result<Vec<u8>, FormatError> {
+            self.encode_at(envelope::DEFAULT_LEVEL)
+        }
     }
 
     /// [`Snapshot::encode`] at zstd level `level` (the config's `compression.level`).
     ///
     /// # Errors
     /// As [`Snapshot::encode`].
-    pub fn encode_at(&self, level: i32) -> Result<Vec<u8>, FormatError> {
+    pub(crate) fn encode_at(&self, level: i32) -> Result<Vec<u8>, FormatError> {
         let spec = self.spec_version;
         let mut packed_metadata = Vec::with_capacity(self.metadata.len());
         for (name, value) in &self.metadata {

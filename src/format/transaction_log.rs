@@ -160,22 +160,26 @@ impl TransactionLog {
             && self.moved_nodes.is_empty()
     }
 
-    /// Encodes into a full spec-1 transaction log file.
-    ///
-    /// # Errors
-    /// As [`TransactionLog::encode_as`].
-    pub fn encode(&self) -> Result<Vec<u8>, FormatError> {
-        self.encode_as(SpecVersion::V1)
+    testing_pub! {
+        /// Encodes into a full spec-1 transaction log file.
+        ///
+        /// # Errors
+        /// As [`TransactionLog::encode_as`].
+        fn encode(&self) -> Result<Vec<u8>, FormatError> {
+            self.encode_as(SpecVersion::V1)
+        }
     }
 
-    /// Encodes into a full transaction log file of spec version `spec`: spec 2 always
-    /// writes `moved_nodes` (empty when nothing moved), as Icechunk 2.x does; spec 1
-    /// writes it only when a node moved (never, for logs floe makes).
-    ///
-    /// # Errors
-    /// [`FormatError::ChunkIndexTooLarge`]; [`FormatError::Compression`].
-    pub fn encode_as(&self, spec: SpecVersion) -> Result<Vec<u8>, FormatError> {
-        self.encode_at(spec, envelope::default_level(FileType::TransactionLog))
+    testing_pub! {
+        /// Encodes into a full transaction log file of spec version `spec`: spec 2 always
+        /// writes `moved_nodes` (empty when nothing moved), as Icechunk 2.x does; spec 1
+        /// writes it only when a node moved (never, for logs floe makes).
+        ///
+        /// # Errors
+        /// [`FormatError::ChunkIndexTooLarge`]; [`FormatError::Compression`].
+        fn encode_as(&self, spec: SpecVersion) -> Result<Vec<u8>, FormatError> {
+            self.encode_at(spec, envelope::default_level(FileType::TransactionLog))
+        }
     }
 
     /// [`TransactionLog::encode_as`] at zstd level `level` (the config's
@@ -183,7 +187,7 @@ impl TransactionLog {
     ///
     /// # Errors
     /// As [`TransactionLog::encode_as`].
-    pub fn encode_at(&self, spec: SpecVersion, level: i32) -> Result<Vec<u8>, FormatError> {
+    pub(crate) fn encode_at(&self, spec: SpecVersion, level: i32) -> Result<Vec<u8>, FormatError> {
         let chunks = self
             .updated_chunks
             .iter()
@@ -200,7 +204,7 @@ impl TransactionLog {
     ///
     /// # Errors
     /// [`FormatError::ChunkIndexTooLarge`]; [`FormatError::Compression`].
-    pub fn encode_with_chunks<'c, I, J>(
+    pub(crate) fn encode_with_chunks<'c, I, J>(
         &self,
         spec: SpecVersion,
         level: i32,

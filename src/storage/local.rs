@@ -31,18 +31,17 @@ use std::io::Write;
 use std::ops::Range;
 use std::path::{Path as FsPath, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use object_store::local::LocalFileSystem;
 
+use super::files::{self, micros, read_exact_at, read_ranges, sync_parent, write_and_rename};
 use super::object::ObjectStorage;
 use super::{
     LocalFiles, ObjectInfo, ObjectVersion, Storage, StorageError, StorageResult, VersionedBytes,
     WriteOutcome,
 };
-
 /// What a completed write of [`LocalStorage`] survives (see the module documentation).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -185,47 +184,6 @@ async fn blocking_io<T: Send + 'static>(
         .map_err(io)
 }
 
-/// Writes `bytes` to a new temporary file beside `target` and renames it over `target`.
-///
-/// Versions here are `object_store` etags, `inode-mtime(µs)-size`. The inode of the
-/// replaced file is free again after the rename and the next temporary file usually
-/// gets it, and some file systems keep mtimes in whole seconds: two swaps within one
-/// second would bring a superseded version back and let a stale compare-and-swap
-/// through. So the new file's mtime is set strictly later (at microsecond precision)
-/// than the one it replaces, `previous`, in the file system's own granularity: along
-/// the compare-and-swap history of an object, no version repeats.
-fn write_and_rename(
-    target: &FsPath,
-    bytes: &[u8],
-    previous: Option<SystemTime>,
-    synced: bool,
-) -> std::io::Result<()> {
-    let name = target
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = target.with_file_name(format!(".{name}.floe-tmp-{:016x}", rand::random::<u64>()));
-    let result = (|| {
-        let mut f = File::create(&tmp)?;
-        f.write_all(bytes)?;
-        if let Some(previous) = previous {
-            set_mtime_after(&f, previous)?;
-        }
-        if synced {
-            f.sync_all()?;
-        }
-        std::fs::rename(&tmp, target)?;
-        if synced {
-            sync_parent(target)?;
-        }
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
-}
-
 /// Writes `bytes` to `target` in place, creating its directory when missing
 /// ([`Storage::put_fresh`]); with `synced`, the file and its directory are fsynced.
 fn write_in_place(target: &FsPath, bytes: &[u8], synced: bool) -> std::io::Result<()> {
@@ -341,160 +299,11 @@ fn not_found_of_io<T>(result: StorageResult<T>) -> StorageResult<T> {
 
 /// The whole file at `path` and its version; a directory is `NotFound`.
 fn read_versioned(path: &FsPath) -> std::io::Result<VersionedBytes> {
-    use std::io::Read;
-    let mut file = File::open(path)?;
-    let meta = file.metadata()?;
-    if !meta.is_file() {
-        return Err(std::io::ErrorKind::NotFound.into());
-    }
-    // A recycled buffer when the object is chunk-sized (no fresh pages to fault in);
-    // it returns to the pool when the last clone of the bytes is dropped.
-    let mut bytes = crate::buffer_pool::take(usize::try_from(meta.len()).unwrap_or(0));
-    file.read_to_end(&mut bytes)?;
+    let (bytes, meta) = files::read_whole(path)?;
     Ok(VersionedBytes {
-        bytes: crate::buffer_pool::bytes_of(bytes),
+        bytes,
         version: Some(local_version(&meta)),
     })
-}
-
-/// Why [`read_exact_at`] failed, before the key is known.
-enum ReadAtError {
-    NotFound,
-    Short { requested: Range<u64>, size: u64 },
-    Io(std::io::Error),
-}
-
-impl ReadAtError {
-    /// The storage error for object `key`.
-    fn at(self, key: &str) -> StorageError {
-        match self {
-            ReadAtError::NotFound => StorageError::NotFound {
-                key: key.to_string(),
-            },
-            ReadAtError::Short { requested, size } => StorageError::ShortRead {
-                key: key.to_string(),
-                requested,
-                size,
-            },
-            ReadAtError::Io(source) => StorageError::Io {
-                key: key.to_string(),
-                source,
-            },
-        }
-    }
-}
-
-/// Opens the file at `path` for reading; a missing one is `NotFound`.
-fn open_object(path: &FsPath) -> Result<File, ReadAtError> {
-    File::open(path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => ReadAtError::NotFound,
-        _ => ReadAtError::Io(e),
-    })
-}
-
-/// Reads `ranges` (checked: none inverted) of the file at `path`, coalesced as
-/// [`super::coalesce::plan`] does, into recycled buffers; a range past the end is a short
-/// read naming the first such range in the caller's order.
-fn read_ranges(path: &FsPath, ranges: &[Range<u64>]) -> Result<Vec<Bytes>, ReadAtError> {
-    use std::io::{Read, Seek, SeekFrom};
-    let mut file = open_object(path)?;
-    let meta = file.metadata().map_err(ReadAtError::Io)?;
-    if !meta.is_file() {
-        return Err(ReadAtError::NotFound);
-    }
-    let size = meta.len();
-    if let Some(past) = ranges.iter().find(|r| r.end > size) {
-        return Err(ReadAtError::Short {
-            requested: past.clone(),
-            size,
-        });
-    }
-    let mut out = vec![Bytes::new(); ranges.len()];
-    for span in super::coalesce::plan(ranges, super::CoalesceOptions::default()) {
-        if span.range.is_empty() {
-            continue;
-        }
-        let len = usize::try_from(span.range.end - span.range.start)
-            .map_err(|e| ReadAtError::Io(std::io::Error::other(e)))?;
-        let mut buf = crate::buffer_pool::take(len);
-        file.seek(SeekFrom::Start(span.range.start))
-            .map_err(ReadAtError::Io)?;
-        // `read_to_end` reads into the buffer's spare capacity without zeroing it.
-        (&mut file)
-            .take(len as u64)
-            .read_to_end(&mut buf)
-            .map_err(ReadAtError::Io)?;
-        if buf.len() != len {
-            // Shortened since its size was read.
-            let size = span.range.start.saturating_add(buf.len() as u64);
-            return Err(ReadAtError::Short {
-                requested: span.range,
-                size,
-            });
-        }
-        let bytes = crate::buffer_pool::bytes_of(buf);
-        for &i in &span.members {
-            let part = super::coalesce::slice(&bytes, span.range.start, &ranges[i]);
-            out[i] = part.unwrap_or_default();
-        }
-    }
-    Ok(out)
-}
-
-/// Reads `dest.len()` bytes of the file at `path` from byte `start` into `dest`.
-fn read_exact_at(path: &FsPath, start: u64, dest: &mut [u8]) -> Result<(), ReadAtError> {
-    use std::os::unix::fs::FileExt;
-    let file = open_object(path)?;
-    let end = start.checked_add(dest.len() as u64);
-    let short = |file: &File| {
-        let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-        ReadAtError::Short {
-            requested: start..end.unwrap_or(u64::MAX),
-            size,
-        }
-    };
-    if end.is_none() {
-        return Err(short(&file));
-    }
-    match file.read_exact_at(dest, start) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Err(short(&file)),
-        Err(e) if e.kind() == std::io::ErrorKind::IsADirectory => Err(ReadAtError::NotFound),
-        Err(e) => Err(ReadAtError::Io(e)),
-    }
-}
-
-/// Fsyncs the directory holding `path`, making a rename or link into it durable.
-fn sync_parent(path: &FsPath) -> std::io::Result<()> {
-    match path.parent() {
-        Some(dir) => File::open(dir)?.sync_all(),
-        None => Ok(()),
-    }
-}
-
-/// Microseconds since the epoch, the precision of `object_store`'s local etags.
-fn micros(t: SystemTime) -> u128 {
-    t.duration_since(UNIX_EPOCH).unwrap_or_default().as_micros()
-}
-
-/// Sets the mtime of `f` to now, or to the earliest time after `previous` that the
-/// file system keeps as later than `previous` when now is not.
-fn set_mtime_after(f: &File, previous: SystemTime) -> std::io::Result<()> {
-    let now = SystemTime::now();
-    for step in [
-        Duration::from_micros(1),
-        Duration::from_millis(1),
-        Duration::from_secs(1),
-        Duration::from_secs(2),
-    ] {
-        f.set_modified(now.max(previous + step))?;
-        if micros(f.metadata()?.modified()?) > micros(previous) {
-            return Ok(());
-        }
-    }
-    Err(std::io::Error::other(
-        "cannot give the new version a later mtime than the one it replaces",
-    ))
 }
 
 impl fmt::Display for LocalStorage {

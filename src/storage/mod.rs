@@ -14,6 +14,7 @@ pub mod coalesce;
 pub mod conformance;
 #[cfg(feature = "testing")]
 pub mod fault;
+pub(crate) mod files;
 mod guard;
 mod latency;
 mod local;

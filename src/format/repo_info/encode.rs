@@ -365,155 +365,157 @@ fn update<'a>(b: &mut FlatBufferBuilder<'a>, u: &RepoUpdate) -> WIPOffset<gen::U
 }
 
 impl RepoInfo {
-    /// Encodes into a full `repo` file (envelope with spec version 2 and file type 6,
-    /// zstd at the level of its own config's `compression.level`, flatbuffer `Repo`).
-    ///
-    /// # Errors
-    /// [`FormatError::InvalidData`] when a ref or parent link names a snapshot the
-    /// object does not list, there is no `main` branch or no ops-log entry, there are
-    /// more than `i32::MAX` snapshots, or a metadata value cannot be encoded;
-    /// [`FormatError::Compression`].
-    pub fn encode(&self) -> Result<Vec<u8>, FormatError> {
-        if !self.branches.contains_key("main") {
-            return Err(invalid("there is no `main` branch".into()));
-        }
-        if self.latest_updates.is_empty() {
-            return Err(invalid("the ops log is empty".into()));
-        }
-        let index: HashMap<SnapshotId, u32> = self
-            .snapshots
-            .keys()
-            .enumerate()
-            .map(|(i, id)| {
-                u32::try_from(i)
-                    .ok()
-                    .filter(|&i| i32::try_from(i).is_ok())
-                    .map(|i| (*id, i))
-                    .ok_or_else(|| invalid("more than 2^31 - 1 snapshots".into()))
-            })
-            .collect::<Result<_, _>>()?;
-        let lookup = |id: &SnapshotId, what: &dyn Fn() -> String| {
-            index
-                .get(id)
-                .copied()
-                .ok_or_else(|| invalid(format!("{} names unknown snapshot {id}", what())))
-        };
-        let snapshot_metadata = self
-            .snapshots
-            .values()
-            .map(|s| pack_metadata("snapshot", &s.metadata))
-            .collect::<Result<Vec<_>, _>>()?;
-        let repo_metadata = pack_metadata("repository", &self.metadata)?;
-        let mut budget = limits::SizeBudget::new("repo object", 4096);
-        for (name, _) in self.tags.iter().chain(&self.branches) {
-            budget.add(name.len(), 48);
-        }
-        for name in &self.deleted_tags {
-            budget.add(name.len(), 16);
-        }
-        for (s, packed) in self.snapshots.values().zip(&snapshot_metadata) {
-            let pruned = s.pruned_ancestor_tx_logs.as_ref().map_or(0, Vec::len);
-            budget.add(s.message.len(), 96 + 12 * pruned as u64);
-            budget_metadata(&mut budget, packed);
-        }
-        budget_metadata(&mut budget, &repo_metadata);
-        for u in &self.latest_updates {
-            let backup = u.backup_path.as_ref().map_or(0, String::len);
-            budget.add(update_text_len(&u.kind) + backup, 128);
-        }
-        let reason = self.status.reason.as_ref().map_or(0, String::len);
-        let config = self.config_bytes.as_ref().map_or(0, |c| c.len());
-        budget.add(reason + config, 64);
-        budget.add(
-            0,
-            16 * (self.enabled_feature_flags.len() + self.disabled_feature_flags.len()) as u64,
-        );
-        budget.check()?;
-        let mut b = FlatBufferBuilder::with_capacity(4096 + self.snapshots.len() * 96);
-        let tags = refs(&mut b, &self.tags, "tag", &lookup)?;
-        let tags = b.create_vector(&tags);
-        let branches = refs(&mut b, &self.branches, "branch", &lookup)?;
-        let branches = b.create_vector(&branches);
-        let deleted: Vec<_> = self
-            .deleted_tags
-            .iter()
-            .map(|t| b.create_string(t))
-            .collect();
-        let deleted_tags = b.create_vector(&deleted);
-
-        let mut infos = Vec::with_capacity(self.snapshots.len());
-        for (s, packed) in self.snapshots.values().zip(&snapshot_metadata) {
-            let parent_offset = match &s.parent_id {
-                None => -1,
-                Some(p) => {
-                    let i = lookup(p, &|| format!("the parent link of {}", s.id))?;
-                    i32::try_from(i).map_err(|_| invalid("snapshot index overflow".into()))?
-                }
+    testing_pub! {
+        /// Encodes into a full `repo` file (envelope with spec version 2 and file type 6,
+        /// zstd at the level of its own config's `compression.level`, flatbuffer `Repo`).
+        ///
+        /// # Errors
+        /// [`FormatError::InvalidData`] when a ref or parent link names a snapshot the
+        /// object does not list, there is no `main` branch or no ops-log entry, there are
+        /// more than `i32::MAX` snapshots, or a metadata value cannot be encoded;
+        /// [`FormatError::Compression`].
+        fn encode(&self) -> Result<Vec<u8>, FormatError> {
+            if !self.branches.contains_key("main") {
+                return Err(invalid("there is no `main` branch".into()));
+            }
+            if self.latest_updates.is_empty() {
+                return Err(invalid("the ops log is empty".into()));
+            }
+            let index: HashMap<SnapshotId, u32> = self
+                .snapshots
+                .keys()
+                .enumerate()
+                .map(|(i, id)| {
+                    u32::try_from(i)
+                        .ok()
+                        .filter(|&i| i32::try_from(i).is_ok())
+                        .map(|i| (*id, i))
+                        .ok_or_else(|| invalid("more than 2^31 - 1 snapshots".into()))
+                })
+                .collect::<Result<_, _>>()?;
+            let lookup = |id: &SnapshotId, what: &dyn Fn() -> String| {
+                index
+                    .get(id)
+                    .copied()
+                    .ok_or_else(|| invalid(format!("{} names unknown snapshot {id}", what())))
             };
-            let message = b.create_string(&s.message);
-            let metadata = metadata_items(&mut b, packed);
-            let pruned = s
-                .pruned_ancestor_tx_logs
-                .as_ref()
-                .filter(|v| !v.is_empty())
-                .map(|v| {
-                    let ids: Vec<gen::ObjectId12> = v.iter().map(fb::fb12).collect();
-                    b.create_vector(&ids)
-                });
-            let id = fb::fb12(&s.id);
-            infos.push(gen::SnapshotInfo::create(
+            let snapshot_metadata = self
+                .snapshots
+                .values()
+                .map(|s| pack_metadata("snapshot", &s.metadata))
+                .collect::<Result<Vec<_>, _>>()?;
+            let repo_metadata = pack_metadata("repository", &self.metadata)?;
+            let mut budget = limits::SizeBudget::new("repo object", 4096);
+            for (name, _) in self.tags.iter().chain(&self.branches) {
+                budget.add(name.len(), 48);
+            }
+            for name in &self.deleted_tags {
+                budget.add(name.len(), 16);
+            }
+            for (s, packed) in self.snapshots.values().zip(&snapshot_metadata) {
+                let pruned = s.pruned_ancestor_tx_logs.as_ref().map_or(0, Vec::len);
+                budget.add(s.message.len(), 96 + 12 * pruned as u64);
+                budget_metadata(&mut budget, packed);
+            }
+            budget_metadata(&mut budget, &repo_metadata);
+            for u in &self.latest_updates {
+                let backup = u.backup_path.as_ref().map_or(0, String::len);
+                budget.add(update_text_len(&u.kind) + backup, 128);
+            }
+            let reason = self.status.reason.as_ref().map_or(0, String::len);
+            let config = self.config_bytes.as_ref().map_or(0, |c| c.len());
+            budget.add(reason + config, 64);
+            budget.add(
+                0,
+                16 * (self.enabled_feature_flags.len() + self.disabled_feature_flags.len()) as u64,
+            );
+            budget.check()?;
+            let mut b = FlatBufferBuilder::with_capacity(4096 + self.snapshots.len() * 96);
+            let tags = refs(&mut b, &self.tags, "tag", &lookup)?;
+            let tags = b.create_vector(&tags);
+            let branches = refs(&mut b, &self.branches, "branch", &lookup)?;
+            let branches = b.create_vector(&branches);
+            let deleted: Vec<_> = self
+                .deleted_tags
+                .iter()
+                .map(|t| b.create_string(t))
+                .collect();
+            let deleted_tags = b.create_vector(&deleted);
+
+            let mut infos = Vec::with_capacity(self.snapshots.len());
+            for (s, packed) in self.snapshots.values().zip(&snapshot_metadata) {
+                let parent_offset = match &s.parent_id {
+                    None => -1,
+                    Some(p) => {
+                        let i = lookup(p, &|| format!("the parent link of {}", s.id))?;
+                        i32::try_from(i).map_err(|_| invalid("snapshot index overflow".into()))?
+                    }
+                };
+                let message = b.create_string(&s.message);
+                let metadata = metadata_items(&mut b, packed);
+                let pruned = s
+                    .pruned_ancestor_tx_logs
+                    .as_ref()
+                    .filter(|v| !v.is_empty())
+                    .map(|v| {
+                        let ids: Vec<gen::ObjectId12> = v.iter().map(fb::fb12).collect();
+                        b.create_vector(&ids)
+                    });
+                let id = fb::fb12(&s.id);
+                infos.push(gen::SnapshotInfo::create(
+                    &mut b,
+                    &gen::SnapshotInfoArgs {
+                        id: Some(&id),
+                        parent_offset,
+                        flushed_at: s.flushed_at,
+                        message: Some(message),
+                        metadata: Some(metadata),
+                        pruned_ancestor_tx_logs: pruned,
+                    },
+                ));
+            }
+            let snapshots = b.create_vector(&infos);
+            let repo_status = status(&mut b, &self.status);
+            let metadata = metadata_items(&mut b, &repo_metadata);
+            let enabled_feature_flags = flags(&mut b, &self.enabled_feature_flags);
+            let disabled_feature_flags = flags(&mut b, &self.disabled_feature_flags);
+            let updates: Vec<_> = self
+                .latest_updates
+                .iter()
+                .map(|u| update(&mut b, u))
+                .collect();
+            let latest_updates = b.create_vector(&updates);
+            let repo_before_updates = self
+                .repo_before_updates
+                .as_deref()
+                .map(|s| b.create_string(s));
+            let config = self.config_bytes.as_deref().map(|c| b.create_vector(c));
+            let root = gen::Repo::create(
                 &mut b,
-                &gen::SnapshotInfoArgs {
-                    id: Some(&id),
-                    parent_offset,
-                    flushed_at: s.flushed_at,
-                    message: Some(message),
+                &gen::RepoArgs {
+                    spec_version: 2,
+                    tags: Some(tags),
+                    branches: Some(branches),
+                    deleted_tags: Some(deleted_tags),
+                    snapshots: Some(snapshots),
+                    status: Some(repo_status),
                     metadata: Some(metadata),
-                    pruned_ancestor_tx_logs: pruned,
+                    latest_updates: Some(latest_updates),
+                    repo_before_updates,
+                    config,
+                    enabled_feature_flags,
+                    disabled_feature_flags,
+                    extra: None,
                 },
-            ));
+            );
+            b.finish(root, Some(fb::IDENTIFIER));
+            // The object carries the config, so its own `compression.level` applies.
+            envelope::seal_at(
+                FileType::RepoInfo,
+                SpecVersion::V2,
+                self.config.compression_level_for(FileType::RepoInfo),
+                b.finished_data(),
+            )
         }
-        let snapshots = b.create_vector(&infos);
-        let repo_status = status(&mut b, &self.status);
-        let metadata = metadata_items(&mut b, &repo_metadata);
-        let enabled_feature_flags = flags(&mut b, &self.enabled_feature_flags);
-        let disabled_feature_flags = flags(&mut b, &self.disabled_feature_flags);
-        let updates: Vec<_> = self
-            .latest_updates
-            .iter()
-            .map(|u| update(&mut b, u))
-            .collect();
-        let latest_updates = b.create_vector(&updates);
-        let repo_before_updates = self
-            .repo_before_updates
-            .as_deref()
-            .map(|s| b.create_string(s));
-        let config = self.config_bytes.as_deref().map(|c| b.create_vector(c));
-        let root = gen::Repo::create(
-            &mut b,
-            &gen::RepoArgs {
-                spec_version: 2,
-                tags: Some(tags),
-                branches: Some(branches),
-                deleted_tags: Some(deleted_tags),
-                snapshots: Some(snapshots),
-                status: Some(repo_status),
-                metadata: Some(metadata),
-                latest_updates: Some(latest_updates),
-                repo_before_updates,
-                config,
-                enabled_feature_flags,
-                disabled_feature_flags,
-                extra: None,
-            },
-        );
-        b.finish(root, Some(fb::IDENTIFIER));
-        // The object carries the config, so its own `compression.level` applies.
-        envelope::seal_at(
-            FileType::RepoInfo,
-            SpecVersion::V2,
-            self.config.compression_level_for(FileType::RepoInfo),
-            b.finished_data(),
-        )
     }
 }

@@ -6,19 +6,26 @@
 //!   which is then renamed over the key's path, so readers see the old or the new
 //!   value, never a partial one. (Temporary files carry `.floe-tmp-` in their name
 //!   and are never listed.)
+//! - The file I/O is the storage layer's (`storage::files`, shared with
+//!   [`LocalStorage`](crate::storage::LocalStorage)): atomic writes, whole, ranged
+//!   and in-place reads. This store adds the Zarr key translation (a key is its own
+//!   relative path; `LocalStorage` names files as `object_store` does, which
+//!   percent-encodes some characters), key validation, directory listings and the
+//!   pruning of directories an erase leaves empty.
 //! - Keys with `..` or `.` segments, empty segments, a leading `/`, backslashes or
 //!   NUL are rejected with [`StoreError::InvalidKey`]: no key can reach outside the
 //!   root.
 //! - Listings are sorted; erasing a key removes directories left empty.
 //! - All file system calls run on tokio's blocking thread pool.
 
-use std::io::{ErrorKind, Read, Seek, SeekFrom, Write};
+use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+
+use crate::storage::files::{self, ReadAtError};
 
 use super::chunks::KeyTransfer;
 use super::{
@@ -38,7 +45,6 @@ pub struct FilesystemStore {
 struct Inner {
     root: PathBuf,
     read_only: bool,
-    counter: AtomicU64,
 }
 
 impl FilesystemStore {
@@ -72,11 +78,7 @@ impl FilesystemStore {
 
     fn with(root: PathBuf, read_only: bool) -> Self {
         FilesystemStore {
-            inner: Arc::new(Inner {
-                root,
-                read_only,
-                counter: AtomicU64::new(0),
-            }),
+            inner: Arc::new(Inner { root, read_only }),
         }
     }
 
@@ -159,6 +161,26 @@ fn is_absent(e: &std::io::Error) -> bool {
     )
 }
 
+/// A failure to open a key's file: `Ok` when the key has no value (the caller
+/// answers "absent"), otherwise the store error.
+fn read_failure(key: &str, e: ReadAtError) -> Result<(), StoreError> {
+    match e {
+        ReadAtError::NotFound => Ok(()),
+        ReadAtError::Io(e) if is_absent(&e) => Ok(()),
+        e => Err(read_error(key, e)),
+    }
+}
+
+/// The store error of a failed read of `key`'s file (one that shrank while it was
+/// read is an I/O error, as a short read of an open file).
+fn read_error(key: &str, e: ReadAtError) -> StoreError {
+    match e {
+        ReadAtError::NotFound => io(key, ErrorKind::NotFound.into()),
+        ReadAtError::Short { .. } => io(key, ErrorKind::UnexpectedEof.into()),
+        ReadAtError::Io(e) => io(key, e),
+    }
+}
+
 impl Inner {
     fn path(&self, key: &str) -> Result<PathBuf, StoreError> {
         check_segments(key, false)?;
@@ -235,14 +257,12 @@ impl Inner {
         })
     }
 
+    /// Writes `value` at `key` atomically (`storage::files::write_and_rename`),
+    /// creating its directory when missing.
     fn write_atomic(&self, key: &str, path: &Path, value: &[u8]) -> Result<(), StoreError> {
         let parent = path
             .parent()
             .ok_or_else(|| invalid(key, "key has no parent directory"))?;
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
         let mut last_err = None;
         // A concurrent erase may prune the directory between create_dir_all and the
         // write; retry a few times.
@@ -251,28 +271,10 @@ impl Inner {
                 last_err = Some(e);
                 continue;
             }
-            let n = self.counter.fetch_add(1, Ordering::Relaxed);
-            let tmp = parent.join(format!(
-                ".{name}{TMP_MARKER}{}-{n}-{:08x}",
-                std::process::id(),
-                rand::random::<u32>()
-            ));
-            let result = (|| {
-                let mut f = std::fs::File::create(&tmp)?;
-                f.write_all(value)?;
-                drop(f);
-                std::fs::rename(&tmp, path)
-            })();
-            match result {
+            match files::write_and_rename(path, value, None, false) {
                 Ok(()) => return Ok(()),
-                Err(e) => {
-                    let _ = std::fs::remove_file(&tmp);
-                    if e.kind() == ErrorKind::NotFound {
-                        last_err = Some(e);
-                        continue;
-                    }
-                    return Err(io(key, e));
-                }
+                Err(e) if e.kind() == ErrorKind::NotFound => last_err = Some(e),
+                Err(e) => return Err(io(key, e)),
             }
         }
         Err(io(
@@ -291,10 +293,9 @@ struct FileTransfer(FilesystemStore);
 impl KeyTransfer for FileTransfer {
     fn read_into(&self, key: &str, dest: &mut [u8]) -> Result<ReadInto, StoreError> {
         let path = self.0.inner.path(key)?;
-        let mut file = match std::fs::File::open(&path) {
+        let file = match files::open_object(&path) {
             Ok(f) => f,
-            Err(e) if is_absent(&e) => return Ok(ReadInto::Missing),
-            Err(e) => return Err(io(key, e)),
+            Err(e) => return read_failure(key, e).map(|()| ReadInto::Missing),
         };
         let meta = file.metadata().map_err(|e| io(key, e))?;
         if meta.is_dir() {
@@ -303,7 +304,7 @@ impl KeyTransfer for FileTransfer {
         if meta.len() != dest.len() as u64 {
             return Ok(ReadInto::Elsewhere);
         }
-        file.read_exact(dest).map_err(|e| io(key, e))?;
+        files::read_exact_from(&file, 0, dest).map_err(|e| read_error(key, e))?;
         Ok(ReadInto::Read)
     }
 
@@ -321,8 +322,8 @@ impl Store for FilesystemStore {
         let key = key.to_string();
         self.blocking(move |s| {
             let path = s.path(&key)?;
-            match std::fs::read(&path) {
-                Ok(v) => Ok(Some(Bytes::from(v))),
+            match files::read_whole(&path) {
+                Ok((bytes, _)) => Ok(Some(bytes)),
                 Err(e) if is_absent(&e) => Ok(None),
                 Err(e) => Err(io(&key, e)),
             }
@@ -363,26 +364,22 @@ impl Store for FilesystemStore {
         let ranges = ranges.to_vec();
         self.blocking(move |s| {
             let path = s.path(&key)?;
-            let mut f = match std::fs::File::open(&path) {
+            let mut f = match files::open_object(&path) {
                 Ok(f) => f,
-                Err(e) if is_absent(&e) => return Ok(None),
-                Err(e) => return Err(io(&key, e)),
+                Err(e) => return read_failure(&key, e).map(|()| None),
             };
             let meta = f.metadata().map_err(|e| io(&key, e))?;
             if meta.is_dir() {
                 return Ok(None);
             }
             let size = meta.len();
-            let mut out = Vec::with_capacity(ranges.len());
-            for r in &ranges {
-                let range = r.to_range(&key, size)?;
-                let mut buf = vec![0u8; (range.end - range.start) as usize];
-                f.seek(SeekFrom::Start(range.start))
-                    .and_then(|_| f.read_exact(&mut buf))
-                    .map_err(|e| io(&key, e))?;
-                out.push(Bytes::from(buf));
-            }
-            Ok(Some(out))
+            let ranges = ranges
+                .iter()
+                .map(|r| r.to_range(&key, size))
+                .collect::<Result<Vec<_>, _>>()?;
+            files::read_ranges_from(&mut f, size, &ranges)
+                .map(Some)
+                .map_err(|e| read_error(&key, e))
         })
         .await
     }
