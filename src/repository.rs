@@ -546,6 +546,25 @@ impl Repository {
     /// # Errors
     /// [`Error::Format`] for malformed virtual chunk containers.
     pub fn reopen(&self, overrides: Option<&RepositoryConfig>) -> Result<Self> {
+        self.reopen_with(overrides, self.inner.options.clone())
+    }
+
+    /// The options this repository was opened with (virtual chunk access,
+    /// credentials, the reader's own containers).
+    pub fn open_options(&self) -> &OpenOptions {
+        &self.inner.options
+    }
+
+    /// [`Repository::reopen`] with `options` in place of the ones it was opened
+    /// with (Icechunk's `Repository.reopen(config, authorize_virtual_chunk_access)`).
+    ///
+    /// # Errors
+    /// As [`Repository::reopen`].
+    pub fn reopen_with(
+        &self,
+        overrides: Option<&RepositoryConfig>,
+        options: OpenOptions,
+    ) -> Result<Self> {
         let (config, version) = {
             let state = self.config_state();
             let config = match overrides {
@@ -560,7 +579,7 @@ impl Repository {
             Arc::clone(&self.inner.assets),
             config,
             version,
-            self.inner.options.clone(),
+            options,
         )
     }
 
