@@ -138,7 +138,7 @@ def test_azure_virtual_refs_on_azurite(tmp_path):
 
     # The file changes: pinned to its ETag, the read fails.
     s = floe.Repository.open(storage, authorize_virtual_chunk_access=creds).writable_session("main")
-    etag = headers.get("ETag") or headers.get("Etag")
+    etag = {k.lower(): v for k, v in headers.items()}["etag"]
     s.store.set_virtual_ref("v/c/0", location, offset=0, length=4 * N, checksum=etag)
     s.commit("pinned")
     status, _, _ = util.azure_request("PUT", f"/{container}/{name}", body=_file()[::-1])
