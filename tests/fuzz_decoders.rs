@@ -206,7 +206,10 @@ async fn spec2_seeds() -> Vec<(Kind, Vec<u8>)> {
         ("https://example.com/", ContainerStore::Http),
         (
             "gcs://b/",
-            ContainerStore::Gcs(vec![("google_base_url".into(), "http://127.0.0.1:1".into())]),
+            ContainerStore::Gcs(vec![(
+                "google_base_url".into(),
+                "http://127.0.0.1:1".into(),
+            )]),
         ),
         (
             "az://c/",

@@ -1014,6 +1014,9 @@ fn store_name(store: &ContainerStore) -> &'static str {
     }
 }
 
+/// Object store options: names and string values, in order.
+type Options = Vec<(String, String)>;
+
 /// The error for a setting of a repository's container the reader did not choose.
 fn untrusted(entry: &Entry, what: String) -> VirtualChunkError {
     VirtualChunkError::UntrustedEndpoint {
@@ -1039,7 +1042,7 @@ fn untrusted(entry: &Entry, what: String) -> VirtualChunkError {
 fn gcs_options(
     entry: &Entry,
     opts: &[(String, String)],
-) -> Result<(Vec<(String, String)>, Option<String>), VirtualChunkError> {
+) -> Result<(Options, Option<String>), VirtualChunkError> {
     use object_store::gcp::GoogleConfigKey as K;
     let reader = gcs_emulator_base();
     let mut config = Vec::new();
@@ -1098,7 +1101,7 @@ fn azure_options(
     entry: &Entry,
     opts: &[(String, String)],
     anonymous: bool,
-) -> Result<(String, Vec<(String, String)>, bool), VirtualChunkError> {
+) -> Result<(String, Options, bool), VirtualChunkError> {
     use object_store::azure::AzureConfigKey as K;
     let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
     let reader_emulator = env("AZURE_STORAGE_USE_EMULATOR").is_some_and(|v| flag(&v));
