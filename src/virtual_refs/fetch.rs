@@ -1291,3 +1291,133 @@ impl HttpService for ConfinedClient {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(store: ContainerStore, trusted: bool) -> Entry {
+        Entry {
+            prefix: "x://c/".into(),
+            container: VirtualChunkContainer {
+                name: None,
+                url_prefix: "x://c/".into(),
+                store,
+            },
+            trusted,
+        }
+    }
+
+    fn opts(pairs: &[(&str, &str)]) -> Options {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn refused(r: Result<impl std::fmt::Debug, VirtualChunkError>, what: &str) {
+        match r {
+            Err(VirtualChunkError::UntrustedEndpoint { endpoint, .. }) => {
+                assert!(endpoint.contains(what), "{endpoint} lacks {what}")
+            }
+            other => panic!("expected UntrustedEndpoint naming {what}, got {other:?}"),
+        }
+    }
+
+    /// A repository's Azure account with the reader's credentials names the host
+    /// they go to: refused unless the reader chose it; anonymous reads may go to any
+    /// account; a reader's container keeps whatever it names.
+    #[test]
+    fn azure_accounts_and_options_from_the_repository() {
+        // No emulator (explicitly): the account picks `<account>.blob.core.windows.net`.
+        let o = opts(&[
+            ("account", "not-the-readers-account"),
+            ("azure_storage_use_emulator", "false"),
+        ]);
+        let e = entry(ContainerStore::Azure(o.clone()), false);
+        refused(azure_options(&e, &o, false), "not-the-readers-account");
+        let (account, _, allow_http) = azure_options(&e, &o, true).unwrap();
+        assert_eq!(account, "not-the-readers-account");
+        assert!(!allow_http);
+        let mine = entry(ContainerStore::Azure(o.clone()), true);
+        assert!(azure_options(&mine, &o, false).is_ok());
+        // Credential and identity options from the repository are refused.
+        for key in [
+            "azure_storage_account_key",
+            "azure_msi_endpoint",
+            "azure_client_secret",
+        ] {
+            let o = opts(&[("account", "a"), (key, "v")]);
+            let e = entry(ContainerStore::Azure(o.clone()), false);
+            refused(azure_options(&e, &o, true), key);
+            assert!(
+                azure_options(&entry(ContainerStore::Azure(o.clone()), true), &o, true).is_ok()
+            );
+        }
+        let o = opts(&[
+            ("account", "a"),
+            ("azure_storage_endpoint", "http://203.0.113.9:1/a"),
+        ]);
+        let e = entry(ContainerStore::Azure(o.clone()), false);
+        refused(azure_options(&e, &o, true), "203.0.113.9");
+        // Unknown options are skipped (as Icechunk), client settings kept; no
+        // account and no emulator is an unsupported store.
+        let o = opts(&[
+            ("no_such_option", "1"),
+            ("azure_storage_use_emulator", "false"),
+        ]);
+        let e = entry(ContainerStore::Azure(o.clone()), false);
+        assert!(matches!(
+            azure_options(&e, &o, true),
+            Err(VirtualChunkError::UnsupportedStore { .. })
+        ));
+    }
+
+    /// A repository's GCS base URL or credential option is refused; the signing
+    /// switch and client settings are taken; a `bucket` option never replaces the
+    /// location's bucket.
+    #[test]
+    fn gcs_options_from_the_repository() {
+        let o = opts(&[("google_base_url", "http://203.0.113.9:1")]);
+        refused(
+            gcs_options(&entry(ContainerStore::Gcs(o.clone()), false), &o),
+            "203.0.113.9",
+        );
+        let (config, base) = gcs_options(&entry(ContainerStore::Gcs(o.clone()), true), &o).unwrap();
+        assert_eq!(base.as_deref(), Some("http://203.0.113.9:1"));
+        assert_eq!(config, o);
+        for key in [
+            "google_service_account",
+            "google_service_account_key",
+            "google_application_credentials",
+            "google_bearer_token",
+        ] {
+            let o = opts(&[(key, "v")]);
+            refused(
+                gcs_options(&entry(ContainerStore::Gcs(o.clone()), false), &o),
+                key,
+            );
+        }
+        let o = opts(&[
+            ("google_skip_signature", "true"),
+            ("timeout", "5s"),
+            ("bucket", "other"),
+            ("no_such_option", "1"),
+        ]);
+        let (config, _) = gcs_options(&entry(ContainerStore::Gcs(o.clone()), false), &o).unwrap();
+        let keys: Vec<&str> = config.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(&keys[..2], ["google_skip_signature", "timeout"]);
+        assert!(!keys.contains(&"bucket") && !keys.contains(&"no_such_option"));
+    }
+
+    #[test]
+    fn stores_read_their_own_schemes() {
+        let gcs = ContainerStore::Gcs(Vec::new());
+        let azure = ContainerStore::Azure(Vec::new());
+        assert!(scheme_fits(&gcs, "gs") && scheme_fits(&gcs, "gcs") && !scheme_fits(&gcs, "s3"));
+        for s in ["az", "azure", "abfs"] {
+            assert!(scheme_fits(&azure, s));
+        }
+        assert!(!scheme_fits(&azure, "gs"));
+    }
+}
