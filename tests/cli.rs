@@ -1320,3 +1320,141 @@ fn init_spec2_upgrade_and_ops_log() {
         .contains("repo_migrated"));
     fails(&["upgrade", v1s], &["upgrade", "spec-2"]);
 }
+
+/// `--virtual-container PREFIX=ENDPOINT` gives the reader's own S3 container (floe
+/// issue 31): a repository whose S3 container names an endpoint the reader did not
+/// choose is refused (one line naming the option), and with the option the chunk is
+/// read from the reader's endpoint, signed with the reader's key, the repository's
+/// endpoint never contacted. Both endpoints are local HTTP servers answering S3
+/// path-style requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn virtual_container_option_trusts_the_readers_endpoint() {
+    use common::http::{content, not_found, server};
+    use floe::format::config::{ContainerStore, RepositoryConfig, VirtualChunkContainer};
+    use floe::format::manifest::{ChunkPayload, VirtualChunkRef};
+
+    const DATA: &[u8] = b"0123456789abcdef";
+    let evil = server(Arc::new(|m, _, r| content(m, b"SECRET-SECRET-SE", r))).await;
+    let good = server(Arc::new(|m, path, r| match path {
+        "/bucket/data/x.bin" => content(m, DATA, r),
+        _ => not_found(),
+    }))
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let storage = Arc::new(floe::storage::LocalStorage::new(dir.path()).unwrap());
+    let mut config = RepositoryConfig::default();
+    config.set_virtual_chunk_container(VirtualChunkContainer {
+        name: None,
+        url_prefix: "s3://bucket/".into(),
+        store: ContainerStore::S3 {
+            compatible: true,
+            region: None,
+            endpoint_url: Some(format!("http://{}", evil.addr)),
+            anonymous: false,
+            allow_http: true,
+            force_path_style: true,
+        },
+    });
+    let repo = floe::Repository::create(storage, Some(config))
+        .await
+        .unwrap();
+    let session = repo.writable_session("main").await.unwrap();
+    let v = common::p("/v");
+    session
+        .add_array(&v, common::array_def("/v", &[16], &[16], "uint8"))
+        .unwrap();
+    session
+        .set_chunk_ref(
+            &v,
+            &[0],
+            Some(ChunkPayload::Virtual(VirtualChunkRef {
+                location: "s3://bucket/data/x.bin".into(),
+                offset: 0,
+                length: 16,
+                checksum: None,
+            })),
+        )
+        .unwrap();
+    session.commit("virtual").await.unwrap();
+
+    let repo_path = s(dir.path());
+    let cat = move |extra: Vec<String>| {
+        let repo_path = repo_path.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut args = vec![
+                "cat".to_string(),
+                repo_path,
+                "/v".into(),
+                "--format".into(),
+                "json".into(),
+            ];
+            args.extend(extra);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            floe_cmd(&args)
+                .env_remove("AWS_ENDPOINT_URL")
+                .env_remove("AWS_ENDPOINT_URL_S3")
+                .env_remove("AWS_PROFILE")
+                .env_remove("AWS_SESSION_TOKEN")
+                .env("AWS_ACCESS_KEY_ID", "READERKEY")
+                .env("AWS_SECRET_ACCESS_KEY", "reader-secret")
+                .env("AWS_REGION", "us-east-1")
+                .output()
+                .unwrap()
+        })
+    };
+    // Authorized, but the endpoint is the repository's: refused, nothing sent.
+    let out = cat(vec!["--allow-virtual".into(), "s3://bucket/data/".into()])
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("--virtual-container s3://bucket/=ENDPOINT")
+            && stderr.contains("not contacted"),
+        "{stderr}"
+    );
+    assert!(
+        evil.hits().is_empty(),
+        "the repository's endpoint was contacted"
+    );
+
+    // The reader's own container: authorized and trusted, read from `good`.
+    let out = cat(vec![
+        "--virtual-container".into(),
+        format!("s3://bucket/=http://{}", good.addr),
+    ])
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let values: Vec<u8> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(values, DATA);
+    let gets = good.gets();
+    assert_eq!(gets.len(), 1, "{gets:?}");
+    assert!(
+        gets[0]
+            .authorization
+            .as_deref()
+            .is_some_and(|a| a.contains("Credential=READERKEY/")),
+        "{gets:?}"
+    );
+    assert!(
+        evil.hits().is_empty(),
+        "the repository's endpoint was contacted"
+    );
+
+    // Malformed values are one usage line.
+    for bad in [
+        "no-scheme",
+        "ftp://h/x/",
+        "az://container/",
+        "file:///tmp/=x",
+    ] {
+        let out = cat(vec!["--virtual-container".into(), bad.into()])
+            .await
+            .unwrap();
+        assert!(!out.status.success(), "{bad}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("--virtual-container"), "{bad}: {stderr}");
+    }
+}

@@ -204,7 +204,18 @@ async fn spec2_seeds() -> Vec<(Kind, Vec<u8>)> {
             },
         ),
         ("https://example.com/", ContainerStore::Http),
-        ("gcs://b/", ContainerStore::Other("gcs".into())),
+        (
+            "gcs://b/",
+            ContainerStore::Gcs(vec![(
+                "google_base_url".into(),
+                "http://127.0.0.1:1".into(),
+            )]),
+        ),
+        (
+            "az://c/",
+            ContainerStore::Azure(vec![("account".into(), "acct".into())]),
+        ),
+        ("memory://m/", ContainerStore::Other("in_memory".into())),
     ] {
         config.set_virtual_chunk_container(VirtualChunkContainer {
             name: Some(prefix.into()),

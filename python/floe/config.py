@@ -46,6 +46,8 @@ __all__ = [
     "RepositoryConfig",
     "SplitSizesDict",
     "VirtualChunkContainer",
+    "azure_store",
+    "gcs_store",
     "http_store",
     "local_filesystem_store",
     "s3_store",
@@ -1151,6 +1153,42 @@ def s3_store(
         }
     )
     return (ObjectStoreConfig.S3Compatible if s3_compatible else ObjectStoreConfig.S3)(options)
+
+
+def gcs_store(opts: Mapping[str, str] | None = None) -> ObjectStoreConfig.Gcs:
+    """The ``ObjectStoreConfig`` of Google Cloud Storage for a virtual chunk container
+    (Icechunk's ``gcs_store``): ``opts`` are object_store ``GoogleConfigKey`` names and
+    string values (``google_base_url``, ...). The container's URL prefix is
+    ``gs://bucket/...`` (or ``gcs://``); the bucket is each location's host.
+
+    Reads sign with the ``containers_credentials`` given for the prefix
+    (``gcs_credentials(...)``: anonymous, service account, application credentials,
+    bearer token, refreshable, from the environment), anonymously without one. From a
+    container only the repository's configuration names, a ``google_base_url`` is
+    contacted only when it is the reader's ``STORAGE_EMULATOR_HOST``, and options
+    naming credentials are refused (``FloeError``); a container the reader passes in
+    its own ``config`` when opening is trusted whole."""
+    return ObjectStoreConfig.Gcs(opts)
+
+
+def azure_store(*, account: str, config: Mapping[str, str] | None = None) -> ObjectStoreConfig.Azure:
+    """The ``ObjectStoreConfig`` of Azure Blob Storage account ``account`` for a virtual
+    chunk container (Icechunk's ``azure_store``): ``config`` holds object_store
+    ``AzureConfigKey`` names and string values (``azure_storage_use_emulator``,
+    ``azure_storage_endpoint``, ...). The container's URL prefix is
+    ``az://container/...`` (or ``azure://``, ``abfs://``); the Azure container is each
+    location's host.
+
+    Reads sign with the ``containers_credentials`` given for the prefix
+    (``azure_credentials(...)``: account key, SAS token, bearer token, refreshable,
+    anonymous, from the environment), anonymously without one. From a container only
+    the repository's configuration names, an endpoint or the emulator switch is used
+    only when it is the reader's own (``AZURE_STORAGE_ENDPOINT``,
+    ``AZURE_STORAGE_USE_EMULATOR``), the account with credentials only when it is the
+    reader's ``AZURE_STORAGE_ACCOUNT_NAME``, and options naming credentials are
+    refused (``FloeError``); a container the reader passes in its own ``config`` when
+    opening is trusted whole."""
+    return ObjectStoreConfig.Azure({"account": account, **dict(config or {})})
 
 
 def http_store(opts: Mapping[str, str] | None = None, headers: Mapping[str, str] | None = None) -> ObjectStoreConfig.Http:

@@ -314,10 +314,24 @@ class Repository:
         stores none; raises ``FloeError`` when there is no repository."""
         return _NativeRepository.fetch_config(storage)
 
-    def reopen(self, config: RepositoryConfig | None = None) -> "Repository":
+    def reopen(
+        self,
+        config: RepositoryConfig | None = None,
+        authorize_virtual_chunk_access: dict[str, Any] | None = None,
+    ) -> "Repository":
         """This repository with ``config`` merged over its configuration (same
-        storage and caches); nothing is stored until ``save_config()``."""
-        return type(self)(self._native.reopen(config), self._storage, self._authorized_prefixes)
+        storage and caches); nothing is stored until ``save_config()``.
+
+        The virtual chunk containers of ``config`` are the reader's own, trusted as
+        ``open(config=...)`` trusts them (their endpoints may be contacted with the
+        reader's credentials), beside those the repository was opened with.
+        ``authorize_virtual_chunk_access`` (as in ``open``), when given, replaces the
+        authorized prefixes and their credentials; ``None`` keeps them (Icechunk's
+        ``reopen``). Raises ``InvalidInputError`` for a prefix that is no URL."""
+        if authorize_virtual_chunk_access is None:
+            return type(self)(self._native.reopen(config, None), self._storage, self._authorized_prefixes)
+        prefixes = _authorized(authorize_virtual_chunk_access)
+        return type(self)(self._native.reopen(config, prefixes), self._storage, prefixes)
 
     @staticmethod
     def exists(storage: Storage, storage_settings: Any | None = None) -> bool:

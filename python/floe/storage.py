@@ -46,7 +46,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from floe._floe import ChecksumAlgorithm, S3Options, Storage
-from floe.config import _Section
+from floe.config import _Section, azure_store, gcs_store
 from floe.credentials import (
     AzureRefreshableCredential,
     GcsBearerCredential,
@@ -65,7 +65,9 @@ __all__ = [
     "StorageSettings",
     "StorageTimeoutSettings",
     "azure_storage",
+    "azure_store",
     "gcs_storage",
+    "gcs_store",
     "http_storage",
     "in_memory_storage",
     "local_filesystem_storage",

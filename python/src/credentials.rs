@@ -587,6 +587,57 @@ pub(crate) fn azure(
     })
 }
 
+/// The engine's GCS credentials of a Python `GcsCredentials` (a refreshable one
+/// calls its pickled function when a request first needs a token, and again when
+/// it expired).
+pub(crate) fn gcs_credentials(c: GcsCredentials) -> floe::storage::GcsCredentials {
+    use floe::storage::GcsCredentials as G;
+    match c {
+        GcsCredentials::FromEnv() => G::FromEnv,
+        GcsCredentials::Anonymous() => G::Anonymous,
+        GcsCredentials::Static(s) => match s {
+            GcsStaticCredentials::ServiceAccount(p) => G::ServiceAccountFile(p),
+            GcsStaticCredentials::ServiceAccountKey(k) => G::ServiceAccountKey(k),
+            GcsStaticCredentials::ApplicationCredentials(p) => G::ApplicationCredentials(p),
+            GcsStaticCredentials::BearerToken(t) => G::BearerToken(t),
+        },
+        GcsCredentials::Refreshable {
+            pickled_function,
+            current,
+        } => G::Refreshable(refreshing(
+            pickled_function,
+            current.as_ref().map(gcp),
+            convert_gcs,
+        )),
+    }
+}
+
+/// The engine's Azure credentials of a Python `AzureCredentials` (refreshable ones
+/// as [`gcs_credentials`]).
+///
+/// # Errors
+/// `ValueError` for an initial access key that is not base64.
+pub(crate) fn azure_credentials(c: AzureCredentials) -> PyResult<floe::storage::AzureCredentials> {
+    use floe::storage::AzureCredentials as A;
+    Ok(match c {
+        AzureCredentials::FromEnv() => A::FromEnv,
+        AzureCredentials::Anonymous() => A::Anonymous,
+        AzureCredentials::Static(s) => match s {
+            AzureStaticCredentials::AccessKey(k) => A::AccessKey(k),
+            AzureStaticCredentials::SasToken(t) => A::SasToken(t),
+            AzureStaticCredentials::BearerToken(t) => A::BearerToken(t),
+        },
+        AzureCredentials::Refreshable {
+            pickled_function,
+            current,
+        } => A::Refreshable(refreshing(
+            pickled_function,
+            current.as_ref().map(azure).transpose()?,
+            convert_azure,
+        )),
+    })
+}
+
 /// What an Azure `get_credentials` returned (an `AzureRefreshableCredential`).
 pub(crate) fn convert_azure(
     v: &Bound<'_, PyAny>,

@@ -403,11 +403,29 @@ impl Repository {
     }
 
     /// This repository with `config` merged over its configuration (nothing is
-    /// written until `save_config`), as Icechunk's `Repository.reopen(config=)`.
-    #[pyo3(signature = (config=None))]
-    fn reopen(&self, config: Option<RepositoryConfig>) -> PyResult<Self> {
+    /// written until `save_config`), as Icechunk's `Repository.reopen(config=,
+    /// authorize_virtual_chunk_access=)`. The virtual chunk containers of `config`
+    /// are the reader's, trusted as `open(config=...)` trusts them, beside those the
+    /// repository was opened with; `authorize_virtual_chunk_access`, when given,
+    /// replaces the authorization and credentials (kept when `None`).
+    ///
+    /// Errors: `InvalidInputError` for a prefix that is no URL or absolute path, or
+    /// containers that cannot be read.
+    #[pyo3(signature = (config=None, authorize_virtual_chunk_access=None))]
+    fn reopen(
+        &self,
+        py: Python<'_>,
+        config: Option<RepositoryConfig>,
+        authorize_virtual_chunk_access: Option<crate::virtual_chunks::Authorization>,
+    ) -> PyResult<Self> {
         let overrides = config.map(|c| c.inner);
-        let inner = self.inner.reopen(overrides.as_ref()).py()?;
+        let options = crate::virtual_chunks::reopen_options(
+            py,
+            self.inner.open_options(),
+            authorize_virtual_chunk_access,
+            overrides.as_ref(),
+        )?;
+        let inner = self.inner.reopen_with(overrides.as_ref(), options).py()?;
         Ok(Repository {
             inner,
             defaults: std::sync::Mutex::new(self.defaults()),

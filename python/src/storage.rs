@@ -465,28 +465,8 @@ fn build(
             let bucket: String = opt(kwargs, "bucket")?.unwrap_or_default();
             let prefix: String = opt(kwargs, "prefix")?.unwrap_or_default();
             let credentials = match opt::<GcsCredentials>(kwargs, "credentials")? {
-                None | Some(GcsCredentials::FromEnv()) => GsCreds::FromEnv,
-                Some(GcsCredentials::Anonymous()) => GsCreds::Anonymous,
-                Some(GcsCredentials::Static(s)) => match s {
-                    creds::GcsStaticCredentials::ServiceAccount(p) => {
-                        GsCreds::ServiceAccountFile(p)
-                    }
-                    creds::GcsStaticCredentials::ServiceAccountKey(k) => {
-                        GsCreds::ServiceAccountKey(k)
-                    }
-                    creds::GcsStaticCredentials::ApplicationCredentials(p) => {
-                        GsCreds::ApplicationCredentials(p)
-                    }
-                    creds::GcsStaticCredentials::BearerToken(t) => GsCreds::BearerToken(t),
-                },
-                Some(GcsCredentials::Refreshable {
-                    pickled_function,
-                    current,
-                }) => GsCreds::Refreshable(creds::refreshing(
-                    pickled_function,
-                    current.as_ref().map(creds::gcp),
-                    creds::convert_gcs,
-                )),
+                None => GsCreds::FromEnv,
+                Some(c) => creds::gcs_credentials(c),
             };
             let mut config = pairs(kwargs, "config")?;
             let extra = headers(kwargs, &["headers", "read_headers", "write_headers"])?;
@@ -503,21 +483,8 @@ fn build(
             let container: String = opt(kwargs, "container")?.unwrap_or_default();
             let prefix: String = opt(kwargs, "prefix")?.unwrap_or_default();
             let credentials = match opt::<AzureCredentials>(kwargs, "credentials")? {
-                None | Some(AzureCredentials::FromEnv()) => AzCreds::FromEnv,
-                Some(AzureCredentials::Anonymous()) => AzCreds::Anonymous,
-                Some(AzureCredentials::Static(s)) => match s {
-                    creds::AzureStaticCredentials::AccessKey(k) => AzCreds::AccessKey(k),
-                    creds::AzureStaticCredentials::SasToken(t) => AzCreds::SasToken(t),
-                    creds::AzureStaticCredentials::BearerToken(t) => AzCreds::BearerToken(t),
-                },
-                Some(AzureCredentials::Refreshable {
-                    pickled_function,
-                    current,
-                }) => AzCreds::Refreshable(creds::refreshing(
-                    pickled_function,
-                    current.as_ref().map(creds::azure).transpose()?,
-                    creds::convert_azure,
-                )),
+                None => AzCreds::FromEnv,
+                Some(c) => creds::azure_credentials(c)?,
             };
             let config = pairs(kwargs, "config")?;
             floe::storage::new_azure_storage(

@@ -467,8 +467,11 @@ pub(crate) enum Authorization {
 
 /// A container credential as the engine takes it (a refreshable one calls its
 /// pickled Python function when the first read needs it, and again when it expired).
-fn container_credentials(c: Credentials) -> ContainerCredentials {
-    match c {
+///
+/// # Errors
+/// `ValueError` for an Azure access key that is not base64.
+fn container_credentials(c: Credentials) -> PyResult<ContainerCredentials> {
+    Ok(match c {
         Credentials::S3(s3) => match s3 {
             S3Credentials::FromEnv() => ContainerCredentials::S3FromEnv,
             S3Credentials::Anonymous() => ContainerCredentials::S3Anonymous,
@@ -486,11 +489,11 @@ fn container_credentials(c: Credentials) -> ContainerCredentials {
                 creds::convert_s3,
             )),
         },
-        Credentials::Gcs(_) => ContainerCredentials::Gcs,
-        Credentials::Azure(_) => ContainerCredentials::Azure,
+        Credentials::Gcs(g) => ContainerCredentials::Gcs(creds::gcs_credentials(g)),
+        Credentials::Azure(a) => ContainerCredentials::Azure(creds::azure_credentials(a)?),
         Credentials::LocalFileSystemAccess() => ContainerCredentials::LocalFileSystemAccess,
         Credentials::HttpAccess() => ContainerCredentials::HttpAccess,
-    }
+    })
 }
 
 /// The open options of a repository whose caller authorizes virtual chunk reads
@@ -517,8 +520,9 @@ pub(crate) fn open_options(
         .map_err(|e| invalid_input(py, e.to_string()))?;
     let credentials = entries
         .into_iter()
-        .filter_map(|(p, c)| Some((p, container_credentials(c?))))
-        .collect();
+        .filter_map(|(p, c)| Some((p, c?)))
+        .map(|(p, c)| Ok((p, container_credentials(c)?)))
+        .collect::<PyResult<Vec<_>>>()?;
     let containers = match config {
         Some(c) => c
             .virtual_chunk_containers()
@@ -529,6 +533,30 @@ pub(crate) fn open_options(
         .virtual_access(prefixes)
         .virtual_credentials(credentials)
         .virtual_containers(containers))
+}
+
+/// The open options of a repository reopened (`Repository.reopen`) from one opened
+/// with `current`: the virtual chunk containers of `config` join the reader's own
+/// (trusted, winning over earlier ones of the same prefix); `access`, when given,
+/// replaces the authorization and the credentials (as Icechunk's `reopen`), which
+/// are kept when `None`.
+///
+/// Errors: as [`open_options`].
+pub(crate) fn reopen_options(
+    py: Python<'_>,
+    current: &floe::OpenOptions,
+    access: Option<Authorization>,
+    config: Option<&floe::format::config::RepositoryConfig>,
+) -> PyResult<floe::OpenOptions> {
+    let mut options = current.clone();
+    let given = access.is_some();
+    let new = open_options(py, access, config)?;
+    if given {
+        options.virtual_access = new.virtual_access;
+        options.virtual_credentials = new.virtual_credentials;
+    }
+    options.virtual_containers.extend(new.virtual_containers);
+    Ok(options)
 }
 
 #[pymethods]

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use floe::format::config::{ContainerStore, VirtualChunkContainer};
 
 /// floe: transactional, versioned Zarr v3 repositories (Icechunk spec 1 and 2).
 ///
@@ -41,6 +42,71 @@ pub(crate) struct VirtualArgs {
     /// (default 60).
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
     pub(crate) virtual_read_deadline: Option<std::time::Duration>,
+    /// The reader's own virtual chunk container (repeatable): authorizes PREFIX and
+    /// reads it through a store the reader chose, replacing the repository's
+    /// container of that prefix (so its endpoint is trusted with the reader's
+    /// credentials). `s3://bucket/path/=ENDPOINT` (an S3-compatible server,
+    /// path-style; no `=ENDPOINT`: AWS), `gs://bucket/path/=BASE_URL` (no `=`:
+    /// Google), `az://container/path/=ACCOUNT` (endpoint or emulator from
+    /// `AZURE_STORAGE_*`), `file:///dir/` and `http(s)://host/path/` (no `=`).
+    /// Credentials come from the environment (`AWS_*`, `GOOGLE_*`, `AZURE_*`).
+    #[arg(long = "virtual-container", value_name = "PREFIX[=STORE]", value_parser = parse_virtual_container)]
+    pub(crate) virtual_containers: Vec<VirtualChunkContainer>,
+}
+
+/// A `--virtual-container PREFIX[=STORE]` value: the container of PREFIX's scheme
+/// (see [`VirtualArgs::virtual_containers`]). The first `=` ends the prefix.
+fn parse_virtual_container(s: &str) -> Result<VirtualChunkContainer, String> {
+    let (prefix, setting) = match s.split_once('=') {
+        Some((p, v)) => (p, Some(v).filter(|v| !v.is_empty())),
+        None => (s, None),
+    };
+    let scheme = prefix
+        .split_once("://")
+        .map(|(s, _)| s.to_ascii_lowercase())
+        .ok_or_else(|| format!("`{prefix}` is not a URL prefix (scheme://...)"))?;
+    let no_setting = |kind: &str| match setting {
+        Some(v) => Err(format!("a {kind} container takes no `={v}`")),
+        None => Ok(()),
+    };
+    let store = match scheme.as_str() {
+        "s3" => ContainerStore::S3 {
+            compatible: setting.is_some(),
+            region: None,
+            endpoint_url: setting.map(str::to_string),
+            anonymous: false,
+            allow_http: setting.is_some_and(|e| e.starts_with("http://")),
+            force_path_style: setting.is_some(),
+        },
+        "gs" | "gcs" => ContainerStore::Gcs(
+            setting
+                .map(|b| vec![("google_base_url".to_string(), b.to_string())])
+                .unwrap_or_default(),
+        ),
+        "az" | "azure" | "abfs" => {
+            let account = setting
+                .ok_or_else(|| format!("`{prefix}` needs its account: `{prefix}=ACCOUNT`"))?;
+            ContainerStore::Azure(vec![("account".to_string(), account.to_string())])
+        }
+        "file" => {
+            no_setting("file://")?;
+            let path = url::Url::parse(prefix)
+                .ok()
+                .and_then(|u| u.to_file_path().ok())
+                .ok_or_else(|| format!("`{prefix}` is not a local directory URL"))?;
+            ContainerStore::LocalFileSystem(path.display().to_string())
+        }
+        "http" | "https" => {
+            no_setting("HTTP")?;
+            ContainerStore::Http
+        }
+        other => return Err(format!("no virtual chunk store for `{other}://` URLs")),
+    };
+    Ok(VirtualChunkContainer {
+        name: None,
+        url_prefix: prefix.to_string(),
+        store,
+    })
 }
 
 /// A positive, finite number of seconds.

@@ -84,12 +84,45 @@ impl CliError {
                  `--allow-virtual {prefix}` to read them",
                 array.map(|a| format!("array `{a}`: ")).unwrap_or_default()
             ),
-            None => self.to_string(),
+            None => match untrusted_container(self) {
+                Some(prefix) => {
+                    format!("{self} (with floe's CLI: `--virtual-container {prefix}=ENDPOINT`)")
+                }
+                None => self.to_string(),
+            },
         };
         // One line, and no control character from the repository reaches the
         // terminal.
         output::escape_controls(&msg.replace(['\n', '\r'], " ")).into_owned()
     }
+}
+
+/// The container prefix of a virtual chunk read refused because the repository
+/// named its endpoint ([`VirtualChunkError::UntrustedEndpoint`]) in the error's
+/// source chain.
+fn untrusted_container(err: &CliError) -> Option<String> {
+    let first: &(dyn std::error::Error + 'static) = match err {
+        CliError::Floe(e) => e,
+        CliError::Storage(e) => e,
+        CliError::Store(e) => e,
+        CliError::Zarr(e) => e,
+        CliError::Usage(_) | CliError::Io(_) => return None,
+    };
+    let mut cur = Some(first);
+    while let Some(e) = cur {
+        let floe_error = e
+            .downcast_ref::<floe::Error>()
+            .or_else(|| e.downcast_ref::<Box<floe::Error>>().map(|b| &**b));
+        let virtual_error = match floe_error {
+            Some(floe::Error::VirtualChunk { source, .. }) => Some(source),
+            _ => e.downcast_ref::<VirtualChunkError>(),
+        };
+        if let Some(VirtualChunkError::UntrustedEndpoint { container, .. }) = virtual_error {
+            return Some(container.clone());
+        }
+        cur = e.source();
+    }
+    None
 }
 
 /// Finds an unauthorized virtual chunk read in the error's source chain: (array path,

@@ -6,12 +6,14 @@ use chrono::{DateTime, Utc};
 
 use super::args::{RefArgs, VirtualArgs};
 use super::{CliError, CliResult};
+use floe::format::config::ContainerStore;
 use floe::repository::{OpenOptions, Repository, VersionSelector};
 use floe::session::Session;
 use floe::storage::{
     create_storage, open_storage, parse_storage_url, StorageError, StorageLocation,
 };
-use floe::virtual_refs::VirtualAccess;
+use floe::storage::{AzureCredentials, GcsCredentials};
+use floe::virtual_refs::{ContainerCredentials, VirtualAccess};
 use floe::zarr::Store;
 
 /// Opens the repository at `location`.
@@ -27,18 +29,41 @@ pub(super) async fn open_repo(location: &str, allow_virtual: &[String]) -> CliRe
 }
 
 /// Opens the repository at `location`, reading virtual chunks as `virtual_reads`
-/// says (authorized prefixes, read deadline).
+/// says (authorized prefixes, the reader's own containers, read deadline).
 ///
 /// # Errors
-/// As [`open_repo`]; [`CliError::Usage`] for a bad `--allow-virtual` prefix.
+/// As [`open_repo`]; [`CliError::Usage`] for a bad `--allow-virtual` or
+/// `--virtual-container` prefix.
 pub(super) async fn open_repo_reading(
     location: &str,
     virtual_reads: &VirtualArgs,
 ) -> CliResult<Repository> {
     let storage = repo_storage(location)?;
-    let access = VirtualAccess::prefixes(&virtual_reads.allow_virtual)
+    let mut access = VirtualAccess::prefixes(&virtual_reads.allow_virtual)
         .map_err(|e| CliError::Usage(format!("--allow-virtual: {e}")))?;
-    let mut opts = OpenOptions::default().virtual_access(access);
+    // The reader's own containers: authorized, trusted, and signed with the
+    // environment's credentials.
+    let mut credentials = Vec::new();
+    for c in &virtual_reads.virtual_containers {
+        access
+            .authorize(&c.url_prefix)
+            .map_err(|e| CliError::Usage(format!("--virtual-container: {e}")))?;
+        match c.store {
+            ContainerStore::Gcs(_) => credentials.push((
+                c.url_prefix.clone(),
+                ContainerCredentials::Gcs(GcsCredentials::FromEnv),
+            )),
+            ContainerStore::Azure(_) => credentials.push((
+                c.url_prefix.clone(),
+                ContainerCredentials::Azure(AzureCredentials::FromEnv),
+            )),
+            _ => {}
+        }
+    }
+    let mut opts = OpenOptions::default()
+        .virtual_access(access)
+        .virtual_containers(virtual_reads.virtual_containers.clone())
+        .virtual_credentials(credentials);
     if let Some(deadline) = virtual_reads.virtual_read_deadline {
         opts = opts.virtual_read_deadline(deadline);
     }

@@ -54,7 +54,9 @@ pub enum VirtualChunkError {
         /// Bytes received.
         got: u64,
     },
-    /// The container's store kind cannot be read by floe (e.g. GCS, Azure).
+    /// The container's store kind cannot be read by floe (in memory, an unknown
+    /// kind), does not fit the location's scheme, or lacks a setting it needs (an
+    /// Azure store without `account`).
     #[error("virtual chunk container `{container}` uses an unsupported store `{store}`")]
     UnsupportedStore {
         /// The container prefix.
@@ -71,18 +73,23 @@ pub enum VirtualChunkError {
         /// Where the server redirected to.
         location: String,
     },
-    /// An S3 container's endpoint (or region) comes from the repository's own
-    /// configuration and is not one the reader chose: no request is sent there, so a
-    /// hostile repository cannot point the reader's requests (and credentials) at a
-    /// host of its choosing. The reader trusts an endpoint by giving the container in
-    /// its own configuration when opening ([`crate::OpenOptions::virtual_containers`],
-    /// Python's `Repository.open(config=...)`) or by using it as its own S3 endpoint
-    /// (`AWS_ENDPOINT_URL`, [`crate::OpenOptions::virtual_s3_credentials`]).
+    /// A container's endpoint (S3: endpoint or region; GCS: base URL; Azure:
+    /// endpoint, emulator or, with credentials, account) or another setting that
+    /// picks a server or credentials comes from the repository's own configuration
+    /// and is not one the reader chose: no request is sent, so a hostile repository
+    /// cannot point the reader's requests (and credentials) at a host of its
+    /// choosing. The reader trusts it by giving the container in its own
+    /// configuration when opening ([`crate::OpenOptions::virtual_containers`],
+    /// Python's `Repository.open(config=...)`, the CLI's `--virtual-container`) or by
+    /// making it its own (`AWS_ENDPOINT_URL`,
+    /// [`crate::OpenOptions::virtual_s3_credentials`]; `STORAGE_EMULATOR_HOST`;
+    /// `AZURE_STORAGE_ENDPOINT`, `AZURE_STORAGE_USE_EMULATOR`,
+    /// `AZURE_STORAGE_ACCOUNT_NAME`).
     #[error(
         "virtual chunk container `{container}` names {endpoint} in the repository's \
          configuration, which the reader did not choose: not contacted. Give the \
          container in the configuration passed when opening the repository, or make it \
-         the reader's own S3 endpoint (AWS_ENDPOINT_URL)"
+         the reader's own (AWS_ENDPOINT_URL, STORAGE_EMULATOR_HOST, AZURE_STORAGE_ENDPOINT)"
     )]
     UntrustedEndpoint {
         /// The container prefix.

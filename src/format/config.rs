@@ -182,8 +182,19 @@ pub enum ContainerStore {
     },
     /// `!http {...}`: plain HTTP(S) servers.
     Http,
-    /// Any other store kind (`!gcs`, `!azure`, `!in_memory`, ...), kept by tag name;
-    /// floe cannot read chunks through it.
+    /// `!gcs {...}`: Google Cloud Storage (Icechunk's `gcs_store(opts)`), with its
+    /// options (object_store `GoogleConfigKey` names and string values) in the
+    /// order the configuration lists them. The bucket is the host of each location
+    /// (`gs://bucket/...`).
+    Gcs(Vec<(String, String)>),
+    /// `!azure {...}`: Azure Blob Storage (Icechunk's `azure_store(account=...,
+    /// config=...)`), with its options (`account` and object_store `AzureConfigKey`
+    /// names, string values) in the order the configuration lists them. The
+    /// container is the host of each location (`az://container/...`,
+    /// `abfs://container/...`).
+    Azure(Vec<(String, String)>),
+    /// Any other store kind (`!in_memory`, ...), kept by tag name; floe cannot read
+    /// chunks through it.
     Other(String),
 }
 
@@ -227,6 +238,8 @@ impl VirtualChunkContainer {
                 )
             }
             ContainerStore::Http => tagged("http", Value::Mapping(Mapping::new())),
+            ContainerStore::Gcs(opts) => tagged("gcs", string_map(opts)),
+            ContainerStore::Azure(opts) => tagged("azure", string_map(opts)),
             ContainerStore::Other(tag) => tagged(tag, Value::Null),
         };
         let mut m = Mapping::new();
@@ -273,6 +286,8 @@ impl VirtualChunkContainer {
                         }
                     }
                     "http" => ContainerStore::Http,
+                    "gcs" => ContainerStore::Gcs(string_pairs(&t.value).map_err(invalid)?),
+                    "azure" => ContainerStore::Azure(string_pairs(&t.value).map_err(invalid)?),
                     other => ContainerStore::Other(other.to_string()),
                 }
             }
@@ -301,6 +316,41 @@ fn tagged(tag: &str, value: Value) -> Value {
         tag: Tag::new(tag),
         value,
     }))
+}
+
+/// `pairs` as a YAML map of strings, in their order.
+fn string_map(pairs: &[(String, String)]) -> Value {
+    Value::Mapping(
+        pairs
+            .iter()
+            .map(|(k, v)| (Value::from(k.as_str()), Value::from(v.as_str())))
+            .collect(),
+    )
+}
+
+/// The string options of a `!gcs` or `!azure` store: a map of strings (or null, no
+/// options), in the order written. Numbers and booleans are taken as their text
+/// (Icechunk's options are strings, YAML may write `true` unquoted).
+fn string_pairs(v: &Value) -> Result<Vec<(String, String)>, String> {
+    let text = |v: &Value| match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Bool(b) => Some(b.to_string()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    };
+    match v {
+        Value::Null => Ok(Vec::new()),
+        Value::Mapping(m) => m
+            .iter()
+            .map(|(k, v)| match (k.as_str(), text(v)) {
+                (Some(k), Some(v)) => Ok((k.to_string(), v)),
+                _ => Err(format!(
+                    "store option {k:?} is not a string key with a string value"
+                )),
+            })
+            .collect(),
+        _ => Err("the store options are not a map".to_string()),
+    }
 }
 
 fn opt(s: &Option<String>) -> Value {
@@ -1128,6 +1178,48 @@ manifest:
                 "{store}: {r:?}"
             );
         }
+    }
+
+    /// Icechunk 2.3.0's `gcs_store` and `azure_store` containers (its `config.yaml`
+    /// text) keep their options, in order, through reading, writing and the plain
+    /// form the Python bindings use; options that are not strings are refused.
+    #[test]
+    fn gcs_and_azure_stores_keep_their_options() {
+        let yaml = "virtual_chunk_containers:\n  az://cont/data/:\n    name: null\n    \
+                    url_prefix: az://cont/data/\n    store: !azure\n      \
+                    azure_storage_use_emulator: 'true'\n      account: acc\n  \
+                    gs://bkt/data/:\n    name: null\n    url_prefix: gs://bkt/data/\n    \
+                    store: !gcs\n      google_base_url: http://x\n  gs://b2/:\n    \
+                    url_prefix: gs://b2/\n    store: !gcs {}\n";
+        let cfg = RepositoryConfig::parse(yaml.as_bytes()).unwrap();
+        let vcc = cfg.virtual_chunk_containers().unwrap();
+        let pair = |k: &str, v: &str| (k.to_string(), v.to_string());
+        let stores: Vec<_> = vcc.iter().map(|c| c.store.clone()).collect();
+        assert_eq!(
+            stores,
+            vec![
+                ContainerStore::Azure(vec![
+                    pair("azure_storage_use_emulator", "true"),
+                    pair("account", "acc")
+                ]),
+                ContainerStore::Gcs(vec![pair("google_base_url", "http://x")]),
+                ContainerStore::Gcs(vec![]),
+            ]
+        );
+        let mut written = RepositoryConfig::default();
+        for c in vcc.clone() {
+            written.set_virtual_chunk_container(c);
+        }
+        let back = RepositoryConfig::parse(written.to_yaml().unwrap().as_bytes()).unwrap();
+        assert_eq!(back.virtual_chunk_containers().unwrap(), vcc);
+        let plain = RepositoryConfig::from_plain(&written.to_plain().unwrap()).unwrap();
+        assert_eq!(plain.virtual_chunk_containers().unwrap(), vcc);
+        let bad = "virtual_chunk_containers:\n  g:\n    url_prefix: gs://b/\n    \
+                   store: !gcs {a: [1]}\n";
+        assert!(matches!(
+            RepositoryConfig::parse(bad.as_bytes()).and_then(|c| c.virtual_chunk_containers()),
+            Err(FormatError::InvalidConfig { .. })
+        ));
     }
 
     /// A store kind built in code as empty is written untagged (YAML has no empty

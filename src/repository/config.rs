@@ -14,7 +14,7 @@ use crate::refs::repo_object;
 use crate::storage::{ObjectVersion, Storage, WriteOutcome};
 use crate::virtual_refs::VirtualChunkResolver;
 
-use super::Repository;
+use super::{OpenOptions, Repository};
 
 impl Repository {
     /// The stored configuration of the repository in `storage` (Icechunk's
@@ -44,6 +44,25 @@ impl Repository {
     /// # Errors
     /// [`Error::Format`] for malformed virtual chunk containers.
     pub fn reopen(&self, overrides: Option<&RepositoryConfig>) -> Result<Self> {
+        self.reopen_with(overrides, self.inner.options.clone())
+    }
+
+    /// The options this repository was opened with (virtual chunk access,
+    /// credentials, the reader's own containers).
+    pub fn open_options(&self) -> &OpenOptions {
+        &self.inner.options
+    }
+
+    /// [`Repository::reopen`] with `options` in place of the ones it was opened
+    /// with (Icechunk's `Repository.reopen(config, authorize_virtual_chunk_access)`).
+    ///
+    /// # Errors
+    /// As [`Repository::reopen`].
+    pub fn reopen_with(
+        &self,
+        overrides: Option<&RepositoryConfig>,
+        options: OpenOptions,
+    ) -> Result<Self> {
         let (config, version) = {
             let state = self.config_state();
             let config = match overrides {
@@ -58,7 +77,7 @@ impl Repository {
             Arc::clone(&self.inner.assets),
             config,
             version,
-            self.inner.options.clone(),
+            options,
         )
     }
 

@@ -339,6 +339,31 @@ pub fn new_gcs_storage(
 ) -> StorageResult<Arc<dyn Storage>> {
     let prefix = prefix.trim_matches('/');
     let url = root_url("gs", bucket, prefix);
+    let (b, custom) =
+        gcs_builder(bucket, credentials, config, settings).map_err(|e| invalid(url.clone(), e))?;
+    let store = b.build().map_err(|e| invalid(url.clone(), e))?;
+    let storage = ObjectStorage::new(Arc::new(store), prefix, url)
+        .with_ranged_listing(true)
+        .with_generation_versions(true);
+    Ok(checked_if(custom, Arc::new(storage)))
+}
+
+/// The `object_store` client builder of Google Cloud Storage `bucket`, as
+/// [`new_gcs_storage`] and virtual chunk containers of GCS
+/// ([`crate::virtual_refs::VirtualChunkResolver`]) configure it: `settings`' retries
+/// and timeouts, plain HTTP allowed (the base URL decides), `config` (object_store
+/// `GoogleConfigKey` names), then `credentials`. With [`GcsCredentials::FromEnv`] the
+/// `GOOGLE_*` variables and `STORAGE_EMULATOR_HOST` are read too. Also returns
+/// whether the base URL is custom (an emulator or a configured `google_base_url`).
+///
+/// # Errors
+/// `object_store`'s error for an unknown configuration key.
+pub fn gcs_builder(
+    bucket: &str,
+    credentials: GcsCredentials,
+    config: &[(String, String)],
+    settings: &ClientSettings,
+) -> object_store::Result<(GoogleCloudStorageBuilder, bool)> {
     let mut b = match credentials {
         GcsCredentials::FromEnv => GoogleCloudStorageBuilder::from_env(),
         _ => GoogleCloudStorageBuilder::new(),
@@ -355,21 +380,13 @@ pub fn new_gcs_storage(
     }
     let mut custom = false;
     if matches!(credentials, GcsCredentials::FromEnv) {
-        if let Some(host) = std::env::var("STORAGE_EMULATOR_HOST")
-            .ok()
-            .filter(|h| !h.is_empty())
-        {
-            let base = if host.contains("://") {
-                host
-            } else {
-                format!("http://{host}")
-            };
+        if let Some(base) = gcs_emulator_base() {
             b = b.with_base_url(&base).with_skip_signature(true);
             custom = true;
         }
     }
     for (k, v) in config {
-        let key = k.parse().map_err(|e| invalid(url.clone(), e))?;
+        let key = k.parse()?;
         if matches!(key, object_store::gcp::GoogleConfigKey::BaseUrl) {
             custom = true;
         }
@@ -384,14 +401,20 @@ pub fn new_gcs_storage(
         GcsCredentials::BearerToken(t) => b.with_bearer_token(t),
         GcsCredentials::Refreshable(c) => b.with_credentials(c),
     };
-    let store = b
-        .with_bucket_name(bucket)
-        .build()
-        .map_err(|e| invalid(url.clone(), e))?;
-    let storage = ObjectStorage::new(Arc::new(store), prefix, url)
-        .with_ranged_listing(true)
-        .with_generation_versions(true);
-    Ok(checked_if(custom, Arc::new(storage)))
+    Ok((b.with_bucket_name(bucket), custom))
+}
+
+/// The base URL of the GCS emulator the process's `STORAGE_EMULATOR_HOST` names
+/// (`host:port` taken as `http://host:port`), when set and not empty.
+pub fn gcs_emulator_base() -> Option<String> {
+    let host = std::env::var("STORAGE_EMULATOR_HOST")
+        .ok()
+        .filter(|h| !h.is_empty())?;
+    Some(if host.contains("://") {
+        host
+    } else {
+        format!("http://{host}")
+    })
 }
 
 /// How an Azure Blob Storage client authenticates (Icechunk's `AzureCredentials`).
@@ -452,9 +475,34 @@ pub fn new_azure_storage(
     config: &[(String, String)],
     settings: &ClientSettings,
 ) -> StorageResult<Arc<dyn Storage>> {
-    use object_store::azure::AzureConfigKey;
     let prefix = prefix.trim_matches('/');
     let url = root_url("az", container, prefix);
+    let (b, custom) = azure_builder(account, container, credentials, config, settings)
+        .map_err(|e| invalid(url.clone(), e))?;
+    let store = b.build().map_err(|e| invalid(url.clone(), e))?;
+    // Azure lists etags unquoted and answers them quoted elsewhere.
+    let storage = ObjectStorage::new(Arc::new(store), prefix, url).with_quoted_etags(true);
+    Ok(checked_if(custom, Arc::new(storage)))
+}
+
+/// The `object_store` client builder of Azure Blob Storage `container` in `account`,
+/// as [`new_azure_storage`] and virtual chunk containers of Azure
+/// ([`crate::virtual_refs::VirtualChunkResolver`]) configure it: `settings`' retries
+/// and timeouts, `config` (object_store `AzureConfigKey` names), then
+/// `credentials`. With [`AzureCredentials::FromEnv`] the `AZURE_*` variables are
+/// read too. Also returns whether the server is custom (the emulator, Azurite, or a
+/// configured endpoint).
+///
+/// # Errors
+/// `object_store`'s error for an unknown configuration key.
+pub fn azure_builder(
+    account: &str,
+    container: &str,
+    credentials: AzureCredentials,
+    config: &[(String, String)],
+    settings: &ClientSettings,
+) -> object_store::Result<(MicrosoftAzureBuilder, bool)> {
+    use object_store::azure::AzureConfigKey;
     let mut b = match credentials {
         AzureCredentials::FromEnv => MicrosoftAzureBuilder::from_env(),
         _ => MicrosoftAzureBuilder::new(),
@@ -467,8 +515,7 @@ pub fn new_azure_storage(
         .with_account(account)
         .with_container_name(container);
     for (k, v) in config {
-        let key = k.parse().map_err(|e| invalid(url.clone(), e))?;
-        b = b.with_config(key, v);
+        b = b.with_config(k.parse()?, v);
     }
     b = match credentials {
         AzureCredentials::FromEnv => b,
@@ -481,10 +528,7 @@ pub fn new_azure_storage(
     let flag = |v: Option<String>| v.is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
     let custom = flag(b.get_config_value(&AzureConfigKey::UseEmulator))
         || b.get_config_value(&AzureConfigKey::Endpoint).is_some();
-    let store = b.build().map_err(|e| invalid(url.clone(), e))?;
-    // Azure lists etags unquoted and answers them quoted elsewhere.
-    let storage = ObjectStorage::new(Arc::new(store), prefix, url).with_quoted_etags(true);
-    Ok(checked_if(custom, Arc::new(storage)))
+    Ok((b, custom))
 }
 
 /// Read-only storage at `base_url` on an HTTP(S) server (a repository served as

@@ -106,10 +106,10 @@ pub fn normalize_url(url: &str) -> Result<String, VirtualChunkError> {
         // The URL parser maps `file://localhost/` to an empty host.
         "file" if has_host => return Err(invalid("file:// URLs cannot name a host")),
         "file" | "http" | "https" => {}
-        "s3" | "gs" | "gcs" | "az" | "abfs" if !has_host => {
+        "s3" | "gs" | "gcs" | "az" | "azure" | "abfs" if !has_host => {
             return Err(invalid("the URL names no bucket"))
         }
-        "s3" | "gs" | "gcs" | "az" | "abfs" => {}
+        "s3" | "gs" | "gcs" | "az" | "azure" | "abfs" => {}
         other => return Err(invalid(&format!("unsupported scheme `{other}`"))),
     }
     if parsed.path().is_empty() {

@@ -5,7 +5,8 @@
 //! credential of the longest authorized prefix covering the location read. A prefix
 //! authorized without a credential reads as Icechunk's `None`: S3 containers sign with
 //! the reader's S3 options ([`crate::OpenOptions::virtual_s3_credentials`]) or the
-//! `AWS_*` variables, unsigned when the container is anonymous.
+//! `AWS_*` variables, unsigned when the container is anonymous; GCS and Azure
+//! containers read anonymously (Icechunk 2.3.0 reads GCS so, and refuses Azure).
 //!
 //! Credentials are only ever sent to an endpoint the reader chose (see
 //! [`crate::error::VirtualChunkError::UntrustedEndpoint`]).
@@ -15,6 +16,8 @@ use std::sync::Arc;
 
 use object_store::aws::AwsCredential;
 use object_store::CredentialProvider;
+
+use crate::storage::{AzureCredentials, GcsCredentials};
 
 /// The credential of one authorized prefix.
 #[derive(Clone)]
@@ -36,11 +39,15 @@ pub enum ContainerCredentials {
     /// S3: keys from a caller's provider, fetched when missing or expired
     /// ([`crate::storage::cloud::RefreshingCredentials`]).
     S3Refreshable(Arc<dyn CredentialProvider<Credential = AwsCredential>>),
-    /// Google Cloud Storage credentials (accepted as Icechunk does; floe reads no
-    /// GCS container, so a read fails with `UnsupportedStore`).
-    Gcs,
-    /// Azure credentials (as [`ContainerCredentials::Gcs`]).
-    Azure,
+    /// Google Cloud Storage credentials of a `gcs_store` container (Icechunk's
+    /// `Credentials.Gcs`): anonymous, a service account (file or key), application
+    /// credentials, a bearer token (fixed or refreshed), or the environment's
+    /// (`GOOGLE_*`).
+    Gcs(GcsCredentials),
+    /// Azure credentials of an `azure_store` container (Icechunk's
+    /// `Credentials.Azure`): anonymous, an account key, a SAS token, a bearer token
+    /// (fixed or refreshed), or the environment's (`AZURE_*`).
+    Azure(AzureCredentials),
     /// A `file://` container: no credential needed (Icechunk's
     /// `LocalFileSystemAccess`).
     LocalFileSystemAccess,
@@ -56,8 +63,8 @@ impl ContainerCredentials {
             ContainerCredentials::S3Anonymous => "anonymous S3 credentials",
             ContainerCredentials::S3Static { .. } => "static S3 credentials",
             ContainerCredentials::S3Refreshable(_) => "refreshable S3 credentials",
-            ContainerCredentials::Gcs => "GCS credentials",
-            ContainerCredentials::Azure => "Azure credentials",
+            ContainerCredentials::Gcs(_) => "GCS credentials",
+            ContainerCredentials::Azure(_) => "Azure credentials",
             ContainerCredentials::LocalFileSystemAccess => "local file system access",
             ContainerCredentials::HttpAccess => "HTTP access",
         }

@@ -46,8 +46,9 @@ use super::credentials::ContainerCredentials;
 use super::VirtualChunkError;
 use crate::format::config::{ContainerStore, VirtualChunkContainer};
 use crate::format::manifest::{Checksum, VirtualChunkRef};
+use crate::storage::cloud::{azure_builder, gcs_builder, gcs_emulator_base};
 use crate::storage::coalesce::{self, CoalesceOptions};
-use crate::storage::S3Options;
+use crate::storage::{AzureCredentials, ClientSettings, GcsCredentials, S3Options};
 
 /// Default read deadline of virtual chunk reads: 60 seconds for one request (a chunk,
 /// or nearby chunks of one object merged into at most
@@ -411,16 +412,8 @@ impl VirtualChunkResolver {
                     // could lead outside the authorized bucket and endpoint).
                     let mut b = opts
                         .builder(bucket)
-                        .with_retry(RetryConfig {
-                            retry_timeout: self.deadline,
-                            ..RetryConfig::default()
-                        })
-                        .with_http_connector(ConfinedConnector {
-                            access: self.access.clone(),
-                            allow_http: opts.allow_http,
-                            deadline: self.deadline,
-                            follow_redirects: false,
-                        });
+                        .with_retry(self.retry_config())
+                        .with_http_connector(self.connector(opts.allow_http, false));
                     if let Some(p) = provider {
                         b = b.with_credentials(p);
                     }
@@ -437,16 +430,8 @@ impl VirtualChunkResolver {
                     Arc::new(
                         HttpBuilder::new()
                             .with_client_options(ClientOptions::new().with_allow_http(allow_http))
-                            .with_retry(RetryConfig {
-                                retry_timeout: self.deadline,
-                                ..RetryConfig::default()
-                            })
-                            .with_http_connector(ConfinedConnector {
-                                access: self.access.clone(),
-                                allow_http,
-                                deadline: self.deadline,
-                                follow_redirects: true,
-                            })
+                            .with_retry(self.retry_config())
+                            .with_http_connector(self.connector(allow_http, true))
                             .with_url(base.clone())
                             .build()
                             .map_err(|source| VirtualChunkError::Backend {
@@ -454,6 +439,67 @@ impl VirtualChunkResolver {
                                 source: Box::new(source),
                             })?,
                     )
+                }
+                ContainerStore::Gcs(_) | ContainerStore::Azure(_)
+                    if !scheme_fits(&container.store, url.scheme()) =>
+                {
+                    return Err(VirtualChunkError::UnsupportedStore {
+                        container: container.url_prefix.clone(),
+                        store: format!(
+                            "a {} store for a {}:// URL",
+                            store_name(&container.store),
+                            url.scheme()
+                        ),
+                    })
+                }
+                ContainerStore::Gcs(opts) => {
+                    let bucket = url
+                        .host_str()
+                        .ok_or_else(|| invalid("a gs:// URL needs a bucket".into()))?;
+                    let credentials = match credential.map(|(_, c)| c) {
+                        // As Icechunk 2.3.0: authorized without a credential reads
+                        // anonymously.
+                        None => GcsCredentials::Anonymous,
+                        Some(ContainerCredentials::Gcs(c)) => c.clone(),
+                        Some(other) => return Err(wrong_credentials(other, "a GCS")),
+                    };
+                    let (config, base) = gcs_options(entry, opts)?;
+                    let (b, _) =
+                        gcs_builder(bucket, credentials, &config, &ClientSettings::default())
+                            .map_err(|e| invalid(e.to_string()))?;
+                    let allow_http = base.is_some_and(|b| b.starts_with("http://"));
+                    // GCS never needs a redirect: every one is refused.
+                    let b = b
+                        .with_retry(self.retry_config())
+                        .with_http_connector(self.connector(allow_http, false));
+                    Arc::new(b.build().map_err(|e| invalid(e.to_string()))?)
+                }
+                ContainerStore::Azure(opts) => {
+                    let name = url
+                        .host_str()
+                        .ok_or_else(|| invalid("an Azure URL needs a container".into()))?;
+                    let credentials = match credential.map(|(_, c)| c) {
+                        // Authorized without a credential: anonymous (Icechunk 2.3.0
+                        // refuses such an Azure container).
+                        None => AzureCredentials::Anonymous,
+                        Some(ContainerCredentials::Azure(c)) => c.clone(),
+                        Some(other) => return Err(wrong_credentials(other, "an Azure")),
+                    };
+                    let anonymous = matches!(credentials, AzureCredentials::Anonymous);
+                    let (account, config, allow_http) = azure_options(entry, opts, anonymous)?;
+                    let (b, _) = azure_builder(
+                        &account,
+                        name,
+                        credentials,
+                        &config,
+                        &ClientSettings::default(),
+                    )
+                    .map_err(|e| invalid(e.to_string()))?;
+                    // Azure never needs a redirect: every one is refused.
+                    let b = b
+                        .with_retry(self.retry_config())
+                        .with_http_connector(self.connector(allow_http, false));
+                    Arc::new(b.build().map_err(|e| invalid(e.to_string()))?)
                 }
                 ContainerStore::Other(kind) => {
                     return Err(VirtualChunkError::UnsupportedStore {
@@ -465,6 +511,27 @@ impl VirtualChunkResolver {
             Ok(store)
         })?;
         Ok((store, path))
+    }
+
+    /// The retries of a virtual chunk request: object_store's, within the read
+    /// deadline.
+    fn retry_config(&self) -> RetryConfig {
+        RetryConfig {
+            retry_timeout: self.deadline,
+            ..RetryConfig::default()
+        }
+    }
+
+    /// The HTTP connector of a container's client: confined to the authorization,
+    /// plain HTTP only when `allow_http`, redirects followed (inside the
+    /// authorization) only when `follow_redirects`.
+    fn connector(&self, allow_http: bool, follow_redirects: bool) -> ConfinedConnector {
+        ConfinedConnector {
+            access: self.access.clone(),
+            allow_http,
+            deadline: self.deadline,
+            follow_redirects,
+        }
     }
 
     /// Size, modification time and etag of the object at `url` (authorized and covered
@@ -925,6 +992,186 @@ fn map_err(url: &str, e: object_store::Error) -> VirtualChunkError {
     }
 }
 
+/// Whether a GCS or Azure store reads URLs of `scheme` (as Icechunk 2.3.0 accepts
+/// them: `gs`/`gcs` for GCS; `az`/`azure`/`abfs` for Azure).
+fn scheme_fits(store: &ContainerStore, scheme: &str) -> bool {
+    match store {
+        ContainerStore::Gcs(_) => matches!(scheme, "gs" | "gcs"),
+        ContainerStore::Azure(_) => matches!(scheme, "az" | "azure" | "abfs"),
+        _ => true,
+    }
+}
+
+/// A store kind's name for errors.
+fn store_name(store: &ContainerStore) -> &'static str {
+    match store {
+        ContainerStore::LocalFileSystem(_) => "local file system",
+        ContainerStore::S3 { .. } => "S3",
+        ContainerStore::Http => "HTTP",
+        ContainerStore::Gcs(_) => "GCS",
+        ContainerStore::Azure(_) => "Azure",
+        ContainerStore::Other(_) => "other",
+    }
+}
+
+/// Object store options: names and string values, in order.
+type Options = Vec<(String, String)>;
+
+/// The error for a setting of a repository's container the reader did not choose.
+fn untrusted(entry: &Entry, what: String) -> VirtualChunkError {
+    VirtualChunkError::UntrustedEndpoint {
+        container: entry.container.url_prefix.clone(),
+        endpoint: what,
+    }
+}
+
+/// The client options of a GCS container (Icechunk's `gcs_store(opts)`: object_store
+/// `GoogleConfigKey` names; unknown names are skipped, as Icechunk does), and the
+/// base URL requests go to (`None`: Google's). The bucket is always the location's
+/// host (a `bucket` option is dropped). The reader's `STORAGE_EMULATOR_HOST` is the
+/// base URL when the container names none.
+///
+/// A container the reader gave keeps every option. From a container only the
+/// repository names, only the signing switch (`skip_signature`) and client settings
+/// are taken; a base URL only when it is the reader's own (`STORAGE_EMULATOR_HOST`);
+/// any other option (credentials: service account, key, application credentials,
+/// bearer token) is refused.
+///
+/// # Errors
+/// [`VirtualChunkError::UntrustedEndpoint`] for a refused option.
+fn gcs_options(
+    entry: &Entry,
+    opts: &[(String, String)],
+) -> Result<(Options, Option<String>), VirtualChunkError> {
+    use object_store::gcp::GoogleConfigKey as K;
+    let reader = gcs_emulator_base();
+    let mut config = Vec::new();
+    let mut base = None;
+    for (k, v) in opts {
+        let Ok(key) = k.parse::<K>() else { continue };
+        match key {
+            K::Bucket => continue,
+            K::BaseUrl => {
+                if !entry.trusted && !same_endpoint(v, reader.as_deref()) {
+                    return Err(untrusted(entry, format!("the endpoint `{v}`")));
+                }
+                base = Some(v.clone());
+            }
+            K::SkipSignature | K::Client(_) => {}
+            _ if entry.trusted => {}
+            _ => return Err(untrusted(entry, format!("the option `{k}`"))),
+        }
+        config.push((k.clone(), v.clone()));
+    }
+    if base.is_none() {
+        if let Some(r) = reader {
+            config.push(("google_base_url".into(), r.clone()));
+            base = Some(r);
+        }
+    }
+    Ok((config, base))
+}
+
+/// A truthy object_store flag value (`true`, `1`, any case).
+fn flag(v: &str) -> bool {
+    v == "1" || v.eq_ignore_ascii_case("true")
+}
+
+/// The account, client options and plain-HTTP switch of an Azure container
+/// (Icechunk's `azure_store(account=..., config=...)`: `account` and object_store
+/// `AzureConfigKey` names; unknown names are skipped, as Icechunk does). The
+/// container is always the location's host (a `container_name` option is dropped).
+/// The reader's `AZURE_STORAGE_USE_EMULATOR` and `AZURE_STORAGE_ENDPOINT` apply when
+/// the container sets neither (the emulator's address then comes from the reader's
+/// `AZURITE_BLOB_STORAGE_URL`, as object_store reads it).
+///
+/// A container the reader gave keeps every option. From a container only the
+/// repository names: the emulator switch and the endpoint only when they are the
+/// reader's own; the account (which picks the host,
+/// `<account>.blob.core.windows.net`) with credentials only when it is the reader's
+/// `AZURE_STORAGE_ACCOUNT_NAME` or the reader's emulator serves it (anonymous reads
+/// send no secret and may go to any account); client settings, `skip_signature` and
+/// `disable_tagging`; any other option (credentials, identity endpoints, another
+/// host) is refused.
+///
+/// # Errors
+/// [`VirtualChunkError::UntrustedEndpoint`] for a refused option or account;
+/// [`VirtualChunkError::UnsupportedStore`] when no account is named.
+fn azure_options(
+    entry: &Entry,
+    opts: &[(String, String)],
+    anonymous: bool,
+) -> Result<(String, Options, bool), VirtualChunkError> {
+    use object_store::azure::AzureConfigKey as K;
+    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let reader_emulator = env("AZURE_STORAGE_USE_EMULATOR").is_some_and(|v| flag(&v));
+    let reader_endpoint = env("AZURE_STORAGE_ENDPOINT").or_else(|| env("AZURE_ENDPOINT"));
+    let mut account = None;
+    let mut config = Vec::new();
+    let (mut emulator, mut endpoint) = (None, None);
+    for (k, v) in opts {
+        if k == "account" {
+            account = Some(v.clone());
+            continue;
+        }
+        let Ok(key) = k.parse::<K>() else { continue };
+        match key {
+            K::ContainerName => continue,
+            K::AccountName => {
+                account = Some(v.clone());
+                continue;
+            }
+            K::UseEmulator => {
+                if !entry.trusted && flag(v) && !reader_emulator {
+                    return Err(untrusted(entry, format!("the emulator (`{k}: {v}`)")));
+                }
+                emulator = Some(flag(v));
+            }
+            K::Endpoint => {
+                if !entry.trusted && !same_endpoint(v, reader_endpoint.as_deref()) {
+                    return Err(untrusted(entry, format!("the endpoint `{v}`")));
+                }
+                endpoint = Some(v.clone());
+            }
+            K::SkipSignature | K::DisableTagging | K::Client(_) => {}
+            _ if entry.trusted => {}
+            _ => return Err(untrusted(entry, format!("the option `{k}`"))),
+        }
+        config.push((k.clone(), v.clone()));
+    }
+    if emulator.is_none() && endpoint.is_none() {
+        if reader_emulator {
+            config.push(("azure_storage_use_emulator".into(), "true".into()));
+            emulator = Some(true);
+        } else if let Some(e) = &reader_endpoint {
+            config.push(("azure_storage_endpoint".into(), e.clone()));
+            endpoint = Some(e.clone());
+        }
+    }
+    let emulator = emulator.unwrap_or(false);
+    let account = match account {
+        Some(a) => a,
+        // The emulator has one well-known account.
+        None if emulator => "devstoreaccount1".to_string(),
+        None => {
+            return Err(VirtualChunkError::UnsupportedStore {
+                container: entry.container.url_prefix.clone(),
+                store: "an Azure store naming no `account`".into(),
+            })
+        }
+    };
+    let on_readers_server = emulator || endpoint.is_some();
+    if !entry.trusted
+        && !anonymous
+        && !on_readers_server
+        && env("AZURE_STORAGE_ACCOUNT_NAME").as_deref() != Some(account.as_str())
+    {
+        return Err(untrusted(entry, format!("the account `{account}`")));
+    }
+    let allow_http = emulator || endpoint.is_some_and(|e| e.starts_with("http://"));
+    Ok((account, config, allow_http))
+}
+
 /// Whether a repository's S3 `endpoint` is the reader's own (`reader`): same scheme,
 /// host, port and path, ignoring case and a trailing `/`.
 fn same_endpoint(endpoint: &str, reader: Option<&str>) -> bool {
@@ -1042,5 +1289,135 @@ impl HttpService for ConfinedClient {
             }
             Ok(res)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(store: ContainerStore, trusted: bool) -> Entry {
+        Entry {
+            prefix: "x://c/".into(),
+            container: VirtualChunkContainer {
+                name: None,
+                url_prefix: "x://c/".into(),
+                store,
+            },
+            trusted,
+        }
+    }
+
+    fn opts(pairs: &[(&str, &str)]) -> Options {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn refused(r: Result<impl std::fmt::Debug, VirtualChunkError>, what: &str) {
+        match r {
+            Err(VirtualChunkError::UntrustedEndpoint { endpoint, .. }) => {
+                assert!(endpoint.contains(what), "{endpoint} lacks {what}")
+            }
+            other => panic!("expected UntrustedEndpoint naming {what}, got {other:?}"),
+        }
+    }
+
+    /// A repository's Azure account with the reader's credentials names the host
+    /// they go to: refused unless the reader chose it; anonymous reads may go to any
+    /// account; a reader's container keeps whatever it names.
+    #[test]
+    fn azure_accounts_and_options_from_the_repository() {
+        // No emulator (explicitly): the account picks `<account>.blob.core.windows.net`.
+        let o = opts(&[
+            ("account", "not-the-readers-account"),
+            ("azure_storage_use_emulator", "false"),
+        ]);
+        let e = entry(ContainerStore::Azure(o.clone()), false);
+        refused(azure_options(&e, &o, false), "not-the-readers-account");
+        let (account, _, allow_http) = azure_options(&e, &o, true).unwrap();
+        assert_eq!(account, "not-the-readers-account");
+        assert!(!allow_http);
+        let mine = entry(ContainerStore::Azure(o.clone()), true);
+        assert!(azure_options(&mine, &o, false).is_ok());
+        // Credential and identity options from the repository are refused.
+        for key in [
+            "azure_storage_account_key",
+            "azure_msi_endpoint",
+            "azure_client_secret",
+        ] {
+            let o = opts(&[("account", "a"), (key, "v")]);
+            let e = entry(ContainerStore::Azure(o.clone()), false);
+            refused(azure_options(&e, &o, true), key);
+            assert!(
+                azure_options(&entry(ContainerStore::Azure(o.clone()), true), &o, true).is_ok()
+            );
+        }
+        let o = opts(&[
+            ("account", "a"),
+            ("azure_storage_endpoint", "http://203.0.113.9:1/a"),
+        ]);
+        let e = entry(ContainerStore::Azure(o.clone()), false);
+        refused(azure_options(&e, &o, true), "203.0.113.9");
+        // Unknown options are skipped (as Icechunk), client settings kept; no
+        // account and no emulator is an unsupported store.
+        let o = opts(&[
+            ("no_such_option", "1"),
+            ("azure_storage_use_emulator", "false"),
+        ]);
+        let e = entry(ContainerStore::Azure(o.clone()), false);
+        assert!(matches!(
+            azure_options(&e, &o, true),
+            Err(VirtualChunkError::UnsupportedStore { .. })
+        ));
+    }
+
+    /// A repository's GCS base URL or credential option is refused; the signing
+    /// switch and client settings are taken; a `bucket` option never replaces the
+    /// location's bucket.
+    #[test]
+    fn gcs_options_from_the_repository() {
+        let o = opts(&[("google_base_url", "http://203.0.113.9:1")]);
+        refused(
+            gcs_options(&entry(ContainerStore::Gcs(o.clone()), false), &o),
+            "203.0.113.9",
+        );
+        let (config, base) = gcs_options(&entry(ContainerStore::Gcs(o.clone()), true), &o).unwrap();
+        assert_eq!(base.as_deref(), Some("http://203.0.113.9:1"));
+        assert_eq!(config, o);
+        for key in [
+            "google_service_account",
+            "google_service_account_key",
+            "google_application_credentials",
+            "google_bearer_token",
+        ] {
+            let o = opts(&[(key, "v")]);
+            refused(
+                gcs_options(&entry(ContainerStore::Gcs(o.clone()), false), &o),
+                key,
+            );
+        }
+        let o = opts(&[
+            ("google_skip_signature", "true"),
+            ("timeout", "5s"),
+            ("bucket", "other"),
+            ("no_such_option", "1"),
+        ]);
+        let (config, _) = gcs_options(&entry(ContainerStore::Gcs(o.clone()), false), &o).unwrap();
+        let keys: Vec<&str> = config.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(&keys[..2], ["google_skip_signature", "timeout"]);
+        assert!(!keys.contains(&"bucket") && !keys.contains(&"no_such_option"));
+    }
+
+    #[test]
+    fn stores_read_their_own_schemes() {
+        let gcs = ContainerStore::Gcs(Vec::new());
+        let azure = ContainerStore::Azure(Vec::new());
+        assert!(scheme_fits(&gcs, "gs") && scheme_fits(&gcs, "gcs") && !scheme_fits(&gcs, "s3"));
+        for s in ["az", "azure", "abfs"] {
+            assert!(scheme_fits(&azure, s));
+        }
+        assert!(!scheme_fits(&azure, "gs"));
     }
 }
