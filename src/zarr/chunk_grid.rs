@@ -213,7 +213,9 @@ impl RectilinearDimension {
         match self {
             RectilinearDimension::Uniform(n) => Some((i.saturating_mul(*n), *n)),
             RectilinearDimension::Edges { runs, .. } => {
-                let r = runs.partition_point(|r| r.first_chunk <= i).checked_sub(1)?;
+                let r = runs
+                    .partition_point(|r| r.first_chunk <= i)
+                    .checked_sub(1)?;
                 let run = &runs[r];
                 let k = i - run.first_chunk;
                 (k < run.count).then(|| (run.start + k * run.size, run.size))
@@ -299,9 +301,11 @@ impl RectilinearChunkGrid {
             )));
         }
         let positive = |v: &Value, what: &str, axis: usize| -> ZarrResult<u64> {
-            v.as_u64()
-                .filter(|&n| n >= 1)
-                .ok_or_else(|| bad(format!("dimension {axis}: {what} {v} is not an integer >= 1")))
+            v.as_u64().filter(|&n| n >= 1).ok_or_else(|| {
+                bad(format!(
+                    "dimension {axis}: {what} {v} is not an integer >= 1"
+                ))
+            })
         };
         let mut dims = Vec::with_capacity(shapes.len());
         for (axis, (entry, &extent)) in shapes.iter().zip(shape).enumerate() {
@@ -379,7 +383,11 @@ impl RectilinearChunkGrid {
 
 impl ChunkGrid for RectilinearChunkGrid {
     fn to_json(&self) -> Value {
-        let shapes: Vec<Value> = self.dims.iter().map(RectilinearDimension::to_json).collect();
+        let shapes: Vec<Value> = self
+            .dims
+            .iter()
+            .map(RectilinearDimension::to_json)
+            .collect();
         json!({"name": "rectilinear", "configuration": {"kind": "inline", "chunk_shapes": shapes}})
     }
 
@@ -491,7 +499,6 @@ impl ChunkGridMetadata {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -543,8 +550,14 @@ mod tests {
         // chunks=((1, 2), (3, 3, 1)) as zarr-python 3.4.2 stores it.
         let g = rect(json!([[1, 2], [[3, 2], 1]]), &[3, 7]).unwrap();
         assert_eq!(g.grid_shape(&[3, 7]), vec![2, 3]);
-        assert_eq!(g.chunk_region(&[1, 2]), ArraySubset::new(vec![1, 6], vec![2, 1]));
-        assert_eq!(g.chunk_region(&[0, 1]), ArraySubset::new(vec![0, 3], vec![1, 3]));
+        assert_eq!(
+            g.chunk_region(&[1, 2]),
+            ArraySubset::new(vec![1, 6], vec![2, 1])
+        );
+        assert_eq!(
+            g.chunk_region(&[0, 1]),
+            ArraySubset::new(vec![0, 3], vec![1, 3])
+        );
         let c = g.chunks_intersecting(&ArraySubset::new(vec![0, 2], vec![2, 5]));
         assert_eq!((c.start, c.shape), (vec![0, 0], vec![2, 3]));
         let c = g.chunks_intersecting(&ArraySubset::new(vec![2, 6], vec![1, 1]));
@@ -560,7 +573,10 @@ mod tests {
         // A bare integer: chunks of that length along the whole dimension.
         let g = rect(json!([[1, 2], 3]), &[3, 7]).unwrap();
         assert_eq!(g.grid_shape(&[3, 7]), vec![2, 3]);
-        assert_eq!(g.chunk_region(&[1, 2]), ArraySubset::new(vec![1, 6], vec![2, 3]));
+        assert_eq!(
+            g.chunk_region(&[1, 2]),
+            ArraySubset::new(vec![1, 6], vec![2, 3])
+        );
         // Past the listed edges: an empty region; no chunk for positions past them.
         assert_eq!(g.chunk_region(&[5, 0]).shape, vec![0, 3]);
         // A scalar has no dimensions.
@@ -604,7 +620,10 @@ mod tests {
         // Counts past what Icechunk records, and sums past 2^64, without allocating
         // per chunk.
         invalid(json!([[[1, u64::MAX]]]), &[3]);
-        invalid(json!([[[1, 4_000_000_000u64], [1, 4_000_000_000u64]]]), &[3]);
+        invalid(
+            json!([[[1, 4_000_000_000u64], [1, 4_000_000_000u64]]]),
+            &[3],
+        );
         invalid(json!([[[u64::MAX, 2]]]), &[3]);
         invalid(json!([[u64::MAX, 1]]), &[3]);
         let g = rect(json!([[[1, 4_294_967_295u64]]]), &[3]).unwrap();
@@ -638,5 +657,4 @@ mod tests {
             ZarrError::InvalidMetadata { .. }
         );
     }
-
 }

@@ -673,7 +673,9 @@ mod tests {
         ));
         let mut short = doc.clone();
         short["chunk_grid"]["configuration"]["chunk_shapes"] = json!([[1, 1], [[3, 2], 1]]);
-        assert_err!(ArrayMetadata::from_json(&short), ZarrError::InvalidMetadata { .. });
+        assert_err!(
+            ArrayMetadata::from_json(&short),
+            ZarrError::InvalidMetadata { .. }
+        );
     }
-
 }
