@@ -49,10 +49,11 @@ def floe_python(tmp_path_factory):
     return py, env
 
 
-def _run(python, env, script, *args):
-    """Runs ``script`` (dedented) with ``args``; returns the JSON its last stdout line
-    holds, failing with its output when it exits non-zero."""
-    out = subprocess.run([python, "-c", textwrap.dedent(script), *map(str, args)],
+def _run(python, env, body, *args):
+    """Runs ``PRELUDE`` and ``body`` (dedented) with ``args``; returns the JSON its last
+    stdout line holds, failing with its output when it exits non-zero."""
+    script = PRELUDE + textwrap.dedent(body)
+    out = subprocess.run([python, "-c", script, *map(str, args)],
                          capture_output=True, text=True, env=env)
     assert out.returncode == 0, f"stdout:\n{out.stdout}\nstderr:\n{out.stderr[-4000:]}"
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -79,7 +80,7 @@ EXPECTED_A = [[i * 7 + j for j in range(7)] for i in range(3)]
 
 
 def test_zarr_reads_and_writes_rectilinear_arrays_on_a_floe_store(floe_python, tmp_path):
-    got = _run(*floe_python, PRELUDE + """
+    got = _run(*floe_python, """
         import floe
         from floe import codec_pipeline as cp
         repo = floe.Repository.create(floe.local_filesystem_storage(sys.argv[1]))
@@ -148,7 +149,7 @@ def test_zarr_reads_and_writes_rectilinear_arrays_on_a_floe_store(floe_python, t
 
 
 def test_floe_refuses_what_icechunk_refuses(floe_python, tmp_path):
-    got = _run(*floe_python, PRELUDE + """
+    got = _run(*floe_python, """
         import floe
         out = {}
         repo = floe.Repository.create(floe.in_memory_storage())
@@ -192,7 +193,7 @@ def test_floe_refuses_what_icechunk_refuses(floe_python, tmp_path):
     assert got["spec1"] == ["InvalidInputError", True]
 
 
-WRITE_ICECHUNK_OR_FLOE = PRELUDE + """
+WRITE_ICECHUNK_OR_FLOE = """
     engine, path = sys.argv[1], sys.argv[2]
     if engine == "floe":
         import floe as ic
@@ -214,7 +215,7 @@ WRITE_ICECHUNK_OR_FLOE = PRELUDE + """
     print(json.dumps({"ok": True}))
 """
 
-READ_ICECHUNK_OR_FLOE = PRELUDE + """
+READ_ICECHUNK_OR_FLOE = """
     engine, path = sys.argv[1], sys.argv[2]
     if engine == "floe":
         import floe as ic
