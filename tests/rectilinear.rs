@@ -15,7 +15,7 @@ use common::{group_json, p};
 use floe::format::snapshot::DimensionShape;
 use floe::format::SpecVersion;
 use floe::session::array_definition;
-use floe::zarr::Store;
+use floe::zarr::{Array, Store, ZarrError};
 use floe::{Error, VersionSelector};
 use serde_json::{json, Value};
 
@@ -113,6 +113,14 @@ async fn spec2_snapshots_record_every_listed_chunk_and_bound_indices_by_them() {
     let mut keys = ro_store.list_prefix("a/").await.unwrap();
     keys.sort();
     assert_eq!(keys, ["a/c/0/0", "a/c/1/2", "a/zarr.json"]);
+    // floe's array API reads regular grids only: it refuses the grid by name rather
+    // than computing regions of a grid it does not implement.
+    let store: std::sync::Arc<dyn Store> = std::sync::Arc::new(ro_store);
+    assert!(matches!(
+        Array::open(store, "a").await,
+        Err(ZarrError::UnsupportedExtension { kind, name, .. })
+            if kind == "chunk grid" && name == "rectilinear"
+    ));
 }
 
 #[tokio::test]
