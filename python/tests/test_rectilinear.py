@@ -233,6 +233,9 @@ READ_ICECHUNK_OR_FLOE = """
                                       path="a", mode="r")[:].tolist()
     out["keys"] = keys(s.store, "")
     out["grid"] = doc(s.store, "a/zarr.json")["chunk_grid"]
+    # what the snapshot records per dimension: every listed chunk
+    out["shapes"] = {n["path"]: n["shape"] for n in repo.inspect_snapshot(s.snapshot_id)["nodes"]
+                     if n["node_type"] == "array"}
     # and the engine commits on top: chunk (2, 3) of a (row 3, columns 7..8)
     s = repo.writable_session("main")
     a = zarr.open_array(s.store, path="a")
@@ -254,6 +257,8 @@ def _expected_reads():
                        + ["a/zarr.json", "c/c/2", "c/c/3", "c/c/4", "c/c/5", "c/zarr.json", "zarr.json"]),
         "grid": {"name": "rectilinear",
                  "configuration": {"kind": "inline", "chunk_shapes": [[1, 2, 1], [[3, 2], 1, 2]]}},
+        "shapes": {"/a": [{"array_length": 4, "num_chunks": 3}, {"array_length": 9, "num_chunks": 4}],
+                   "/c": [{"array_length": 10, "num_chunks": 6}]},
     }
 
 
