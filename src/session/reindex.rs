@@ -6,7 +6,9 @@
 //! range) at one grid index is recorded at another, as an uncommitted change of
 //! the session; no chunk object is read or written. The whole plan is computed
 //! from the session's current refs before anything is staged, so a mapping that
-//! fails (or names an index outside the grid) leaves the session unchanged.
+//! fails (or names an index outside the grid) leaves the session unchanged. Arrays
+//! whose `zarr.json` declares no `regular` chunk grid (a `rectilinear` one) are
+//! refused, as Icechunk 2.3.0 refuses them: their chunks differ in shape by position.
 
 use crate::error::{Error, Result};
 use crate::format::manifest::ChunkPayload;
