@@ -50,10 +50,7 @@ fn big_snapshot(n: usize) -> Snapshot {
     };
     add("/".into(), GROUP_JSON, NodeData::Group);
     let array = NodeData::Array(ArrayData {
-        shape: vec![DimensionShape {
-            array_length: 10,
-            chunk_length: 10,
-        }],
+        shape: vec![DimensionShape::regular(10, 10)],
         dimension_names: None,
         manifests: Vec::new(),
     });

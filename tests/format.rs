@@ -36,14 +36,8 @@ fn sample_snapshot() -> Snapshot {
         user_data: Bytes::from_static(b"{}"),
         node_data: NodeData::Array(ArrayData {
             shape: vec![
-                DimensionShape {
-                    array_length: 100,
-                    chunk_length: 10,
-                },
-                DimensionShape {
-                    array_length: 7,
-                    chunk_length: 7,
-                },
+                DimensionShape::regular(100, 10),
+                DimensionShape::regular(7, 7),
             ],
             dimension_names: Some(vec![Some("time".into()), None]),
             manifests: vec![ManifestRef {

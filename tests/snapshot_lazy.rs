@@ -72,10 +72,7 @@ fn node(path: &str, array: bool) -> NodeSnapshot {
         user_data: Bytes::from_static(if array { ARRAY_JSON } else { GROUP_JSON }.as_bytes()),
         node_data: if array {
             NodeData::Array(ArrayData {
-                shape: vec![DimensionShape {
-                    array_length: 10,
-                    chunk_length: 10,
-                }],
+                shape: vec![DimensionShape::regular(10, 10)],
                 dimension_names: None,
                 manifests: Vec::new(),
             })

@@ -293,6 +293,11 @@ class FloeCodecPipeline(CodecPipeline):
         first = batch[0][0]
         if type(first) is not StorePath or first.store is not self._store:
             raise _Unsupported
+        # Rust reads and writes regular grids only: a rectilinear grid (zarr 3.4's
+        # `RectilinearChunkGridMetadata`, chunks of listed lengths) goes to zarr's
+        # pipeline, which knows each chunk's shape.
+        if "rectilinear" in type(meta.chunk_grid).__name__.lower():
+            raise _Unsupported
         grid = getattr(meta.chunk_grid, "chunk_shape", None)
         if grid is None:
             raise _Unsupported

@@ -177,7 +177,12 @@ class Session:
         chunks along each dimension (negative: towards 0): chunks moved off the grid
         are dropped and the positions left behind read as the fill value. Chunk refs
         move; no chunk bytes are read or copied. Resize the array first (zarr) to
-        keep chunks that would leave the grid."""
+        keep chunks that would leave the grid.
+
+        Raises ``InvalidInputError`` naming the grid, staging nothing, when the
+        array's ``zarr.json`` declares no ``regular`` chunk grid (a ``rectilinear``
+        one: its chunks differ in shape by position, so moving them would corrupt
+        the array; Icechunk 2.3.0 refuses it too)."""
         self._native.shift_array(array_path, list(chunk_offset))
 
     def reindex_array(
@@ -191,7 +196,8 @@ class Session:
         positions nothing moved into keep their old chunk; with ``backward`` (the
         inverse map) they get the chunk at ``backward(i)`` or read as the fill value.
         Chunk refs move, bytes are not copied; an exception in a map stages
-        nothing and propagates."""
+        nothing and propagates. A non-``regular`` (``rectilinear``) chunk grid is
+        refused as by ``shift_array``."""
         self._native.reindex_array(array_path, forward, backward)
 
     def rebase(self, solver=None) -> None:

@@ -407,6 +407,7 @@ pub(crate) fn classify(e: &floe::Error) -> Classified {
                 .to_string(),
         ),
         E::InvalidNodeMetadata { .. } => c(Class::InvalidInput, Kind::BadMetadata),
+        E::UnsupportedChunkGridForReindex { .. } => c(Class::InvalidInput, Kind::BadMetadata),
         E::Kerchunk(_) => c(Class::InvalidInput, Kind::InvalidVirtualRef),
         E::InvalidConfig { .. } => c(Class::InvalidInput, Kind::InvalidCommitConfiguration),
         E::ConfigChanged => c(Class::Conflict, Kind::ConfigUpdated),

@@ -573,7 +573,7 @@ impl Repository {
                     "node_type": "array",
                     "shape": a.shape.iter().map(|d| serde_json::json!({
                         "array_length": d.array_length,
-                        "num_chunks": d.num_chunks(),
+                        "num_chunks": d.num_chunks,
                     })).collect::<Vec<_>>(),
                     "manifest_refs": a.manifests.iter().map(|m| serde_json::json!({
                         "id": m.object_id.to_string(),

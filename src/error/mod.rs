@@ -257,6 +257,21 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// `shift_array` or `reindex_array` on an array whose `zarr.json` does not declare
+    /// a `regular` chunk grid (a `rectilinear` one, or one that cannot be read):
+    /// chunks of such grids differ in shape by position, so moving them would corrupt
+    /// the array (Icechunk 2.3.0's `UnsupportedChunkGridForReindex`, issue 2151).
+    #[error(
+        "cannot shift or reindex the chunks of the array at `{path}`: its chunk grid is \
+         `{grid}`, not `regular`; the chunks of a `{grid}` grid differ in shape by position, \
+         so moving them would corrupt the array"
+    )]
+    UnsupportedChunkGridForReindex {
+        /// The array.
+        path: NodePath,
+        /// The grid's name in the metadata (`rectilinear`), `unknown` when unreadable.
+        grid: String,
+    },
     /// A kerchunk reference set that cannot be read or imported.
     #[error(transparent)]
     Kerchunk(#[from] Box<KerchunkError>),

@@ -16,22 +16,53 @@ use super::fb::{self, gen};
 use super::limits;
 use super::{FormatError, ManifestId, NodeId, NodePath, SnapshotId, SpecVersion};
 
-/// Length of an array and of its chunks along one dimension (elements).
+/// Length of an array and its number of chunks along one dimension, as Icechunk
+/// 2.3.0 records them (`DimensionShapeV2` of spec 2).
+///
+/// The number of chunks is the chunk grid's: `ceil(length / chunk length)` for a
+/// regular grid; every listed edge for a rectilinear one (also edges past the length,
+/// which zarr keeps when an array shrinks). It bounds the chunk indices a session
+/// accepts. Spec 1 stores a chunk length instead: written as `ceil(length /
+/// num_chunks)` ([`DimensionShape::spec1_chunk_length`], Icechunk 2.3.0's
+/// back-computation, exact for regular grids' chunk counts) and read back as
+/// `ceil(length / chunk length)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct DimensionShape {
     /// Number of elements along the dimension.
     pub array_length: u64,
-    /// Number of elements of one chunk along the dimension.
-    pub chunk_length: u64,
+    /// Number of chunks along the dimension.
+    pub num_chunks: u64,
 }
 
 impl DimensionShape {
-    /// Number of chunks along the dimension (`ceil(array_length / chunk_length)`).
-    pub fn num_chunks(&self) -> u64 {
-        if self.chunk_length == 0 {
+    /// A dimension of `array_length` elements in `num_chunks` chunks.
+    pub fn new(array_length: u64, num_chunks: u64) -> Self {
+        DimensionShape {
+            array_length,
+            num_chunks,
+        }
+    }
+
+    /// A dimension of a regular grid: `array_length` elements in chunks of
+    /// `chunk_length` (`ceil(array_length / chunk_length)` chunks; none when
+    /// `chunk_length` is 0).
+    pub fn regular(array_length: u64, chunk_length: u64) -> Self {
+        let num_chunks = if chunk_length == 0 {
             0
         } else {
-            self.array_length.div_ceil(self.chunk_length)
+            array_length.div_ceil(chunk_length)
+        };
+        DimensionShape::new(array_length, num_chunks)
+    }
+
+    /// The chunk length a spec-1 snapshot records: `ceil(array_length / num_chunks)`
+    /// (0 with no chunks), as Icechunk 2.3.0 writes it. Reading it back gives the same
+    /// number of chunks whenever every chunk but the last is full.
+    pub fn spec1_chunk_length(&self) -> u64 {
+        if self.num_chunks == 0 {
+            0
+        } else {
+            self.array_length.div_ceil(self.num_chunks)
         }
     }
 }
@@ -902,7 +933,7 @@ fn write_node<'a>(
                     let shape: Vec<gen::DimensionShape> = a
                         .shape
                         .iter()
-                        .map(|d| gen::DimensionShape::new(d.array_length, d.chunk_length))
+                        .map(|d| gen::DimensionShape::new(d.array_length, d.spec1_chunk_length()))
                         .collect();
                     (b.create_vector(&shape), None)
                 }
@@ -915,7 +946,7 @@ fn write_node<'a>(
                                 b,
                                 &gen::DimensionShapeV2Args {
                                     array_length: d.array_length,
-                                    num_chunks: u32::try_from(d.num_chunks()).unwrap_or(u32::MAX),
+                                    num_chunks: u32::try_from(d.num_chunks).unwrap_or(u32::MAX),
                                 },
                             )
                         })
@@ -1006,10 +1037,7 @@ fn read_node(n: &gen::NodeSnapshot<'_>) -> Result<NodeSnapshot, FormatError> {
                 None => a
                     .shape()
                     .iter()
-                    .map(|d| DimensionShape {
-                        array_length: d.array_length(),
-                        chunk_length: d.chunk_length(),
-                    })
+                    .map(|d| DimensionShape::regular(d.array_length(), d.chunk_length()))
                     .collect(),
             };
             let data = ArrayData {
@@ -1058,9 +1086,7 @@ fn read_node(n: &gen::NodeSnapshot<'_>) -> Result<NodeSnapshot, FormatError> {
     })
 }
 
-/// A spec-2 dimension (length and number of chunks) as a spec-1 one (length and chunk
-/// length `ceil(length / chunks)`). For a regular chunk grid, the one floe's Zarr
-/// layer supports, this gives back the same number of chunks.
+/// A spec-2 dimension (length and number of chunks).
 ///
 /// # Errors
 /// [`FormatError::InvalidData`] for a non-empty dimension with no chunks.
@@ -1069,22 +1095,15 @@ fn shape_from_v2(
     array_length: u64,
     num_chunks: u32,
 ) -> Result<DimensionShape, FormatError> {
-    let chunk_length = match (array_length, num_chunks) {
-        (0, _) => 0,
-        (_, 0) => {
-            return Err(FormatError::InvalidData {
-                what: "snapshot",
-                reason: format!(
-                    "array `{path}` has a dimension of {array_length} elements in 0 chunks"
-                ),
-            })
-        }
-        (len, n) => len.div_ceil(u64::from(n)),
-    };
-    Ok(DimensionShape {
-        array_length,
-        chunk_length,
-    })
+    if array_length != 0 && num_chunks == 0 {
+        return Err(FormatError::InvalidData {
+            what: "snapshot",
+            reason: format!(
+                "array `{path}` has a dimension of {array_length} elements in 0 chunks"
+            ),
+        });
+    }
+    Ok(DimensionShape::new(array_length, u64::from(num_chunks)))
 }
 
 /// The current time in microseconds since the Unix epoch.

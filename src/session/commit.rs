@@ -105,7 +105,7 @@ pub(crate) async fn flush(
                 .shape
                 .iter()
                 .zip(&a.shape)
-                .any(|(before, after)| after.num_chunks() < before.num_chunks());
+                .any(|(before, after)| after.num_chunks < before.num_chunks);
             o.shape != a.shape && (shrunk || layouts.layout(path, o) != layouts.layout(path, a))
         });
         if matches!(method, CommitMethod::RewriteManifests(_)) {

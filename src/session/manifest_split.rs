@@ -89,7 +89,7 @@ impl ManifestLayouts {
         match &self.splitting {
             None => SplitLayout::for_shape(&array.shape),
             Some(splitting) => {
-                let n: Vec<u64> = array.shape.iter().map(DimensionShape::num_chunks).collect();
+                let n: Vec<u64> = array.shape.iter().map(|d| d.num_chunks).collect();
                 SplitLayout {
                     block: splitting.block_sizes(path, &n, array.dimension_names.as_deref()),
                     ordered: false,
@@ -126,7 +126,7 @@ impl SplitLayout {
 
     /// The layout of an array of this shape.
     pub(crate) fn for_shape(shape: &[DimensionShape]) -> Self {
-        let n: Vec<u64> = shape.iter().map(DimensionShape::num_chunks).collect();
+        let n: Vec<u64> = shape.iter().map(|d| d.num_chunks).collect();
         Self::new(&n, MAX_REFS_PER_MANIFEST)
     }
 

@@ -24,7 +24,7 @@ pub(crate) fn index_in_bounds(shape: &[DimensionShape], index: &[u64]) -> bool {
         && index
             .iter()
             .zip(shape)
-            .all(|(&i, d)| i < d.num_chunks() && i <= crate::format::MAX_CHUNK_COORDINATE)
+            .all(|(&i, d)| i < d.num_chunks && i <= crate::format::MAX_CHUNK_COORDINATE)
 }
 
 /// The node tree of `base` with `changes` applied (manifests not yet updated).

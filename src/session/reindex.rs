@@ -6,11 +6,12 @@
 //! range) at one grid index is recorded at another, as an uncommitted change of
 //! the session; no chunk object is read or written. The whole plan is computed
 //! from the session's current refs before anything is staged, so a mapping that
-//! fails (or names an index outside the grid) leaves the session unchanged.
+//! fails (or names an index outside the grid) leaves the session unchanged. Arrays
+//! whose `zarr.json` declares no `regular` chunk grid (a `rectilinear` one) are
+//! refused, as Icechunk 2.3.0 refuses them: their chunks differ in shape by position.
 
 use crate::error::{Error, Result};
 use crate::format::manifest::ChunkPayload;
-use crate::format::snapshot::DimensionShape;
 use crate::format::{ChunkIndices, NodePath, SnapshotId};
 use std::collections::{BTreeMap, HashSet};
 
@@ -35,6 +36,23 @@ fn shifted(index: &[u64], offset: &[i64], grid: &[u64]) -> Option<ChunkIndices> 
         .collect()
 }
 
+/// Refuses to move chunks of an array whose `zarr.json` does not positively declare a
+/// `regular` chunk grid (Icechunk 2.3.0's check: a rectilinear grid's chunks differ
+/// in shape by position, and unreadable metadata is refused too).
+///
+/// # Errors
+/// [`Error::UnsupportedChunkGridForReindex`] naming the grid (`unknown` when none can
+/// be read).
+fn check_regular_grid(path: &NodePath, user_data: &[u8]) -> Result<()> {
+    match super::store::chunk_grid_name(user_data) {
+        Some(name) if name == "regular" => Ok(()),
+        other => Err(Error::UnsupportedChunkGridForReindex {
+            path: path.clone(),
+            grid: other.unwrap_or_else(|| "unknown".to_string()),
+        }),
+    }
+}
+
 impl Session {
     /// Moves every chunk of the array at `path` by `offset` chunks along each
     /// dimension (Icechunk's `shift_array`): the chunk at index `i` is afterwards at
@@ -45,14 +63,16 @@ impl Session {
     /// # Errors
     /// [`Error::ReadOnlySession`]; [`Error::NodeNotFound`], [`Error::NotAnArray`];
     /// [`Error::InvalidChunkIndex`] when `offset` has another rank than the array;
-    /// [`Error::InvalidNodeMetadata`] for a rectilinear (irregular) chunk grid, which
-    /// a shift would corrupt; storage and format errors reading manifests.
+    /// [`Error::UnsupportedChunkGridForReindex`] for an array whose metadata declares no
+    /// `regular` chunk grid (a rectilinear one), which a shift would corrupt; nothing is
+    /// staged then; storage and format errors reading manifests.
     pub async fn shift_array(&self, path: &NodePath, offset: &[i64]) -> Result<()> {
         self.check_writable()?;
         let node = self.get_node(path)?;
         let Some(array) = node.array() else {
             return Err(Error::NotAnArray { path: path.clone() });
         };
+        check_regular_grid(path, &node.user_data)?;
         if offset.len() != array.shape.len() {
             return Err(Error::InvalidChunkIndex {
                 path: path.clone(),
@@ -62,7 +82,7 @@ impl Session {
         if offset.iter().all(|&o| o == 0) {
             return Ok(());
         }
-        let grid: Vec<u64> = array.shape.iter().map(DimensionShape::num_chunks).collect();
+        let grid: Vec<u64> = array.shape.iter().map(|d| d.num_chunks).collect();
         let negated: Vec<i64> = offset.iter().map(|o| o.saturating_neg()).collect();
         let forward = |i: &[u64]| Ok(shifted(i, offset, &grid));
         let backward = |i: &[u64]| Ok(shifted(i, &negated, &grid));
@@ -92,6 +112,7 @@ impl Session {
         let Some(array) = node.array() else {
             return Err(Error::NotAnArray { path: path.clone() });
         };
+        check_regular_grid(path, &node.user_data)?;
         let shape = array.shape.clone();
         let refs: BTreeMap<ChunkIndices, ChunkPayload> =
             self.chunk_refs(path).await?.into_iter().collect();

@@ -18,7 +18,8 @@ use serde_json::Value;
 
 use crate::error::Error;
 use crate::format::snapshot::{DimensionShape, NodeSnapshot};
-use crate::format::{ChunkIndices, NodeId, NodePath, MAX_CHUNK_COORDINATE};
+use crate::format::{ChunkIndices, NodeId, NodePath, SpecVersion, MAX_CHUNK_COORDINATE};
+use crate::zarr::chunk_grid::ChunkGridMetadata;
 use crate::zarr::chunk_key_encoding::{
     chunk_key_encoding_from_json, ChunkKeyEncoding, DefaultChunkKeyEncoding, Separator,
 };
@@ -83,31 +84,33 @@ fn parse_json(path: &NodePath, bytes: &[u8]) -> Result<Value, Error> {
     })
 }
 
-/// Extracts shape, chunk shape and dimension names from an array's `zarr.json`.
+/// Extracts shape, number of chunks and dimension names from an array's `zarr.json`,
+/// as Icechunk 2.3.0 records them in snapshots: the chunk grid is `regular`
+/// (`ceil(length / chunk length)` chunks per dimension) or `rectilinear` (every
+/// listed edge; see [`ChunkGridMetadata`]).
 ///
 /// # Errors
-/// [`Error::InvalidNodeMetadata`] when `shape` or the regular chunk grid's
-/// `chunk_shape` are missing or malformed.
+/// [`Error::InvalidNodeMetadata`] when `shape` or the chunk grid are missing or
+/// malformed (a rectilinear grid whose edges do not cover the shape, a grid of
+/// another rank, ...) or the grid is neither `regular` nor `rectilinear`.
 pub fn array_definition(path: &NodePath, user_data: Bytes) -> Result<ArrayDefinition, Error> {
     let meta = parse_json(path, &user_data)?;
     let invalid = |reason: &str| Error::InvalidNodeMetadata {
         path: path.clone(),
         reason: reason.to_string(),
     };
-    let dims = |v: Option<&Value>| -> Option<Vec<u64>> {
-        v?.as_array()?.iter().map(Value::as_u64).collect()
-    };
-    let shape = dims(meta.get("shape"))
+    let shape: Vec<u64> = meta
+        .get("shape")
+        .and_then(Value::as_array)
+        .and_then(|dims| dims.iter().map(Value::as_u64).collect())
         .ok_or_else(|| invalid("`shape` must be a list of non-negative integers"))?;
-    let chunks = dims(
-        meta.get("chunk_grid")
-            .and_then(|g| g.get("configuration"))
-            .and_then(|c| c.get("chunk_shape")),
-    )
-    .ok_or_else(|| invalid("`chunk_grid.configuration.chunk_shape` must be a list of integers"))?;
-    if chunks.len() != shape.len() {
-        return Err(invalid("chunk_shape and shape have different lengths"));
-    }
+    let grid = meta
+        .get("chunk_grid")
+        .ok_or_else(|| invalid("missing `chunk_grid`"))
+        .and_then(|g| {
+            ChunkGridMetadata::from_json(g, &shape).map_err(|e| invalid(&e.to_string()))
+        })?;
+    let num_chunks = grid.num_chunks(&shape);
     let dimension_names = match meta.get("dimension_names") {
         None | Some(Value::Null) => None,
         Some(Value::Array(names)) => Some(
@@ -121,15 +124,23 @@ pub fn array_definition(path: &NodePath, user_data: Bytes) -> Result<ArrayDefini
     Ok(ArrayDefinition {
         shape: shape
             .into_iter()
-            .zip(chunks)
-            .map(|(array_length, chunk_length)| DimensionShape {
-                array_length,
-                chunk_length,
-            })
+            .zip(num_chunks)
+            .map(|(array_length, n)| DimensionShape::new(array_length, n))
             .collect(),
         dimension_names,
         user_data,
     })
+}
+
+/// The name of the chunk grid an array's `zarr.json` declares (`"regular"`,
+/// `"rectilinear"`); `None` when the bytes are not JSON or name no grid.
+pub(crate) fn chunk_grid_name(user_data: &[u8]) -> Option<String> {
+    let meta: Value = serde_json::from_slice(user_data).ok()?;
+    let grid = meta.get("chunk_grid")?;
+    grid.get("name")
+        .and_then(Value::as_str)
+        .or_else(|| grid.as_str())
+        .map(str::to_string)
 }
 
 impl Session {
@@ -437,6 +448,27 @@ impl Store for SessionStore {
                         ))
                     }
                 };
+                if is_array && self.session.inner.ctx.assets.spec_version() == SpecVersion::V1 {
+                    // Icechunk 2.3.0 refuses any grid but `regular` in a spec-1
+                    // repository, whose snapshots record a chunk length per dimension.
+                    let grid = meta
+                        .get("chunk_grid")
+                        .and_then(|g| g.get("name").or(Some(g)))
+                        .and_then(Value::as_str);
+                    if let Some(grid) = grid.filter(|&g| g != "regular") {
+                        return Err(backend(
+                            key,
+                            Error::InvalidNodeMetadata {
+                                path,
+                                reason: format!(
+                                    "a `{grid}` chunk grid cannot be stored in a spec version 1 \
+                                     repository (non-regular chunk grids need spec_version=2 \
+                                     or higher)"
+                                ),
+                            },
+                        ));
+                    }
+                }
                 let existing = self.session.get_node(&path).ok();
                 let result = match (existing, is_array) {
                     (Some(n), true) if n.array().is_some() => array_definition(&path, value)

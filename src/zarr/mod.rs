@@ -34,7 +34,9 @@ pub mod subset;
 
 pub use array::{Array, ArrayBuilder, ArrayOptions, RegionFormats};
 pub use array_bytes::ArrayBytes;
-pub use chunk_grid::{ChunkGrid, RegularChunkGrid};
+pub use chunk_grid::{
+    ChunkGrid, ChunkGridMetadata, RectilinearChunkGrid, RectilinearDimension, RegularChunkGrid,
+};
 pub use chunk_key_encoding::{ChunkKeyEncoding, Separator};
 pub use codec::{ChunkRepr, Codec, CodecChain};
 pub use data_type::{DataType, FillValue};

@@ -20,7 +20,7 @@ use crate::format::{ChunkIndices, NodeId, NodePath, SnapshotId};
 /// chunk shape and dimension names extracted from them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ArrayDefinition {
-    /// Array and chunk length per dimension (elements).
+    /// Array length (elements) and number of chunks per dimension.
     pub shape: Vec<DimensionShape>,
     /// Dimension names, if any.
     pub dimension_names: Option<Vec<Option<String>>>,

@@ -39,6 +39,7 @@ enum Sum {
 
 #[derive(Serialize, Deserialize)]
 struct Definition {
+    /// `(array_length, num_chunks)` per dimension.
     shape: Vec<(u64, u64)>,
     dimension_names: Option<Vec<Option<String>>>,
     user_data: ByteBuf,
@@ -94,7 +95,7 @@ fn definition_to_wire(d: &ArrayDefinition) -> Definition {
         shape: d
             .shape
             .iter()
-            .map(|s| (s.array_length, s.chunk_length))
+            .map(|s| (s.array_length, s.num_chunks))
             .collect(),
         dimension_names: d.dimension_names.clone(),
         user_data: bin(&d.user_data),
@@ -106,10 +107,7 @@ fn definition_from_wire(d: Definition) -> ArrayDefinition {
         shape: d
             .shape
             .into_iter()
-            .map(|(array_length, chunk_length)| DimensionShape {
-                array_length,
-                chunk_length,
-            })
+            .map(|(array_length, num_chunks)| DimensionShape::new(array_length, num_chunks))
             .collect(),
         dimension_names: d.dimension_names,
         user_data: Bytes::from(d.user_data.into_vec()),

@@ -11,7 +11,7 @@ pub mod v2;
 
 use serde_json::{Map, Value};
 
-use crate::zarr::chunk_grid::RegularChunkGrid;
+use crate::zarr::chunk_grid::ChunkGridMetadata;
 use crate::zarr::chunk_key_encoding::{
     chunk_key_encoding_from_json, ChunkKeyEncoding, DefaultChunkKeyEncoding, Separator,
     V2ChunkKeyEncoding,
@@ -103,8 +103,12 @@ impl ArrayMetadata {
     /// or `node_type`, bad shape, dimension mismatch, bad dimension names);
     /// [`ZarrError::InvalidDataType`], [`ZarrError::InvalidFillValue`],
     /// [`ZarrError::InvalidCodec`] for bad members; [`ZarrError::UnsupportedExtension`]
-    /// for unknown extensions that must be understood. Path fields are empty: callers
-    /// that know the node path use [`ZarrError::at_path`].
+    /// for unknown extensions that must be understood, and (kind `chunk grid`, name
+    /// `rectilinear`) for a valid `rectilinear` chunk grid, which this type (a regular
+    /// `chunk_shape`) and floe's array layer do not represent; a malformed rectilinear
+    /// grid is [`ZarrError::InvalidMetadata`] (see
+    /// [`crate::zarr::chunk_grid::RectilinearChunkGrid::from_json`]). Path fields are
+    /// empty: callers that know the node path use [`ZarrError::at_path`].
     pub fn from_json(json: &Value) -> ZarrResult<Self> {
         let obj = json
             .as_object()
@@ -124,18 +128,23 @@ impl ArrayMetadata {
             obj.get("data_type")
                 .ok_or_else(|| invalid("missing `data_type`"))?,
         )?;
-        let grid = RegularChunkGrid::from_json(
+        let grid = match ChunkGridMetadata::from_json(
             obj.get("chunk_grid")
                 .ok_or_else(|| invalid("missing `chunk_grid`"))?,
-        )?;
-        if grid.chunk_shape().len() != shape.len() {
-            return Err(invalid(format!(
-                "chunk shape {:?} does not have the {} dimensions of shape {:?}",
-                grid.chunk_shape(),
-                shape.len(),
-                shape
-            )));
-        }
+            &shape,
+        )? {
+            ChunkGridMetadata::Regular(grid) => grid,
+            // A valid rectilinear grid, which floe's array layer does not read or
+            // write (zarr-python does, on a floe store): refused by name rather than
+            // computing regions of a grid it does not implement.
+            ChunkGridMetadata::Rectilinear(_) => {
+                return Err(ZarrError::UnsupportedExtension {
+                    path: String::new(),
+                    kind: "chunk grid".into(),
+                    name: "rectilinear".into(),
+                })
+            }
+        };
         let chunk_key_encoding = ChunkKeyEncodingKind::from_json(
             obj.get("chunk_key_encoding")
                 .ok_or_else(|| invalid("missing `chunk_key_encoding`"))?,
@@ -646,5 +655,27 @@ mod tests {
         );
         let n = NodeMetadata::from_json(&json!({"zarr_format": 3, "node_type": "group"})).unwrap();
         assert_eq!(n.node_type(), "group");
+    }
+
+    #[test]
+    fn a_rectilinear_grid_is_refused_by_name_once_valid() {
+        let doc = json!({
+            "zarr_format": 3, "node_type": "array", "shape": [3, 7], "data_type": "int32",
+            "chunk_grid": {"name": "rectilinear",
+                           "configuration": {"kind": "inline", "chunk_shapes": [[1, 2], [[3, 2], 1]]}},
+            "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+            "fill_value": 0, "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}]
+        });
+        assert!(matches!(
+            ArrayMetadata::from_json(&doc),
+            Err(ZarrError::UnsupportedExtension { kind, name, .. })
+                if kind == "chunk grid" && name == "rectilinear"
+        ));
+        let mut short = doc.clone();
+        short["chunk_grid"]["configuration"]["chunk_shapes"] = json!([[1, 1], [[3, 2], 1]]);
+        assert_err!(
+            ArrayMetadata::from_json(&short),
+            ZarrError::InvalidMetadata { .. }
+        );
     }
 }
