@@ -34,6 +34,11 @@ Workloads:
 - commit_100_arrays: a repository with 100 small arrays (one inline chunk each); a
   writable session writes a new value in each and commits.
 - ancestry_200_spec1 (floe only): ancestry_200 on a spec-1 repository.
+- commits_8x5: a repository with 8 small arrays (setup); then 8 processes, started
+  together, each open the repository (fresh handle) and make 5 commits to main, each
+  writing its own array (so they rebase over each other; Icechunk with
+  `rebase_with=ConflictDetector()`). The time runs from the agreed start (every
+  process waits for it after its imports) to the last process's end.
 """
 
 import argparse
@@ -61,6 +66,7 @@ WORKLOADS = [
     "small_read",
     "commit_100_arrays",
     "ancestry_200_spec1",
+    "commits_8x5",
 ]
 FLOE_ONLY = {"ancestry_200_spec1"}
 
@@ -72,6 +78,8 @@ SMALL_LEN = 1024
 COMMITS = 200
 ARRAYS = 100
 ATTR_COMMITS = 5
+WORKERS = 8
+WORKER_COMMITS = 5
 
 
 def mark(proxy, what):
@@ -103,6 +111,25 @@ def icechunk_engine(args):
         return icechunk.Repository.open(storage(args.proxy))
 
     w = args.workload
+    if w == "commits_setup":
+        repo = create()
+        s = repo.writable_session("main")
+        root = zarr.open_group(s.store, mode="w")
+        for i in range(WORKERS):
+            root.create_array(f"w{i}", shape=(16,), chunks=(16,), dtype="float32",
+                              compressors=None, fill_value=0.0)
+        s.commit("one array per worker")
+        print(json.dumps({"ok": True}))
+        return
+    if w == "commit_worker":
+        time.sleep(max(0.0, args.start_at - time.time()))
+        repo = fresh()
+        for c in range(WORKER_COMMITS):
+            s = repo.writable_session("main")
+            zarr.open_array(s.store, path=f"w{args.worker}")[:] = np.full(16, c, "float32")
+            s.commit("worker commit", rebase_with=icechunk.ConflictDetector())
+        print(json.dumps({"end": time.time()}))
+        return
     data = None
     if w in ("write_64mib", "read_64mib"):
         data = np.fromfile(args.data, dtype="<f4").reshape(-1, COLS)
@@ -268,6 +295,30 @@ def run(cmd, env):
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
+def run_processes(cmd, env, proxy_addr, workers=WORKERS, lead=3.0):
+    """commits_8x5: `workers` processes of `cmd` started together at an agreed
+    wall-clock time `lead` seconds ahead (after their imports); the time from then to
+    the last one's end, and the proxy's counts over all of them."""
+    start_at = time.time() + lead
+    mark(proxy_addr, "start")
+    procs = [subprocess.Popen(cmd + ["--worker", str(i), "--start-at", repr(start_at)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=env, cwd=tempfile.gettempdir())
+             for i in range(workers)]
+    ends = []
+    for p in procs:
+        out, err = p.communicate()
+        if p.returncode != 0:
+            sys.stderr.write(err[-4000:])
+            sys.exit(f"worker failed ({p.returncode}): {' '.join(cmd)}")
+        ends.append(json.loads(out.strip().splitlines()[-1])["end"])
+    if time.time() < start_at:
+        sys.exit("workers ended before the agreed start")
+    c = mark(proxy_addr, "stop")
+    return {"s": max(ends) - start_at, "requests": c["requests"],
+            "connections": c["connections"]}
+
+
 def floe_binary():
     env = dict(os.environ)
     env.setdefault("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
@@ -297,6 +348,8 @@ def main():
     p.add_argument("--icechunk-python", default="/opt/floe-py/py312/bin/python")
     p.add_argument("--ministack-python", default="/opt/floe-py/py311/bin/python")
     p.add_argument("--json")
+    p.add_argument("--worker", type=int, default=0)
+    p.add_argument("--start-at", type=float, default=0.0)
     a = p.parse_args()
     if a.engine == "icechunk":
         a.workload = a.workload[0]
@@ -335,11 +388,17 @@ def main():
                                       "--proxy", proxy_addr,
                                       "--direct", f"127.0.0.1:{s3_port}", "--data", data]
                             if e == "floe":
-                                cmd = [floe_bin] + common
+                                engine = [floe_bin]
                             else:
-                                cmd = [a.icechunk_python, os.path.abspath(__file__),
-                                       "--engine", "icechunk"] + common
-                            out = run(cmd, env)
+                                engine = [a.icechunk_python, os.path.abspath(__file__),
+                                          "--engine", "icechunk"]
+                            if w == "commits_8x5":
+                                common[1] = "commits_setup"
+                                run(engine + common, env)
+                                common[1] = "commit_worker"
+                                out = run_processes(engine + common, env, proxy_addr)
+                            else:
+                                out = run(engine + common, env)
                             per[e].append(out)
                             print(f"delay {delay:g} ms {w} {e} run {r}: {out}",
                                   file=sys.stderr, flush=True)

@@ -31,6 +31,9 @@ const SMALL_LEN: u64 = 1024;
 const COMMITS: usize = 200;
 const ARRAYS: usize = 100;
 const ATTR_COMMITS: usize = 5;
+/// `commits_8x5`: worker processes, and commits each.
+const WORKER_COMMITS: usize = 5;
+const WORKERS: usize = 8;
 
 struct Args {
     workload: String,
@@ -39,6 +42,10 @@ struct Args {
     proxy: String,
     direct: String,
     data: String,
+    /// `commit_worker`: the worker's number and the wall-clock start (seconds since
+    /// the Unix epoch) all workers wait for.
+    worker: usize,
+    start_at: f64,
 }
 
 fn parse_args() -> Args {
@@ -49,6 +56,8 @@ fn parse_args() -> Args {
         proxy: String::new(),
         direct: String::new(),
         data: String::new(),
+        worker: 0,
+        start_at: 0.0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -60,6 +69,8 @@ fn parse_args() -> Args {
             "--proxy" => a.proxy = value(),
             "--direct" => a.direct = value(),
             "--data" => a.data = value(),
+            "--worker" => a.worker = value().parse().expect("--worker N"),
+            "--start-at" => a.start_at = value().parse().expect("--start-at SECONDS"),
             other => eprintln!("s3_latency: ignoring argument {other:?}"),
         }
     }
@@ -180,7 +191,66 @@ impl Timer<'_> {
     }
 }
 
+/// Seconds since the Unix epoch.
+fn now_epoch() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// `commits_8x5`, setup: a repository with one small array per worker.
+async fn commits_setup(a: &Args) -> Value {
+    let repo = Repository::create_with(
+        storage(a, &a.direct),
+        None,
+        SpecVersion::V2,
+        OpenOptions::default(),
+    )
+    .await
+    .expect("create");
+    attrs(&repo, 0).await;
+    let s = repo.writable_session("main").await.expect("session");
+    let store: Arc<dyn Store> = Arc::new(s.store());
+    for i in 0..WORKERS {
+        ArrayBuilder::new(vec![16], vec![16], DataType::Float32)
+            .codecs(codecs(false))
+            .create(Arc::clone(&store), &format!("w{i}"))
+            .await
+            .expect("create array");
+    }
+    s.commit("one array per worker").await.expect("commit");
+    json!({"ok": true})
+}
+
+/// `commits_8x5`, one worker: waits for `--start-at`, opens the repository through
+/// the proxy and makes `WORKER_COMMITS` commits to main, each writing its own array
+/// (the commits of other workers make it rebase); prints when it finished.
+async fn commit_worker(a: &Args) -> Value {
+    let wait = a.start_at - now_epoch();
+    if wait > 0.0 {
+        tokio::time::sleep(Duration::from_secs_f64(wait)).await;
+    }
+    let repo = fresh(a).await;
+    for c in 0..WORKER_COMMITS {
+        let s = repo.writable_session("main").await.expect("session");
+        Array::open(Arc::new(s.store()), &format!("w{}", a.worker))
+            .await
+            .expect("open array")
+            .write_region(&ArraySubset::full(&[16]), &[c as f32; 16])
+            .await
+            .expect("write");
+        s.commit("worker commit").await.expect("commit");
+    }
+    json!({"end": now_epoch()})
+}
+
 async fn run(a: &Args) -> Value {
+    match a.workload.as_str() {
+        "commits_setup" => return commits_setup(a).await,
+        "commit_worker" => return commit_worker(a).await,
+        _ => {}
+    }
     let mut timer = Timer {
         proxy: &a.proxy,
         times: Vec::new(),

@@ -297,3 +297,14 @@ pub(super) enum Put {
     /// All fill value: the chunk is erased.
     Erase,
 }
+
+/// A task on the runtime that is cancelled when this handle is dropped (a read or
+/// write that ends early, by an error or by being dropped itself, stops its
+/// background fetches).
+pub(super) struct AbortOnDrop<T>(pub(super) tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}

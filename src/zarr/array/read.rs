@@ -240,7 +240,7 @@ impl Array {
                     Ok(Some(Err(failed))) => return Err(failed),
                     Err(panic) => Err(panic),
                 },
-                Direct::Decoded => self.read_decoded_into(port.as_ref(), part, &refill).await,
+                Direct::Decoded => self.read_decoded_into(port, part, &refill).await,
             };
             match (&mut read, got) {
                 (Ok(all), Ok(some)) => all.extend(some),
@@ -311,43 +311,65 @@ impl Array {
         })
     }
 
-    /// [`Direct::Decoded`] for one window: its chunks fetched, then decoded into
-    /// their slices; the chunks read (missing ones included), or the panic message.
+    /// [`Direct::Decoded`] for one window: its chunks fetched by a task on the
+    /// runtime ([`ChunkPort::get_many`], `concurrency` requests in flight) while the
+    /// compute pool decodes those already fetched into their slices, so fetching and
+    /// decoding overlap; the chunks read (missing ones included), or the panic
+    /// message. A chunk that fails to fetch or decode is left to the caller.
     async fn read_decoded_into(
         &self,
-        port: &dyn ChunkPort,
+        port: &Arc<dyn ChunkPort>,
         part: &mut [(&Vec<u64>, &mut [u8])],
         refill: &(dyn Fn(&mut [u8]) + Sync),
     ) -> Result<Vec<Vec<u64>>, String> {
         use rayon::prelude::*;
+        type Fetched = (usize, Result<Option<Bytes>, crate::zarr::StoreError>);
         let chunks: Vec<Vec<u64>> = part.iter().map(|(idx, _)| (*idx).clone()).collect();
-        let mut fetched: Vec<Option<Result<Option<Bytes>, crate::zarr::StoreError>>> =
-            (0..chunks.len()).map(|_| None).collect();
         let concurrency = self.options.concurrency.max(1);
-        let mut stream = port.get_many(chunks, concurrency);
-        while let Some((i, got)) = stream.next().await {
-            if let Some(slot) = fetched.get_mut(i) {
-                *slot = Some(got);
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Fetched>(concurrency * 2);
+        let fetch_port = Arc::clone(port);
+        let fetcher = super::chunk_io::AbortOnDrop(tokio::spawn(async move {
+            let mut stream = fetch_port.get_many(chunks, concurrency);
+            while let Some(got) = stream.next().await {
+                if tx.send(got).await.is_err() {
+                    break;
+                }
             }
-        }
-        drop(stream);
+        }));
+        let mut dests: Vec<Option<(&Vec<u64>, &mut [u8])>> = part
+            .iter_mut()
+            .map(|(idx, dest)| Some((*idx, std::mem::take(dest))))
+            .collect();
         let (chain, repr) = (&self.derived.chain, &self.derived.repr);
-        crate::compute::install(|| {
-            part.par_iter_mut()
-                .zip(fetched.into_par_iter())
-                .filter_map(|((idx, dest), got)| match got {
-                    Some(Ok(None)) => Some((*idx).clone()),
-                    Some(Ok(Some(bytes))) => match chain.decode_into(bytes, repr, dest) {
-                        Ok(()) => Some((*idx).clone()),
-                        Err(_) => {
-                            refill(dest);
-                            None
-                        }
-                    },
-                    _ => None,
-                })
-                .collect()
-        })
+        let mut read = Vec::new();
+        while let Some(first) = rx.recv().await {
+            let mut batch = vec![first];
+            while let Ok(more) = rx.try_recv() {
+                batch.push(more);
+            }
+            let work: Vec<_> = batch
+                .into_iter()
+                .filter_map(|(i, got)| Some((dests.get_mut(i)?.take()?, got)))
+                .collect();
+            let decoded: Vec<Vec<u64>> = crate::compute::install(|| {
+                work.into_par_iter()
+                    .filter_map(|((idx, dest), got)| match got {
+                        Ok(None) => Some(idx.clone()),
+                        Ok(Some(bytes)) => match chain.decode_into(bytes, repr, dest) {
+                            Ok(()) => Some(idx.clone()),
+                            Err(_) => {
+                                refill(dest);
+                                None
+                            }
+                        },
+                        Err(_) => None,
+                    })
+                    .collect()
+            })?;
+            read.extend(decoded);
+        }
+        drop(fetcher);
+        Ok(read)
     }
 
     /// Reads the part of chunk `idx` inside `region`, `None` when the chunk is
