@@ -443,6 +443,30 @@ impl AssetManager {
         }
     }
 
+    /// Spec 2: the snapshots after `base` up to `tip`, oldest first, followed
+    /// through the parent links of the `repo` objects read so far, without reading
+    /// any snapshot; `None` when a link on the way is unknown or the chain ends
+    /// without passing `base` (the caller then walks the snapshots).
+    pub(crate) fn chain_by_known_parents(
+        &self,
+        base: SnapshotId,
+        tip: SnapshotId,
+    ) -> Option<Vec<SnapshotId>> {
+        let parents = self.parents.read().unwrap_or_else(|p| p.into_inner());
+        let mut chain = Vec::new();
+        let mut at = tip;
+        while at != base {
+            // A loop in hostile links ends the walk instead of spinning.
+            if chain.len() > parents.len() {
+                return None;
+            }
+            chain.push(at);
+            at = (*parents.get(&at)?)?;
+        }
+        chain.reverse();
+        Some(chain)
+    }
+
     /// The spec version of the files this manager writes.
     pub fn spec_version(&self) -> SpecVersion {
         self.spec

@@ -174,6 +174,25 @@ impl RefStore {
         }
     }
 
+    /// Where branch `name` points, read anew: on spec 2 one GET of the `repo`
+    /// object, without re-validating the object as last read first (for a caller
+    /// that knows it is stale: its compare-and-swap was refused); otherwise as
+    /// [`RefStore::branch`].
+    ///
+    /// # Errors
+    /// As [`RefStore::branch`].
+    pub(crate) async fn branch_fresh(&self, name: &str) -> Result<BranchTip> {
+        if self.spec() == SpecVersion::V2 {
+            ref_files::validate_ref_name("branch", name)?;
+            let (_, info, _) = self.assets.refetch_repo_object().await?;
+            return Ok(BranchTip {
+                snapshot: branch_of(&info, name)?,
+                version: None,
+            });
+        }
+        self.branch(name).await
+    }
+
     /// Where branch `name` points for a commit about to move it: on spec 2 from the
     /// `repo` object as this handle last read or wrote it, with no request (the
     /// commit's compare-and-swap refuses a stale object, and its next attempt reads

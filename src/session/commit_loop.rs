@@ -404,12 +404,18 @@ impl Session {
                 };
                 (tip, Some(flushed), ahead)
             } else {
-                (ctx.refs.branch(&branch).await?, None, None)
+                // The `repo` object as last read is known stale (its compare-and-swap
+                // was refused): one GET, no re-validating HEAD first.
+                (ctx.refs.branch_fresh(&branch).await?, None, None)
             };
+            // Objects of attempts that will never land, and copies no update will use,
+            // are deleted beside this attempt's commit point, not before it.
+            let mut garbage: Vec<landing::Attempt> = Vec::new();
+            let mut unused_copies = Vec::new();
             if let Some(tried) = refused.take() {
                 match tried.landed(assets, tip.snapshot).await {
                     Some(true) => return Ok(tried.snapshot),
-                    Some(false) => tried.discard(assets).await,
+                    Some(false) => garbage.push(tried),
                     None => {}
                 }
             }
@@ -421,32 +427,51 @@ impl Session {
             } else {
                 // The copy saved ahead goes too: a rebase may fail, and the next
                 // attempt's update saves its own.
-                let unused_copy = ctx.refs.drop_copy(ahead.take());
-                match speculative {
-                    Some(unused) => futures::join!(unused.discard(assets), unused_copy).0,
-                    None => unused_copy.await,
-                }
-                if !options.rebase {
-                    return Err(Error::conflict(&branch, base.id, tip.snapshot, Vec::new()));
-                }
-                let rebased = rebase::rebase(
-                    assets,
-                    &branch,
-                    &base,
-                    &changes,
-                    tip.snapshot,
-                    options.solver.as_ref(),
-                )
-                .await?;
+                unused_copies.push(ahead.take());
+                garbage.extend(speculative);
+                let rebased = if options.rebase {
+                    rebase::rebase(
+                        assets,
+                        &branch,
+                        &base,
+                        &changes,
+                        tip.snapshot,
+                        options.solver.as_ref(),
+                    )
+                    .await
+                } else {
+                    Err(Error::conflict(&branch, base.id, tip.snapshot, Vec::new()))
+                };
+                let rebased = match rebased {
+                    Ok(rebased) => rebased,
+                    Err(e) => {
+                        collect_garbage(ctx, garbage, unused_copies).await;
+                        return Err(e);
+                    }
+                };
                 base = rebased.tip;
                 changes = rebased.changes;
                 rebases += 1;
-                flush(Arc::clone(&base), Arc::clone(&changes), rebases).await?
+                // As on the first attempt, the copy of the `repo` object just read
+                // goes out beside the snapshot writes (one round trip less per retry).
+                let (flushed, copy) = futures::join!(
+                    flush(Arc::clone(&base), Arc::clone(&changes), rebases),
+                    ctx.refs.save_copy_ahead()
+                );
+                ahead = copy.ok().flatten();
+                match flushed {
+                    Ok(flushed) => flushed,
+                    Err(e) => {
+                        unused_copies.push(ahead.take());
+                        collect_garbage(ctx, garbage, unused_copies).await;
+                        return Err(e);
+                    }
+                }
             };
-            let update = ctx
-                .refs
-                .commit(&branch, &tip, &next.snapshot, None, ahead)
-                .await;
+            let (update, ()) = futures::join!(
+                ctx.refs.commit(&branch, &tip, &next.snapshot, None, ahead),
+                collect_garbage(ctx, garbage, unused_copies)
+            );
             if matches!(update, Ok(RefUpdate::Lost)) && attempt < options.max_attempts {
                 refused = Some(next);
                 tokio::time::sleep(backoff(&options, attempt)).await;
@@ -505,6 +530,20 @@ impl Session {
             Box::pin(self.rebase_with(solver)).await
         }
     }
+}
+
+/// Deletes the objects of commit attempts that will never land and the `repo`
+/// copies no update will use (best effort, all at once).
+async fn collect_garbage(
+    ctx: &super::context::SessionContext,
+    attempts: Vec<landing::Attempt>,
+    copies: Vec<Option<crate::refs::repo_object::SavedCopy>>,
+) {
+    let assets = &ctx.assets;
+    futures::join!(
+        futures::future::join_all(attempts.into_iter().map(|a| a.discard(assets))),
+        futures::future::join_all(copies.into_iter().map(|c| ctx.refs.drop_copy(c)))
+    );
 }
 
 /// Records in commit metadata that the commit rebased `rebases` times, where Icechunk

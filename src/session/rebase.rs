@@ -66,6 +66,13 @@ pub(crate) async fn commits_since_base(
     base_flushed_at: Option<u64>,
     tip: SnapshotId,
 ) -> Result<Option<Vec<SnapshotId>>> {
+    // Spec 2: the `repo` object just read names every parent on the way (no
+    // snapshot read, however many commits landed since `base`).
+    if assets.spec_version() == SpecVersion::V2 {
+        if let Some(chain) = assets.chain_by_known_parents(base, tip) {
+            return Ok(Some(chain));
+        }
+    }
     // Newest first.
     let mut chain = Vec::new();
     let mut walk = ParentWalk::new(assets, tip);
@@ -238,10 +245,16 @@ pub(crate) async fn rebase(
     let Some(commits) = since else {
         return Err(conflict(vec![Conflict::BaseNotAncestor { base: base.id }]));
     };
+    // The transaction logs of the commits since the base and the tip snapshot are
+    // fetched all at once (one round trip, however many commits landed meanwhile).
+    let (logs, tip_snapshot) = futures::join!(
+        futures::future::join_all(commits.iter().map(|id| assets.fetch_transaction_log(id))),
+        assets.fetch_snapshot(&tip)
+    );
     // A commit that moved nodes changed every path under them: nothing is rebased
     // over it (Icechunk: `MoveOperationCannotBeRebased`).
-    for id in &commits {
-        match assets.fetch_transaction_log(id).await {
+    for (id, log) in commits.iter().zip(logs) {
+        match log {
             Ok(log) if !log.moved_nodes.is_empty() => {
                 return Err(conflict(vec![Conflict::MovesCannotBeRebased {
                     snapshot: *id,
@@ -251,7 +264,7 @@ pub(crate) async fn rebase(
             Err(e) => return Err(e),
         }
     }
-    let tip_snapshot = assets.fetch_snapshot(&tip).await?;
+    let tip_snapshot = tip_snapshot?;
     let theirs = CommitsSummary::read(assets, &commits, &tip_snapshot).await?;
     let paths = paths_by_id(base.nodes.values());
     let path_of = |id: &NodeId| paths.get(id).cloned().unwrap_or_else(NodePath::root);
