@@ -19,4 +19,4 @@ pub(crate) use ref_files::{
     create_branch, delete_branch_if_unmoved, delete_tag, fetch_branch, fetch_tag, list_refs,
     validate_ref_name, RefData, RefListing,
 };
-pub(crate) use store::{check_flag, RefStore, RefUpdate};
+pub(crate) use store::{check_flag, BranchTip, RefStore, RefUpdate};

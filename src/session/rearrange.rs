@@ -169,24 +169,62 @@ impl Session {
         if tip.snapshot != original.id {
             return Err(refused(tip.snapshot));
         }
+        let landing = Landing {
+            branch,
+            tip: &tip,
+            view: &view,
+            amended: None,
+        };
+        self.land(
+            landing,
+            message,
+            metadata,
+            commit::CommitMethod::Moves(moves),
+            refused,
+        )
+        .await
+    }
+
+    /// Writes the snapshot of the moved `view` with `method`, moves `branch` from
+    /// `tip` to it (compare-and-swap; `amended` names the snapshot an amend
+    /// replaces) and, once it landed, continues the session from it with no moves
+    /// pending. `refused` makes the error for a branch that moved meanwhile.
+    async fn land(
+        &self,
+        landing: Landing<'_>,
+        message: &str,
+        metadata: BTreeMap<String, serde_json::Value>,
+        method: commit::CommitMethod<'_>,
+        refused: impl Fn(SnapshotId) -> Error,
+    ) -> Result<SnapshotId> {
+        let ctx = &self.inner.ctx;
         let snapshot = commit::flush(
             &ctx.assets,
             &ctx.manifest_layouts,
-            &view,
+            landing.view,
             &Arc::new(ChangeSet::default()),
             SnapshotId::random(),
             message,
             metadata,
-            commit::CommitMethod::Moves(moves),
+            method,
         )
         .await?;
-        let update = ctx.refs.commit(branch, &tip, &snapshot, None, None).await;
+        let update = ctx
+            .refs
+            .commit(
+                landing.branch,
+                landing.tip,
+                &snapshot,
+                landing.amended,
+                None,
+            )
+            .await;
         let tried = super::landing::Attempt {
             snapshot,
-            base: Arc::clone(&view),
+            base: Arc::clone(landing.view),
         };
         let snapshot = tried
-            .settle(&ctx.assets, &ctx.refs, branch, update, refused)
+            .settle(&ctx.assets, &ctx.refs, landing.branch, update, refused)
             .await?;
         let mut state = self.write();
         state.base = Arc::clone(&snapshot);
@@ -228,33 +266,27 @@ impl Session {
             return Err(branch_moved(tip.snapshot));
         }
         let previous = ctx.assets.fetch_transaction_log(&original.id).await?;
-        let snapshot = commit::flush(
-            &ctx.assets,
-            &ctx.manifest_layouts,
-            &view,
-            &Arc::new(ChangeSet::default()),
-            SnapshotId::random(),
-            message,
-            metadata,
-            commit::CommitMethod::AmendMoves(&previous, net_moves(&original, &view)),
-        )
-        .await?;
-        let update = ctx
-            .refs
-            .commit(branch, &tip, &snapshot, Some(original.id), None)
-            .await;
-        let tried = super::landing::Attempt {
-            snapshot,
-            base: Arc::clone(&view),
+        let method = commit::CommitMethod::AmendMoves(&previous, net_moves(&original, &view));
+        let landing = Landing {
+            branch,
+            tip: &tip,
+            view: &view,
+            amended: Some(original.id),
         };
-        let snapshot = tried
-            .settle(&ctx.assets, &ctx.refs, branch, update, branch_moved)
-            .await?;
-        let mut state = self.write();
-        state.base = Arc::clone(&snapshot);
-        state.rearranged_from = None;
-        Ok(snapshot.id)
+        self.land(landing, message, metadata, method, branch_moved)
+            .await
     }
+}
+
+/// Where [`Session::land`] puts a rearrange session's snapshot.
+struct Landing<'a> {
+    branch: &'a str,
+    /// The branch as read before the commit (what the compare-and-swap expects).
+    tip: &'a crate::refs::BranchTip,
+    /// The moved tree.
+    view: &'a Arc<Snapshot>,
+    /// For an amend, the snapshot it replaces.
+    amended: Option<SnapshotId>,
 }
 
 #[cfg(test)]
