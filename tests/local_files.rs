@@ -133,3 +133,34 @@ async fn fault_injection_applies_its_plan_to_local_files() {
         Bytes::from_static(b"l")
     );
 }
+
+/// A local storage at a missing directory creates nothing until the first write:
+/// reads find nothing, listings are empty, and the first write creates the
+/// directories on the way (Icechunk's `local_filesystem_storage` behaves so).
+#[tokio::test]
+async fn a_missing_root_appears_with_the_first_write() {
+    use floe::storage::LocalStorage;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("not").join("yet");
+    let storage = LocalStorage::new(&root).unwrap();
+    assert!(
+        !dir.path().join("not").exists(),
+        "nothing created at construction"
+    );
+    assert!(matches!(
+        storage.get("refs/branch.main/ref.json").await,
+        Err(floe::storage::StorageError::NotFound { .. })
+    ));
+    let listed = storage.list("").await.unwrap();
+    assert!(listed.is_empty());
+    assert!(!root.exists(), "reads and listings create nothing");
+    storage
+        .put("snapshots/ABC", bytes::Bytes::from_static(b"x"))
+        .await
+        .unwrap();
+    assert!(root.join("snapshots").join("ABC").is_file());
+    assert_eq!(
+        storage.get("snapshots/ABC").await.unwrap().bytes,
+        bytes::Bytes::from_static(b"x")
+    );
+}

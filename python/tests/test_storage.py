@@ -471,3 +471,14 @@ def test_http_storage_reads_a_served_repository_and_refuses_writes(tmp_path):
     finally:
         server.shutdown()
     shutil.rmtree(root)
+
+
+def test_local_filesystem_storage_creates_its_directory_only_when_written(tmp_path):
+    missing = tmp_path / "typo" / "repo"
+    with pytest.raises(floe.IcechunkError, match="the repository doesn.t exist"):
+        floe.Repository.open(floe.local_filesystem_storage(str(missing)))
+    assert not (tmp_path / "typo").exists()
+    assert not floe.Repository.exists(floe.local_filesystem_storage(str(missing)))
+    assert not (tmp_path / "typo").exists()
+    floe.Repository.create(floe.local_filesystem_storage(str(missing)))
+    assert (missing / "repo").is_file() or (missing / "refs").is_dir()

@@ -81,7 +81,10 @@ pub struct LocalStorage {
 }
 
 impl LocalStorage {
-    /// Opens (creating it if needed) the directory `root` as storage.
+    /// Opens the directory `root` as storage. A missing `root` is not created here:
+    /// it appears with the first write (so opening a repository at a mistyped path
+    /// leaves nothing on disk, as Icechunk's `local_filesystem_storage`), and until
+    /// then reads find nothing and listings are empty.
     ///
     /// # Errors
     /// [`StorageError::Io`] when the directory cannot be created or resolved;
@@ -95,15 +98,31 @@ impl LocalStorage {
     /// # Errors
     /// As [`LocalStorage::new`].
     pub fn with_options(root: &FsPath, options: LocalStorageOptions) -> StorageResult<Self> {
+        // Resolving the path (symlinks included) needs it to exist: the directories
+        // missing now are made for that and removed again at once (only while still
+        // empty); writes create them for good (object_store's and floe's own writes
+        // create missing parent directories).
+        let missing: Vec<PathBuf> = root
+            .ancestors()
+            .take_while(|dir| !dir.as_os_str().is_empty() && !dir.exists())
+            .map(FsPath::to_path_buf)
+            .collect();
         std::fs::create_dir_all(root).map_err(|source| StorageError::Io {
             key: root.display().to_string(),
             source,
         })?;
-        let root = root.canonicalize().map_err(|source| StorageError::Io {
+        let resolved = root.canonicalize().map(|canonical| {
+            let fs = LocalFileSystem::new_with_prefix(&canonical);
+            (canonical, fs)
+        });
+        for dir in &missing {
+            let _ = std::fs::remove_dir(dir);
+        }
+        let (root, fs) = resolved.map_err(|source| StorageError::Io {
             key: root.display().to_string(),
             source,
         })?;
-        let fs = LocalFileSystem::new_with_prefix(&root)
+        let fs = fs
             .map_err(|e| StorageError::InvalidLocation {
                 location: root.display().to_string(),
                 reason: e.to_string(),
