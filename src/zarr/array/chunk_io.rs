@@ -245,29 +245,30 @@ impl Array {
         })
         .await
         .map_err(|e| chunk_err(&self.path, &self.key_of(chunk), e))?;
-        self.finish_put(port.as_ref(), chunk, put).await
+        Ok(finish_put(port.as_ref(), chunk, put).await?)
     }
+}
 
-    /// Does what [`stage`] left of storing chunk `chunk`.
-    pub(super) async fn finish_put(
-        &self,
-        port: &dyn ChunkPort,
-        chunk: &[u64],
-        put: Put,
-    ) -> ZarrResult<()> {
-        match put {
-            Put::Done(stored) => stored?,
-            Put::Set(bytes) => port.set(chunk, bytes).await?,
-            Put::Erase => port.erase(chunk).await?,
-        }
-        Ok(())
+/// Does what [`stage`] left of storing chunk `chunk` through `port`.
+///
+/// # Errors
+/// The port's store error.
+pub(super) async fn finish_put(
+    port: &dyn ChunkPort,
+    chunk: &[u64],
+    put: Put,
+) -> Result<(), crate::zarr::store::StoreError> {
+    match put {
+        Put::Done(stored) => stored,
+        Put::Set(bytes) => port.set(chunk, bytes).await,
+        Put::Erase => port.erase(chunk).await,
     }
 }
 
 /// The first step of storing an encoded chunk (`None`: all fill value, erased), on
 /// the thread that encoded it: with `may_block` (a compute or blocking thread), the
 /// port's transfer step ([`ChunkPort::write_now`]); what is left goes to
-/// [`Array::finish_put`].
+/// [`finish_put`].
 pub(super) fn stage(
     port: &dyn ChunkPort,
     chunk: &[u64],

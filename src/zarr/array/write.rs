@@ -177,7 +177,7 @@ impl Array {
         let chain = &self.derived.chain;
         let write_empty = self.options.write_empty_chunks;
         let port_ref = port.as_ref();
-        let mut uploads = Uploads::new(concurrency);
+        let mut uploads = Uploads::new(concurrency, &self.path);
         let mut rest = plan.as_slice();
         while !rest.is_empty() {
             let (part, after) = rest.split_at(window.min(rest.len()));
@@ -210,17 +210,14 @@ impl Array {
             for (idx, put) in staged {
                 match put.map_err(|e| chunk_err(&self.path, &self.key_of(&idx), e))? {
                     chunk_io::Put::Done(stored) => stored?,
-                    chunk_io::Put::Set(bytes) => {
+                    put => {
                         all_written_here = false;
                         let port = Arc::clone(port);
                         uploads
-                            .spawn(async move { port.set(&idx, bytes).await })
+                            .spawn(
+                                async move { chunk_io::finish_put(port.as_ref(), &idx, put).await },
+                            )
                             .await?;
-                    }
-                    chunk_io::Put::Erase => {
-                        all_written_here = false;
-                        let port = Arc::clone(port);
-                        uploads.spawn(async move { port.erase(&idx).await }).await?;
                     }
                 }
             }
@@ -231,7 +228,7 @@ impl Array {
             };
             tokio::task::yield_now().await;
         }
-        uploads.finish(&self.path).await
+        uploads.finish().await
     }
 
     /// Writes `part` (the input restricted to `inter`, array coordinates) into chunk
@@ -377,13 +374,16 @@ impl Array {
 struct Uploads {
     tasks: tokio::task::JoinSet<Result<(), crate::zarr::store::StoreError>>,
     limit: usize,
+    /// The array's path, for the error of an upload task that panicked.
+    path: String,
 }
 
 impl Uploads {
-    fn new(limit: usize) -> Self {
+    fn new(limit: usize, path: &str) -> Self {
         Uploads {
             tasks: tokio::task::JoinSet::new(),
             limit: limit.max(1),
+            path: path.to_string(),
         }
     }
 
@@ -398,7 +398,7 @@ impl Uploads {
             + 'static,
     {
         while self.tasks.len() >= self.limit {
-            self.join_one("").await?;
+            self.join_one().await?;
         }
         self.tasks.spawn(upload);
         Ok(())
@@ -408,19 +408,23 @@ impl Uploads {
     ///
     /// # Errors
     /// The first upload error.
-    async fn finish(mut self, path: &str) -> ZarrResult<()> {
+    async fn finish(mut self) -> ZarrResult<()> {
         while !self.tasks.is_empty() {
-            self.join_one(path).await?;
+            self.join_one().await?;
         }
         Ok(())
     }
 
-    async fn join_one(&mut self, path: &str) -> ZarrResult<()> {
+    /// Waits for one upload to end.
+    ///
+    /// # Errors
+    /// Its store error, or [`CodecError::Task`] when it panicked.
+    async fn join_one(&mut self) -> ZarrResult<()> {
         match self.tasks.join_next().await {
             None | Some(Ok(Ok(()))) => Ok(()),
             Some(Ok(Err(e))) => Err(ZarrError::Store(e)),
             Some(Err(join)) => Err(ZarrError::Chunk {
-                path: path.to_string(),
+                path: self.path.clone(),
                 key: String::new(),
                 source: CodecError::Task(join.to_string()),
             }),
