@@ -421,8 +421,8 @@ impl Session {
             }
             let next = if tip.snapshot == base.id {
                 match speculative {
-                    Some(flushed) => flushed,
-                    None => flush(Arc::clone(&base), Arc::clone(&changes), rebases).await?,
+                    Some(flushed) => Ok(flushed),
+                    None => flush(Arc::clone(&base), Arc::clone(&changes), rebases).await,
                 }
             } else {
                 // The copy saved ahead goes too: a rebase may fail, and the next
@@ -442,30 +442,30 @@ impl Session {
                 } else {
                     Err(Error::conflict(&branch, base.id, tip.snapshot, Vec::new()))
                 };
-                let rebased = match rebased {
-                    Ok(rebased) => rebased,
-                    Err(e) => {
-                        collect_garbage(ctx, garbage, unused_copies).await;
-                        return Err(e);
+                match rebased {
+                    Err(e) => Err(e),
+                    Ok(rebased) => {
+                        base = rebased.tip;
+                        changes = rebased.changes;
+                        rebases += 1;
+                        // As on the first attempt, the copy of the `repo` object just
+                        // read goes out beside the snapshot writes (one round trip less
+                        // per retry).
+                        let (flushed, copy) = futures::join!(
+                            flush(Arc::clone(&base), Arc::clone(&changes), rebases),
+                            ctx.refs.save_copy_ahead()
+                        );
+                        ahead = copy.ok().flatten();
+                        flushed
                     }
-                };
-                base = rebased.tip;
-                changes = rebased.changes;
-                rebases += 1;
-                // As on the first attempt, the copy of the `repo` object just read
-                // goes out beside the snapshot writes (one round trip less per retry).
-                let (flushed, copy) = futures::join!(
-                    flush(Arc::clone(&base), Arc::clone(&changes), rebases),
-                    ctx.refs.save_copy_ahead()
-                );
-                ahead = copy.ok().flatten();
-                match flushed {
-                    Ok(flushed) => flushed,
-                    Err(e) => {
-                        unused_copies.push(ahead.take());
-                        collect_garbage(ctx, garbage, unused_copies).await;
-                        return Err(e);
-                    }
+                }
+            };
+            let next = match next {
+                Ok(next) => next,
+                Err(e) => {
+                    unused_copies.push(ahead.take());
+                    collect_garbage(ctx, garbage, unused_copies).await;
+                    return Err(e);
                 }
             };
             let (update, ()) = futures::join!(
