@@ -141,6 +141,7 @@ async fn commit_and_read_back_nodes_and_chunks() {
     );
     let paths: Vec<String> = r
         .list_nodes()
+        .unwrap()
         .into_iter()
         .map(|n| n.path.to_string())
         .collect();
@@ -217,6 +218,7 @@ async fn deleting_a_group_deletes_its_subtree() {
         .unwrap();
     let paths: Vec<String> = r
         .list_nodes()
+        .unwrap()
         .into_iter()
         .map(|n| n.path.to_string())
         .collect();

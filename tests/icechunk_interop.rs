@@ -137,7 +137,7 @@ fn kind_of(p: &ChunkPayload) -> &'static str {
 async fn session_nodes(session: &floe::Session) -> Map<String, Value> {
     let store: Arc<dyn Store> = Arc::new(session.store());
     let mut nodes = Map::new();
-    for node in session.list_nodes() {
+    for node in session.list_nodes().unwrap() {
         let path = node.path.as_str().to_string();
         let zarr_json: Value = serde_json::from_slice(&node.user_data)
             .unwrap_or_else(|e| panic!("{path}: zarr.json is not JSON: {e}"));

@@ -198,6 +198,7 @@ async fn imports_under_a_path_and_refuses_unauthorized_reads() {
         .unwrap();
     let paths: Vec<String> = r
         .list_nodes()
+        .unwrap()
         .into_iter()
         .map(|n| n.path.to_string())
         .collect();

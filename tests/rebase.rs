@@ -148,7 +148,7 @@ async fn identical_new_groups_merge_on_rebase_but_different_ones_conflict() {
         .readonly_session(&VersionSelector::Snapshot(c2))
         .await
         .unwrap();
-    let nodes = r.list_nodes();
+    let nodes = r.list_nodes().unwrap();
     let paths: Vec<String> = nodes.iter().map(|n| n.path.to_string()).collect();
     assert_eq!(paths, vec!["/", "/a", "/b"]);
     let root_before = repo

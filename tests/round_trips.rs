@@ -174,6 +174,18 @@ async fn table(spec: SpecVersion) -> Vec<(&'static str, u32, usize)> {
         .await;
     assert_eq!(r.as_deref(), Some(&[1u8; 4][..]));
     row("open + read-only session + read one chunk", (t, c, ()));
+
+    // As Python opens writable sessions: the snapshot is read on first use.
+    let storage = l.storage();
+    let (t, c, r) = l
+        .measure(async {
+            let repo = Repository::open(storage).await.unwrap();
+            let s = repo.writable_session_lazy("main").await.unwrap();
+            s.store().get("a/c/0").await.unwrap()
+        })
+        .await;
+    assert_eq!(r.as_deref(), Some(&[1u8; 4][..]));
+    row("open + writable session + read one chunk", (t, c, ()));
     rows
 }
 
@@ -190,6 +202,7 @@ const EXPECTED: &[(&str, u32, u32)] = &[
     ("open + ancestry of 21 commits", 5, 3),
     ("open + ancestry of branch main, one call", 5, 2),
     ("open + read-only session + read one chunk", 4, 3),
+    ("open + writable session + read one chunk", 4, 3),
 ];
 
 #[tokio::test(start_paused = true)]

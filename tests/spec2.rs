@@ -710,6 +710,7 @@ async fn rearrange_sessions_amend_and_compose_their_moves() {
         .await
         .unwrap()
         .snapshot()
+        .unwrap()
         .parent_id;
 
     // A rearrange session with nothing moved has no changes and cannot commit.
@@ -729,9 +730,9 @@ async fn rearrange_sessions_amend_and_compose_their_moves() {
         .readonly_session(&VersionSelector::Branch("main".into()))
         .await
         .unwrap();
-    assert_eq!(tip.snapshot().id, first);
+    assert_eq!(tip.snapshot().unwrap().id, first);
     assert_eq!(
-        tip.snapshot().parent_id,
+        tip.snapshot().unwrap().parent_id,
         parent,
         "amend keeps init's parent"
     );

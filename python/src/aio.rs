@@ -348,7 +348,7 @@ impl Repository {
     ) -> PyResult<Bound<'py, PyAny>> {
         let (repo, defaults) = (self.inner.clone(), self.defaults());
         future_into_py(py, async move {
-            let s = repo.writable_session(&branch).await.py()?;
+            let s = repo.writable_session_lazy(&branch).await.py()?;
             Ok(Session::new(s, repo).with_default_metadata(defaults))
         })
     }

@@ -908,7 +908,7 @@ impl Repository {
 
     /// A session that writes to `branch`.
     fn writable_session(&self, py: Python<'_>, branch: &str) -> PyResult<Session> {
-        let s = block_on(py, self.inner.writable_session(branch)).py()?;
+        let s = block_on(py, self.inner.writable_session_lazy(branch)).py()?;
         Ok(self.session(s))
     }
 

@@ -209,6 +209,13 @@ impl Session {
         Ok(())
     }
 
+    /// The engine session with its snapshot read: sessions open without it (as
+    /// Icechunk's), so a missing snapshot is the error of the first call needing it.
+    pub(crate) fn loaded(&self, py: Python<'_>) -> PyResult<&floe::Session> {
+        block_on(py, self.inner.load()).py()?;
+        Ok(&self.inner)
+    }
+
     fn has_committed(&self) -> bool {
         self.committed.load(Ordering::Acquire)
     }
@@ -346,7 +353,7 @@ impl Session {
 
     /// The uncommitted changes, as a dict of sorted path lists.
     fn status(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        let v = serde_json::to_value(self.inner.status())
+        let v = serde_json::to_value(self.loaded(py)?.status())
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
         json_to_py(py, &v)
     }
@@ -530,9 +537,9 @@ impl Session {
 
     /// The id of the node at `path` (13 Crockford base32 characters); stays the
     /// same when the node moves.
-    fn get_node_id(&self, path: &str) -> PyResult<String> {
+    fn get_node_id(&self, py: Python<'_>, path: &str) -> PyResult<String> {
         let path = node_path(path)?;
-        Ok(self.inner.get_node(&path).py()?.id.to_string())
+        Ok(self.loaded(py)?.get_node(&path).py()?.id.to_string())
     }
 
     /// Moves every chunk of the array by `chunk_offset` chunks (per dimension);

@@ -213,7 +213,7 @@ pub(crate) fn _set_virtual_ref(
             format!("invalid chunk location, no matching virtual chunk container: `{location}`"),
         ));
     }
-    let store = session.inner.store();
+    let store = session.loaded(py)?.store();
     let Some((path, index)) = store.chunk_of_key(key).map_err(store_to_py)? else {
         // A default-encoding chunk key of an array that does not exist.
         if let Some((array, _)) = key
@@ -268,7 +268,7 @@ pub(crate) fn _set_virtual_refs(
         let payload = virtual_payload(c.location.clone(), c.offset, c.length, c.checksum()?);
         refs.push((c.index.clone(), Some(payload)));
     }
-    session.inner.set_chunk_refs(&path, refs).py()?;
+    session.loaded(py)?.set_chunk_refs(&path, refs).py()?;
     Ok((!failed.is_empty()).then_some(failed))
 }
 
@@ -380,7 +380,7 @@ pub(crate) fn _set_virtual_refs_arr(
             )),
         ));
     }
-    session.inner.set_chunk_refs(&path, refs).py()?;
+    session.loaded(py)?.set_chunk_refs(&path, refs).py()?;
     Ok((!failed.is_empty()).then_some(failed))
 }
 
@@ -398,7 +398,8 @@ pub(crate) fn _all_virtual_chunk_locations(
     let resolver = session.repo.virtual_resolver();
     block_on(py, async move {
         let mut out = Vec::new();
-        for node in s.list_nodes() {
+        s.load().await?;
+        for node in s.list_nodes()? {
             if node.array().is_none() {
                 continue;
             }

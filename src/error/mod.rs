@@ -246,6 +246,11 @@ pub enum Error {
     /// A write on a read-only session.
     #[error("session is read-only")]
     ReadOnlySession,
+    /// A synchronous node method on a session opened without its snapshot
+    /// ([`Repository::writable_session_lazy`](crate::Repository::writable_session_lazy))
+    /// before [`Session::load`](crate::Session::load) read it.
+    #[error("the session's snapshot is not read yet: call `Session::load` first")]
+    SessionNotLoaded,
     /// A commit with no change, when empty commits were not allowed.
     #[error("no changes to commit")]
     NoChangesToCommit,

@@ -123,7 +123,7 @@ async fn write_all(
     progress: Option<Progress<'_>>,
 ) -> OpsResult<ExportSummary> {
     let store = FilesystemStore::new(dest)?;
-    let nodes = session.list_nodes();
+    let nodes = session.list_nodes()?;
     let mut jobs = Vec::new();
     let mut summary = ExportSummary {
         nodes: nodes.len(),

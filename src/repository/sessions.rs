@@ -7,10 +7,8 @@ use std::sync::Arc;
 #[cfg(doc)]
 use crate::error::Error;
 use crate::error::Result;
-use crate::format::config::ManifestPreloadCondition;
 use crate::format::repo_info::FeatureFlag;
-use crate::format::snapshot::Snapshot;
-use crate::format::SpecVersion;
+use crate::format::{SnapshotId, SpecVersion};
 use crate::session::context::SessionContext;
 use crate::session::Session;
 
@@ -23,8 +21,9 @@ impl Repository {
     /// As [`Repository::resolve`].
     pub async fn readonly_session(&self, selector: &VersionSelector) -> Result<Session> {
         let snap = self.resolve_snapshot(selector).await?;
-        self.preload_manifests(&snap);
-        Ok(Session::read_only(self.session_context(), snap))
+        let ctx = self.session_context();
+        ctx.preload_manifests(&snap);
+        Ok(Session::read_only(ctx, snap))
     }
 
     /// Spec 2: a rearrange session on the tip of `branch`, which only moves and
@@ -60,10 +59,34 @@ impl Repository {
             .resolve_snapshot(&VersionSelector::Branch(branch.to_string()))
             .await?;
         self.check_online().await?;
-        self.preload_manifests(&snap);
-        Ok(Session::on_branch(
+        let ctx = self.session_context();
+        ctx.preload_manifests(&snap);
+        Ok(Session::on_branch(ctx, snap, branch.to_string()))
+    }
+
+    /// A writable session on the tip of `branch` that reads its snapshot on first use
+    /// rather than now, as Icechunk 2.3.0 opens sessions: a missing or unreadable
+    /// tip snapshot is an error of the first read or write, not of this call. The
+    /// snapshot's fetch starts in the background now, so the first use usually finds
+    /// it read. Call [`Session::load`] before the session's synchronous node methods.
+    ///
+    /// # Errors
+    /// [`Error::BranchNotFound`]; [`Error::RepositoryReadOnly`] as
+    /// [`Repository::writable_session`]; storage and format errors reading the ref.
+    pub async fn writable_session_lazy(&self, branch: &str) -> Result<Session> {
+        let selector = VersionSelector::Branch(branch.to_string());
+        // Spec 2: the tip in the cached `repo` object is fetched while the current one
+        // is read, so the snapshot costs no round trip of its own when the guess holds.
+        if let Some(guess) = self.cached_guess(&selector) {
+            self.prefetch_snapshot(guess);
+        }
+        let id = self.resolve(&selector).await?;
+        self.check_online().await?;
+        self.prefetch_snapshot(id);
+        Ok(Session::on_branch_lazy(
             self.session_context(),
-            snap,
+            id,
+            self.inner.spec,
             branch.to_string(),
         ))
     }
@@ -80,57 +103,15 @@ impl Repository {
         Session::from_fork_bytes(self.session_context(), bytes).await
     }
 
-    /// Starts fetching, in the background, the manifests of `snap` that the
-    /// configuration's `manifest.preload` selects (Icechunk's preloading when a
-    /// session opens): arrays in path order, at most `max_arrays_to_scan` of them,
-    /// each manifest whose chunk refs fit in what is left of `max_total_refs` and
-    /// that `preload_if` accepts. Failures are only logged: a preload is a hint.
-    fn preload_manifests(&self, snap: &Arc<Snapshot>) {
-        let preload = self.config_state().config.manifest().preload();
-        let condition = preload.preload_if();
-        let budget = preload.max_total_refs();
-        if budget == 0 || condition == ManifestPreloadCondition::False {
-            return;
-        }
-        let max_arrays = usize::try_from(preload.max_arrays_to_scan()).unwrap_or(usize::MAX);
-        let mut picked: Vec<(crate::format::ManifestId, u64)> = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        let mut refs: u32 = 0;
-        for (path, array) in snap
-            .nodes
-            .iter()
-            .filter_map(|(p, n)| Some((p, n.array()?)))
-            .take(max_arrays)
-        {
-            for m in &array.manifests {
-                let Some(info) = snap.manifest_info(&m.object_id) else {
-                    continue;
-                };
-                if seen.contains(&m.object_id) {
-                    continue;
-                }
-                let total = refs.saturating_add(info.num_chunk_refs);
-                if total <= budget && condition.matches(path, info.num_chunk_refs) {
-                    seen.insert(m.object_id);
-                    refs = total;
-                    picked.push((m.object_id, info.size_bytes));
-                }
-            }
-        }
-        if picked.is_empty() {
-            return;
-        }
+    /// Starts reading snapshot `id` into the cache in the background; a read in
+    /// flight or cached is shared (so a session's own read joins it). Failures are
+    /// only logged: the session's own read reports them.
+    fn prefetch_snapshot(&self, id: SnapshotId) {
         let assets = Arc::clone(&self.inner.assets);
         tokio::spawn(async move {
-            let fetches = picked.iter().map(|(id, size)| {
-                let assets = &assets;
-                async move {
-                    if let Err(e) = assets.fetch_manifest(id, Some(*size)).await {
-                        tracing::debug!(manifest = %id, error = %e, "preloading a manifest failed");
-                    }
-                }
-            });
-            futures::future::join_all(fetches).await;
+            if let Err(e) = assets.fetch_snapshot(&id).await {
+                tracing::debug!(snapshot = %id, error = %e, "prefetching a snapshot failed");
+            }
         });
     }
 

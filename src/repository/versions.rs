@@ -118,15 +118,7 @@ impl Repository {
         selector: &VersionSelector,
     ) -> Result<Arc<Snapshot>> {
         let assets = &self.inner.assets;
-        let guess = match (self.inner.spec, selector, assets.cached_repo_object()) {
-            (SpecVersion::V2, VersionSelector::Branch(name), Some((_, info, _))) => {
-                info.branches.get(name).copied()
-            }
-            (SpecVersion::V2, VersionSelector::Tag(name), Some((_, info, _))) => {
-                info.tags.get(name).copied()
-            }
-            _ => None,
-        };
+        let guess = self.cached_guess(selector);
         let Some(guess) = guess else {
             let id = self.resolve(selector).await?;
             return assets.fetch_snapshot(&id).await;
@@ -138,6 +130,24 @@ impl Repository {
             speculative
         } else {
             assets.fetch_snapshot(&id).await
+        }
+    }
+
+    /// Spec 2: the snapshot `selector` names in the cached `repo` object, a guess
+    /// to fetch while the current `repo` object is read.
+    pub(super) fn cached_guess(&self, selector: &VersionSelector) -> Option<SnapshotId> {
+        match (
+            self.inner.spec,
+            selector,
+            self.inner.assets.cached_repo_object(),
+        ) {
+            (SpecVersion::V2, VersionSelector::Branch(name), Some((_, info, _))) => {
+                info.branches.get(name).copied()
+            }
+            (SpecVersion::V2, VersionSelector::Tag(name), Some((_, info, _))) => {
+                info.tags.get(name).copied()
+            }
+            _ => None,
         }
     }
 }

@@ -142,7 +142,7 @@ impl ChunkPort for SessionChunks {
         let Some(node) = self.node.as_ref() else {
             return Ok(());
         };
-        let (Some(array), base) = (node.array(), self.session.snapshot()) else {
+        let (Some(array), Ok(base)) = (node.array(), self.session.snapshot()) else {
             return Ok(());
         };
         if self.session.read().changes.is_new(&node.id) {

@@ -38,6 +38,7 @@ impl Session {
         path: &NodePath,
         index: &[u64],
     ) -> Result<Option<ChunkPayload>> {
+        self.load().await?;
         let node = self.array_node(path, index)?;
         self.chunk_ref_of(&node, index).await
     }
@@ -163,6 +164,7 @@ impl Session {
         path: &NodePath,
         f: impl Fn(&[u64], ChunkPayloadRef<'_>) -> T,
     ) -> Result<Vec<T>> {
+        self.load().await?;
         let node = self.get_node(path)?;
         let Some(a) = node.array() else {
             return Err(Error::NotAnArray { path: path.clone() });

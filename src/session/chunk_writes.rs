@@ -21,6 +21,7 @@ impl Session {
     /// [`Error::ReadOnlySession`], [`Error::NodeNotFound`], [`Error::NotAnArray`],
     /// [`Error::InvalidChunkIndex`]; storage errors writing the chunk.
     pub async fn set_chunk(&self, path: &NodePath, index: &[u64], bytes: Bytes) -> Result<()> {
+        self.load().await?;
         self.check_writable()?;
         let node = self.array_node(path, index)?;
         self.set_chunk_of(path, &node, index, bytes).await

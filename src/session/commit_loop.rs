@@ -127,6 +127,7 @@ impl Session {
         metadata: BTreeMap<String, serde_json::Value>,
         options: CommitOptions,
     ) -> Result<SnapshotId> {
+        self.load().await?;
         if let Mode::Rearrange(branch) = &self.inner.mode {
             return self.commit_moves(branch, message, metadata, options).await;
         }
@@ -159,6 +160,7 @@ impl Session {
         message: &str,
         metadata: BTreeMap<String, serde_json::Value>,
     ) -> Result<SnapshotId> {
+        self.load().await?;
         if let Mode::Rearrange(branch) = &self.inner.mode {
             return self.amend_moves(branch, message, metadata).await;
         }
@@ -222,6 +224,7 @@ impl Session {
         mut metadata: BTreeMap<String, serde_json::Value>,
         amend: bool,
     ) -> Result<SnapshotId> {
+        self.load().await?;
         let branch = self.commit_branch()?;
         let ctx = &self.inner.ctx;
         let internal = metadata
@@ -503,6 +506,7 @@ impl Session {
     /// [`Error::ReadOnlySession`], [`Error::ForkCannotCommit`] (a fork has no branch);
     /// [`Error::Conflict`] with the conflicts `solver` left; storage and format errors.
     pub async fn rebase_with(&self, solver: &dyn ConflictSolver) -> Result<()> {
+        self.load().await?;
         let branch = self.commit_branch()?;
         let ctx = &self.inner.ctx;
         let tip = ctx.refs.branch(&branch).await?.snapshot;

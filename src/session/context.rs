@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use crate::assets::AssetManager;
-use crate::format::config::RepositoryConfig;
+use crate::format::config::{ManifestPreloadCondition, RepositoryConfig};
+use crate::format::snapshot::Snapshot;
 use crate::refs::RefStore;
 use crate::virtual_refs::VirtualChunkResolver;
 
@@ -47,5 +48,59 @@ impl SessionContext {
             virtual_resolver,
             inline_threshold_bytes,
         }
+    }
+
+    /// Starts fetching, in the background, the manifests of `snap` that the
+    /// configuration's `manifest.preload` selects (Icechunk's preloading when a
+    /// session opens): arrays in path order, at most `max_arrays_to_scan` of them,
+    /// each manifest whose chunk refs fit in what is left of `max_total_refs` and
+    /// that `preload_if` accepts. Failures are only logged: a preload is a hint.
+    pub(crate) fn preload_manifests(&self, snap: &Arc<Snapshot>) {
+        let preload = self.config.manifest().preload();
+        let condition = preload.preload_if();
+        let budget = preload.max_total_refs();
+        if budget == 0 || condition == ManifestPreloadCondition::False {
+            return;
+        }
+        let max_arrays = usize::try_from(preload.max_arrays_to_scan()).unwrap_or(usize::MAX);
+        let mut picked: Vec<(crate::format::ManifestId, u64)> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        let mut refs: u32 = 0;
+        for (path, array) in snap
+            .nodes
+            .iter()
+            .filter_map(|(p, n)| Some((p, n.array()?)))
+            .take(max_arrays)
+        {
+            for m in &array.manifests {
+                let Some(info) = snap.manifest_info(&m.object_id) else {
+                    continue;
+                };
+                if seen.contains(&m.object_id) {
+                    continue;
+                }
+                let total = refs.saturating_add(info.num_chunk_refs);
+                if total <= budget && condition.matches(path, info.num_chunk_refs) {
+                    seen.insert(m.object_id);
+                    refs = total;
+                    picked.push((m.object_id, info.size_bytes));
+                }
+            }
+        }
+        if picked.is_empty() {
+            return;
+        }
+        let assets = Arc::clone(&self.assets);
+        tokio::spawn(async move {
+            let fetches = picked.iter().map(|(id, size)| {
+                let assets = &assets;
+                async move {
+                    if let Err(e) = assets.fetch_manifest(id, Some(*size)).await {
+                        tracing::debug!(manifest = %id, error = %e, "preloading a manifest failed");
+                    }
+                }
+            });
+            futures::future::join_all(fetches).await;
+        });
     }
 }

@@ -246,6 +246,7 @@ impl Session {
     /// # Errors
     /// [`Error::ReadOnlySession`]; storage and format errors writing that snapshot.
     pub async fn fork(&self) -> Result<Session> {
+        self.load().await?;
         if !self.is_writable() {
             return Err(Error::ReadOnlySession);
         }
@@ -363,6 +364,7 @@ impl Session {
     /// [`Conflict::BaseNotAncestor`] when this session's branch was reset since);
     /// storage and format errors reading the commits this session made since.
     pub async fn merge(&self, forks: impl IntoIterator<Item = Session>) -> Result<()> {
+        self.load().await?;
         if !self.is_writable() {
             return Err(Error::ReadOnlySession);
         }

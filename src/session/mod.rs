@@ -140,6 +140,10 @@ struct Inner {
     state: RwLock<State>,
     /// Held by a commit from start to end, so commits of one session run one at a time.
     commit_lock: tokio::sync::Mutex<()>,
+    /// Sessions opened without their base snapshot
+    /// ([`Repository::writable_session_lazy`](crate::Repository::writable_session_lazy)):
+    /// set once the snapshot is read; `None` for sessions opened with it.
+    lazy: Option<tokio::sync::OnceCell<()>>,
 }
 
 /// A session on a repository. Cheap to clone; clones share state.
@@ -168,6 +172,27 @@ impl Session {
         Self::with_mode(ctx, base, Mode::Branch(branch), ChangeSet::default())
     }
 
+    /// A writable session on `branch`, whose tip is snapshot `id`, which is read on
+    /// first use ([`Session::load`]); `spec` is the repository's spec version.
+    pub(crate) fn on_branch_lazy(
+        ctx: Arc<SessionContext>,
+        id: SnapshotId,
+        spec: crate::format::SpecVersion,
+        branch: String,
+    ) -> Self {
+        // Never seen: every entry point that reads the base loads the real one first.
+        let placeholder = Arc::new(Snapshot {
+            id,
+            ..Snapshot::initial(spec)
+        });
+        let mut session =
+            Self::with_mode(ctx, placeholder, Mode::Branch(branch), ChangeSet::default());
+        if let Some(inner) = Arc::get_mut(&mut session.inner) {
+            inner.lazy = Some(tokio::sync::OnceCell::new());
+        }
+        session
+    }
+
     fn with_mode(
         ctx: Arc<SessionContext>,
         base: Arc<Snapshot>,
@@ -186,7 +211,50 @@ impl Session {
                     rearranged_from: None,
                 }),
                 commit_lock: tokio::sync::Mutex::new(()),
+                lazy: None,
             }),
+        }
+    }
+
+    /// Reads the base snapshot of a session opened without it
+    /// ([`Repository::writable_session_lazy`](crate::Repository::writable_session_lazy),
+    /// as Icechunk 2.3.0 opens sessions); a no-op once read and for every other
+    /// session. Every asynchronous method calls it first; call it before the
+    /// synchronous node methods ([`Session::get_node`], [`Session::add_array`], ...),
+    /// which otherwise fail with [`Error::SessionNotLoaded`]. Concurrent calls share
+    /// one read; a failed read is tried again by the next call.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] (`NotFound`, naming the key `snapshots/{id}`) when the
+    /// branch's tip snapshot is missing; other storage and format errors.
+    pub async fn load(&self) -> Result<()> {
+        let Some(cell) = &self.inner.lazy else {
+            return Ok(());
+        };
+        cell.get_or_try_init(|| async {
+            let id = self.read().base.id;
+            let snap = match self.inner.ctx.assets.fetch_snapshot(&id).await {
+                Err(Error::SnapshotNotFound { id }) => {
+                    return Err(Error::Storage(crate::storage::StorageError::NotFound {
+                        key: crate::format::keys::snapshot(&id),
+                    }))
+                }
+                other => other?,
+            };
+            self.inner.ctx.preload_manifests(&snap);
+            self.write().base = snap;
+            Ok(())
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// Whether the base snapshot is read: [`Error::SessionNotLoaded`] before the
+    /// first [`Session::load`] of a session opened without it.
+    fn loaded(&self) -> Result<()> {
+        match &self.inner.lazy {
+            Some(cell) if !cell.initialized() => Err(Error::SessionNotLoaded),
+            _ => Ok(()),
         }
     }
 
@@ -210,8 +278,12 @@ impl Session {
     }
 
     /// The base snapshot.
-    pub fn snapshot(&self) -> Arc<Snapshot> {
-        Arc::clone(&self.read().base)
+    ///
+    /// # Errors
+    /// [`Error::SessionNotLoaded`] (see [`Session::load`]).
+    pub fn snapshot(&self) -> Result<Arc<Snapshot>> {
+        self.loaded()?;
+        Ok(Arc::clone(&self.read().base))
     }
 
     /// The branch of a writable session; `None` for read-only sessions and forks.
@@ -265,7 +337,9 @@ impl Session {
         }
     }
 
-    /// What the uncommitted changes do, by path.
+    /// What the uncommitted changes do, by path (nothing before the first
+    /// [`Session::load`] of a session opened without its snapshot: no change can be
+    /// made before).
     pub fn status(&self) -> Diff {
         let state = self.read();
         Diff::from_change_set(&state.base, &state.changes)

@@ -21,25 +21,34 @@ impl Session {
     /// The node at `path`, with uncommitted changes applied.
     ///
     /// # Errors
-    /// [`Error::NodeNotFound`].
+    /// [`Error::NodeNotFound`]; [`Error::SessionNotLoaded`] (see [`Session::load`]).
     pub fn get_node(&self, path: &NodePath) -> Result<Node> {
+        self.loaded()?;
         Self::node_in(&self.read(), path).ok_or_else(|| Error::NodeNotFound { path: path.clone() })
     }
 
     /// Every node, sorted by path, with uncommitted changes applied.
-    pub fn list_nodes(&self) -> Vec<Node> {
+    ///
+    /// # Errors
+    /// [`Error::SessionNotLoaded`] (see [`Session::load`]).
+    pub fn list_nodes(&self) -> Result<Vec<Node>> {
+        self.loaded()?;
         let state = self.read();
-        overlay::apply_node_changes(&state.base, &state.changes)
+        Ok(overlay::apply_node_changes(&state.base, &state.changes)
             .into_values()
-            .collect()
+            .collect())
     }
 
     /// Nodes at or below `path`, sorted by path.
-    pub fn list_nodes_under(&self, path: &NodePath) -> Vec<Node> {
-        self.list_nodes()
+    ///
+    /// # Errors
+    /// As [`Session::list_nodes`].
+    pub fn list_nodes_under(&self, path: &NodePath) -> Result<Vec<Node>> {
+        Ok(self
+            .list_nodes()?
             .into_iter()
             .filter(|n| n.path.starts_with(path))
-            .collect()
+            .collect())
     }
 
     fn check_new_path(state: &State, path: &NodePath) -> Result<()> {
@@ -65,6 +74,7 @@ impl Session {
     /// (an ancestor is an array).
     pub fn add_group(&self, path: &NodePath, user_data: Bytes) -> Result<NodeId> {
         self.check_writable()?;
+        self.loaded()?;
         let mut state = self.write();
         Self::check_new_path(&state, path)?;
         let id = NodeId::random();
@@ -79,6 +89,7 @@ impl Session {
     /// As [`Session::add_group`].
     pub fn add_array(&self, path: &NodePath, def: ArrayDefinition) -> Result<NodeId> {
         self.check_writable()?;
+        self.loaded()?;
         let mut state = self.write();
         Self::check_new_path(&state, path)?;
         let id = NodeId::random();
@@ -93,6 +104,7 @@ impl Session {
     /// [`Error::ReadOnlySession`], [`Error::NodeNotFound`], [`Error::NotAGroup`].
     pub fn update_group(&self, path: &NodePath, user_data: Bytes) -> Result<()> {
         self.check_writable()?;
+        self.loaded()?;
         let mut state = self.write();
         let node = Self::node_in(&state, path)
             .ok_or_else(|| Error::NodeNotFound { path: path.clone() })?;
@@ -111,6 +123,7 @@ impl Session {
     /// [`Error::ReadOnlySession`], [`Error::NodeNotFound`], [`Error::NotAnArray`].
     pub fn update_array(&self, path: &NodePath, def: ArrayDefinition) -> Result<()> {
         self.check_writable()?;
+        self.loaded()?;
         let mut state = self.write();
         let node = Self::node_in(&state, path)
             .ok_or_else(|| Error::NodeNotFound { path: path.clone() })?;
@@ -128,6 +141,7 @@ impl Session {
     /// [`Error::ReadOnlySession`], [`Error::NodeNotFound`].
     pub fn delete_node(&self, path: &NodePath) -> Result<()> {
         self.check_writable()?;
+        self.loaded()?;
         let mut state = self.write();
         if Self::node_in(&state, path).is_none() {
             return Err(Error::NodeNotFound { path: path.clone() });

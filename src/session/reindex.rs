@@ -67,6 +67,7 @@ impl Session {
     /// `regular` chunk grid (a rectilinear one), which a shift would corrupt; nothing is
     /// staged then; storage and format errors reading manifests.
     pub async fn shift_array(&self, path: &NodePath, offset: &[i64]) -> Result<()> {
+        self.load().await?;
         self.check_writable()?;
         let node = self.get_node(path)?;
         let Some(array) = node.array() else {
@@ -107,6 +108,7 @@ impl Session {
         forward: ChunkIndexMap<'_>,
         backward: Option<ChunkIndexMap<'_>>,
     ) -> Result<()> {
+        self.load().await?;
         self.check_writable()?;
         let node = self.get_node(path)?;
         let Some(array) = node.array() else {
@@ -164,6 +166,7 @@ impl Session {
         message: &str,
         metadata: BTreeMap<String, serde_json::Value>,
     ) -> Result<SnapshotId> {
+        self.load().await?;
         self.commit_branch()?;
         self.commit_guarded(|base, changes| async move {
             let ctx = &self.inner.ctx;

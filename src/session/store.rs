@@ -204,7 +204,13 @@ impl SessionStore {
         })
     }
 
+    /// Reads the session's snapshot if it was opened without it ([`Session::load`]).
+    async fn ready(&self, key: &str) -> Result<(), StoreError> {
+        self.session.load().await.map_err(|e| backend(key, e))
+    }
+
     fn resolve(&self, key: &str) -> Result<Target, StoreError> {
+        self.session.loaded().map_err(|e| backend(key, e))?;
         if key.starts_with('/') || key.split('/').any(|s| s.is_empty() || s == "..") {
             return Err(StoreError::InvalidKey {
                 key: key.to_string(),
@@ -258,6 +264,7 @@ impl SessionStore {
     /// [`StoreError::InvalidKey`] for any other key (and for keys with a leading `/`,
     /// empty or `..` segments); repository errors reading chunk refs.
     pub async fn exists(&self, key: &str) -> Result<bool, StoreError> {
+        self.ready(key).await?;
         if matches!(self.resolve(key)?, Target::Nothing) && !could_be_key(key) {
             return Err(StoreError::InvalidKey {
                 key: key.to_string(),
@@ -283,8 +290,10 @@ impl SessionStore {
     }
 
     async fn all_keys(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        self.ready(prefix).await?;
         let mut keys = BTreeSet::new();
-        for node in self.session.list_nodes() {
+        let nodes = self.session.list_nodes().map_err(|e| backend(prefix, e))?;
+        for node in nodes {
             let meta_key = node_metadata_key(&node.path);
             let node_prefix = if node.path.is_root() {
                 String::new()
@@ -334,6 +343,7 @@ fn could_be_key(key: &str) -> bool {
 #[async_trait]
 impl Store for SessionStore {
     async fn get(&self, key: &str) -> Result<Option<Bytes>, StoreError> {
+        self.ready(key).await?;
         match self.resolve(key)? {
             Target::Metadata(path) => Ok(self.session.get_node(&path).ok().map(|n| n.user_data)),
             Target::Chunk(path, idx) => match self.session.get_chunk(&path, &idx, None).await {
@@ -350,6 +360,7 @@ impl Store for SessionStore {
         key: &str,
         ranges: &[ByteRange],
     ) -> Result<Option<Vec<Bytes>>, StoreError> {
+        self.ready(key).await?;
         match self.resolve(key)? {
             Target::Chunk(path, idx) => {
                 let payload = match self.session.get_chunk_ref(&path, &idx).await {
@@ -394,6 +405,22 @@ impl Store for SessionStore {
         keys: Vec<String>,
         concurrency: usize,
     ) -> BoxStream<'a, (usize, Result<Option<Bytes>, StoreError>)> {
+        if self.session.loaded().is_err() {
+            // A session opened without its snapshot reads it first; when that fails,
+            // the first key reports why and the others that it is not read.
+            return futures::stream::once(async move {
+                match self.ready(keys.first().map_or("", String::as_str)).await {
+                    Ok(()) => self.get_many(keys, concurrency),
+                    Err(e) => {
+                        let rest = (1..keys.len())
+                            .map(move |i| (i, Err(backend(&keys[i], Error::SessionNotLoaded))));
+                        futures::stream::iter(std::iter::once((0, Err(e))).chain(rest)).boxed()
+                    }
+                }
+            })
+            .flatten()
+            .boxed();
+        }
         let mut ready = Vec::new();
         let mut chunks = Vec::new();
         let mut positions = Vec::new();
@@ -427,6 +454,7 @@ impl Store for SessionStore {
     }
 
     async fn set(&self, key: &str, value: Bytes) -> Result<(), StoreError> {
+        self.ready(key).await?;
         if !self.session.is_writable() {
             return Err(StoreError::ReadOnly {
                 key: key.to_string(),
@@ -507,6 +535,9 @@ impl Store for SessionStore {
     /// ([`SessionChunks`](super::SessionChunks)): chunk refs by index, manifests
     /// prepared per region, local chunk files moved on compute threads.
     fn chunk_port(&self, keys: &ChunkKeys) -> Option<Arc<dyn ChunkPort>> {
+        // Before the snapshot is read the port cannot know the array: chunks then go
+        // through the store's keys, which read it.
+        self.session.loaded().ok()?;
         let path = NodePath::new(keys.path()).ok()?;
         Some(Arc::new(super::chunk_port::SessionChunks::open(
             self.session.clone(),
@@ -516,6 +547,7 @@ impl Store for SessionStore {
     }
 
     async fn erase(&self, key: &str) -> Result<(), StoreError> {
+        self.ready(key).await?;
         if !self.session.is_writable() {
             return Err(StoreError::ReadOnly {
                 key: key.to_string(),
@@ -535,6 +567,7 @@ impl Store for SessionStore {
     }
 
     async fn size(&self, key: &str) -> Result<Option<u64>, StoreError> {
+        self.ready(key).await?;
         match self.resolve(key)? {
             Target::Metadata(path) => Ok(self
                 .session
