@@ -14,6 +14,7 @@ use bytes::Bytes;
 use quick_cache::sync::Cache;
 
 use crate::error::{Error, Result};
+use crate::format::config::RepoUpdateRetryConfig;
 use crate::format::envelope::FileType;
 use crate::format::keys;
 use crate::format::manifest::Manifest;
@@ -32,6 +33,8 @@ pub struct AssetManager {
     /// The zstd level it writes them at (the config's `compression.level`; 0 when
     /// the config sets none and each file type has its default).
     level: AtomicI32,
+    /// The configuration's `repo_update_retries`, for spec-2 `repo` object updates.
+    repo_update_retries: std::sync::Mutex<RepoUpdateRetryConfig>,
     snapshots: Cache<SnapshotId, Arc<Snapshot>, SizeWeight>,
     /// Commit facts of snapshots read without their node table, weighed by
     /// [`HeaderWeight`].
@@ -276,6 +279,7 @@ impl AssetManager {
             storage,
             spec,
             level: AtomicI32::new(0),
+            repo_update_retries: std::sync::Mutex::default(),
             snapshots: sized_cache(512, sizes.snapshot_nodes),
             headers: Cache::with_weighter(16_384, HEADER_CACHE_BYTES, HeaderWeight),
             manifests: sized_cache(256, sizes.chunk_refs),
@@ -487,6 +491,24 @@ impl AssetManager {
     /// its config when it opens and when the config is saved).
     pub fn set_compression_level(&self, level: Option<i32>) {
         self.level.store(level.unwrap_or(0), Ordering::Relaxed);
+    }
+
+    /// How spec-2 `repo` object updates retry from now on (the configuration's
+    /// `repo_update_retries`; the repository sets it when it opens and when its
+    /// configuration is saved).
+    pub fn set_repo_update_retries(&self, retries: RepoUpdateRetryConfig) {
+        *self
+            .repo_update_retries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = retries;
+    }
+
+    /// The `repo_update_retries` set by [`AssetManager::set_repo_update_retries`].
+    pub fn repo_update_retries(&self) -> RepoUpdateRetryConfig {
+        *self
+            .repo_update_retries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     /// The parent link of snapshot `id` in the `repo` object (`Some(None)` for a

@@ -1,7 +1,9 @@
 //! The engine honours the repository configuration (Icechunk's `RepositoryConfig`):
 //! `manifest.splitting` decides the manifests a commit writes, configurations given
 //! when opening are merged over the stored one, `caching` bounds the caches and
-//! `manifest.preload` fetches manifests when a session opens.
+//! `manifest.preload` fetches manifests when a session opens,
+//! `max_concurrent_requests` bounds the requests in flight and
+//! `repo_update_retries` the tries of a spec-2 `repo` object update.
 
 mod common;
 
@@ -348,4 +350,95 @@ manifest:
         took[1] < Duration::from_millis(900),
         "four at once: {took:?}"
     );
+}
+
+/// Time on a paused clock that 8 chunk writes at once take when every request
+/// takes 20 ms, on a repository opened with `yaml`'s configuration.
+async fn eight_writes(yaml: &str) -> Duration {
+    let storage: Arc<dyn Storage> = Arc::new(FaultyStorage::new(
+        new_in_memory_storage(),
+        Box::new(|_, _| Fault::Delay(Duration::from_millis(20))),
+    ));
+    let f = Fixture::on(Arc::clone(&storage), None)
+        .await
+        .with_u8_array("/a", 8);
+    f.session.commit("array").await.unwrap();
+    let repo = Repository::open_configured(storage, OpenOptions::default(), Some(config(yaml)))
+        .await
+        .unwrap();
+    let s = repo.writable_session("main").await.unwrap();
+    let start = tokio::time::Instant::now();
+    let writes = (0..8u64).map(|i| {
+        let s = s.clone();
+        // Over the inline threshold: each chunk is an object of its own.
+        async move {
+            s.set_chunk(&p("/a"), &[i], Bytes::from(vec![1u8; 1024]))
+                .await
+        }
+    });
+    for r in futures::future::join_all(writes).await {
+        r.unwrap();
+    }
+    start.elapsed()
+}
+
+#[tokio::test(start_paused = true)]
+async fn max_concurrent_requests_bounds_the_requests_in_flight() {
+    // Icechunk's default (256): the 8 chunk objects go out at once.
+    assert_eq!(eight_writes("{}").await, Duration::from_millis(20));
+    assert_eq!(
+        eight_writes("max_concurrent_requests: 2").await,
+        Duration::from_millis(80)
+    );
+    assert_eq!(
+        eight_writes("max_concurrent_requests: 4").await,
+        Duration::from_millis(40)
+    );
+}
+
+#[tokio::test]
+async fn repo_update_retries_bound_the_tries_of_a_spec2_update() {
+    let storage = new_in_memory_storage();
+    let f = Fixture::on_spec(Arc::clone(&storage), None, SpecVersion::V2).await;
+    let tip = f.repo.lookup_branch("main").await.unwrap();
+    for (yaml, works) in [
+        // One try: the stale `repo` object this handle holds is refused and no other
+        // try is made.
+        ("repo_update_retries: {default: {max_tries: 1}}", false),
+        (
+            "repo_update_retries: {default: {max_tries: 2, initial_backoff_ms: 1, max_backoff_ms: 2}}",
+            true,
+        ),
+        // Unset: floe's own retries.
+        ("{}", true),
+    ] {
+        let mine = Repository::open_configured(
+            Arc::clone(&storage),
+            OpenOptions::default(),
+            Some(config(yaml)),
+        )
+        .await
+        .unwrap();
+        // Another handle changes the `repo` object: `mine` holds a stale copy.
+        let other = Repository::open(Arc::clone(&storage)).await.unwrap();
+        let name = format!("other-{}", rand_name(yaml));
+        other.create_tag(&name, tip).await.unwrap();
+        let result = mine.create_tag(&format!("mine-{}", rand_name(yaml)), tip).await;
+        match (works, result) {
+            (true, Ok(())) => {}
+            (false, Err(floe::Error::RepoObjectContention { attempts })) => {
+                assert_eq!(attempts, 1);
+            }
+            (_, other) => panic!("{yaml}: unexpected {other:?}"),
+        }
+    }
+}
+
+/// A tag name unique to a configuration's text.
+fn rand_name(yaml: &str) -> String {
+    format!(
+        "{:x}",
+        yaml.bytes()
+            .fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)))
+    )
 }

@@ -932,8 +932,11 @@ def _storage_from_plain(d: Any) -> Any:
 class RepoUpdateRetryConfig(_Section):
     """How often an update of the spec-2 ``repo`` object (a commit, a branch or tag
     change, a configuration save) is tried when another writer changed it meanwhile:
-    ``default`` (a ``StorageRetriesSettings``; unset: 100 tries, 50 ms first wait,
-    30 s longest)."""
+    ``default`` (a ``StorageRetriesSettings``: ``max_tries``, and waits from
+    ``initial_backoff_ms`` doubling up to ``max_backoff_ms``, jittered; its unset fields
+    take Icechunk's 100 tries, 50 ms and 30 s). With no ``default``, floe retries its
+    own way: 100 tries, 5 at once, then waits from 40 ms up to 5 s. An update that
+    loses every try raises ``ConflictError`` (kind ``update-attempts-exhausted``)."""
 
     _FIELDS = ("default",)
 
@@ -1209,11 +1212,14 @@ class RepositoryConfig(_Section):
 
     Fields (all optional, Icechunk's defaults in brackets): ``inline_chunk_threshold_bytes``
     (chunks of at most this many encoded bytes are stored in the manifest [512]),
-    ``get_partial_values_concurrency`` [10], ``max_concurrent_requests`` [256],
+    ``get_partial_values_concurrency`` [10], ``max_concurrent_requests`` (storage
+    requests of the repository in flight at once [256]),
     ``max_concurrent_decodes`` [2], ``num_updates_per_repo_info_file`` (spec 2: ops-log
     entries per ``repo`` object [1,000]), ``compression`` (``CompressionConfig``),
     ``caching`` (``CachingConfig``), ``storage`` (a ``StorageSettings``), ``manifest``
-    (``ManifestConfig``), ``repo_update_retries`` (``RepoUpdateRetryConfig``),
+    (``ManifestConfig``), ``repo_update_retries`` (``RepoUpdateRetryConfig``: tries
+    and backoff, in milliseconds, of a spec-2 ``repo`` object update that another
+    writer raced; unset, floe's own: 100 tries, 5 at once, then 40 ms up to 5 s),
     ``virtual_chunk_containers`` (url prefix → ``VirtualChunkContainer``).
 
     Keys of a stored configuration that floe does not know are kept and written back.

@@ -8,7 +8,8 @@
 //! credentials are read from the worker's environment, refreshable ones carry their
 //! pickled function and, with `scatter_initial_credentials=True`, their first
 //! credential. `Storage._with_settings(settings)` rebuilds it with a
-//! `StorageSettings`' retries and timeouts.
+//! `StorageSettings`' retries, timeouts and concurrency (large ranged reads split
+//! into concurrent requests).
 
 use std::sync::{Arc, Mutex, Weak};
 
@@ -366,6 +367,14 @@ fn client_settings(settings: Option<&Bound<'_, PyAny>>) -> PyResult<ClientSettin
             out.max_tries = field(&r, "max_tries")?.map(|v| v.min(u32::MAX as u64) as u32);
             out.initial_backoff_ms = field(&r, "initial_backoff_ms")?;
             out.max_backoff_ms = field(&r, "max_backoff_ms")?;
+        }
+    }
+    if let Ok(c) = s.getattr("concurrency") {
+        if !c.is_none() {
+            out.ideal_concurrent_request_size = field(&c, "ideal_concurrent_request_size")?;
+            out.max_concurrent_requests_for_object =
+                field(&c, "max_concurrent_requests_for_object")?
+                    .map(|v| v.min(u64::from(u16::MAX)) as u16);
         }
     }
     if let Ok(t) = s.getattr("timeouts") {

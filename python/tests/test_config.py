@@ -338,3 +338,40 @@ def test_virtual_module_repr_names_and_unknown_keys_survive():
     back = floe.Repository.fetch_config(storage)
     assert back._extra == {"some_future_key": {"a": [1, 2]}}
     assert back.inline_chunk_threshold_bytes == 3
+
+
+def test_repo_update_retries_bound_the_tries_of_a_spec2_update():
+    storage = floe.in_memory_storage()
+    floe.Repository.create(storage, spec_version=2)
+    for tries, works in [(1, False), (2, True), (None, True)]:
+        retries = None if tries is None else floe.RepoUpdateRetryConfig(
+            default=floe.StorageRetriesSettings(max_tries=tries, initial_backoff_ms=1, max_backoff_ms=2))
+        mine = floe.Repository.open(storage, config=RepositoryConfig(repo_update_retries=retries))
+        tip = mine.lookup_branch("main")
+        # Another handle changes the `repo` object: `mine` holds a stale copy, and its
+        # first try is refused.
+        floe.Repository.open(storage).create_tag(f"other-{tries}", tip)
+        if works:
+            mine.create_tag(f"mine-{tries}", tip)
+        else:
+            with pytest.raises(floe.ConflictError) as e:
+                mine.create_tag(f"mine-{tries}", tip)
+            assert e.value.kind == floe.ErrorKind.UPDATE_ATTEMPTS_EXHAUSTED
+
+
+def test_max_concurrent_requests_reaches_the_engine():
+    storage = floe.in_memory_storage()
+    repo = floe.Repository.create(storage, config=RepositoryConfig(max_concurrent_requests=3))
+    assert repo.config.max_concurrent_requests == 3
+    reopened = floe.Repository.open(storage, config=RepositoryConfig(max_concurrent_requests=5))
+    assert reopened.config.max_concurrent_requests == 5
+    # The bound applies to every request of the handle (tests/repository_config.rs
+    # measures it); the repository still works under a bound of 1.
+    one = floe.Repository.open(storage, config=RepositoryConfig(max_concurrent_requests=1))
+    s = one.writable_session("main")
+    zarr.create_array(s.store, name="a", shape=(8,), chunks=(1,), dtype="u8",
+                      compressors=None)[:] = np.arange(8, dtype="u8")
+    s.commit("eight chunks")
+    np.testing.assert_array_equal(
+        zarr.open_array(one.readonly_session(branch="main").store, path="a", mode="r")[:],
+        np.arange(8))

@@ -27,17 +27,58 @@ use std::time::Duration;
 
 use crate::assets::AssetManager;
 use crate::error::{Error, Result};
+use crate::format::config::RepoUpdateRetryConfig;
 use crate::format::keys;
 use crate::format::repo_info::{Availability, RepoInfo, UpdateKind};
 use crate::format::snapshot::now_micros;
 use crate::storage::{ObjectVersion, StorageError, WriteOutcome};
 
-/// Attempts before [`Error::RepoObjectContention`].
+/// Attempts before [`Error::RepoObjectContention`], unless the configuration's
+/// `repo_update_retries` says otherwise.
 const MAX_ATTEMPTS: u32 = 100;
-/// Attempts retried at once before backing off.
+/// Attempts retried at once before backing off (when the configuration sets no
+/// retries).
 const IMMEDIATE_RETRIES: u32 = 5;
-/// First and largest backoff delay.
-const BACKOFF: (Duration, Duration) = (Duration::from_millis(20), Duration::from_secs(5));
+/// First and largest backoff delay (when the configuration sets no retries): each
+/// delay is drawn up to twice the one before, from 40 ms to 5 s.
+const BACKOFF: (Duration, Duration) = (Duration::from_millis(40), Duration::from_secs(5));
+
+/// How an update retries: tries in all, tries made at once, and the first and
+/// largest backoff delay.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Retries {
+    max_tries: u32,
+    immediate: u32,
+    backoff: (Duration, Duration),
+}
+
+impl Retries {
+    /// From the configuration's `repo_update_retries`: unset, floe's own (100 tries,
+    /// 5 at once, then jittered backoff from 20 ms to 5 s, measured on contended
+    /// commits); set, its `max_tries`, `initial_backoff_ms` and `max_backoff_ms`
+    /// with Icechunk's defaults (100, 50 ms, 30 s) for unset fields, backing off from
+    /// the first retry.
+    fn of(config: RepoUpdateRetryConfig) -> Self {
+        match config.default {
+            None => Retries {
+                max_tries: MAX_ATTEMPTS,
+                immediate: IMMEDIATE_RETRIES,
+                backoff: BACKOFF,
+            },
+            Some(_) => {
+                let (tries, first, max) = config.effective();
+                Retries {
+                    max_tries: u32::from(tries),
+                    immediate: 0,
+                    backoff: (
+                        Duration::from_millis(u64::from(first)),
+                        Duration::from_millis(u64::from(max.max(first))),
+                    ),
+                }
+            }
+        }
+    }
+}
 
 /// What a change to the `repo` object decided.
 pub(crate) enum Change<T> {
@@ -68,7 +109,8 @@ pub(crate) fn check_online(info: &RepoInfo) -> Result<()> {
 ///
 /// # Errors
 /// What `change` returns; [`Error::RepositoryReadOnly`] (unless `unchecked`);
-/// [`Error::RepoObjectContention`] after 100 lost attempts; storage errors
+/// [`Error::RepoObjectContention`] after 100 lost attempts (the configuration's
+/// `repo_update_retries` may set another count); storage errors
 /// (`NotFound` when the object is gone); format errors.
 pub(crate) async fn update<T>(
     assets: &AssetManager,
@@ -159,10 +201,11 @@ async fn update_attempts<T>(
     mut change: impl FnMut(&mut RepoInfo) -> Result<Change<T>>,
 ) -> Result<T> {
     let storage = assets.storage();
+    let retries = Retries::of(assets.repo_update_retries());
     // An attempt refused after it may have landed: a retried request can find the
     // object already replaced by its own first try.
     let mut refused: Option<Attempt<T>> = None;
-    for attempt in 1..=MAX_ATTEMPTS {
+    for attempt in 1..=retries.max_tries {
         // The first attempt works on the object as last read or written, without a
         // round trip to re-validate it: the compare-and-swap refuses it when stale,
         // and the next attempt reads the object anew.
@@ -271,8 +314,9 @@ async fn update_attempts<T>(
                 }
             }
         }
-        if attempt > IMMEDIATE_RETRIES {
-            tokio::time::sleep(backoff(attempt - IMMEDIATE_RETRIES)).await;
+        if attempt > retries.immediate && attempt < retries.max_tries {
+            let n = attempt - retries.immediate;
+            tokio::time::sleep(backoff(retries.backoff, n)).await;
         }
     }
     if let Some(tried) = refused {
@@ -283,7 +327,7 @@ async fn update_attempts<T>(
         }
     }
     Err(Error::RepoObjectContention {
-        attempts: MAX_ATTEMPTS,
+        attempts: retries.max_tries,
     })
 }
 
@@ -351,10 +395,12 @@ impl<T> Attempt<T> {
     }
 }
 
-/// Full-jitter exponential backoff for the `n`-th delayed retry (1-based).
-fn backoff(n: u32) -> Duration {
-    let (first, max) = BACKOFF;
-    let exp = first.saturating_mul(1u32 << n.min(16)).min(max);
+/// Full-jitter exponential backoff for the `n`-th delayed retry (1-based), between
+/// `first` and `max`.
+fn backoff((first, max): (Duration, Duration), n: u32) -> Duration {
+    let exp = first
+        .saturating_mul(1u32 << n.saturating_sub(1).min(16))
+        .min(max);
     let nanos = u64::try_from(exp.as_nanos()).unwrap_or(u64::MAX);
     Duration::from_nanos(rand::random_range(nanos / 4..=nanos))
 }

@@ -73,7 +73,10 @@ impl Repository {
         };
         Self::build(
             self.inner.spec,
-            Arc::clone(&self.inner.storage),
+            (
+                Arc::clone(&self.inner.storage),
+                Arc::clone(&self.inner.limit),
+            ),
             Arc::clone(&self.inner.assets),
             config,
             version,
@@ -118,6 +121,12 @@ impl Repository {
         self.inner
             .assets
             .set_compression_level(config.compression_level());
+        self.inner
+            .assets
+            .set_repo_update_retries(config.repo_update_retries());
+        self.inner
+            .limit
+            .set(usize::from(config.max_concurrent_requests()));
         let mut state = self.write_config_state();
         state.config = config;
         state.version = version;

@@ -48,7 +48,10 @@ struct ConfigState {
 #[derive(Debug)]
 struct Inner {
     spec: SpecVersion,
+    /// The storage under the bound of `limit`.
     storage: Arc<dyn Storage>,
+    /// The configuration's `max_concurrent_requests`, applied to `storage`.
+    limit: Arc<crate::storage::RequestLimit>,
     assets: Arc<AssetManager>,
     refs: RefStore,
     options: OpenOptions,

@@ -15,7 +15,9 @@ use crate::format::snapshot::Snapshot;
 use crate::format::transaction_log::TransactionLog;
 use crate::format::SpecVersion;
 use crate::refs::{self, RefStore};
-use crate::storage::{ObjectVersion, S3Options, Storage, StorageError, WriteOutcome};
+use crate::storage::{
+    LimitedStorage, ObjectVersion, RequestLimit, S3Options, Storage, StorageError, WriteOutcome,
+};
 use crate::virtual_refs::{VirtualAccess, VirtualChunkResolver};
 
 use super::{ConfigState, Inner, Repository};
@@ -100,6 +102,19 @@ impl OpenOptions {
     }
 }
 
+/// `storage` under the bound of `config`'s `max_concurrent_requests` (Icechunk's
+/// bound on a repository's requests, default 256), and that bound.
+fn limited(
+    storage: Arc<dyn Storage>,
+    config: &RepositoryConfig,
+) -> (Arc<dyn Storage>, Arc<RequestLimit>) {
+    let limit = Arc::new(RequestLimit::new(usize::from(
+        config.max_concurrent_requests(),
+    )));
+    let storage: Arc<dyn Storage> = Arc::new(LimitedStorage::new(storage, Arc::clone(&limit)));
+    (storage, limit)
+}
+
 /// The cache sizes a configuration's `caching` asks for (unset fields: floe's
 /// defaults).
 fn cache_sizes(config: &RepositoryConfig) -> CacheSizes {
@@ -119,9 +134,10 @@ impl Repository {
     /// [`Repository::create_with`].
     pub const DEFAULT_SPEC_VERSION: SpecVersion = SpecVersion::V2;
 
+    /// A handle over `storage`, which [`limited`] wrapped under `limit`.
     pub(super) fn build(
         spec: SpecVersion,
-        storage: Arc<dyn Storage>,
+        (storage, limit): (Arc<dyn Storage>, Arc<RequestLimit>),
         assets: Arc<AssetManager>,
         config: RepositoryConfig,
         version: Option<ObjectVersion>,
@@ -129,12 +145,15 @@ impl Repository {
     ) -> Result<Self> {
         let resolver = Arc::new(options.resolver(config.virtual_chunk_containers()?));
         assets.set_compression_level(config.compression_level());
+        assets.set_repo_update_retries(config.repo_update_retries());
+        limit.set(usize::from(config.max_concurrent_requests()));
         Ok(Repository {
             inner: Arc::new(Inner {
                 spec,
                 refs: RefStore::new(Arc::clone(&assets)),
                 assets,
                 storage,
+                limit,
                 options,
                 config: RwLock::new(ConfigState {
                     config,
@@ -206,10 +225,11 @@ impl Repository {
         options: OpenOptions,
     ) -> Result<Self> {
         tracing::debug!(location = %storage.root_url(), spec = spec as u8, "Creating Repository");
+        let config = config.unwrap_or_default();
+        let (storage, limit) = limited(storage, &config);
         let exists = || Error::RepositoryExists {
             location: storage.root_url(),
         };
-        let config = config.unwrap_or_default();
         let assets = Arc::new(AssetManager::with_cache_sizes(
             Arc::clone(&storage),
             spec,
@@ -285,7 +305,7 @@ impl Repository {
                 }
             }
         }
-        Self::build(spec, storage, assets, config, version, options)
+        Self::build(spec, (storage, limit), assets, config, version, options)
     }
 
     /// Opens an existing repository with default options (no virtual chunk access).
@@ -348,6 +368,7 @@ impl Repository {
             let probe = AssetManager::for_spec(Arc::clone(&storage), spec);
             let (bytes, info, version) = probe.admit_repo_object(repo).await?;
             let config = merged(info.config.clone());
+            let (storage, limit) = limited(storage, &config);
             let assets = Arc::new(AssetManager::with_cache_sizes(
                 Arc::clone(&storage),
                 spec,
@@ -357,7 +378,7 @@ impl Repository {
             if let Some(v) = &version {
                 assets.remember_repo_object(v.clone(), bytes, info);
             }
-            return Self::build(spec, storage, assets, config, version, options);
+            return Self::build(spec, (storage, limit), assets, config, version, options);
         }
         if found(main)?.is_none() {
             return Err(Error::RepositoryNotFound {
@@ -370,12 +391,13 @@ impl Repository {
             None => (RepositoryConfig::default(), None),
         };
         let config = merged(config);
+        let (storage, limit) = limited(storage, &config);
         let assets = Arc::new(AssetManager::with_cache_sizes(
             Arc::clone(&storage),
             spec,
             cache_sizes(&config),
         ));
-        Self::build(spec, storage, assets, config, version, options)
+        Self::build(spec, (storage, limit), assets, config, version, options)
     }
 
     /// Opens the repository (of either spec version), creating one of spec version

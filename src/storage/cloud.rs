@@ -24,7 +24,7 @@ use object_store::{
 };
 
 use super::guard::CheckedConditionalWrites;
-use super::object::ObjectStorage;
+use super::object::{ObjectStorage, SplitReads};
 use super::read_only::ReadOnlyStorage;
 use super::{S3Options, Storage, StorageError, StorageResult};
 
@@ -51,9 +51,32 @@ pub struct ClientSettings {
     /// Time for one try of a request, milliseconds; 0 disables it. object_store:
     /// 30,000.
     pub operation_attempt_timeout_ms: Option<u64>,
+    /// The size, in bytes, a large ranged read aims at per request when it is split
+    /// into concurrent requests (Icechunk's `ideal_concurrent_request_size`):
+    /// 12 MiB.
+    pub ideal_concurrent_request_size: Option<u64>,
+    /// The most concurrent requests one ranged read is split into (Icechunk's
+    /// `max_concurrent_requests_for_object`): 18.
+    pub max_concurrent_requests_for_object: Option<u16>,
 }
 
 impl ClientSettings {
+    /// How the storage splits large ranged reads ([`SplitReads`]), unset fields at
+    /// Icechunk's defaults.
+    pub fn split_reads(&self) -> SplitReads {
+        let d = SplitReads::default();
+        SplitReads {
+            ideal_request_bytes: self
+                .ideal_concurrent_request_size
+                .unwrap_or(d.ideal_request_bytes)
+                .max(1),
+            max_requests_per_object: self
+                .max_concurrent_requests_for_object
+                .unwrap_or(d.max_requests_per_object)
+                .max(1),
+        }
+    }
+
     /// These timeouts as object_store client configuration keys and values
     /// (`humantime` durations; a disabled timeout is a very long one). Builders
     /// take them with `with_config`, which amends their client options (those the
@@ -255,6 +278,7 @@ pub fn new_s3_storage_with(
     let store = Arc::new(b.build().map_err(|e| invalid(url.clone(), e))?);
     let region = options.region.clone().unwrap_or_else(|| "us-east-1".into());
     let storage = ObjectStorage::new(Arc::clone(&store) as _, prefix, url)
+        .with_split_reads(settings.split_reads())
         .with_ranged_listing(true)
         .with_s3_conditional_delete(store, region);
     Ok(checked_if(options.endpoint.is_some(), Arc::new(storage)))
@@ -343,6 +367,7 @@ pub fn new_gcs_storage(
         gcs_builder(bucket, credentials, config, settings).map_err(|e| invalid(url.clone(), e))?;
     let store = b.build().map_err(|e| invalid(url.clone(), e))?;
     let storage = ObjectStorage::new(Arc::new(store), prefix, url)
+        .with_split_reads(settings.split_reads())
         .with_ranged_listing(true)
         .with_generation_versions(true);
     Ok(checked_if(custom, Arc::new(storage)))
@@ -481,7 +506,9 @@ pub fn new_azure_storage(
         .map_err(|e| invalid(url.clone(), e))?;
     let store = b.build().map_err(|e| invalid(url.clone(), e))?;
     // Azure lists etags unquoted and answers them quoted elsewhere.
-    let storage = ObjectStorage::new(Arc::new(store), prefix, url).with_quoted_etags(true);
+    let storage = ObjectStorage::new(Arc::new(store), prefix, url)
+        .with_split_reads(settings.split_reads())
+        .with_quoted_etags(true);
     Ok(checked_if(custom, Arc::new(storage)))
 }
 
@@ -558,7 +585,8 @@ pub fn new_http_storage(
         .with_retry(settings.retry_config())
         .build()
         .map_err(|e| invalid(url.clone(), e))?;
-    let storage = ObjectStorage::new(Arc::new(store), "", url);
+    let storage =
+        ObjectStorage::new(Arc::new(store), "", url).with_split_reads(settings.split_reads());
     Ok(Arc::new(ReadOnlyStorage::new(Arc::new(storage))))
 }
 

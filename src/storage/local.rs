@@ -134,7 +134,9 @@ impl LocalStorage {
         Ok(LocalStorage {
             // LocalFileSystem's `get_ranges` reads every range from one open file
             // and fails on a range past the end.
-            inner: ObjectStorage::new(Arc::clone(&fs) as _, "", url).with_vectored_ranges(true),
+            inner: ObjectStorage::new(Arc::clone(&fs) as _, "", url)
+                .with_vectored_ranges(true)
+                .with_split_reads(super::SplitReads::NEVER),
             fs,
             root,
             options,

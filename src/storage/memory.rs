@@ -14,6 +14,7 @@ pub fn new_in_memory_storage() -> Arc<dyn Storage> {
     Arc::new(
         ObjectStorage::new(Arc::new(InMemory::new()), "", "memory://".to_string())
             .with_vectored_ranges(true)
+            .with_split_reads(super::SplitReads::NEVER)
             .with_serialized_conditional_writes(),
     )
 }

@@ -43,6 +43,59 @@ pub struct ObjectStorage {
     /// Whether etags are quoted where the backend lists them bare (see
     /// [`ObjectStorage::with_quoted_etags`]).
     quoted_etags: bool,
+    /// How a large ranged read is split into concurrent requests (see
+    /// [`ObjectStorage::with_split_reads`]).
+    split: SplitReads,
+}
+
+/// How [`ObjectStorage`] splits a ranged read of many bytes into concurrent requests
+/// of nearly equal size (Icechunk's storage `concurrency` settings): about
+/// `ideal_request_bytes` each, at most `max_requests_per_object` of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SplitReads {
+    /// The size of one request a read aims at, in bytes (Icechunk's
+    /// `ideal_concurrent_request_size`, default 12 MiB).
+    pub ideal_request_bytes: u64,
+    /// The most requests one read is split into (Icechunk's
+    /// `max_concurrent_requests_for_object`, default 18; 1: never split).
+    pub max_requests_per_object: u16,
+}
+
+impl Default for SplitReads {
+    fn default() -> Self {
+        SplitReads {
+            ideal_request_bytes: 12 * 1024 * 1024,
+            max_requests_per_object: 18,
+        }
+    }
+}
+
+impl SplitReads {
+    /// Every read is one request: for backends with no network to fill (local disks,
+    /// memory), where a split only adds a copy.
+    pub const NEVER: SplitReads = SplitReads {
+        ideal_request_bytes: u64::MAX,
+        max_requests_per_object: 1,
+    };
+
+    /// The parts of `range`: `ceil(len / ideal)` requests at most
+    /// `max_requests_per_object`, sizes differing by at most one byte, in order.
+    pub fn parts(&self, range: &Range<u64>) -> Vec<Range<u64>> {
+        let len = range.end.saturating_sub(range.start);
+        let n = len
+            .div_ceil(self.ideal_request_bytes.max(1))
+            .clamp(1, u64::from(self.max_requests_per_object.max(1)));
+        let (small, big) = (len / n, len % n);
+        let mut at = range.start;
+        (0..n)
+            .map(|i| {
+                let size = small + u64::from(i < big);
+                let part = at..at + size;
+                at += size;
+                part
+            })
+            .collect()
+    }
 }
 
 /// How an [`ObjectStorage`] deletes an object only at a given version.
@@ -77,6 +130,7 @@ impl ObjectStorage {
             max_requests: None,
             generation_versions: false,
             quoted_etags: false,
+            split: SplitReads::default(),
         }
     }
 
@@ -93,6 +147,66 @@ impl ObjectStorage {
             n,
         ));
         self.max_requests = Some(n);
+        self
+    }
+
+    /// One ranged GET of `range` (see [`Storage::get_range`]).
+    async fn get_range_once(&self, key: &str, range: Range<u64>) -> StorageResult<Bytes> {
+        if range.start > range.end {
+            return Err(StorageError::InvalidRange {
+                key: key.to_string(),
+                requested: range,
+            });
+        }
+        if range.start == range.end {
+            // Nothing to read, but the object must exist and reach the start: an
+            // empty read past the end is a short read, never empty bytes.
+            let size = self.head(key).await?.size;
+            if range.start > size {
+                return Err(StorageError::ShortRead {
+                    key: key.to_string(),
+                    requested: range,
+                    size,
+                });
+            }
+            return Ok(Bytes::new());
+        }
+        let opts = GetOptions::new().with_range(Some(GetRange::Bounded(range.clone())));
+        let res = match self.store.get_opts(&self.path(key), opts).await {
+            Ok(res) => res,
+            Err(e @ object_store::Error::NotFound { .. }) => return Err(map_err(key, e)),
+            Err(e) => {
+                // A range starting past the end is an error on most backends: report
+                // it as the short read it is.
+                if let Ok(meta) = self.store.head(&self.path(key)).await {
+                    if meta.size < range.end {
+                        return Err(StorageError::ShortRead {
+                            key: key.to_string(),
+                            requested: range,
+                            size: meta.size,
+                        });
+                    }
+                }
+                return Err(map_err(key, e));
+            }
+        };
+        let size = res.meta.size;
+        let bytes = res.bytes().await.map_err(|e| map_err(key, e))?;
+        if (bytes.len() as u64) < range.end - range.start {
+            return Err(StorageError::ShortRead {
+                key: key.to_string(),
+                requested: range,
+                size,
+            });
+        }
+        Ok(bytes)
+    }
+
+    /// Splits ranged reads larger than `split.ideal_request_bytes` into concurrent
+    /// requests (default: [`SplitReads::default`], Icechunk's 12 MiB and 18), joined
+    /// into one buffer: a large chunk arrives at several connections' rate.
+    pub fn with_split_reads(mut self, split: SplitReads) -> Self {
+        self.split = split;
         self
     }
 
@@ -452,54 +566,28 @@ impl Storage for ObjectStorage {
     }
 
     async fn get_range(&self, key: &str, range: Range<u64>) -> StorageResult<Bytes> {
-        if range.start > range.end {
-            return Err(StorageError::InvalidRange {
-                key: key.to_string(),
-                requested: range,
-            });
+        let parts = self.split.parts(&range);
+        if parts.len() < 2 {
+            return self.get_range_once(key, range).await;
         }
-        if range.start == range.end {
-            // Nothing to read, but the object must exist and reach the start: an
-            // empty read past the end is a short read, never empty bytes.
-            let size = self.head(key).await?.size;
-            if range.start > size {
-                return Err(StorageError::ShortRead {
-                    key: key.to_string(),
-                    requested: range,
-                    size,
-                });
-            }
-            return Ok(Bytes::new());
-        }
-        let opts = GetOptions::new().with_range(Some(GetRange::Bounded(range.clone())));
-        let res = match self.store.get_opts(&self.path(key), opts).await {
-            Ok(res) => res,
-            Err(e @ object_store::Error::NotFound { .. }) => return Err(map_err(key, e)),
-            Err(e) => {
-                // A range starting past the end is an error on most backends: report
-                // it as the short read it is.
-                if let Ok(meta) = self.store.head(&self.path(key)).await {
-                    if meta.size < range.end {
-                        return Err(StorageError::ShortRead {
-                            key: key.to_string(),
-                            requested: range,
-                            size: meta.size,
-                        });
-                    }
-                }
-                return Err(map_err(key, e));
-            }
-        };
-        let size = res.meta.size;
-        let bytes = res.bytes().await.map_err(|e| map_err(key, e))?;
-        if (bytes.len() as u64) < range.end - range.start {
-            return Err(StorageError::ShortRead {
-                key: key.to_string(),
-                requested: range,
+        let read = futures::future::try_join_all(
+            parts.into_iter().map(|part| self.get_range_once(key, part)),
+        )
+        .await
+        .map_err(|e| match e {
+            // A short part is a short read of the whole range.
+            StorageError::ShortRead { key, size, .. } => StorageError::ShortRead {
+                key,
+                requested: range.clone(),
                 size,
-            });
+            },
+            other => other,
+        })?;
+        let mut out = bytes::BytesMut::with_capacity(read.iter().map(Bytes::len).sum());
+        for part in read {
+            out.extend_from_slice(&part);
         }
-        Ok(bytes)
+        Ok(out.freeze())
     }
 
     async fn get_ranges(&self, key: &str, ranges: &[Range<u64>]) -> StorageResult<Vec<Bytes>> {
@@ -700,5 +788,55 @@ impl Storage for ObjectStorage {
 
     fn root_url(&self) -> String {
         self.url.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use object_store::memory::InMemory;
+
+    #[test]
+    fn large_reads_split_into_nearly_equal_parts() {
+        let split = SplitReads {
+            ideal_request_bytes: 10,
+            max_requests_per_object: 3,
+        };
+        assert_eq!(split.parts(&(0..10)), vec![0..10]);
+        assert_eq!(split.parts(&(5..26)), vec![5..12, 12..19, 19..26]);
+        // More than `max` ideal parts: `max` larger ones.
+        assert_eq!(split.parts(&(0..100)), vec![0..34, 34..67, 67..100]);
+        assert_eq!(split.parts(&(7..7)), vec![7..7]);
+        let one = SplitReads {
+            ideal_request_bytes: 1,
+            max_requests_per_object: 1,
+        };
+        assert_eq!(one.parts(&(0..1000)), vec![0..1000]);
+        assert_eq!(SplitReads::NEVER.parts(&(0..u64::MAX / 2)).len(), 1);
+        let d = SplitReads::default();
+        assert_eq!(d.parts(&(0..12 * 1024 * 1024)).len(), 1);
+        assert_eq!(d.parts(&(0..(12 * 1024 * 1024 + 1))).len(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_split_read_returns_the_same_bytes_and_reports_short_reads_whole() {
+        let storage = ObjectStorage::new(Arc::new(InMemory::new()), "p", "memory://".into())
+            .with_split_reads(SplitReads {
+                ideal_request_bytes: 7,
+                max_requests_per_object: 4,
+            });
+        let data: Vec<u8> = (0..100u8).collect();
+        storage.put("k", Bytes::from(data.clone())).await.unwrap();
+        for range in [0..100, 3..40, 90..100, 50..50] {
+            let got = storage.get_range("k", range.clone()).await.unwrap();
+            let (s, e) = (range.start as usize, range.end as usize);
+            assert_eq!(got.as_ref(), &data[s..e], "{range:?}");
+        }
+        match storage.get_range("k", 80..130).await {
+            Err(StorageError::ShortRead {
+                requested, size, ..
+            }) => assert_eq!((requested, size), (80..130, 100)),
+            other => panic!("expected a short read, got {other:?}"),
+        }
     }
 }
