@@ -725,3 +725,93 @@ async fn exists_raises_for_keys_no_hierarchy_has() {
         }
     }
 }
+
+#[tokio::test]
+async fn set_if_not_exists_stores_once_and_never_overwrites() {
+    let repo = repo().await;
+    let session = repo.writable_session("main").await.unwrap();
+    let store = session.store();
+    assert!(store
+        .set_if_not_exists("zarr.json", group_bytes())
+        .await
+        .unwrap());
+    let first = common_array_json(7);
+    assert!(store
+        .set_if_not_exists("a/zarr.json", first.clone())
+        .await
+        .unwrap());
+    // An existing node keeps its metadata.
+    assert!(!store
+        .set_if_not_exists("a/zarr.json", common_array_json(9))
+        .await
+        .unwrap());
+    assert_eq!(store.get("a/zarr.json").await.unwrap(), Some(first));
+    // Concurrent calls for one chunk: exactly one stores, and its bytes stay.
+    let results = futures::future::join_all((0..8u8).map(|i| {
+        let store = store.clone();
+        async move {
+            let won = store
+                .set_if_not_exists("a/c/0", Bytes::from(vec![i; 4096]))
+                .await
+                .unwrap();
+            (i, won)
+        }
+    }))
+    .await;
+    let winners: Vec<u8> = results
+        .iter()
+        .filter(|(_, w)| *w)
+        .map(|(i, _)| *i)
+        .collect();
+    assert_eq!(winners.len(), 1, "{results:?}");
+    assert_eq!(
+        store.get("a/c/0").await.unwrap(),
+        Some(Bytes::from(vec![winners[0]; 4096]))
+    );
+    // A chunk committed before the session counts as present.
+    session.commit("one chunk").await.unwrap();
+    let next = repo.writable_session("main").await.unwrap();
+    let store = next.store();
+    assert!(!store
+        .set_if_not_exists("a/c/0", Bytes::from(vec![99u8; 4096]))
+        .await
+        .unwrap());
+    assert!(store
+        .set_if_not_exists("a/c/1", Bytes::from(vec![5u8; 4096]))
+        .await
+        .unwrap());
+    // A deleted chunk is absent.
+    store.erase("a/c/0").await.unwrap();
+    assert!(store
+        .set_if_not_exists("a/c/0", Bytes::from(vec![6u8; 4096]))
+        .await
+        .unwrap());
+    assert!(matches!(
+        store
+            .set_if_not_exists("nope", Bytes::from_static(b"x"))
+            .await,
+        Err(StoreError::InvalidKey { .. })
+    ));
+    let ro = repo
+        .readonly_session(&VersionSelector::Branch("main".into()))
+        .await
+        .unwrap();
+    assert!(matches!(
+        ro.store()
+            .set_if_not_exists("a/c/0", Bytes::from_static(b"x"))
+            .await,
+        Err(StoreError::ReadOnly { .. })
+    ));
+}
+
+/// `zarr.json` of a uint8 array of 4 chunks of 4,096 bytes, with fill value `fill`.
+fn common_array_json(fill: u8) -> Bytes {
+    let meta = json!({
+        "zarr_format": 3, "node_type": "array", "shape": [16384], "data_type": "uint8",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4096]}},
+        "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+        "fill_value": fill,
+        "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+    });
+    Bytes::from(serde_json::to_vec(&meta).unwrap())
+}

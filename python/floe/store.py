@@ -265,10 +265,13 @@ class FloeStore(Store):
         await self._native.set(key, value.to_bytes())
 
     async def set_if_not_exists(self, key: str, value: Buffer) -> None:
+        """Stores ``value`` at ``key`` unless something is stored there: one atomic
+        step in the session (as Icechunk's), so of concurrent calls for one key
+        exactly one stores. Raises ``ReadOnlyError`` on a read-only store."""
         _check_str("set_if_not_exists", "key", key)
         _check_buffer("set_if_not_exists", value)
-        if not await self.exists(key):
-            await self.set(key, value)
+        self._check_writable()
+        await self._native.set_if_not_exists(key, value.to_bytes())
 
     async def set_partial_values(
         self, key_start_values: Iterable[tuple[str, int, bytes | bytearray | memoryview]]

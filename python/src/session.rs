@@ -790,6 +790,26 @@ impl NativeStore {
         })
     }
 
+    /// Stores `value` at `key` only when nothing is there, atomically within the
+    /// session (`SessionStore::set_if_not_exists`); the awaitable returns whether
+    /// it stored.
+    fn set_if_not_exists<'py>(
+        &self,
+        py: Python<'py>,
+        key: String,
+        value: pyo3::pybacked::PyBackedBytes,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.check_writable(py, &key)?;
+        let store = self.inner.clone();
+        let value = Bytes::from_owner(value);
+        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            store
+                .set_if_not_exists(&key, value)
+                .await
+                .map_err(store_err)
+        })
+    }
+
     /// Removes `key`.
     fn delete<'py>(&self, py: Python<'py>, key: String) -> PyResult<Bound<'py, PyAny>> {
         self.check_writable(py, &key)?;

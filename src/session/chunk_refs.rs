@@ -131,15 +131,33 @@ impl Session {
         index: &[u64],
         payload: Option<ChunkPayload>,
     ) -> Result<()> {
+        self.record_chunk_checked(path, node, index, payload, false)
+            .map(|_| ())
+    }
+
+    /// [`Session::record_chunk`]; with `if_absent`, only when the change set holds
+    /// no ref for the chunk (checked under the same lock): returns whether it
+    /// recorded.
+    pub(super) fn record_chunk_checked(
+        &self,
+        path: &NodePath,
+        node: &NodeSnapshot,
+        index: &[u64],
+        payload: Option<ChunkPayload>,
+        if_absent: bool,
+    ) -> Result<bool> {
         let mut state = self.write();
         // The node may have been deleted or replaced while the chunk was written.
         match Self::node_in(&state, path) {
             Some(n) if n.id == node.id => {}
             _ => return Err(Error::NodeNotFound { path: path.clone() }),
         }
+        if if_absent && matches!(state.changes.chunk(&node.id, index), Some(Some(_))) {
+            return Ok(false);
+        }
         let (id, index) = (node.id, index.to_vec());
         state.change(move |c| c.set_chunk(id, index, payload));
-        Ok(())
+        Ok(true)
     }
 
     /// Indices of every chunk of the array at `path` that has a ref, sorted.

@@ -27,6 +27,32 @@ impl Session {
         self.set_chunk_of(path, &node, index, bytes).await
     }
 
+    /// Stores the encoded bytes of a chunk only when the chunk has no ref yet (Zarr's
+    /// `set_if_not_exists`; Icechunk checks and writes under its session's lock):
+    /// returns whether it stored them. The committed ref is checked before the bytes
+    /// are written, and this session's own changes again under the lock that records
+    /// the ref, so of concurrent calls for one chunk exactly one stores (a loser's
+    /// chunk object, if it wrote one, is garbage).
+    ///
+    /// # Errors
+    /// As [`Session::set_chunk`]; storage and format errors reading the chunk's
+    /// manifest.
+    pub async fn set_chunk_if_absent(
+        &self,
+        path: &NodePath,
+        index: &[u64],
+        bytes: Bytes,
+    ) -> Result<bool> {
+        self.load().await?;
+        self.check_writable()?;
+        let node = self.array_node(path, index)?;
+        if self.chunk_ref_of(&node, index).await?.is_some() {
+            return Ok(false);
+        }
+        let payload = self.payload_of(bytes).await?;
+        self.record_chunk_checked(path, &node, index, Some(payload), true)
+    }
+
     /// [`Session::set_chunk`] for an array node already resolved (and `index`
     /// already checked against its shape), in a writable session.
     pub(super) async fn set_chunk_of(
@@ -36,15 +62,21 @@ impl Session {
         index: &[u64],
         bytes: Bytes,
     ) -> Result<()> {
-        let payload = if self.is_inline(&bytes) {
+        let payload = self.payload_of(bytes).await?;
+        self.record_chunk(path, node, index, Some(payload))
+    }
+
+    /// The ref of a chunk's bytes: inline when small, else a native chunk object
+    /// written now.
+    async fn payload_of(&self, bytes: Bytes) -> Result<ChunkPayload> {
+        Ok(if self.is_inline(&bytes) {
             ChunkPayload::Inline(bytes)
         } else {
             let id = ChunkId::random();
             let length = bytes.len() as u64;
             self.inner.ctx.assets.write_chunk(&id, bytes).await?;
             native_payload(id, length)
-        };
-        self.record_chunk(path, node, index, Some(payload))
+        })
     }
 
     /// Whether `bytes` are kept inline in the manifest rather than written as a

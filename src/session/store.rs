@@ -204,6 +204,51 @@ impl SessionStore {
         })
     }
 
+    /// Whether the `zarr.json` bytes `value` written at `key` (the node at `path`)
+    /// describe an array (`true`) or a group (`false`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidNodeMetadata`] (as a repository error at `key`) for another
+    /// `node_type`, or for a chunk grid other than `regular` in a spec-1 repository.
+    fn node_kind(&self, key: &str, path: &NodePath, value: &[u8]) -> Result<bool, StoreError> {
+        let meta = parse_json(path, value).map_err(|e| backend(key, e))?;
+        let is_array = match meta.get("node_type").and_then(Value::as_str) {
+            Some("array") => true,
+            Some("group") => false,
+            _ => {
+                return Err(backend(
+                    key,
+                    Error::InvalidNodeMetadata {
+                        path: path.clone(),
+                        reason: "node_type must be \"array\" or \"group\"".into(),
+                    },
+                ))
+            }
+        };
+        if is_array && self.session.inner.ctx.assets.spec_version() == SpecVersion::V1 {
+            // Icechunk 2.3.0 refuses any grid but `regular` in a spec-1
+            // repository, whose snapshots record a chunk length per dimension.
+            let grid = meta
+                .get("chunk_grid")
+                .and_then(|g| g.get("name").or(Some(g)))
+                .and_then(Value::as_str);
+            if let Some(grid) = grid.filter(|&g| g != "regular") {
+                return Err(backend(
+                    key,
+                    Error::InvalidNodeMetadata {
+                        path: path.clone(),
+                        reason: format!(
+                            "a `{grid}` chunk grid cannot be stored in a spec version 1 \
+                             repository (non-regular chunk grids need spec_version=2 \
+                             or higher)"
+                        ),
+                    },
+                ));
+            }
+        }
+        Ok(is_array)
+    }
+
     /// Reads the session's snapshot if it was opened without it ([`Session::load`]).
     async fn ready(&self, key: &str) -> Result<(), StoreError> {
         self.session.load().await.map_err(|e| backend(key, e))
@@ -272,6 +317,48 @@ impl SessionStore {
             });
         }
         Ok(self.size(key).await?.is_some())
+    }
+
+    /// Stores `value` at `key` only when nothing is stored there (Zarr's
+    /// `set_if_not_exists`): returns whether it stored it. Atomic within the
+    /// session, as Icechunk's: a `zarr.json` creates its node only when no node is
+    /// at the path (checked and added under one lock); a chunk is stored only when
+    /// it has no ref ([`Session::set_chunk_if_absent`]).
+    ///
+    /// # Errors
+    /// [`StoreError::ReadOnly`] on a read-only session (also when the key exists);
+    /// [`StoreError::InvalidKey`] for a key that is neither; repository errors as
+    /// for [`Store::set`].
+    pub async fn set_if_not_exists(&self, key: &str, value: Bytes) -> Result<bool, StoreError> {
+        self.ready(key).await?;
+        if !self.session.is_writable() {
+            return Err(StoreError::ReadOnly {
+                key: key.to_string(),
+            });
+        }
+        let added = match self.resolve(key)? {
+            Target::Metadata(path) => {
+                let added = if self.node_kind(key, &path, &value)? {
+                    array_definition(&path, value)
+                        .and_then(|def| self.session.add_array(&path, def))
+                } else {
+                    self.session.add_group(&path, value)
+                };
+                match added {
+                    Ok(_) => Ok(true),
+                    Err(Error::NodeExists { .. }) => Ok(false),
+                    Err(e) => Err(e),
+                }
+            }
+            Target::Chunk(path, idx) => self.session.set_chunk_if_absent(&path, &idx, value).await,
+            Target::Nothing => {
+                return Err(StoreError::InvalidKey {
+                    key: key.to_string(),
+                    reason: "not a zarr.json key or a chunk key of an existing array".into(),
+                })
+            }
+        };
+        added.map_err(|e| backend(key, e))
     }
 
     fn chunk_keys(&self, node: &NodeSnapshot, chunks: &[ChunkIndices]) -> Vec<String> {
@@ -462,41 +549,7 @@ impl Store for SessionStore {
         }
         match self.resolve(key)? {
             Target::Metadata(path) => {
-                let meta = parse_json(&path, &value).map_err(|e| backend(key, e))?;
-                let is_array = match meta.get("node_type").and_then(Value::as_str) {
-                    Some("array") => true,
-                    Some("group") => false,
-                    _ => {
-                        return Err(backend(
-                            key,
-                            Error::InvalidNodeMetadata {
-                                path,
-                                reason: "node_type must be \"array\" or \"group\"".into(),
-                            },
-                        ))
-                    }
-                };
-                if is_array && self.session.inner.ctx.assets.spec_version() == SpecVersion::V1 {
-                    // Icechunk 2.3.0 refuses any grid but `regular` in a spec-1
-                    // repository, whose snapshots record a chunk length per dimension.
-                    let grid = meta
-                        .get("chunk_grid")
-                        .and_then(|g| g.get("name").or(Some(g)))
-                        .and_then(Value::as_str);
-                    if let Some(grid) = grid.filter(|&g| g != "regular") {
-                        return Err(backend(
-                            key,
-                            Error::InvalidNodeMetadata {
-                                path,
-                                reason: format!(
-                                    "a `{grid}` chunk grid cannot be stored in a spec version 1 \
-                                     repository (non-regular chunk grids need spec_version=2 \
-                                     or higher)"
-                                ),
-                            },
-                        ));
-                    }
-                }
+                let is_array = self.node_kind(key, &path, &value)?;
                 let existing = self.session.get_node(&path).ok();
                 let result = match (existing, is_array) {
                     (Some(n), true) if n.array().is_some() => array_definition(&path, value)
