@@ -44,6 +44,10 @@ pub struct AssetManager {
     /// Spec 2: parent links from the latest `repo` object read (snapshot files do
     /// not hold them).
     parents: RwLock<HashMap<SnapshotId, Option<SnapshotId>>>,
+    /// Spec 1: the snapshot each branch ref named when this manager last read or
+    /// wrote it: a guess to fetch while the ref is read again, never trusted
+    /// without that read.
+    branch_hints: RwLock<HashMap<String, SnapshotId>>,
     /// Spec 2: the latest `repo` object read or written, by version: reused while a
     /// `head` reports the same version, so a decode happens only when it changed.
     repo_cache: RwLock<Option<RepoObject>>,
@@ -280,6 +284,7 @@ impl AssetManager {
             spec,
             level: AtomicI32::new(0),
             repo_update_retries: std::sync::Mutex::default(),
+            branch_hints: RwLock::default(),
             snapshots: sized_cache(512, sizes.snapshot_nodes),
             headers: Cache::with_weighter(16_384, HEADER_CACHE_BYTES, HeaderWeight),
             manifests: sized_cache(256, sizes.chunk_refs),
@@ -491,6 +496,26 @@ impl AssetManager {
     /// its config when it opens and when the config is saved).
     pub fn set_compression_level(&self, level: Option<i32>) {
         self.level.store(level.unwrap_or(0), Ordering::Relaxed);
+    }
+
+    /// Spec 1: records that branch `name` named snapshot `id` when its ref was read
+    /// or written ([`AssetManager::branch_hint`]).
+    pub(crate) fn hint_branch(&self, name: &str, id: SnapshotId) {
+        self.branch_hints
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(name.to_string(), id);
+    }
+
+    /// Spec 1: the snapshot branch `name` named when its ref was last read or
+    /// written through this manager; possibly stale, a guess to fetch beside a read
+    /// of the ref.
+    pub(crate) fn branch_hint(&self, name: &str) -> Option<SnapshotId> {
+        self.branch_hints
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .copied()
     }
 
     /// How spec-2 `repo` object updates retry from now on (the configuration's

@@ -165,6 +165,7 @@ impl RefStore {
         match self.spec() {
             SpecVersion::V1 => {
                 let (snapshot, version) = ref_files::fetch_branch(self.storage(), name).await?;
+                self.assets.hint_branch(name, snapshot);
                 Ok(BranchTip { snapshot, version })
             }
             SpecVersion::V2 => Ok(BranchTip {
@@ -498,6 +499,9 @@ impl RefStore {
                     expected.version.as_ref(),
                 )
                 .await?;
+                if moved {
+                    self.assets.hint_branch(branch, snapshot.id);
+                }
                 Ok(if moved {
                     RefUpdate::Moved
                 } else {

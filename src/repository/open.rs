@@ -356,10 +356,13 @@ impl Repository {
             None => stored,
         };
         let main_ref = keys::branch("main");
+        // The `main` ref is read whole (a few bytes, the same round trip as a HEAD):
+        // the snapshot it names is fetched beside the first session's own read of
+        // the ref.
         let (repo, config, main) = futures::join!(
             storage.get(keys::SPEC2_REPO),
             storage.get(CONFIG_KEY),
-            storage.head(&main_ref)
+            storage.get(&main_ref)
         );
         if let Some(repo) = found(repo)? {
             let spec = SpecVersion::V2;
@@ -380,11 +383,11 @@ impl Repository {
             }
             return Self::build(spec, (storage, limit), assets, config, version, options);
         }
-        if found(main)?.is_none() {
+        let Some(main) = found(main)? else {
             return Err(Error::RepositoryNotFound {
                 location: storage.root_url(),
             });
-        }
+        };
         let spec = SpecVersion::V1;
         let (config, version) = match found(config)? {
             Some(v) => (RepositoryConfig::parse(&v.bytes)?, v.version),
@@ -397,6 +400,10 @@ impl Repository {
             spec,
             cache_sizes(&config),
         ));
+        // A corrupt ref is reported by the reads that need it, not by the open.
+        if let Ok(main) = crate::format::refs::RefData::parse(&main_ref, &main.bytes) {
+            assets.hint_branch("main", main.snapshot);
+        }
         Self::build(spec, (storage, limit), assets, config, version, options)
     }
 

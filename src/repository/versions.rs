@@ -104,10 +104,11 @@ impl Repository {
         })
     }
 
-    /// The snapshot `selector` names, read whole. On spec 2 a branch or tag is
-    /// resolved by re-validating the `repo` object (as every lookup is); while that
-    /// request is out, the snapshot the object as last read names is fetched beside
-    /// it, and used when the re-validated object still names it (the common case: one
+    /// The snapshot `selector` names, read whole. A branch or tag is resolved by
+    /// reading its ref anew (spec 2: re-validating the `repo` object, as every lookup
+    /// is; spec 1: the branch's ref file); while that request is out, the snapshot
+    /// the ref named when this handle last looked ([`Repository::cached_guess`]) is
+    /// fetched beside it, and used when the ref still names it (the common case: one
     /// round trip instead of two). When the ref moved, the speculative read is dropped
     /// (its snapshot stays in the cache) and the new tip is read.
     ///
@@ -133,19 +134,18 @@ impl Repository {
         }
     }
 
-    /// Spec 2: the snapshot `selector` names in the cached `repo` object, a guess
-    /// to fetch while the current `repo` object is read.
+    /// The snapshot `selector` named when this handle last looked (spec 2: in the
+    /// cached `repo` object; spec 1: the branch's ref as last read or written), a
+    /// guess to fetch while the current ref is read.
     pub(super) fn cached_guess(&self, selector: &VersionSelector) -> Option<SnapshotId> {
-        match (
-            self.inner.spec,
-            selector,
-            self.inner.assets.cached_repo_object(),
-        ) {
-            (SpecVersion::V2, VersionSelector::Branch(name), Some((_, info, _))) => {
-                info.branches.get(name).copied()
+        let assets = &self.inner.assets;
+        match (self.inner.spec, selector) {
+            (SpecVersion::V1, VersionSelector::Branch(name)) => assets.branch_hint(name),
+            (SpecVersion::V2, VersionSelector::Branch(name)) => {
+                assets.cached_repo_object()?.1.branches.get(name).copied()
             }
-            (SpecVersion::V2, VersionSelector::Tag(name), Some((_, info, _))) => {
-                info.tags.get(name).copied()
+            (SpecVersion::V2, VersionSelector::Tag(name)) => {
+                assets.cached_repo_object()?.1.tags.get(name).copied()
             }
             _ => None,
         }
