@@ -41,6 +41,9 @@ pub struct AssetManager {
     headers: Cache<SnapshotId, Arc<SnapshotHeader>, HeaderWeight>,
     manifests: Cache<ManifestId, Arc<Manifest>, SizeWeight>,
     transaction_logs: Cache<SnapshotId, Arc<TransactionLog>, SizeWeight>,
+    /// Native chunk bytes read, by chunk id and byte range, when the configuration
+    /// keeps some (`caching.num_bytes_chunks` > 0).
+    chunk_cache: Option<Cache<(ChunkId, u64, u64), Bytes, ByteWeight>>,
     /// Spec 2: parent links from the latest `repo` object read (snapshot files do
     /// not hold them).
     parents: RwLock<HashMap<SnapshotId, Option<SnapshotId>>>,
@@ -147,6 +150,19 @@ pub struct CacheSizes {
     pub chunk_refs: Option<u64>,
     /// Changes of the cached transaction logs.
     pub transaction_changes: Option<u64>,
+    /// Bytes of native chunk data kept from reads through the storage (Icechunk's
+    /// `num_bytes_chunks`; 0, its default, keeps none).
+    pub chunk_bytes: u64,
+}
+
+/// Weighs cached chunk bytes by their length.
+#[derive(Clone, Copy, Debug)]
+struct ByteWeight;
+
+impl quick_cache::Weighter<(ChunkId, u64, u64), Bytes> for ByteWeight {
+    fn weight(&self, _: &(ChunkId, u64, u64), v: &Bytes) -> u64 {
+        (v.len() as u64).max(1)
+    }
 }
 
 /// The kinds of cached object [`AssetManager::warn_if_cache_small`] checks.
@@ -289,6 +305,12 @@ impl AssetManager {
             headers: Cache::with_weighter(16_384, HEADER_CACHE_BYTES, HeaderWeight),
             manifests: sized_cache(256, sizes.chunk_refs),
             transaction_logs: sized_cache(512, sizes.transaction_changes),
+            chunk_cache: (sizes.chunk_bytes > 0).then(|| {
+                let items = usize::try_from(sizes.chunk_bytes / (64 << 10))
+                    .unwrap_or(usize::MAX)
+                    .clamp(16, 1 << 20);
+                Cache::with_weighter(items, sizes.chunk_bytes, ByteWeight)
+            }),
             parents: RwLock::new(HashMap::new()),
             repo_cache: RwLock::new(None),
             snapshot_reads: SingleFlight::default(),
@@ -959,7 +981,10 @@ impl AssetManager {
         id: &ChunkId,
         range: std::ops::Range<u64>,
     ) -> std::result::Result<Bytes, StorageError> {
-        self.storage.get_range(&keys::chunk(id), range).await
+        let mut read = self
+            .fetch_chunk_ranges(id, std::slice::from_ref(&range))
+            .await?;
+        Ok(read.pop().unwrap_or_default())
     }
 
     /// Reads byte ranges of native chunk object `id`, one `Bytes` per range, nearby
@@ -972,7 +997,37 @@ impl AssetManager {
         id: &ChunkId,
         ranges: &[std::ops::Range<u64>],
     ) -> std::result::Result<Vec<Bytes>, StorageError> {
-        self.storage.get_ranges(&keys::chunk(id), ranges).await
+        let Some(cache) = &self.chunk_cache else {
+            return self.storage.get_ranges(&keys::chunk(id), ranges).await;
+        };
+        // With a chunk cache (`caching.num_bytes_chunks`, as Icechunk's): ranges read
+        // before come from it, the others are read (with one request when near) and
+        // kept.
+        let mut out: Vec<Option<Bytes>> = ranges
+            .iter()
+            .map(|r| cache.get(&(*id, r.start, r.end)))
+            .collect();
+        let missing: Vec<std::ops::Range<u64>> = ranges
+            .iter()
+            .zip(&out)
+            .filter(|(_, hit)| hit.is_none())
+            .map(|(r, _)| r.clone())
+            .collect();
+        if !missing.is_empty() {
+            let mut read = self
+                .storage
+                .get_ranges(&keys::chunk(id), &missing)
+                .await?
+                .into_iter();
+            for (r, slot) in ranges.iter().zip(out.iter_mut()) {
+                if slot.is_none() {
+                    let bytes = read.next().unwrap_or_default();
+                    cache.insert((*id, r.start, r.end), bytes.clone());
+                    *slot = Some(bytes);
+                }
+            }
+        }
+        Ok(out.into_iter().map(Option::unwrap_or_default).collect())
     }
 }
 

@@ -442,3 +442,47 @@ fn rand_name(yaml: &str) -> String {
             .fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)))
     )
 }
+
+#[tokio::test]
+async fn caching_num_bytes_chunks_keeps_chunk_bytes_read() {
+    let reads = Arc::new(AtomicUsize::new(0));
+    let r = Arc::clone(&reads);
+    let storage: Arc<dyn Storage> = Arc::new(FaultyStorage::new(
+        new_in_memory_storage(),
+        Box::new(move |call, key: &str| {
+            if matches!(call, Call::Get | Call::GetRange) && key.starts_with("chunks/") {
+                r.fetch_add(1, Ordering::SeqCst);
+            }
+            Fault::None
+        }),
+    ));
+    one_array(&storage).await;
+    // Icechunk's default (0): every read goes to storage; a cache of 1 KiB keeps the
+    // one-byte chunks read.
+    for (yaml, gets_per_pass) in [("{}", 4), ("caching: {num_bytes_chunks: 1024}", 0)] {
+        let repo = Repository::open_configured(
+            Arc::clone(&storage),
+            OpenOptions::default(),
+            Some(config(yaml)),
+        )
+        .await
+        .unwrap();
+        let s = repo
+            .readonly_session(&VersionSelector::Branch("main".into()))
+            .await
+            .unwrap();
+        for pass in 0..2 {
+            let before = reads.load(Ordering::SeqCst);
+            for i in 0..4u64 {
+                let got = s.get_chunk(&p("/time"), &[i], None).await.unwrap();
+                assert_eq!(got.as_deref(), Some(&[i as u8][..]));
+            }
+            let gets = reads.load(Ordering::SeqCst) - before;
+            if pass == 0 {
+                assert_eq!(gets, 4, "{yaml}: the first pass reads every chunk");
+            } else {
+                assert_eq!(gets, gets_per_pass, "{yaml}: second pass");
+            }
+        }
+    }
+}

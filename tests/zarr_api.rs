@@ -766,6 +766,54 @@ async fn read_region_into_reuses_the_callers_buffer() {
     }
 }
 
+#[tokio::test]
+async fn byte_regions_read_into_and_write_from_the_callers_buffer() {
+    let store = mem();
+    // A fill value whose bytes differ (0x01020304 little-endian is 04 03 02 01).
+    let a = ArrayBuilder::new(vec![6, 5], vec![4, 2], DataType::UInt32)
+        .fill_value(json!(0x0102_0304))
+        .codecs(vec![
+            json!({"name": "bytes", "configuration": {"endian": "little"}}),
+            json!({"name": "zstd", "configuration": {"level": 1, "checksum": false}}),
+        ])
+        .create(store.clone(), "a")
+        .await
+        .unwrap();
+    let values: Vec<u32> = (0..12).collect();
+    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_ne_bytes()).collect();
+    let written = ArraySubset::new(vec![1, 1], vec![4, 3]);
+    a.write_region_from_bytes(&written, &bytes).await.unwrap();
+    let want: Vec<u32> = a
+        .read_region(&ArraySubset::new(vec![0, 0], vec![6, 5]))
+        .await
+        .unwrap();
+    let mut out = vec![0xAAu8; 6 * 5 * 4];
+    a.read_region_into_bytes(&ArraySubset::new(vec![0, 0], vec![6, 5]), &mut out)
+        .await
+        .unwrap();
+    let got: Vec<u32> = out
+        .chunks_exact(4)
+        .map(|c| u32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    assert_eq!(got, want);
+    assert_eq!(
+        got[0], 0x0102_0304,
+        "unwritten elements read as the fill value"
+    );
+    assert_eq!(got[6], 0, "element (1, 1) is the first written");
+    match a
+        .read_region_into_bytes(&ArraySubset::new(vec![0, 0], vec![2, 2]), &mut out)
+        .await
+    {
+        Err(ZarrError::InvalidRegion { .. }) => {}
+        other => panic!("a buffer of the wrong size must be InvalidRegion, got {other:?}"),
+    }
+    match a.write_region_from_bytes(&written, &bytes[..8]).await {
+        Err(ZarrError::DataLength { .. }) => {}
+        other => panic!("short data must be DataLength, got {other:?}"),
+    }
+}
+
 /// Array writes and reads that encode, decode or read chunks straight from and into
 /// the caller's buffers work from a `LocalSet` driven by a multi-thread runtime's
 /// `block_on`, where tokio forbids `block_in_place`, and from tasks on its workers.

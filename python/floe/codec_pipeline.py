@@ -52,11 +52,12 @@ _ZARR_DEFAULT = "zarr.core.codec_pipeline.BatchedCodecPipeline"
 _enabled = True
 
 #: Writes of an unsharded array whose chunks hold more than this many decoded bytes
-#: go to zarr's pipeline: on the 2-core development VM (loaded), 1 MiB chunks wrote
-#: slower through Rust (256 MiB zstd: 1.80 s against 1.23 s; raw: 0.82 s against
-#: 0.48 s) while 4 KiB chunks wrote 4.5x faster and sharded arrays 11x faster.
-#: Reads of every size go to Rust.
-WRITE_MAX_CHUNK_BYTES = 256 * 1024
+#: go to zarr's pipeline; ``None`` (the default): every write batch goes to Rust.
+#: On the quiet 2-core development VM, 256 MiB in 1 MiB chunks wrote faster through
+#: Rust (zstd: 0.32 s against 0.49-0.52 s; raw: 0.11-0.15 s against 0.12-0.22 s)
+#: once large batches reused their buffer (stop 37); an earlier measurement on a
+#: loaded machine had routed chunks over 256 KiB to zarr's pipeline.
+WRITE_MAX_CHUNK_BYTES: int | None = None
 
 _INT = re.compile(r"\d+")
 
@@ -423,8 +424,11 @@ class FloeCodecPipeline(CodecPipeline):
                 and dtype.byteorder in ("=", "|", _NATIVE) and dtype.newbyteorder("=") == want)
 
     def _rust_write_pays(self, spec: Any, dtype: np.dtype) -> bool:
-        """Whether a write batch goes to Rust by size: always for a sharded array,
-        else when one chunk holds at most ``WRITE_MAX_CHUNK_BYTES`` decoded bytes."""
+        """Whether a write batch goes to Rust by size: always for a sharded array or
+        when ``WRITE_MAX_CHUNK_BYTES`` is ``None``, else when one chunk holds at most
+        that many decoded bytes."""
+        if WRITE_MAX_CHUNK_BYTES is None:
+            return True
         codecs = getattr(self._metadata, "codecs", ()) or ()
         if any(type(c).__name__ == "ShardingCodec" for c in codecs):
             return True

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use floe::zarr::store::Store;
 use floe::zarr::subset::ArraySubset;
-use floe::zarr::{Array, ArrayBytes, ArrayMetadata, ArrayOptions, ZarrError};
+use floe::zarr::{Array, ArrayMetadata, ArrayOptions, ZarrError};
 use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
 
@@ -35,6 +35,67 @@ fn zarr_to_py(e: ZarrError) -> PyErr {
 
 fn read_only_error_msg(message: String) -> PyErr {
     error(Class::ReadOnly, Kind::ReadOnlySession, message)
+}
+
+/// The byte size of `region` of `array` (fixed-size data types).
+fn region_bytes(array: &Array, region: &ArraySubset) -> PyResult<usize> {
+    let elem = array
+        .data_type()
+        .fixed_size()
+        .ok_or_else(|| pyo3::exceptions::PyTypeError::new_err("not a fixed-size data type"))?;
+    usize::try_from(region.num_elements())
+        .ok()
+        .and_then(|n| n.checked_mul(elem))
+        .ok_or_else(|| pyo3::exceptions::PyValueError::new_err("the region is too large"))
+}
+
+/// Batches of at least this many bytes take their buffer from [`POOL`].
+const POOL_MIN_BYTES: usize = 1 << 20;
+/// Buffers larger than this are not kept.
+const POOL_MAX_BYTES: usize = 1 << 30;
+
+/// One buffer kept from the last large batch. A fresh buffer of hundreds of MiB is
+/// zeroed by the kernel page by page when first written, which on the 2-core VM cost
+/// as much as the copy itself (256 MiB: about 120 ms of a 250 ms raw write); a
+/// buffer kept between batches is resident already. At most one buffer of at most
+/// [`POOL_MAX_BYTES`] stays allocated between batches.
+static POOL: std::sync::Mutex<Option<Vec<u8>>> = std::sync::Mutex::new(None);
+
+/// A batch's buffer: from [`POOL`] when one large enough is kept, returned to it
+/// when dropped.
+struct Pooled(Vec<u8>);
+
+impl Pooled {
+    /// A buffer of `len` bytes (its contents are left over: callers overwrite them).
+    fn take(len: usize) -> Self {
+        let kept = if len >= POOL_MIN_BYTES {
+            POOL.lock().unwrap_or_else(|p| p.into_inner()).take()
+        } else {
+            None
+        };
+        match kept {
+            // Not one far larger than needed: it would hold memory for nothing.
+            Some(mut v) if v.capacity() >= len && v.capacity() / 2 <= len => {
+                if v.len() > len {
+                    v.truncate(len);
+                } else {
+                    v.resize(len, 0);
+                }
+                Pooled(v)
+            }
+            // Zeroed lazily by the allocator (calloc), not written twice.
+            _ => Pooled(vec![0; len]),
+        }
+    }
+}
+
+impl Drop for Pooled {
+    fn drop(&mut self) {
+        let v = std::mem::take(&mut self.0);
+        if v.capacity() >= POOL_MIN_BYTES && v.capacity() <= POOL_MAX_BYTES {
+            *POOL.lock().unwrap_or_else(|p| p.into_inner()) = Some(v);
+        }
+    }
 }
 
 /// One array of a floe session as the codec pipeline sees it: its metadata as
@@ -126,16 +187,16 @@ impl PipelineArray {
     ) -> PyResult<Bound<'py, PyAny>> {
         let region = region(&self.array, start, shape)?;
         let array = self.array.clone();
+        let len = region_bytes(&array, &region)?;
         pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            let data = array.read_region_bytes(&region).await.map_err(zarr_to_py)?;
-            let ArrayBytes::Fixed(bytes) = data else {
-                return Err(pyo3::exceptions::PyTypeError::new_err(
-                    "not a fixed-size data type",
-                ));
-            };
+            let mut bytes = Pooled::take(len);
+            array
+                .read_region_into_bytes(&region, &mut bytes.0)
+                .await
+                .map_err(zarr_to_py)?;
             Python::attach(|py| -> PyResult<()> {
                 let buf = PyBuffer::<u8>::get(out.bind(py))?;
-                buf.copy_from_slice(py, &bytes)
+                buf.copy_from_slice(py, &bytes.0)
             })
         })
     }
@@ -144,7 +205,8 @@ impl PipelineArray {
     /// region `start` + `shape` in C order) into the array. Whole chunks are encoded
     /// and stored, partially covered chunks read, modified and written back; chunks
     /// that end up all fill value are erased unless `write_empty_chunks`. The data is
-    /// copied once while the GIL is held; the rest runs without it. Returns an
+    /// copied once while the GIL is held, into a buffer kept from the last large
+    /// batch when one fits; the rest runs without it. Returns an
     /// awaitable.
     ///
     /// Raises `ReadOnlyError` once the session committed or when it is read-only,
@@ -168,7 +230,9 @@ impl PipelineArray {
             ));
         }
         let region = region(&self.array, start, shape)?;
-        let bytes = PyBuffer::<u8>::get(data)?.to_vec(py)?;
+        let input = PyBuffer::<u8>::get(data)?;
+        let mut bytes = Pooled::take(input.len_bytes());
+        input.copy_to_slice(py, &mut bytes.0)?;
         let options: ArrayOptions = self
             .array
             .options()
@@ -177,7 +241,7 @@ impl PipelineArray {
         let array = self.array.clone().with_options(options);
         pyo3_async_runtimes::tokio::future_into_py(py, async move {
             array
-                .write_region_bytes(&region, ArrayBytes::Fixed(bytes))
+                .write_region_from_bytes(&region, &bytes.0)
                 .await
                 .map_err(zarr_to_py)
         })

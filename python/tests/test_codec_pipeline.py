@@ -365,14 +365,24 @@ def test_supported_zarr_versions():
     assert not cp._supported_zarr("2.18.3")
 
 
-def test_writes_of_large_unsharded_chunks_go_to_zarrs_pipeline():
-    """Chunks above WRITE_MAX_CHUNK_BYTES are written by zarr's pipeline (measured
-    faster there), read back through Rust, and give what zarr gives; a sharded array
-    with shards that large still writes through Rust."""
-    side = int(np.sqrt(cp.WRITE_MAX_CHUNK_BYTES // 4)) + 1  # float32 chunk just above
+def test_large_chunks_write_through_rust_unless_a_limit_is_set(monkeypatch):
+    """By default every write batch goes to Rust, large chunks too; with
+    ``WRITE_MAX_CHUNK_BYTES`` set, chunks above it are written by zarr's pipeline
+    (read back through Rust, the same data), while a sharded array with shards that
+    large still writes through Rust."""
+    side = 300  # float32 chunks of 360,000 bytes
+    data = _data((2 * side, side), "float32")
     s, a, b = _pair((2 * side, side), (side, side), "float32", 0,
                     compressors=ZstdCodec(level=1))
-    data = _data((2 * side, side), "float32")
+    a[:] = data
+    b[:] = data
+    assert cp.stats.get("rust_write", 0) == 1 and cp.stats.get("zarr_write", 0) == 0
+    np.testing.assert_array_equal(a[:], b[:])
+
+    monkeypatch.setattr(cp, "WRITE_MAX_CHUNK_BYTES", 256 * 1024)
+    cp.stats.clear()
+    s, a, b = _pair((2 * side, side), (side, side), "float32", 0,
+                    compressors=ZstdCodec(level=1))
     a[:] = data
     b[:] = data
     assert cp.stats.get("rust_write", 0) == 0 and cp.stats.get("zarr_write", 0) == 1
@@ -386,6 +396,22 @@ def test_writes_of_large_unsharded_chunks_go_to_zarrs_pipeline():
     b[:] = data
     assert cp.stats.get("rust_write", 0) == 1 and cp.stats.get("zarr_write", 0) == 0
     np.testing.assert_array_equal(a[:], b[:])
+
+
+def test_batches_reuse_a_kept_buffer_and_stay_correct():
+    """Large batches (>= 1 MiB) take their buffer from the one kept from the last
+    large batch: reads and writes of different sizes in turn give zarr's answer."""
+    _, s = _session()
+    for i, n in enumerate([1 << 18, 1 << 19, 1 << 17, 1 << 19]):  # float32: 1, 2, 0.5, 2 MiB
+        a = zarr.create_array(s.store, name=f"p{i}", shape=(n,), chunks=(n // 4,),
+                              dtype="float32", compressors=None, fill_value=-1)
+        data = np.arange(n, dtype="float32")
+        a[: n // 2] = data[: n // 2]
+        got = a[:]
+        np.testing.assert_array_equal(got[: n // 2], data[: n // 2])
+        np.testing.assert_array_equal(got[n // 2:], -1)
+        a[:] = data[::-1].copy()
+        np.testing.assert_array_equal(a[:], data[::-1])
 
 
 def test_two_handles_of_one_array_are_equal():

@@ -123,6 +123,7 @@ fn cache_sizes(config: &RepositoryConfig) -> CacheSizes {
         snapshot_nodes: c.num_snapshot_nodes,
         chunk_refs: c.num_chunk_refs,
         transaction_changes: c.num_transaction_changes,
+        chunk_bytes: c.num_bytes_chunks(),
     }
 }
 

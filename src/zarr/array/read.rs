@@ -475,6 +475,49 @@ impl Array {
         self.read_into_filled(region, out).await
     }
 
+    /// Reads `region` into `out`: native-endian element bytes in C order, exactly
+    /// the region's size, for a fixed-size data type whatever its element type (the
+    /// caller's buffer, reused between reads, instead of the new one
+    /// [`Array::read_region_bytes`] returns: a fresh buffer of hundreds of MiB costs
+    /// the kernel's zeroing of every page on top of the copy). Missing chunks read
+    /// as the fill value.
+    ///
+    /// # Errors
+    /// [`ZarrError::ElementType`] for a data type of variable size;
+    /// [`ZarrError::InvalidRegion`] when `out` does not hold exactly the region's
+    /// bytes; otherwise as [`Array::read_region_bytes`].
+    pub async fn read_region_into_bytes(
+        &self,
+        region: &ArraySubset,
+        out: &mut [u8],
+    ) -> ZarrResult<()> {
+        self.check_region(region)?;
+        let n = self.region_len(region)?;
+        let Some(elem) = self.metadata.data_type.fixed_size() else {
+            return Err(self.element_type_err::<u8>());
+        };
+        if Some(out.len()) != n.checked_mul(elem) {
+            return Err(self.region_err(format!(
+                "the output buffer holds {} bytes, the region {n} elements of {elem} bytes",
+                out.len()
+            )));
+        }
+        if out.is_empty() {
+            return Ok(());
+        }
+        let fill = match self.fill_bytes(1)? {
+            ArrayBytes::Fixed(f) if f.len() == elem => f,
+            _ => return Err(self.element_type_err::<u8>()),
+        };
+        match fill.split_first() {
+            Some((&b, rest)) if rest.iter().all(|&x| x == b) => out.fill(b),
+            _ => out
+                .chunks_exact_mut(elem)
+                .for_each(|e| e.copy_from_slice(&fill)),
+        }
+        self.read_into(region, ElemsMut::Fixed(out)).await
+    }
+
     /// The fill value as one `T`, `None` for a data type of variable size.
     fn fixed_fill<T: Element>(&self) -> ZarrResult<Option<T>> {
         let dt = &self.metadata.data_type;

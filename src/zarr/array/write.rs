@@ -333,6 +333,30 @@ impl Array {
         }
     }
 
+    /// Writes `data`, native-endian element bytes in C order of a fixed-size data
+    /// type (whatever its element type), into `region`, borrowed: no copy of the
+    /// whole input is made (each chunk's part is copied out when its turn comes).
+    ///
+    /// # Errors
+    /// [`ZarrError::ElementType`] for a data type of variable size;
+    /// [`ZarrError::DataLength`] when `data` does not hold the region's bytes;
+    /// otherwise as [`Array::write_region_bytes`].
+    pub async fn write_region_from_bytes(
+        &self,
+        region: &ArraySubset,
+        data: &[u8],
+    ) -> ZarrResult<()> {
+        if self.metadata.data_type.fixed_size().is_none() {
+            return Err(self.element_type_err::<u8>());
+        }
+        self.check_writable()?;
+        self.check_region(region)?;
+        self.region_len(region)?;
+        let view = ElemsRef::Fixed(data);
+        self.check_data_len(region, view)?;
+        self.write_from(region, view).await
+    }
+
     /// Writes an `ndarray` (any memory layout) with its origin at `start`.
     ///
     /// # Errors
