@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::{array_json, group_json};
+use common::{array_json, group_json, write_small_array};
 use floe::format::SpecVersion;
 use floe::storage::fault::{Call, Fault, FaultyStorage};
 use floe::storage::{new_in_memory_storage, Storage};
@@ -85,19 +85,7 @@ async fn table(spec: SpecVersion) -> Vec<(&'static str, u32, usize)> {
     row("create", (t, c, ()));
 
     let session = repo.writable_session("main").await.unwrap();
-    let store = session.store();
-    store
-        .set("zarr.json", group_json(serde_json::json!({})))
-        .await
-        .unwrap();
-    store
-        .set(
-            "a/zarr.json",
-            array_json(&[8], &[4], "uint8", serde_json::json!(0)),
-        )
-        .await
-        .unwrap();
-    store.set("a/c/0", Bytes::from(vec![1u8; 4])).await.unwrap();
+    write_small_array(&session.store(), 0, Bytes::from(vec![1u8; 4])).await;
     let (t, c, first) = l.measure(session.commit("first")).await;
     let first = first.unwrap();
     row("commit (one array, one chunk)", (t, c, ()));

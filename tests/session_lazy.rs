@@ -12,7 +12,7 @@ use std::time::Duration;
 use futures::StreamExt;
 
 use bytes::Bytes;
-use common::{array_json, group_json, p};
+use common::{array_json, group_json, p, write_small_array};
 use floe::format::SpecVersion;
 use floe::storage::fault::{Call, Fault, FaultyStorage};
 use floe::storage::{new_in_memory_storage, StorageError};
@@ -98,22 +98,7 @@ async fn a_lazy_session_reads_writes_and_commits_like_an_eager_one() {
     for spec in [SpecVersion::V1, SpecVersion::V2] {
         let (repo, _storage) = repo(spec).await;
         let eager = repo.writable_session("main").await.unwrap();
-        let store = eager.store();
-        store
-            .set("zarr.json", group_json(serde_json::json!({})))
-            .await
-            .unwrap();
-        store
-            .set(
-                "a/zarr.json",
-                array_json(&[8], &[4], "uint8", serde_json::json!(7)),
-            )
-            .await
-            .unwrap();
-        store
-            .set("a/c/0", Bytes::from(vec![1u8, 2, 3, 4]))
-            .await
-            .unwrap();
+        write_small_array(&eager.store(), 7, Bytes::from(vec![1u8, 2, 3, 4])).await;
         let first = eager.commit("first").await.unwrap();
 
         // The Array API before the snapshot is read: the chunk port cannot know the

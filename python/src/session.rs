@@ -668,6 +668,29 @@ pub(crate) struct NativeStore {
 
 impl NativeStore {
     /// Refuses writes once the session committed (Icechunk's `ReadOnlyError`).
+    /// `set` (`if_absent` false: the awaitable gives `None`) or `set_if_not_exists`
+    /// (whether it stored). The Python bytes object backs the value: no copy into
+    /// Rust.
+    fn store_value<'py>(
+        &self,
+        py: Python<'py>,
+        key: String,
+        value: pyo3::pybacked::PyBackedBytes,
+        if_absent: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.check_writable(py, &key)?;
+        let store = self.inner.clone();
+        let value = Bytes::from_owner(value);
+        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            if if_absent {
+                store.set_if_not_exists(&key, value).await.map(Some)
+            } else {
+                store.set(&key, value).await.map(|()| None)
+            }
+            .map_err(store_err)
+        })
+    }
+
     fn check_writable(&self, py: Python<'_>, key: &str) -> PyResult<()> {
         if self.committed.load(Ordering::Acquire) {
             return Err(read_only_error(
@@ -781,13 +804,7 @@ impl NativeStore {
         key: String,
         value: pyo3::pybacked::PyBackedBytes,
     ) -> PyResult<Bound<'py, PyAny>> {
-        self.check_writable(py, &key)?;
-        // The Python bytes object backs the value: no copy into Rust.
-        let store = self.inner.clone();
-        let value = Bytes::from_owner(value);
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            store.set(&key, value).await.map_err(store_err)
-        })
+        self.store_value(py, key, value, false)
     }
 
     /// Stores `value` at `key` only when nothing is there, atomically within the
@@ -799,15 +816,7 @@ impl NativeStore {
         key: String,
         value: pyo3::pybacked::PyBackedBytes,
     ) -> PyResult<Bound<'py, PyAny>> {
-        self.check_writable(py, &key)?;
-        let store = self.inner.clone();
-        let value = Bytes::from_owner(value);
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            store
-                .set_if_not_exists(&key, value)
-                .await
-                .map_err(store_err)
-        })
+        self.store_value(py, key, value, true)
     }
 
     /// Removes `key`.

@@ -194,3 +194,21 @@ pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
 }
 pub mod fixture;
 pub mod http;
+
+/// Writes, through `store`, a root group and an uncompressed `uint8` array `a` of 8
+/// elements in chunks of 4 with fill value `fill`, whose chunk 0 holds `chunk0`.
+pub async fn write_small_array(store: &floe::SessionStore, fill: u8, chunk0: Bytes) {
+    use floe::zarr::Store;
+    store
+        .set("zarr.json", group_json(serde_json::json!({})))
+        .await
+        .unwrap();
+    store
+        .set(
+            "a/zarr.json",
+            array_json(&[8], &[4], "uint8", serde_json::json!(fill)),
+        )
+        .await
+        .unwrap();
+    store.set("a/c/0", chunk0).await.unwrap();
+}
