@@ -745,6 +745,12 @@ async fn set_if_not_exists_stores_once_and_never_overwrites() {
         .set_if_not_exists("a/zarr.json", common_array_json(9))
         .await
         .unwrap());
+    assert_eq!(store.get("a/zarr.json").await.unwrap(), Some(first.clone()));
+    // ... and the value is not even parsed then (zarr's store tests write any bytes).
+    assert!(!store
+        .set_if_not_exists("a/zarr.json", Bytes::from_static(b"1111"))
+        .await
+        .unwrap());
     assert_eq!(store.get("a/zarr.json").await.unwrap(), Some(first));
     // Concurrent calls for one chunk: exactly one stores, and its bytes stay.
     let results = futures::future::join_all((0..8u8).map(|i| {

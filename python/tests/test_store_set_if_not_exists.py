@@ -46,6 +46,8 @@ def test_existing_nodes_and_chunks_are_kept():
     before = asyncio.run(session.store.get("a/zarr.json", PROTO)).to_bytes()
     group = Buffer.from_bytes(b'{"zarr_format": 3, "node_type": "group", "attributes": {}}')
     asyncio.run(session.store.set_if_not_exists("a/zarr.json", group))
+    # Not even parsed when the node exists (zarr's own store tests write any bytes).
+    asyncio.run(session.store.set_if_not_exists("a/zarr.json", Buffer.from_bytes(b"1111")))
     assert asyncio.run(session.store.get("a/zarr.json", PROTO)).to_bytes() == before
     asyncio.run(session.store.set_if_not_exists("a/c/0", Buffer.from_bytes(b"\x09" * 1024)))
     session.commit("one chunk")

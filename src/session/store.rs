@@ -337,6 +337,8 @@ impl SessionStore {
             });
         }
         let added = match self.resolve(key)? {
+            // An existing node is kept whatever `value` holds (not even parsed).
+            Target::Metadata(path) if self.session.get_node(&path).is_ok() => Ok(false),
             Target::Metadata(path) => {
                 let added = if self.node_kind(key, &path, &value)? {
                     array_definition(&path, value)
