@@ -54,7 +54,7 @@ struct Retries {
 
 impl Retries {
     /// From the configuration's `repo_update_retries`: unset, floe's own (100 tries,
-    /// 5 at once, then jittered backoff from 20 ms to 5 s, measured on contended
+    /// 5 at once, then jittered backoff from 40 ms to 5 s, measured on contended
     /// commits); set, its `max_tries`, `initial_backoff_ms` and `max_backoff_ms`
     /// with Icechunk's defaults (100, 50 ms, 30 s) for unset fields, backing off from
     /// the first retry.

@@ -118,15 +118,7 @@ impl Repository {
                 None
             }
         };
-        self.inner
-            .assets
-            .set_compression_level(config.compression_level());
-        self.inner
-            .assets
-            .set_repo_update_retries(config.repo_update_retries());
-        self.inner
-            .limit
-            .set(usize::from(config.max_concurrent_requests()));
+        super::open::apply_config(&self.inner.assets, &self.inner.limit, &config);
         let mut state = self.write_config_state();
         state.config = config;
         state.version = version;

@@ -115,6 +115,16 @@ fn limited(
     (storage, limit)
 }
 
+/// What `config` sets of a handle's object reads and writes from now on (when it
+/// opens and when its configuration is saved): the compression level of the files
+/// it writes, the retries of spec-2 `repo` updates and the bound on requests in
+/// flight. The cache sizes are fixed when the [`AssetManager`] is made.
+pub(super) fn apply_config(assets: &AssetManager, limit: &RequestLimit, config: &RepositoryConfig) {
+    assets.set_compression_level(config.compression_level());
+    assets.set_repo_update_retries(config.repo_update_retries());
+    limit.set(usize::from(config.max_concurrent_requests()));
+}
+
 /// The cache sizes a configuration's `caching` asks for (unset fields: floe's
 /// defaults).
 fn cache_sizes(config: &RepositoryConfig) -> CacheSizes {
@@ -145,9 +155,7 @@ impl Repository {
         options: OpenOptions,
     ) -> Result<Self> {
         let resolver = Arc::new(options.resolver(config.virtual_chunk_containers()?));
-        assets.set_compression_level(config.compression_level());
-        assets.set_repo_update_retries(config.repo_update_retries());
-        limit.set(usize::from(config.max_concurrent_requests()));
+        apply_config(&assets, &limit, &config);
         Ok(Repository {
             inner: Arc::new(Inner {
                 spec,

@@ -77,12 +77,15 @@ impl Repository {
         let selector = VersionSelector::Branch(branch.to_string());
         // Spec 2: the tip in the cached `repo` object is fetched while the current one
         // is read, so the snapshot costs no round trip of its own when the guess holds.
-        if let Some(guess) = self.cached_guess(&selector) {
+        let guess = self.cached_guess(&selector);
+        if let Some(guess) = guess {
             self.prefetch_snapshot(guess);
         }
         let id = self.resolve(&selector).await?;
         self.check_online().await?;
-        self.prefetch_snapshot(id);
+        if guess != Some(id) {
+            self.prefetch_snapshot(id);
+        }
         Ok(Session::on_branch_lazy(
             self.session_context(),
             id,

@@ -140,10 +140,10 @@ struct Inner {
     state: RwLock<State>,
     /// Held by a commit from start to end, so commits of one session run one at a time.
     commit_lock: tokio::sync::Mutex<()>,
-    /// Sessions opened without their base snapshot
-    /// ([`Repository::writable_session_lazy`](crate::Repository::writable_session_lazy)):
-    /// set once the snapshot is read; `None` for sessions opened with it.
-    lazy: Option<tokio::sync::OnceCell<()>>,
+    /// Set once the base snapshot is read: from the start for sessions opened with
+    /// it, by the first [`Session::load`] of one opened without it
+    /// ([`Repository::writable_session_lazy`](crate::Repository::writable_session_lazy)).
+    base_read: tokio::sync::OnceCell<()>,
 }
 
 /// A session on a repository. Cheap to clone; clones share state.
@@ -185,19 +185,37 @@ impl Session {
             id,
             ..Snapshot::initial(spec)
         });
-        let mut session =
-            Self::with_mode(ctx, placeholder, Mode::Branch(branch), ChangeSet::default());
-        if let Some(inner) = Arc::get_mut(&mut session.inner) {
-            inner.lazy = Some(tokio::sync::OnceCell::new());
-        }
-        session
+        Self::assemble(
+            ctx,
+            placeholder,
+            Mode::Branch(branch),
+            ChangeSet::default(),
+            tokio::sync::OnceCell::new(),
+        )
     }
 
+    /// A session of `mode` over `base`, read already, holding `changes`.
     fn with_mode(
         ctx: Arc<SessionContext>,
         base: Arc<Snapshot>,
         mode: Mode,
         changes: ChangeSet,
+    ) -> Self {
+        Self::assemble(
+            ctx,
+            base,
+            mode,
+            changes,
+            tokio::sync::OnceCell::new_with(Some(())),
+        )
+    }
+
+    fn assemble(
+        ctx: Arc<SessionContext>,
+        base: Arc<Snapshot>,
+        mode: Mode,
+        changes: ChangeSet,
+        base_read: tokio::sync::OnceCell<()>,
     ) -> Self {
         Session {
             inner: Arc::new(Inner {
@@ -211,7 +229,7 @@ impl Session {
                     rearranged_from: None,
                 }),
                 commit_lock: tokio::sync::Mutex::new(()),
-                lazy: None,
+                base_read,
             }),
         }
     }
@@ -228,33 +246,33 @@ impl Session {
     /// [`Error::Storage`] (`NotFound`, naming the key `snapshots/{id}`) when the
     /// branch's tip snapshot is missing; other storage and format errors.
     pub async fn load(&self) -> Result<()> {
-        let Some(cell) = &self.inner.lazy else {
-            return Ok(());
-        };
-        cell.get_or_try_init(|| async {
-            let id = self.read().base.id;
-            let snap = match self.inner.ctx.assets.fetch_snapshot(&id).await {
-                Err(Error::SnapshotNotFound { id }) => {
-                    return Err(Error::Storage(crate::storage::StorageError::NotFound {
-                        key: crate::format::keys::snapshot(&id),
-                    }))
-                }
-                other => other?,
-            };
-            self.inner.ctx.preload_manifests(&snap);
-            self.write().base = snap;
-            Ok(())
-        })
-        .await?;
+        self.inner
+            .base_read
+            .get_or_try_init(|| async {
+                let id = self.read().base.id;
+                let snap = match self.inner.ctx.assets.fetch_snapshot(&id).await {
+                    Err(Error::SnapshotNotFound { id }) => {
+                        return Err(Error::Storage(crate::storage::StorageError::NotFound {
+                            key: crate::format::keys::snapshot(&id),
+                        }))
+                    }
+                    other => other?,
+                };
+                self.inner.ctx.preload_manifests(&snap);
+                self.write().base = snap;
+                Ok(())
+            })
+            .await?;
         Ok(())
     }
 
     /// Whether the base snapshot is read: [`Error::SessionNotLoaded`] before the
     /// first [`Session::load`] of a session opened without it.
     fn loaded(&self) -> Result<()> {
-        match &self.inner.lazy {
-            Some(cell) if !cell.initialized() => Err(Error::SessionNotLoaded),
-            _ => Ok(()),
+        if self.inner.base_read.initialized() {
+            Ok(())
+        } else {
+            Err(Error::SessionNotLoaded)
         }
     }
 

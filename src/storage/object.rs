@@ -78,13 +78,21 @@ impl SplitReads {
         max_requests_per_object: 1,
     };
 
-    /// The parts of `range`: `ceil(len / ideal)` requests at most
-    /// `max_requests_per_object`, sizes differing by at most one byte, in order.
+    /// How many requests a read of `range` takes: `ceil(len / ideal)`, at least 1
+    /// and at most `max_requests_per_object`.
+    pub fn num_parts(&self, range: &Range<u64>) -> u64 {
+        range
+            .end
+            .saturating_sub(range.start)
+            .div_ceil(self.ideal_request_bytes.max(1))
+            .clamp(1, u64::from(self.max_requests_per_object.max(1)))
+    }
+
+    /// The parts of `range`: [`SplitReads::num_parts`] requests, sizes differing by
+    /// at most one byte, in order.
     pub fn parts(&self, range: &Range<u64>) -> Vec<Range<u64>> {
         let len = range.end.saturating_sub(range.start);
-        let n = len
-            .div_ceil(self.ideal_request_bytes.max(1))
-            .clamp(1, u64::from(self.max_requests_per_object.max(1)));
+        let n = self.num_parts(range);
         let (small, big) = (len / n, len % n);
         let mut at = range.start;
         (0..n)
@@ -566,12 +574,15 @@ impl Storage for ObjectStorage {
     }
 
     async fn get_range(&self, key: &str, range: Range<u64>) -> StorageResult<Bytes> {
-        let parts = self.split.parts(&range);
-        if parts.len() < 2 {
+        // Most reads are one request: no list of parts is made for them.
+        if self.split.num_parts(&range) < 2 {
             return self.get_range_once(key, range).await;
         }
         let read = futures::future::try_join_all(
-            parts.into_iter().map(|part| self.get_range_once(key, part)),
+            self.split
+                .parts(&range)
+                .into_iter()
+                .map(|part| self.get_range_once(key, part)),
         )
         .await
         .map_err(|e| match e {
