@@ -19,6 +19,7 @@ run).
 
 Workloads:
 
+- create: a new spec-2 repository on an empty prefix (a fresh client).
 - write_64mib: 64 MiB float32, 1 MiB chunks (256 x 1024), bytes + zstd level 3,
   written through the array API (create + write) plus the commit.
 - read_64mib: that array, written and committed untimed, read back whole through
@@ -34,6 +35,14 @@ Workloads:
 - commit_100_arrays: a repository with 100 small arrays (one inline chunk each); a
   writable session writes a new value in each and commits.
 - ancestry_200_spec1 (floe only): ancestry_200 on a spec-1 repository.
+- The floor of the two 64 MiB rows (engine "floor", floe's executable): the same
+  64 chunks, encoded untimed, moved by the same S3 client with no format, plus the
+  sequential round trips the format cannot avoid. Write: one GET (the tip snapshot
+  a session reads before it writes), the 64 PUTs, one PUT (the commit point, after
+  every write). Read: three GETs (the chain `repo` object -> snapshot -> manifest,
+  each naming the next), then the 64 GETs. Each run tries 8, 16, 32 and 64 requests
+  in flight on a fresh client and keeps the fastest (the rate the link and the
+  server allow); the table gives floe's time over it.
 - commits_8x5: a repository with 8 small arrays (setup); then 8 processes, started
   together, each open the repository (fresh handle) and make 5 commits to main, each
   writing its own array (so they rebase over each other; Icechunk with
@@ -57,6 +66,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 WORKLOADS = [
+    "create",
     "write_64mib",
     "read_64mib",
     "ancestry_200",
@@ -69,6 +79,10 @@ WORKLOADS = [
     "commits_8x5",
 ]
 FLOE_ONLY = {"ancestry_200_spec1"}
+# The bulk rows' floors (run by floe's executable, engine "floor"): the same encoded
+# bytes moved by the same S3 client with no format, plus the round trips the format
+# cannot avoid.
+FLOORS = {"write_64mib": "floor_write_64mib", "read_64mib": "floor_read_64mib"}
 
 MIB = 64
 COLS = 1024
@@ -129,6 +143,16 @@ def icechunk_engine(args):
             zarr.open_array(s.store, path=f"w{args.worker}")[:] = np.full(16, c, "float32")
             s.commit("worker commit", rebase_with=icechunk.ConflictDetector())
         print(json.dumps({"end": time.time()}))
+        return
+    if w == "create":
+        mark(args.proxy, "start")
+        t = time.perf_counter()
+        icechunk.Repository.create(storage(args.proxy), spec_version=2)
+        elapsed = time.perf_counter() - t
+        c = mark(args.proxy, "stop")
+        assert fresh().list_branches() == {"main"}
+        print(json.dumps({"s": elapsed, "requests": c["requests"],
+                          "connections": c["connections"]}))
         return
     data = None
     if w in ("write_64mib", "read_64mib"):
@@ -380,14 +404,17 @@ def main():
             try:
                 for w in workloads:
                     engines = ["floe"] if w in FLOE_ONLY else ["floe", "icechunk"]
+                    if w in FLOORS:
+                        engines.append("floor")
                     per = {e: [] for e in engines}
                     for r in range(a.runs):
                         for e in engines:
                             prefix = f"{e}-{w}-{int(delay)}-{r}-{uuid.uuid4().hex[:8]}"
-                            common = ["--workload", w, "--bucket", bucket, "--prefix", prefix,
+                            common = ["--workload", FLOORS[w] if e == "floor" else w,
+                                      "--bucket", bucket, "--prefix", prefix,
                                       "--proxy", proxy_addr,
                                       "--direct", f"127.0.0.1:{s3_port}", "--data", data]
-                            if e == "floe":
+                            if e in ("floe", "floor"):
                                 engine = [floe_bin]
                             else:
                                 engine = [a.icechunk_python, os.path.abspath(__file__),
@@ -414,9 +441,9 @@ def main():
         runs = sorted(runs, key=lambda o: o["s"])
         return runs[len(runs) // 2]
 
-    print("| workload | delay | floe (s) | Icechunk 2.3.0 (s) | ratio | requests floe / Icechunk "
-          "| connections floe / Icechunk |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("| workload | delay | floe (s) | Icechunk 2.3.0 (s) | ratio | floor (s) | floe / floor "
+          "| requests floe / Icechunk | connections floe / Icechunk |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     table = []
     for (delay, w), per in results.items():
         f = median_run(per["floe"])
@@ -425,9 +452,15 @@ def main():
         its = f"{i['s']:.3f}" if i else "-"
         req = f"{f['requests']:g} / {i['requests']:g}" if i else f"{f['requests']:g}"
         con = f"{f['connections']:g} / {i['connections']:g}" if i else f"{f['connections']:g}"
-        print(f"| {w} | {delay:g} ms | {f['s']:.3f} | {its} | {ratio} | {req} | {con} |")
+        fl = median_run(per["floor"]) if "floor" in per else None
+        fls = f"{fl['s']:.3f}" if fl else "-"
+        over = f"{f['s'] / fl['s']:.2f}" if fl else "-"
+        if fl:
+            fls += f" ({fl['in_flight']} in flight)"
+        print(f"| {w} | {delay:g} ms | {f['s']:.3f} | {its} | {ratio} | {fls} | {over} "
+              f"| {req} | {con} |")
         table.append({"workload": w, "delay_ms": delay, "floe": per["floe"],
-                      "icechunk": per.get("icechunk")})
+                      "icechunk": per.get("icechunk"), "floor": per.get("floor")})
     if a.json:
         with open(a.json, "w") as fh:
             json.dump(table, fh, indent=1)

@@ -8,7 +8,8 @@
 //! `{"engine":"floe","mib":N,"runs":R,"<workload>_s":median_seconds,...}`.
 //!
 //! ```text
-//! cargo bench --bench workloads -- [--mib 256] [--runs 3] [--workload NAME] [--data FILE]
+//! cargo bench --bench workloads -- [--mib 256] [--runs 3] [--workload NAME[,NAME...]]
+//!     [--data FILE]
 //!     [--scratch DIR]
 //! ```
 //!
@@ -52,6 +53,17 @@
 //!   the history, or whose value is not in the array), summed over the runs.
 //! - `ancestry_2001_cold_spec2`: the same on a spec-2 repository (Icechunk 2.x only:
 //!   1.x cannot read spec 2).
+//! - `write_raw_commit`: the same uncompressed (`bytes` only), plus the commit.
+//! - `sharded_write_commit` / `sharded_read` / `sharded_read_inner`: the first 32 MiB
+//!   of the data as a sharded array (1 MiB shards of `256 x 1024`, inner chunks of
+//!   `1 x 1024` (4 KiB), uncompressed, index `bytes` + `crc32c` at the end, as
+//!   zarr-python writes it) written + committed / read whole / one inner chunk read
+//!   from each shard (32 reads of one row).
+//! - `dataset_write_commit` / `dataset_read_mean`: 4 arrays of `--mib` / 4 MiB each
+//!   (random normal float32, 1 MiB chunks, `bytes` + `zstd` level 0, as xarray's
+//!   `to_zarr` writes them through zarr-python) written + committed / read whole
+//!   and averaged, each array's mean (floe's side of `compare_pipeline.py`'s xarray
+//!   rows, without xarray).
 //! - `floor_zstd_write` (floe's side only): the floor of `write_zstd_commit`, the
 //!   same chunks compressed with zstd level 3 on one thread per core and written
 //!   with plain `std::fs`, without a repository.
@@ -78,10 +90,11 @@ use futures::{StreamExt, TryStreamExt};
 use serde_json::{json, Value};
 
 /// The workloads, in the order they run.
-const WORKLOADS: [&str; 16] = [
+const WORKLOADS: [&str; 22] = [
     "attr_commit",
     "commit_10k_refs",
     "write_zstd_commit",
+    "write_raw_commit",
     "store_write_commit",
     "read_store",
     "read_array",
@@ -95,7 +108,18 @@ const WORKLOADS: [&str; 16] = [
     "floor_zstd_write",
     "floor_write",
     "floor_read",
+    "sharded_write_commit",
+    "sharded_read",
+    "sharded_read_inner",
+    "dataset_write_commit",
+    "dataset_read_mean",
 ];
+
+/// MiB of the sharded array (`sharded_*`), 1 MiB shards of 4 KiB inner chunks; the
+/// first rows of the `--mib` data.
+const SHARD_MIB: u64 = 32;
+/// Variables of the `dataset_*` workloads (each `--mib` / 4 MiB).
+const VARIABLES: u64 = 4;
 
 /// Chunks of `small_write_commit` / `small_read`, and elements per chunk (4 KiB).
 const SMALL_CHUNKS: u64 = 10_000;
@@ -145,11 +169,13 @@ fn parse_args() -> Args {
     }
     assert!(args.mib > 0, "--mib must be at least 1");
     assert!(args.runs > 0, "--runs must be at least 1");
-    if let Some(w) = &args.workload {
-        assert!(
-            WORKLOADS.contains(&w.as_str()),
-            "unknown workload {w:?}; one of {WORKLOADS:?}"
-        );
+    if let Some(only) = &args.workload {
+        for w in only.split(',') {
+            assert!(
+                WORKLOADS.contains(&w),
+                "unknown workload {w:?}; one of {WORKLOADS:?}"
+            );
+        }
     }
     args
 }
@@ -367,6 +393,124 @@ async fn write_zstd_commit(data: &Data) -> Duration {
     session.commit("zstd array").await.expect("commit");
     let elapsed = t.elapsed();
     check_array(&repo, "big", data).await;
+    elapsed
+}
+
+async fn write_raw_commit(data: &Data) -> Duration {
+    let (_dir, repo) = new_repo().await;
+    let session = repo.writable_session("main").await.expect("session");
+    let t = Instant::now();
+    write_float_array(data, false, Arc::new(session.store()), "raw").await;
+    session.commit("raw array").await.expect("commit");
+    let elapsed = t.elapsed();
+    check_array(&repo, "raw", data).await;
+    elapsed
+}
+
+/// Which part of the sharded workload is timed.
+#[derive(Clone, Copy, PartialEq)]
+enum Sharded {
+    Write,
+    Read,
+    ReadInner,
+}
+
+/// The first `SHARD_MIB` MiB of `data` as a sharded array (see the module docs),
+/// written + committed, then read whole, then one inner chunk read per shard; the
+/// part `timed` is timed, and every read is checked.
+async fn sharded(data: &Data, timed: Sharded) -> Duration {
+    let rows = SHARD_MIB * 1024 * 1024 / 4 / COLS;
+    let values = &data.values[..(rows * COLS) as usize];
+    let (_dir, repo) = new_repo().await;
+    let session = repo.writable_session("main").await.expect("session");
+    let t = Instant::now();
+    let array = ArrayBuilder::new(vec![rows, COLS], vec![CHUNK_ROWS, COLS], DataType::Float32)
+        .codecs(vec![json!({"name": "sharding_indexed", "configuration": {
+            "chunk_shape": [1, COLS],
+            "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+            "index_codecs": [
+                {"name": "bytes", "configuration": {"endian": "little"}},
+                {"name": "crc32c"},
+            ],
+            "index_location": "end",
+        }})])
+        .create(Arc::new(session.store()), "sharded")
+        .await
+        .expect("create sharded array");
+    array
+        .write_region(&ArraySubset::full(&[rows, COLS]), values)
+        .await
+        .expect("write sharded array");
+    session.commit("sharded array").await.expect("commit");
+    let write = t.elapsed();
+    let store = main_store(&repo).await;
+    let t = Instant::now();
+    let back: Vec<f32> = read_whole(Arc::clone(&store), "sharded").await;
+    let read = t.elapsed();
+    assert!(back == values, "sharded array reads back as written");
+    let array = Array::open(store, "sharded").await.expect("open array");
+    let t = Instant::now();
+    for shard in 0..rows / CHUNK_ROWS {
+        let row = shard * CHUNK_ROWS + 7;
+        let one: Vec<f32> = array
+            .read_region(&ArraySubset::new(vec![row, 0], vec![1, COLS]))
+            .await
+            .expect("read one inner chunk");
+        let at = (row * COLS) as usize;
+        assert!(one == values[at..at + COLS as usize], "inner chunk {row}");
+    }
+    let inner = t.elapsed();
+    match timed {
+        Sharded::Write => write,
+        Sharded::Read => read,
+        Sharded::ReadInner => inner,
+    }
+}
+
+/// `VARIABLES` arrays of `mib / VARIABLES` MiB each (see the module docs): written +
+/// committed (`mean == false`), or written untimed and then read whole and averaged
+/// (`mean == true`).
+async fn dataset(mib: u64, mean: bool) -> Duration {
+    let per = mib * 1024 * 1024 / 4 / VARIABLES;
+    let shape = vec![per / COLS, COLS];
+    let variables: Vec<Vec<f32>> = (0..VARIABLES)
+        .map(|k| normal_f32(per as usize, 100 + k))
+        .collect();
+    let (_dir, repo) = new_repo().await;
+    let session = repo.writable_session("main").await.expect("session");
+    let store: Arc<dyn Store> = Arc::new(session.store());
+    let t = Instant::now();
+    for (k, values) in variables.iter().enumerate() {
+        let array = ArrayBuilder::new(shape.clone(), vec![CHUNK_ROWS, COLS], DataType::Float32)
+            .codecs(vec![
+                json!({"name": "bytes", "configuration": {"endian": "little"}}),
+                json!({"name": "zstd", "configuration": {"level": 0, "checksum": false}}),
+            ])
+            .create(Arc::clone(&store), &format!("v{k}"))
+            .await
+            .expect("create variable");
+        array
+            .write_region(&ArraySubset::full(&shape), values)
+            .await
+            .expect("write variable");
+    }
+    session.commit("dataset").await.expect("commit");
+    let write = t.elapsed();
+    if !mean {
+        return write;
+    }
+    let t = Instant::now();
+    let store = main_store(&repo).await;
+    let mut means = Vec::new();
+    for k in 0..VARIABLES {
+        let back: Vec<f32> = read_whole(Arc::clone(&store), &format!("v{k}")).await;
+        means.push(back.iter().map(|&v| f64::from(v)).sum::<f64>() / back.len() as f64);
+    }
+    let elapsed = t.elapsed();
+    assert!(
+        means.iter().all(|m| m.abs() < 0.01),
+        "means of normal data: {means:?}"
+    );
     elapsed
 }
 
@@ -853,10 +997,12 @@ fn main() {
         .filter(|w| {
             // A store-API row runs with its page-cache floor.
             args.workload.as_deref().is_none_or(|only| {
-                only == *w
-                    || (only, *w) == ("store_write_commit", "floor_write")
-                    || (only, *w) == ("read_store", "floor_read")
-                    || (only, *w) == ("write_zstd_commit", "floor_zstd_write")
+                only.split(',').any(|only| {
+                    only == *w
+                        || (only, *w) == ("store_write_commit", "floor_write")
+                        || (only, *w) == ("read_store", "floor_read")
+                        || (only, *w) == ("write_zstd_commit", "floor_zstd_write")
+                })
             })
         })
         .collect();
@@ -864,6 +1010,10 @@ fn main() {
         matches!(
             *w,
             "write_zstd_commit"
+                | "write_raw_commit"
+                | "sharded_write_commit"
+                | "sharded_read"
+                | "sharded_read_inner"
                 | "store_write_commit"
                 | "read_store"
                 | "read_array"
@@ -899,6 +1049,12 @@ fn main() {
                     "attr_commit" => attr_commit().await,
                     "commit_10k_refs" => commit_10k_refs().await,
                     "write_zstd_commit" => write_zstd_commit(&data).await,
+                    "write_raw_commit" => write_raw_commit(&data).await,
+                    "sharded_write_commit" => sharded(&data, Sharded::Write).await,
+                    "sharded_read" => sharded(&data, Sharded::Read).await,
+                    "sharded_read_inner" => sharded(&data, Sharded::ReadInner).await,
+                    "dataset_write_commit" => dataset(args.mib, false).await,
+                    "dataset_read_mean" => dataset(args.mib, true).await,
                     "store_write_commit" => store_write_commit(&data).await,
                     "read_store" => read_store(&data).await,
                     "read_array" => read_array(&data).await,
