@@ -52,30 +52,37 @@ fn region_bytes(array: &Array, region: &ArraySubset) -> PyResult<usize> {
 /// Batches of at least this many bytes take their buffer from [`POOL`].
 const POOL_MIN_BYTES: usize = 1 << 20;
 /// Buffers larger than this are not kept.
-const POOL_MAX_BYTES: usize = 1 << 30;
+const POOL_MAX_BYTES: usize = 256 << 20;
+/// Buffers kept at most: the codec pipeline keeps two slabs of a large batch in
+/// flight (`floe.codec_pipeline.SLAB_BYTES`).
+const POOL_KEPT: usize = 2;
 
-/// One buffer kept from the last large batch. A fresh buffer of hundreds of MiB is
-/// zeroed by the kernel page by page when first written, which on the 2-core VM cost
-/// as much as the copy itself (256 MiB: about 120 ms of a 250 ms raw write); a
-/// buffer kept between batches is resident already. At most one buffer of at most
-/// [`POOL_MAX_BYTES`] stays allocated between batches.
-static POOL: std::sync::Mutex<Option<Vec<u8>>> = std::sync::Mutex::new(None);
+/// Buffers kept from the last large batches. A fresh buffer of hundreds of MiB is
+/// zeroed by the kernel page by page when first written, which on the 2-core VM
+/// costs several times the copy itself (256 MiB: ~126 ms into fresh memory, ~20 ms
+/// into memory already touched); a buffer kept between batches is resident
+/// already. At most [`POOL_KEPT`] buffers of at most [`POOL_MAX_BYTES`] each stay
+/// allocated between batches.
+static POOL: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new());
 
-/// A batch's buffer: from [`POOL`] when one large enough is kept, returned to it
-/// when dropped.
+/// A batch's buffer: from [`POOL`] when one of a fitting size is kept, returned to
+/// it when dropped.
 struct Pooled(Vec<u8>);
 
 impl Pooled {
     /// A buffer of `len` bytes (its contents are left over: callers overwrite them).
     fn take(len: usize) -> Self {
         let kept = if len >= POOL_MIN_BYTES {
-            POOL.lock().unwrap_or_else(|p| p.into_inner()).take()
+            let mut pool = POOL.lock().unwrap_or_else(|p| p.into_inner());
+            // Not one far larger than needed: it would hold memory for nothing.
+            pool.iter()
+                .position(|v| v.capacity() >= len && v.capacity() / 2 <= len)
+                .map(|at| pool.swap_remove(at))
         } else {
             None
         };
         match kept {
-            // Not one far larger than needed: it would hold memory for nothing.
-            Some(mut v) if v.capacity() >= len && v.capacity() / 2 <= len => {
+            Some(mut v) => {
                 if v.len() > len {
                     v.truncate(len);
                 } else {
@@ -84,7 +91,7 @@ impl Pooled {
                 Pooled(v)
             }
             // Zeroed lazily by the allocator (calloc), not written twice.
-            _ => Pooled(vec![0; len]),
+            None => Pooled(vec![0; len]),
         }
     }
 }
@@ -93,7 +100,15 @@ impl Drop for Pooled {
     fn drop(&mut self) {
         let v = std::mem::take(&mut self.0);
         if v.capacity() >= POOL_MIN_BYTES && v.capacity() <= POOL_MAX_BYTES {
-            *POOL.lock().unwrap_or_else(|p| p.into_inner()) = Some(v);
+            let mut pool = POOL.lock().unwrap_or_else(|p| p.into_inner());
+            if pool.len() < POOL_KEPT {
+                pool.push(v);
+            } else if let Some(smallest) = pool.iter_mut().min_by_key(|k| k.capacity()) {
+                // Keep the larger ones: they serve more batches.
+                if smallest.capacity() < v.capacity() {
+                    *smallest = v;
+                }
+            }
         }
     }
 }

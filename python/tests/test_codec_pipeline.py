@@ -429,3 +429,44 @@ def test_two_handles_of_one_array_are_equal():
     c = zarr.create_array(s.store, name="g/c", shape=(8,), chunks=(4,), dtype="uint16",
                           compressors=None)
     assert a._async_array.codec_pipeline != c._async_array.codec_pipeline
+
+
+def test_slabs_end_on_chunk_boundaries(monkeypatch):
+    """A large region goes to Rust in slabs along the first axis, each ending on a
+    chunk boundary of the grid and about ``SLAB_BYTES`` large (at least one row of
+    chunks); a small one, or with the setting ``None``, in one call."""
+    monkeypatch.setattr(cp, "SLAB_BYTES", 8)
+    # chunks of 4 rows, 1 byte per row: slabs of 2 chunk rows (8 rows) on the grid
+    assert cp._slabs([5], [30], 4, 1) == [(0, 3), (3, 11), (11, 19), (19, 27), (27, 30)]
+    # a row of chunks larger than the slab size: one row of chunks per slab
+    assert cp._slabs([0, 0], [10, 3], 4, 100) == [(0, 4), (4, 8), (8, 10)]
+    # small enough: one call
+    assert cp._slabs([3], [8], 4, 1) == [(0, 8)]
+    monkeypatch.setattr(cp, "SLAB_BYTES", None)
+    assert cp._slabs([5], [30], 4, 1) == [(0, 30)]
+
+
+@pytest.mark.parametrize("sharded", [False, True])
+def test_slabbed_batches_match_zarrs_pipeline(monkeypatch, sharded):
+    """With slabs of one row of chunks, whole and partial writes (edges inside
+    chunks, integer-selected axes, a broadcast scalar) and reads give zarr's
+    answer, through Rust only."""
+    monkeypatch.setattr(cp, "SLAB_BYTES", 16)
+    kw = dict(shards=(6, 10)) if sharded else {}
+    s, a, b = _pair((23, 17), (3, 5), "int32", -1, compressors=ZstdCodec(level=1), **kw)
+    data = _data((23, 17), "int32")
+    a[:] = data
+    b[:] = data
+    np.testing.assert_array_equal(a[:], data)
+    for i, sel in enumerate([(slice(2, 21), slice(1, 16)), (slice(None), 4), (7, slice(None)),
+                             (slice(4, 5), slice(0, 17)), (slice(0, 23), slice(3, 9))]):
+        v = _data(np.empty((23, 17))[sel].shape, "int32", seed=i + 1)
+        a[sel] = v
+        b[sel] = v
+        np.testing.assert_array_equal(a[sel], b[sel])
+        np.testing.assert_array_equal(a[:], b[:])
+    a[1:22, 2:15] = 5
+    b[1:22, 2:15] = 5
+    np.testing.assert_array_equal(a[:], b[:])
+    np.testing.assert_array_equal(a[::1, 16], b[:, 16])
+    assert cp.stats.get("zarr_read", 0) == 0 and cp.stats.get("zarr_write", 0) == 0
