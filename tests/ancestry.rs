@@ -150,3 +150,37 @@ async fn ancestry_read_ahead_keeps_order_and_typed_errors() {
     storage.put(&key, saved).await.unwrap();
     assert_eq!(fresh().await.ancestry(ids[140]).await.unwrap().len(), 141);
 }
+
+/// The ancestry of a snapshot id that names no snapshot file is `SnapshotNotFound`
+/// for that id on spec 1, whether the walk reads ahead from a local disk or lists
+/// `snapshots/` on storage without local files (object storage): the walk's first
+/// read is the check.
+#[tokio::test]
+async fn ancestry_of_a_missing_snapshot_is_snapshot_not_found() {
+    use floe::storage::fault::{Fault, FaultyStorage};
+    use futures::TryStreamExt;
+    let dir = tempfile::tempdir().unwrap();
+    let object_like: Arc<dyn Storage> = Arc::new(FaultyStorage::new(
+        floe::storage::new_in_memory_storage(),
+        Box::new(|_, _| Fault::None),
+    ));
+    for storage in [local(&dir), object_like] {
+        let (repo, ids) = attribute_history(&storage, 3).await;
+        let missing = SnapshotId::random();
+        let fresh = Repository::open(Arc::clone(&storage)).await.unwrap();
+        match fresh.ancestry(missing).await {
+            Err(Error::SnapshotNotFound { id }) => assert_eq!(id, missing),
+            other => panic!("a missing snapshot must be SnapshotNotFound, got {other:?}"),
+        }
+        match fresh
+            .ancestry_stream(VersionSelector::Snapshot(missing))
+            .try_collect::<Vec<_>>()
+            .await
+        {
+            Err(Error::SnapshotNotFound { id }) => assert_eq!(id, missing),
+            other => panic!("a missing snapshot must be SnapshotNotFound, got {other:?}"),
+        }
+        // The history itself still lists whole.
+        assert_eq!(repo.ancestry(ids[3]).await.unwrap().len(), 4);
+    }
+}

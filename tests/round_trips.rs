@@ -187,8 +187,8 @@ const EXPECTED: &[(&str, u32, u32)] = &[
     ("create tag", 2, 2),
     ("reset branch", 2, 2),
     ("delete branch", 2, 2),
-    ("open + ancestry of 21 commits", 5, 3),
-    ("open + ancestry of branch main, one call", 5, 2),
+    ("open + ancestry of 21 commits", 4, 3),
+    ("open + ancestry of branch main, one call", 4, 2),
     ("open + read-only session + read one chunk", 3, 3),
     ("open + writable session + read one chunk", 3, 3),
 ];

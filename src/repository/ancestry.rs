@@ -108,9 +108,9 @@ impl Repository {
                         // Spec 2, a snapshot the `repo` object lists: its summaries
                         // answer, from one read of the object.
                         let (snapshot, validated) = match &selector {
-                            VersionSelector::Snapshot(id) if self.inner.spec == SpecVersion::V2 => {
-                                (*id, false)
-                            }
+                            // A snapshot id is checked below: by the `repo` object
+                            // (spec 2) or the walk's first read (spec 1).
+                            VersionSelector::Snapshot(id) => (*id, false),
                             // Spec 2: a branch or tag lookup read or re-validated the
                             // `repo` object during this call, so its summaries answer
                             // without another request.
@@ -128,8 +128,13 @@ impl Repository {
                         match listed {
                             Some(list) => Walk::Summaries(list.into_iter()),
                             None => {
-                                // Not listed (or spec 1): the snapshot file must exist.
-                                self.resolve(&VersionSelector::Snapshot(snapshot)).await?;
+                                // Spec 2, not listed: not found (as `resolve` says).
+                                // Spec 1: the walk's first read is the check (a
+                                // missing file is `SnapshotNotFound`), and on object
+                                // storage its listing of `snapshots/` goes beside it.
+                                if self.inner.spec == SpecVersion::V2 {
+                                    self.resolve(&VersionSelector::Snapshot(snapshot)).await?;
+                                }
                                 Walk::Files(ParentWalk::headers(&self.inner.assets, snapshot))
                             }
                         }
