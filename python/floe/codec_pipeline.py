@@ -8,7 +8,8 @@ in a floe session (a ``FloeStore``) to Rust in one call: floe's region I/O resol
 the chunk refs once per manifest, fetches the bytes (batched, so reads of one object
 coalesce), runs the codecs on floe's compute pool, writes the decoded elements in C
 order into one buffer copied into zarr's output (or encodes them from the input on
-writes), fills missing chunks with the fill value, read-modify-writes partially
+writes; a batch over ``SLAB_BYTES`` goes in slabs of whole chunk rows, two in
+flight), fills missing chunks with the fill value, read-modify-writes partially
 covered chunks, reads only the inner chunks a selection needs from shards, and erases
 chunks that end up all fill value unless ``write_empty_chunks``; the GIL is released
 throughout except for the final copy.
@@ -466,16 +467,11 @@ class FloeCodecPipeline(CodecPipeline):
         # it (an integer-selected axis has length 1 and is never split).
         split = len(out_box) == len(shape) and len(shape) > 0
         row_bytes = arr.dtype.itemsize * int(np.prod(shape[1:], dtype=np.int64))
-        slabs = _slabs(start, shape, self._chunk_rows(), row_bytes) if split else [(0, 0)]
+        slabs = _slabs(start, shape, self._chunk_rows(), row_bytes) if split else None
 
         def calls() -> Iterator[Any]:
-            for a, b in slabs:
-                if split and (a, b) != (0, shape[0]):
-                    part_start = [start[0] + a] + start[1:]
-                    part_shape = [b - a] + shape[1:]
-                    part = target[a:b]
-                else:
-                    part_start, part_shape, part = start, shape, target
+            for part_start, part_shape, rows in _parts(start, shape, slabs):
+                part = target[rows]
                 if part.flags.c_contiguous and part.flags.writeable:
                     yield native.read(part_start, part_shape, part.reshape(-1).view(np.uint8))
                 else:
@@ -516,17 +512,11 @@ class FloeCodecPipeline(CodecPipeline):
         _count("rust_write")
         self._store._check_writable()
         row_bytes = dtype.itemsize * int(np.prod(shape[1:], dtype=np.int64))
-        slabs = _slabs(start, shape, self._chunk_rows(), row_bytes) if shape else [(0, 0)]
+        slabs = _slabs(start, shape, self._chunk_rows(), row_bytes) if shape else None
 
         def calls() -> Iterator[Any]:
-            for a, b in slabs:
-                if shape and (a, b) != (0, shape[0]):
-                    part_start = [start[0] + a] + start[1:]
-                    part_shape = [b - a] + shape[1:]
-                    part = src[a:b]
-                else:
-                    part_start, part_shape, part = start, shape, src
-                data = np.ascontiguousarray(part).reshape(-1).view(np.uint8)
+            for part_start, part_shape, rows in _parts(start, shape, slabs):
+                data = np.ascontiguousarray(src[rows]).reshape(-1).view(np.uint8)
                 yield native.write(part_start, part_shape, data, write_empty)
 
         await _two_in_flight(calls())
@@ -567,6 +557,18 @@ async def _two_in_flight(calls: Iterator[Any]) -> None:
             except Exception:
                 pass
         raise
+
+
+def _parts(start: list[int], shape: list[int],
+           slabs: list[tuple[int, int]] | None) -> Iterator[tuple[list[int], list[int], Any]]:
+    """Each slab's region ``(start, shape)`` and its rows of the batch's buffer (a
+    slice of the first axis; ``...``, the whole buffer, when ``slabs`` is ``None`` or
+    one slab covers the region, 0-dimensional ones included)."""
+    if slabs is None or len(slabs) == 1:
+        yield start, shape, Ellipsis
+        return
+    for a, b in slabs:
+        yield [start[0] + a] + start[1:], [b - a] + shape[1:], slice(a, b)
 
 
 def _slabs(start: list[int], shape: list[int], chunk_rows: int, row_bytes: int) -> list[tuple[int, int]]:
