@@ -337,4 +337,30 @@ impl ChunkPort for SessionChunks {
             .map_err(|e| self.backend(chunk, e))?;
         Ok(WriteNow::Written)
     }
+
+    /// Native chunks on local files with quick writes, written from the borrowed
+    /// bytes; `false` for inline chunks (their ref holds the bytes) and on other
+    /// storage.
+    fn write_now_borrowed(&self, chunk: &[u64], bytes: &[u8]) -> Result<bool, StoreError> {
+        if self.session.is_inline(bytes) {
+            return Ok(false);
+        }
+        let Some(local) = self.local.as_ref().filter(|l| l.quick_writes()) else {
+            return Ok(false);
+        };
+        let node = self.node_to_write(chunk)?;
+        let id = ChunkId::random();
+        local
+            .write(&id, bytes)
+            .map_err(|e| self.backend(chunk, e.into()))?;
+        self.session
+            .record_chunk(
+                &self.path,
+                node,
+                chunk,
+                Some(native_payload(id, bytes.len() as u64)),
+            )
+            .map_err(|e| self.backend(chunk, e))?;
+        Ok(true)
+    }
 }

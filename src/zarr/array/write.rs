@@ -92,16 +92,20 @@ impl Array {
     }
 
     /// Whether whole chunks may be encoded straight from the caller's buffer: the
-    /// chain reads borrowed bytes ([`CodecChain::encodes_borrowed`]), a chunk is
+    /// chain reads borrowed bytes ([`CodecChain::encodes_borrowed`]) or stores the
+    /// elements as they are ([`CodecChain::stores_native_bytes`]: written from the
+    /// buffer where the port can, [`ChunkPort::write_now_borrowed`]), a chunk is
     /// large enough for the compute pool, and the calling task may block (a
     /// multi-thread tokio runtime: on a current-thread one, waiting for the pool
     /// would stall every other task).
     fn writes_borrowed(&self) -> bool {
         let elem = self.metadata.data_type.fixed_size().unwrap_or(0);
         let size = self.derived.chunk_len.map_or(0, |n| n.saturating_mul(elem));
+        let chain = &self.derived.chain;
+        let repr = &self.derived.repr;
         crate::compute::may_wait_for_pool()
             && offloads(size)
-            && self.derived.chain.encodes_borrowed(&self.derived.repr)
+            && (chain.encodes_borrowed(repr) || chain.stores_native_bytes(repr))
     }
 
     /// The whole chunks of `region` that are each one run of the caller's buffer
@@ -140,7 +144,9 @@ impl Array {
 
     /// Writes the whole chunks of `region` that are each one run of `data`
     /// ([`Array::borrowed_run`]) without copying them out: they are encoded on the
-    /// compute pool straight from `data`, a window at a time (the calling thread
+    /// compute pool straight from `data` (a chain that stores the elements as they
+    /// are writes the run itself to local chunk files, or copies it once for other
+    /// ports), a window at a time (the calling thread
     /// waits for the pool and yields between windows; not `block_in_place`, which
     /// tokio refuses in a `LocalSet`), and written by the encoding thread where the
     /// port allows ([`ChunkPort::write_now`], local files).
@@ -175,6 +181,8 @@ impl Array {
         let mut window = 4.min(upload_window);
         let repr = &self.derived.repr;
         let chain = &self.derived.chain;
+        // No codec changes the bytes: a chunk's bytes are its run of `data`.
+        let raw = !chain.encodes_borrowed(repr);
         let write_empty = self.options.write_empty_chunks;
         let port_ref = port.as_ref();
         let mut uploads = Uploads::new(concurrency, &self.path);
@@ -190,12 +198,20 @@ impl Array {
                         });
                         let put = bytes.and_then(|bytes| {
                             let fill = ElemsRef::Fixed(bytes).is_fill(&repr.fill_value);
-                            let encoded = if fill && !write_empty {
-                                None
-                            } else {
-                                Some(chain.encode_borrowed(bytes, repr)?)
-                            };
-                            Ok(stage(port_ref, idx, encoded, true))
+                            if fill && !write_empty {
+                                return Ok(stage(port_ref, idx, None, true));
+                            }
+                            if !raw {
+                                let encoded = chain.encode_borrowed(bytes, repr)?;
+                                return Ok(stage(port_ref, idx, Some(encoded), true));
+                            }
+                            // Stored as they are: written from the caller's buffer
+                            // where the port can, else copied once.
+                            Ok(match port_ref.write_now_borrowed(idx, bytes) {
+                                Ok(true) => chunk_io::Put::Done(Ok(())),
+                                Ok(false) => stage(port_ref, idx, Some(bytes.to_vec()), true),
+                                Err(e) => chunk_io::Put::Done(Err(e)),
+                            })
                         });
                         (idx.clone(), put)
                     })
@@ -516,8 +532,9 @@ mod tests {
         assert_eq!(halves.borrowed_run(&one, &[1, 1]), Some(0..32));
     }
 
-    /// Only chains that read borrowed bytes, chunks large enough for the pool and a
-    /// runtime that lets the task block take the borrowed path.
+    /// Only chains that read borrowed bytes or store the elements as they are,
+    /// chunks large enough for the pool and a runtime that lets the task block take
+    /// the borrowed path.
     #[test]
     fn the_borrowed_path_needs_its_chain_chunk_size_and_runtime() {
         let mt = multi_thread();
@@ -544,8 +561,10 @@ mod tests {
                 .await
                 .expect("create")
         });
-        assert!(
-            !mt.block_on(async { raw.writes_borrowed() }),
+        // Stored as they are (native byte order): written from the buffer.
+        assert_eq!(
+            mt.block_on(async { raw.writes_borrowed() }),
+            cfg!(target_endian = "little"),
             "no compressor"
         );
         let big_endian = mt.block_on(async {
@@ -579,6 +598,13 @@ mod tests {
     /// current-thread runtime, and the array reads back as written.
     #[test]
     fn borrowed_writes_store_what_copying_writes_store() {
+        let raw = vec![serde_json::json!({"name": "bytes", "configuration": {"endian": "little"}})];
+        for codecs in [zstd(), raw] {
+            borrowed_and_copied_writes_agree(codecs);
+        }
+    }
+
+    fn borrowed_and_copied_writes_agree(codecs: Vec<Value>) {
         let (rows, cols) = (100u64, 1024u64);
         let mut values: Vec<f32> = (0..rows * cols).map(|i| (i % 977) as f32 * 0.5).collect();
         // Chunk 1 (rows 32..64) all fill value: erased, not written.
@@ -587,7 +613,11 @@ mod tests {
         let write = |rt: &tokio::runtime::Runtime| {
             let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
             rt.block_on(async {
-                let a = float_array(Arc::clone(&store), [rows, cols], [32, cols]).await;
+                let a = ArrayBuilder::new(vec![rows, cols], vec![32, cols], DataType::Float32)
+                    .codecs(codecs.clone())
+                    .create(Arc::clone(&store), "a")
+                    .await
+                    .expect("create array");
                 assert_eq!(
                     a.writes_borrowed(),
                     rt.handle().runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread

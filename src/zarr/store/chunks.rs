@@ -142,6 +142,19 @@ pub trait ChunkPort: Send + Sync + Debug {
         let _ = chunk;
         Ok(WriteNow::Elsewhere(bytes))
     }
+
+    /// [`ChunkPort::write_now`] from borrowed bytes: stores the chunk from the
+    /// calling thread without taking ownership of `bytes`, where this port writes
+    /// that way and keeps nothing of them (native chunk files on local disks).
+    /// Returns whether it stored the chunk; `false` (the default) leaves it to the
+    /// caller, which copies the bytes and writes them the usual way.
+    ///
+    /// # Errors
+    /// A write that was attempted and failed, or refused (read-only, no such array).
+    fn write_now_borrowed(&self, chunk: &[u64], bytes: &[u8]) -> Result<bool, StoreError> {
+        let _ = (chunk, bytes);
+        Ok(false)
+    }
 }
 
 /// How an array names its chunks in a key-value store: the array's key prefix
