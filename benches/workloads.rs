@@ -385,25 +385,17 @@ async fn write_float_array(data: &Data, zstd: bool, store: Arc<dyn Store>, name:
     array
 }
 
-async fn write_zstd_commit(data: &Data) -> Duration {
+/// `data` written through the Array API into a new array (zstd level 3 or
+/// uncompressed) plus the commit; the array is checked afterwards, untimed.
+async fn write_commit(data: &Data, zstd: bool) -> Duration {
+    let name = if zstd { "big" } else { "raw" };
     let (_dir, repo) = new_repo().await;
     let session = repo.writable_session("main").await.expect("session");
     let t = Instant::now();
-    write_float_array(data, true, Arc::new(session.store()), "big").await;
-    session.commit("zstd array").await.expect("commit");
+    write_float_array(data, zstd, Arc::new(session.store()), name).await;
+    session.commit(name).await.expect("commit");
     let elapsed = t.elapsed();
-    check_array(&repo, "big", data).await;
-    elapsed
-}
-
-async fn write_raw_commit(data: &Data) -> Duration {
-    let (_dir, repo) = new_repo().await;
-    let session = repo.writable_session("main").await.expect("session");
-    let t = Instant::now();
-    write_float_array(data, false, Arc::new(session.store()), "raw").await;
-    session.commit("raw array").await.expect("commit");
-    let elapsed = t.elapsed();
-    check_array(&repo, "raw", data).await;
+    check_array(&repo, name, data).await;
     elapsed
 }
 
@@ -1048,8 +1040,8 @@ fn main() {
                 match workload {
                     "attr_commit" => attr_commit().await,
                     "commit_10k_refs" => commit_10k_refs().await,
-                    "write_zstd_commit" => write_zstd_commit(&data).await,
-                    "write_raw_commit" => write_raw_commit(&data).await,
+                    "write_zstd_commit" => write_commit(&data, true).await,
+                    "write_raw_commit" => write_commit(&data, false).await,
                     "sharded_write_commit" => sharded(&data, Sharded::Write).await,
                     "sharded_read" => sharded(&data, Sharded::Read).await,
                     "sharded_read_inner" => sharded(&data, Sharded::ReadInner).await,
