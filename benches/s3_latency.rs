@@ -237,12 +237,7 @@ where
 {
     let mut best: Option<Value> = None;
     for in_flight in FLOOR_IN_FLIGHT {
-        let mut timer = Timer {
-            proxy: &a.proxy,
-            times: Vec::new(),
-            requests: 0.0,
-            connections: 0.0,
-        };
+        let mut timer = Timer::new(&a.proxy);
         timer.time(once(storage(a, &a.proxy), in_flight)).await;
         let s = timer.times[0].as_secs_f64();
         if best
@@ -267,7 +262,17 @@ struct Timer<'a> {
     connections: f64,
 }
 
-impl Timer<'_> {
+impl<'a> Timer<'a> {
+    /// A timer whose marks go to the proxy at `proxy`, nothing timed yet.
+    fn new(proxy: &'a str) -> Self {
+        Timer {
+            proxy,
+            times: Vec::new(),
+            requests: 0.0,
+            connections: 0.0,
+        }
+    }
+
     async fn time<T>(&mut self, f: impl std::future::Future<Output = T>) -> T {
         mark(self.proxy, "start");
         let t = Instant::now();
@@ -340,12 +345,7 @@ async fn run(a: &Args) -> Value {
         "commit_worker" => return commit_worker(a).await,
         _ => {}
     }
-    let mut timer = Timer {
-        proxy: &a.proxy,
-        times: Vec::new(),
-        requests: 0.0,
-        connections: 0.0,
-    };
+    let mut timer = Timer::new(&a.proxy);
     if a.workload == "create" {
         timer
             .time(async {

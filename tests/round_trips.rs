@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::{array_json, group_json, write_small_array};
+use common::{group_json, write_small_array};
 use floe::format::SpecVersion;
 use floe::storage::fault::{Call, Fault, FaultyStorage};
 use floe::storage::{new_in_memory_storage, Storage};
@@ -223,17 +223,7 @@ async fn concurrent_chunk_reads_fetch_one_manifest() {
             .unwrap();
         let session = repo.writable_session("main").await.unwrap();
         let store = session.store();
-        store
-            .set("zarr.json", group_json(serde_json::json!({})))
-            .await
-            .unwrap();
-        store
-            .set(
-                "a/zarr.json",
-                array_json(&[N * 4], &[4], "uint8", serde_json::json!(0)),
-            )
-            .await
-            .unwrap();
+        common::write_u8_array(&store, N * 4, 0).await;
         for i in 0..N {
             store
                 .set(&format!("a/c/{i}"), Bytes::from(vec![i as u8; 4]))

@@ -317,38 +317,34 @@ impl ChunkPort for SessionChunks {
     }
 
     /// Inline chunks (recorded, nothing written) and native chunks on local files
-    /// with quick writes; [`WriteNow::Elsewhere`] for the others.
+    /// with quick writes ([`ChunkPort::write_now_borrowed`]); [`WriteNow::Elsewhere`]
+    /// for the others.
     fn write_now(&self, chunk: &[u64], bytes: Bytes) -> Result<WriteNow, StoreError> {
+        if !self.session.is_inline(&bytes) {
+            return Ok(if self.write_now_borrowed(chunk, &bytes)? {
+                WriteNow::Written
+            } else {
+                WriteNow::Elsewhere(bytes)
+            });
+        }
         let node = self.node_to_write(chunk)?;
-        let payload = if self.session.is_inline(&bytes) {
-            ChunkPayload::Inline(bytes)
-        } else {
-            let Some(local) = self.local.as_ref().filter(|l| l.quick_writes()) else {
-                return Ok(WriteNow::Elsewhere(bytes));
-            };
-            let id = ChunkId::random();
-            local
-                .write(&id, &bytes)
-                .map_err(|e| self.backend(chunk, e.into()))?;
-            native_payload(id, bytes.len() as u64)
-        };
         self.session
-            .record_chunk(&self.path, node, chunk, Some(payload))
+            .record_chunk(&self.path, node, chunk, Some(ChunkPayload::Inline(bytes)))
             .map_err(|e| self.backend(chunk, e))?;
         Ok(WriteNow::Written)
     }
 
     /// Native chunks on local files with quick writes, written from the borrowed
     /// bytes; `false` for inline chunks (their ref holds the bytes) and on other
-    /// storage.
+    /// storage. The array is checked writable first, as every write here is.
     fn write_now_borrowed(&self, chunk: &[u64], bytes: &[u8]) -> Result<bool, StoreError> {
+        let node = self.node_to_write(chunk)?;
         if self.session.is_inline(bytes) {
             return Ok(false);
         }
         let Some(local) = self.local.as_ref().filter(|l| l.quick_writes()) else {
             return Ok(false);
         };
-        let node = self.node_to_write(chunk)?;
         let id = ChunkId::random();
         local
             .write(&id, bytes)

@@ -195,9 +195,9 @@ pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
 pub mod fixture;
 pub mod http;
 
-/// Writes, through `store`, a root group and an uncompressed `uint8` array `a` of 8
-/// elements in chunks of 4 with fill value `fill`, whose chunk 0 holds `chunk0`.
-pub async fn write_small_array(store: &floe::SessionStore, fill: u8, chunk0: Bytes) {
+/// Writes, through `store`, a root group and an uncompressed `uint8` array `a` of
+/// `len` elements in chunks of 4 with fill value `fill`, no chunk written.
+pub async fn write_u8_array(store: &floe::SessionStore, len: u64, fill: u8) {
     use floe::zarr::Store;
     store
         .set("zarr.json", group_json(serde_json::json!({})))
@@ -206,9 +206,16 @@ pub async fn write_small_array(store: &floe::SessionStore, fill: u8, chunk0: Byt
     store
         .set(
             "a/zarr.json",
-            array_json(&[8], &[4], "uint8", serde_json::json!(fill)),
+            array_json(&[len], &[4], "uint8", serde_json::json!(fill)),
         )
         .await
         .unwrap();
+}
+
+/// Writes, through `store`, a root group and an uncompressed `uint8` array `a` of 8
+/// elements in chunks of 4 with fill value `fill`, whose chunk 0 holds `chunk0`.
+pub async fn write_small_array(store: &floe::SessionStore, fill: u8, chunk0: Bytes) {
+    use floe::zarr::Store;
+    write_u8_array(store, 8, fill).await;
     store.set("a/c/0", chunk0).await.unwrap();
 }
