@@ -48,10 +48,8 @@ impl ArrayBytes {
             )),
             (Some(size), FillValue::Bytes(b)) if b.len() == size => {
                 let mut v = try_filled_vec(num_elements * size, 0u8).ok_or_else(too_large)?;
-                if size > 0 && b.iter().any(|&x| x != 0) {
-                    for e in v.chunks_exact_mut(size) {
-                        e.copy_from_slice(b);
-                    }
+                if b.iter().any(|&x| x != 0) {
+                    fill_repeated(&mut v, b);
                 }
                 Ok(ArrayBytes::Fixed(v))
             }
@@ -384,6 +382,39 @@ pub(crate) fn try_filled_vec<T: Clone>(n: usize, value: T) -> Option<Vec<T>> {
     Some(vec![value; n])
 }
 
+/// Bytes of the pattern block [`fill_repeated`] builds before copying it whole.
+const FILL_BLOCK_BYTES: usize = 8192;
+
+/// Fills `out` with `pattern` repeated from its start (an element's fill value: the
+/// last repetition is cut short when `out.len()` is not a multiple of its length;
+/// an empty pattern leaves `out` as it is). A pattern of one repeated byte is a
+/// `memset`; any other is written once, doubled to a block of ~8 KiB and that block
+/// copied, so a NaN fill of a 1 MiB chunk is 128 copies, not one per element.
+pub(crate) fn fill_repeated(out: &mut [u8], pattern: &[u8]) {
+    let Some((&b, rest)) = pattern.split_first() else {
+        return;
+    };
+    if rest.iter().all(|&x| x == b) {
+        out.fill(b);
+        return;
+    }
+    let reps = (FILL_BLOCK_BYTES / pattern.len()).max(1);
+    let block_len = (reps * pattern.len()).min(out.len());
+    let (block, tail) = out.split_at_mut(block_len);
+    let first = pattern.len().min(block_len);
+    block[..first].copy_from_slice(&pattern[..first]);
+    let mut done = first;
+    while done < block_len {
+        let n = done.min(block_len - done);
+        block.copy_within(..n, done);
+        done += n;
+    }
+    // `block_len` is a multiple of the pattern's length whenever `tail` is not empty.
+    for part in tail.chunks_mut(block_len.max(1)) {
+        part.copy_from_slice(&block[..part.len()]);
+    }
+}
+
 /// Whether `b` is `f` repeated (an empty `f` matches only an empty `b`).
 pub(crate) fn is_repeated(b: &[u8], f: &[u8]) -> bool {
     if f.is_empty() {
@@ -411,6 +442,29 @@ pub(crate) fn swap_endian(b: &mut [u8], unit: usize) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Every pattern length, from one byte to longer than the block, over outputs
+    /// shorter than the pattern, of a few blocks and not a multiple of the pattern:
+    /// the same bytes as the pattern cycled byte by byte.
+    #[test]
+    fn fill_repeated_equals_the_cycled_pattern() {
+        for plen in [0usize, 1, 2, 3, 4, 8, 16, 24, 4097, 9000] {
+            let pattern: Vec<u8> = (0..plen).map(|i| (i * 37 % 251) as u8 + 1).collect();
+            for len in [0usize, 1, 3, 4, 100, 8191, 8192, 20_000, 65_536 + 12] {
+                let mut out = vec![0xEEu8; len];
+                fill_repeated(&mut out, &pattern);
+                let want: Vec<u8> = if plen == 0 {
+                    vec![0xEE; len]
+                } else {
+                    pattern.iter().copied().cycle().take(len).collect()
+                };
+                assert_eq!(out, want, "pattern of {plen} bytes into {len}");
+            }
+        }
+        let mut same = vec![0u8; 10];
+        fill_repeated(&mut same, &[7, 7, 7, 7]);
+        assert_eq!(same, vec![7; 10]);
+    }
 
     #[test]
     fn extracted_regions_hold_their_elements() {

@@ -3,6 +3,7 @@
 //! value.
 
 use super::*;
+use crate::zarr::array_bytes::fill_repeated;
 
 /// Chunk keys handed to one [`Store::get_many`] call by a region read: a store
 /// coalesces reads within one call only, and holds this many keys at once.
@@ -213,13 +214,7 @@ impl Array {
             return Ok(done);
         }
         let fill = self.derived.repr.fill_value.as_bytes();
-        let refill = |dest: &mut [u8]| {
-            if !fill.is_empty() {
-                for (d, f) in dest.iter_mut().zip(fill.iter().cycle()) {
-                    *d = *f;
-                }
-            }
-        };
+        let refill = |dest: &mut [u8]| fill_repeated(dest, fill);
         if mode == Direct::Stored {
             // The async step: the chunk refs of the region become known without I/O.
             port.prepare(&self.derived.grid.chunks_intersecting(region))
@@ -509,12 +504,7 @@ impl Array {
             ArrayBytes::Fixed(f) if f.len() == elem => f,
             _ => return Err(self.element_type_err::<u8>()),
         };
-        match fill.split_first() {
-            Some((&b, rest)) if rest.iter().all(|&x| x == b) => out.fill(b),
-            _ => out
-                .chunks_exact_mut(elem)
-                .for_each(|e| e.copy_from_slice(&fill)),
-        }
+        fill_repeated(out, &fill);
         self.read_into(region, ElemsMut::Fixed(out)).await
     }
 
