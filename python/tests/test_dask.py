@@ -96,6 +96,82 @@ def test_blocks_sharing_a_zarr_chunk_keep_the_last_merged_write(tmp_path):
         assert (got == first_half).all() or (got == second_half).all(), got
 
 
+def test_two_sources_of_one_shape_are_both_written(tmp_path):
+    # Two Dask arrays of the same shape and chunks, each written into its own array:
+    # the write tasks of one must not stand in for the other's.
+    repo = _repo(tmp_path)
+    session = repo.writable_session("main")
+    for name in ("a", "b"):
+        zarr.create_array(session.store, name=name, shape=(40,), chunks=(10,), dtype="i4",
+                          fill_value=0)
+    fork = session.fork()
+    targets = [zarr.open_array(fork.store, path=n, mode="r+") for n in ("a", "b")]
+    sources = [da.arange(40, chunks=10, dtype="i4"), da.arange(40, chunks=10, dtype="i4") * 2]
+    with dask.config.set(scheduler="processes"):
+        session.merge(store_dask(sources=sources, targets=targets))
+    np.testing.assert_array_equal(zarr.open_array(session.store, path="a")[...], np.arange(40))
+    np.testing.assert_array_equal(zarr.open_array(session.store, path="b")[...],
+                                  np.arange(40) * 2)
+
+
+def test_each_block_is_one_task_and_forks_merge_sixteen_at_a_time(tmp_path, monkeypatch):
+    # 64 blocks along one axis: once Dask optimizes the graph, one fused task per
+    # block computes it, writes it and hands over its fork, and the default fan-in
+    # merges the forks in 64 / 16 = 4 merge tasks and one aggregate.
+    import floe.dask as floe_dask
+
+    repo = _repo(tmp_path)
+    session = repo.writable_session("main")
+    zarr.create_array(session.store, name="x", shape=(64, 4), chunks=(1, 4), dtype="f4",
+                      fill_value=0)
+    target = zarr.open_array(session.fork().store, path="x", mode="r+")
+    source = da.ones((64, 4), chunks=(1, 4), dtype="f4") * 3
+    trees = []
+    computed_merge = floe_dask._computed_merge
+
+    def capture(reductions):
+        trees.extend(reductions)
+        return computed_merge(reductions)
+
+    monkeypatch.setattr(floe_dask, "_computed_merge", capture)
+    merged = store_dask(sources=[source], targets=[target])
+    (optimized,) = dask.optimize(*trees)
+    # Dask's aliases of fused tasks are not tasks that run.
+    tasks = [k for k, v in dict(optimized.__dask_graph__()).items()
+             if type(v).__name__ != "Alias"]
+    names = [k[0] if isinstance(k, tuple) else k for k in tasks]
+    merges = [n for n in names if n.startswith(("floe-merge-forks-partial",
+                                                "floe-merge-forks-aggregate"))]
+    assert len(merges) == 5, sorted(set(names))
+    assert len(tasks) == 64 + 5, sorted(set(names))
+    session.merge(merged)
+    assert (zarr.open_array(session.store, path="x")[...] == 3).all()
+
+
+def test_default_merge_fan_in_is_spread_over_the_axes_with_blocks():
+    from floe.dask import MERGE_FAN_IN, _default_split_every
+
+    assert MERGE_FAN_IN == 16
+    assert _default_split_every(da.zeros((64, 4), chunks=(1, 4))) == {0: 16, 1: 16}
+    assert _default_split_every(da.zeros((8, 8), chunks=(1, 1))) == {0: 4, 1: 4}
+    assert _default_split_every(da.zeros((3,), chunks=(3,))) == {0: 16}
+
+
+def test_store_dask_checks_its_arguments(tmp_path):
+    repo = _repo(tmp_path)
+    session = repo.writable_session("main")
+    arr = zarr.create_array(session.fork().store, name="x", shape=(4,), chunks=(2,), dtype="i4")
+    src = da.arange(4, chunks=2)
+    with pytest.raises(ValueError, match="sources .* and targets"):
+        store_dask(sources=[src, src], targets=[arr])
+    with pytest.raises(ValueError, match="sources .* and regions"):
+        store_dask(sources=[src], targets=[arr], regions=[None, None])
+    with pytest.raises(ValueError, match="step-1"):
+        store_dask(sources=[src], targets=[arr], regions=[(slice(0, 4, 2),)])
+    with pytest.raises(TypeError, match="Expected a dask array"):
+        store_dask(sources=[np.arange(4)], targets=[arr])
+
+
 def test_session_merge_reduction_takes_only_dask_arrays():
     with pytest.raises(TypeError, match="Expected a dask array"):
         session_merge_reduction(np.arange(4), split_every=None)
