@@ -582,7 +582,9 @@ class NativeStore:
 class PipelineArray:
     """One array of a session as ``floe.codec_pipeline`` sees it: regions
     (``start``, ``shape`` in elements) read into / written from C-contiguous
-    ``uint8`` views of native-endian, C-order elements."""
+    ``uint8`` views of native-endian, C-order elements, whose memory Rust uses in
+    place until the awaitable ends (``TypeError`` for a read-only or non-contiguous
+    output, ``ValueError`` for a buffer of another size)."""
 
     @property
     def item_size(self) -> int: ...

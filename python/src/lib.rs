@@ -7,6 +7,7 @@
 //! and zarr's async pipeline overlap I/O.
 
 mod aio;
+mod borrowed_buffer;
 mod config;
 mod credentials;
 mod errors;

@@ -16,9 +16,9 @@ use std::sync::Arc;
 use floe::zarr::store::Store;
 use floe::zarr::subset::ArraySubset;
 use floe::zarr::{Array, ArrayMetadata, ArrayOptions, ZarrError};
-use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
 
+use crate::borrowed_buffer::BorrowedBuffer;
 use crate::errors::{error, read_only_error, store_to_py, Class, Kind};
 use crate::session::NativeStore;
 
@@ -47,70 +47,6 @@ fn region_bytes(array: &Array, region: &ArraySubset) -> PyResult<usize> {
         .ok()
         .and_then(|n| n.checked_mul(elem))
         .ok_or_else(|| pyo3::exceptions::PyValueError::new_err("the region is too large"))
-}
-
-/// Batches of at least this many bytes take their buffer from [`POOL`].
-const POOL_MIN_BYTES: usize = 1 << 20;
-/// Buffers larger than this are not kept.
-const POOL_MAX_BYTES: usize = 256 << 20;
-/// Buffers kept at most: the codec pipeline keeps two slabs of a large batch in
-/// flight (`floe.codec_pipeline.SLAB_BYTES`).
-const POOL_KEPT: usize = 2;
-
-/// Buffers kept from the last large batches. A fresh buffer of hundreds of MiB is
-/// zeroed by the kernel page by page when first written, which on the 2-core VM
-/// costs several times the copy itself (256 MiB: ~126 ms into fresh memory, ~20 ms
-/// into memory already touched); a buffer kept between batches is resident
-/// already. At most [`POOL_KEPT`] buffers of at most [`POOL_MAX_BYTES`] each stay
-/// allocated between batches.
-static POOL: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new());
-
-/// A batch's buffer: from [`POOL`] when one of a fitting size is kept, returned to
-/// it when dropped.
-struct Pooled(Vec<u8>);
-
-impl Pooled {
-    /// A buffer of `len` bytes (its contents are left over: callers overwrite them).
-    fn take(len: usize) -> Self {
-        let kept = if len >= POOL_MIN_BYTES {
-            let mut pool = POOL.lock().unwrap_or_else(|p| p.into_inner());
-            // Not one far larger than needed: it would hold memory for nothing.
-            pool.iter()
-                .position(|v| v.capacity() >= len && v.capacity() / 2 <= len)
-                .map(|at| pool.swap_remove(at))
-        } else {
-            None
-        };
-        match kept {
-            Some(mut v) => {
-                if v.len() > len {
-                    v.truncate(len);
-                } else {
-                    v.resize(len, 0);
-                }
-                Pooled(v)
-            }
-            // Zeroed lazily by the allocator (calloc), not written twice.
-            None => Pooled(vec![0; len]),
-        }
-    }
-}
-
-impl Drop for Pooled {
-    fn drop(&mut self) {
-        let v = std::mem::take(&mut self.0);
-        if v.capacity() >= POOL_MIN_BYTES && v.capacity() <= POOL_MAX_BYTES {
-            let mut pool = POOL.lock().unwrap_or_else(|p| p.into_inner());
-            if pool.len() < POOL_KEPT {
-                pool.push(v);
-            } else if let Some(smallest) = pool.iter_mut().min_by_key(|k| k.capacity()) {
-                // Keep the larger ones: they serve more batches.
-                if smallest.capacity() < v.capacity() {
-                    *smallest = v;
-                }
-            }
-        }
-    }
 }
 
 /// One array of a floe session as the codec pipeline sees it: its metadata as
@@ -187,46 +123,45 @@ impl PipelineArray {
     }
 
     /// Reads the region `start` + `shape` (elements) into `out`, a writable,
-    /// C-contiguous `uint8` buffer of exactly the region's byte size (native-endian
-    /// elements in C order). Missing chunks read as the fill value. Returns an
-    /// awaitable; the GIL is held only to copy the result into `out`.
+    /// C-contiguous buffer of exactly the region's byte size (native-endian elements
+    /// in C order; zarr's pipeline passes a `uint8` view of its output array). The
+    /// chunks are decoded straight into `out`'s memory, which stays exported (and so
+    /// cannot be resized) until the read ends; the GIL is not held meanwhile. Missing
+    /// chunks read as the fill value. Returns an awaitable.
     ///
     /// Raises `FormatError` naming the chunk key for a chunk that does not decode,
-    /// store errors as the store raises them, `ValueError` for a wrong region or size.
+    /// store errors as the store raises them, `ValueError` for a wrong region or size,
+    /// `TypeError` for an `out` that is read-only or not contiguous.
     fn read<'py>(
         &self,
         py: Python<'py>,
         start: Vec<u64>,
         shape: Vec<u64>,
-        out: Py<PyAny>,
+        out: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let region = region(&self.array, start, shape)?;
         let array = self.array.clone();
-        let len = region_bytes(&array, &region)?;
+        let mut out = BorrowedBuffer::get(out, region_bytes(&array, &region)?, true)?;
         pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            let mut bytes = Pooled::take(len);
             array
-                .read_region_into_bytes(&region, &mut bytes.0)
+                .read_region_into_bytes(&region, out.bytes_mut())
                 .await
-                .map_err(zarr_to_py)?;
-            Python::attach(|py| -> PyResult<()> {
-                let buf = PyBuffer::<u8>::get(out.bind(py))?;
-                buf.copy_from_slice(py, &bytes.0)
-            })
+                .map_err(zarr_to_py)
         })
     }
 
-    /// Writes `data` (a C-contiguous `uint8` buffer: native-endian elements of the
-    /// region `start` + `shape` in C order) into the array. Whole chunks are encoded
-    /// and stored, partially covered chunks read, modified and written back; chunks
-    /// that end up all fill value are erased unless `write_empty_chunks`. The data is
-    /// copied once while the GIL is held, into a buffer kept from the last large
-    /// batch when one fits; the rest runs without it. Returns an
-    /// awaitable.
+    /// Writes `data` (a C-contiguous buffer of exactly the region's byte size:
+    /// native-endian elements of the region `start` + `shape` in C order) into the
+    /// array. Whole chunks are encoded (and stored, when uncompressed on a local disk)
+    /// straight from `data`'s memory, which stays exported until the write ends;
+    /// partially covered chunks are read, modified and written back; chunks that end
+    /// up all fill value are erased unless `write_empty_chunks`. The GIL is not held
+    /// meanwhile. Returns an awaitable.
     ///
     /// Raises `ReadOnlyError` once the session committed or when it is read-only,
     /// `FormatError` naming the chunk key for an existing chunk that does not decode,
-    /// `ValueError` for a wrong region or size.
+    /// `ValueError` for a wrong region or size, `TypeError` for `data` that is not
+    /// contiguous.
     fn write<'py>(
         &self,
         py: Python<'py>,
@@ -245,9 +180,7 @@ impl PipelineArray {
             ));
         }
         let region = region(&self.array, start, shape)?;
-        let input = PyBuffer::<u8>::get(data)?;
-        let mut bytes = Pooled::take(input.len_bytes());
-        input.copy_to_slice(py, &mut bytes.0)?;
+        let input = BorrowedBuffer::get(data, region_bytes(&self.array, &region)?, false)?;
         let options: ArrayOptions = self
             .array
             .options()
@@ -256,7 +189,7 @@ impl PipelineArray {
         let array = self.array.clone().with_options(options);
         pyo3_async_runtimes::tokio::future_into_py(py, async move {
             array
-                .write_region_from_bytes(&region, &bytes.0)
+                .write_region_from_bytes(&region, input.bytes())
                 .await
                 .map_err(zarr_to_py)
         })

@@ -398,9 +398,10 @@ def test_large_chunks_write_through_rust_unless_a_limit_is_set(monkeypatch):
     np.testing.assert_array_equal(a[:], b[:])
 
 
-def test_batches_reuse_a_kept_buffer_and_stay_correct():
-    """Large batches (>= 1 MiB) take their buffer from the one kept from the last
-    large batch: reads and writes of different sizes in turn give zarr's answer."""
+def test_batches_of_every_size_read_into_and_write_from_the_callers_arrays():
+    """Reads decode straight into zarr's output and writes encode straight from the
+    input (both lent to Rust for the call): batches of different sizes in turn, a
+    read-only input, and a non-contiguous output all give zarr's answer."""
     _, s = _session()
     for i, n in enumerate([1 << 18, 1 << 19, 1 << 17, 1 << 19]):  # float32: 1, 2, 0.5, 2 MiB
         a = zarr.create_array(s.store, name=f"p{i}", shape=(n,), chunks=(n // 4,),
@@ -410,8 +411,44 @@ def test_batches_reuse_a_kept_buffer_and_stay_correct():
         got = a[:]
         np.testing.assert_array_equal(got[: n // 2], data[: n // 2])
         np.testing.assert_array_equal(got[n // 2:], -1)
-        a[:] = data[::-1].copy()
+        frozen = data[::-1].copy()
+        frozen.flags.writeable = False
+        a[:] = frozen
         np.testing.assert_array_equal(a[:], data[::-1])
+        out = np.zeros((n, 2), dtype="float32")
+        a.get_basic_selection(slice(None),
+                              out=zarr.core.buffer.cpu.NDBuffer.from_numpy_array(out[:, 1]))
+        np.testing.assert_array_equal(out[:, 1], data[::-1])
+        np.testing.assert_array_equal(out[:, 0], 0)
+        assert cp.stats.get("zarr_read", 0) == 0 and cp.stats.get("zarr_write", 0) == 0
+
+
+def test_rust_calls_check_the_lent_buffers():
+    """The native half refuses an output that is read-only (``TypeError``) or of
+    another size (``ValueError``), and an input of another size (``ValueError``)."""
+    import asyncio
+
+    _, s = _session()
+    a = zarr.create_array(s.store, name="x", shape=(8,), chunks=(4,), dtype="int32",
+                          fill_value=0)
+    doc = a.metadata.to_buffer_dict(zarr.core.buffer.default_buffer_prototype())
+    native = s.store._native._pipeline_array("x", doc["zarr.json"].to_bytes().decode(), 3)
+    ro = np.zeros(32, dtype=np.uint8)
+    ro.flags.writeable = False
+    with pytest.raises(TypeError, match="read-only"):
+        native.read([0], [8], ro)
+    with pytest.raises(ValueError, match="holds 16 bytes, the region 32"):
+        native.read([0], [8], np.zeros(16, dtype=np.uint8))
+    with pytest.raises(ValueError, match="holds 4 bytes, the region 32"):
+        native.write([0], [8], np.zeros(4, dtype=np.uint8), False)
+
+    async def roundtrip():
+        await native.write([0], [8], np.arange(8, dtype="int32").view(np.uint8), False)
+        out = np.zeros(8, dtype="int32")
+        await native.read([2], [4], out[:4].view(np.uint8))
+        return out
+
+    np.testing.assert_array_equal(asyncio.run(roundtrip())[:4], [2, 3, 4, 5])
 
 
 def test_two_handles_of_one_array_are_equal():
