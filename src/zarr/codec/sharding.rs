@@ -16,7 +16,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
-use crate::zarr::array_bytes::ArrayBytes;
+use crate::zarr::array_bytes::{ArrayBytes, ElemsRef};
 use crate::zarr::chunk_grid::{ChunkGrid, RegularChunkGrid};
 use crate::zarr::codec::{
     check_data, codec_from_json, run_blocking, ArrayToBytesCodec, ByteSource, ChunkRepr,
@@ -458,28 +458,31 @@ impl ArrayToBytesCodec for ShardingCodec {
         let inner_repr = self.inner_repr(repr);
         let elem = repr.data_type.fixed_size().unwrap_or(0);
         let mut out = fill_for(repr, repr.num_elements())?;
-        for (i, idx) in indices_in(&vec![0; cps.len()], &cps).enumerate() {
+        let zeros = vec![0; cps.len()];
+        let mut start = vec![0; cps.len()];
+        for (i, idx) in indices_in(&zeros, &cps).enumerate() {
             let Some((off, n)) = Self::entry(&index, i, bytes.len() as u64)? else {
                 continue;
             };
-            let decoded = self
-                .inner
-                .decode(bytes.slice(off as usize..(off + n) as usize), &inner_repr)?;
-            check_data(NAME, &decoded, &inner_repr)?;
-            let start: Vec<u64> = idx
-                .iter()
-                .zip(&self.chunk_shape)
-                .map(|(a, b)| a * b)
-                .collect();
-            out.copy_from(
-                &repr.shape,
-                &start,
-                &decoded,
-                &self.chunk_shape,
-                &vec![0; cps.len()],
-                &self.chunk_shape,
-                elem,
-            );
+            for ((s, a), b) in start.iter_mut().zip(&idx).zip(&self.chunk_shape) {
+                *s = a * b;
+            }
+            with_inner_elems(
+                &self.inner,
+                bytes.slice(off as usize..(off + n) as usize),
+                &inner_repr,
+                |src| {
+                    out.as_view_mut().copy_from(
+                        &repr.shape,
+                        &start,
+                        src,
+                        &self.chunk_shape,
+                        &zeros,
+                        &self.chunk_shape,
+                        elem,
+                    );
+                },
+            )?;
         }
         Ok(out)
     }
@@ -564,26 +567,64 @@ impl ArrayToBytesCodec for ShardingCodec {
             let elem = repr.data_type.fixed_size().unwrap_or(0);
             let mut out = fill_for(&repr, region.num_elements())?;
             for (idx, bytes) in needed.into_iter().zip(fetched) {
-                let decoded = inner.decode(bytes, &inner_repr)?;
-                check_data(NAME, &decoded, &inner_repr)?;
                 let chunk_region = grid.chunk_region(&idx);
-                let Some(inter) = chunk_region.intersect(&region) else {
-                    continue;
-                };
-                out.copy_from(
-                    &region.shape,
-                    &inter.relative_to(&region.start).start,
-                    &decoded,
-                    &chunk_shape,
-                    &inter.relative_to(&chunk_region.start).start,
-                    &inter.shape,
-                    elem,
-                );
+                let inter = chunk_region.intersect(&region);
+                with_inner_elems(&inner, bytes, &inner_repr, |src| {
+                    if let Some(inter) = &inter {
+                        out.as_view_mut().copy_from(
+                            &region.shape,
+                            &inter.relative_to(&region.start).start,
+                            src,
+                            &chunk_shape,
+                            &inter.relative_to(&chunk_region.start).start,
+                            &inter.shape,
+                            elem,
+                        );
+                    }
+                })?;
             }
             Ok(Some(out))
         })
         .await
     }
+}
+
+/// Hands `place` an inner chunk's elements from its stored `bytes`: for an inner
+/// chain that stores elements as they are ([`CodecChain::stores_native_bytes`]:
+/// `bytes` in native byte order and nothing else) the stored bytes themselves,
+/// checked to be one inner chunk long, with no buffer of their own (a shard of
+/// 4 KiB inner chunks decodes with one copy per inner chunk instead of two and an
+/// allocation); otherwise the chain's decoded chunk.
+///
+/// # Errors
+/// [`CodecError::InvalidData`] for an inner chunk of the wrong length; the inner
+/// chain's decoding errors.
+fn with_inner_elems(
+    inner: &CodecChain,
+    bytes: ::bytes::Bytes,
+    inner_repr: &ChunkRepr,
+    place: impl FnOnce(ElemsRef<'_>),
+) -> Result<(), CodecError> {
+    if inner.stores_native_bytes(inner_repr) {
+        let want = inner_repr.size_bytes();
+        if want != Some(bytes.len() as u64) {
+            return Err(CodecError::invalid(
+                NAME,
+                format!(
+                    "expected {} elements of {}, got {} bytes",
+                    inner_repr.num_elements(),
+                    inner_repr.data_type,
+                    bytes.len()
+                ),
+            ));
+        }
+        place(ElemsRef::Fixed(&bytes));
+        return Ok(());
+    }
+    let decoded = inner.decode(bytes, inner_repr)?;
+    check_data(NAME, &decoded, inner_repr)?;
+    place(decoded.as_view());
+    Ok(())
 }
 
 #[cfg(test)]
@@ -671,6 +712,57 @@ mod tests {
             ..repr()
         };
         assert_err!(c.validate(&r), crate::zarr::CodecError::Unsupported { .. });
+    }
+
+    /// An inner chunk stored as its elements (`bytes`, native order) that is not one
+    /// inner chunk long is an error, read whole or partially, as it is when decoded
+    /// by a chain that copies (`bytes` + `crc32c`); the chain that copies decodes
+    /// the same values as the stored bytes used in place.
+    #[test]
+    fn inner_chunks_used_in_place_are_checked_and_equal_decoded_ones() {
+        // Inner chunk 0 holds 6 bytes where 2 x 2 uint16 take 8; the others are empty.
+        let mut index = Vec::new();
+        for (off, n) in [
+            (0u64, 6u64),
+            (u64::MAX, u64::MAX),
+            (u64::MAX, u64::MAX),
+            (u64::MAX, u64::MAX),
+        ] {
+            index.extend_from_slice(&off.to_le_bytes());
+            index.extend_from_slice(&n.to_le_bytes());
+        }
+        let mut shard = vec![1u8, 0, 2, 0, 3, 0];
+        shard.extend_from_slice(&index);
+        shard.extend_from_slice(&crc32c::crc32c(&index).to_le_bytes());
+        let c = codec("end");
+        assert_err!(
+            c.decode(shard.clone().into(), &repr()),
+            crate::zarr::CodecError::InvalidData { .. }
+        );
+        let partial = futures::executor::block_on(c.partial_decode(
+            &BytesSource(Some(shard.into())),
+            &repr(),
+            &ArraySubset::new(vec![0, 0], vec![1, 1]),
+        ));
+        assert_err!(partial, crate::zarr::CodecError::InvalidData { .. });
+
+        let checked = json!({"name": "sharding_indexed", "configuration": {
+            "chunk_shape": [2, 2],
+            "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}],
+            "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}],
+            "index_location": "end",
+        }});
+        let Codec::ArrayToBytes(copying) = codec_from_json(&checked, &DataType::UInt16)
+            .unwrap()
+            .unwrap()
+        else {
+            panic!("not array->bytes");
+        };
+        let data = ArrayBytes::Fixed((0u16..16).flat_map(|v| (v * 3).to_ne_bytes()).collect());
+        let in_place = c.encode(data.clone(), &repr()).unwrap();
+        let decoded = copying.encode(data.clone(), &repr()).unwrap();
+        assert_eq!(c.decode(in_place.into(), &repr()).unwrap(), data);
+        assert_eq!(copying.decode(decoded.into(), &repr()).unwrap(), data);
     }
 
     #[test]
