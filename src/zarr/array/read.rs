@@ -18,13 +18,9 @@ enum Direct {
     Decoded,
 }
 
-/// What the direct reads write into a chunk's slice of the output: `.0` the fill
-/// value when a chunk is left to the general way (always), `.1` the fill value when
-/// a chunk is missing (only when the output was not filled beforehand).
-type FillSteps<'f> = (
-    &'f (dyn Fn(&mut [u8]) + Sync),
-    &'f (dyn Fn(&mut [u8]) + Sync),
-);
+/// Whole chunks of a region with the bytes of the output each one fills
+/// ([`Array::borrowed_plan`]), sorted by position.
+type RunPlan = Vec<(Vec<u64>, std::ops::Range<usize>)>;
 
 /// Disjoint slices of `out`, one per run of `plan` (sorted, non-overlapping, within
 /// `out`), in order; `None` when the runs overlap or pass the end.
@@ -74,16 +70,17 @@ impl Array {
             };
         }
         let mut out = self.fill_bytes(n)?;
-        self.read_into(region, out.as_view_mut(), false).await?;
+        self.read_into(region, out.as_view_mut(), None).await?;
         Ok(out)
     }
 
-    /// Reads `region` into `out` (C order, shape `region.shape`, already holding the
-    /// fill value unless `unfilled`): chunks are fetched and decoded concurrently and
-    /// copied in as they arrive; missing chunks are skipped. `unfilled` is only for
-    /// an `out` of fixed-size elements whose every chunk is one run read straight
-    /// into it ([`Array::direct_covers`]): the direct read then writes the fill value
-    /// into the runs of the chunks it finds missing or leaves to the general way. Chunks read whole are fetched in batches
+    /// Reads `region` into `out` (C order, shape `region.shape`): chunks are fetched
+    /// and decoded concurrently and copied in as they arrive; missing chunks are
+    /// skipped. `out` already holds the fill value, unless `covering` is the plan of
+    /// an `out` of fixed-size elements whose every chunk is one run of it
+    /// ([`Array::covering_plan`]): the direct read then writes the fill value into
+    /// the runs of the chunks it finds missing or leaves to the general way. Chunks
+    /// read whole are fetched in batches
     /// through [`ChunkPort::get_many`], so a store can read chunks that lie close
     /// together in one object (virtual chunks of one file) with one request; the
     /// others are decoded partially (sharding), one request per chunk for its index
@@ -92,7 +89,7 @@ impl Array {
         &self,
         region: &ArraySubset,
         mut out: ElemsMut<'_>,
-        unfilled: bool,
+        covering: Option<RunPlan>,
     ) -> ZarrResult<()> {
         let port = self.chunks();
         let port = &port;
@@ -100,7 +97,7 @@ impl Array {
         // from the store; `direct` holds those read, the others go the general way.
         let direct = match (&mut out, self.direct_mode()) {
             (ElemsMut::Fixed(bytes), Some(mode)) => {
-                self.read_direct(port, region, bytes, mode, unfilled)
+                self.read_direct(port, region, bytes, mode, covering)
                     .await?
             }
             _ => std::collections::HashSet::new(),
@@ -211,9 +208,9 @@ impl Array {
     ///   ([`CodecChain::decode_into`]); a chunk that fails to fetch or decode is
     ///   left to the caller, which reports the error.
     ///
-    ///
-    /// With `unfilled` (`out` does not hold the fill value yet), every run of a chunk
-    /// found missing or not read this way is filled with the fill value.
+    /// With `covering` (the plan of an `out` that does not hold the fill value yet,
+    /// used instead of computing it again), every run of a chunk found missing or not
+    /// read this way is filled with the fill value.
     ///
     /// # Errors
     /// A failed transfer of [`Direct::Stored`]; the async step's store errors.
@@ -223,21 +220,17 @@ impl Array {
         region: &ArraySubset,
         out: &mut [u8],
         mode: Direct,
-        unfilled: bool,
+        covering: Option<RunPlan>,
     ) -> ZarrResult<std::collections::HashSet<Vec<u64>>> {
         let mut done = std::collections::HashSet::new();
-        let mut plan = self.borrowed_plan(region);
+        let unfilled = covering.is_some();
+        let mut plan = covering.unwrap_or_else(|| self.borrowed_plan(region));
         plan.retain(|(_, run)| run.end <= out.len());
         if plan.is_empty() {
             return Ok(done);
         }
         let fill = self.derived.repr.fill_value.as_bytes();
         let refill = |dest: &mut [u8]| fill_repeated(dest, fill);
-        let missing = |dest: &mut [u8]| {
-            if unfilled {
-                refill(dest);
-            }
-        };
         let refill_runs = |out: &mut [u8], skip: &std::collections::HashSet<Vec<u64>>| {
             for (idx, run) in &plan {
                 if !skip.contains(idx) {
@@ -263,7 +256,7 @@ impl Array {
         for (k, part) in dests.chunks_mut(window).enumerate() {
             let got = match mode {
                 Direct::Stored => {
-                    match self.read_stored_into(port.as_ref(), part, (&refill, &missing), k == 0) {
+                    match self.read_stored_into(port.as_ref(), part, &refill, unfilled, k == 0) {
                         // The port declined the first chunk: it reads none this way.
                         Ok(None) => break,
                         Ok(Some(Ok(read_ok))) => Ok(read_ok),
@@ -271,10 +264,7 @@ impl Array {
                         Err(panic) => Err(panic),
                     }
                 }
-                Direct::Decoded => {
-                    self.read_decoded_into(port, part, (&refill, &missing))
-                        .await
-                }
+                Direct::Decoded => self.read_decoded_into(port, part, &refill, unfilled).await,
             };
             match (&mut read, got) {
                 (Ok(all), Ok(some)) => all.extend(some),
@@ -305,7 +295,8 @@ impl Array {
         &self,
         port: &dyn ChunkPort,
         part: &mut [(&Vec<u64>, &mut [u8])],
-        (refill, missing): FillSteps<'_>,
+        refill: &(dyn Fn(&mut [u8]) + Sync),
+        fill_missing: bool,
         probe: bool,
     ) -> Result<Option<ZarrResult<Vec<Vec<u64>>>>, String> {
         use rayon::prelude::*;
@@ -314,7 +305,9 @@ impl Array {
             match port.read_into(idx, dest)? {
                 ReadInto::Read => Ok(true),
                 ReadInto::Missing => {
-                    missing(dest);
+                    if fill_missing {
+                        refill(dest);
+                    }
                     Ok(true)
                 }
                 ReadInto::Elsewhere => {
@@ -357,7 +350,8 @@ impl Array {
         &self,
         port: &Arc<dyn ChunkPort>,
         part: &mut [(&Vec<u64>, &mut [u8])],
-        (refill, missing): FillSteps<'_>,
+        refill: &(dyn Fn(&mut [u8]) + Sync),
+        fill_missing: bool,
     ) -> Result<Vec<Vec<u64>>, String> {
         use rayon::prelude::*;
         type Fetched = (usize, Result<Option<Bytes>, crate::zarr::StoreError>);
@@ -392,7 +386,9 @@ impl Array {
                 work.into_par_iter()
                     .filter_map(|((idx, dest), got)| match got {
                         Ok(None) => {
-                            missing(dest);
+                            if fill_missing {
+                                refill(dest);
+                            }
                             Some(idx.clone())
                         }
                         Ok(Some(bytes)) => match chain.decode_into(bytes, repr, dest) {
@@ -552,30 +548,28 @@ impl Array {
         // Filled beforehand only when some of `out` is not read straight into it: the
         // direct read fills the runs of missing chunks itself (one write of `out`
         // fewer: ~20 ms per 256 MiB on the 2-core VM).
-        let unfilled = self.direct_covers(region, out.len());
-        if !unfilled {
+        let covering = self.covering_plan(region, out.len());
+        if covering.is_none() {
             fill_repeated(out, &fill);
         }
-        self.read_into(region, ElemsMut::Fixed(out), unfilled).await
+        self.read_into(region, ElemsMut::Fixed(out), covering).await
     }
 
-    /// Whether a read of `region` into `out_len` bytes goes straight into the output
-    /// for every chunk ([`Array::read_direct`] may run here, and each chunk of the
-    /// region is whole in it and one run of the output, the runs adding up to all of
-    /// it).
-    fn direct_covers(&self, region: &ArraySubset, out_len: usize) -> bool {
-        if self.direct_mode().is_none() {
-            return false;
-        }
+    /// The plan of a read of `region` into `out_len` bytes that goes straight into
+    /// the output for every chunk, `None` for any other read: [`Array::read_direct`]
+    /// may run here, and each chunk of the region is whole in it and one run of the
+    /// output, the runs adding up to all of it.
+    fn covering_plan(&self, region: &ArraySubset, out_len: usize) -> Option<RunPlan> {
+        self.direct_mode()?;
         let plan = self.borrowed_plan(region);
         let mut covered = 0usize;
         for (_, run) in &plan {
             if run.end > out_len {
-                return false;
+                return None;
             }
             covered += run.len();
         }
-        covered == out_len
+        (covered == out_len).then_some(plan)
     }
 
     /// The fill value as one `T`, `None` for a data type of variable size.
@@ -600,7 +594,7 @@ impl Array {
         let Some(bytes) = T::as_fixed_bytes_mut(out) else {
             return Err(self.element_type_err::<T>());
         };
-        self.read_into(region, ElemsMut::Fixed(bytes), false).await
+        self.read_into(region, ElemsMut::Fixed(bytes), None).await
     }
 
     /// Reads `region` as an `ndarray` of shape `region.shape`.
@@ -765,7 +759,7 @@ mod tests {
                         // it covers the region.
                         let len = usize::try_from(region.num_elements()).expect("len") * 4;
                         assert_eq!(
-                            a.direct_covers(region, len),
+                            a.covering_plan(region, len).is_some(),
                             // Whole chunks only (the array's last chunk, rows 96..112,
                             // passes its end: not one whole run of the output).
                             multi
