@@ -175,7 +175,8 @@ impl Array {
     /// the calling task must be allowed to block (a multi-thread tokio runtime), and
     /// the chain must either store a chunk's elements as they are
     /// ([`CodecChain::stores_native_bytes`]) or decode into a borrowed buffer
-    /// ([`CodecChain::encodes_borrowed`]: `bytes` without a swap, then compressors).
+    /// ([`CodecChain::decodes_into`]: `bytes` without a swap, then compressors; or
+    /// `sharding_indexed`, whose inner chunks go straight to their places).
     fn direct_mode(&self) -> Option<Direct> {
         if !crate::compute::may_wait_for_pool() || self.metadata.data_type.fixed_size().is_none() {
             return None;
@@ -183,7 +184,7 @@ impl Array {
         let (chain, repr) = (&self.derived.chain, &self.derived.repr);
         if chain.stores_native_bytes(repr) {
             Some(Direct::Stored)
-        } else if chain.encodes_borrowed(repr) {
+        } else if chain.decodes_into(repr) {
             Some(Direct::Decoded)
         } else {
             None
@@ -721,18 +722,35 @@ mod tests {
             ArraySubset::new(vec![96, 0], vec![4, 64]),
         ];
         let le = serde_json::json!({"name": "bytes", "configuration": {"endian": "little"}});
+        let zstd = serde_json::json!({"name": "zstd", "configuration": {"level": 1}});
+        // Shards of 16 x 64 in inner chunks of 4 x 16, stored as they are or
+        // compressed; one inner chunk is written with the fill value (empty).
+        let sharded = |inner: Vec<Value>| {
+            vec![
+                serde_json::json!({"name": "sharding_indexed", "configuration": {
+                    "chunk_shape": [4, 16],
+                    "codecs": inner,
+                    "index_codecs": [le.clone(), {"name": "crc32c"}],
+                    "index_location": "end",
+                }}),
+            ]
+        };
         let chains = [
             (vec![le.clone()], Direct::Stored),
             (
                 vec![
-                    le,
-                    serde_json::json!({"name": "zstd", "configuration": {"level": 1}}),
+                    le.clone(),
+                    zstd.clone(),
                     serde_json::json!({"name": "crc32c"}),
                 ],
                 Direct::Decoded,
             ),
+            (sharded(vec![le.clone()]), Direct::Decoded),
+            (sharded(vec![le.clone(), zstd]), Direct::Decoded),
         ];
+        let hole = ArraySubset::new(vec![20, 16], vec![4, 16]);
         for (codecs, mode) in chains {
+            let is_sharded = codecs[0]["name"] == "sharding_indexed";
             let read = |multi: bool, store: Arc<dyn Store>| -> Vec<Vec<f32>> {
                 runtime(multi).block_on(async {
                     let a = ArrayBuilder::new(vec![100, 64], vec![16, 64], DataType::Float32)
@@ -750,6 +768,9 @@ mod tests {
                         a.write_region(&region, &values[rows.start * 64..rows.end * 64])
                             .await
                             .expect("write");
+                    }
+                    if is_sharded {
+                        a.write_region(&hole, &[7.5f32; 64]).await.expect("write");
                     }
                     let mut out = Vec::new();
                     for region in &regions {
@@ -787,9 +808,16 @@ mod tests {
             let declined = read(true, Arc::new(Declining::default()));
             assert_eq!(direct, general, "{mode:?}");
             assert_eq!(declined, general, "{mode:?}");
-            // The fill value where chunk 2 was never written.
+            // The fill value where chunk 2 was never written (and in the empty
+            // inner chunk).
             assert!(general[0][32 * 64..48 * 64].iter().all(|&v| v == 7.5));
-            assert_eq!(general[0][..32 * 64], values[..32 * 64]);
+            let mut expected = values[..32 * 64].to_vec();
+            if is_sharded {
+                for row in 20..24 {
+                    expected[row * 64 + 16..row * 64 + 32].fill(7.5);
+                }
+            }
+            assert_eq!(general[0][..32 * 64], expected[..]);
         }
     }
 

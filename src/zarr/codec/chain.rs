@@ -175,6 +175,17 @@ impl CodecChain {
             && self.array_to_bytes.keeps_native_bytes(repr)
     }
 
+    /// Whether [`CodecChain::decode_into`] decodes a whole chunk of `repr` into the
+    /// caller's buffer: when [`CodecChain::encodes_borrowed`] holds (the last
+    /// compressor writes into it), or without `array -> array` codecs when the
+    /// `array -> bytes` codec places what it decodes there itself
+    /// ([`ArrayToBytesCodec::decodes_into`]: `sharding_indexed`, after any
+    /// `bytes -> bytes` codecs on the whole shard).
+    pub(crate) fn decodes_into(&self, repr: &ChunkRepr) -> bool {
+        self.encodes_borrowed(repr)
+            || (self.array_to_array.is_empty() && self.array_to_bytes.decodes_into(repr))
+    }
+
     /// Encodes a whole chunk of `repr` given as native-endian element bytes borrowed
     /// from the caller's buffer, without copying them first: the first
     /// `bytes -> bytes` codec reads them in place. Produces exactly what
@@ -238,9 +249,11 @@ impl CodecChain {
     }
 
     /// Decodes a whole stored chunk of `repr` straight into `dest`, its
-    /// native-endian element bytes (exactly one chunk long), for chains where
-    /// [`CodecChain::encodes_borrowed`] holds: the `bytes -> bytes` codecs run in
-    /// reverse and the last of them writes into `dest`. Gives exactly what
+    /// native-endian element bytes (exactly one chunk long, holding anything
+    /// beforehand), for chains where [`CodecChain::decodes_into`] holds: the
+    /// `bytes -> bytes` codecs run in reverse and the last of them writes into
+    /// `dest` ([`CodecChain::encodes_borrowed`]), or the `array -> bytes` codec
+    /// does ([`ArrayToBytesCodec::decode_into`]). Gives exactly what
     /// [`CodecChain::decode`] gives.
     ///
     /// # Errors
@@ -253,6 +266,13 @@ impl CodecChain {
         repr: &ChunkRepr,
         dest: &mut [u8],
     ) -> Result<(), CodecError> {
+        if !self.encodes_borrowed(repr) && self.decodes_into(repr) {
+            let mut bytes = bytes;
+            for c in self.bytes_to_bytes.iter().rev() {
+                bytes = c.decode(bytes)?;
+            }
+            return self.array_to_bytes.decode_into(bytes, repr, dest);
+        }
         let (first, rest) = self.borrowed_codecs(repr, dest.len())?;
         let mut bytes = bytes;
         for c in rest.iter().rev() {

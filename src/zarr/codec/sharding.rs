@@ -16,7 +16,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
-use crate::zarr::array_bytes::{ArrayBytes, ElemsRef};
+use crate::zarr::array_bytes::{ArrayBytes, ElemsMut, ElemsRef};
 use crate::zarr::chunk_grid::{ChunkGrid, RegularChunkGrid};
 use crate::zarr::codec::{
     check_data, codec_from_json, run_blocking, ArrayToBytesCodec, ByteSource, ChunkRepr,
@@ -261,6 +261,52 @@ impl ShardingCodec {
         Ok((out, all_empty))
     }
 
+    /// Puts every inner chunk the shard `bytes` (with its decoded `index`, `cps`
+    /// inner chunks per dimension) stores into its place in `out` (the whole shard
+    /// of `repr`, C order); empty inner chunks are left as they are.
+    ///
+    /// # Errors
+    /// [`CodecError::InvalidData`] for index entries outside the shard and inner
+    /// chunks that do not decode to one inner chunk; the inner chain's errors.
+    fn place_inner_chunks(
+        &self,
+        bytes: &::bytes::Bytes,
+        index: &[u64],
+        cps: &[u64],
+        repr: &ChunkRepr,
+        mut out: ElemsMut<'_>,
+    ) -> Result<(), CodecError> {
+        let inner_repr = self.inner_repr(repr);
+        let elem = repr.data_type.fixed_size().unwrap_or(0);
+        let zeros = vec![0; cps.len()];
+        let mut start = vec![0; cps.len()];
+        for (i, idx) in indices_in(&zeros, cps).enumerate() {
+            let Some((off, n)) = Self::entry(index, i, bytes.len() as u64)? else {
+                continue;
+            };
+            for ((s, a), b) in start.iter_mut().zip(&idx).zip(&self.chunk_shape) {
+                *s = a * b;
+            }
+            with_inner_elems(
+                &self.inner,
+                bytes.slice(off as usize..(off + n) as usize),
+                &inner_repr,
+                |src| {
+                    out.copy_from(
+                        &repr.shape,
+                        &start,
+                        src,
+                        &self.chunk_shape,
+                        &zeros,
+                        &self.chunk_shape,
+                        elem,
+                    );
+                },
+            )?;
+        }
+        Ok(())
+    }
+
     /// Decodes the index of a whole shard value.
     fn read_index(&self, bytes: &::bytes::Bytes, cps: &[u64]) -> Result<Vec<u64>, CodecError> {
         let index_size = self.index_size(cps)? as usize;
@@ -455,36 +501,45 @@ impl ArrayToBytesCodec for ShardingCodec {
         self.validate(repr)?;
         let cps = self.chunks_per_shard(&repr.shape);
         let index = self.read_index(&bytes, &cps)?;
-        let inner_repr = self.inner_repr(repr);
-        let elem = repr.data_type.fixed_size().unwrap_or(0);
         let mut out = fill_for(repr, repr.num_elements())?;
-        let zeros = vec![0; cps.len()];
-        let mut start = vec![0; cps.len()];
-        for (i, idx) in indices_in(&zeros, &cps).enumerate() {
-            let Some((off, n)) = Self::entry(&index, i, bytes.len() as u64)? else {
-                continue;
-            };
-            for ((s, a), b) in start.iter_mut().zip(&idx).zip(&self.chunk_shape) {
-                *s = a * b;
-            }
-            with_inner_elems(
-                &self.inner,
-                bytes.slice(off as usize..(off + n) as usize),
-                &inner_repr,
-                |src| {
-                    out.as_view_mut().copy_from(
-                        &repr.shape,
-                        &start,
-                        src,
-                        &self.chunk_shape,
-                        &zeros,
-                        &self.chunk_shape,
-                        elem,
-                    );
-                },
-            )?;
-        }
+        self.place_inner_chunks(&bytes, &index, &cps, repr, out.as_view_mut())?;
         Ok(out)
+    }
+
+    fn decodes_into(&self, repr: &ChunkRepr) -> bool {
+        repr.data_type.fixed_size().is_some()
+    }
+
+    /// Each stored inner chunk is decoded (or, stored as its elements, copied)
+    /// straight into its place in `dest`; `dest` gets the fill value first only
+    /// when the index lists an empty inner chunk.
+    fn decode_into(
+        &self,
+        bytes: ::bytes::Bytes,
+        repr: &ChunkRepr,
+        dest: &mut [u8],
+    ) -> Result<(), CodecError> {
+        self.validate(repr)?;
+        if repr.size_bytes() != Some(dest.len() as u64) {
+            return Err(CodecError::invalid(
+                NAME,
+                format!(
+                    "{} bytes are not one shard of {} x {}",
+                    dest.len(),
+                    repr.num_elements(),
+                    repr.data_type
+                ),
+            ));
+        }
+        let cps = self.chunks_per_shard(&repr.shape);
+        let index = self.read_index(&bytes, &cps)?;
+        if index
+            .chunks_exact(2)
+            .any(|e| e[0] == EMPTY && e[1] == EMPTY)
+        {
+            crate::zarr::array_bytes::fill_repeated(dest, repr.fill_value.as_bytes());
+        }
+        self.place_inner_chunks(&bytes, &index, &cps, repr, ElemsMut::Fixed(dest))
     }
 
     fn encoded_size(&self, _repr: &ChunkRepr) -> Option<u64> {
@@ -712,6 +767,62 @@ mod tests {
             ..repr()
         };
         assert_err!(c.validate(&r), crate::zarr::CodecError::Unsupported { .. });
+    }
+
+    /// Decoding a shard into a buffer that holds anything beforehand gives what
+    /// decoding it gives: every inner chunk stored, some empty (fill value 7), all
+    /// empty; inner chunks stored as their elements or zstd-compressed; index at the
+    /// start or the end. A buffer of another length and a corrupt index are errors.
+    #[test]
+    fn decoding_into_a_buffer_matches_decoding() {
+        let zstd_inner = json!({"name": "sharding_indexed", "configuration": {
+            "chunk_shape": [2, 2],
+            "codecs": [{"name": "bytes", "configuration": {"endian": "little"}},
+                       {"name": "zstd", "configuration": {"level": 1}}],
+            "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}],
+            "index_location": "end",
+        }});
+        let Codec::ArrayToBytes(compressed) = codec_from_json(&zstd_inner, &DataType::UInt16)
+            .unwrap()
+            .unwrap()
+        else {
+            panic!("not array->bytes");
+        };
+        let full: Vec<u16> = (0..16).map(|v| v * 5 + 1).collect();
+        let mut some_empty = full.clone();
+        // Inner chunk (1, 0): rows 2..4, columns 0..2.
+        for at in [8, 9, 12, 13] {
+            some_empty[at] = 7;
+        }
+        for c in [codec("end"), codec("start"), compressed] {
+            assert!(c.decodes_into(&repr()));
+            for vals in [&full, &some_empty, &vec![7u16; 16]] {
+                let data = ArrayBytes::Fixed(vals.iter().flat_map(|v| v.to_ne_bytes()).collect());
+                let enc = ::bytes::Bytes::from(c.encode(data.clone(), &repr()).unwrap());
+                let mut dest = vec![0xEEu8; 32];
+                c.decode_into(enc.clone(), &repr(), &mut dest).unwrap();
+                assert_eq!(ArrayBytes::Fixed(dest), data, "{}", c.to_json());
+                assert_eq!(c.decode(enc.clone(), &repr()).unwrap(), data);
+                let mut short = vec![0u8; 30];
+                assert_err!(
+                    c.decode_into(enc.clone(), &repr(), &mut short),
+                    crate::zarr::CodecError::InvalidData { .. }
+                );
+            }
+        }
+        let c = codec("end");
+        let mut bad = c
+            .encode(
+                ArrayBytes::Fixed(full.iter().flat_map(|v| v.to_ne_bytes()).collect()),
+                &repr(),
+            )
+            .unwrap();
+        let n = bad.len();
+        bad[n - 10] ^= 0xff;
+        assert_err!(
+            c.decode_into(bad.into(), &repr(), &mut [0u8; 32]),
+            crate::zarr::CodecError::InvalidData { .. }
+        );
     }
 
     /// An inner chunk stored as its elements (`bytes`, native order) that is not one

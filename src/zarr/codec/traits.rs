@@ -136,6 +136,39 @@ pub trait ArrayToBytesCodec: Send + Sync + Debug {
         false
     }
 
+    /// Whether [`ArrayToBytesCodec::decode_into`] writes a whole chunk of `repr`
+    /// into the caller's buffer without first decoding it into a buffer of its own
+    /// (`sharding_indexed`: each inner chunk goes straight to its place). The
+    /// default is `false`.
+    fn decodes_into(&self, repr: &ChunkRepr) -> bool {
+        let _ = repr;
+        false
+    }
+
+    /// Decodes a whole chunk of `repr` into `dest`, its native-endian element
+    /// bytes (exactly [`ChunkRepr::size_bytes`] long), which need not hold anything
+    /// beforehand. Gives exactly what [`ArrayToBytesCodec::decode`] gives. The
+    /// default decodes into a new buffer and copies.
+    ///
+    /// # Errors
+    /// As [`ArrayToBytesCodec::decode`]; [`CodecError::InvalidData`] when `dest`
+    /// is not one chunk long or the data type has no fixed size (`dest` may then be
+    /// partly written).
+    fn decode_into(
+        &self,
+        bytes: ::bytes::Bytes,
+        repr: &ChunkRepr,
+        dest: &mut [u8],
+    ) -> Result<(), CodecError> {
+        match self.decode(bytes, repr)? {
+            ArrayBytes::Fixed(b) => copy_decoded("codecs", &b, dest),
+            ArrayBytes::Strings(_) => Err(CodecError::invalid(
+                "codecs",
+                "a chunk of variable-size elements does not decode into bytes",
+            )),
+        }
+    }
+
     /// Decodes only `region` (relative to the chunk) of the chunk in `source`;
     /// `Ok(None)` when the chunk is absent. The default reads and decodes the whole
     /// chunk; `sharding_indexed` reads only the index and the inner chunks needed.
