@@ -165,14 +165,26 @@ impl CodecChain {
             && self.array_to_bytes.keeps_native_bytes(repr)
     }
 
-    /// Whether [`CodecChain::encode_borrowed`] encodes chunks of `repr`: no
+    /// Whether the chain compresses the native bytes of `repr` as they are: no
     /// `array -> array` codecs, an `array -> bytes` codec that keeps native bytes as
-    /// they are, and at least one `bytes -> bytes` codec (without one, the encoded
-    /// chunk would be the caller's bytes themselves, which must be copied anyway).
-    pub(crate) fn encodes_borrowed(&self, repr: &ChunkRepr) -> bool {
+    /// they are, and at least one `bytes -> bytes` codec, the first of which reads
+    /// the caller's bytes or writes the decoded ones in place.
+    fn compresses_native(&self, repr: &ChunkRepr) -> bool {
         self.array_to_array.is_empty()
             && !self.bytes_to_bytes.is_empty()
             && self.array_to_bytes.keeps_native_bytes(repr)
+    }
+
+    /// Whether [`CodecChain::encode_borrowed`] encodes chunks of `repr` from the
+    /// caller's buffer without a copy: no `array -> array` codecs, and either an
+    /// `array -> bytes` codec that keeps native bytes as they are followed by at
+    /// least one `bytes -> bytes` codec (without one, the encoded chunk would be the
+    /// caller's bytes themselves, which must be copied anyway), or an
+    /// `array -> bytes` codec that reads borrowed elements itself
+    /// ([`ArrayToBytesCodec::encodes_borrowed`]: `sharding_indexed`).
+    pub(crate) fn encodes_borrowed(&self, repr: &ChunkRepr) -> bool {
+        self.compresses_native(repr)
+            || (self.array_to_array.is_empty() && self.array_to_bytes.encodes_borrowed(repr))
     }
 
     /// Whether [`CodecChain::decode_into`] decodes a whole chunk of `repr` into the
@@ -182,15 +194,16 @@ impl CodecChain {
     /// ([`ArrayToBytesCodec::decodes_into`]: `sharding_indexed`, after any
     /// `bytes -> bytes` codecs on the whole shard).
     pub(crate) fn decodes_into(&self, repr: &ChunkRepr) -> bool {
-        self.encodes_borrowed(repr)
+        self.compresses_native(repr)
             || (self.array_to_array.is_empty() && self.array_to_bytes.decodes_into(repr))
     }
 
     /// Encodes a whole chunk of `repr` given as native-endian element bytes borrowed
     /// from the caller's buffer, without copying them first: the first
-    /// `bytes -> bytes` codec reads them in place. Produces exactly what
-    /// [`CodecChain::encode`] does. Only for chains where
-    /// [`CodecChain::encodes_borrowed`] holds.
+    /// `bytes -> bytes` codec reads them in place, or the `array -> bytes` codec
+    /// does ([`ArrayToBytesCodec::encode_borrowed`]) before the `bytes -> bytes`
+    /// codecs run on what it made. Produces exactly what [`CodecChain::encode`]
+    /// does. Only for chains where [`CodecChain::encodes_borrowed`] holds.
     ///
     /// # Errors
     /// [`CodecError::Unsupported`] for a chain that cannot;
@@ -201,6 +214,13 @@ impl CodecChain {
         data: &[u8],
         repr: &ChunkRepr,
     ) -> Result<Vec<u8>, CodecError> {
+        if !self.compresses_native(repr) && self.encodes_borrowed(repr) {
+            let mut bytes = self.array_to_bytes.encode_borrowed(data, repr)?;
+            for c in &self.bytes_to_bytes {
+                bytes = c.encode(bytes)?;
+            }
+            return Ok(bytes);
+        }
         let (first, rest) = self.borrowed_codecs(repr, data.len())?;
         let mut bytes = first.encode_slice(data)?;
         for c in rest {
@@ -213,7 +233,7 @@ impl CodecChain {
     /// and [`CodecChain::decode_into`] on `len` bytes of elements of `repr`.
     ///
     /// # Errors
-    /// [`CodecError::Unsupported`] when [`CodecChain::encodes_borrowed`] does not
+    /// [`CodecError::Unsupported`] when [`CodecChain::compresses_native`] does not
     /// hold; [`CodecError::InvalidData`] when `len` bytes are not one chunk.
     #[allow(clippy::type_complexity)]
     fn borrowed_codecs(
@@ -224,7 +244,7 @@ impl CodecChain {
         let Some((first, rest)) = self
             .bytes_to_bytes
             .split_first()
-            .filter(|_| self.encodes_borrowed(repr))
+            .filter(|_| self.compresses_native(repr))
         else {
             return Err(CodecError::unsupported(
                 "codecs",
@@ -266,7 +286,7 @@ impl CodecChain {
         repr: &ChunkRepr,
         dest: &mut [u8],
     ) -> Result<(), CodecError> {
-        if !self.encodes_borrowed(repr) && self.decodes_into(repr) {
+        if !self.compresses_native(repr) && self.decodes_into(repr) {
             let mut bytes = bytes;
             for c in self.bytes_to_bytes.iter().rev() {
                 bytes = c.decode(bytes)?;
@@ -426,15 +446,24 @@ mod tests {
     /// Chains that encode and decode borrowed bytes: a compressor that reads and
     /// writes in place (zstd), one that takes the default copy (gzip) followed by a
     /// checksum, and a checksum alone.
-    fn borrowing_chains() -> [serde_json::Value; 3] {
+    fn borrowing_chains() -> [serde_json::Value; 6] {
+        let le = serde_json::json!({"name": "bytes", "configuration": {"endian": "little"}});
+        let sharded = |inner: serde_json::Value| {
+            serde_json::json!({"name": "sharding_indexed", "configuration": {
+                "chunk_shape": [256],
+                "codecs": inner,
+                "index_codecs": [le, {"name": "crc32c"}],
+            }})
+        };
         [
-            serde_json::json!([{"name": "bytes", "configuration": {"endian": "little"}},
-                               {"name": "zstd", "configuration": {"level": 3, "checksum": true}}]),
-            serde_json::json!([{"name": "bytes", "configuration": {"endian": "little"}},
-                               {"name": "gzip", "configuration": {"level": 5}},
-                               {"name": "crc32c"}]),
-            serde_json::json!([{"name": "bytes", "configuration": {"endian": "little"}},
-                               {"name": "crc32c"}]),
+            serde_json::json!([le, {"name": "zstd", "configuration": {"level": 3, "checksum": true}}]),
+            serde_json::json!([le, {"name": "gzip", "configuration": {"level": 5}}, {"name": "crc32c"}]),
+            serde_json::json!([le, {"name": "crc32c"}]),
+            // Shards of 16 inner chunks: stored as their elements, compressed, and
+            // with a checksum over the whole shard.
+            serde_json::json!([sharded(serde_json::json!([le]))]),
+            serde_json::json!([sharded(serde_json::json!([le, {"name": "zstd"}]))]),
+            serde_json::json!([sharded(serde_json::json!([le])), {"name": "crc32c"}]),
         ]
     }
 

@@ -206,16 +206,19 @@ impl ShardingCodec {
 }
 
 /// Encoded bytes of one inner chunk when assembling a shard.
-enum InnerBytes {
+enum InnerBytes<'a> {
     Owned(Vec<u8>),
     Shared(::bytes::Bytes),
+    /// Stored as its elements, still in the caller's buffer.
+    Borrowed(&'a [u8]),
 }
 
-impl InnerBytes {
+impl InnerBytes<'_> {
     fn as_slice(&self) -> &[u8] {
         match self {
             InnerBytes::Owned(v) => v,
             InnerBytes::Shared(b) => b,
+            InnerBytes::Borrowed(b) => b,
         }
     }
 }
@@ -226,11 +229,11 @@ impl ShardingCodec {
     fn assemble(
         &self,
         cps: &[u64],
-        inner: Vec<Option<InnerBytes>>,
+        inner: Vec<Option<InnerBytes<'_>>>,
     ) -> Result<(Vec<u8>, bool), CodecError> {
         let index_size = self.index_size(cps)? as usize;
         let data_len: usize = inner.iter().flatten().map(|b| b.as_slice().len()).sum();
-        let mut out = Vec::with_capacity(data_len + index_size);
+        let mut out = crate::buffer_pool::take(data_len + index_size);
         if self.index_location == IndexLocation::Start {
             out.resize(index_size, 0);
         }
@@ -305,6 +308,14 @@ impl ShardingCodec {
             )?;
         }
         Ok(())
+    }
+
+    /// The region of inner chunk `idx` within the shard (elements).
+    fn inner_region(&self, idx: &[u64]) -> ArraySubset {
+        ArraySubset::new(
+            idx.iter().zip(&self.chunk_shape).map(|(a, b)| a * b).collect(),
+            self.chunk_shape.clone(),
+        )
     }
 
     /// Decodes the index of a whole shard value.
@@ -385,23 +396,82 @@ impl ArrayToBytesCodec for ShardingCodec {
     fn encode(&self, data: ArrayBytes, repr: &ChunkRepr) -> Result<Vec<u8>, CodecError> {
         self.validate(repr)?;
         check_data(NAME, &data, repr)?;
+        if let ArrayBytes::Fixed(bytes) = &data {
+            return self.encode_borrowed(bytes, repr);
+        }
         let cps = self.chunks_per_shard(&repr.shape);
         let inner_repr = self.inner_repr(repr);
         let mut inner = Vec::new();
         for idx in indices_in(&vec![0; cps.len()], &cps) {
-            let region = ArraySubset::new(
-                idx.iter()
-                    .zip(&self.chunk_shape)
-                    .map(|(a, b)| a * b)
-                    .collect(),
-                self.chunk_shape.clone(),
-            );
+            let region = self.inner_region(&idx);
             let chunk = data.extract(&repr.data_type, &repr.shape, &region);
             inner.push(if chunk.is_fill(&repr.fill_value) {
                 None
             } else {
                 Some(InnerBytes::Owned(self.inner.encode(chunk, &inner_repr)?))
             });
+        }
+        self.assemble(&cps, inner).map(|(bytes, _)| bytes)
+    }
+
+    fn encodes_borrowed(&self, repr: &ChunkRepr) -> bool {
+        repr.data_type.fixed_size().is_some()
+    }
+
+    /// Each inner chunk is read where it lies in `data` when it is one run of it
+    /// (inner chunks spanning the shard's trailing dimensions), else copied out;
+    /// inner chunks stored as their elements go into the shard straight from there,
+    /// the others are encoded from there.
+    fn encode_borrowed(&self, data: &[u8], repr: &ChunkRepr) -> Result<Vec<u8>, CodecError> {
+        self.validate(repr)?;
+        let elem = repr.data_type.fixed_size().unwrap_or(0);
+        if elem == 0 || repr.size_bytes() != Some(data.len() as u64) {
+            return Err(CodecError::invalid(
+                NAME,
+                format!(
+                    "expected {} elements of {}, got {} bytes",
+                    repr.num_elements(),
+                    repr.data_type,
+                    data.len()
+                ),
+            ));
+        }
+        let cps = self.chunks_per_shard(&repr.shape);
+        let inner_repr = self.inner_repr(repr);
+        let as_stored = self.inner.stores_native_bytes(&inner_repr);
+        let borrowed = self.inner.encodes_borrowed(&inner_repr);
+        let mut inner = Vec::new();
+        for idx in indices_in(&vec![0; cps.len()], &cps) {
+            let region = self.inner_region(&idx);
+            let run = region
+                .contiguous_in(&repr.shape)
+                .and_then(|r| data.get(r.start * elem..r.end * elem));
+            let copied = match run {
+                Some(_) => None,
+                None => match ElemsRef::Fixed(data).extract(&repr.data_type, &repr.shape, &region) {
+                    ArrayBytes::Fixed(b) => Some(b),
+                    ArrayBytes::Strings(_) => None,
+                },
+            };
+            let elems = run.or(copied.as_deref()).unwrap_or_default();
+            if ElemsRef::Fixed(elems).is_fill(&repr.fill_value) {
+                inner.push(None);
+                continue;
+            }
+            inner.push(Some(if borrowed {
+                InnerBytes::Owned(self.inner.encode_borrowed(elems, &inner_repr)?)
+            } else {
+                match (as_stored, run, copied) {
+                    (true, Some(run), _) => InnerBytes::Borrowed(run),
+                    (_, _, Some(copied)) => InnerBytes::Owned(
+                        self.inner.encode(ArrayBytes::Fixed(copied), &inner_repr)?,
+                    ),
+                    (_, run, None) => InnerBytes::Owned(self.inner.encode(
+                        ArrayBytes::Fixed(crate::buffer_pool::copy_of(run.unwrap_or_default())),
+                        &inner_repr,
+                    )?),
+                }
+            }));
         }
         self.assemble(&cps, inner).map(|(bytes, _)| bytes)
     }
@@ -770,9 +840,11 @@ mod tests {
     }
 
     /// Decoding a shard into a buffer that holds anything beforehand gives what
-    /// decoding it gives: every inner chunk stored, some empty (fill value 7), all
-    /// empty; inner chunks stored as their elements or zstd-compressed; index at the
-    /// start or the end. A buffer of another length and a corrupt index are errors.
+    /// decoding it gives, and encoding borrowed elements what encoding them gives:
+    /// every inner chunk stored, some empty (fill value 7), all empty; inner chunks
+    /// stored as their elements or zstd-compressed, of whole rows or not; index at
+    /// the start or the end. Buffers of another length and a corrupt index are
+    /// errors.
     #[test]
     fn decoding_into_a_buffer_matches_decoding() {
         let zstd_inner = json!({"name": "sharding_indexed", "configuration": {
@@ -794,11 +866,37 @@ mod tests {
         for at in [8, 9, 12, 13] {
             some_empty[at] = 7;
         }
-        for c in [codec("end"), codec("start"), compressed] {
-            assert!(c.decodes_into(&repr()));
+        // Inner chunks of whole rows, each one run of the shard.
+        let mut rows_json = sharding_json("end");
+        rows_json["configuration"]["chunk_shape"] = json!([1, 4]);
+        let Codec::ArrayToBytes(rows) = codec_from_json(&rows_json, &DataType::UInt16)
+            .unwrap()
+            .unwrap()
+        else {
+            panic!("not array->bytes");
+        };
+        let full_bytes: Vec<u8> = full.iter().flat_map(|v| v.to_le_bytes()).collect();
+        assert_eq!(
+            &rows
+                .encode(ArrayBytes::Fixed(full_bytes.clone()), &repr())
+                .unwrap()[..32],
+            &full_bytes[..],
+            "inner rows stored in order"
+        );
+        for c in [codec("end"), codec("start"), compressed, rows] {
+            assert!(c.decodes_into(&repr()) && c.encodes_borrowed(&repr()));
             for vals in [&full, &some_empty, &vec![7u16; 16]] {
                 let data = ArrayBytes::Fixed(vals.iter().flat_map(|v| v.to_ne_bytes()).collect());
                 let enc = ::bytes::Bytes::from(c.encode(data.clone(), &repr()).unwrap());
+                let raw = data.as_view();
+                let ElemsRef::Fixed(raw) = raw else {
+                    panic!("fixed-size elements")
+                };
+                assert_eq!(c.encode_borrowed(raw, &repr()).unwrap(), enc);
+                assert_err!(
+                    c.encode_borrowed(&raw[..30], &repr()),
+                    crate::zarr::CodecError::InvalidData { .. }
+                );
                 let mut dest = vec![0xEEu8; 32];
                 c.decode_into(enc.clone(), &repr(), &mut dest).unwrap();
                 assert_eq!(ArrayBytes::Fixed(dest), data, "{}", c.to_json());

@@ -136,6 +136,27 @@ pub trait ArrayToBytesCodec: Send + Sync + Debug {
         false
     }
 
+    /// Whether [`ArrayToBytesCodec::encode_borrowed`] encodes a whole chunk of
+    /// `repr` from the caller's buffer without copying it into a buffer of its own
+    /// first (`sharding_indexed`: each inner chunk is read where it lies). The
+    /// default is `false`.
+    fn encodes_borrowed(&self, repr: &ChunkRepr) -> bool {
+        let _ = repr;
+        false
+    }
+
+    /// Encodes a whole chunk of `repr` given as native-endian element bytes
+    /// borrowed from the caller's buffer. Gives exactly what
+    /// [`ArrayToBytesCodec::encode`] gives. The default copies `data` and encodes
+    /// the copy.
+    ///
+    /// # Errors
+    /// As [`ArrayToBytesCodec::encode`]; [`CodecError::InvalidData`] when `data` is
+    /// not one chunk's bytes.
+    fn encode_borrowed(&self, data: &[u8], repr: &ChunkRepr) -> Result<Vec<u8>, CodecError> {
+        self.encode(ArrayBytes::Fixed(crate::buffer_pool::copy_of(data)), repr)
+    }
+
     /// Whether [`ArrayToBytesCodec::decode_into`] writes a whole chunk of `repr`
     /// into the caller's buffer without first decoding it into a buffer of its own
     /// (`sharding_indexed`: each inner chunk goes straight to its place). The
