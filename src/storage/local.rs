@@ -189,6 +189,10 @@ impl LocalStorage {
     }
 }
 
+/// Reads of at most this many bytes in all (bytes) from one file are made on the
+/// calling task's thread instead of the blocking pool ([`Storage::get_ranges`]).
+const INLINE_READ_BYTES: u64 = 64 * 1024;
+
 /// Runs file-system work `f` for `key` on the blocking pool; its I/O errors (and a
 /// failed task) are [`StorageError::Io`] naming `key`.
 async fn blocking_io<T: Send + 'static>(
@@ -355,6 +359,14 @@ impl Storage for LocalStorage {
         // parts out of it. object_store zero-fills a new buffer per read.
         super::check_ranges(key, ranges)?;
         let path = self.fs_path(key)?;
+        let total = ranges
+            .iter()
+            .fold(0u64, |n, r| n.saturating_add(r.end.saturating_sub(r.start)));
+        if total <= INLINE_READ_BYTES {
+            // A few kilobytes (a shard's index, one inner chunk) take less time to
+            // read than the two thread switches of the blocking pool.
+            return read_ranges(&path, ranges).map_err(|e| e.at(key));
+        }
         let ranges = ranges.to_vec();
         let owned_key = key.to_string();
         blocking_io(key, move || {

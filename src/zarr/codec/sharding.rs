@@ -313,7 +313,10 @@ impl ShardingCodec {
     /// The region of inner chunk `idx` within the shard (elements).
     fn inner_region(&self, idx: &[u64]) -> ArraySubset {
         ArraySubset::new(
-            idx.iter().zip(&self.chunk_shape).map(|(a, b)| a * b).collect(),
+            idx.iter()
+                .zip(&self.chunk_shape)
+                .map(|(a, b)| a * b)
+                .collect(),
             self.chunk_shape.clone(),
         )
     }
@@ -448,10 +451,12 @@ impl ArrayToBytesCodec for ShardingCodec {
                 .and_then(|r| data.get(r.start * elem..r.end * elem));
             let copied = match run {
                 Some(_) => None,
-                None => match ElemsRef::Fixed(data).extract(&repr.data_type, &repr.shape, &region) {
-                    ArrayBytes::Fixed(b) => Some(b),
-                    ArrayBytes::Strings(_) => None,
-                },
+                None => {
+                    match ElemsRef::Fixed(data).extract(&repr.data_type, &repr.shape, &region) {
+                        ArrayBytes::Fixed(b) => Some(b),
+                        ArrayBytes::Strings(_) => None,
+                    }
+                }
             };
             let elems = run.or(copied.as_deref()).unwrap_or_default();
             if ElemsRef::Fixed(elems).is_fill(&repr.fill_value) {
@@ -687,7 +692,13 @@ impl ArrayToBytesCodec for ShardingCodec {
         let chunk_shape = self.chunk_shape.clone();
         let region = region.clone();
         let repr = repr.clone();
-        let work = total.max(repr.size_bytes().unwrap_or(0) as usize);
+        // The work is the inner chunks fetched and the region decoded, not the whole
+        // shard: one small inner chunk is decoded in place, without a hop to the
+        // compute pool.
+        let elem = repr.data_type.fixed_size().unwrap_or(1) as u64;
+        let out_bytes =
+            usize::try_from(region.num_elements().saturating_mul(elem)).unwrap_or(usize::MAX);
+        let work = total.max(out_bytes);
         run_blocking(work, move || {
             let elem = repr.data_type.fixed_size().unwrap_or(0);
             let mut out = fill_for(&repr, region.num_elements())?;
