@@ -583,15 +583,36 @@ class PipelineArray:
     """One array of a session as ``floe.codec_pipeline`` sees it: regions
     (``start``, ``shape`` in elements) read into / written from C-contiguous
     ``uint8`` views of native-endian, C-order elements, whose memory Rust uses in
-    place until the awaitable ends (``TypeError`` for a read-only or non-contiguous
-    output, ``ValueError`` for a buffer of another size)."""
+    place until ``Completions.take`` returns the call's token. Both methods return at
+    once (``TypeError`` for a read-only or non-contiguous output, ``ValueError`` for
+    a buffer of another size, ``ReadOnlyError`` for a write after the commit); the
+    outcome comes through ``completions``."""
 
     @property
     def item_size(self) -> int: ...
-    def read(self, start: list[int], shape: list[int], out: Any) -> Awaitable[None]: ...
+    def read(
+        self, start: list[int], shape: list[int], out: Any, completions: Completions, token: int
+    ) -> None: ...
     def write(
-        self, start: list[int], shape: list[int], data: Any, write_empty_chunks: bool
-    ) -> Awaitable[None]: ...
+        self,
+        start: list[int],
+        shape: list[int],
+        data: Any,
+        write_empty_chunks: bool,
+        completions: Completions,
+        token: int,
+    ) -> None: ...
+
+class Completions:
+    """Outcomes of ``PipelineArray`` calls for one event loop (python/src/completions.rs):
+    the loop watches ``fileno()`` for readability (``loop.add_reader``) and then calls
+    ``take()``, which returns ``(token, exception or None)`` for every call that ended
+    since, and releases the buffers they borrowed. ``OSError`` when the socket pair
+    cannot be made."""
+
+    def __new__(cls) -> Completions: ...
+    def fileno(self) -> int: ...
+    def take(self) -> list[tuple[int, BaseException | None]]: ...
 
 # Virtual chunk refs (python/src/virtual_chunks.rs).
 

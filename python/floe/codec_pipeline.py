@@ -31,10 +31,12 @@ zarr's pipeline, which this class delegates to). Off with the environment variab
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
-from collections.abc import Iterable, Iterator
+import weakref
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -473,11 +475,12 @@ class FloeCodecPipeline(CodecPipeline):
             for part_start, part_shape, rows in _parts(start, shape, slabs):
                 part = target[rows]
                 if part.flags.c_contiguous and part.flags.writeable:
-                    yield native.read(part_start, part_shape, part.reshape(-1).view(np.uint8))
+                    yield _start(native.read, part_start, part_shape,
+                                 part.reshape(-1).view(np.uint8))
                 else:
                     tmp = np.empty(part.shape, dtype=arr.dtype)
-                    yield _then_copy(native.read(part_start, part_shape,
-                                                 tmp.reshape(-1).view(np.uint8)), tmp, part)
+                    yield _then_copy(_start(native.read, part_start, part_shape,
+                                            tmp.reshape(-1).view(np.uint8)), tmp, part)
 
         await _two_in_flight(calls())
 
@@ -517,7 +520,7 @@ class FloeCodecPipeline(CodecPipeline):
         def calls() -> Iterator[Any]:
             for part_start, part_shape, rows in _parts(start, shape, slabs):
                 data = np.ascontiguousarray(src[rows]).reshape(-1).view(np.uint8)
-                yield native.write(part_start, part_shape, data, write_empty)
+                yield _start(native.write, part_start, part_shape, data, write_empty)
 
         await _two_in_flight(calls())
 
@@ -529,6 +532,64 @@ class FloeCodecPipeline(CodecPipeline):
 
 
 _NATIVE = "<" if np.little_endian else ">"
+
+
+class _LoopCalls:
+    """The Rust pipeline calls in flight on one event loop and their futures.
+
+    A call ends by queueing its outcome in ``_floe.Completions`` and writing a byte
+    to a socket this loop watches (``loop.add_reader``); ``_drain`` resolves the
+    futures on the loop's thread. No Rust thread takes the GIL or calls Python to end
+    a call (``pyo3_async_runtimes`` did both, through tokio's blocking pool: ~150 us
+    of thread switches per call on the 2-core VM, more than a one-inner-chunk read
+    takes)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        from floe import _floe
+
+        self._loop = weakref.ref(loop)
+        self._native = _floe.Completions()
+        self._futures: dict[int, asyncio.Future[None]] = {}
+        self._next = 0
+        loop.add_reader(self._native.fileno(), self._drain)
+
+    def start(self, method: Callable[..., None], args: tuple[Any, ...]) -> asyncio.Future[None]:
+        """Calls ``method(*args, completions, token)`` (which raises at once for bad
+        arguments) and returns the future of its outcome."""
+        loop = self._loop()
+        assert loop is not None, "a call started on a loop that is gone"
+        token = self._next
+        self._next += 1
+        method(*args, self._native, token)
+        fut: asyncio.Future[None] = loop.create_future()
+        self._futures[token] = fut
+        return fut
+
+    def _drain(self) -> None:
+        for token, error in self._native.take():
+            fut = self._futures.pop(token, None)
+            if fut is None or fut.done():
+                # Cancelled while Rust worked: its buffer was kept until now.
+                continue
+            if error is None:
+                fut.set_result(None)
+            else:
+                fut.set_exception(error)
+
+
+_LOOP_CALLS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopCalls] = (
+    weakref.WeakKeyDictionary())
+
+
+def _start(method: Callable[..., None], *args: Any) -> asyncio.Future[None]:
+    """Starts the Rust pipeline call ``method(*args, completions, token)`` on the
+    running loop; returns the future of its outcome (``None``, or the call's
+    exception)."""
+    loop = asyncio.get_running_loop()
+    calls = _LOOP_CALLS.get(loop)
+    if calls is None:
+        calls = _LOOP_CALLS[loop] = _LoopCalls(loop)
+    return calls.start(method, args)
 
 
 async def _then_copy(call: Any, tmp: np.ndarray, part: np.ndarray) -> None:

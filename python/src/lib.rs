@@ -8,6 +8,7 @@
 
 mod aio;
 mod borrowed_buffer;
+mod completions;
 mod config;
 mod credentials;
 mod errors;
@@ -45,5 +46,6 @@ fn _floe(m: &Bound<'_, PyModule>) -> PyResult<()> {
     aio::register(m)?;
     virtual_chunks::register(m)?;
     pipeline::register(m)?;
+    completions::register(m)?;
     Ok(())
 }

@@ -19,13 +19,14 @@ use floe::zarr::{Array, ArrayMetadata, ArrayOptions, ZarrError};
 use pyo3::prelude::*;
 
 use crate::borrowed_buffer::BorrowedBuffer;
+use crate::completions::Completions;
 use crate::errors::{error, read_only_error, store_to_py, Class, Kind};
 use crate::session::NativeStore;
 
 /// A Zarr layer error as a Python exception: store failures keep the store's
 /// exception class; every other failure (a chunk that does not decode, with its key in
 /// the message; wrong metadata) is a `FormatError`.
-fn zarr_to_py(e: ZarrError) -> PyErr {
+pub(crate) fn zarr_to_py(e: ZarrError) -> PyErr {
     match e {
         ZarrError::Store(e) => store_to_py(e),
         ZarrError::ReadOnly { .. } => read_only_error_msg(e.to_string()),
@@ -122,54 +123,62 @@ impl PipelineArray {
         self.array.data_type().fixed_size().unwrap_or(0)
     }
 
-    /// Reads the region `start` + `shape` (elements) into `out`, a writable,
-    /// C-contiguous buffer of exactly the region's byte size (native-endian elements
-    /// in C order; zarr's pipeline passes a `uint8` view of its output array). The
-    /// chunks are decoded straight into `out`'s memory, which stays exported (and so
-    /// cannot be resized) until the read ends; the GIL is not held meanwhile. Missing
-    /// chunks read as the fill value. Returns an awaitable.
+    /// Starts reading the region `start` + `shape` (elements) into `out`, a
+    /// writable, C-contiguous buffer of exactly the region's byte size (native-endian
+    /// elements in C order; zarr's pipeline passes a `uint8` view of its output
+    /// array). The chunks are decoded straight into `out`'s memory, which stays
+    /// exported (and so cannot be resized) until `completions.take()` returns the
+    /// call's `token`; the GIL is not held meanwhile. Missing chunks read as the fill
+    /// value. Returns at once; the outcome comes through `completions`: `None`, or
+    /// `FormatError` naming the chunk key for a chunk that does not decode, or store
+    /// errors as the store raises them.
     ///
-    /// Raises `FormatError` naming the chunk key for a chunk that does not decode,
-    /// store errors as the store raises them, `ValueError` for a wrong region or size,
-    /// `TypeError` for an `out` that is read-only or not contiguous.
-    fn read<'py>(
+    /// Raises `ValueError` for a wrong region or size, `TypeError` for an `out` that
+    /// is read-only or not contiguous.
+    fn read(
         &self,
-        py: Python<'py>,
         start: Vec<u64>,
         shape: Vec<u64>,
-        out: &Bound<'py, PyAny>,
-    ) -> PyResult<Bound<'py, PyAny>> {
+        out: &Bound<'_, PyAny>,
+        completions: &Bound<'_, Completions>,
+        token: u64,
+    ) -> PyResult<()> {
         let region = region(&self.array, start, shape)?;
         let array = self.array.clone();
-        let mut out = BorrowedBuffer::get(out, region_bytes(&array, &region)?, true)?;
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            array
-                .read_region_into_bytes(&region, out.bytes_mut())
-                .await
-                .map_err(zarr_to_py)
-        })
+        let out = BorrowedBuffer::get(out, region_bytes(&array, &region)?, true)?;
+        let mut call = completions.get().start(token, out);
+        pyo3_async_runtimes::tokio::get_runtime().spawn(async move {
+            let outcome = array
+                .read_region_into_bytes(&region, call.buffer().bytes_mut())
+                .await;
+            call.finish(outcome);
+        });
+        Ok(())
     }
 
-    /// Writes `data` (a C-contiguous buffer of exactly the region's byte size:
-    /// native-endian elements of the region `start` + `shape` in C order) into the
-    /// array. Whole chunks are encoded (and stored, when uncompressed on a local disk)
-    /// straight from `data`'s memory, which stays exported until the write ends;
-    /// partially covered chunks are read, modified and written back; chunks that end
-    /// up all fill value are erased unless `write_empty_chunks`. The GIL is not held
-    /// meanwhile. Returns an awaitable.
+    /// Starts writing `data` (a C-contiguous buffer of exactly the region's byte
+    /// size: native-endian elements of the region `start` + `shape` in C order) into
+    /// the array. Whole chunks are encoded (and stored, when uncompressed on a local
+    /// disk) straight from `data`'s memory, which stays exported until
+    /// `completions.take()` returns the call's `token`; partially covered chunks are
+    /// read, modified and written back; chunks that end up all fill value are erased
+    /// unless `write_empty_chunks`. The GIL is not held meanwhile. Returns at once;
+    /// the outcome comes through `completions`: `None`, or `FormatError` naming the
+    /// chunk key for an existing chunk that does not decode, or store errors.
     ///
     /// Raises `ReadOnlyError` once the session committed or when it is read-only,
-    /// `FormatError` naming the chunk key for an existing chunk that does not decode,
     /// `ValueError` for a wrong region or size, `TypeError` for `data` that is not
     /// contiguous.
-    fn write<'py>(
+    fn write(
         &self,
-        py: Python<'py>,
+        py: Python<'_>,
         start: Vec<u64>,
         shape: Vec<u64>,
-        data: &Bound<'py, PyAny>,
+        data: &Bound<'_, PyAny>,
         write_empty_chunks: bool,
-    ) -> PyResult<Bound<'py, PyAny>> {
+        completions: &Bound<'_, Completions>,
+        token: u64,
+    ) -> PyResult<()> {
         if self.committed.load(Ordering::Acquire) {
             return Err(read_only_error(
                 py,
@@ -187,12 +196,14 @@ impl PipelineArray {
             .clone()
             .write_empty_chunks(write_empty_chunks);
         let array = self.array.clone().with_options(options);
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            array
-                .write_region_from_bytes(&region, input.bytes())
-                .await
-                .map_err(zarr_to_py)
-        })
+        let mut call = completions.get().start(token, input);
+        pyo3_async_runtimes::tokio::get_runtime().spawn(async move {
+            let outcome = array
+                .write_region_from_bytes(&region, call.buffer().bytes())
+                .await;
+            call.finish(outcome);
+        });
+        Ok(())
     }
 }
 

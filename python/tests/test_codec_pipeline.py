@@ -435,20 +435,76 @@ def test_rust_calls_check_the_lent_buffers():
     native = s.store._native._pipeline_array("x", doc["zarr.json"].to_bytes().decode(), 3)
     ro = np.zeros(32, dtype=np.uint8)
     ro.flags.writeable = False
-    with pytest.raises(TypeError, match="read-only"):
-        native.read([0], [8], ro)
-    with pytest.raises(ValueError, match="holds 16 bytes, the region 32"):
-        native.read([0], [8], np.zeros(16, dtype=np.uint8))
-    with pytest.raises(ValueError, match="holds 4 bytes, the region 32"):
-        native.write([0], [8], np.zeros(4, dtype=np.uint8), False)
 
-    async def roundtrip():
-        await native.write([0], [8], np.arange(8, dtype="int32").view(np.uint8), False)
+    async def checks():
+        with pytest.raises(TypeError, match="read-only"):
+            cp._start(native.read, [0], [8], ro)
+        with pytest.raises(ValueError, match="holds 16 bytes, the region 32"):
+            cp._start(native.read, [0], [8], np.zeros(16, dtype=np.uint8))
+        with pytest.raises(ValueError, match="holds 4 bytes, the region 32"):
+            cp._start(native.write, [0], [8], np.zeros(4, dtype=np.uint8), False)
+        await cp._start(native.write, [0], [8], np.arange(8, dtype="int32").view(np.uint8),
+                        False)
         out = np.zeros(8, dtype="int32")
-        await native.read([2], [4], out[:4].view(np.uint8))
+        await cp._start(native.read, [2], [4], out[:4].view(np.uint8))
         return out
 
-    np.testing.assert_array_equal(asyncio.run(roundtrip())[:4], [2, 3, 4, 5])
+    np.testing.assert_array_equal(asyncio.run(checks())[:4], [2, 3, 4, 5])
+
+
+def test_rust_calls_end_on_their_loop_in_any_order_and_survive_cancellation():
+    """Many calls in flight on one loop each resolve with their own outcome (a chunk
+    that does not decode fails only its own call, with ``FormatError``); a call whose
+    awaiting task is cancelled still ends in Rust and keeps its buffer until then;
+    calls on a second loop use that loop's own completions."""
+    import asyncio
+
+    _, s = _session()
+    a = zarr.create_array(s.store, name="x", shape=(64,), chunks=(4,), dtype="int32",
+                          fill_value=0, compressors=None)
+    a[:] = np.arange(64, dtype="int32")
+    doc = a.metadata.to_buffer_dict(zarr.core.buffer.default_buffer_prototype())
+    native = s.store._native._pipeline_array("x", doc["zarr.json"].to_bytes().decode(), 3)
+    bad = zarr.create_array(s.store, name="bad", shape=(8,), chunks=(4,), dtype="int32",
+                            fill_value=0, compressors=zarr.codecs.ZstdCodec())
+    bad[:] = 1
+    proto = zarr.core.buffer.default_buffer_prototype()
+    asyncio.run(s.store.set("bad/c/1", proto.buffer.from_bytes(b"not zstd")))
+    bad_doc = bad.metadata.to_buffer_dict(proto)["zarr.json"].to_bytes().decode()
+    bad_native = s.store._native._pipeline_array("bad", bad_doc, 3)
+
+    async def many():
+        outs = [np.full(4, -1, dtype="int32") for _ in range(16)]
+        calls = [cp._start(native.read, [4 * i], [4], outs[i].view(np.uint8))
+                 for i in range(16)]
+        broken = np.zeros(8, dtype="int32")
+        failing = cp._start(bad_native.read, [0], [8], broken.view(np.uint8))
+        results = await asyncio.gather(*calls, failing, return_exceptions=True)
+        assert results[:16] == [None] * 16
+        assert isinstance(results[16], floe.FormatError), results[16]
+        assert "bad/c/1" in str(results[16])
+        for i, out in enumerate(outs):
+            np.testing.assert_array_equal(out, np.arange(4 * i, 4 * i + 4))
+        # Cancelled while in flight: the call ends in Rust all the same.
+        kept = np.zeros(64, dtype="int32")
+        call = cp._start(native.read, [0], [64], kept.view(np.uint8))
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        # The next call on the loop drains the cancelled one's outcome too.
+        again = np.zeros(64, dtype="int32")
+        await cp._start(native.read, [0], [64], again.view(np.uint8))
+        for _ in range(100):
+            if not cp._LOOP_CALLS[asyncio.get_running_loop()]._futures:
+                break
+            await asyncio.sleep(0.01)
+        assert not cp._LOOP_CALLS[asyncio.get_running_loop()]._futures
+        np.testing.assert_array_equal(again, np.arange(64))
+        return cp._LOOP_CALLS[asyncio.get_running_loop()]
+
+    first = asyncio.run(many())
+    second = asyncio.run(many())
+    assert first is not second
 
 
 def test_two_handles_of_one_array_are_equal():
