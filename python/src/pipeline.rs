@@ -171,7 +171,6 @@ impl PipelineArray {
     /// contiguous.
     fn write(
         &self,
-        py: Python<'_>,
         start: Vec<u64>,
         shape: Vec<u64>,
         data: &Bound<'_, PyAny>,
@@ -181,7 +180,7 @@ impl PipelineArray {
     ) -> PyResult<()> {
         if self.committed.load(Ordering::Acquire) {
             return Err(read_only_error(
-                py,
+                data.py(),
                 format!(
                     "cannot write array `{}`: the session committed and is read-only",
                     self.array.path()
