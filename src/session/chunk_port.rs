@@ -22,7 +22,9 @@ use crate::error::Error;
 use crate::format::manifest::{ChunkPayload, Manifest};
 use crate::format::snapshot::NodeSnapshot;
 use crate::format::{ChunkId, ManifestId, NodePath};
-use crate::zarr::store::{ByteRange, ChunkKeys, ChunkPort, ReadInto, StoreError, WriteNow};
+use crate::zarr::store::{
+    ByteRange, ChunkKeys, ChunkPort, ReadInto, ReadNow, StoreError, WriteNow,
+};
 use crate::zarr::subset::ArraySubset;
 
 use super::{index_in_bounds, native_payload, payload_len, Session};
@@ -313,6 +315,38 @@ impl ChunkPort for SessionChunks {
                 Ok(ReadInto::Read)
             }
             Some(_) => Ok(ReadInto::Elsewhere),
+        }
+    }
+
+    /// Inline chunks, and native chunks on local files (into a recycled buffer);
+    /// [`ReadNow::Elsewhere`] for the others, for refs not prepared and for refs of
+    /// more than `max_len` bytes.
+    fn read_now(&self, chunk: &[u64], max_len: usize) -> Result<ReadNow, StoreError> {
+        let Some(node) = self.node_for(chunk) else {
+            return Ok(ReadNow::Missing);
+        };
+        let Some(known) = self.known_ref(node, chunk) else {
+            return Ok(ReadNow::Elsewhere);
+        };
+        match known {
+            None => Ok(ReadNow::Missing),
+            Some(ChunkPayload::Inline(bytes)) if bytes.len() <= max_len => Ok(ReadNow::Read(bytes)),
+            Some(ChunkPayload::Native(r)) => {
+                let (Some(local), Some(len)) = (
+                    &self.local,
+                    usize::try_from(r.length).ok().filter(|&n| n <= max_len),
+                ) else {
+                    return Ok(ReadNow::Elsewhere);
+                };
+                let mut buf = crate::buffer_pool::take(len);
+                buf.resize(len, 0);
+                local.read_into(&r.id, r.offset, &mut buf).map_err(|e| {
+                    let e = super::chunk_reads::native_read_error(&self.path, chunk, e);
+                    self.backend(chunk, e)
+                })?;
+                Ok(ReadNow::Read(crate::buffer_pool::bytes_of(buf)))
+            }
+            Some(_) => Ok(ReadNow::Elsewhere),
         }
     }
 

@@ -46,7 +46,7 @@ use crate::zarr::node::{
     read_node_metadata, ZarrFormat,
 };
 use crate::zarr::store::{
-    open_chunk_port, ByteRange, ChunkKeys, ChunkPort, ReadInto, Store, WriteNow,
+    open_chunk_port, ByteRange, ChunkKeys, ChunkPort, ReadInto, ReadNow, Store, WriteNow,
 };
 use crate::zarr::subset::{indices_in, ArraySubset};
 

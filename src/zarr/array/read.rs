@@ -254,7 +254,26 @@ impl Array {
         };
         let window = (DIRECT_WINDOW_BYTES / plan[0].1.len().max(1)).max(1);
         let mut read: Result<Vec<Vec<u64>>, String> = Ok(Vec::new());
+        // Decoded chunks are read on the compute pool while the port reads them
+        // there (`ChunkPort::read_now`: local files, memory), else fetched.
+        let mut decode_now = true;
         for (k, part) in dests.chunks_mut(window).enumerate() {
+            if mode == Direct::Decoded && decode_now {
+                match self.read_decoded_now(port.as_ref(), part, &refill, unfilled, k == 0) {
+                    Ok(None) => decode_now = false,
+                    Ok(Some(read_ok)) => {
+                        if let Ok(all) = &mut read {
+                            all.extend(read_ok);
+                        }
+                        tokio::task::yield_now().await;
+                        continue;
+                    }
+                    Err(panic) => {
+                        read = Err(panic);
+                        continue;
+                    }
+                }
+            }
             let got = match mode {
                 Direct::Stored => {
                     match self.read_stored_into(port.as_ref(), part, &refill, unfilled, k == 0) {
@@ -339,6 +358,75 @@ impl Array {
                 read_ok.extend(rest.into_iter().flatten());
                 read_ok
             }))
+        })
+    }
+
+    /// [`Direct::Decoded`] for one window where the port reads chunks on the
+    /// calling thread ([`ChunkPort::read_now`]): each chunk read and decoded into
+    /// its slice by one compute thread, without a task or a hop per chunk. Returns
+    /// the chunks read (missing ones included); `None` when `probe` and the port
+    /// declined the first chunk (nothing else tried: the window is fetched
+    /// instead); the panic message of a port or codec that panicked. A chunk the
+    /// port declines, fails to read or that fails to decode gets the fill value
+    /// back and is left to the caller, which reports the error.
+    fn read_decoded_now(
+        &self,
+        port: &dyn ChunkPort,
+        part: &mut [(&Vec<u64>, &mut [u8])],
+        refill: &(dyn Fn(&mut [u8]) + Sync),
+        fill_missing: bool,
+        probe: bool,
+    ) -> Result<Option<Vec<Vec<u64>>>, String> {
+        use rayon::prelude::*;
+        let (chain, repr) = (&self.derived.chain, &self.derived.repr);
+        // Stored bytes no chunk of this size needs (compressors and indexes add
+        // little); a manifest's larger claim is read the general way.
+        let read = |idx: &Vec<u64>, dest: &mut [u8]| -> Option<bool> {
+            let max_len = dest.len().saturating_mul(2).saturating_add(1 << 20);
+            match port.read_now(idx, max_len) {
+                Ok(ReadNow::Read(bytes)) => {
+                    if chain.decode_into(bytes, repr, dest).is_ok() {
+                        return Some(true);
+                    }
+                }
+                Ok(ReadNow::Missing) => {
+                    if fill_missing {
+                        refill(dest);
+                    }
+                    return Some(true);
+                }
+                Ok(ReadNow::Elsewhere) => return None,
+                Err(_) => {}
+            }
+            refill(dest);
+            Some(false)
+        };
+        crate::compute::install(|| {
+            let (first, rest) = match part.split_first_mut() {
+                Some((first, rest)) if probe => (Some(first), rest),
+                _ => (None, &mut part[..]),
+            };
+            let mut read_ok = Vec::new();
+            if let Some((idx, dest)) = first {
+                match read(idx, dest) {
+                    Some(true) => read_ok.push((*idx).clone()),
+                    Some(false) => {}
+                    None => return None,
+                }
+            }
+            read_ok.extend(
+                rest.par_iter_mut()
+                    .filter_map(|(idx, dest)| match read(idx, dest) {
+                        Some(true) => Some((*idx).clone()),
+                        Some(false) => None,
+                        None => {
+                            refill(dest);
+                            None
+                        }
+                    })
+                    .collect::<Vec<_>>(),
+            );
+            Some(read_ok)
         })
     }
 
@@ -640,7 +728,8 @@ mod tests {
     }
 
     /// A memory store whose chunk port declines (after scribbling on the buffer)
-    /// direct reads of chunks 1 (stored) and 2 (never written).
+    /// direct reads of chunks 1 (stored) and 2 (never written), into a buffer or not
+    /// (`read_now`: a region starting at chunk 1 is fetched instead).
     #[derive(Debug, Default)]
     struct Declining(MemoryStore);
 
@@ -674,6 +763,12 @@ mod tests {
                 return Ok(ReadInto::Elsewhere);
             }
             self.0.read_into(chunk, dest)
+        }
+        fn read_now(&self, chunk: &[u64], max_len: usize) -> Result<ReadNow, StoreError> {
+            if chunk == [1, 0] || chunk == [2, 0] {
+                return Ok(ReadNow::Elsewhere);
+            }
+            self.0.read_now(chunk, max_len)
         }
     }
 

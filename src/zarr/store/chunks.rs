@@ -48,6 +48,19 @@ pub enum ReadInto {
     Elsewhere,
 }
 
+/// What [`ChunkPort::read_now`] found.
+#[derive(Debug)]
+pub enum ReadNow {
+    /// The chunk's stored bytes.
+    Read(Bytes),
+    /// The chunk is not stored (it reads as the fill value).
+    Missing,
+    /// This port cannot read the chunk on this thread (no local file, the ref not
+    /// prepared, a virtual chunk, more than the bytes allowed): read it with
+    /// [`ChunkPort::get`].
+    Elsewhere,
+}
+
 /// What [`ChunkPort::write_now`] did.
 #[derive(Debug)]
 pub enum WriteNow {
@@ -130,6 +143,19 @@ pub trait ChunkPort: Send + Sync + Debug {
     fn read_into(&self, chunk: &[u64], dest: &mut [u8]) -> Result<ReadInto, StoreError> {
         let _ = (chunk, dest);
         Ok(ReadInto::Elsewhere)
+    }
+
+    /// The transfer step of a read of a whole chunk of unknown stored size: its
+    /// stored bytes, read on the calling thread (into a recycled buffer), when this
+    /// port reads them that way and they are at most `max_len` bytes (a bound on
+    /// what a manifest or a file may make it allocate). The default is
+    /// [`ReadNow::Elsewhere`].
+    ///
+    /// # Errors
+    /// A read that was attempted and failed (a missing or short chunk file).
+    fn read_now(&self, chunk: &[u64], max_len: usize) -> Result<ReadNow, StoreError> {
+        let _ = (chunk, max_len);
+        Ok(ReadNow::Elsewhere)
     }
 
     /// The transfer step of a write: stores the chunk from the calling thread
@@ -234,6 +260,9 @@ pub(super) trait KeyTransfer: Send + Sync + Debug {
     /// As [`ChunkPort::read_into`].
     fn read_into(&self, key: &str, dest: &mut [u8]) -> Result<ReadInto, StoreError>;
 
+    /// As [`ChunkPort::read_now`].
+    fn read_now(&self, key: &str, max_len: usize) -> Result<ReadNow, StoreError>;
+
     /// As [`ChunkPort::write_now`].
     fn write_now(&self, key: &str, bytes: Bytes) -> Result<WriteNow, StoreError> {
         let _ = key;
@@ -282,6 +311,13 @@ impl ChunkPort for KeyedChunks {
         match &self.transfer {
             Some(t) => t.read_into(&self.keys.key(chunk), dest),
             None => Ok(ReadInto::Elsewhere),
+        }
+    }
+
+    fn read_now(&self, chunk: &[u64], max_len: usize) -> Result<ReadNow, StoreError> {
+        match &self.transfer {
+            Some(t) => t.read_now(&self.keys.key(chunk), max_len),
+            None => Ok(ReadNow::Elsewhere),
         }
     }
 

@@ -29,8 +29,8 @@ use crate::storage::files::{self, ReadAtError};
 
 use super::chunks::KeyTransfer;
 use super::{
-    ByteRange, ChunkKeys, ChunkPort, KeyedChunks, ListDirResult, ReadInto, Store, StoreError,
-    WriteNow,
+    ByteRange, ChunkKeys, ChunkPort, KeyedChunks, ListDirResult, ReadInto, ReadNow, Store,
+    StoreError, WriteNow,
 };
 
 const TMP_MARKER: &str = ".floe-tmp-";
@@ -306,6 +306,25 @@ impl KeyTransfer for FileTransfer {
         }
         files::read_exact_from(&file, 0, dest).map_err(|e| read_error(key, e))?;
         Ok(ReadInto::Read)
+    }
+
+    fn read_now(&self, key: &str, max_len: usize) -> Result<ReadNow, StoreError> {
+        let path = self.0.inner.path(key)?;
+        let file = match files::open_object(&path) {
+            Ok(f) => f,
+            Err(e) => return read_failure(key, e).map(|()| ReadNow::Missing),
+        };
+        let meta = file.metadata().map_err(|e| io(key, e))?;
+        if meta.is_dir() {
+            return Ok(ReadNow::Missing);
+        }
+        let Some(len) = usize::try_from(meta.len()).ok().filter(|&n| n <= max_len) else {
+            return Ok(ReadNow::Elsewhere);
+        };
+        let mut buf = crate::buffer_pool::take(len);
+        buf.resize(len, 0);
+        files::read_exact_from(&file, 0, &mut buf).map_err(|e| read_error(key, e))?;
+        Ok(ReadNow::Read(crate::buffer_pool::bytes_of(buf)))
     }
 
     fn write_now(&self, key: &str, bytes: Bytes) -> Result<WriteNow, StoreError> {

@@ -8,7 +8,8 @@ use bytes::Bytes;
 
 use super::chunks::KeyTransfer;
 use super::{
-    ByteRange, ChunkKeys, ChunkPort, KeyedChunks, ListDirResult, ReadInto, Store, StoreError,
+    ByteRange, ChunkKeys, ChunkPort, KeyedChunks, ListDirResult, ReadInto, ReadNow, Store,
+    StoreError,
 };
 
 /// A store that keeps every value in memory (for tests, benchmarks and scratch
@@ -74,6 +75,14 @@ impl KeyTransfer for MemoryTransfer {
                 ReadInto::Read
             }
             Some(_) => ReadInto::Elsewhere,
+        })
+    }
+
+    fn read_now(&self, key: &str, max_len: usize) -> Result<ReadNow, StoreError> {
+        Ok(match self.0.read().get(key) {
+            None => ReadNow::Missing,
+            Some(value) if value.len() <= max_len => ReadNow::Read(value.clone()),
+            Some(_) => ReadNow::Elsewhere,
         })
     }
 }

@@ -16,7 +16,7 @@ pub mod conformance;
 pub mod filesystem;
 pub mod memory;
 
-pub use chunks::{open_chunk_port, ChunkKeys, ChunkPort, KeyedChunks, ReadInto, WriteNow};
+pub use chunks::{open_chunk_port, ChunkKeys, ChunkPort, KeyedChunks, ReadInto, ReadNow, WriteNow};
 pub use filesystem::FilesystemStore;
 pub use memory::MemoryStore;
 
