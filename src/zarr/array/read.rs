@@ -45,6 +45,59 @@ fn split_runs<'o, 'p>(
     Some(dests)
 }
 
+/// What one chunk's transfer step did ([`transfer_window`]).
+enum Step {
+    /// In its slice (or missing, and filled as needed).
+    Read,
+    /// Not read here; the caller reads it the general way.
+    Left,
+    /// The port does not read it this way.
+    Declined,
+    /// The transfer failed: the error of the whole read.
+    Failed(ZarrError),
+}
+
+/// Runs `transfer` on every chunk of one window of a direct read, on the compute
+/// pool: the first chunk alone first when `probe` (when the port declines it,
+/// nothing else is tried: `None`), then the rest in parallel (declined ones are
+/// left to the caller). Returns the chunks read, or the first failed transfer; the
+/// panic message of a transfer that panicked.
+#[allow(clippy::type_complexity)]
+fn transfer_window(
+    part: &mut [(&Vec<u64>, &mut [u8])],
+    probe: bool,
+    transfer: &(dyn Fn(&Vec<u64>, &mut [u8]) -> Step + Sync),
+) -> Result<Option<ZarrResult<Vec<Vec<u64>>>>, String> {
+    use rayon::prelude::*;
+    crate::compute::install(|| {
+        let (first, rest) = match part.split_first_mut() {
+            Some((first, rest)) if probe => (Some(first), rest),
+            _ => (None, &mut part[..]),
+        };
+        let mut read_ok = Vec::new();
+        if let Some((idx, dest)) = first {
+            match transfer(idx, dest) {
+                Step::Read => read_ok.push((*idx).clone()),
+                Step::Left => {}
+                Step::Declined => return None,
+                Step::Failed(e) => return Some(Err(e)),
+            }
+        }
+        let rest: ZarrResult<Vec<Option<Vec<u64>>>> = rest
+            .par_iter_mut()
+            .map(|(idx, dest)| match transfer(idx, dest) {
+                Step::Read => Ok(Some((*idx).clone())),
+                Step::Left | Step::Declined => Ok(None),
+                Step::Failed(e) => Err(e),
+            })
+            .collect();
+        Some(rest.map(|rest| {
+            read_ok.extend(rest.into_iter().flatten());
+            read_ok
+        }))
+    })
+}
+
 impl Array {
     /// Reads `region` as decoded elements (C order, native-endian for fixed-size
     /// types). Missing chunks read as the fill value; chunks are fetched and decoded
@@ -319,45 +372,20 @@ impl Array {
         fill_missing: bool,
         probe: bool,
     ) -> Result<Option<ZarrResult<Vec<Vec<u64>>>>, String> {
-        use rayon::prelude::*;
-        // `Ok(true)`: in `dest` (or missing); `Ok(false)`: declined.
-        let read = |idx: &Vec<u64>, dest: &mut [u8]| -> ZarrResult<bool> {
-            match port.read_into(idx, dest)? {
-                ReadInto::Read => Ok(true),
-                ReadInto::Missing => {
-                    if fill_missing {
-                        refill(dest);
-                    }
-                    Ok(true)
-                }
-                ReadInto::Elsewhere => {
-                    // Untouched by contract; back to the fill value all the same.
+        transfer_window(part, probe, &|idx, dest| match port.read_into(idx, dest) {
+            Ok(ReadInto::Read) => Step::Read,
+            Ok(ReadInto::Missing) => {
+                if fill_missing {
                     refill(dest);
-                    Ok(false)
                 }
+                Step::Read
             }
-        };
-        crate::compute::install(|| {
-            let (first, rest) = match part.split_first_mut() {
-                Some((first, rest)) if probe => (Some(first), rest),
-                _ => (None, &mut part[..]),
-            };
-            let mut read_ok = Vec::new();
-            if let Some((idx, dest)) = first {
-                match read(idx, dest) {
-                    Ok(true) => read_ok.push((*idx).clone()),
-                    Ok(false) => return None,
-                    Err(e) => return Some(Err(e)),
-                }
+            Ok(ReadInto::Elsewhere) => {
+                // Untouched by contract; back to the fill value all the same.
+                refill(dest);
+                Step::Declined
             }
-            let rest: ZarrResult<Vec<Option<Vec<u64>>>> = rest
-                .par_iter_mut()
-                .map(|(idx, dest)| Ok(read(idx, dest)?.then(|| (*idx).clone())))
-                .collect();
-            Some(rest.map(|rest| {
-                read_ok.extend(rest.into_iter().flatten());
-                read_ok
-            }))
+            Err(e) => Step::Failed(e.into()),
         })
     }
 
@@ -377,57 +405,30 @@ impl Array {
         fill_missing: bool,
         probe: bool,
     ) -> Result<Option<Vec<Vec<u64>>>, String> {
-        use rayon::prelude::*;
         let (chain, repr) = (&self.derived.chain, &self.derived.repr);
-        // Stored bytes no chunk of this size needs (compressors and indexes add
-        // little); a manifest's larger claim is read the general way.
-        let read = |idx: &Vec<u64>, dest: &mut [u8]| -> Option<bool> {
+        let read = transfer_window(part, probe, &|idx, dest| {
+            // Stored bytes no chunk of this size needs (compressors and indexes add
+            // little); a manifest's larger claim is read the general way.
             let max_len = dest.len().saturating_mul(2).saturating_add(1 << 20);
-            match port.read_now(idx, max_len) {
-                Ok(ReadNow::Read(bytes)) => {
-                    if chain.decode_into(bytes, repr, dest).is_ok() {
-                        return Some(true);
-                    }
-                }
+            let step = match port.read_now(idx, max_len) {
+                Ok(ReadNow::Read(bytes)) => match chain.decode_into(bytes, repr, dest) {
+                    Ok(()) => return Step::Read,
+                    Err(_) => Step::Left,
+                },
                 Ok(ReadNow::Missing) => {
                     if fill_missing {
                         refill(dest);
                     }
-                    return Some(true);
+                    return Step::Read;
                 }
-                Ok(ReadNow::Elsewhere) => return None,
-                Err(_) => {}
-            }
-            refill(dest);
-            Some(false)
-        };
-        crate::compute::install(|| {
-            let (first, rest) = match part.split_first_mut() {
-                Some((first, rest)) if probe => (Some(first), rest),
-                _ => (None, &mut part[..]),
+                Ok(ReadNow::Elsewhere) => Step::Declined,
+                Err(_) => Step::Left,
             };
-            let mut read_ok = Vec::new();
-            if let Some((idx, dest)) = first {
-                match read(idx, dest) {
-                    Some(true) => read_ok.push((*idx).clone()),
-                    Some(false) => {}
-                    None => return None,
-                }
-            }
-            read_ok.extend(
-                rest.par_iter_mut()
-                    .filter_map(|(idx, dest)| match read(idx, dest) {
-                        Some(true) => Some((*idx).clone()),
-                        Some(false) => None,
-                        None => {
-                            refill(dest);
-                            None
-                        }
-                    })
-                    .collect::<Vec<_>>(),
-            );
-            Some(read_ok)
-        })
+            refill(dest);
+            step
+        })?;
+        // Failures are left to the caller: `Step::Failed` is never returned here.
+        Ok(read.map(|r| r.unwrap_or_default()))
     }
 
     /// [`Direct::Decoded`] for one window: its chunks fetched by a task on the
