@@ -12,7 +12,9 @@ are lent to Rust for the call, not copied; a batch over ``SLAB_BYTES`` goes in s
 of whole chunk rows, two in flight), fills missing chunks with the fill value,
 read-modify-writes partially covered chunks, reads only the inner chunks a selection
 needs from shards, and erases chunks that end up all fill value unless
-``write_empty_chunks``; the GIL is released throughout.
+``write_empty_chunks``; the GIL is released throughout. A call ends by waking the
+event loop that awaits it through a socket the loop watches (``_LoopCalls``), so
+no Rust thread takes the GIL.
 
 What goes to Rust: zarr v3 arrays (floe stores hold no v2 nodes) in a floe store with a regular chunk grid,
 codecs floe implements (``bytes``, ``transpose``, ``gzip``, ``zstd``, ``blosc``,
