@@ -139,7 +139,9 @@ impl Completions {
 
     /// Drains the socket and returns the calls that ended since the last call, as
     /// `(token, exception or None)` pairs, releasing the buffers they borrowed.
-    fn take(&self, py: Python<'_>) -> Vec<(u64, Option<PyErr>)> {
+    ///
+    /// Holding the GIL (`_py`) is what lets the buffers be released here.
+    fn take(&self, _py: Python<'_>) -> Vec<(u64, Option<PyErr>)> {
         let mut sink = [0u8; 512];
         loop {
             match (&self.reader).read(&mut sink) {
@@ -155,7 +157,6 @@ impl Completions {
             .lock()
             .map(|mut queue| std::mem::take(&mut *queue))
             .unwrap_or_default();
-        let _ = py;
         ended
             .into_iter()
             .map(|e| {

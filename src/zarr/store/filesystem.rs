@@ -290,18 +290,26 @@ impl Inner {
 #[derive(Debug)]
 struct FileTransfer(FilesystemStore);
 
-impl KeyTransfer for FileTransfer {
-    fn read_into(&self, key: &str, dest: &mut [u8]) -> Result<ReadInto, StoreError> {
+impl FileTransfer {
+    /// The chunk file of `key`, open, and its length in bytes; `None` when there is
+    /// no such file (or a directory stands there: the chunk is missing).
+    fn open_chunk(&self, key: &str) -> Result<Option<(std::fs::File, u64)>, StoreError> {
         let path = self.0.inner.path(key)?;
         let file = match files::open_object(&path) {
             Ok(f) => f,
-            Err(e) => return read_failure(key, e).map(|()| ReadInto::Missing),
+            Err(e) => return read_failure(key, e).map(|()| None),
         };
         let meta = file.metadata().map_err(|e| io(key, e))?;
-        if meta.is_dir() {
+        Ok((!meta.is_dir()).then_some((file, meta.len())))
+    }
+}
+
+impl KeyTransfer for FileTransfer {
+    fn read_into(&self, key: &str, dest: &mut [u8]) -> Result<ReadInto, StoreError> {
+        let Some((file, len)) = self.open_chunk(key)? else {
             return Ok(ReadInto::Missing);
-        }
-        if meta.len() != dest.len() as u64 {
+        };
+        if len != dest.len() as u64 {
             return Ok(ReadInto::Elsewhere);
         }
         files::read_exact_from(&file, 0, dest).map_err(|e| read_error(key, e))?;
@@ -309,16 +317,10 @@ impl KeyTransfer for FileTransfer {
     }
 
     fn read_now(&self, key: &str, max_len: usize) -> Result<ReadNow, StoreError> {
-        let path = self.0.inner.path(key)?;
-        let file = match files::open_object(&path) {
-            Ok(f) => f,
-            Err(e) => return read_failure(key, e).map(|()| ReadNow::Missing),
-        };
-        let meta = file.metadata().map_err(|e| io(key, e))?;
-        if meta.is_dir() {
+        let Some((file, len)) = self.open_chunk(key)? else {
             return Ok(ReadNow::Missing);
-        }
-        let Some(len) = usize::try_from(meta.len()).ok().filter(|&n| n <= max_len) else {
+        };
+        let Some(len) = usize::try_from(len).ok().filter(|&n| n <= max_len) else {
             return Ok(ReadNow::Elsewhere);
         };
         let mut buf = crate::buffer_pool::take(len);
