@@ -1451,6 +1451,15 @@ impl LocalChunks {
         self.files.get_range_into(&keys::chunk(id), offset, dest)
     }
 
+    /// Reads `len` bytes of chunk object `id` from byte `offset` into a recycled
+    /// buffer ([`crate::storage::LocalFiles::get_range_owned`]).
+    ///
+    /// # Errors
+    /// [`StorageError::NotFound`], [`StorageError::ShortRead`] and I/O errors.
+    pub fn read_owned(&self, id: &ChunkId, offset: u64, len: usize) -> StorageResult<Bytes> {
+        self.files.get_range_owned(&keys::chunk(id), offset, len)
+    }
+
     /// Writes the new chunk object `id` (as [`AssetManager::write_chunk`]).
     ///
     /// # Errors

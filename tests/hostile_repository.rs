@@ -148,20 +148,26 @@ async fn two_d(repo: &Repository) -> SnapshotId {
     s.commit("2-d").await.unwrap()
 }
 
-#[tokio::test]
-async fn chunk_refs_of_the_wrong_rank_are_errors_not_fill_values() {
-    use floe::format::manifest::Manifest;
+/// Rewrites, in place, snapshot `id`'s manifest of the array at `path` (its only
+/// manifest) as `edit` changes that array's chunk refs, saved as a new manifest
+/// the snapshot then names; returns the rewritten snapshot.
+async fn rewrite_manifest(
+    repo: &Repository,
+    storage: &Arc<dyn floe::storage::Storage>,
+    id: SnapshotId,
+    path: &str,
+    edit: impl FnOnce(
+        &mut std::collections::BTreeMap<
+            floe::format::ChunkIndices,
+            floe::format::manifest::ChunkPayload,
+        >,
+    ),
+) -> floe::format::snapshot::Snapshot {
     use floe::format::snapshot::NodeData;
     use floe::format::ManifestId;
 
-    let dir = tempfile::tempdir().unwrap();
-    let storage: Arc<dyn floe::storage::Storage> = Arc::new(LocalStorage::new(dir.path()).unwrap());
-    let repo = Repository::create(Arc::clone(&storage), None)
-        .await
-        .unwrap();
-    let id = two_d(&repo).await;
     let snap = repo.assets().fetch_snapshot(&id).await.unwrap();
-    let node = snap.nodes.get(&p("/b")).unwrap().clone();
+    let node = snap.nodes.get(&p(path)).unwrap().clone();
     let mref = node.array().unwrap().manifests[0].clone();
     let info = *snap.manifest_info(&mref.object_id).unwrap();
     let manifest = repo
@@ -169,18 +175,9 @@ async fn chunk_refs_of_the_wrong_rank_are_errors_not_fill_values() {
         .fetch_manifest(&mref.object_id, Some(info.size_bytes))
         .await
         .unwrap();
-
-    // 1. The manifest holds the chunk at index [1] (rank 1) for a rank-2 array.
-    let mut bad: Manifest = (*manifest).clone();
+    let mut bad = (*manifest).clone();
     bad.id = ManifestId::random();
-    let refs = bad.arrays.get_mut(&node.id).unwrap();
-    *refs = std::mem::take(refs)
-        .into_iter()
-        .map(|(mut idx, payload)| {
-            idx.truncate(1);
-            (idx, payload)
-        })
-        .collect();
+    edit(bad.arrays.get_mut(&node.id).unwrap());
     let bytes = bad.encode().unwrap();
     let size = bytes.len() as u64;
     storage
@@ -193,13 +190,38 @@ async fn chunk_refs_of_the_wrong_rank_are_errors_not_fill_values() {
         size_bytes: size,
         ..info
     }];
-    if let NodeData::Array(a) = &mut rewired.nodes.get_mut(&p("/b")).unwrap().node_data {
+    if let NodeData::Array(a) = &mut rewired.nodes.get_mut(&p(path)).unwrap().node_data {
         a.manifests[0].object_id = bad.id;
     }
     repo.assets()
         .write_snapshot(Arc::new(rewired.clone()))
         .await
         .unwrap();
+    rewired
+}
+
+#[tokio::test]
+async fn chunk_refs_of_the_wrong_rank_are_errors_not_fill_values() {
+    use floe::format::snapshot::NodeData;
+
+    let dir = tempfile::tempdir().unwrap();
+    let storage: Arc<dyn floe::storage::Storage> = Arc::new(LocalStorage::new(dir.path()).unwrap());
+    let repo = Repository::create(Arc::clone(&storage), None)
+        .await
+        .unwrap();
+    let id = two_d(&repo).await;
+
+    // 1. The manifest holds the chunk at index [1] (rank 1) for a rank-2 array.
+    let mut rewired = rewrite_manifest(&repo, &storage, id, "/b", |refs| {
+        *refs = std::mem::take(refs)
+            .into_iter()
+            .map(|(mut idx, payload)| {
+                idx.truncate(1);
+                (idx, payload)
+            })
+            .collect();
+    })
+    .await;
     let reader = Repository::open(Arc::clone(&storage)).await.unwrap();
     let s = reader
         .readonly_session(&VersionSelector::Snapshot(id))
@@ -242,4 +264,97 @@ async fn chunk_refs_of_the_wrong_rank_are_errors_not_fill_values() {
         ),
         "{err}"
     );
+}
+
+/// A native chunk ref whose length disagrees with its chunk object, read through
+/// the Array API (whose local reads take a chunk whole on the compute pool, at most
+/// twice the decoded size plus 1 MiB, and hand longer refs to the general path): a
+/// ref claiming a terabyte, one claiming a byte more than the object holds, and one
+/// a byte short are each a typed error naming the chunk, with no allocation of what
+/// the ref claims; the other chunks still read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn native_refs_claiming_the_wrong_length_are_typed_errors() {
+    use floe::format::manifest::ChunkPayload;
+    use floe::zarr::{Array, ArrayBuilder, ArraySubset, CodecError, DataType, Store, ZarrError};
+
+    const N: u64 = 16_384; // elements per chunk: 64 KiB of f32
+    let compressed = serde_json::json!([
+        {"name": "bytes", "configuration": {"endian": "little"}},
+        {"name": "zstd", "configuration": {"level": 1, "checksum": false}}
+    ]);
+    let raw = serde_json::json!([{"name": "bytes", "configuration": {"endian": "little"}}]);
+    for (codecs, label) in [(compressed, "zstd"), (raw, "uncompressed")] {
+        for (delta, what) in [
+            (1i64 << 40, "a terabyte more"),
+            (1, "one byte more"),
+            (-1, "one byte less"),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let storage: Arc<dyn floe::storage::Storage> =
+                Arc::new(LocalStorage::new(dir.path()).unwrap());
+            let repo = Repository::create(Arc::clone(&storage), None)
+                .await
+                .unwrap();
+            let s = repo.writable_session("main").await.unwrap();
+            let store: Arc<dyn Store> = Arc::new(s.store());
+            let a = ArrayBuilder::new(vec![4 * N], vec![N], DataType::Float32)
+                .codecs(serde_json::from_value(codecs.clone()).unwrap())
+                .create(store, "a")
+                .await
+                .unwrap();
+            let vals: Vec<f32> = (0..4 * N).map(|i| i as f32 * 0.5).collect();
+            a.write_region(&ArraySubset::full(&[4 * N]), &vals)
+                .await
+                .unwrap();
+            let id = s.commit("four chunks").await.unwrap();
+            rewrite_manifest(&repo, &storage, id, "/a", |refs| {
+                if let Some(ChunkPayload::Native(r)) = refs.get_mut(&vec![2]) {
+                    r.length = r.length.checked_add_signed(delta).unwrap();
+                } else {
+                    panic!("chunk 2 of {label} is not native");
+                }
+            })
+            .await;
+
+            let reader = Repository::open(Arc::clone(&storage)).await.unwrap();
+            let session = reader
+                .readonly_session(&VersionSelector::Snapshot(id))
+                .await
+                .unwrap();
+            let a = Array::open(Arc::new(session.store()), "a").await.unwrap();
+            let err = a
+                .read_region::<f32>(&ArraySubset::full(&[4 * N]))
+                .await
+                .unwrap_err();
+            if delta > 0 {
+                // More than the object holds: the read is refused before any byte of it.
+                let ZarrError::Store(e) = &err else {
+                    panic!("{label}, {what}: {err:?}");
+                };
+                assert!(
+                    matches!(
+                        e.repository_error(),
+                        Some(Error::ChunkUnreadable { index, .. }) if index == &[2]
+                    ),
+                    "{label}, {what}: {err:?}"
+                );
+            } else {
+                // A byte short: the codec finds the chunk incomplete.
+                assert!(
+                    matches!(
+                        &err,
+                        ZarrError::Chunk { key, source: CodecError::InvalidData { .. }, .. }
+                            if key == "a/c/2"
+                    ),
+                    "{label}, {what}: {err:?}"
+                );
+            }
+            // The chunks with honest refs still read, through the same handle.
+            let first: Vec<f32> = a
+                .read_region(&ArraySubset::new(vec![0], vec![2 * N]))
+                .await
+                .unwrap();
+            assert!(first == vals[..2 * N as usize], "{label}, {what}");
+        }
+    }
 }

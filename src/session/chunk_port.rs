@@ -338,13 +338,11 @@ impl ChunkPort for SessionChunks {
                 ) else {
                     return Ok(ReadNow::Elsewhere);
                 };
-                let mut buf = crate::buffer_pool::take(len);
-                buf.resize(len, 0);
-                local.read_into(&r.id, r.offset, &mut buf).map_err(|e| {
+                let read = local.read_owned(&r.id, r.offset, len).map_err(|e| {
                     let e = super::chunk_reads::native_read_error(&self.path, chunk, e);
                     self.backend(chunk, e)
                 })?;
-                Ok(ReadNow::Read(crate::buffer_pool::bytes_of(buf)))
+                Ok(ReadNow::Read(read))
             }
             Some(_) => Ok(ReadNow::Elsewhere),
         }

@@ -262,6 +262,24 @@ fn ranged_reads_into(s: &dyn Storage, key: &str) {
             Ok(()) => assert_eq!(dest, want.as_bytes(), "{s}: into at {start}+{len}"),
             other => panic!("{s}: get_range_into_blocking at {start}+{len}: {other:?}"),
         }
+        match files.get_range_owned(key, start, len) {
+            Ok(got) => assert_eq!(got, want.as_bytes(), "{s}: owned at {start}+{len}"),
+            other => panic!("{s}: get_range_owned at {start}+{len}: {other:?}"),
+        }
+    }
+    for (start, requested) in [(8u64, 8..12u64), (u64::MAX - 1, u64::MAX - 1..u64::MAX)] {
+        match files.get_range_owned(key, start, 4) {
+            Err(StorageError::ShortRead {
+                key: k,
+                requested: r,
+                size,
+            }) => assert_eq!((k.as_str(), r, size), (key, requested, 10), "{s}"),
+            other => panic!("{s}: owned past the end at {start}: {other:?}"),
+        }
+    }
+    match files.get_range_owned("range/missing", 0, 4) {
+        Err(StorageError::NotFound { key }) => assert_eq!(key, "range/missing"),
+        other => panic!("{s}: owned of a missing key: {other:?}"),
     }
     let mut dest = [0u8; 4];
     match files.get_range_into(key, 8, &mut dest) {

@@ -303,6 +303,12 @@ impl LocalFiles for FaultyFiles {
         })
     }
 
+    fn get_range_owned(&self, key: &str, start: u64, len: usize) -> StorageResult<Bytes> {
+        self.run(Call::GetRange, key, || {
+            self.inner.get_range_owned(key, start, len)
+        })
+    }
+
     fn put_fresh(&self, key: &str, bytes: &[u8]) -> StorageResult<()> {
         self.run(Call::Put, key, || self.inner.put_fresh(key, bytes))
     }

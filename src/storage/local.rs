@@ -580,6 +580,14 @@ impl LocalFiles for LocalFileAccess {
             .and_then(|path| read_exact_at(&path, start, dest).map_err(|e| e.at(key)))
     }
 
+    fn get_range_owned(&self, key: &str, start: u64, len: usize) -> StorageResult<Bytes> {
+        // An `end` that would overflow is past any file's end: a short read.
+        let range = start..start.saturating_add(len as u64);
+        let path = self.fs_path(key)?;
+        let mut read = read_ranges(&path, std::slice::from_ref(&range)).map_err(|e| e.at(key))?;
+        Ok(read.pop().unwrap_or_default())
+    }
+
     fn put_fresh(&self, key: &str, bytes: &[u8]) -> StorageResult<()> {
         self.fs_path(key).and_then(|path| {
             write_in_place(&path, bytes, self.synced).map_err(|source| StorageError::Io {

@@ -198,6 +198,19 @@ pub trait LocalFiles: Send + Sync + Debug {
     /// object ends before `start + dest.len()` (`dest` is then partly written).
     fn get_range_into(&self, key: &str, start: u64, dest: &mut [u8]) -> StorageResult<()>;
 
+    /// Reads `len` bytes of an object, from byte `start`, into a recycled buffer
+    /// ([`crate::buffer_pool`]). The default zeroes the buffer, then reads with
+    /// [`LocalFiles::get_range_into`]; local files read into it without zeroing it.
+    ///
+    /// # Errors
+    /// As [`LocalFiles::get_range_into`].
+    fn get_range_owned(&self, key: &str, start: u64, len: usize) -> StorageResult<Bytes> {
+        let mut buf = crate::buffer_pool::take(len);
+        buf.resize(len, 0);
+        self.get_range_into(key, start, &mut buf)?;
+        Ok(crate::buffer_pool::bytes_of(buf))
+    }
+
     /// [`Storage::put_fresh`] as a blocking call (a new object under a key nothing
     /// else writes or reads yet, written in place).
     ///

@@ -157,6 +157,10 @@ impl LocalFiles for ReadOnlyFiles {
         self.inner.get_range_into(key, start, dest)
     }
 
+    fn get_range_owned(&self, key: &str, start: u64, len: usize) -> StorageResult<Bytes> {
+        self.inner.get_range_owned(key, start, len)
+    }
+
     fn put_fresh(&self, key: &str, _bytes: &[u8]) -> StorageResult<()> {
         Err(StorageError::ReadOnly {
             key: key.to_string(),

@@ -251,16 +251,21 @@ impl Array {
     /// back. The calling thread waits for the pool one window (~64 MiB of output) at
     /// a time and yields between windows (not `block_in_place`, which tokio refuses
     /// in a `LocalSet`).
-    /// - [`Direct::Stored`]: after the port's async step ([`ChunkPort::prepare`]:
-    ///   a repository session fetches the manifests of the region), the port's
-    ///   transfer step reads each chunk into its slice where it can
+    /// Both modes first take the port's async step ([`ChunkPort::prepare`]: a
+    /// repository session fetches the manifests of the region), so the port knows
+    /// every chunk's ref from the first transfer on, also on a fresh session.
+    /// - [`Direct::Stored`]: the port's transfer step reads each chunk into its
+    ///   slice where it can
     ///   ([`ChunkPort::read_into`]: a repository session on a local disk): one copy
     ///   and no buffer per chunk. When the first chunk is declined, none is tried;
     ///   a transfer that fails is the error of the whole read.
-    /// - [`Direct::Decoded`]: a window (~64 MiB of output) of chunks is fetched with
-    ///   [`ChunkPort::get_many`], then each is decoded into its slice
-    ///   ([`CodecChain::decode_into`]); a chunk that fails to fetch or decode is
-    ///   left to the caller, which reports the error.
+    /// - [`Direct::Decoded`]: where the port reads chunks on the calling thread
+    ///   ([`ChunkPort::read_now`]: local files, memory), each chunk is read and
+    ///   decoded into its slice ([`CodecChain::decode_into`]) on one compute thread;
+    ///   otherwise (the first chunk declined) a window (~64 MiB of output) of chunks
+    ///   is fetched with [`ChunkPort::get_many`], then each is decoded into its
+    ///   slice. A chunk that fails to fetch or decode is left to the caller, which
+    ///   reports the error.
     ///
     /// With `covering` (the plan of an `out` that does not hold the fill value yet,
     /// used instead of computing it again), every run of a chunk found missing or not
@@ -294,11 +299,10 @@ impl Array {
                 }
             }
         };
-        if mode == Direct::Stored {
-            // The async step: the chunk refs of the region become known without I/O.
-            port.prepare(&self.derived.grid.chunks_intersecting(region))
-                .await?;
-        }
+        // The async step: the chunk refs of the region become known without I/O, so
+        // the transfer step can take chunks on the compute pool from the first one.
+        port.prepare(&self.derived.grid.chunks_intersecting(region))
+            .await?;
         let Some(mut dests) = split_runs(out, &plan) else {
             if unfilled {
                 refill_runs(out, &done);
