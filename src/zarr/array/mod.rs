@@ -168,13 +168,13 @@ impl ByteSource for PortSource<'_> {
     }
 }
 
-/// Encodes a whole chunk; `None` when it is all fill value and empty chunks are not
-/// written.
 /// Input or output, in bytes, that an array encodes or decodes straight from or into
 /// the caller's buffer per call to the compute pool ([`crate::compute::install`]);
 /// the calling thread yields between such windows.
 const DIRECT_WINDOW_BYTES: usize = 64 << 20;
 
+/// Encodes a whole chunk; `None` when it is all fill value and empty chunks are not
+/// written.
 fn encode_chunk(
     chain: &CodecChain,
     repr: &ChunkRepr,
