@@ -198,8 +198,8 @@ pub trait LocalFiles: Send + Sync + Debug {
     /// object ends before `start + dest.len()` (`dest` is then partly written).
     fn get_range_into(&self, key: &str, start: u64, dest: &mut [u8]) -> StorageResult<()>;
 
-    /// Reads `len` bytes of an object, from byte `start`, into a recycled buffer
-    /// ([`crate::buffer_pool`]). The default zeroes the buffer, then reads with
+    /// Reads `len` bytes of an object, from byte `start`, into a buffer recycled
+    /// from floe's buffer pool. The default zeroes the buffer, then reads with
     /// [`LocalFiles::get_range_into`]; local files read into it without zeroing it.
     ///
     /// # Errors
