@@ -30,9 +30,10 @@ async fn commits_write_files_at_the_configured_compression_level() {
             .await
             .with_u8_array("/a", 20_000);
         assert_eq!(repo.config().compression_level(), level.map(i32::from));
-        // The same chunk id everywhere: the files compress well, and differently by
-        // level.
-        let id = ChunkId::random();
+        // The same chunk id everywhere, and in every run (a random one moved the
+        // manifest's compressed size past the tolerance below now and then): the
+        // files compress well, and differently by level.
+        let id = ChunkId::new([0x5a; 12]);
         s.set_chunk_refs(
             &p("/a"),
             (0..20_000u64).map(|i| {
@@ -81,8 +82,8 @@ async fn commits_write_files_at_the_configured_compression_level() {
     );
     let (m3, t3, _) = sizes(Some(3)).await;
     let (m, t, _) = sizes(None).await;
-    // The files hold random ids (of the manifest, the chunks, the snapshot), whose
-    // bytes change the entropy coding by some 30 bytes from run to run; the levels
+    // The files hold random ids (of the manifest, the node, the snapshot), whose
+    // bytes change the entropy coding by a byte or two from run to run; the levels
     // differ by ~370 (transaction log) and ~1,600 (manifest).
     let near = |a: usize, b: usize| a.abs_diff(b) <= 64;
     assert!(m19 < m3 && !near(m3, m1), "level 3: {m3} bytes");
