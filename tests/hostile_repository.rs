@@ -200,6 +200,18 @@ async fn rewrite_manifest(
     rewired
 }
 
+/// A read-only session at snapshot `id` on a fresh handle of `storage` (nothing
+/// cached from the handle that rewrote it).
+async fn fresh_session(
+    storage: &Arc<dyn floe::storage::Storage>,
+    id: SnapshotId,
+) -> floe::Result<floe::Session> {
+    let reader = Repository::open(Arc::clone(storage)).await.unwrap();
+    reader
+        .readonly_session(&VersionSelector::Snapshot(id))
+        .await
+}
+
 #[tokio::test]
 async fn chunk_refs_of_the_wrong_rank_are_errors_not_fill_values() {
     use floe::format::snapshot::NodeData;
@@ -222,11 +234,7 @@ async fn chunk_refs_of_the_wrong_rank_are_errors_not_fill_values() {
             .collect();
     })
     .await;
-    let reader = Repository::open(Arc::clone(&storage)).await.unwrap();
-    let s = reader
-        .readonly_session(&VersionSelector::Snapshot(id))
-        .await
-        .unwrap();
+    let s = fresh_session(&storage, id).await.unwrap();
     let err = s.get_chunk(&p("/b"), &[1, 1], None).await.unwrap_err();
     assert!(
         matches!(
@@ -249,11 +257,7 @@ async fn chunk_refs_of_the_wrong_rank_are_errors_not_fill_values() {
         .write_snapshot(Arc::new(rewired))
         .await
         .unwrap();
-    let reader = Repository::open(Arc::clone(&storage)).await.unwrap();
-    let err = reader
-        .readonly_session(&VersionSelector::Snapshot(id))
-        .await
-        .unwrap_err();
+    let err = fresh_session(&storage, id).await.unwrap_err();
     assert!(
         matches!(
             &err,
@@ -316,11 +320,7 @@ async fn native_refs_claiming_the_wrong_length_are_typed_errors() {
             })
             .await;
 
-            let reader = Repository::open(Arc::clone(&storage)).await.unwrap();
-            let session = reader
-                .readonly_session(&VersionSelector::Snapshot(id))
-                .await
-                .unwrap();
+            let session = fresh_session(&storage, id).await.unwrap();
             let a = Array::open(Arc::new(session.store()), "a").await.unwrap();
             let err = a
                 .read_region::<f32>(&ArraySubset::full(&[4 * N]))
