@@ -250,6 +250,28 @@ fn cas_child() -> bool {
     true
 }
 
+/// Waits up to [`WAIT`] for `child` to publish `path`: `false` when the time
+/// runs out or the child exits without having published it.
+///
+/// The file is looked for once more after the child is seen to have exited: a
+/// child publishes its last result and exits between the parent's two checks,
+/// which an earlier version of this loop took for a child that gave up.
+fn await_child_file(path: &Path, child: &mut Child) -> bool {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if path.exists() {
+            return true;
+        }
+        if child.try_wait().unwrap().is_some() {
+            return path.exists();
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// Kills the children still running when the parent gives up (a failed assertion).
 struct Children(Vec<Child>);
 
@@ -294,12 +316,8 @@ fn cas_race_between_processes(test_name: &str, url: &str) {
             .join("\n")
     };
     for i in 0..PROCESSES {
-        let deadline = Instant::now() + WAIT;
-        while !sync.join(format!("ready-{i}")).exists() {
-            if Instant::now() > deadline || children.0[i].try_wait().unwrap().is_some() {
-                panic!("child {i} never got ready; logs:\n{}", logs());
-            }
-            std::thread::sleep(Duration::from_millis(5));
+        if !await_child_file(&sync.join(format!("ready-{i}")), &mut children.0[i]) {
+            panic!("child {i} never got ready; logs:\n{}", logs());
         }
     }
 
@@ -314,15 +332,11 @@ fn cas_race_between_processes(test_name: &str, url: &str) {
         let mut results = Vec::new();
         for i in 0..PROCESSES {
             let path = sync.join(format!("result-{round}-{i}"));
-            let deadline = Instant::now() + WAIT;
-            while !path.exists() {
-                if Instant::now() > deadline || children.0[i].try_wait().unwrap().is_some() {
-                    panic!(
-                        "child {i} gave no result in round {round}; logs:\n{}",
-                        logs()
-                    );
-                }
-                std::thread::sleep(Duration::from_millis(1));
+            if !await_child_file(&path, &mut children.0[i]) {
+                panic!(
+                    "child {i} gave no result in round {round}; logs:\n{}",
+                    logs()
+                );
             }
             results.push(std::fs::read_to_string(&path).unwrap());
         }
