@@ -17,7 +17,7 @@ import zarr
 
 import floe
 from floe._floe import _virtual_chunk_refs
-from virtual_datasets import need, netcdf_time_file
+from virtual_datasets import need, netcdf_time_file, write_virtual_files
 
 # `None` credentials are deprecated (as in Icechunk 2.3.0) but still authorize; these
 # tests use them, and test_none_credentials_warn checks the warning.
@@ -360,28 +360,10 @@ def test_virtualizarr_to_icechunk_and_append_read_back_identical(tmp_path, as_ic
     repo = floe.Repository.create(floe.local_filesystem_storage(repo_path), config,
                                   authorize_virtual_chunk_access={prefix: None})
     registry = ObjectStoreRegistry({"file://": LocalStore()})
-    for i, f in enumerate(files):
-        vds = open_virtual_dataset(f"file://{f}", registry=registry, parser=HDFParser())
-        s = repo.writable_session("main")
-        if i == 0:
-            vds.vz.to_icechunk(s.store)
-        else:
-            try:
-                vds.vz.to_icechunk(s.store, append_dim="time")
-            except ValueError as e:
-                # VirtualiZarr 2.8.0 with zarr-python 3.4.2 (the Python 3.12 stack;
-                # 2.5.1 with zarr 3.1 appends) refuses to append to a dataset
-                # holding a scalar: it compares the scalar's stored dimension_names
-                # (None) with the requested () and finds them different. Icechunk
-                # 2.3.0 fails the same way on the same stack (checked by hand at
-                # stop 42). Only that refusal is accepted: the session is thrown
-                # away and the file appended without its scalar (the first file's
-                # scalar stays, and is what the test reads).
-                if "'scalar' already exists with different dimension_names" not in str(e):
-                    raise
-                s = repo.writable_session("main")
-                vds.drop_vars("scalar").vz.to_icechunk(s.store, append_dim="time")
-        s.commit(f"file {i}")
+    write_virtual_files(repo, [
+        open_virtual_dataset(f"file://{f}", registry=registry, parser=HDFParser())
+        for f in files
+    ])
     assert set(repo.readonly_session("main").all_virtual_chunk_locations()) == {
         f"file://{f}" for f in files
     }

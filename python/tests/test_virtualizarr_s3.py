@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import floe
-from virtual_datasets import need, netcdf_time_file
+from virtual_datasets import need, netcdf_time_file, write_virtual_files
 
 
 def _s3_server() -> tuple[str, str]:
@@ -72,14 +72,10 @@ def test_virtualizarr_on_s3_to_floe_and_back(tmp_path, as_icechunk):
     credentials = floe.containers_credentials({prefix: floe.s3_from_env_credentials()})
     storage = floe.local_filesystem_storage(str(tmp_path / "repo"))
     repo = floe.Repository.create(storage, config, authorize_virtual_chunk_access=credentials)
-    for i, f in enumerate(files):
-        vds = open_virtual_dataset(f"{prefix}{f.name}", registry=registry, parser=HDFParser())
-        s = repo.writable_session("main")
-        if i == 0:
-            vds.vz.to_icechunk(s.store)
-        else:
-            vds.vz.to_icechunk(s.store, append_dim="time")
-        s.commit(f"file {i}")
+    write_virtual_files(repo, [
+        open_virtual_dataset(f"{prefix}{f.name}", registry=registry, parser=HDFParser())
+        for f in files
+    ])
     # A new reader, with its own config (the endpoint it trusts) and credentials.
     reader = floe.Repository.open(storage, config, authorize_virtual_chunk_access=credentials)
     assert set(reader.readonly_session("main").all_virtual_chunk_locations()) == {
