@@ -40,9 +40,32 @@ def _write_one(fork, index):
     return fork
 
 
+def _clear_pipeline_stats():
+    from floe import codec_pipeline
+
+    codec_pipeline.stats.clear()
+
+
+def _pipeline_stats():
+    from floe import codec_pipeline
+
+    return dict(codec_pipeline.stats)
+
+
+def _workers_pipeline_stats(client):
+    """The batches floe's codec pipeline handled in the cluster's worker processes
+    since ``_clear_pipeline_stats``, summed by path."""
+    total = {}
+    for stats in client.run(_pipeline_stats).values():
+        for k, v in stats.items():
+            total[k] = total.get(k, 0) + v
+    return total
+
+
 def test_store_dask_on_a_cluster_of_processes(tmp_path, client):
     from floe.dask import store_dask
 
+    client.run(_clear_pipeline_stats)
     repo = _repo(tmp_path)
     session = repo.writable_session("main")
     values = np.random.default_rng(1).random((40, 30))
@@ -56,6 +79,40 @@ def test_store_dask_on_a_cluster_of_processes(tmp_path, client):
     sid = session.commit("from the cluster")
     back = zarr.open_array(repo.readonly_session(snapshot_id=sid).store, path="x", mode="r")
     np.testing.assert_array_equal(back[...], values)
+    # Every block was written by a worker process, through floe's codec pipeline.
+    on_workers = _workers_pipeline_stats(client)
+    assert on_workers.get("rust_write", 0) == 12 and on_workers.get("zarr_write", 0) == 0, \
+        on_workers
+
+
+def test_xarray_to_floe_and_open_zarr_on_a_cluster_go_through_the_pipeline(tmp_path, client):
+    """xarray's Dask-backed write (``floe.xarray.to_floe``) and read
+    (``open_zarr(..., chunks=...).compute()``) on worker processes: each block goes
+    through floe's codec pipeline in the worker that handles it."""
+    import xarray as xr
+
+    from floe.xarray import to_floe
+
+    client.run(_clear_pipeline_stats)
+    rng = np.random.default_rng(7)
+    ds = xr.Dataset({
+        "a": (("t", "x"), da.from_array(rng.random((32, 20)).astype("f4"), chunks=(8, 20))),
+        "b": (("t",), da.from_array(np.arange(32, dtype="i8"), chunks=8)),
+    })
+    repo = _repo(tmp_path)
+    session = repo.writable_session("main")
+    to_floe(ds, session, mode="w", encoding={"a": {"chunks": (8, 20)}, "b": {"chunks": (8,)}})
+    session.commit("from the cluster")
+    written = _workers_pipeline_stats(client)
+    assert written.get("rust_write", 0) == 8 and written.get("zarr_write", 0) == 0, written
+
+    client.run(_clear_pipeline_stats)
+    back = xr.open_zarr(repo.readonly_session("main").store, consolidated=False,
+                        chunks={"t": 8}).compute()
+    np.testing.assert_array_equal(back["a"].values, ds["a"].values)
+    np.testing.assert_array_equal(back["b"].values, ds["b"].values)
+    read = _workers_pipeline_stats(client)
+    assert read.get("rust_read", 0) >= 8 and read.get("zarr_read", 0) == 0, read
 
 
 def test_forks_sent_to_workers_merge_there_and_commit_once(tmp_path, client):
