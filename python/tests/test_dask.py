@@ -115,9 +115,9 @@ def test_two_sources_of_one_shape_are_both_written(tmp_path):
 
 
 def test_each_block_is_one_task_and_forks_merge_sixteen_at_a_time(tmp_path, monkeypatch):
-    # 64 blocks along one axis: once Dask optimizes the graph, one fused task per
+    # 64 blocks along one axis: in the graph store_dask computes, one fused task per
     # block computes it, writes it and hands over its fork, and the default fan-in
-    # merges the forks in 64 / 16 = 4 merge tasks and one aggregate.
+    # merges the forks in 64 / 16 = 4 merge tasks and one aggregate; nothing else.
     import floe.dask as floe_dask
 
     repo = _repo(tmp_path)
@@ -125,7 +125,10 @@ def test_each_block_is_one_task_and_forks_merge_sixteen_at_a_time(tmp_path, monk
     zarr.create_array(session.store, name="x", shape=(64, 4), chunks=(1, 4), dtype="f4",
                       fill_value=0)
     target = zarr.open_array(session.fork().store, path="x", mode="r+")
-    source = da.ones((64, 4), chunks=(1, 4), dtype="f4") * 3
+    # A source that is not a blockwise layer (as random or loaded data): Dask fuses
+    # each of its tasks with the block's write by linear fusion, which is what leaves
+    # aliases behind.
+    source = da.random.default_rng(5).random((64, 4), chunks=(1, 4), dtype="f4")
     trees = []
     computed_merge = floe_dask._computed_merge
 
@@ -134,18 +137,64 @@ def test_each_block_is_one_task_and_forks_merge_sixteen_at_a_time(tmp_path, monk
         return computed_merge(reductions)
 
     monkeypatch.setattr(floe_dask, "_computed_merge", capture)
+    computed = []
+    compute = dask.compute
+
+    def spy(*collections, **kwargs):
+        computed.append((collections, kwargs))
+        return compute(*collections, **kwargs)
+
+    monkeypatch.setattr(dask, "compute", spy)
     merged = store_dask(sources=[source], targets=[target])
+    # What store_dask handed to Dask: the lean graph, not optimized again.
+    ((handed,), kwargs), = computed
+    assert kwargs == {"optimize_graph": False}
+    assert not [k for k, v in dict(handed.__dask_graph__()).items()
+                if type(v).__name__ == "Alias"]
+    # Dask's own optimization leaves an Alias under the old key of every fused task:
+    # one more task each for a distributed scheduler (they show in its task stream).
     (optimized,) = dask.optimize(*trees)
-    # Dask's aliases of fused tasks are not tasks that run.
-    tasks = [k for k, v in dict(optimized.__dask_graph__()).items()
-             if type(v).__name__ != "Alias"]
-    names = [k[0] if isinstance(k, tuple) else k for k in tasks]
+    aliases = [k for k, v in dict(optimized.__dask_graph__()).items()
+               if type(v).__name__ == "Alias"]
+    assert len(aliases) == 64
+    # The graph store_dask computes has none of them.
+    (lean,) = floe_dask._lean(trees)
+    graph = dict(lean.__dask_graph__())
+    assert not [k for k, v in graph.items() if type(v).__name__ == "Alias"]
+    names = [k[0] if isinstance(k, tuple) else k for k in graph]
     merges = [n for n in names if n.startswith(("floe-merge-forks-partial",
                                                 "floe-merge-forks-aggregate"))]
     assert len(merges) == 5, sorted(set(names))
-    assert len(tasks) == 64 + 5, sorted(set(names))
+    assert len(graph) == 64 + 5, sorted(set(names))
     session.merge(merged)
-    assert (zarr.open_array(session.store, path="x")[...] == 3).all()
+    np.testing.assert_array_equal(zarr.open_array(session.store, path="x")[...],
+                                  source.compute())
+
+
+def test_aliases_are_dropped_and_their_users_pointed_at_the_targets():
+    from dask._task_spec import Alias, Task, TaskRef
+
+    import floe.dask as floe_dask
+
+    def add(*xs):
+        return sum(xs)
+
+    graph = {
+        "a": Task("a", add, 1, 2),
+        "b": Alias("b", "a"),
+        "c": Alias("c", "b"),  # a chain
+        "d": Task("d", add, TaskRef("c"), TaskRef("b"), 10),
+        "e": Alias("e", "elsewhere"),  # a target outside the graph stays as it is
+        "out": Alias("out", "d"),  # a result's key stays
+    }
+    lean = floe_dask._without_aliases(graph, keep={"out"})
+    assert set(lean) == {"a", "d", "e", "out"}
+    assert lean["d"].dependencies == {"a"}
+    assert lean["a"] is graph["a"] and lean["out"] is graph["out"]
+    del lean["e"]
+    assert dask.get(lean, "out") == 16
+    # Nothing to drop: the same graph back.
+    assert floe_dask._without_aliases({"a": graph["a"]}, keep={"a"}) == {"a": graph["a"]}
 
 
 def test_default_merge_fan_in_is_spread_over_the_axes_with_blocks():
@@ -170,6 +219,26 @@ def test_store_dask_checks_its_arguments(tmp_path):
         store_dask(sources=[src], targets=[arr], regions=[(slice(0, 4, 2),)])
     with pytest.raises(TypeError, match="Expected a dask array"):
         store_dask(sources=[np.arange(4)], targets=[arr])
+
+
+def test_session_merge_reduction_merges_what_dask_array_store_wrote(tmp_path):
+    """Icechunk's two-step form: ``dask.array.store(..., return_stored=True,
+    load_stored=False)`` into a fork's array, then ``session_merge_reduction`` on what
+    it returns (the lean graph: no aliases of fused tasks)."""
+    repo = _repo(tmp_path)
+    session = repo.writable_session("main")
+    zarr.create_array(session.store, name="x", shape=(40, 6), chunks=(4, 6), dtype="f8",
+                      fill_value=0.0)
+    target = zarr.open_array(session.fork().store, path="x", mode="r+")
+    source = da.random.default_rng(3).random((40, 6), chunks=(4, 6))
+    stored = da.store(source, target, compute=False, return_stored=True,
+                      load_stored=False, lock=False)
+    merged = session_merge_reduction(stored, split_every=4)
+    assert type(merged) is floe.ForkSession
+    session.merge(merged)
+    sid = session.commit("stored")
+    back = zarr.open_array(repo.readonly_session(snapshot_id=sid).store, path="x")
+    np.testing.assert_array_equal(back[...], source.compute())
 
 
 def test_session_merge_reduction_takes_only_dask_arrays():
