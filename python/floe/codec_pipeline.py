@@ -14,7 +14,10 @@ read-modify-writes partially covered chunks, reads only the inner chunks a selec
 needs from shards, and erases chunks that end up all fill value unless
 ``write_empty_chunks``; the GIL is released throughout. A call ends by waking the
 event loop that awaits it through a socket the loop watches (``_LoopCalls``), so
-no Rust thread takes the GIL.
+no Rust thread takes the GIL. A read or write cancelled while Rust works (say by
+``asyncio.wait_for``) waits for the Rust calls it started before its cancellation
+returns: a cancelled write never lands afterwards over a newer one, and a cancelled
+read never writes into the caller's buffer afterwards.
 
 What goes to Rust: zarr v3 arrays (floe stores hold no v2 nodes) in a floe store with a regular chunk grid,
 codecs floe implements (``bytes``, ``transpose``, ``gzip``, ``zstd``, ``blosc``,
@@ -162,7 +165,18 @@ class FloeCodecPipeline(CodecPipeline):
 
     Errors from Rust: ``floe.FormatError`` naming the array and chunk key for a chunk
     that does not decode, the store's exceptions (``ReadOnlyError``, ``StorageError``)
-    as ``FloeStore`` raises them."""
+    as ``FloeStore`` raises them.
+
+    Cancellation: work Rust started cannot be stopped, so a ``read`` or ``write``
+    whose task is cancelled (``asyncio.wait_for`` timing out, a ``TaskGroup`` failing)
+    waits for its Rust calls in flight to end before it raises ``CancelledError``,
+    and starts no more. Each Rust call (one per slab of ``SLAB_BYTES``) of a
+    cancelled write is therefore either complete or never started when the
+    cancellation returns (a write of several slabs may be partly applied, as a
+    cancelled write through zarr's own pipeline may be), and nothing of it lands
+    later, over a newer write of the same chunks or in a commit made after; a
+    cancelled read writes nothing into zarr's output after its cancellation returns.
+    A cancellation can thus take as long as two slabs' calls."""
 
     def __init__(self, inner: CodecPipeline, metadata: Any = None, store: Any = None):
         self.inner = inner
@@ -450,7 +464,9 @@ class FloeCodecPipeline(CodecPipeline):
         return chunk_bytes <= WRITE_MAX_CHUNK_BYTES
 
     async def read(self, batch_info: Iterable[Any], out: Any, drop_axes: tuple[int, ...] = ()) -> None:
-        """Reads a batch into ``out`` (zarr's ``NDBuffer``); see the class docstring."""
+        """Reads a batch into ``out`` (zarr's ``NDBuffer``); see the class docstring.
+        Cancelled, it raises ``CancelledError`` only once Rust stopped writing into
+        ``out``."""
         batch = list(batch_info)
         if drop_axes or self._store is None:
             if self._store is not None:
@@ -489,7 +505,9 @@ class FloeCodecPipeline(CodecPipeline):
 
     async def write(self, batch_info: Iterable[Any], value: Any, drop_axes: tuple[int, ...] = ()) -> None:
         """Writes a batch from ``value`` (zarr's ``NDBuffer``; shape ``()`` for a
-        scalar); see the class docstring."""
+        scalar); see the class docstring. Cancelled, it raises ``CancelledError`` only
+        once every Rust call it started has ended: no part of the write lands after
+        that."""
         batch = list(batch_info)
         if drop_axes or self._store is None:
             if self._store is not None:
@@ -542,8 +560,11 @@ class _LoopCalls:
 
     A call ends by queueing its outcome in ``_floe.Completions`` and writing a byte
     to a socket this loop watches (``loop.add_reader``); ``_drain`` resolves the
-    futures on the loop's thread. No Rust thread takes the GIL or calls Python to end
-    a call (``pyo3_async_runtimes`` did both, through tokio's blocking pool: ~150 us
+    futures on the loop's thread. The pipeline never cancels these futures (it
+    awaits them through ``asyncio.shield``, see ``_two_in_flight``), so each gets
+    its call's outcome; one cancelled by other code is skipped when its call ends.
+    No Rust thread takes the GIL or calls Python to end a call
+    (``pyo3_async_runtimes`` did both, through tokio's blocking pool: ~150 us
     of thread switches per call on the 2-core VM, more than a one-inner-chunk read
     takes)."""
 
@@ -572,7 +593,8 @@ class _LoopCalls:
         for token, error in self._native.take():
             fut = self._futures.pop(token, None)
             if fut is None or fut.done():
-                # Cancelled while Rust worked: its buffer was kept until now.
+                # Cancelled (by a caller of `_start`, never by the pipeline) while
+                # Rust worked: its buffer was kept until now.
                 continue
             if error is None:
                 fut.set_result(None)
@@ -587,7 +609,8 @@ _LOOP_CALLS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopCalls] = 
 def _start(method: Callable[..., None], *args: Any) -> asyncio.Future[None]:
     """Starts the Rust pipeline call ``method(*args, completions, token)`` on the
     running loop; returns the future of its outcome (``None``, or the call's
-    exception)."""
+    exception). Cancelling that future does not stop the call: await it through
+    ``asyncio.shield`` (as ``_two_in_flight`` does) to learn when it ended."""
     loop = asyncio.get_running_loop()
     calls = _LOOP_CALLS.get(loop)
     if calls is None:
@@ -603,24 +626,58 @@ async def _then_copy(call: Any, tmp: np.ndarray, part: np.ndarray) -> None:
 
 async def _two_in_flight(calls: Iterator[Any]) -> None:
     """Awaits the Rust calls ``calls`` starts (each started when the iterator yields
-    it), keeping at most two in flight, so one slab's start overlaps the previous
-    slab's encoding or decoding. The first
-    error is raised once every call started has ended."""
-    inflight: list[Any] = []
+    it: a future of ``_start``, or a ``_then_copy`` coroutine, run as a task), keeping
+    at most two in flight, so one slab's start overlaps the previous slab's encoding
+    or decoding.
+
+    Returns, or raises, only once every call started has ended, whatever happened:
+    a call's error, an error starting the next call, or the cancellation of the task
+    that awaits this. Rust cannot be stopped once a call started (the write or the
+    read goes on in tokio), so a cancelled batch waits for the calls in flight
+    (cancelling again while it waits changes nothing) and then raises
+    ``CancelledError`` (no further call is started): each call of a cancelled write
+    is complete, or was never started, by the time its cancellation returns, and
+    never lands afterwards over a newer write of the same chunks (nor in a commit
+    made after); a cancelled read no longer writes into the caller's buffer. The
+    calls' futures are never cancelled (they are awaited through ``asyncio.shield``),
+    so ``_LoopCalls`` resolves each with its outcome, and every outcome is retrieved.
+    The first error (or the cancellation) is raised; a cancellation that arrives
+    while an error waits for the other calls is raised instead of that error."""
+    # Started and not yet awaited to their end, oldest first.
+    window: list[asyncio.Future[None]] = []
     try:
         for call in calls:
-            inflight.append(call)
-            if len(inflight) == 2:
-                await inflight.pop(0)
-        while inflight:
-            await inflight.pop(0)
-    except BaseException:
-        for call in inflight:
-            try:
-                await call
-            except Exception:
-                pass
+            window.append(asyncio.ensure_future(call))
+            if len(window) == 2:
+                await asyncio.shield(window[0])
+                window.pop(0)
+        while window:
+            await asyncio.shield(window[0])
+            window.pop(0)
+    except BaseException as error:
+        cancelled = await _wait_ended(window)
+        if cancelled is not None and not isinstance(error, asyncio.CancelledError):
+            raise cancelled from error
         raise
+
+
+async def _wait_ended(futures: list[asyncio.Future[None]]) -> asyncio.CancelledError | None:
+    """Waits until every one of ``futures`` has ended, without cancelling any, and
+    retrieves their outcomes (no "exception was never retrieved" warnings). Returns
+    the last ``CancelledError`` that cancelled the waiting task meanwhile (the wait
+    goes on regardless), ``None`` when there was none."""
+    cancelled = None
+    pending = [f for f in futures if not f.done()]
+    while pending:
+        try:
+            await asyncio.wait(pending)
+        except asyncio.CancelledError as e:
+            cancelled = e
+        pending = [f for f in pending if not f.done()]
+    for f in futures:
+        if not f.cancelled():
+            f.exception()
+    return cancelled
 
 
 def _parts(start: list[int], shape: list[int],

@@ -563,3 +563,195 @@ def test_slabbed_batches_match_zarrs_pipeline(monkeypatch, sharded):
     np.testing.assert_array_equal(a[:], b[:])
     np.testing.assert_array_equal(a[::1, 16], b[:, 16])
     assert cp.stats.get("zarr_read", 0) == 0 and cp.stats.get("zarr_write", 0) == 0
+
+
+#: Timeouts of the cancelled writes and reads below: all far shorter than Rust takes
+#: to encode or decode the several MiB involved, so the cancellation hits the call
+#: while Rust works on it.
+_CANCEL_AFTER = [0.0005, 0.002, 0.005, 0.01]
+
+
+async def _cancelled_then_written(arr, sel, first, second, timeout):
+    """``asyncio.wait_for`` of a write of ``first`` at ``sel`` that times out, then a
+    write of ``second`` at ``sel``, awaited: 1 when the first write was cancelled, 0
+    when it finished in time."""
+    import asyncio
+
+    try:
+        await asyncio.wait_for(arr.setitem(sel, first), timeout)
+        cancelled = 0
+    except asyncio.TimeoutError:
+        cancelled = 1
+    await arr.setitem(sel, second)
+    return cancelled
+
+
+def test_cancelled_writes_never_land_over_newer_writes():
+    """A user program cancels large async writes (``asyncio.wait_for`` timing out
+    while Rust encodes them), then writes other values into the same chunks: after
+    the cancellation returns, nothing of the cancelled write lands any more, so the
+    array holds the newer values, also after a pause and in the commit made after.
+    One task in turn, several tasks of one loop cancelling at once, and threads each
+    running their own loop, all in one session."""
+    import asyncio
+    import threading
+
+    repo, s = _session()
+    shape, chunks = (256, 4096), (32, 4096)  # float64: 8 MiB in chunks of 1 MiB
+    names = ["one", "tasks", "thread0", "thread1"]
+    for name in names:
+        zarr.create_array(s.store, name=name, shape=shape, chunks=chunks, dtype="f8",
+                          fill_value=0.0, compressors=ZstdCodec(level=3))
+    slow = _data(shape, "f8", seed=5)  # random: slow to compress
+
+    async def rounds(name, n, tasks):
+        arr = await zarr.api.asynchronous.open_array(store=s.store, path=name, mode="r+")
+        expected = np.zeros(shape)
+        cancelled = 0
+        rows = shape[0] // tasks
+        for i in range(n):
+            timeout = _CANCEL_AFTER[i % len(_CANCEL_AFTER)]
+            jobs = []
+            for k in range(tasks):
+                sel = (slice(k * rows, (k + 1) * rows), slice(None))
+                newer = float(1000 * i + k + 1)  # constant: quick to compress
+                expected[sel] = newer
+                jobs.append(_cancelled_then_written(arr, sel, slow[sel], np.full(
+                    slow[sel].shape, newer), timeout))
+            cancelled += sum(await asyncio.gather(*jobs))
+            await asyncio.sleep(0.05)  # a late Rust write would have landed by now
+            back = await arr.getitem(...)
+            wrong = int((back != expected).sum())
+            assert wrong == 0, f"{name}, round {i}: {wrong} elements of cancelled writes"
+        assert cancelled > 0, f"{name}: no write was cancelled"
+        return expected
+
+    expected = {"one": asyncio.run(rounds("one", 8, 1)),
+                "tasks": asyncio.run(rounds("tasks", 6, 4))}
+    errors = []
+
+    def in_thread(name):
+        try:
+            expected[name] = asyncio.run(rounds(name, 6, 2))
+        except BaseException as e:  # handed to the test's thread below
+            errors.append(e)
+
+    threads = [threading.Thread(target=in_thread, args=(n,)) for n in names[2:]]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+
+    sid = s.commit("after the cancelled writes")
+    ro = repo.readonly_session(snapshot_id=sid).store
+    for name in names:
+        back = zarr.open_array(ro, path=name, mode="r")[...]
+        wrong = int((back != expected[name]).sum())
+        assert wrong == 0, f"{name}: {wrong} elements of cancelled writes were committed"
+    assert cp.stats.get("zarr_write", 0) == 0
+
+
+def test_cancelled_reads_never_write_into_the_buffer_afterwards():
+    """A large async read cancelled while Rust decodes it: once the cancellation
+    returned, zarr's output buffer no longer changes (the read either completed
+    before, or left the buffer as it was)."""
+    import asyncio
+
+    repo, s = _session()
+    shape = (512, 4096)  # float64: 16 MiB
+    a = zarr.create_array(s.store, name="r", shape=shape, chunks=(32, 4096), dtype="f8",
+                          fill_value=-1.0, compressors=ZstdCodec(level=1))
+    data = _data(shape, "f8", seed=9)
+    a[...] = data
+    s.commit("data")
+
+    async def rounds():
+        arr = await zarr.api.asynchronous.open_array(
+            store=repo.readonly_session("main").store, path="r", mode="r")
+        pipeline = arr.codec_pipeline
+        assert isinstance(pipeline, cp.FloeCodecPipeline)
+        buffers = []
+        read = pipeline.read
+
+        async def keep_buffer(batch_info, out, drop_axes=()):
+            buffers.append(out.as_ndarray_like())  # zarr's output: what getitem returns
+            return await read(batch_info, out, drop_axes)
+
+        pipeline.read = keep_buffer
+        cancelled = 0
+        for i in range(12):
+            try:
+                await asyncio.wait_for(arr.getitem(...), _CANCEL_AFTER[i % len(_CANCEL_AFTER)])
+                continue
+            except asyncio.TimeoutError:
+                cancelled += 1
+            out = buffers[-1]
+            when_cancelled = out.copy()
+            await asyncio.sleep(0.05)  # a late Rust read would have written by now
+            changed = int((out != when_cancelled).sum())
+            assert changed == 0, f"round {i}: {changed} elements written after cancellation"
+            assert np.array_equal(out, data) or (out == -1.0).all()
+        assert cancelled > 0
+
+    asyncio.run(rounds())
+    assert cp.stats.get("zarr_read", 0) == 0
+
+
+def test_two_in_flight_waits_for_every_started_call_and_retrieves_their_errors():
+    """``_two_in_flight`` cancelled while two calls are in flight: it starts no more,
+    cancels neither call's future (their outcomes still arrive), holds out against a
+    second cancellation, raises ``CancelledError`` only once both ended, and leaves
+    no exception unretrieved."""
+    import asyncio
+    import gc
+
+    unretrieved = []
+
+    async def go():
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(lambda loop, context: unretrieved.append(context))
+        futures = [loop.create_future() for _ in range(3)]
+        started = []
+
+        def calls():
+            for f in futures:
+                started.append(f)
+                yield f
+
+        task = asyncio.ensure_future(cp._two_in_flight(calls()))
+        await asyncio.sleep(0)
+        assert started == futures[:2]
+        task.cancel()
+        await asyncio.sleep(0.01)
+        assert not task.done()
+        task.cancel()
+        await asyncio.sleep(0.01)
+        assert not task.done()
+        assert not futures[0].cancelled() and not futures[1].cancelled()
+        futures[1].set_exception(floe.FormatError("a later call failed"))
+        await asyncio.sleep(0.01)
+        assert not task.done()
+        futures[0].set_result(None)
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert started == futures[:2]
+
+        # A call's error while the next is in flight: raised once that one ended,
+        # its outcome retrieved too.
+        futures = [loop.create_future() for _ in range(2)]
+        task = asyncio.ensure_future(cp._two_in_flight(iter(futures)))
+        await asyncio.sleep(0)
+        futures[0].set_exception(floe.FormatError("first"))
+        await asyncio.sleep(0.01)
+        assert not task.done()
+        futures[1].set_exception(floe.FormatError("second"))
+        with pytest.raises(floe.FormatError, match="first"):
+            await task
+        del futures, task
+        gc.collect()
+
+    asyncio.run(go())
+    gc.collect()
+    assert unretrieved == []
