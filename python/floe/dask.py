@@ -7,9 +7,20 @@ Write into arrays opened on a fork's store (``session.fork().store``): every tas
 writes its blocks into its own copy of the fork (the copies travel pickled to
 processes and machines, or are one shared object under the threaded scheduler), the
 copies are merged pairwise up a tree of tasks (``split_every`` at a time), and the
-caller gets one ``ForkSession`` to ``session.merge(...)`` and commit. Blocks that write
-the same Zarr chunk conflict: the merge raises ``floe.ConflictError`` (Dask chunks
-must not share a Zarr chunk). Needs dask >= 2025.2.0, as Icechunk.
+caller gets one ``ForkSession`` to ``session.merge(...)`` and commit.
+
+Dask blocks must not share a storage chunk of the target (a shard, for a sharded
+array): a block writes whole chunks into its copy of the fork, and merging forks
+that wrote the same chunk raises no error but keeps the chunk of the fork merged
+last (Icechunk 2.3.0's semantics), so the other blocks' elements of that chunk would
+be lost without a word. ``store_dask`` therefore refuses such a source before
+anything is computed or written, whatever the scheduler (threads, processes or a
+distributed cluster): ``ValueError`` naming the axis (and dimension name), the block
+boundary, the chunk length and a rechunk that aligns the blocks (and likewise two
+sources that would write one chunk of the same array).
+``session_merge_reduction`` cannot check this (the writes already happened when it
+runs): code that writes forks itself must keep the chunks they write disjoint. Needs
+dask >= 2025.2.0, as Icechunk.
 """
 
 from __future__ import annotations
@@ -168,6 +179,217 @@ def _computed_merge(reductions: list[Any]) -> ForkSession:
     return merge_sessions(*(np.asarray(r, dtype=object).ravel().tolist() for r in computed))
 
 
+def _storage_grid(target: Any) -> list[Any]:
+    """Per axis of ``target`` (a zarr array): the length of its storage chunks (of its
+    shards when sharded), or, for an axis of a rectilinear grid, the tuple of its
+    chunks' lengths. ``TypeError`` for a target without a chunk grid."""
+    try:
+        shards = getattr(target, "shards", None)
+        return [int(n) for n in (shards if shards is not None else target.chunks)]
+    except NotImplementedError:
+        # zarr >= 3.4's rectilinear grids: no single chunk length
+        sizes = getattr(target, "write_chunk_sizes", None)
+        if sizes is None:
+            raise
+        lengths = []
+        for axis_sizes in sizes:
+            axis_sizes = tuple(int(n) for n in axis_sizes)
+            if not axis_sizes:  # an empty axis: no boundary to check
+                lengths.append(1)
+            elif len(set(axis_sizes[:-1])) <= 1 and axis_sizes[-1] <= axis_sizes[0]:
+                lengths.append(axis_sizes[0])  # regular after all
+            else:
+                lengths.append(axis_sizes)
+        return lengths
+    except AttributeError:
+        raise TypeError(
+            f"store_dask writes into zarr arrays, got {type(target).__name__!r}"
+        ) from None
+
+
+def _sharded(target: Any) -> bool:
+    """Whether ``target``'s storage chunks are shards (zarr raises
+    ``NotImplementedError`` for the shard shape of a rectilinear sharded array)."""
+    try:
+        return getattr(target, "shards", None) is not None
+    except NotImplementedError:
+        return True
+
+
+def _on_boundary(position: int, grid: Any) -> bool:
+    """Whether ``position`` (elements along an axis) starts a storage chunk of an axis
+    of ``grid`` (a chunk length, or a rectilinear axis's chunk lengths)."""
+    if isinstance(grid, int):
+        return position % grid == 0
+    edge = 0
+    for n in grid:
+        if edge >= position:
+            break
+        edge += n
+    return edge == position
+
+
+def _aligned_axis(start: int, sizes: tuple[int, ...], grid: Any) -> tuple[int, ...]:
+    """Block lengths for ``sum(sizes)`` elements written from ``start`` along an axis
+    of ``grid`` whose internal boundaries all fall on chunk boundaries: a first block
+    up to the next chunk boundary when ``start`` is inside a chunk, then blocks of
+    about the current typical block length (a whole number of chunks)."""
+    total = sum(sizes)
+    typical = max(sizes) if sizes else 0
+    out: list[int] = []
+    pos = start
+    end = start + total
+    if isinstance(grid, int):
+        step = max(1, round(typical / grid)) * grid
+        head = -start % grid
+        if head:
+            out.append(min(head, total))
+            pos += out[-1]
+        while pos < end:
+            out.append(min(step, end - pos))
+            pos += out[-1]
+        return tuple(out)
+    # rectilinear: whole chunks, joined while they stay within the typical length
+    edges = [0]
+    for n in grid:
+        edges.append(edges[-1] + n)
+    cuts = [e for e in edges if start < e < end]
+    block_start = start
+    for i, cut in enumerate(cuts):
+        nxt = cuts[i + 1] if i + 1 < len(cuts) else end
+        if nxt - block_start > typical and cut > block_start:
+            out.append(cut - block_start)
+            block_start = cut
+    out.append(end - block_start)
+    return tuple(n for n in out if n)
+
+
+def _tuple_expr(lengths: tuple[int, ...]) -> str:
+    """``lengths`` as a short Python expression: runs of one value as ``(n,) * k``."""
+    runs: list[list[int]] = []
+    for n in lengths:
+        if runs and runs[-1][0] == n:
+            runs[-1][1] += 1
+        else:
+            runs.append([n, 1])
+    return " + ".join(f"({n},)" if k == 1 else f"({n},) * {k}" for n, k in runs)
+
+
+def _aligned_chunks(source: Any, target: Any, offset: tuple[int, ...] | None = None
+                   ) -> tuple[tuple[int, ...], ...]:
+    """Dask chunks for ``source`` written into ``target`` at ``offset`` (elements per
+    axis, ``None``: the origin) such that no two blocks share a storage chunk (a
+    shard, when sharded) of ``target``: along each axis a first block up to the
+    next chunk boundary when the offset is inside a chunk, then blocks of a whole
+    number of chunks close to the source's block length. Axes already aligned keep
+    their chunks. ``source.rechunk(_aligned_chunks(source, target, offset))`` is what
+    ``store_dask`` accepts."""
+    offset = tuple(offset or ()) + (0,) * (source.ndim - len(tuple(offset or ())))
+    grid = _storage_grid(target)
+    return tuple(
+        sizes if _misaligned(o, sizes, g) is None else _aligned_axis(o, sizes, g)
+        for o, sizes, g in zip(offset, source.chunks, grid)
+    )
+
+
+def _misaligned(start: int, sizes: tuple[int, ...], grid: Any) -> int | None:
+    """The first boundary between two non-empty blocks of lengths ``sizes`` written
+    from ``start`` that is not a chunk boundary of ``grid``; ``None`` when all are."""
+    nonempty = [n for n in sizes if n]
+    pos = start
+    for n in nonempty[:-1]:
+        pos += n
+        if not _on_boundary(pos, grid):
+            return pos
+    return None
+
+
+def _check_blocks_aligned(source: Any, target: Any, offset: tuple[int, ...] | None = None,
+                         *, what: str = "the source") -> None:
+    """Raises ``ValueError`` when two blocks of ``source`` (a Dask array) written into
+    ``target`` (a zarr array) at ``offset`` would share a storage chunk (a shard,
+    when sharded): the message names the first such axis (and its dimension name),
+    the boundary in the target's coordinates, the chunk length and the aligned
+    chunking (``_aligned_chunks``) to rechunk to. Nothing is computed."""
+    offset = tuple(offset or ()) + (0,) * (source.ndim - len(tuple(offset or ())))
+    grid = _storage_grid(target)
+    if len(grid) != source.ndim:
+        raise ValueError(f"store_dask: {what} has {source.ndim} dimensions, its target "
+                         f"{len(grid)}")
+    bad = [(axis, _misaligned(o, sizes, g))
+           for axis, (o, sizes, g) in enumerate(zip(offset, source.chunks, grid))]
+    bad = [(axis, pos) for axis, pos in bad if pos is not None]
+    if not bad:
+        return
+    axis, pos = bad[0]
+    g = grid[axis]
+    names = getattr(getattr(target, "metadata", None), "dimension_names", None)
+    dim = f" (dimension {names[axis]!r})" if names and names[axis] is not None else ""
+    kind = "shard" if _sharded(target) else "chunk"
+    if isinstance(g, int):
+        where = (f"element {pos} of the target along axis {axis}{dim}, inside a {kind} "
+                 f"of {g} elements ({kind}s start at multiples of {g})")
+    else:
+        where = (f"element {pos} of the target along axis {axis}{dim}, inside a {kind} "
+                 f"of its rectilinear grid (chunk lengths {g!r})")
+    fix = {a: _aligned_axis(offset[a], source.chunks[a], grid[a]) for a, _ in bad}
+    rechunk = ", ".join(f"{a}: {_tuple_expr(c)}" for a, c in fix.items())
+    path = getattr(target, "path", None)
+    name = f" {path!r}" if path else ""
+    if isinstance(g, int):
+        rule = f"at a multiple of {g} in the target"
+    else:
+        rule = "on a chunk boundary of the target"
+    if any(offset):
+        rule += f" (the source starts at element {list(offset)} of the target)"
+    raise ValueError(
+        f"store_dask: the Dask blocks of {what} would share a {kind} of the target"
+        f"{name}: a block boundary falls at {where}. Blocks writing one {kind} each "
+        f"write it into their own fork and the merge keeps only one of them, so "
+        f"nothing was written. Rechunk the source so that every boundary between its "
+        f"blocks falls {rule}, e.g. source.rechunk({{{rechunk}}})"
+    )
+
+
+def _chunk_index(position: int, grid: Any) -> int:
+    """The index of the storage chunk of an axis of ``grid`` holding element
+    ``position``."""
+    if isinstance(grid, int):
+        return position // grid
+    edge = 0
+    for index, n in enumerate(grid):
+        edge += n
+        if position < edge:
+            return index
+    return len(grid)
+
+
+def _check_sources_disjoint(sources: list[Any], targets: list[Any],
+                            offsets: list[tuple[int, ...]]) -> None:
+    """Raises ``ValueError`` when two sources write a storage chunk (shard) of the
+    same array (two targets of one path): the forks of their blocks would merge into
+    one of the writes of that chunk."""
+    boxes: dict[str, list[tuple[int, list[tuple[int, int]]]]] = {}
+    for index, (source, target, offset) in enumerate(zip(sources, targets, offsets)):
+        if any(n == 0 for n in source.shape):
+            continue
+        grid = _storage_grid(target)
+        box = [(_chunk_index(o, g), _chunk_index(o + n - 1, g))
+               for o, n, g in zip(offset, source.shape, grid)]
+        path = str(getattr(target, "path", ""))
+        for other, other_box in boxes.get(path, []):
+            if all(a <= d and c <= b for (a, b), (c, d) in zip(box, other_box)):
+                common = [max(a, c) for (a, _), (c, _) in zip(box, other_box)]
+                raise ValueError(
+                    f"store_dask: sources {other} and {index} both write storage chunk "
+                    f"{common} of the target {path!r} (their regions start at "
+                    f"{list(offsets[other])} and {list(offset)}): the merge would keep "
+                    f"only one source's write of it, so nothing was written. Write each "
+                    f"chunk from one source only (regions that meet on chunk boundaries)."
+                )
+        boxes.setdefault(path, []).append((index, box))
+
+
 def _check_dask_version() -> None:
     from packaging.version import Version
 
@@ -188,8 +410,14 @@ def session_merge_reduction(arrays: Any, *, split_every: int | None = None,
     returns the one merged ``ForkSession``. Other keywords are accepted and ignored
     (Icechunk passes ``dask.array.store``'s through).
 
-    Raises ``TypeError("Expected a dask array ...")`` for anything but Dask arrays,
-    ``floe.ConflictError`` when two blocks wrote the same chunk.
+    The forks are merged as ``Session.merge`` merges them: a chunk that several
+    blocks wrote holds the write of the fork merged last (as Icechunk 2.3.0), the
+    other writes of that chunk are dropped without an error. The writes happened
+    before this runs, so nothing here can refuse them: write blocks that never share
+    a storage chunk (a shard, for a sharded array), or use ``store_dask``, which
+    checks before it writes. Raises ``TypeError("Expected a dask array ...")`` for
+    anything but Dask arrays, ``floe.ConflictError`` when the forks made conflicting
+    changes to nodes (such as the same array's metadata).
     """
     if not isinstance(arrays, (list, tuple)):
         arrays = [arrays]
@@ -216,10 +444,25 @@ def store_dask(*, sources: list[Any], targets: list[Any],
     ``dask.array.store``'s signature and unused; ``compute``, ``return_stored``,
     ``load_stored`` and ``lock`` are set here and must not be given (``TypeError``).
     ``regions``: one tuple of step-1 slices for every target, or a list with one per
-    target (``None``: the whole target). Raises ``TypeError`` for a source that is
-    not a Dask array, ``ValueError`` for dask older than 2025.2.0, different numbers
-    of sources, targets and regions or a stepped region, ``floe.ConflictError`` when
-    two blocks wrote the same chunk.
+    target (``None``: the whole target).
+
+    Every boundary between two blocks of a source must fall on a boundary between
+    storage chunks of its target (shards, for a sharded array): along each axis, the
+    source's block boundaries plus the region's start must be multiples of the chunk
+    length (the last block may end anywhere). Blocks sharing a chunk would each write
+    the whole chunk into their own fork, and the merge keeps only the fork merged
+    last, losing the others' elements; so a misaligned source is refused before
+    anything is computed or written, under every scheduler, with a ``ValueError``
+    that names the axis (and the target's dimension name), the boundary, the chunk
+    length and a ``rechunk`` that aligns it. This holds even when a caller turned
+    its own check off (``to_floe(..., safe_chunks=False)``). For the same reason two
+    sources must not write the same chunk of one array (``ValueError`` too).
+
+    Raises ``TypeError`` for a source that is not a Dask array or a target without a
+    chunk grid, ``ValueError`` for dask older than 2025.2.0, different numbers of
+    sources, targets and regions, a stepped region, blocks that would share a chunk,
+    or sources that would write one chunk of the same array; ``floe.ConflictError`` when forks made conflicting changes to nodes
+    (such as the same array's metadata).
     """
     _check_dask_version()
     fixed = {"compute", "return_stored", "load_stored", "lock"} & set(store_kwargs)
@@ -233,14 +476,20 @@ def store_dask(*, sources: list[Any], targets: list[Any],
     if len(regions) != len(sources):
         raise ValueError(f"Different number of sources [{len(sources)}] and regions "
                          f"[{len(regions)}]")
-    trees = []
-    for source, target, region in zip(sources, targets, regions):
+    offsets = []
+    for index, (source, target, region) in enumerate(zip(sources, targets, regions)):
         if not isinstance(source, da.Array):
             raise TypeError(f"Expected a dask array, received {type(source)!r}")
         region = tuple(region or ())
         if any(r.step not in (None, 1) for r in region):
             raise ValueError(f"store_dask writes regions of step-1 slices, got {region!r}")
         offset = tuple(r.start or 0 for r in region) + (0,) * (source.ndim - len(region))
+        _check_blocks_aligned(source, target, offset, what=f"source {index}")
+        offsets.append(offset)
+    _check_sources_disjoint(sources, targets, offsets)
+    # Every source checked before any is computed: a refusal writes nothing.
+    trees = []
+    for source, target, offset in zip(sources, targets, offsets):
         forks = da.map_blocks(
             _write_block, source, target=target, offset=offset,
             chunks=tuple((1,) * n for n in source.numblocks), dtype=object,

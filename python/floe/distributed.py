@@ -8,6 +8,12 @@ The pattern: a coordinator opens a writable session, writes metadata, forks it
 each writes its part into its copy, the copies come back and are merged
 (``merge_sessions`` on workers, in a tree, then ``session.merge(fork)``), and the
 coordinator commits once.
+
+Forks must write disjoint chunks: a chunk that several forks wrote holds, after the
+merge, the write of the fork merged last (Icechunk 2.3.0's semantics), without an
+error; the other forks' writes of that chunk are lost. Split the work along chunk
+boundaries (shard boundaries, for a sharded array); ``floe.dask.store_dask`` refuses
+Dask blocks that would share one.
 """
 
 from __future__ import annotations
@@ -48,10 +54,16 @@ def merge_sessions(*sessions: ForkSession | list[ForkSession] | list[list[ForkSe
     and returns it (Icechunk's ``merge_sessions``). The same fork object given more
     than once is merged once.
 
+    A chunk that several forks wrote is not a conflict: it holds the chunk of the
+    fork merged last (in argument order, nested lists flattened), as in Icechunk
+    2.3.0, and the other forks' writes of that chunk are dropped. Forks that must
+    all keep their writes have to write disjoint chunks (disjoint shards, for a
+    sharded array).
+
     Raises ``TypeError`` when one of them is not a ``ForkSession`` (merge forks into a
     writable session with ``Session.merge(*forks)`` instead), ``ValueError`` when
-    there is none, ``floe.ConflictError`` when two forks changed the same chunk or
-    node (nothing is merged then).
+    there is none, ``floe.ConflictError`` when forks made conflicting
+    changes to nodes, such as the same array's metadata (nothing is merged then).
     """
     forks = list(_flatten(sessions))
     if not forks:

@@ -6,9 +6,16 @@ The session writes the metadata (and every variable that is not a Dask array) it
 through ``Dataset.to_zarr``, then forks once; ``floe.dask.store_dask`` writes every
 Dask block into its own copy of that fork on the Dask workers (a fork pickles as its
 storage URL and changes, no credentials) and merges the copies in a tree of tasks
-(``split_every`` at a time); the session merges the result. Blocks that write the same
-Zarr chunk conflict: the merge raises ``floe.ConflictError`` and nothing is merged.
-The caller commits.
+(``split_every`` at a time); the session merges the result. The caller commits.
+
+Dask blocks must not share a storage chunk (a shard, when sharded) of the variable
+they are written into: merging forks that wrote the same chunk keeps the chunk of the
+fork merged last (Icechunk 2.3.0's semantics), which would drop the other blocks'
+elements without an error. xarray's own check (``safe_chunks=True``, the default)
+refuses such blocks while ``to_floe`` writes the metadata; ``store_dask`` checks
+again before any block is computed, and refuses them with ``ValueError`` even with
+``safe_chunks=False``. ``align_chunks=True`` rechunks the Dask arrays onto the
+storage chunks (shards) instead.
 """
 
 from __future__ import annotations
@@ -90,15 +97,29 @@ def to_floe(
     ``session``. Commit the session afterwards (as Icechunk's ``to_icechunk``).
 
     ``mode``, ``region`` (slices, ``"auto"``, or a mapping mixing both),
-    ``append_dim``, ``encoding``, ``safe_chunks``, ``align_chunks`` and any other
-    keyword mean what they mean for ``xarray.Dataset.to_zarr``. Raises
-    ``ValueError`` for a read-only session, ``KeyError``/``ValueError`` when
-    ``region="auto"`` cannot place the data, ``floe.ConflictError`` when blocks wrote
-    the same chunk (Dask chunks must not share a Zarr chunk).
+    ``append_dim``, ``encoding``, ``align_chunks`` and any other keyword mean what
+    they mean for ``xarray.Dataset.to_zarr``. ``safe_chunks=True`` (the default) runs
+    xarray's check that Dask blocks do not share a chunk (or shard), region edges
+    included, while the metadata is written. ``safe_chunks=False`` turns off
+    xarray's check only: blocks that would share a storage chunk (shard) are still
+    refused by ``store_dask`` (``ValueError``) before any of them is written, because
+    merging the forks that wrote them would keep one block's write of the chunk and
+    drop the others'. ``align_chunks=True`` rechunks each Dask variable so that its blocks
+    start on storage chunk (shard) boundaries of the stored array, region offsets
+    included.
+
+    Raises ``ValueError`` for a read-only session, for Dask blocks that would share a
+    storage chunk (shard) of their array (from xarray's check, or from
+    ``store_dask``'s, which names the dimension and the rechunk that aligns it: no
+    Dask block is written then, while the metadata and in-memory variables
+    ``to_zarr`` wrote first stay in ``session``, to commit or discard),
+    ``KeyError``/``ValueError`` when ``region="auto"`` cannot place the data,
+    ``floe.ConflictError`` when ``session`` and the fork made conflicting changes to
+    nodes.
     """
     import dask.array as da
 
-    from floe.dask import store_dask
+    from floe.dask import _aligned_chunks, store_dask
 
     if session.read_only:
         raise ValueError("to_floe needs a writable session")
@@ -143,9 +164,9 @@ def to_floe(
         path = f"{group.strip('/')}/{name}" if group else str(name)
         target = zarr.open_array(fork.store, path=path, mode="r+")
         data = var.data
-        if align_chunks:
-            data = data.rechunk(target.chunks)
         offsets = [start.get(name, {}).get(d, 0) for d in var.dims]
+        if align_chunks:
+            data = data.rechunk(_aligned_chunks(data, target, tuple(offsets)))
         sources.append(data)
         targets.append(target)
         regions.append(tuple(slice(o, o + n) for o, n in zip(offsets, var.shape)))

@@ -75,25 +75,201 @@ def test_store_dask_into_regions_of_two_arrays(tmp_path):
                                   [100, 101, 102, 103, 104] + [-1] * 15)
 
 
-def test_blocks_sharing_a_zarr_chunk_keep_the_last_merged_write(tmp_path):
-    # As Icechunk 2.3.0: two forks writing one chunk merge without error, and the
-    # chunk holds the write of the fork merged last (each block here wrote half a
-    # chunk over the fill value, so the other half reads as fill).
+def _mark_computed(block, directory):
+    """A source's block step that leaves a file in ``directory`` when computed (in
+    whichever process computes it)."""
+    import uuid
+
+    (directory / uuid.uuid4().hex).touch()
+    return block
+
+
+def _refused_source(tmp_path, values, chunks):
+    """``values`` as a Dask array of ``chunks`` whose computation leaves a mark in
+    ``tmp_path / "computed"``."""
+    marks = tmp_path / "computed"
+    marks.mkdir(exist_ok=True)
+    source = da.map_blocks(_mark_computed, da.from_array(values, chunks=chunks),
+                           directory=marks, dtype=values.dtype,
+                           meta=np.empty((0,) * values.ndim, dtype=values.dtype))
+    return source, marks
+
+
+@pytest.mark.parametrize("scheduler", ["threads", "processes"])
+def test_blocks_sharing_a_chunk_are_refused_before_anything_is_written(tmp_path, scheduler):
+    # Blocks of 5 elements into chunks of 10: two blocks per chunk, each of which
+    # would write the whole chunk into its own fork, and the merge would keep one.
     repo = _repo(tmp_path)
     session = repo.writable_session("main")
     zarr.create_array(session.store, name="x", shape=(20,), chunks=(10,), dtype="i4",
-                      fill_value=0)
+                      fill_value=0, dimension_names=("time",))
+    session.commit("array")
+    session = repo.writable_session("main")
     fork = session.fork()
     target = zarr.open_array(fork.store, path="x", mode="r+")
+    source, marks = _refused_source(tmp_path, np.arange(20, dtype="i4"), 5)
+    with dask.config.set(scheduler=scheduler):
+        with pytest.raises(ValueError, match=r"axis 0 \(dimension 'time'\)") as refused:
+            store_dask(sources=[source], targets=[target])
+    message = str(refused.value)
+    assert "element 5 " in message and "chunk of 10 elements" in message, message
+    assert "source.rechunk({0: (10,) * 2})" in message, message
+    # Nothing computed, nothing written.
+    assert list(marks.iterdir()) == []
+    assert not fork.has_uncommitted_changes and not session.has_uncommitted_changes
+    np.testing.assert_array_equal(zarr.open_array(session.store, path="x")[...], 0)
+
+
+@pytest.mark.parametrize("scheduler", ["threads", "processes"])
+def test_blocks_must_not_share_a_shard_or_straddle_a_region_offset(tmp_path, scheduler):
+    repo = _repo(tmp_path)
+    session = repo.writable_session("main")
+    zarr.create_array(session.store, name="s", shape=(40, 6), chunks=(5, 6),
+                      shards=(10, 6), dtype="f8", fill_value=0.0,
+                      dimension_names=("t", "x"))
+    for name in ("q", "r"):
+        zarr.create_array(session.store, name=name, shape=(40, 30), chunks=(10, 10),
+                          dtype="f8", fill_value=0.0)
+    session.commit("arrays")
+    fork = repo.writable_session("main").fork()
+    shards = zarr.open_array(fork.store, path="s", mode="r+")
+    plain = [zarr.open_array(fork.store, path=name, mode="r+") for name in ("q", "r")]
+    # Blocks of 5 rows match the inner chunks but share shards of 10.
+    source, marks = _refused_source(tmp_path, np.ones((40, 6)), (5, 6))
+    with dask.config.set(scheduler=scheduler):
+        with pytest.raises(ValueError, match=r"axis 0 \(dimension 't'\).*shard of 10 "):
+            store_dask(sources=[source], targets=[shards])
+        # Blocks of 10 columns written from column 5: boundaries at 15 and 25. The
+        # second source is refused before the first is computed.
+        ok, _ = _refused_source(tmp_path, np.ones((40, 30)), (10, 10))
+        moved, _ = _refused_source(tmp_path, np.ones((40, 25)), (10, 10))
+        with pytest.raises(ValueError, match=r"source 1 .*axis 1, inside a chunk of 10") as refused:
+            store_dask(sources=[ok, moved], targets=plain,
+                       regions=[None, (slice(0, 40), slice(5, 30))])
+    message = str(refused.value)
+    assert "element 15 " in message and "starts at element [0, 5]" in message, message
+    assert "source.rechunk({1: (5,) + (10,) * 2})" in message, message
+    assert list(marks.iterdir()) == []
+    assert not fork.has_uncommitted_changes
+
+
+def test_sources_writing_one_chunk_of_a_target_are_refused(tmp_path):
+    # Each source aligned on its own, but both write chunk 1 of "x" (elements 10-19):
+    # their forks would merge into one of the two writes of it.
+    repo = _repo(tmp_path)
+    session = repo.writable_session("main")
+    zarr.create_array(session.store, name="x", shape=(40,), chunks=(10,), dtype="i4",
+                      fill_value=0)
+    session.commit("array")
+    session = repo.writable_session("main")
+    fork = session.fork()
+    first, second = (zarr.open_array(fork.store, path="x", mode="r+") for _ in range(2))
+    sources = [da.arange(15, chunks=10, dtype="i4"),
+               da.from_array(np.arange(25, dtype="i4"), chunks=((5, 10, 10),))]
+    with pytest.raises(ValueError, match=r"sources 0 and 1 both write .*'x'"):
+        store_dask(sources=sources, targets=[first, second],
+                   regions=[(slice(0, 15),), (slice(15, 40),)])
+    assert not fork.has_uncommitted_changes
+    # Regions meeting on a chunk boundary are fine.
+    sources = [da.arange(20, chunks=10, dtype="i4"), da.arange(20, chunks=10, dtype="i4") + 20]
+    session.merge(store_dask(sources=sources, targets=[first, second],
+                             regions=[(slice(0, 20),), (slice(20, 40),)]))
+    np.testing.assert_array_equal(zarr.open_array(session.store, path="x")[...], np.arange(40))
+
+
+def test_aligned_blocks_with_a_region_offset_write_every_element(tmp_path):
+    # A region starting inside a chunk: the first block ends on the chunk boundary
+    # (as the refusal's rechunk suggests), every later boundary is on one too.
+    repo = _repo(tmp_path)
+    session = repo.writable_session("main")
+    zarr.create_array(session.store, name="x", shape=(40, 30), chunks=(10, 10), dtype="f8",
+                      fill_value=-1.0)
+    session.commit("array")
+    session = repo.writable_session("main")
+    fork = session.fork()
+    target = zarr.open_array(fork.store, path="x", mode="r+")
+    values = np.random.default_rng(2).random((33, 25))
+    source = da.from_array(values, chunks=((3, 10, 20), (5, 10, 10)))
     with dask.config.set(scheduler="processes"):
-        merged = store_dask(sources=[da.arange(20, chunks=5, dtype="i4")], targets=[target])
+        merged = store_dask(sources=[source], targets=[target],
+                            regions=[(slice(7, 40), slice(5, 30))])
     session.merge(merged)
-    data = zarr.open_array(session.store, path="x", mode="r")[...]
-    for lo in (0, 10):
-        first_half = np.r_[np.arange(lo, lo + 5), np.zeros(5)]
-        second_half = np.r_[np.zeros(5), np.arange(lo + 5, lo + 10)]
-        got = data[lo:lo + 10]
-        assert (got == first_half).all() or (got == second_half).all(), got
+    sid = session.commit("offset")
+    back = zarr.open_array(repo.readonly_session(snapshot_id=sid).store, path="x")[...]
+    expected = np.full((40, 30), -1.0)
+    expected[7:, 5:] = values
+    np.testing.assert_array_equal(back, expected)
+
+
+def test_the_suggested_rechunk_is_accepted_and_writes_every_element(tmp_path):
+    repo = _repo(tmp_path)
+    session = repo.writable_session("main")
+    zarr.create_array(session.store, name="x", shape=(50,), chunks=(10,), dtype="i8",
+                      fill_value=-1)
+    fork = session.fork()
+    target = zarr.open_array(fork.store, path="x", mode="r+")
+    source = da.arange(47, chunks=8, dtype="i8")
+    region = [(slice(3, 50),)]
+    with pytest.raises(ValueError, match="element 11 ") as refused:
+        store_dask(sources=[source], targets=[target], regions=region)
+    suggested = str(refused.value).split("source.rechunk(")[1][:-1]
+    assert suggested == "{0: (7,) + (10,) * 4}", suggested
+    with dask.config.set(scheduler="processes"):
+        session.merge(store_dask(sources=[source.rechunk(eval(suggested))], targets=[target],
+                                 regions=region))
+    np.testing.assert_array_equal(zarr.open_array(session.store, path="x")[...],
+                                  [-1] * 3 + list(range(47)))
+
+
+class _RectilinearTarget:
+    """What zarr >= 3.4 shows of an unsharded array with a rectilinear grid along its
+    first axis: no single chunk shape, the chunks' lengths per axis."""
+
+    path = "r"
+    shards = None
+    metadata = type("Metadata", (), {"dimension_names": ("t", None)})()
+    write_chunk_sizes = ((10, 5, 15), (4,))
+
+    @property
+    def chunks(self):
+        raise NotImplementedError("rectilinear")
+
+
+def test_blocks_are_checked_against_rectilinear_grids():
+    from floe.dask import _aligned_chunks, _check_blocks_aligned
+
+    target = _RectilinearTarget()
+    # Boundaries at 10 and 15 (chunk boundaries), then 20 (inside the chunk 15-30).
+    source = da.zeros((30, 4), chunks=((10, 5, 5, 10), 4))
+    with pytest.raises(ValueError, match=r"element 20 .*axis 0 \(dimension 't'\), inside a "
+                                         r"chunk of its rectilinear grid") as refused:
+        _check_blocks_aligned(source, target)
+    assert "source.rechunk({0: (10,) + (5,) + (15,)})" in str(refused.value)
+    _check_blocks_aligned(da.zeros((30, 4), chunks=((15, 15), 4)), target)
+    # From element 12: boundaries must fall at 15 (3 in) or at the end.
+    assert _aligned_chunks(da.zeros((18, 4), chunks=(6, 4)), target, (12, 0)) == \
+        ((3, 15), (4,))
+    with pytest.raises(ValueError, match="element 18 "):
+        _check_blocks_aligned(da.zeros((18, 4), chunks=(6, 4)), target, (12, 0))
+
+
+def test_forks_that_wrote_one_chunk_merge_to_the_fork_merged_last(tmp_path):
+    # The documented semantics (Icechunk 2.3.0's): merging forks that wrote the same
+    # chunk raises nothing and keeps the chunk of the fork merged last, whole; the
+    # other fork's elements of it are gone. store_dask refuses to get there.
+    for order in ("ab", "ba"):
+        repo = _repo(tmp_path / order)
+        session = repo.writable_session("main")
+        zarr.create_array(session.store, name="x", shape=(20,), chunks=(10,), dtype="i4",
+                          fill_value=0)
+        fork = session.fork()
+        forks = {"a": pickle.loads(pickle.dumps(fork)), "b": pickle.loads(pickle.dumps(fork))}
+        zarr.open_array(forks["a"].store, path="x", mode="r+")[0:5] = 1
+        zarr.open_array(forks["b"].store, path="x", mode="r+")[5:10] = 2
+        session.merge(*(forks[k] for k in order))
+        back = zarr.open_array(session.store, path="x", mode="r")[...]
+        last = {"a": [1] * 5 + [0] * 15, "b": [0] * 5 + [2] * 5 + [0] * 10}[order[-1]]
+        assert back.tolist() == last, (order, back)
 
 
 def test_two_sources_of_one_shape_are_both_written(tmp_path):
@@ -291,6 +467,54 @@ def test_to_icechunk_and_to_floe_write_dask_datasets(tmp_path):
         session.commit("to_icechunk")
     back = xr.open_zarr(repo.readonly_session("main").store, consolidated=False)
     np.testing.assert_array_equal(back["v"].values, values)
+
+
+def _chunk_keys(store, prefix):
+    import asyncio
+
+    async def keys():
+        return sorted([k async for k in store.list_prefix(prefix)])
+
+    return [k for k in asyncio.run(keys()) if "/c/" in k]
+
+
+def test_to_floe_refuses_dask_chunks_sharing_a_zarr_chunk_even_without_safe_chunks(tmp_path):
+    xr = pytest.importorskip("xarray") if os.environ.get("CI") != "true" else __import__("xarray")
+    from floe.xarray import to_floe
+
+    repo = _repo(tmp_path)
+    ds = xr.Dataset({"v": (("t",), da.arange(20, chunks=5, dtype="f8"))})
+    encoding = {"v": {"chunks": (10,)}}
+    # xarray's own check (safe_chunks=True) refuses first.
+    with pytest.raises(ValueError, match="overlap multiple Dask chunks"):
+        to_floe(ds, repo.writable_session("main"), mode="w", encoding=encoding)
+    # Without it, store_dask still refuses, before any block is written.
+    session = repo.writable_session("main")
+    with dask.config.set(scheduler="processes"):
+        with pytest.raises(ValueError, match=r"axis 0 \(dimension 't'\).*chunk of 10 "):
+            to_floe(ds, session, mode="w", encoding=encoding, safe_chunks=False)
+    assert _chunk_keys(session.store, "v") == []
+
+
+def test_to_floe_align_chunks_aligns_on_shards_from_the_region_offset(tmp_path):
+    xr = pytest.importorskip("xarray") if os.environ.get("CI") != "true" else __import__("xarray")
+    from floe.xarray import to_floe
+
+    repo = _repo(tmp_path)
+    session = repo.writable_session("main")
+    template = xr.Dataset({"v": (("t",), np.full(30, -1.0))})
+    template.to_zarr(session.store, mode="w", consolidated=False, zarr_format=3,
+                     encoding={"v": {"chunks": (5,), "shards": (10,)}})
+    session.commit("template")
+    session = repo.writable_session("main")
+    # 17 elements in blocks of 5 from element 3: boundaries at 8, 13, 18 would share
+    # shards of 10 (and chunks of 5); aligned, they become blocks of 7 and 10.
+    part = xr.Dataset({"v": (("t",), da.arange(17, chunks=5, dtype="f8"))})
+    with dask.config.set(scheduler="processes"):
+        to_floe(part, session, region={"t": slice(3, 20)}, align_chunks=True)
+    session.commit("aligned")
+    back = zarr.open_array(repo.readonly_session("main").store, path="v")[...]
+    np.testing.assert_array_equal(back, [-1.0] * 3 + list(range(17)) + [-1.0] * 10)
 
 
 def test_install_as_icechunk_registers_dask_and_distributed():

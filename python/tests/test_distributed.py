@@ -115,6 +115,50 @@ def test_xarray_to_floe_and_open_zarr_on_a_cluster_go_through_the_pipeline(tmp_p
     assert read.get("rust_read", 0) >= 8 and read.get("zarr_read", 0) == 0, read
 
 
+def test_store_dask_refuses_blocks_sharing_a_chunk_on_a_cluster(tmp_path, client):
+    # Blocks of 15 into chunks of 10: refused before the cluster runs a task.
+    from floe.dask import store_dask
+
+    client.run(_clear_pipeline_stats)
+    repo = _repo(tmp_path)
+    session = repo.writable_session("main")
+    zarr.create_array(session.store, name="x", shape=(40,), chunks=(10,), dtype="f8",
+                      fill_value=0.0, dimension_names=("time",))
+    session.commit("array")
+    fork = repo.writable_session("main").fork()
+    target = zarr.open_array(fork.store, path="x", mode="r+")
+    with pytest.raises(ValueError, match=r"element 15 .*axis 0 \(dimension 'time'\)"):
+        store_dask(sources=[da.ones(40, chunks=15)], targets=[target])
+    assert not fork.has_uncommitted_changes
+    assert _workers_pipeline_stats(client) == {}
+
+
+def test_to_floe_on_a_cluster_refuses_blocks_sharing_a_chunk_even_without_safe_chunks(
+        tmp_path, client):
+    # Blocks of 2 rows into chunks of 4: with xarray's check off, store_dask still
+    # refuses before a block is written; the stored values stay.
+    import xarray as xr
+
+    from floe.xarray import to_floe
+
+    repo = _repo(tmp_path)
+    values = np.arange(8 * 10, dtype="f8").reshape(8, 10)
+    session = repo.writable_session("main")
+    to_floe(xr.Dataset({"v": (("t", "x"), da.from_array(values, chunks=(4, 5)))}), session,
+            encoding={"v": {"chunks": (4, 5)}})
+    session.commit("v")
+    clash = xr.Dataset({"v": (("t", "x"), da.from_array(-values, chunks=(2, 5)))})
+    session = repo.writable_session("main")
+    client.run(_clear_pipeline_stats)
+    with pytest.raises(ValueError, match=r"element 2 .*axis 0 \(dimension 't'\), inside a "
+                                         r"chunk of 4 elements"):
+        to_floe(clash, session, region={"t": slice(0, 8), "x": slice(0, 10)},
+                safe_chunks=False)
+    assert _workers_pipeline_stats(client) == {}
+    np.testing.assert_array_equal(zarr.open_array(session.store, path="v")[...], values)
+    assert not session.has_uncommitted_changes
+
+
 def test_forks_sent_to_workers_merge_there_and_commit_once(tmp_path, client):
     repo = _repo(tmp_path)
     session = repo.writable_session("main")
