@@ -478,12 +478,36 @@ fn branches_tags_refs_and_as_of() {
         &["branch", "create", &repo, "dev"],
         &["branch `dev` already exists"],
     );
-    ok(&["branch", "reset", &repo, "dev", "--ref", "main"]);
-    assert_eq!(
-        json_value(&ok(&["branch", "list", &repo, "--json"]))["dev"],
-        main_id
+    // `branch reset` has no default target: without `--to` it is a usage error and
+    // the branch stays where it is.
+    let bare = run(&["branch", "reset", &repo, "dev"]);
+    assert_eq!(bare.status.code(), Some(2), "a usage error");
+    assert!(String::from_utf8_lossy(&bare.stderr).contains("--to"));
+    let dev_of = || json_value(&ok(&["branch", "list", &repo, "--json"]))["dev"].clone();
+    assert_eq!(dev_of(), initial);
+    // A dry run prints both tips and changes nothing.
+    let out = ok(&["branch", "reset", &repo, "dev", "--to", "main", "--dry-run"]);
+    assert!(
+        out.contains(&format!("was {initial}, now {main_id}")),
+        "{out}"
     );
-    ok(&["branch", "delete", &repo, "dev"]);
+    assert_eq!(dev_of(), initial);
+    // The reset prints the old tip, the way back to the commits it leaves.
+    let out = ok(&["branch", "reset", &repo, "dev", "--to", "main"]);
+    assert_eq!(
+        out.trim(),
+        format!("Reset branch dev: was {initial}, now {main_id}")
+    );
+    assert_eq!(dev_of(), main_id);
+    // `--ref` is still understood.
+    ok(&["branch", "reset", &repo, "dev", "--ref", &initial]);
+    assert_eq!(dev_of(), initial);
+    ok(&["branch", "reset", &repo, "dev", "--to", "main"]);
+    let out = ok(&["branch", "delete", &repo, "dev", "--dry-run"]);
+    assert!(out.contains(&format!("at {main_id}")), "{out}");
+    assert_eq!(dev_of(), main_id);
+    let out = ok(&["branch", "delete", &repo, "dev"]);
+    assert_eq!(out.trim(), format!("Deleted branch dev (was {main_id})"));
     fails(
         &["branch", "delete", &repo, "dev"],
         &["branch `dev` not found"],
@@ -510,7 +534,10 @@ fn branches_tags_refs_and_as_of() {
         json_lines(&ok(&["log", &repo, "--ref", "v1", "--json"])).len(),
         2
     );
-    ok(&["tag", "delete", &repo, "v1"]);
+    let out = ok(&["tag", "delete", &repo, "v1", "--dry-run"]);
+    assert!(out.contains(&format!("at {main_id}")), "{out}");
+    let out = ok(&["tag", "delete", &repo, "v1"]);
+    assert_eq!(out.trim(), format!("Deleted tag v1 (was {main_id})"));
     assert_eq!(
         json_value(&ok(&["tag", "list", &repo, "--json"])),
         json!({"v0": initial})

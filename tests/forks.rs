@@ -393,3 +393,96 @@ async fn copies_of_a_fork_merge_into_one_copy_then_into_the_session() {
     w1.merge(vec![w2]).await.unwrap();
     assert_eq!(chunk(&w1, "/a", 5).await, Some(v(2)));
 }
+
+/// A byte-for-byte copy of `storage`'s objects in a new in-memory storage.
+async fn byte_copy(storage: &Arc<dyn floe::storage::Storage>) -> Arc<dyn floe::storage::Storage> {
+    let copy = new_in_memory_storage();
+    for info in storage.list("").await.unwrap() {
+        let bytes = storage.get(&info.key).await.unwrap().bytes;
+        copy.put(&info.key, bytes).await.unwrap();
+    }
+    copy
+}
+
+/// A fork taken and written in a byte-for-byte copy of the repository (same snapshot
+/// ids) refers to chunk objects that exist only in the copy: merging it into the
+/// original is refused with `InvalidFork` and nothing is merged, so no commit can
+/// point at a missing chunk. The same fork merges into the copy it came from.
+#[tokio::test]
+async fn a_fork_written_in_a_copy_of_the_repository_is_refused() {
+    let (repo, s) = repo_with_array().await;
+    let copy = byte_copy(repo.storage()).await;
+    let copy_repo = Repository::open(Arc::clone(&copy)).await.unwrap();
+    let there = copy_repo.writable_session("main").await.unwrap();
+    let fork = there.fork().await.unwrap();
+    // A native chunk (written to the copy's storage when set) and an inline one.
+    fork.set_chunk(&p("/a"), &[0], v(5)).await.unwrap();
+    fork.set_chunk(&p("/a"), &[1], Bytes::from_static(b"x"))
+        .await
+        .unwrap();
+    let bytes = fork.to_fork_bytes().unwrap();
+
+    let arrived = repo.fork_from_bytes(&bytes).await.unwrap();
+    let e = s.merge([arrived]).await.unwrap_err();
+    match &e {
+        Error::InvalidFork { reason } => assert!(
+            reason.contains("does not exist in this repository"),
+            "{reason}"
+        ),
+        other => panic!("expected InvalidFork, got {other:?}"),
+    }
+    assert!(!s.has_uncommitted_changes(), "something was merged");
+    // Merged into forks it is not checked yet; the session that commits refuses it.
+    let local_fork = s.fork().await.unwrap();
+    local_fork
+        .merge([repo.fork_from_bytes(&bytes).await.unwrap()])
+        .await
+        .unwrap();
+    let e = s.merge([local_fork]).await.unwrap_err();
+    assert!(matches!(e, Error::InvalidFork { .. }), "{e:?}");
+    assert!(!s.has_uncommitted_changes(), "something was merged");
+
+    // In the repository it was written in, it merges and commits.
+    there
+        .merge([copy_repo.fork_from_bytes(&bytes).await.unwrap()])
+        .await
+        .unwrap();
+    there.commit("merged where it was written").await.unwrap();
+    assert_eq!(chunk(&there, "/a", 0).await, Some(v(5)));
+}
+
+/// Fork bytes carry a checksum: every single-byte change and every truncation is
+/// refused with `InvalidFork` before anything is decoded or merged.
+#[tokio::test]
+async fn damaged_fork_bytes_are_refused() {
+    let (repo, s) = repo_with_array().await;
+    let fork = s.fork().await.unwrap();
+    fork.set_chunk(&p("/a"), &[0], v(9)).await.unwrap();
+    fork.set_chunk(&p("/a"), &[1], Bytes::from_static(b"inline"))
+        .await
+        .unwrap();
+    let bytes = fork.to_fork_bytes().unwrap();
+    for i in 0..bytes.len() {
+        for flip in [0x01u8, 0x80, 0xff] {
+            let mut bad = bytes.clone();
+            bad[i] ^= flip;
+            let r = repo.fork_from_bytes(&bad).await;
+            assert!(
+                matches!(r, Err(Error::InvalidFork { .. })),
+                "byte {i} ^ {flip:#04x} was accepted"
+            );
+        }
+    }
+    for len in 0..bytes.len() {
+        let r = repo.fork_from_bytes(&bytes[..len]).await;
+        assert!(
+            matches!(r, Err(Error::InvalidFork { .. })),
+            "truncated to {len} bytes was accepted"
+        );
+    }
+    // The intact bytes still merge.
+    s.merge([repo.fork_from_bytes(&bytes).await.unwrap()])
+        .await
+        .unwrap();
+    assert_eq!(chunk(&s, "/a", 0).await, Some(v(9)));
+}

@@ -312,6 +312,70 @@ async fn an_unreadable_spec2_repo_object_is_repaired_from_its_newest_copy() {
     w.commit("after repair").await.unwrap();
 }
 
+/// `repair` orders the copies by their ops logs, not by the writers' clocks: the last
+/// update before the damage came from a writer whose clock was a day behind, so the
+/// copy it saved (the newest state that reads) has the oldest time in its name. The
+/// repair restores that state, with every commit but the damaged update's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repair_restores_the_newest_state_by_ops_log_when_a_clock_was_behind() {
+    let storage = new_in_memory_storage();
+    let repo = create(&storage, SpecVersion::V2, None).await;
+    let mut tips = Vec::new();
+    for v in 0..4 {
+        let session = repo.writable_session("main").await.unwrap();
+        session
+            .store()
+            .set("zarr.json", group_json(serde_json::json!({ "v": v })))
+            .await
+            .unwrap();
+        tips.push(session.commit(&format!("commit {v}")).await.unwrap());
+    }
+    // The copies, newest name first; the first is the state before the last commit.
+    let copies = |s: &Arc<dyn Storage>| {
+        let s = Arc::clone(s);
+        async move {
+            let mut keys: Vec<String> = s
+                .list("overwritten/")
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|i| i.key)
+                .filter(|k| k.starts_with("overwritten/repo."))
+                .collect();
+            keys.sort();
+            keys
+        }
+    };
+    let before = copies(&storage).await;
+    // The writer of the last commit had a clock a day behind: the copy it saved
+    // carries a time older than every other copy's.
+    let newest_state = before[0].clone();
+    let day_ago_ms = (chrono::Utc::now() - chrono::Duration::days(1)).timestamp_millis() as u64;
+    let renamed = format!(
+        "overwritten/{}",
+        floe::format::keys::repo_backup_name(day_ago_ms)
+    );
+    let bytes = storage.get(&newest_state).await.unwrap().bytes;
+    storage.put(&renamed, bytes).await.unwrap();
+    storage.delete(&newest_state).await.unwrap();
+    assert_eq!(copies(&storage).await.last(), Some(&renamed));
+
+    // The last update's object is damaged.
+    storage
+        .put("repo", Bytes::from_static(b"damaged by a faulty client"))
+        .await
+        .unwrap();
+    let done = repair_repo_object(storage.as_ref(), false).await.unwrap();
+    let RepairOutcome::Restored { from, .. } = done else {
+        panic!("{done:?}");
+    };
+    assert_eq!(format!("overwritten/{from}"), renamed);
+    // The state before the damaged update: main at the commit before the last one,
+    // not two before (the copy with the newest name).
+    let again = reopen(&storage).await;
+    assert_eq!(again.lookup_branch("main").await.unwrap(), tips[2]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn repair_without_a_readable_copy_is_a_typed_error() {
     let storage = new_in_memory_storage();

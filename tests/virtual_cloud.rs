@@ -546,3 +546,71 @@ async fn gcs_virtual_chunks_read_back_from_the_emulator() {
         other => panic!("expected UntrustedEndpoint, got {other:?}"),
     }
 }
+
+/// Runs `floe cat REPO /v` reading through the reader's own container `container`
+/// (`--virtual-container`, credentials from the environment) in an environment that
+/// names no cloud credential, emulator or metadata server, with a home directory
+/// holding no gcloud file; the metadata server's fallback address (`GCE_METADATA_IP`)
+/// points at `metadata`, a local server that records what reaches it. Returns the
+/// output and how long the command took.
+fn cat_without_credentials(
+    repo: &std::path::Path,
+    container: &str,
+    metadata: &Server,
+) -> (std::process::Output, std::time::Duration) {
+    let home = tempfile::tempdir().unwrap();
+    let started = std::time::Instant::now();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_floe"))
+        .args(["cat", &repo.display().to_string(), "/v"])
+        .args(["--virtual-container", container])
+        .args(["--virtual-read-deadline", "20"])
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home.path())
+        .env("GCE_METADATA_IP", metadata.addr.to_string())
+        .output()
+        .unwrap();
+    (out, started.elapsed())
+}
+
+/// A `gs://` or `az://` container read with credentials from an environment that has
+/// none fails at once with an error naming the missing credentials: no wait on a
+/// metadata server (Compute Engine's, Azure's managed identity endpoint) the machine
+/// does not have, and no request anywhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn containers_without_credentials_fail_at_once_without_a_metadata_server() {
+    let store = server(Arc::new(|_, _, _| common::http::not_found())).await;
+    let metadata = server(Arc::new(|_, _, _| common::http::not_found())).await;
+    for (prefix, setting) in [
+        ("gs://bucket/", format!("http://{}", store.addr)),
+        ("az://container/", "account".to_string()),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        repository_with_refs(
+            &dir,
+            vec![],
+            vec![virtual_ref(&format!("{prefix}file.bin"), 0, None)],
+        )
+        .await;
+        let container = format!("{prefix}={setting}");
+        let (out, took) = tokio::task::block_in_place(|| {
+            cat_without_credentials(dir.path(), &container, &metadata)
+        });
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{prefix}: read without credentials");
+        assert!(
+            stderr.contains("credentials") && stderr.contains("anonymous"),
+            "{prefix}: the error should name the missing credentials: {stderr}"
+        );
+        assert!(
+            took < std::time::Duration::from_secs(10),
+            "{prefix}: took {took:?} (a wait on a metadata server?): {stderr}"
+        );
+        assert!(
+            metadata.hits().is_empty() && store.hits().is_empty(),
+            "{prefix}: requests were made: metadata {:?}, store {:?}",
+            metadata.hits(),
+            store.hits()
+        );
+    }
+}

@@ -623,3 +623,70 @@ async fn a_local_store_behind_a_remote_prefix_is_refused() {
         Err(e) => panic!("expected UnsupportedStore, got {e:?}"),
     }
 }
+
+// --- The key requested is the key checked ------------------------------------------
+
+/// A ref that normalizes to an authorized prefix itself (`PREFIX/x/..` is `PREFIX/`)
+/// names no object: object stores drop the trailing `/` and would request the object
+/// named like the prefix without its slash, which lies outside it. Every scheme
+/// refuses it as an invalid URL before any request.
+#[tokio::test]
+async fn a_ref_naming_the_authorized_prefix_itself_reads_nothing() {
+    let secret: Vec<u8> = SECRET.iter().copied().cycle().take(1024).collect();
+    let good = server(Arc::new(move |m, path, r| match path {
+        // The object named like the authorized prefix without its slash.
+        "/data" => content(m, &secret, r),
+        "/data/source.bin" => content(m, &pattern(), r),
+        _ => not_found(),
+    }))
+    .await;
+    let base = format!("http://{}", good.addr);
+    let f = fixture(vec![
+        http_container(&format!("{base}/")),
+        s3_container("s3://bucket/"),
+        VirtualChunkContainer {
+            name: None,
+            url_prefix: "gs://bucket/".into(),
+            store: ContainerStore::Gcs(vec![]),
+        },
+        VirtualChunkContainer {
+            name: None,
+            url_prefix: "az://container/".into(),
+            store: ContainerStore::Azure(vec![("account".into(), "account".into())]),
+        },
+    ])
+    .await;
+    // The authorized HTTP prefix still reads.
+    let http_prefix = vec![format!("{base}/data/")];
+    let got = bounded(read(
+        &f,
+        &http_prefix,
+        &format!("{base}/data/source.bin"),
+        16,
+    ))
+    .await;
+    assert_eq!(got.unwrap(), &pattern()[..16]);
+    good.clear();
+    for tail in ["x/..", "x/%2e%2e", "x/.%2E", ".", "", "x/../"] {
+        let url = format!("{base}/data/{tail}");
+        assert_invalid(bounded(read(&f, &http_prefix, &url, 16)).await, &url);
+    }
+    assert!(
+        good.hits().is_empty(),
+        "requests were made: {:?}",
+        good.hits()
+    );
+    for (scheme, bucket) in [("s3", "bucket"), ("gs", "bucket"), ("az", "container")] {
+        let prefix = vec![format!("{scheme}://{bucket}/data/")];
+        for tail in ["x/..", "x/%2e%2e", "."] {
+            let url = format!("{scheme}://{bucket}/data/{tail}");
+            assert_invalid(bounded(read(&f, &prefix, &url, 16)).await, &url);
+        }
+    }
+    // A local directory named by a ref is not read either.
+    let local = data_prefix(&f);
+    for tail in ["escape_dir/..", "."] {
+        let url = format!("{}/{tail}", file_url(&f.data));
+        assert_invalid(read(&f, &local, &url, 10).await, &url);
+    }
+}

@@ -50,6 +50,8 @@ from zarr.abc.codec import CodecPipeline
 from zarr.core.codec_pipeline import BatchedCodecPipeline
 from zarr.storage import StorePath
 
+from floe._settle import wait_ended
+
 __all__ = ["FloeCodecPipeline", "enable", "disable", "is_enabled"]
 
 #: The dotted path zarr's ``codec_pipeline.path`` names this class by.
@@ -655,29 +657,10 @@ async def _two_in_flight(calls: Iterator[Any]) -> None:
             await asyncio.shield(window[0])
             window.pop(0)
     except BaseException as error:
-        cancelled = await _wait_ended(window)
+        cancelled = await wait_ended(window)
         if cancelled is not None and not isinstance(error, asyncio.CancelledError):
             raise cancelled from error
         raise
-
-
-async def _wait_ended(futures: list[asyncio.Future[None]]) -> asyncio.CancelledError | None:
-    """Waits until every one of ``futures`` has ended, without cancelling any, and
-    retrieves their outcomes (no "exception was never retrieved" warnings). Returns
-    the last ``CancelledError`` that cancelled the waiting task meanwhile (the wait
-    goes on regardless), ``None`` when there was none."""
-    cancelled = None
-    pending = [f for f in futures if not f.done()]
-    while pending:
-        try:
-            await asyncio.wait(pending)
-        except asyncio.CancelledError as e:
-            cancelled = e
-        pending = [f for f in pending if not f.done()]
-    for f in futures:
-        if not f.cancelled():
-            f.exception()
-    return cancelled
 
 
 def _parts(start: list[int], shape: list[int],

@@ -26,6 +26,7 @@ from zarr.abc.store import (
 from zarr.core.buffer import Buffer, BufferPrototype
 
 from floe._floe import ReadOnlyError
+from floe._settle import run_to_end
 
 
 def _type_error(method: str, name: str, expected: str, value: object) -> TypeError:
@@ -262,7 +263,7 @@ class FloeStore(Store):
         _check_str("set", "key", key)
         _check_buffer("set", value)
         self._check_writable()
-        await self._native.set(key, value.to_bytes())
+        await run_to_end(self._native.set(key, value.to_bytes()))
 
     async def set_if_not_exists(self, key: str, value: Buffer) -> None:
         """Stores ``value`` at ``key`` unless something is stored there: one atomic
@@ -271,7 +272,7 @@ class FloeStore(Store):
         _check_str("set_if_not_exists", "key", key)
         _check_buffer("set_if_not_exists", value)
         self._check_writable()
-        await self._native.set_if_not_exists(key, value.to_bytes())
+        await run_to_end(self._native.set_if_not_exists(key, value.to_bytes()))
 
     async def set_partial_values(
         self, key_start_values: Iterable[tuple[str, int, bytes | bytearray | memoryview]]
@@ -292,14 +293,14 @@ class FloeStore(Store):
     async def delete(self, key: str) -> None:
         _check_str("delete", "key", key)
         self._check_writable()
-        await self._native.delete(key)
+        await run_to_end(self._native.delete(key))
 
     async def delete_dir(self, prefix: str) -> None:
         _check_str("delete_dir", "prefix", prefix)
         self._check_writable()
         if prefix and not prefix.endswith("/"):
             prefix += "/"
-        await self._native.delete_prefix(prefix)
+        await run_to_end(self._native.delete_prefix(prefix))
 
     async def getsize(self, key: str) -> int:
         """The stored size of ``key`` in bytes (a chunk's compressed size, read from its
@@ -331,7 +332,7 @@ class FloeStore(Store):
         """Deletes every group, array and chunk in the session (history is untouched;
         the deletions are uncommitted changes like any other)."""
         self._check_writable()
-        await self._native.delete_prefix("")
+        await run_to_end(self._native.delete_prefix(""))
 
     async def list(self) -> AsyncIterator[str]:
         """Every key of the store (``list_prefix("/")``)."""

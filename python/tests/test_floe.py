@@ -289,14 +289,16 @@ def test_to_floe_on_a_distributed_cluster(tmp_path):
         s = repo.writable_session("main")
         to_floe(more, s, append_dim="t")
         second = s.commit("append")
-        # Blocks that share a Zarr chunk: the fork merged last wins each chunk (as
-        # Icechunk 2.3.0); each block rewrites its half of a chunk with the values
-        # already there, so whichever wins, the chunks keep them.
-        clash = xr.Dataset({"v": (("t", "x"), da.from_array(values[:8], chunks=(2, 5)))})
+        # Blocks that share a Zarr chunk would lose writes in the merge (the fork
+        # merged last wins each chunk, as in Icechunk 2.3.0): refused before anything
+        # is written, even with safe_chunks=False.
+        clash = xr.Dataset({"v": (("t", "x"), da.from_array(-values[:8], chunks=(2, 5)))})
         s = repo.writable_session("main")
-        to_floe(clash, s, region={"t": slice(0, 8), "x": slice(0, 10)}, safe_chunks=False)
-        rewritten = zarr.open_array(s.store, path="v", mode="r")[:8]
-        np.testing.assert_array_equal(rewritten, values[:8])
+        with pytest.raises(ValueError, match="dimension 't'"):
+            to_floe(clash, s, region={"t": slice(0, 8), "x": slice(0, 10)}, safe_chunks=False)
+        assert not s.has_uncommitted_changes()
+        kept = zarr.open_array(s.store, path="v", mode="r")[:8]
+        np.testing.assert_array_equal(kept, values[:8])
     history = [h.id for h in repo.ancestry(branch="main")]
     assert history[:2] == [second, first], "one commit per to_floe"
     back = xr.open_zarr(repo.readonly_session("main").store, consolidated=False)

@@ -156,7 +156,8 @@ pub(crate) enum Command {
     },
     /// Spec 2: put back the newest readable copy of an unreadable `repo` object (from
     /// `overwritten/`), after saving the unreadable one there. Does nothing when the
-    /// object reads.
+    /// object reads. The newest copy is found from the copies' ops logs, not from
+    /// the writers' clocks.
     Repair {
         /// Repository path or URL.
         repo: String,
@@ -342,16 +343,29 @@ pub(crate) enum BranchCommand {
         repo: String,
         /// Branch name.
         name: String,
+        /// Print what would be deleted, change nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
-    /// Move a branch to a ref.
+    /// Move a branch to another snapshot (prints the old and the new tip).
+    ///
+    /// The branch's commits after the new tip stay in storage, unreachable from it,
+    /// until they expire; the old tip printed here (and `floe ops-log`) is how to
+    /// come back to them.
     Reset {
         /// Repository path or URL.
         repo: String,
         /// Branch name.
         name: String,
-        /// Which snapshot.
-        #[command(flatten)]
-        at: RefArgs,
+        /// Where the branch goes: a branch, tag or snapshot id (required: no default).
+        #[arg(long = "to", alias = "ref", value_name = "REF")]
+        to: String,
+        /// The state of `--to` (a branch) at this time (RFC 3339).
+        #[arg(long, value_name = "TIME")]
+        as_of: Option<String>,
+        /// Print the old and the new tip, change nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
 }
 
@@ -382,6 +396,9 @@ pub(crate) enum TagCommand {
         repo: String,
         /// Tag name.
         name: String,
+        /// Print what would be deleted, change nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
 }
 

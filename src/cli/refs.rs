@@ -5,7 +5,7 @@ use std::io::Write;
 
 use serde_json::Value;
 
-use super::args::{BranchCommand, TagCommand};
+use super::args::{BranchCommand, RefArgs, TagCommand};
 use super::output;
 use super::target::{open_repo, selector};
 use super::CliResult;
@@ -49,15 +49,48 @@ pub(super) async fn branch(out: &mut impl Write, cmd: BranchCommand) -> CliResul
             repo.create_branch(&name, id).await?;
             writeln!(out, "Created branch {name} at {id}")?;
         }
-        BranchCommand::Delete { repo, name } => {
-            open_repo(&repo, &[]).await?.delete_branch(&name).await?;
-            writeln!(out, "Deleted branch {name}")?;
-        }
-        BranchCommand::Reset { repo, name, at } => {
+        BranchCommand::Delete {
+            repo,
+            name,
+            dry_run,
+        } => {
             let repo = open_repo(&repo, &[]).await?;
+            let was = repo.lookup_branch(&name).await?;
+            if dry_run {
+                writeln!(
+                    out,
+                    "Would delete branch {name} (at {was}); nothing changed"
+                )?;
+            } else {
+                repo.delete_branch(&name).await?;
+                writeln!(out, "Deleted branch {name} (was {was})")?;
+            }
+        }
+        BranchCommand::Reset {
+            repo,
+            name,
+            to,
+            as_of,
+            dry_run,
+        } => {
+            let repo = open_repo(&repo, &[]).await?;
+            let at = RefArgs {
+                reference: to,
+                as_of,
+            };
             let id = repo.resolve(&selector(&repo, &at).await?).await?;
-            repo.reset_branch(&name, id, None).await?;
-            writeln!(out, "Reset branch {name} to {id}")?;
+            let was = repo.lookup_branch(&name).await?;
+            if dry_run {
+                writeln!(
+                    out,
+                    "Would reset branch {name}: was {was}, now {id}; nothing changed"
+                )?;
+            } else {
+                // Compare-and-swap on the tip read: a commit landing meanwhile is
+                // not silently orphaned.
+                repo.reset_branch(&name, id, Some(was)).await?;
+                writeln!(out, "Reset branch {name}: was {was}, now {id}")?;
+            }
         }
     }
     Ok(())
@@ -80,9 +113,19 @@ pub(super) async fn tag(out: &mut impl Write, cmd: TagCommand) -> CliResult<()> 
             repo.create_tag(&name, id).await?;
             writeln!(out, "Created tag {name} at {id}")?;
         }
-        TagCommand::Delete { repo, name } => {
-            open_repo(&repo, &[]).await?.delete_tag(&name).await?;
-            writeln!(out, "Deleted tag {name}")?;
+        TagCommand::Delete {
+            repo,
+            name,
+            dry_run,
+        } => {
+            let repo = open_repo(&repo, &[]).await?;
+            let was = repo.lookup_tag(&name).await?;
+            if dry_run {
+                writeln!(out, "Would delete tag {name} (at {was}); nothing changed")?;
+            } else {
+                repo.delete_tag(&name).await?;
+                writeln!(out, "Deleted tag {name} (was {was})")?;
+            }
         }
     }
     Ok(())

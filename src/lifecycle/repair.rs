@@ -4,18 +4,26 @@
 //! decoded (written by a faulty client, damaged in storage) no command can open the
 //! repository, `branch reset` included. Every writer, floe and Icechunk alike, saves
 //! the object it replaces under `overwritten/repo.<T>.<R>` before replacing it
-//! (`icechunk-format-notes.md` §1.3), with `T` counting down so the newest copy sorts
-//! first. [`repair_repo_object`] puts back the newest copy that decodes: the state
-//! right before the last update, so that update is lost (the bad write itself, or,
-//! when the object was damaged in storage, the last good update); its snapshots stay
-//! in storage, unreferenced, until garbage collection.
+//! (`icechunk-format-notes.md` §1.3). [`repair_repo_object`] puts back the newest
+//! copy that decodes: the state right before the last update, so that update is lost
+//! (the bad write itself, or, when the object was damaged in storage, the last good
+//! update); its snapshots stay in storage, unreferenced, until garbage collection.
+//!
+//! *Newest* is decided by the copies' ops logs, not by clocks: each state's log lists
+//! every update that led to it, newest first, so a copy whose log holds another
+//! copy's newest update descends from it. The time `T` in a copy's name is the saving
+//! writer's clock, which may be behind the others'; it only breaks a tie the logs
+//! cannot decide (copies whose logs do not reach each other's updates, such as states
+//! older than the last `num_updates_per_repo_info_file` updates).
 //!
 //! Spec-1 repositories need no such command: each ref is its own file, and
 //! `branch reset` moves a branch without reading the snapshot it leaves.
 
+use std::collections::HashSet;
+
 use crate::error::{Error, Result};
 use crate::format::keys;
-use crate::format::repo_info::RepoInfo;
+use crate::format::repo_info::{RepoInfo, RepoUpdate};
 use crate::format::snapshot::now_micros;
 use crate::storage::{Storage, WriteOutcome};
 
@@ -49,6 +57,12 @@ pub enum RepairOutcome {
 /// `overwritten/` (a new `repo.<T>.<R>` name), then replaced with compare-and-swap on
 /// the version read, so a writer that repaired it meanwhile is not overwritten.
 ///
+/// The newest copy is the one whose ops log holds the newest update of every other
+/// readable copy (see the module documentation); the times in the copies' names,
+/// which come from the writers' clocks, only break a tie the logs cannot decide.
+/// Copies that a readable copy's log names as its predecessors are older by
+/// construction and are not read.
+///
 /// Works on storage alone: the repository cannot be opened while its `repo` object
 /// is unreadable.
 ///
@@ -63,40 +77,39 @@ pub async fn repair_repo_object(storage: &dyn Storage, dry_run: bool) -> Result<
         Ok(_) => return Ok(RepairOutcome::Healthy),
         Err(e) => e.to_string(),
     };
-    // Newest copy first: the names count down in time, in milliseconds. Copies
-    // saved within the same millisecond sort by their random suffix, so among the
-    // readable copies of the newest millisecond that has one, the one whose ops log
-    // is newest (microseconds) is the latest state.
+    // Listed in name order: newest by the writers' clocks first.
     let copies = storage.list(keys::OVERWRITTEN).await?;
     let mut tried = 0;
-    let mut restore: Option<(String, bytes::Bytes, u64)> = None;
-    let mut restore_ms: Option<String> = None;
+    let mut readable: Vec<Candidate> = Vec::new();
+    // Names of copies some readable copy descends from: older, never read.
+    let mut older: HashSet<String> = HashSet::new();
     for info in &copies {
         let Some(name) = info.key.strip_prefix(keys::OVERWRITTEN) else {
             continue;
         };
-        if !name.starts_with(keys::SPEC2_REPO) {
+        if !name.starts_with(&format!("{}.", keys::SPEC2_REPO)) || older.contains(name) {
             continue;
-        }
-        let millis = name.split('.').nth(1).unwrap_or_default().to_string();
-        if restore_ms.as_ref().is_some_and(|m| *m != millis) {
-            break;
         }
         tried += 1;
         let Ok(copy) = storage.get(&info.key).await else {
             continue;
         };
-        let Ok(top) = decode(copy.bytes.clone()).await else {
+        let Ok(log) = decode(copy.bytes.clone()).await else {
             continue;
         };
-        if restore.as_ref().is_none_or(|(_, _, best)| top > *best) {
-            restore = Some((name.to_string(), copy.bytes, top));
-        }
-        restore_ms = Some(millis);
+        older.extend(log.predecessors.iter().cloned());
+        readable.push(Candidate {
+            name: name.to_string(),
+            bytes: copy.bytes,
+            log,
+        });
     }
-    let Some((from, bytes, _)) = restore else {
+    let Some(newest) = newest(&readable) else {
         return Err(Error::NoReadableRepoBackup { reason, tried });
     };
+    let Candidate {
+        name: from, bytes, ..
+    } = readable.swap_remove(newest);
     if dry_run {
         return Ok(RepairOutcome::WouldRestore { reason, from });
     }
@@ -125,8 +138,79 @@ pub async fn repair_repo_object(storage: &dyn Storage, dry_run: bool) -> Result<
     }
 }
 
-/// Decodes a `repo` object on the blocking pool: the time of its newest ops-log
-/// entry (microseconds), or why it cannot be read.
-async fn decode(bytes: bytes::Bytes) -> Result<u64> {
-    crate::assets::blocking(move || RepoInfo::decode(&bytes).map(|i| i.last_updated_at())).await
+/// A readable copy of the `repo` object.
+struct Candidate {
+    /// Its name under `overwritten/`.
+    name: String,
+    bytes: bytes::Bytes,
+    log: OpsLog,
+}
+
+/// What ordering copies needs of a `repo` object's ops log.
+#[derive(Debug, Default)]
+struct OpsLog {
+    /// Its newest update, as [`update_key`] names it (`None`: an empty log).
+    top: Option<String>,
+    /// Every update it holds, as [`update_key`] names them.
+    updates: HashSet<String>,
+    /// The `overwritten/` names of the states it descends from: the copies its
+    /// updates' backup paths name, and the object holding its older updates.
+    predecessors: Vec<String>,
+}
+
+impl OpsLog {
+    fn of(info: &RepoInfo) -> Self {
+        let updates: Vec<String> = info.latest_updates.iter().map(update_key).collect();
+        OpsLog {
+            top: updates.first().cloned(),
+            updates: updates.into_iter().collect(),
+            predecessors: info
+                .latest_updates
+                .iter()
+                .filter_map(|u| u.backup_path.clone())
+                .chain(info.repo_before_updates.clone())
+                .collect(),
+        }
+    }
+
+    /// Whether this state descends from (or is) the state whose log is `other`: its
+    /// log holds `other`'s newest update.
+    fn reaches(&self, other: &OpsLog) -> bool {
+        other.top.as_ref().is_none_or(|t| self.updates.contains(t))
+    }
+}
+
+/// An ops-log entry's identity across copies: its time and what it did. (Its
+/// backup path is not part of it: a writer sets it on the entry below its own when
+/// it updates.)
+fn update_key(u: &RepoUpdate) -> String {
+    let kind = serde_json::to_string(&u.kind).unwrap_or_default();
+    format!("{}:{kind}", u.updated_at)
+}
+
+/// The index of the newest of `copies` (given newest name first): the first whose
+/// log reaches every other copy's; when none does, the first that no other copy
+/// strictly descends from. `None` when there is no copy.
+fn newest(copies: &[Candidate]) -> Option<usize> {
+    let reaches_all = |i: usize| {
+        copies
+            .iter()
+            .enumerate()
+            .all(|(j, c)| i == j || copies[i].log.reaches(&c.log))
+    };
+    let superseded = |i: usize| {
+        copies
+            .iter()
+            .enumerate()
+            .any(|(j, c)| i != j && c.log.reaches(&copies[i].log) && !copies[i].log.reaches(&c.log))
+    };
+    (0..copies.len())
+        .find(|&i| reaches_all(i))
+        .or_else(|| (0..copies.len()).find(|&i| !superseded(i)))
+}
+
+/// Decodes a `repo` object on the blocking pool: its ops log, or why it cannot be
+/// read.
+async fn decode(bytes: bytes::Bytes) -> Result<OpsLog> {
+    crate::assets::blocking(move || RepoInfo::decode(&bytes).map(|i| OpsLog::of(&i))).await
 }

@@ -9,7 +9,9 @@
 //! — chunk refs, inline chunk bytes and node changes, never credentials — and a worker
 //! re-opens it from its own repository handle
 //! ([`Repository::fork_from_bytes`](crate::Repository::fork_from_bytes)). Chunks a
-//! worker writes go to storage as they are set, so what travels back is refs.
+//! worker writes go to storage as they are set, so what travels back is refs. The
+//! bytes carry a CRC-32C of their body, checked before anything is decoded, so a
+//! fork damaged in transit is refused rather than merged.
 //!
 //! [`Session::merge`] brings forks back. A fork conflicts with what the session and
 //! the forks merged before it changed *since the fork was made* (the same rules as a
@@ -22,16 +24,25 @@
 //! carry an id minted at its first change after it was made or deserialized; a
 //! session refuses an id it already merged, so the same fork returned twice is not
 //! applied twice, while copies of one fork written by different workers are distinct.
+//!
+//! A fork names its repository only through snapshot ids, which a byte-for-byte copy
+//! of the repository shares. So a session that can commit (not a fork) accepts a fork
+//! only when every native chunk it refers to exists in the session's own storage and
+//! holds the bytes its refs read: a fork written in a copy is refused with
+//! [`Error::InvalidFork`] instead of committing refs to chunks that exist only there.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
+use futures::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Conflict, Error, Result};
+use crate::format::manifest::ChunkPayloadRef;
 use crate::format::snapshot::{NodeSnapshot, Snapshot};
-use crate::format::{NodeId, NodePath, SnapshotId};
+use crate::format::{keys, ChunkId, NodeId, NodePath, SnapshotId};
+use crate::storage::{Storage, StorageError};
 
 use super::change_set::wire::Wire;
 use super::change_set::ChangeSet;
@@ -83,8 +94,11 @@ impl ForkState {
     }
 }
 
-/// Leading bytes of serialized forks.
-const MAGIC: &[u8] = b"floe-fork\x01";
+/// Leading bytes of serialized forks (version 2: a CRC-32C of the body follows).
+const MAGIC: &[u8] = b"floe-fork\x02";
+
+/// Concurrent `HEAD` requests when a merge checks a fork's chunk objects.
+const CHUNK_CHECK_CONCURRENCY: usize = 32;
 
 #[derive(Serialize, Deserialize)]
 struct ForkWire {
@@ -225,6 +239,58 @@ fn check_fork_chunks(fork: &Incoming) -> Result<()> {
     Ok(())
 }
 
+/// Checks that every native chunk `fork` refers to exists in `storage` (the merging
+/// repository's) and holds the bytes its refs point at. A fork carries snapshot ids
+/// and chunk refs only: one written in another repository that shares those ids (a
+/// byte-for-byte copy) would otherwise commit refs to chunk objects that exist only
+/// there. One `HEAD` per chunk object, [`CHUNK_CHECK_CONCURRENCY`] at a time.
+///
+/// # Errors
+/// [`Error::InvalidFork`] naming the first missing or short chunk object; storage
+/// errors other than "not found".
+async fn check_fork_chunk_objects(storage: &Arc<dyn Storage>, fork: &Incoming) -> Result<()> {
+    let invalid = |reason: String| Error::InvalidFork { reason };
+    // The end each chunk object must reach, by chunk id.
+    let mut ends: HashMap<ChunkId, u64> = HashMap::new();
+    for array in fork.changes.arrays_with_chunk_changes() {
+        let chunks = fork
+            .changes
+            .array_chunks(array)
+            .into_iter()
+            .flat_map(|c| c.iter());
+        for (_, payload) in chunks {
+            if let Some(ChunkPayloadRef::Native(n)) = payload {
+                let end = n.offset.checked_add(n.length).ok_or_else(|| {
+                    invalid(format!("a ref into chunk {} ends past 2^64 bytes", n.id))
+                })?;
+                let e = ends.entry(n.id).or_default();
+                *e = (*e).max(end);
+            }
+        }
+    }
+    futures::stream::iter(ends)
+        .map(|(id, end)| async move {
+            let key = keys::chunk(&id);
+            match storage.head(&key).await {
+                Ok(info) if info.size >= end => Ok(()),
+                Ok(info) => Err(invalid(format!(
+                    "`{key}` holds {} bytes but a chunk ref of the fork reads up to byte {end}: \
+                     the fork was not written in this repository",
+                    info.size
+                ))),
+                Err(StorageError::NotFound { .. }) => Err(invalid(format!(
+                    "`{key}`, a chunk the fork wrote, does not exist in this repository: the \
+                     fork was written in another repository (a copy of this one?) or its \
+                     chunks were deleted"
+                ))),
+                Err(e) => Err(e.into()),
+            }
+        })
+        .buffer_unordered(CHUNK_CHECK_CONCURRENCY)
+        .try_collect::<()>()
+        .await
+}
+
 /// The session's tree with `merged` (forks merged earlier in this call) applied.
 fn tree_with(
     base: &Snapshot,
@@ -309,19 +375,31 @@ impl Session {
                 .map(|ForkId(id)| ((id >> 64) as u64, id as u64)),
             changes: Wire::from_change_set(&state.changes),
         };
-        let mut out = MAGIC.to_vec();
-        rmp_serde::encode::write(&mut out, &wire).map_err(|e| Error::InvalidFork {
+        let body = rmp_serde::to_vec(&wire).map_err(|e| Error::InvalidFork {
             reason: format!("cannot encode: {e}"),
         })?;
+        let mut out = Vec::with_capacity(MAGIC.len() + 4 + body.len());
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&crc32c::crc32c(&body).to_le_bytes());
+        out.extend_from_slice(&body);
         Ok(out)
     }
 
     /// The fork serialized in `bytes`, on the repository of `ctx`.
     pub(crate) async fn from_fork_bytes(ctx: Arc<SessionContext>, bytes: &[u8]) -> Result<Session> {
         let invalid = |reason: String| Error::InvalidFork { reason };
-        let body = bytes
+        let framed = bytes
             .strip_prefix(MAGIC)
             .ok_or_else(|| invalid("not a floe fork (bad leading bytes or version)".into()))?;
+        let (sum, body) = framed
+            .split_first_chunk::<4>()
+            .ok_or_else(|| invalid("truncated: no checksum".into()))?;
+        if u32::from_le_bytes(*sum) != crc32c::crc32c(body) {
+            return Err(invalid(
+                "its checksum does not match: the bytes were damaged or truncated in transit"
+                    .into(),
+            ));
+        }
         let wire: ForkWire =
             rmp_serde::from_slice(body).map_err(|e| invalid(format!("cannot decode: {e}")))?;
         let changes = wire.changes.into_change_set().map_err(invalid)?;
@@ -359,7 +437,10 @@ impl Session {
     /// # Errors
     /// [`Error::ReadOnlySession`]; [`Error::NotAFork`] when one of `forks` is not a
     /// fork; [`Error::ForkAlreadyMerged`]; [`Error::InvalidFork`] for chunk changes
-    /// outside their arrays; [`Error::MergeConflict`] listing every conflict between
+    /// outside their arrays and, when this session is not itself a fork, for a native
+    /// chunk that does not exist in this repository's storage (a fork written in a
+    /// copy of the repository) or is shorter than its refs; storage errors of those
+    /// checks (one `HEAD` per chunk object); [`Error::MergeConflict`] listing every conflict between
     /// the forks and with this session's changes since they were made (including
     /// [`Conflict::BaseNotAncestor`] when this session's branch was reset since);
     /// storage and format errors reading the commits this session made since.
@@ -382,6 +463,14 @@ impl Session {
             };
             check_fork_chunks(&fork)?;
             incoming.push(fork);
+        }
+        // A session that commits accepts only chunks its repository holds; forks
+        // merging into forks leave that to the final merge (one check per chunk).
+        if !matches!(self.inner.mode, Mode::Fork { .. }) {
+            let storage = self.inner.ctx.assets.storage();
+            for fork in &incoming {
+                check_fork_chunk_objects(storage, fork).await?;
+            }
         }
         loop {
             // Commits this session made since each fork's origin.

@@ -12,6 +12,7 @@ pub mod cloud;
 pub mod coalesce;
 #[cfg(feature = "testing")]
 pub mod conformance;
+pub mod credential_env;
 #[cfg(feature = "testing")]
 pub mod fault;
 pub(crate) mod files;

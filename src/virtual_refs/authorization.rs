@@ -16,6 +16,11 @@
 //!   fragments, and `file://` URLs naming a host.
 //! - Prefixes match whole path segments: `/data/a` authorizes `/data/a` and
 //!   `/data/a/...`, never `/data/ab`.
+//! - Object stores (S3, GCS, Azure, HTTP): what is checked is the URL of the exact
+//!   object key requested, rebuilt from the key after object_store's own handling
+//!   (it decodes percent-encoding and drops a trailing `/`); [`object_key`] produces
+//!   both. A URL naming a prefix rather than an object (an empty last segment, as
+//!   `PREFIX/x/..` normalizes to `PREFIX/`) is refused, for local files too.
 //! - Local files: the target is resolved with [`std::fs::canonicalize`] (symbolic
 //!   links and `..` followed) and checked against the canonicalized authorized
 //!   prefixes; floe then opens the canonical path it checked. A symbolic link inside
@@ -157,6 +162,37 @@ pub fn normalize_prefix(prefix: &str) -> Result<String, VirtualChunkError> {
         p.push('/');
     }
     Ok(p)
+}
+
+/// The object key a read of the normalized, non-local URL `url` requests from its
+/// object store (`s3://`, `gs://`, `az://`, `http(s)://`), and the URL text of that
+/// exact key, which is what the authorization checks. One function produces both, so
+/// the text checked is the key fetched: object_store drops a trailing `/` and decodes
+/// percent-encoding, and the returned URL is rebuilt from the key after that.
+///
+/// # Errors
+/// [`VirtualChunkError::InvalidUrl`] when the URL names no object: its path is empty
+/// or ends with `/` (`PREFIX/x/..` normalizes to `PREFIX/`, which would otherwise be
+/// requested as the object named like the prefix without its slash), or object_store
+/// refuses the key (empty or `.`/`..` segments).
+pub fn object_key(url: &Url) -> Result<(object_store::path::Path, String), VirtualChunkError> {
+    let invalid = |reason: String| VirtualChunkError::InvalidUrl {
+        url: url.to_string(),
+        reason,
+    };
+    if url.path().is_empty() || url.path().ends_with('/') {
+        return Err(invalid(
+            "the URL names a prefix (its last path segment is empty), not an object".into(),
+        ));
+    }
+    let key = object_store::path::Path::from_url_path(url.path())
+        .map_err(|e| invalid(format!("not an object key: {e}")))?;
+    let mut text = format!("{}://{}", url.scheme(), url.authority());
+    for part in key.parts() {
+        text.push('/');
+        text.extend(utf8_percent_encode(part.as_ref(), SEGMENT));
+    }
+    Ok((key, text))
 }
 
 /// A local virtual chunk target after resolving symbolic links and `..`.
@@ -430,6 +466,34 @@ mod tests {
             let once = normalize_url(url).unwrap();
             assert_eq!(normalize_url(&once).unwrap(), once, "{url}");
         }
+    }
+
+    #[test]
+    fn object_keys_are_what_is_checked() {
+        let key = |u: &str| object_key(&Url::parse(&normalize_url(u).unwrap()).unwrap());
+        let (path, text) = key("s3://b/data/a%20b/c.nc").unwrap();
+        assert_eq!(path.as_ref(), "data/a b/c.nc");
+        assert_eq!(text, "s3://b/data/a%20b/c.nc");
+        let (path, text) = key("http://h:8080/data/x").unwrap();
+        assert_eq!(path.as_ref(), "data/x");
+        assert_eq!(text, "http://h:8080/data/x");
+        for prefix in [
+            "s3://b/data/x/..",
+            "gs://b/data/",
+            "http://h/data/.",
+            "az://c/",
+            "s3://b",
+        ] {
+            assert!(
+                matches!(key(prefix), Err(VirtualChunkError::InvalidUrl { .. })),
+                "{prefix}"
+            );
+        }
+        // Empty segments would be dropped by the key: refused.
+        assert!(matches!(
+            key("s3://b/data//x"),
+            Err(VirtualChunkError::InvalidUrl { .. })
+        ));
     }
 
     #[test]

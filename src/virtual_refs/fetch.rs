@@ -40,7 +40,8 @@ use object_store::{
 use url::Url;
 
 use super::authorization::{
-    normalize_prefix, normalize_url, resolve_local, under_prefix, LocalTarget, VirtualAccess,
+    normalize_prefix, normalize_url, object_key, resolve_local, under_prefix, LocalTarget,
+    VirtualAccess,
 };
 use super::credentials::ContainerCredentials;
 use super::VirtualChunkError;
@@ -48,6 +49,7 @@ use crate::format::config::{ContainerStore, VirtualChunkContainer};
 use crate::format::manifest::{Checksum, VirtualChunkRef};
 use crate::storage::cloud::{azure_builder, gcs_builder, gcs_emulator_base};
 use crate::storage::coalesce::{self, CoalesceOptions};
+use crate::storage::credential_env::{azure_env_credentials_missing, gcs_env_credentials_missing};
 use crate::storage::{AzureCredentials, ClientSettings, GcsCredentials, S3Options};
 
 /// Default read deadline of virtual chunk reads: 60 seconds for one request (a chunk,
@@ -305,11 +307,13 @@ impl VirtualChunkResolver {
         Ok(store)
     }
 
+    /// The object store (cached) that reads the non-local URL `url` of `entry`'s
+    /// container, with the reader's credentials for it.
     fn store_for(
         &self,
         entry: &Entry,
         url: &Url,
-    ) -> Result<(Arc<dyn ObjectStore>, Path), VirtualChunkError> {
+    ) -> Result<Arc<dyn ObjectStore>, VirtualChunkError> {
         let container = &entry.container;
         let raw = url.to_string();
         let credential = self.credential_for(&raw);
@@ -322,7 +326,6 @@ impl VirtualChunkResolver {
             url: raw.clone(),
             reason,
         };
-        let path = Path::from_url_path(url.path()).map_err(|e| invalid(e.to_string()))?;
         let base = format!("{}://{}", url.scheme(), url.authority());
         let cache_key = format!(
             "{}|{base}|{}",
@@ -464,6 +467,16 @@ impl VirtualChunkResolver {
                         Some(other) => return Err(wrong_credentials(other, "a GCS")),
                     };
                     let (config, base) = gcs_options(entry, opts)?;
+                    if matches!(credentials, GcsCredentials::FromEnv) && !names_gcs_signer(&config)
+                    {
+                        // Never a wait on a metadata server this machine lacks.
+                        if let Some(reason) = gcs_env_credentials_missing() {
+                            return Err(VirtualChunkError::InvalidCredentials {
+                                container: container.url_prefix.clone(),
+                                reason,
+                            });
+                        }
+                    }
                     let (b, _) =
                         gcs_builder(bucket, credentials, &config, &ClientSettings::default())
                             .map_err(|e| invalid(e.to_string()))?;
@@ -487,6 +500,17 @@ impl VirtualChunkResolver {
                     };
                     let anonymous = matches!(credentials, AzureCredentials::Anonymous);
                     let (account, config, allow_http) = azure_options(entry, opts, anonymous)?;
+                    if matches!(credentials, AzureCredentials::FromEnv)
+                        && !names_azure_signer(&config)
+                    {
+                        // Never a wait on a managed identity endpoint this machine lacks.
+                        if let Some(reason) = azure_env_credentials_missing() {
+                            return Err(VirtualChunkError::InvalidCredentials {
+                                container: container.url_prefix.clone(),
+                                reason,
+                            });
+                        }
+                    }
                     let (b, _) = azure_builder(
                         &account,
                         name,
@@ -510,7 +534,7 @@ impl VirtualChunkResolver {
             };
             Ok(store)
         })?;
-        Ok((store, path))
+        Ok(store)
     }
 
     /// The retries of a virtual chunk request: object_store's, within the read
@@ -567,6 +591,11 @@ impl VirtualChunkResolver {
             container: container.url_prefix.clone(),
         };
         if parsed.scheme() == "file" {
+            if parsed.path().ends_with('/') {
+                return Err(invalid(
+                    "the URL names a directory (its last path segment is empty), not a file".into(),
+                ));
+            }
             let file = parsed
                 .to_file_path()
                 .map_err(|()| invalid("not a local file path".into()))?;
@@ -608,10 +637,12 @@ impl VirtualChunkResolver {
                 path,
             });
         }
-        if !self.access.allows(&url) {
+        // The key requested is the key checked: `object_key` gives both.
+        let (path, keyed) = object_key(&parsed)?;
+        if !self.access.allows(&keyed) {
             return Err(unauthorized());
         }
-        let (store, path) = self.store_for(entry, &parsed)?;
+        let store = self.store_for(entry, &parsed)?;
         Ok(Located {
             url,
             container,
@@ -1070,6 +1101,40 @@ fn gcs_options(
         }
     }
     Ok((config, base))
+}
+
+/// Whether a GCS container's client options (object_store `GoogleConfigKey` names)
+/// say how to sign requests, or not to: a service account, a key, application
+/// credentials, or `skip_signature` on.
+fn names_gcs_signer(config: &Options) -> bool {
+    use object_store::gcp::GoogleConfigKey as K;
+    config.iter().any(|(k, v)| match k.parse::<K>() {
+        Ok(K::ServiceAccount | K::ServiceAccountKey | K::ApplicationCredentials) => true,
+        Ok(K::SkipSignature) => flag(v),
+        _ => false,
+    })
+}
+
+/// Whether an Azure container's client options (object_store `AzureConfigKey`
+/// names) say how to sign requests, or not to: a key, SAS, token, service
+/// principal, federated token, the Azure CLI, a managed identity endpoint, the
+/// emulator, or `skip_signature` on.
+fn names_azure_signer(config: &Options) -> bool {
+    use object_store::azure::AzureConfigKey as K;
+    config.iter().any(|(k, v)| match k.parse::<K>() {
+        Ok(
+            K::AccessKey
+            | K::SasKey
+            | K::Token
+            | K::ClientSecret
+            | K::FederatedTokenFile
+            | K::MsiEndpoint
+            | K::MsiResourceId
+            | K::UseFabricEndpoint,
+        ) => true,
+        Ok(K::UseEmulator | K::UseAzureCli | K::SkipSignature) => flag(v),
+        _ => false,
+    })
 }
 
 /// A truthy object_store flag value (`true`, `1`, any case).
