@@ -1,7 +1,11 @@
 """FloeStore: a zarr-python 3 store over a floe session.
 
 Every method awaits the native store's coroutines, which run on floe's tokio runtime
-without holding the GIL.
+without holding the GIL. The methods that change the session (``set``,
+``set_if_not_exists``, ``delete``, ``delete_dir``, ``clear``) are not cut short by a
+cancellation of the awaiting task: they wait for the native call to end, then raise
+``CancelledError``, so a cancelled write has taken effect or never started by the
+time its cancellation returns, and never lands later over a newer write.
 
 Every method checks its arguments' types first, as Icechunk's store does, and raises
 ``TypeError`` before it reads, writes or deletes anything: values must be zarr

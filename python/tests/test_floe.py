@@ -296,7 +296,7 @@ def test_to_floe_on_a_distributed_cluster(tmp_path):
         s = repo.writable_session("main")
         with pytest.raises(ValueError, match="dimension 't'"):
             to_floe(clash, s, region={"t": slice(0, 8), "x": slice(0, 10)}, safe_chunks=False)
-        assert not s.has_uncommitted_changes()
+        assert not s.has_uncommitted_changes
         kept = zarr.open_array(s.store, path="v", mode="r")[:8]
         np.testing.assert_array_equal(kept, values[:8])
     history = [h.id for h in repo.ancestry(branch="main")]

@@ -9,6 +9,7 @@ use super::args::{BranchCommand, RefArgs, TagCommand};
 use super::output;
 use super::target::{open_repo, selector};
 use super::CliResult;
+use floe::format::SnapshotId;
 use floe::repository::Repository;
 
 /// The snapshot ids of branches (or tags, with `tags`) `names`.
@@ -56,15 +57,8 @@ pub(super) async fn branch(out: &mut impl Write, cmd: BranchCommand) -> CliResul
         } => {
             let repo = open_repo(&repo, &[]).await?;
             let was = repo.lookup_branch(&name).await?;
-            if dry_run {
-                writeln!(
-                    out,
-                    "Would delete branch {name} (at {was}); nothing changed"
-                )?;
-            } else {
-                repo.delete_branch(&name).await?;
-                writeln!(out, "Deleted branch {name} (was {was})")?;
-            }
+            let delete = (!dry_run).then(|| repo.delete_branch(&name));
+            delete_ref(out, "branch", &name, was, delete).await?;
         }
         BranchCommand::Reset {
             repo,
@@ -120,13 +114,34 @@ pub(super) async fn tag(out: &mut impl Write, cmd: TagCommand) -> CliResult<()> 
         } => {
             let repo = open_repo(&repo, &[]).await?;
             let was = repo.lookup_tag(&name).await?;
-            if dry_run {
-                writeln!(out, "Would delete tag {name} (at {was}); nothing changed")?;
-            } else {
-                repo.delete_tag(&name).await?;
-                writeln!(out, "Deleted tag {name} (was {was})")?;
-            }
+            let delete = (!dry_run).then(|| repo.delete_tag(&name));
+            delete_ref(out, "tag", &name, was, delete).await?;
         }
+    }
+    Ok(())
+}
+
+/// Runs `delete` (the deletion of the `kind` ref `name`, which pointed at `was`) and
+/// prints the id it pointed at; with no deletion (a dry run) only says what would go.
+///
+/// # Errors
+/// The deletion's errors; output errors.
+async fn delete_ref(
+    out: &mut impl Write,
+    kind: &str,
+    name: &str,
+    was: SnapshotId,
+    delete: Option<impl std::future::Future<Output = floe::Result<()>>>,
+) -> CliResult<()> {
+    match delete {
+        Some(delete) => {
+            delete.await?;
+            writeln!(out, "Deleted {kind} {name} (was {was})")?;
+        }
+        None => writeln!(
+            out,
+            "Would delete {kind} {name} (at {was}); nothing changed"
+        )?,
     }
     Ok(())
 }
