@@ -4,14 +4,16 @@ Text (``repr``/``str``): a header line ``<package.Class>`` then one ``name: valu
 line per field. HTML (``_repr_html_``, Jupyter): a ``<div class="icechunk-repr">``
 with a header and one row per field; nested objects fold into ``<details>``. The
 class name ``icechunk-repr`` is Icechunk's, so notebook themes written for it apply.
+
+The bottom layer of the package: this module imports nothing of floe, every other
+module (``floe.exceptions`` included) may import it.
 """
 
 from __future__ import annotations
 
 import html
+import sys
 from collections.abc import Iterable
-
-from floe.exceptions import _package
 
 _STYLE = """<style>
 .icechunk-repr { line-height: 1.6; max-width: 700px; }
@@ -23,6 +25,13 @@ _STYLE = """<style>
 .icechunk-repr .icechunk-field-value { padding-left: 0.3em; }
 .icechunk-repr details > .icechunk-repr { margin-top: 4px; margin-left: 12px; }
 </style>"""
+
+
+def _package() -> str:
+    """The package name users see in reprs: ``icechunk`` once
+    ``floe.install_as_icechunk()`` made floe the ``icechunk`` module, else ``floe``."""
+    floe = sys.modules.get("floe")
+    return "icechunk" if floe is not None and sys.modules.get("icechunk") is floe else "floe"
 
 
 def qualified(name: str) -> str:
@@ -75,7 +84,6 @@ def print_debug_info() -> None:
     with (zarr, numpy, xarray, dask) when installed."""
     import importlib.metadata
     import platform
-    import sys
 
     def version(name: str) -> str:
         try:

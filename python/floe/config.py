@@ -25,9 +25,11 @@ from __future__ import annotations
 import enum
 import html
 import json
-import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from floe._display import _package
+from floe._floe import S3Options
 
 __all__ = [
     "CachingConfig",
@@ -52,13 +54,6 @@ __all__ = [
     "local_filesystem_store",
     "s3_store",
 ]
-
-
-def _package() -> str:
-    """The name the package is known by where a repr is evaluated: ``icechunk`` after
-    ``floe.install_as_icechunk()``, ``floe`` otherwise."""
-    floe = sys.modules.get("floe")
-    return "icechunk" if floe is not None and sys.modules.get("icechunk") is floe else "floe"
 
 
 def _lit(value: Any) -> str:
@@ -821,16 +816,210 @@ ManifestConfig._NESTED = {
 }
 
 
-# -- storage-owned classes: taken from floe.storage when it defines them ------------
+# -- storage settings -----------------------------------------------------------
+#
+# Icechunk's ``icechunk.storage`` holds the ``StorageSettings`` family and
+# ``floe.storage`` re-exports it; the classes are defined here because a configuration
+# holds them (``RepositoryConfig.storage``, ``RepoUpdateRetryConfig.default``) and
+# ``floe.storage`` builds on this module, not the other way round.
 
-_RETRY_FIELDS = ("max_tries", "initial_backoff_ms", "max_backoff_ms")
-_STORAGE_SECTIONS = {
-    "concurrency": ("StorageConcurrencySettings", ("max_concurrent_requests_for_object", "ideal_concurrent_request_size")),
-    "retries": ("StorageRetriesSettings", _RETRY_FIELDS),
-    "timeouts": (
-        "StorageTimeoutSettings",
-        ("connect_timeout_ms", "read_timeout_ms", "operation_timeout_ms", "operation_attempt_timeout_ms"),
-    ),
+
+class _Settings(_Section):
+    """Shared behaviour of the settings classes: keyword construction, equality by
+    fields, Icechunk's three displays (``repr`` executable as
+    ``icechunk.storage.X(...)``, ``str`` with the effective defaults of unset fields
+    marked ``(default)``, ``_repr_html_``), pickling by fields."""
+
+    _MODULE = "storage"
+
+    @property
+    def _fields(self) -> tuple[str, ...]:
+        return self._FIELDS
+
+    def __hash__(self) -> int:
+        return hash(tuple(repr(getattr(self, f)) for f in self._FIELDS))
+
+    def __reduce__(self):
+        return (type(self), tuple(getattr(self, f) for f in self._FIELDS))
+
+
+class StorageRetriesSettings(_Settings):
+    """How failed requests are retried, with exponential backoff (Icechunk's
+    ``StorageRetriesSettings``).
+
+    ``max_tries``: tries of a request, the first included (1: no retry); ``None``
+    keeps object_store's default (11). ``initial_backoff_ms`` / ``max_backoff_ms``:
+    the first and the longest wait between tries, in milliseconds; ``None`` keeps the
+    defaults (100 ms and 15 s).
+    """
+
+    _FIELDS = ("max_tries", "initial_backoff_ms", "max_backoff_ms")
+    # object_store's defaults, which floe's client keeps: 10 retries after the
+    # first try, 100 ms first backoff, 15 s longest backoff.
+    _DEFAULTS = {"max_tries": 11, "initial_backoff_ms": 100, "max_backoff_ms": 15_000}
+
+    def __init__(
+        self,
+        max_tries: int | None = None,
+        initial_backoff_ms: int | None = None,
+        max_backoff_ms: int | None = None,
+    ) -> None:
+        self.max_tries = max_tries
+        self.initial_backoff_ms = initial_backoff_ms
+        self.max_backoff_ms = max_backoff_ms
+
+
+class StorageTimeoutSettings(_Settings):
+    """Timeouts of storage requests, in milliseconds (Icechunk's
+    ``StorageTimeoutSettings``); ``None`` keeps object_store's default.
+
+    ``connect_timeout_ms``: establishing a connection (default 5 s);
+    ``read_timeout_ms``: the longest a response may stall between bytes (default: no
+    limit); ``operation_timeout_ms``: a whole operation, retries included (default
+    3 min); ``operation_attempt_timeout_ms``: one try (default 30 s).
+    """
+
+    _FIELDS = ("connect_timeout_ms", "read_timeout_ms", "operation_timeout_ms", "operation_attempt_timeout_ms")
+
+    def __init__(
+        self,
+        connect_timeout_ms: int | None = None,
+        read_timeout_ms: int | None = None,
+        operation_timeout_ms: int | None = None,
+        operation_attempt_timeout_ms: int | None = None,
+    ) -> None:
+        self.connect_timeout_ms = connect_timeout_ms
+        self.read_timeout_ms = read_timeout_ms
+        self.operation_timeout_ms = operation_timeout_ms
+        self.operation_attempt_timeout_ms = operation_attempt_timeout_ms
+
+
+class StorageConcurrencySettings(_Settings):
+    """Icechunk's split of large reads into concurrent requests
+    (``max_concurrent_requests_for_object``, ``ideal_concurrent_request_size`` in
+    bytes). Kept for compatibility: floe plans its reads itself (coalesced ranged
+    reads), so these values do not change its requests."""
+
+    _FIELDS = ("max_concurrent_requests_for_object", "ideal_concurrent_request_size")
+
+    def __init__(
+        self,
+        max_concurrent_requests_for_object: int | None = None,
+        ideal_concurrent_request_size: int | None = None,
+    ) -> None:
+        self.max_concurrent_requests_for_object = max_concurrent_requests_for_object
+        self.ideal_concurrent_request_size = ideal_concurrent_request_size
+
+
+class StorageSettings(_Settings):
+    """Icechunk's ``StorageSettings``: ``concurrency``, ``retries`` and ``timeouts``
+    (the classes above, or ``None`` for the defaults), the ``unsafe_use_*`` switches,
+    storage classes and ``minimum_size_for_multipart_upload`` (bytes).
+
+    floe passes ``retries`` and ``timeouts`` to the object-store client. It refuses
+    ``unsafe_use_conditional_create=False`` and ``unsafe_use_conditional_update=False``
+    with ``ValueError``: floe never writes a repository without preconditions (see the
+    module documentation). The other fields are kept and compared but do not change
+    floe's requests.
+    """
+
+    _FIELDS = (
+        "unsafe_use_conditional_create",
+        "unsafe_use_conditional_update",
+        "unsafe_use_metadata",
+        "storage_class",
+        "metadata_storage_class",
+        "chunks_storage_class",
+        "minimum_size_for_multipart_upload",
+        "concurrency",
+        "retries",
+        "timeouts",
+    )
+
+    def __init__(
+        self,
+        concurrency: StorageConcurrencySettings | None = None,
+        retries: StorageRetriesSettings | None = None,
+        unsafe_use_conditional_create: bool | None = None,
+        unsafe_use_conditional_update: bool | None = None,
+        unsafe_use_metadata: bool | None = None,
+        storage_class: str | None = None,
+        metadata_storage_class: str | None = None,
+        chunks_storage_class: str | None = None,
+        minimum_size_for_multipart_upload: int | None = None,
+        timeouts: StorageTimeoutSettings | None = None,
+    ) -> None:
+        for name, value in (
+            ("unsafe_use_conditional_create", unsafe_use_conditional_create),
+            ("unsafe_use_conditional_update", unsafe_use_conditional_update),
+        ):
+            if value is False:
+                raise ValueError(
+                    f"{name}=False is not supported by floe: it never writes a repository "
+                    "without conditional writes (use a server that enforces them)"
+                )
+        self.concurrency = concurrency
+        self.retries = retries
+        self.unsafe_use_conditional_create = unsafe_use_conditional_create
+        self.unsafe_use_conditional_update = unsafe_use_conditional_update
+        self.unsafe_use_metadata = unsafe_use_metadata
+        self.storage_class = storage_class
+        self.metadata_storage_class = metadata_storage_class
+        self.chunks_storage_class = chunks_storage_class
+        self.minimum_size_for_multipart_upload = minimum_size_for_multipart_upload
+        self.timeouts = timeouts
+
+    def __reduce__(self):
+        return (
+            type(self),
+            (
+                self.concurrency,
+                self.retries,
+                self.unsafe_use_conditional_create,
+                self.unsafe_use_conditional_update,
+                self.unsafe_use_metadata,
+                self.storage_class,
+                self.metadata_storage_class,
+                self.chunks_storage_class,
+                self.minimum_size_for_multipart_upload,
+                self.timeouts,
+            ),
+        )
+
+
+# What ``str`` shows for unset fields: floe always writes with preconditions, and
+# unset retries and concurrency expand to their own (default) fields.
+StorageSettings._DEFAULTS = {
+    "unsafe_use_conditional_create": True,
+    "unsafe_use_conditional_update": True,
+}
+StorageSettings._NESTED = {
+    "concurrency": StorageConcurrencySettings,
+    "retries": StorageRetriesSettings,
+}
+
+
+def _default_settings() -> StorageSettings:
+    """What ``Storage.default_settings()`` returns: floe's effective defaults (those
+    of the object-store client) with the nested sections present, so that callers can
+    change them in place (``settings.retries.max_tries = 3``)."""
+    return StorageSettings(
+        concurrency=StorageConcurrencySettings(),
+        retries=StorageRetriesSettings(**StorageRetriesSettings._DEFAULTS),
+    )
+
+
+# The classes are ``floe.storage``'s (Icechunk's ``icechunk.storage``): their module
+# says so, for pickles, ``help()`` and documentation tools.
+for _cls in (StorageRetriesSettings, StorageTimeoutSettings, StorageConcurrencySettings, StorageSettings):
+    _cls.__module__ = "floe.storage"
+del _cls
+
+_RETRY_FIELDS = StorageRetriesSettings._FIELDS
+_STORAGE_SECTIONS: dict[str, type[_Settings]] = {
+    "concurrency": StorageConcurrencySettings,
+    "retries": StorageRetriesSettings,
+    "timeouts": StorageTimeoutSettings,
 }
 _STORAGE_SCALARS = (
     "unsafe_use_conditional_update",
@@ -841,15 +1030,6 @@ _STORAGE_SCALARS = (
     "chunks_storage_class",
     "minimum_size_for_multipart_upload",
 )
-
-
-def _storage_class(name: str) -> type | None:
-    """The class ``floe.storage.<name>`` (Icechunk's storage settings classes live
-    there), ``None`` while floe has none."""
-    storage = sys.modules.get("floe.storage")
-    if storage is None:
-        import floe.storage as storage  # noqa: PLC0415
-    return getattr(storage, name, None)
 
 
 def _fields_plain(obj: Any, fields: Iterable[str]) -> dict[str, Any]:
@@ -875,26 +1055,8 @@ def _construct(cls: type, kwargs: dict[str, Any]) -> Any:
         return obj
 
 
-def _fields_value(class_name: str, d: Mapping[str, Any], fields: Iterable[str]) -> Any:
-    cls = _storage_class(class_name)
-    kwargs = {f: d.get(f) for f in fields}
-    if cls is None:
-        return _Retries(**kwargs) if class_name == "StorageRetriesSettings" else dict(kwargs)
-    if hasattr(cls, "_from_plain"):
-        return cls._from_plain(d)
-    return _construct(cls, kwargs)
-
-
-class _Retries(_Section):
-    """Retry settings while ``floe.storage`` has no ``StorageRetriesSettings``."""
-
-    _FIELDS = _RETRY_FIELDS
-    _MODULE = "storage"
-
-    def __init__(self, max_tries: int | None = None, initial_backoff_ms: int | None = None, max_backoff_ms: int | None = None):
-        self.max_tries = max_tries
-        self.initial_backoff_ms = initial_backoff_ms
-        self.max_backoff_ms = max_backoff_ms
+def _fields_value(cls: type[_Settings], d: Mapping[str, Any]) -> Any:
+    return _construct(cls, {f: d.get(f) for f in cls._FIELDS})
 
 
 def _storage_to_plain(settings: Any) -> Any:
@@ -904,9 +1066,9 @@ def _storage_to_plain(settings: Any) -> Any:
         return settings._to_plain()
     get = settings.get if isinstance(settings, Mapping) else (lambda f: getattr(settings, f, None))
     out: dict[str, Any] = {}
-    for section, (_, fields) in _STORAGE_SECTIONS.items():
+    for section, cls in _STORAGE_SECTIONS.items():
         value = get(section)
-        out[section] = None if value is None else _fields_plain(value, fields)
+        out[section] = None if value is None else _fields_plain(value, cls._FIELDS)
     for f in _STORAGE_SCALARS:
         out[f] = get(f)
     return out
@@ -915,18 +1077,13 @@ def _storage_to_plain(settings: Any) -> Any:
 def _storage_from_plain(d: Any) -> Any:
     if d is None:
         return None
-    cls = _storage_class("StorageSettings")
-    if cls is None:
-        return dict(d)
-    if hasattr(cls, "_from_plain"):
-        return cls._from_plain(d)
     kwargs: dict[str, Any] = {}
-    for section, (class_name, fields) in _STORAGE_SECTIONS.items():
+    for section, cls in _STORAGE_SECTIONS.items():
         value = d.get(section)
-        kwargs[section] = None if value is None else _fields_value(class_name, value, fields)
+        kwargs[section] = None if value is None else _fields_value(cls, value)
     for f in _STORAGE_SCALARS:
         kwargs[f] = d.get(f)
-    return _construct(cls, kwargs)
+    return _construct(StorageSettings, kwargs)
 
 
 class RepoUpdateRetryConfig(_Section):
@@ -945,7 +1102,7 @@ class RepoUpdateRetryConfig(_Section):
 
     def _str_value(self, field: str) -> str:
         if self.default is None:
-            shown = _fields_value("StorageRetriesSettings", {"max_tries": 100, "initial_backoff_ms": 50, "max_backoff_ms": 30000}, _RETRY_FIELDS)
+            shown = _fields_value(StorageRetriesSettings, {"max_tries": 100, "initial_backoff_ms": 50, "max_backoff_ms": 30000})
             return "\n" + _indent(str(shown))
         return super()._str_value(field)
 
@@ -955,7 +1112,7 @@ class RepoUpdateRetryConfig(_Section):
     @classmethod
     def _from_plain(cls, d: Mapping[str, Any]) -> "RepoUpdateRetryConfig":
         default = d.get("default")
-        return cls(None if default is None else _fields_value("StorageRetriesSettings", default, _RETRY_FIELDS))
+        return cls(None if default is None else _fields_value(StorageRetriesSettings, default))
 
 
 # -- virtual chunk containers (as far as the configuration holds them) --------------
@@ -971,13 +1128,8 @@ _S3_FIELDS = (
 )
 
 
-def _s3_from_plain(d: Mapping[str, Any]) -> Any:
-    cls = _storage_class("S3Options")
-    if cls is None:
-        return dict(d)
-    if hasattr(cls, "_from_plain"):
-        return cls._from_plain(d)
-    return cls(**{f: d[f] for f in _S3_FIELDS if d.get(f) is not None})
+def _s3_from_plain(d: Mapping[str, Any]) -> S3Options:
+    return S3Options(**{f: d[f] for f in _S3_FIELDS if d.get(f) is not None})
 
 
 class _Store(_Section):

@@ -26,21 +26,16 @@ carry the full cause chain as a PEP 678 note (``e.__notes__``). Every class pick
 with its attributes. Which floe failure raises which class and kind is decided in
 one place, the native module's error mapping (``python/src/errors.rs``).
 
-This module is pure Python and imports nothing of floe: the native module imports
-it at start-up to raise these classes, and re-exports them (``floe._floe``).
+This module is pure Python and imports nothing of floe but the display helpers
+(``floe._display``, pure Python too): the native module imports it at start-up to
+raise these classes, and re-exports them (``floe._floe``).
 """
 
 from __future__ import annotations
 
-import sys
 from enum import IntEnum, StrEnum
 
-
-def _package() -> str:
-    """The package name users see in reprs: ``icechunk`` once
-    ``floe.install_as_icechunk()`` made floe the ``icechunk`` module, else ``floe``."""
-    floe = sys.modules.get("floe")
-    return "icechunk" if floe is not None and sys.modules.get("icechunk") is floe else "floe"
+from floe._display import _package, html_block
 
 
 class ErrorKind(StrEnum):
@@ -317,8 +312,6 @@ class Conflict:
     __str__ = __repr__
 
     def _repr_html_(self) -> str:
-        from floe._display import html_block
-
         fields = [("conflict_type", repr(self.conflict_type)), ("path", self.path)]
         if self.conflicted_chunks is not None:
             fields.append(("conflicted_chunks", str(self.conflicted_chunks)))

@@ -1,15 +1,79 @@
 """The ops log of a spec-2 repository, as Icechunk's ``icechunk.ops``: ``Update``
 (one entry: ``kind``, ``updated_at``, ``backup_path``) and ``UpdateType`` (the
-kinds, one class each, e.g. ``UpdateType.NewCommit(branch, new_snap_id)``)."""
+kinds, one class each, e.g. ``UpdateType.NewCommit(branch, new_snap_id)``), and the
+repository status values its entries carry (``RepoAvailability``, ``RepoStatus``,
+offered as ``floe.repository``'s)."""
 
 from __future__ import annotations
 
 import datetime
+from enum import Enum
 from typing import Any
 
 from floe._display import html_block, qualified, text_block
 
 __all__ = ["Update", "UpdateType"]
+
+
+# The status of a repository, which ``floe.repository`` offers (``Repository.status``)
+# and the ops log records (``UpdateType.RepoStatusChanged``): defined here, below
+# both, and re-exported by ``floe.repository``, whose names they keep.
+
+
+class RepoAvailability(Enum):
+    """Whether a spec-2 repository accepts writes (Icechunk's
+    ``RepoAvailability``): ``online`` or ``read_only``."""
+
+    online = "online"
+    read_only = "read_only"
+
+    def __repr__(self) -> str:
+        return f"RepoAvailability.{self.name}"
+
+    def __str__(self) -> str:
+        return "Online" if self is RepoAvailability.online else "ReadOnly"
+
+
+class RepoStatus:
+    """The status of a spec-2 repository (Icechunk's ``RepoStatus``):
+    ``availability``, ``limited_availability_reason`` (why it is not online, if
+    said) and ``set_at`` (when it was set, UTC; ``None`` for a status not yet
+    stored)."""
+
+    __slots__ = ("availability", "limited_availability_reason", "set_at")
+
+    def __init__(
+        self,
+        availability: RepoAvailability,
+        limited_availability_reason: str | None = None,
+        set_at: datetime.datetime | None = None,
+    ):
+        self.availability = RepoAvailability(availability)
+        self.limited_availability_reason = limited_availability_reason
+        self.set_at = set_at
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RepoStatus) and self._fields() == other._fields()
+
+    def _fields(self) -> list[tuple[str, object]]:
+        return [
+            ("availability", str(self.availability)),
+            ("set_at", repr(self.set_at)),
+            ("limited_availability_reason", self.limited_availability_reason),
+        ]
+
+    def __repr__(self) -> str:
+        return text_block(qualified("repository.RepoStatus"), self._fields())
+
+    __str__ = __repr__
+
+    def _repr_html_(self) -> str:
+        return html_block(qualified("repository.RepoStatus"), self._fields())
+
+
+for _cls in (RepoAvailability, RepoStatus):
+    _cls.__module__ = "floe.repository"
+del _cls
 
 
 class UpdateType:
@@ -110,8 +174,6 @@ class Update:
         if kind_cls is None:
             kind_cls = _kind("".join(p.title() for p in name.split("_")))
         if kind_cls is UpdateType.RepoStatusChanged and isinstance(raw.get("status"), dict):  # type: ignore[attr-defined]
-            from floe.repository import RepoAvailability, RepoStatus
-
             st = raw["status"]
             raw["status"] = RepoStatus(
                 RepoAvailability(st["availability"]), st.get("reason"), _micros(st["set_at"])

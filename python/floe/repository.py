@@ -10,7 +10,7 @@ import contextlib
 import datetime
 import warnings
 from collections.abc import AsyncIterator, Iterator
-from enum import Enum, IntEnum
+from enum import IntEnum
 from typing import Any
 
 from floe._display import html_block, qualified, text_block
@@ -19,7 +19,7 @@ from floe._floe import SnapshotInfo, Storage
 from floe.config import RepositoryConfig
 from floe.diff import Diff
 from floe.exceptions import InvalidInputError
-from floe.ops import GCSummary, Update
+from floe.ops import GCSummary, RepoAvailability, RepoStatus, Update
 from floe.session import Session
 from floe.snapshots import ManifestFileInfo
 from floe.stats import ChunkStorageStats
@@ -60,57 +60,6 @@ def supported_spec_versions() -> list[SpecVersion]:
     """The spec versions floe reads and writes, newest first (Icechunk's
     ``supported_spec_versions()``: ``[SpecVersion.v2 (current), SpecVersion.v1]``)."""
     return sorted(SpecVersion, reverse=True)
-
-
-class RepoAvailability(Enum):
-    """Whether a spec-2 repository accepts writes (Icechunk's
-    ``RepoAvailability``): ``online`` or ``read_only``."""
-
-    online = "online"
-    read_only = "read_only"
-
-    def __repr__(self) -> str:
-        return f"RepoAvailability.{self.name}"
-
-    def __str__(self) -> str:
-        return "Online" if self is RepoAvailability.online else "ReadOnly"
-
-
-class RepoStatus:
-    """The status of a spec-2 repository (Icechunk's ``RepoStatus``):
-    ``availability``, ``limited_availability_reason`` (why it is not online, if
-    said) and ``set_at`` (when it was set, UTC; ``None`` for a status not yet
-    stored)."""
-
-    __slots__ = ("availability", "limited_availability_reason", "set_at")
-
-    def __init__(
-        self,
-        availability: RepoAvailability,
-        limited_availability_reason: str | None = None,
-        set_at: datetime.datetime | None = None,
-    ):
-        self.availability = RepoAvailability(availability)
-        self.limited_availability_reason = limited_availability_reason
-        self.set_at = set_at
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, RepoStatus) and self._fields() == other._fields()
-
-    def _fields(self) -> list[tuple[str, object]]:
-        return [
-            ("availability", str(self.availability)),
-            ("set_at", repr(self.set_at)),
-            ("limited_availability_reason", self.limited_availability_reason),
-        ]
-
-    def __repr__(self) -> str:
-        return text_block(qualified("repository.RepoStatus"), self._fields())
-
-    __str__ = __repr__
-
-    def _repr_html_(self) -> str:
-        return html_block(qualified("repository.RepoStatus"), self._fields())
 
 
 class FeatureFlag:

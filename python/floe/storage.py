@@ -46,7 +46,15 @@ from collections.abc import Callable
 from datetime import datetime
 
 from floe._floe import ChecksumAlgorithm, S3Options, Storage
-from floe.config import _Section, azure_store, gcs_store
+from floe.config import (
+    StorageConcurrencySettings,
+    StorageRetriesSettings,
+    StorageSettings,
+    StorageTimeoutSettings,
+    _default_settings,
+    azure_store,
+    gcs_store,
+)
 from floe.credentials import (
     AzureRefreshableCredential,
     GcsBearerCredential,
@@ -77,191 +85,6 @@ __all__ = [
     "s3_storage",
     "tigris_storage",
 ]
-
-
-class _Settings(_Section):
-    """Shared behaviour of the settings classes: keyword construction, equality by
-    fields, Icechunk's three displays (``repr`` executable as
-    ``icechunk.storage.X(...)``, ``str`` with the effective defaults of unset fields
-    marked ``(default)``, ``_repr_html_``), pickling by fields."""
-
-    _MODULE = "storage"
-
-    @property
-    def _fields(self) -> tuple[str, ...]:
-        return self._FIELDS
-
-    def __hash__(self) -> int:
-        return hash(tuple(repr(getattr(self, f)) for f in self._FIELDS))
-
-    def __reduce__(self):
-        return (type(self), tuple(getattr(self, f) for f in self._FIELDS))
-
-
-class StorageRetriesSettings(_Settings):
-    """How failed requests are retried, with exponential backoff (Icechunk's
-    ``StorageRetriesSettings``).
-
-    ``max_tries``: tries of a request, the first included (1: no retry); ``None``
-    keeps object_store's default (11). ``initial_backoff_ms`` / ``max_backoff_ms``:
-    the first and the longest wait between tries, in milliseconds; ``None`` keeps the
-    defaults (100 ms and 15 s).
-    """
-
-    _FIELDS = ("max_tries", "initial_backoff_ms", "max_backoff_ms")
-    # object_store's defaults, which floe's client keeps: 10 retries after the
-    # first try, 100 ms first backoff, 15 s longest backoff.
-    _DEFAULTS = {"max_tries": 11, "initial_backoff_ms": 100, "max_backoff_ms": 15_000}
-
-    def __init__(
-        self,
-        max_tries: int | None = None,
-        initial_backoff_ms: int | None = None,
-        max_backoff_ms: int | None = None,
-    ) -> None:
-        self.max_tries = max_tries
-        self.initial_backoff_ms = initial_backoff_ms
-        self.max_backoff_ms = max_backoff_ms
-
-
-class StorageTimeoutSettings(_Settings):
-    """Timeouts of storage requests, in milliseconds (Icechunk's
-    ``StorageTimeoutSettings``); ``None`` keeps object_store's default.
-
-    ``connect_timeout_ms``: establishing a connection (default 5 s);
-    ``read_timeout_ms``: the longest a response may stall between bytes (default: no
-    limit); ``operation_timeout_ms``: a whole operation, retries included (default
-    3 min); ``operation_attempt_timeout_ms``: one try (default 30 s).
-    """
-
-    _FIELDS = ("connect_timeout_ms", "read_timeout_ms", "operation_timeout_ms", "operation_attempt_timeout_ms")
-
-    def __init__(
-        self,
-        connect_timeout_ms: int | None = None,
-        read_timeout_ms: int | None = None,
-        operation_timeout_ms: int | None = None,
-        operation_attempt_timeout_ms: int | None = None,
-    ) -> None:
-        self.connect_timeout_ms = connect_timeout_ms
-        self.read_timeout_ms = read_timeout_ms
-        self.operation_timeout_ms = operation_timeout_ms
-        self.operation_attempt_timeout_ms = operation_attempt_timeout_ms
-
-
-class StorageConcurrencySettings(_Settings):
-    """Icechunk's split of large reads into concurrent requests
-    (``max_concurrent_requests_for_object``, ``ideal_concurrent_request_size`` in
-    bytes). Kept for compatibility: floe plans its reads itself (coalesced ranged
-    reads), so these values do not change its requests."""
-
-    _FIELDS = ("max_concurrent_requests_for_object", "ideal_concurrent_request_size")
-
-    def __init__(
-        self,
-        max_concurrent_requests_for_object: int | None = None,
-        ideal_concurrent_request_size: int | None = None,
-    ) -> None:
-        self.max_concurrent_requests_for_object = max_concurrent_requests_for_object
-        self.ideal_concurrent_request_size = ideal_concurrent_request_size
-
-
-class StorageSettings(_Settings):
-    """Icechunk's ``StorageSettings``: ``concurrency``, ``retries`` and ``timeouts``
-    (the classes above, or ``None`` for the defaults), the ``unsafe_use_*`` switches,
-    storage classes and ``minimum_size_for_multipart_upload`` (bytes).
-
-    floe passes ``retries`` and ``timeouts`` to the object-store client. It refuses
-    ``unsafe_use_conditional_create=False`` and ``unsafe_use_conditional_update=False``
-    with ``ValueError``: floe never writes a repository without preconditions (see the
-    module documentation). The other fields are kept and compared but do not change
-    floe's requests.
-    """
-
-    _FIELDS = (
-        "unsafe_use_conditional_create",
-        "unsafe_use_conditional_update",
-        "unsafe_use_metadata",
-        "storage_class",
-        "metadata_storage_class",
-        "chunks_storage_class",
-        "minimum_size_for_multipart_upload",
-        "concurrency",
-        "retries",
-        "timeouts",
-    )
-
-    def __init__(
-        self,
-        concurrency: StorageConcurrencySettings | None = None,
-        retries: StorageRetriesSettings | None = None,
-        unsafe_use_conditional_create: bool | None = None,
-        unsafe_use_conditional_update: bool | None = None,
-        unsafe_use_metadata: bool | None = None,
-        storage_class: str | None = None,
-        metadata_storage_class: str | None = None,
-        chunks_storage_class: str | None = None,
-        minimum_size_for_multipart_upload: int | None = None,
-        timeouts: StorageTimeoutSettings | None = None,
-    ) -> None:
-        for name, value in (
-            ("unsafe_use_conditional_create", unsafe_use_conditional_create),
-            ("unsafe_use_conditional_update", unsafe_use_conditional_update),
-        ):
-            if value is False:
-                raise ValueError(
-                    f"{name}=False is not supported by floe: it never writes a repository "
-                    "without conditional writes (use a server that enforces them)"
-                )
-        self.concurrency = concurrency
-        self.retries = retries
-        self.unsafe_use_conditional_create = unsafe_use_conditional_create
-        self.unsafe_use_conditional_update = unsafe_use_conditional_update
-        self.unsafe_use_metadata = unsafe_use_metadata
-        self.storage_class = storage_class
-        self.metadata_storage_class = metadata_storage_class
-        self.chunks_storage_class = chunks_storage_class
-        self.minimum_size_for_multipart_upload = minimum_size_for_multipart_upload
-        self.timeouts = timeouts
-
-    def __reduce__(self):
-        return (
-            type(self),
-            (
-                self.concurrency,
-                self.retries,
-                self.unsafe_use_conditional_create,
-                self.unsafe_use_conditional_update,
-                self.unsafe_use_metadata,
-                self.storage_class,
-                self.metadata_storage_class,
-                self.chunks_storage_class,
-                self.minimum_size_for_multipart_upload,
-                self.timeouts,
-            ),
-        )
-
-
-# What ``str`` shows for unset fields: floe always writes with preconditions, and
-# unset retries and concurrency expand to their own (default) fields.
-StorageSettings._DEFAULTS = {
-    "unsafe_use_conditional_create": True,
-    "unsafe_use_conditional_update": True,
-}
-StorageSettings._NESTED = {
-    "concurrency": StorageConcurrencySettings,
-    "retries": StorageRetriesSettings,
-}
-
-
-def _default_settings() -> StorageSettings:
-    """What ``Storage.default_settings()`` returns: floe's effective defaults (those
-    of the object-store client) with the nested sections present, so that callers can
-    change them in place (``settings.retries.max_tries = 3``)."""
-    return StorageSettings(
-        concurrency=StorageConcurrencySettings(),
-        retries=StorageRetriesSettings(**StorageRetriesSettings._DEFAULTS),
-    )
 
 
 # RFC 9110 `token`: the characters a header name may have.
