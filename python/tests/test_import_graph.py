@@ -1,7 +1,7 @@
 """The modules of the ``floe`` package import each other without cycles (issue 44).
 
 The graph is read from the package's sources (``python/floe/*.py``, next to this
-``tests`` directory) with :mod:`ast`, so that it shows the layering the code is
+``tests`` directory, else the installed copy of them) with :mod:`ast`, so that it shows the layering the code is
 written with, not what one particular import order happens to execute:
 
 - Module ``A`` depends on module ``B`` of the package when ``A`` names ``B`` in an
@@ -33,7 +33,20 @@ import ast
 import pathlib
 
 PACKAGE = "floe"
-SOURCES = pathlib.Path(__file__).resolve().parents[1] / PACKAGE
+
+
+def _sources() -> pathlib.Path:
+    """``python/floe`` next to this ``tests`` directory; the installed package (a
+    copy of those files) when the tests run without the source tree."""
+    here = pathlib.Path(__file__).resolve().parents[1] / PACKAGE
+    if (here / "__init__.py").is_file():
+        return here
+    import floe
+
+    return pathlib.Path(floe.__file__).resolve().parent
+
+
+SOURCES = _sources()
 
 
 def module_names(directory: pathlib.Path) -> set[str]:
