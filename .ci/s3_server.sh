@@ -8,7 +8,7 @@
 #       bucket and exports FLOE_TEST_S3_BUCKET and the AWS_* variables the tests read.
 #       The caller stops it (e.g. from its EXIT trap).
 #   bash .ci/s3_server.sh [COMMAND ARGS...]
-#       runs COMMAND with the server up (e.g. `cargo test --test storage_conformance`)
+#       runs COMMAND with the server up (e.g. `cargo test --test integration storage_conformance::`)
 #       and stops the server afterwards; without COMMAND, prints the variables and
 #       serves until interrupted.
 #

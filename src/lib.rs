@@ -10,7 +10,7 @@
 //! [`lifecycle::upgrade_to_spec2`] upgrades.
 //!
 //! Data flows one way through the modules, each using only those before it (checked by
-//! `tests/module_graph.rs`, which also refuses import cycles between files):
+//! `tests/integration/module_graph.rs`, which also refuses import cycles between files):
 //! [`storage`] → [`mod@format`] → [`error`] → [`virtual_refs`] → `assets` (fetching and
 //! caching format objects) → [`refs`] → [`lifecycle`] (expiry, garbage collection,
 //! upgrade, repair) → [`zarr`] → [`session`] (with [`SessionStore`], a session as a
@@ -81,6 +81,11 @@
     not(test),
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
+// `unsafe` only in the modules that declare it (`#[allow(unsafe_code)]` on their
+// `mod` line: flatbuffer roots in `format::fb` and `format::snapshot`, c-blosc in
+// `zarr::codec::blosc`), every block with a `// SAFETY:` comment.
+#![deny(unsafe_code)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 /// Test assertion: `$e` is an `Err` matching `$p` (prints what it was otherwise).
 #[cfg(test)]

@@ -12,7 +12,6 @@
 //! `FLOE_FUZZ_SEED` picks the seed (printed on failure).
 
 mod common;
-
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;

@@ -365,7 +365,7 @@ def test_max_concurrent_requests_reaches_the_engine():
     assert repo.config.max_concurrent_requests == 3
     reopened = floe.Repository.open(storage, config=RepositoryConfig(max_concurrent_requests=5))
     assert reopened.config.max_concurrent_requests == 5
-    # The bound applies to every request of the handle (tests/repository_config.rs
+    # The bound applies to every request of the handle (tests/integration/repository_config.rs
     # measures it); the repository still works under a bound of 1.
     one = floe.Repository.open(storage, config=RepositoryConfig(max_concurrent_requests=1))
     s = one.writable_session("main")

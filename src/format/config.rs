@@ -425,11 +425,10 @@ impl RepositoryConfig {
     /// [`FormatError::InvalidConfig`] when the bytes are not a FlexBuffers map, or a
     /// known key has the wrong type.
     pub fn from_flexbuffer(bytes: &[u8]) -> Result<Self, FormatError> {
-        let value: Value = super::repo_info::flexbuffer::from_slice(bytes).map_err(|e| {
-            FormatError::InvalidConfig {
+        let value: Value =
+            super::flexbuffer::from_slice(bytes).map_err(|e| FormatError::InvalidConfig {
                 reason: format!("the repo object's configuration: {e}"),
-            }
-        })?;
+            })?;
         Self::from_untagged(value, "the repo object's configuration")
     }
 

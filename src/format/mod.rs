@@ -48,19 +48,27 @@ pub(crate) mod envelope;
     unsafe_op_in_unsafe_fn,
     non_camel_case_types,
     mismatched_lifetime_syntaxes,
-    unreachable_pub
+    unreachable_pub,
+    unsafe_code,
+    clippy::undocumented_unsafe_blocks
 )]
 #[rustfmt::skip]
 mod generated;
+// Reads flatbuffers whose verification covered only what is read (`unsafe`).
+#[allow(unsafe_code)]
 mod fb;
+pub(crate) mod flexbuffer;
 mod forward;
 pub mod ids;
 pub mod keys;
 pub mod limits;
 pub mod manifest;
+pub mod metadata_value;
 pub mod path;
 pub mod refs;
 pub mod repo_info;
+// Reads a snapshot's verified flatbuffer root without verifying it again (`unsafe`).
+#[allow(unsafe_code)]
 pub mod snapshot;
 pub mod transaction_log;
 

@@ -14,6 +14,8 @@ use flatbuffers::FlatBufferBuilder;
 use super::envelope::{self, FileType};
 use super::fb::{self, gen};
 use super::limits;
+pub use super::metadata_value::decode_metadata_value;
+use super::metadata_value::encode_metadata_value;
 use super::{FormatError, ManifestId, NodeId, NodePath, SnapshotId, SpecVersion};
 
 /// Length of an array and its number of chunks along one dimension, as Icechunk
@@ -260,14 +262,11 @@ impl Snapshot {
         let mut packed_metadata = Vec::with_capacity(self.metadata.len());
         for (name, value) in &self.metadata {
             limits::check_metadata_depth("snapshot", name, value)?;
-            let packed = match spec {
-                SpecVersion::V1 => rmp_serde::to_vec(value).map_err(|e| e.to_string()),
-                SpecVersion::V2 => super::repo_info::encode_metadata_value(value),
-            }
-            .map_err(|e| FormatError::InvalidData {
-                what: "snapshot metadata",
-                reason: format!("cannot encode `{name}` for spec {spec}: {e}"),
-            })?;
+            let packed =
+                encode_metadata_value(spec, value).map_err(|e| FormatError::InvalidData {
+                    what: "snapshot metadata",
+                    reason: format!("cannot encode `{name}` for spec {spec}: {e}"),
+                })?;
             packed_metadata.push((name, packed));
         }
         self.size_budget(&packed_metadata).check()?;
@@ -892,26 +891,6 @@ impl Iterator for NodesUnder<'_> {
             }
         }
         None
-    }
-}
-
-/// Decodes one metadata value: MessagePack in spec 1, FlexBuffers in spec 2 (both of
-/// a JSON value), as Icechunk stores the metadata of commits and, in spec 2, of the
-/// repository (`icechunk-format-notes.md` §2.5). A FlexBuffers value is checked
-/// before it is read (bounds, nesting up to 128 levels, decoded size linear in its
-/// length; see `format::repo_info::flexbuffer`), so no input panics, loops or
-/// allocates without bound.
-///
-/// # Errors
-/// The decoder's message, or why the FlexBuffers check refused the bytes, when they
-/// are not such a value.
-pub fn decode_metadata_value(spec: SpecVersion, bytes: &[u8]) -> Result<serde_json::Value, String> {
-    match spec {
-        SpecVersion::V1 => {
-            rmp_serde::from_slice(bytes).map_err(|e| format!("not MessagePack: {e}"))
-        }
-        SpecVersion::V2 => super::repo_info::flexbuffer::from_slice(bytes)
-            .map_err(|e| format!("not FlexBuffers: {e}")),
     }
 }
 

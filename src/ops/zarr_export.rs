@@ -13,7 +13,7 @@ use crate::format::NodePath;
 use crate::session::Session;
 use crate::zarr::chunk_key_encoding::{chunk_key_encoding_from_json, ChunkKeyEncoding};
 use crate::zarr::node::{metadata_key, node_prefix};
-use crate::zarr::{FilesystemStore, Store};
+use crate::zarr::{FilesystemStore, Store, ZarrError};
 
 /// What [`export_zarr`] wrote.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -81,7 +81,7 @@ fn key_encoding(path: &NodePath, meta: &Value) -> OpsResult<Box<dyn ChunkKeyEnco
         None => chunk_key_encoding_from_json(&serde_json::json!({"name": "default"})),
         Some(enc) => chunk_key_encoding_from_json(enc),
     }
-    .map_err(|e| OpsError::Zarr(e.at_path(path.key_prefix())))
+    .map_err(|e| OpsError::Zarr(ZarrError::from(e).at_path(path.key_prefix())))
 }
 
 /// Writes every node and chunk of `session` (its snapshot plus any uncommitted

@@ -1,7 +1,7 @@
 //! The [`Storage`] contract as a reusable conformance suite: what the repository
 //! engine relies on from every backend. Run [`storage_contract`] against a new
 //! backend's empty storage from a test; floe runs it against the memory, local
-//! filesystem and S3 backends (`tests/storage_conformance.rs`), where multi-process
+//! filesystem and S3 backends (`tests/integration/storage_conformance.rs`), where multi-process
 //! compare-and-swap races are also checked.
 //!
 //! Available with the `testing` cargo feature.

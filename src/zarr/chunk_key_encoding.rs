@@ -7,7 +7,24 @@ use std::fmt::Debug;
 
 use serde_json::{json, Value};
 
-use crate::zarr::error::{ZarrError, ZarrResult};
+/// Why a chunk key encoding (the `chunk_key_encoding` member of an array's metadata)
+/// is refused. The Zarr layer reports it as
+/// [`ZarrError::InvalidMetadata`](crate::zarr::ZarrError::InvalidMetadata) or
+/// [`ZarrError::UnsupportedExtension`](crate::zarr::ZarrError::UnsupportedExtension)
+/// naming the array (it converts with `?`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ChunkKeyEncodingError {
+    /// A malformed member (what is wrong).
+    #[error("{0}")]
+    Invalid(String),
+    /// An encoding other than `default` and `v2` (its name).
+    #[error("unsupported chunk key encoding `{0}`")]
+    Unsupported(String),
+}
+
+/// The result of parsing a chunk key encoding.
+pub type ChunkKeyEncodingResult<T> = Result<T, ChunkKeyEncodingError>;
 
 /// Maps chunk grid indices to store keys relative to the array's prefix.
 pub trait ChunkKeyEncoding: Send + Sync + Debug {
@@ -43,15 +60,14 @@ impl Separator {
     /// Parses `/` or `.`.
     ///
     /// # Errors
-    /// [`ZarrError::InvalidMetadata`] for anything else.
-    pub fn parse(s: &str) -> ZarrResult<Self> {
+    /// [`ChunkKeyEncodingError::Invalid`] for anything else.
+    pub fn parse(s: &str) -> ChunkKeyEncodingResult<Self> {
         match s {
             "/" => Ok(Separator::Slash),
             "." => Ok(Separator::Dot),
-            other => Err(ZarrError::InvalidMetadata {
-                path: String::new(),
-                reason: format!("chunk key separator must be \"/\" or \".\", not {other:?}"),
-            }),
+            other => Err(ChunkKeyEncodingError::Invalid(format!(
+                "chunk key separator must be \"/\" or \".\", not {other:?}"
+            ))),
         }
     }
 }
@@ -139,12 +155,13 @@ impl ChunkKeyEncoding for V2ChunkKeyEncoding {
 /// optional `separator`).
 ///
 /// # Errors
-/// [`ZarrError::UnsupportedExtension`] for other encodings;
-/// [`ZarrError::InvalidMetadata`] for a malformed configuration.
-pub fn chunk_key_encoding_from_json(json: &Value) -> ZarrResult<Box<dyn ChunkKeyEncoding>> {
-    let bad = |reason: String| ZarrError::InvalidMetadata {
-        path: String::new(),
-        reason: format!("chunk_key_encoding {json}: {reason}"),
+/// [`ChunkKeyEncodingError::Unsupported`] for other encodings;
+/// [`ChunkKeyEncodingError::Invalid`] for a malformed configuration.
+pub fn chunk_key_encoding_from_json(
+    json: &Value,
+) -> ChunkKeyEncodingResult<Box<dyn ChunkKeyEncoding>> {
+    let bad = |reason: String| {
+        ChunkKeyEncodingError::Invalid(format!("chunk_key_encoding {json}: {reason}"))
     };
     let name = match json {
         Value::String(s) => s.as_str(),
@@ -175,11 +192,7 @@ pub fn chunk_key_encoding_from_json(json: &Value) -> ZarrResult<Box<dyn ChunkKey
         "v2" => Ok(Box::new(V2ChunkKeyEncoding {
             separator: sep.unwrap_or(Separator::Dot),
         })),
-        other => Err(ZarrError::UnsupportedExtension {
-            path: String::new(),
-            kind: "chunk key encoding".into(),
-            name: other.to_string(),
-        }),
+        other => Err(ChunkKeyEncodingError::Unsupported(other.to_string())),
     }
 }
 
@@ -235,11 +248,11 @@ mod tests {
             chunk_key_encoding_from_json(
                 &json!({"name": "default", "configuration": {"separator": "-"}})
             ),
-            crate::zarr::ZarrError::InvalidMetadata { .. }
+            ChunkKeyEncodingError::Invalid(_)
         );
         assert!(matches!(
             chunk_key_encoding_from_json(&json!({"name": "fanout"})),
-            Err(ZarrError::UnsupportedExtension { .. })
+            Err(ChunkKeyEncodingError::Unsupported(_))
         ));
     }
 }

@@ -5,6 +5,7 @@
 //! array path and the chunk key. Every other [`ZarrError`] variant names the array or
 //! group path (and the key, where one is involved).
 
+use crate::zarr::chunk_key_encoding::ChunkKeyEncodingError;
 use crate::zarr::store::StoreError;
 
 /// An error raised while encoding or decoding one chunk (or shard index) by a codec.
@@ -269,3 +270,21 @@ impl ZarrError {
 
 /// Result alias of the Zarr layer.
 pub type ZarrResult<T> = Result<T, ZarrError>;
+
+impl From<ChunkKeyEncodingError> for ZarrError {
+    /// A refused chunk key encoding, with no path yet (the array layer adds it with
+    /// [`ZarrError::at_path`]).
+    fn from(e: ChunkKeyEncodingError) -> Self {
+        match e {
+            ChunkKeyEncodingError::Invalid(reason) => ZarrError::InvalidMetadata {
+                path: String::new(),
+                reason,
+            },
+            ChunkKeyEncodingError::Unsupported(name) => ZarrError::UnsupportedExtension {
+                path: String::new(),
+                kind: "chunk key encoding".into(),
+                name,
+            },
+        }
+    }
+}

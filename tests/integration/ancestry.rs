@@ -1,13 +1,12 @@
 //! Ancestry: the history stream from branches, tags and snapshots, its read-ahead on
 //! a local disk, and typed errors for missing or corrupt ancestors.
 
-mod common;
-
+use crate::common;
 use std::sync::Arc;
 
+use crate::common::fixture::local;
+use crate::common::{group_json, p};
 use bytes::Bytes;
-use common::fixture::local;
-use common::{group_json, p};
 use floe::format::SnapshotId;
 use floe::storage::Storage;
 use floe::{Error, Repository, VersionSelector};

@@ -1,12 +1,11 @@
 //! Branches and tags: create, list, reset and delete branches; tags never move and
 //! deleted tag names are never reused; ref names Icechunk accepts round-trip.
 
-mod common;
-
+use crate::common;
 use std::sync::Arc;
 
-use common::fixture::Fixture;
-use common::{group_json, p};
+use crate::common::fixture::Fixture;
+use crate::common::{group_json, p};
 use floe::format::SnapshotId;
 use floe::storage::{LocalStorage, Storage};
 use floe::{Error, Repository, VersionSelector};

@@ -3,11 +3,9 @@
 //! nothing. Also `Session::flush` (a snapshot no branch points to) and the chunk
 //! storage statistics of what the refs reach.
 
-mod common;
-
+use crate::common::fixture::Fixture;
+use crate::common::{group_json, p};
 use bytes::Bytes;
-use common::fixture::Fixture;
-use common::{group_json, p};
 use floe::format::manifest::ChunkPayload;
 use floe::{Error, VersionSelector};
 

@@ -6,8 +6,7 @@
 //! zarr-python (`tests/python/cli_interop.py`) and skips without it (fails under
 //! `CI=true`).
 
-mod common;
-
+use crate::common;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -9,8 +9,7 @@
 //! `STORAGE_EMULATOR_HOST`) and `FLOE_TEST_S3_BUCKET`; they are skipped without them,
 //! except in CI (`CI=true`), where that is a failure.
 
-mod common;
-
+use crate::common;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 

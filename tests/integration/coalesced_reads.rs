@@ -5,13 +5,11 @@
 //! virtual chunks); ranges farther apart than the coalescing gap are not merged, and a
 //! coalesced read never reads from a location the reader did not authorize.
 
-mod common;
-
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use crate::common::http::{content, not_found, server, Server};
 use bytes::Bytes;
-use common::http::{content, not_found, server, Server};
 use floe::error::VirtualChunkError;
 use floe::format::config::{ContainerStore, RepositoryConfig, VirtualChunkContainer};
 use floe::format::manifest::{ChunkPayload, VirtualChunkRef};

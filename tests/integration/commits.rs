@@ -1,13 +1,11 @@
 //! Commits: nodes and chunks written and read back (inline and native chunks,
 //! chunk coordinates), empty commits, deleting subtrees, and unreadable native chunks.
 
-mod common;
-
 use std::collections::BTreeMap;
 
+use crate::common::fixture::{keys, Fixture};
+use crate::common::{array_def, group_json, p};
 use bytes::Bytes;
-use common::fixture::{keys, Fixture};
-use common::{array_def, group_json, p};
 use floe::format::manifest::ChunkPayload;
 use floe::format::SnapshotId;
 use floe::session::CommitOptions;

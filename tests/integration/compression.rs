@@ -1,11 +1,9 @@
 //! Compression: the configured zstd level of the files commits write.
 
-mod common;
-
 use std::sync::Arc;
 
-use common::fixture::{keys, Fixture};
-use common::p;
+use crate::common::fixture::{keys, Fixture};
+use crate::common::p;
 use floe::format::manifest::ChunkPayload;
 use floe::storage::new_in_memory_storage;
 use floe::VersionSelector;

@@ -1,7 +1,6 @@
 //! The repository configuration: concurrent `config.yaml` writes.
 
-mod common;
-
+use crate::common;
 use std::sync::Arc;
 
 use floe::storage::new_in_memory_storage;

@@ -6,15 +6,14 @@
 //! repository (`tests/python/conflict_oracle.py`) and agrees on which conflicts each
 //! solver reports and what the branch holds after each resolved commit.
 
-mod common;
-
+use crate::common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 
+use crate::common::{array_json, group_json, history, p};
 use bytes::Bytes;
-use common::{array_json, group_json, history, p};
 use floe::error::Conflict;
 use floe::format::snapshot::NodeKind;
 use floe::session::{

@@ -6,14 +6,13 @@
 //!
 //! `FLOE_CRASH_ROUNDS` sets the number of kills per storage (default 10).
 
-mod common;
-
+use crate::common;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use crate::common::{array_def, p};
 use bytes::Bytes;
-use common::{array_def, p};
 use floe::storage::{create_storage, open_storage};
 use floe::{Repository, SnapshotId, VersionSelector};
 use rand::Rng;
@@ -79,7 +78,7 @@ async fn kill_writers(url: &str) {
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",
-                "crash_writer_child",
+                "crash::crash_writer_child",
                 "--nocapture",
                 "--test-threads=1",
             ])

@@ -1,11 +1,9 @@
 //! Diffs between snapshots: of diverged branches (comparing the snapshots) and along
 //! the ancestry (from the transaction logs).
 
-mod common;
-
+use crate::common::fixture::Fixture;
+use crate::common::{array_def, group_json, p};
 use bytes::Bytes;
-use common::fixture::Fixture;
-use common::{array_def, group_json, p};
 
 #[tokio::test]
 async fn diff_between_diverged_branches_compares_snapshots() {

@@ -7,15 +7,14 @@
 //!
 //! `FLOE_FAULT_SEEDS` sets how many seeds the model-based test runs (default 6).
 
-mod common;
-
+use crate::common;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::common::{array_def, p};
 use bytes::Bytes;
-use common::{array_def, p};
 use floe::format::SpecVersion;
 use floe::lifecycle::GcOptions;
 use floe::storage::fault::{Call, Fault, FaultyStorage};

@@ -4,13 +4,11 @@
 //! (worker processes on local storage and the S3 test server) is in
 //! `tests/concurrency.rs`.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::common::{array_def, group_json, history, p};
 use bytes::Bytes;
-use common::{array_def, group_json, history, p};
 use floe::error::Conflict;
 use floe::format::snapshot::NodeKind;
 use floe::storage::new_in_memory_storage;

@@ -1,13 +1,12 @@
 //! Format round trips of every object type, and typed errors (never panics) for
 //! corrupt and truncated snapshot, manifest, transaction-log, ref and config files.
 
-mod common;
-
+use crate::common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use crate::common::{array_def, p};
 use bytes::Bytes;
-use common::{array_def, p};
 use floe::format::config::RepositoryConfig;
 use floe::format::envelope::{self, FileType};
 use floe::format::manifest::{Checksum, ChunkPayload, Manifest, NativeChunkRef, VirtualChunkRef};

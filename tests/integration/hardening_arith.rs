@@ -8,16 +8,14 @@
 //! sampled from `/proc/<pid>/status` (`VmHWM`) while it runs (Linux only; elsewhere
 //! the memory bound is not checked).
 
-mod common;
-
 use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::common::{array_def, p};
 use bytes::Bytes;
-use common::{array_def, p};
 use floe::format::manifest::{ChunkPayload, NativeChunkRef};
 use floe::storage::{LocalStorage, Storage};
 use floe::zarr::RegionFormats;

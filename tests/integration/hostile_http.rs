@@ -12,13 +12,11 @@
 //! - `status`: answers every request with a fixed status (`404`, `403`): floe must not
 //!   repeat the request.
 
-mod common;
-
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{array_def, p};
+use crate::common::{array_def, p};
 use floe::error::VirtualChunkError;
 use floe::format::config::{ContainerStore, RepositoryConfig, VirtualChunkContainer};
 use floe::format::manifest::{ChunkPayload, VirtualChunkRef};

@@ -5,14 +5,12 @@
 //! [`Error::InvalidRefName`], and the CLI never writes control characters from a
 //! repository to the terminal.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::process::{Command, Output};
 use std::sync::Arc;
 
+use crate::common::{array_def, p};
 use bytes::Bytes;
-use common::{array_def, p};
 use floe::format::repo_info::RepoInfo;
 use floe::format::SpecVersion;
 use floe::storage::LocalStorage;

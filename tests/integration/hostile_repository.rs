@@ -1,14 +1,13 @@
 //! Corrupt or hostile repositories get a clean, typed error — never a crash, a hang
 //! or unbounded memory. Each test crafts the damage with floe's own format layer.
 
-mod common;
-
+use crate::common;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::common::{array_def, p};
 use bytes::Bytes;
-use common::{array_def, p};
 use floe::storage::LocalStorage;
 use floe::{Error, Repository, SnapshotId, VersionSelector};
 

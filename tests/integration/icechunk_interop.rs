@@ -30,8 +30,7 @@
 //! tests are skipped, except under `CI=true`, where they fail. Set `FLOE_INTEROP_KEEP`
 //! to keep the work directories.
 
-mod common;
-
+use crate::common;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,13 +1,12 @@
 //! Kerchunk import on synthetic reference sets: Zarr v2 metadata translated to v3,
 //! virtual and inline chunk refs, F order, zlib, scalar arrays, subgroups, templates.
 
-mod common;
-
+use crate::common;
 use std::io::Write;
 use std::sync::Arc;
 
+use crate::common::p;
 use base64::Engine;
-use common::p;
 use floe::ops::import_kerchunk;
 use floe::storage::LocalStorage;
 use floe::virtual_refs::VirtualAccess;

@@ -2,17 +2,16 @@
 //! follows from them, dry runs, the CLI, and Icechunk 2.3.0 as the oracle on copies of
 //! the same repository (same expired snapshots, same summary, same objects left).
 
-mod common;
-
+use crate::common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::common::{array_def, p};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
-use common::{array_def, p};
 use floe::format::SpecVersion;
 use floe::lifecycle::{ExpireOptions, GcOptions, GcSummary};
 use floe::storage::LocalStorage;

@@ -1,11 +1,9 @@
 //! Manifests per array: arrays untouched by a commit keep their manifests, large
 //! arrays are split into several, and a commit rewrites only the changed ones.
 
-mod common;
-
+use crate::common::fixture::Fixture;
+use crate::common::{array_def, p};
 use bytes::Bytes;
-use common::fixture::Fixture;
-use common::{array_def, p};
 use floe::format::manifest::ChunkPayload;
 use floe::format::snapshot::Snapshot;
 use floe::VersionSelector;

@@ -478,6 +478,27 @@ fn top_module(file: &str) -> String {
     }
 }
 
+/// The edges between sibling modules at every depth: for a file edge `a → b`, the
+/// children of their deepest common module that hold `a` and `b`
+/// (`src/format/snapshot.rs → src/format/repo_info/encode.rs` is
+/// `format::snapshot → format::repo_info`). A file and the files of the modules
+/// enclosing it make no pair, as in the file graph. So a cycle between two modules
+/// of one parent shows even when no two of their files name each other.
+fn sibling_edges(files: &BTreeMap<(String, String), String>) -> BTreeMap<(String, String), String> {
+    let mut out = BTreeMap::new();
+    for ((a, b), via) in files {
+        let (ma, mb) = (module_of(Path::new(a)), module_of(Path::new(b)));
+        let common = ma.iter().zip(&mb).take_while(|(x, y)| x == y).count();
+        if common == ma.len() || common == mb.len() {
+            continue; // one encloses the other
+        }
+        let unit = |m: &[String]| m[..=common].join("::");
+        out.entry((unit(&ma), unit(&mb)))
+            .or_insert_with(|| format!("{via}` in `{a}"));
+    }
+    out
+}
+
 /// Strongly connected components with more than one node (Tarjan).
 fn cycles(nodes: &BTreeSet<String>, edges: &BTreeSet<(String, String)>) -> Vec<BTreeSet<String>> {
     let mut adj: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
@@ -577,7 +598,7 @@ fn check(
         if !found.contains(entry) {
             problems.push(format!(
                 "the allow-list entry {entry:?} ({what} graph) is no longer a cycle as listed: \
-                 remove or update it in tests/module_graph.rs\n"
+                 remove or update it in tests/integration/module_graph.rs\n"
             ));
         }
     }
@@ -599,6 +620,7 @@ fn no_import_cycles_between_files_or_modules() {
     }
     let mut problems = check("file", &files, ALLOWED_FILE_CYCLES);
     problems.extend(check("module", &modules, ALLOWED_MODULE_CYCLES));
+    problems.extend(check("sibling module", &sibling_edges(&files), &[]));
     if std::env::var_os("FLOE_PRINT_MODULE_GRAPH").is_some() {
         for ((a, b), via) in &modules {
             println!("{a} → {b}  (via `{via}`)");
@@ -637,7 +659,7 @@ fn top_level_modules_import_only_lower_layers() {
     }
     assert!(
         problems.is_empty(),
-        "imports against the layer order (tests/module_graph.rs LAYERS):\n{}",
+        "imports against the layer order (tests/integration/module_graph.rs LAYERS):\n{}",
         problems.join("\n")
     );
 }
@@ -664,4 +686,61 @@ fn the_checker_sees_references_and_cycles() {
     assert!(problems[0].contains("a ↔ b") && problems[0].contains("a → b  (via `x`)"));
     assert!(check("file", &fake, &[&["a", "b"]]).is_empty());
     assert_eq!(check("file", &fake, &[&["a", "b"], &["b", "c"]]).len(), 1);
+    // Sibling modules: two files of `x` and `y` naming files of each other's module
+    // (not each other) are a cycle of `m::x` and `m::y`; a parent naming its child is
+    // no edge.
+    let mut files = BTreeMap::new();
+    for (a, b) in [
+        ("src/m/x.rs", "src/m/y/inner.rs"),
+        ("src/m/y/mod.rs", "src/m/x.rs"),
+        ("src/m/mod.rs", "src/m/x.rs"),
+    ] {
+        files.insert((a.to_string(), b.to_string()), "p".to_string());
+    }
+    let siblings = sibling_edges(&files);
+    assert_eq!(
+        siblings.keys().cloned().collect::<Vec<_>>(),
+        [
+            ("m::x".to_string(), "m::y".to_string()),
+            ("m::y".to_string(), "m::x".to_string())
+        ]
+    );
+    assert!(check("file", &files, &[]).is_empty());
+    assert_eq!(check("sibling module", &siblings, &[]).len(), 1);
+}
+
+/// `unsafe` only where declared (issue 44): the library denies `unsafe_code` at its
+/// root, and only the modules listed here allow it back (on their `mod` line), each
+/// `unsafe` block with a `// SAFETY:` comment (clippy's `undocumented_unsafe_blocks`,
+/// warned at the root and denied in CI).
+#[test]
+fn unsafe_code_only_in_declared_modules() {
+    const DECLARED: &[&str] = &[
+        "src/format/mod.rs: mod fb;",
+        "src/format/mod.rs: pub mod snapshot;",
+        "src/zarr/codec/mod.rs: pub mod blosc;",
+    ];
+    let root = crate_root();
+    let lib = std::fs::read_to_string(root.join("src/lib.rs")).unwrap();
+    assert!(
+        lib.contains("#![deny(unsafe_code)]"),
+        "src/lib.rs must deny unsafe_code"
+    );
+    assert!(lib.contains("#![warn(clippy::undocumented_unsafe_blocks)]"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    let mut found = Vec::new();
+    for f in &files {
+        let rel = f.strip_prefix(&root).unwrap().display().to_string();
+        let text = std::fs::read_to_string(f).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            if line.trim() == "#[allow(unsafe_code)]" {
+                let next = lines.get(i + 1).map_or("", |l| l.trim());
+                found.push(format!("{rel}: {next}"));
+            }
+        }
+    }
+    found.sort();
+    assert_eq!(found, DECLARED, "modules allowing unsafe code");
 }

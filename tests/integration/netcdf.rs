@@ -2,15 +2,14 @@
 //! references to it, floe imports them and reads every variable with raw values
 //! identical to what netCDF4-python reads with auto mask/scale off.
 
-mod common;
-
+use crate::common;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 
+use crate::common::p;
 use base64::Engine;
-use common::p;
 use floe::ops::import_kerchunk;
 use floe::storage::LocalStorage;
 use floe::zarr::RegionFormats;

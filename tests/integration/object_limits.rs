@@ -6,13 +6,11 @@
 //! is repaired with floe's own `repair`; a spec-1 branch whose tip snapshot cannot be
 //! read is reset without reading it.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::common::{array_json, group_json, p};
 use bytes::Bytes;
-use common::{array_json, group_json, p};
 use floe::format::config::RepositoryConfig;
 use floe::format::limits::{MAX_METADATA_DEPTH, MAX_OBJECT_BYTES};
 use floe::format::{FormatError, SpecVersion};

@@ -2,16 +2,14 @@
 //! blocking local-file capability): counted as the peak number of chunk writes in
 //! flight at once, not timed.
 
-mod common;
-
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::common::group_json;
 use async_trait::async_trait;
 use bytes::Bytes;
-use common::group_json;
 use floe::storage::{
     new_in_memory_storage, ObjectInfo, ObjectVersion, Storage, StorageResult, VersionedBytes,
     WriteOutcome,

@@ -4,11 +4,10 @@
 //! repository holds the same array, all-fill chunks are erased and a partial edge
 //! chunk is written as usual.
 
-mod common;
-
+use crate::common;
 use std::sync::Arc;
 
-use common::fixture::local;
+use crate::common::fixture::local;
 use floe::storage::fault::{Fault, FaultyStorage};
 use floe::storage::{new_in_memory_storage, Storage};
 use floe::zarr::{Array, ArrayBuilder, ArraySubset, DataType, Store};

@@ -1,13 +1,12 @@
 //! Rebase on commit: disjoint changes of concurrent sessions rebase, overlapping ones
 //! are typed conflicts; identical new groups merge.
 
-mod common;
-
+use crate::common;
 use std::collections::BTreeMap;
 
+use crate::common::fixture::Fixture;
+use crate::common::{array_def, group_json, p};
 use bytes::Bytes;
-use common::fixture::Fixture;
-use common::{array_def, group_json, p};
 use floe::error::Conflict;
 use floe::session::CommitOptions;
 use floe::{Error, VersionSelector};

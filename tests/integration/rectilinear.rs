@@ -7,11 +7,9 @@
 //! reading floe's repositories and the reverse, are in
 //! `python/tests/test_rectilinear.py`.
 
-mod common;
-
+use crate::common::fixture::Fixture;
+use crate::common::{group_json, p};
 use bytes::Bytes;
-use common::fixture::Fixture;
-use common::{group_json, p};
 use floe::format::snapshot::DimensionShape;
 use floe::format::SpecVersion;
 use floe::session::array_definition;

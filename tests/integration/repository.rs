@@ -1,20 +1,19 @@
 //! Repository creation and opening: the exact layout of a new repository, typed
 //! errors opening a missing or corrupt one, and concurrent creation (exactly one wins).
 
-mod common;
-
+use crate::common;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::common::fixture::{keys, local};
 use bytes::Bytes;
-use common::fixture::{keys, local};
 use floe::format::envelope::{self, FileType};
 use floe::format::snapshot::Snapshot;
 use floe::format::SnapshotId;
 use floe::storage::{new_in_memory_storage, Storage};
 use floe::{Error, Repository};
 
-/// The spec-1 layout (spec 2's is in tests/spec2.rs).
+/// The spec-1 layout (spec 2's is in tests/integration/spec2.rs).
 #[tokio::test]
 async fn new_repository_has_exactly_the_spec_layout() {
     let dir = tempfile::tempdir().unwrap();

@@ -5,15 +5,13 @@
 //! `max_concurrent_requests` bounds the requests in flight and
 //! `repo_update_retries` the tries of a spec-2 `repo` object update.
 
-mod common;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::common::fixture::Fixture;
+use crate::common::{array_def, p};
 use bytes::Bytes;
-use common::fixture::Fixture;
-use common::{array_def, p};
 use floe::format::config::RepositoryConfig;
 use floe::format::snapshot::Snapshot;
 use floe::format::SpecVersion;

@@ -5,13 +5,12 @@
 //! machine's speed. The README's table of round trips per operation is this test's
 //! output; a change that adds a sequential request fails it.
 
-mod common;
-
+use crate::common;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::common::{group_json, write_small_array};
 use bytes::Bytes;
-use common::{group_json, write_small_array};
 use floe::format::SpecVersion;
 use floe::storage::fault::{Call, Fault, FaultyStorage};
 use floe::storage::{new_in_memory_storage, Storage};

@@ -1,8 +1,7 @@
 //! The committed flatbuffers code in `src/format/generated/` must be what `flatc`
 //! generates from `schema/*.fbs`: this test regenerates it and compares.
 
-mod common;
-
+use crate::common;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;

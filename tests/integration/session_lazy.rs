@@ -3,16 +3,14 @@
 //! reads only the branch, the snapshot is read on first use, and a missing tip
 //! snapshot is the error of that first use, naming the object.
 
-mod common;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
 
+use crate::common::{array_json, group_json, p, write_small_array};
 use bytes::Bytes;
-use common::{array_json, group_json, p, write_small_array};
 use floe::format::SpecVersion;
 use floe::storage::fault::{Call, Fault, FaultyStorage};
 use floe::storage::{new_in_memory_storage, StorageError};

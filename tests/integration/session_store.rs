@@ -2,8 +2,7 @@
 //! keys to chunk refs), listing, partial reads, read-only refusal, and the Zarr array
 //! API working through it across commits.
 
-mod common;
-
+use crate::common;
 use std::sync::Arc;
 
 use bytes::Bytes;

@@ -2,13 +2,12 @@
 //! log, refs, commits, amend, config, repository metadata, status and feature flags,
 //! and concurrent writers. Interop with Icechunk 2.3.0 is in `icechunk_interop.rs`.
 
-mod common;
-
+use crate::common;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::common::{array_def, group_json, p};
 use bytes::Bytes;
-use common::{array_def, group_json, p};
 use floe::format::repo_info::{Availability, FeatureFlag, UpdateKind};
 use floe::format::snapshot::Snapshot;
 use floe::format::{SnapshotId, SpecVersion};

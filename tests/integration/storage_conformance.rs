@@ -8,8 +8,7 @@
 //! variables (.ci/run starts one); they are skipped when it is absent, except in CI
 //! (`CI=true`), where that is a failure.
 
-mod common;
-
+use crate::common;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -378,7 +377,10 @@ fn local_put_if_match_race_8_processes() {
     }
     let dir = tempfile::tempdir().unwrap();
     let url = dir.path().join("root").display().to_string();
-    cas_race_between_processes("local_put_if_match_race_8_processes", &url);
+    cas_race_between_processes(
+        "storage_conformance::local_put_if_match_race_8_processes",
+        &url,
+    );
 }
 
 #[test]
@@ -389,5 +391,8 @@ fn s3_put_if_match_race_8_processes() {
     let Some(url) = common::s3_url("cas-processes") else {
         return;
     };
-    cas_race_between_processes("s3_put_if_match_race_8_processes", &url);
+    cas_race_between_processes(
+        "storage_conformance::s3_put_if_match_race_8_processes",
+        &url,
+    );
 }

@@ -1,10 +1,8 @@
 //! Time travel: reading a version by snapshot id, tag, or branch and time.
 
-mod common;
-
+use crate::common::fixture::Fixture;
+use crate::common::{array_def, p};
 use bytes::Bytes;
-use common::fixture::Fixture;
-use common::{array_def, p};
 use floe::format::SnapshotId;
 use floe::{Error, VersionSelector};
 

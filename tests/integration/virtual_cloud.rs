@@ -17,14 +17,13 @@
 //! `STORAGE_EMULATOR_HOST`); skipped without them, except in CI (`CI=true`), where
 //! that is a failure.
 
-mod common;
-
+use crate::common;
 use std::io::{Read, Write};
 use std::sync::Arc;
 
+use crate::common::http::{server, Server};
+use crate::common::{array_def, p};
 use bytes::Bytes;
-use common::http::{server, Server};
-use common::{array_def, p};
 use floe::error::VirtualChunkError;
 use floe::format::config::{ContainerStore, RepositoryConfig, VirtualChunkContainer};
 use floe::format::manifest::{Checksum, ChunkPayload, VirtualChunkRef};

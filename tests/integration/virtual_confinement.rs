@@ -8,15 +8,13 @@
 //! returned. The HTTP tests run two tiny HTTP/1.1 servers on 127.0.0.1 (one authorized,
 //! one the escape target) that stop with the test.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::common::http::{content, not_found, redirect, server, Server};
+use crate::common::{array_def, p};
 use bytes::Bytes;
-use common::http::{content, not_found, redirect, server, Server};
-use common::{array_def, p};
 use floe::error::VirtualChunkError;
 use floe::format::config::{ContainerStore, RepositoryConfig, VirtualChunkContainer};
 use floe::format::manifest::{ChunkPayload, VirtualChunkRef};

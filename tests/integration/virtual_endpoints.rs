@@ -9,14 +9,12 @@
 //! hostile repository names. Each records the requests it receives, with their
 //! `Authorization` header (a SigV4 signature names the access key id).
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::common::http::{content, not_found, server, Server};
+use crate::common::{array_def, p};
 use bytes::Bytes;
-use common::http::{content, not_found, server, Server};
-use common::{array_def, p};
 use floe::error::VirtualChunkError;
 use floe::format::config::{ContainerStore, RepositoryConfig, VirtualChunkContainer};
 use floe::format::manifest::{ChunkPayload, VirtualChunkRef};

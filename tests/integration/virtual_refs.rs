@@ -1,12 +1,11 @@
 //! Virtual chunk refs at the session level: containers from config.yaml, the caller's
 //! authorization, URL normalization, checksums, missing sources and short reads.
 
-mod common;
-
+use crate::common;
 use std::sync::Arc;
 
+use crate::common::{array_def, p};
 use bytes::Bytes;
-use common::{array_def, p};
 use floe::error::VirtualChunkError;
 use floe::format::config::{ContainerStore, RepositoryConfig, VirtualChunkContainer};
 use floe::format::manifest::{Checksum, ChunkPayload, VirtualChunkRef};

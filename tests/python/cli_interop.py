@@ -1,4 +1,4 @@
-"""zarr-python fixtures for the floe CLI tests (tests/cli.rs).
+"""zarr-python fixtures for the floe CLI tests (tests/integration/cli.rs).
 
 Usage:
   cli_interop.py write OUTDIR

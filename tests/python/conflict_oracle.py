@@ -1,4 +1,4 @@
-"""Runs conflict scenarios with Icechunk, for tests/conflicts.rs to compare with floe.
+"""Runs conflict scenarios with Icechunk, for tests/integration/conflicts.rs to compare with floe.
 
 Usage: conflict_oracle.py SPEC.json OUT.json
 

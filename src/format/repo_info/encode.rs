@@ -14,6 +14,7 @@ use super::{Availability, RepoInfo, RepoStatus, RepoUpdate, UpdateKind};
 use crate::format::envelope::{self, FileType};
 use crate::format::fb::{self, gen};
 use crate::format::limits;
+use crate::format::metadata_value::encode_metadata_value;
 use crate::format::{FormatError, SnapshotId, SpecVersion};
 
 type Items<'a> =
@@ -39,7 +40,7 @@ fn pack_metadata<'m>(
         .iter()
         .map(|(name, value)| {
             limits::check_metadata_depth(what, name, value)?;
-            let encoded = encode_metadata_value(value)
+            let encoded = encode_metadata_value(SpecVersion::V2, value)
                 .map_err(|e| invalid(format!("metadata `{name}`: {e}")))?;
             Ok((name.as_str(), encoded))
         })
@@ -91,14 +92,6 @@ fn update_text_len(kind: &UpdateKind) -> usize {
         | UpdateKind::ExpirationRan
         | UpdateKind::FeatureFlagChanged { .. } => 0,
     }
-}
-
-/// One metadata value as spec 2 stores it (FlexBuffers of a JSON value).
-///
-/// # Errors
-/// The encoder's message.
-pub(crate) fn encode_metadata_value(value: &serde_json::Value) -> Result<Vec<u8>, String> {
-    flexbuffers::to_vec(value).map_err(|e| e.to_string())
 }
 
 fn status<'a>(b: &mut FlatBufferBuilder<'a>, s: &RepoStatus) -> WIPOffset<gen::RepoStatus<'a>> {

@@ -10,14 +10,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 mod edit;
 mod encode;
-pub(crate) mod flexbuffer;
-
-pub(crate) use encode::encode_metadata_value;
 
 use super::config::RepositoryConfig;
 use super::envelope::{self, FileType};
 use super::fb::{self, gen};
-use super::snapshot::decode_metadata_value;
+use super::metadata_value::decode_metadata_value;
 use super::{FormatError, SnapshotId, SpecVersion};
 
 /// The snapshots of `snapshots` from `start` back to the root, newest first,

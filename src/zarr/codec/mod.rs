@@ -11,6 +11,8 @@
 //! `numcodecs.zlib`, `numcodecs.gzip`, `numcodecs.zstd`, `numcodecs.blosc`,
 //! `numcodecs.shuffle`, `numcodecs.crc32c`.
 
+// Calls c-blosc (`unsafe` FFI).
+#[allow(unsafe_code)]
 pub mod blosc;
 pub mod bytes;
 pub mod crc32c;

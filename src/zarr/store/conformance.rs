@@ -6,8 +6,8 @@
 //! descriptive message on the first violation. [`zarr_store_conformance`] runs the
 //! same operations with valid Zarr keys only (node metadata and chunk keys of
 //! existing arrays), for stores that refuse anything else, such as
-//! [`SessionStore`](crate::session::SessionStore); `tests/session_store.rs` runs it on a
-//! repository session, `tests/zarr_api.rs` on the memory and filesystem stores.
+//! [`SessionStore`](crate::session::SessionStore); `tests/integration/session_store.rs` runs it on a
+//! repository session, `tests/integration/zarr_api.rs` on the memory and filesystem stores.
 //!
 //! Available with the `testing` cargo feature.
 
