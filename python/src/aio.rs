@@ -2,7 +2,7 @@
 //! awaitable (`pyo3_async_runtimes::tokio::future_into_py`) whose work runs on floe's
 //! shared tokio runtime, so awaiting it never blocks the asyncio event loop (the
 //! blocking twins in `repository.rs` / `session.rs` run the same engine calls with
-//! [`crate::block_on`]). Cancelling the awaitable (`asyncio.Task.cancel`) drops the
+//! [`crate::runtime::block_on`]). Cancelling the awaitable (`asyncio.Task.cancel`) drops the
 //! engine future.
 //!
 //! The methods are added to the native `Repository` and `Session` classes with a
@@ -24,10 +24,9 @@ use pyo3::prelude::*;
 use pyo3_async_runtimes::tokio::future_into_py;
 
 use crate::config::RepositoryConfig;
+use crate::convert::{json_to_py, py_to_metadata, selector, snapshot_id_arg, spec};
 use crate::errors::{to_py, IntoPyResult};
-use crate::repository::{
-    info, json_to_py, py_to_metadata, selector, snapshot_id_arg, spec, Repository, SnapshotInfo,
-};
+use crate::repository::{info, open_or_create, Repository, SnapshotInfo};
 use crate::session::{solver, Session};
 use crate::storage::Storage;
 
@@ -36,40 +35,6 @@ use crate::storage::Storage;
 fn to_python<T: serde::Serialize>(value: &T) -> PyResult<Py<PyAny>> {
     let v = serde_json::to_value(value).map_err(|e| PyValueError::new_err(e.to_string()))?;
     Python::attach(|py| json_to_py(py, &v))
-}
-
-/// Opens the repository in `storage` (with `config` merged over its stored one),
-/// creating one of spec version `spec` with `config` when there is none (and opening
-/// the one a concurrent creator wrote first), with `options` (virtual chunk
-/// authorization). The one implementation behind `open_or_create` and
-/// `open_or_create_async`.
-pub(crate) async fn open_or_create(
-    storage: Arc<dyn floe::storage::Storage>,
-    spec: floe::format::SpecVersion,
-    config: Option<floe::format::config::RepositoryConfig>,
-    options: floe::OpenOptions,
-) -> Result<floe::Repository, floe::Error> {
-    let opened =
-        floe::Repository::open_configured(Arc::clone(&storage), options.clone(), config.clone())
-            .await;
-    match opened {
-        Err(floe::Error::RepositoryNotFound { .. }) => {
-            match floe::Repository::create_with(
-                Arc::clone(&storage),
-                config.clone(),
-                spec,
-                options.clone(),
-            )
-            .await
-            {
-                Err(floe::Error::RepositoryExists { .. }) => {
-                    floe::Repository::open_configured(storage, options, config).await
-                }
-                other => other,
-            }
-        }
-        other => other,
-    }
 }
 
 #[pymethods]

@@ -19,6 +19,7 @@ use floe::zarr::ZarrError;
 use pyo3::prelude::*;
 
 use crate::borrowed_buffer::BorrowedBuffer;
+use crate::errors::zarr_to_py;
 
 /// One call that ended: its token, its outcome and the buffer it borrowed.
 struct Ended {
@@ -163,7 +164,7 @@ impl Completions {
                 drop(e.buffer);
                 let error = match e.outcome {
                     Ok(()) => None,
-                    Err(Failure::Zarr(err)) => Some(crate::pipeline::zarr_to_py(err)),
+                    Err(Failure::Zarr(err)) => Some(zarr_to_py(err)),
                     Err(Failure::Lost) => Some(pyo3::exceptions::PyRuntimeError::new_err(
                         "the pipeline call ended without an outcome (its task panicked)",
                     )),

@@ -614,6 +614,19 @@ pub(crate) fn store_to_py(e: floe::zarr::store::StoreError) -> PyErr {
     finish(classified, e.to_string(), report(&e), conflict)
 }
 
+/// A Zarr layer error as a Python exception: store failures keep the store's
+/// exception class; every other failure (a chunk that does not decode, with its key in
+/// the message; wrong metadata) is a `FormatError`.
+pub(crate) fn zarr_to_py(e: floe::zarr::ZarrError) -> PyErr {
+    match e {
+        floe::zarr::ZarrError::Store(e) => store_to_py(e),
+        floe::zarr::ZarrError::ReadOnly { .. } => {
+            error(Class::ReadOnly, Kind::ReadOnlySession, e.to_string())
+        }
+        e => error(Class::Format, Kind::Deserialization, e.to_string()),
+    }
+}
+
 /// An exception of class `class` and kind `kind` with `message` (for failures the
 /// bindings detect themselves).
 pub(crate) fn error(class: Class, kind: Kind, message: String) -> PyErr {

@@ -5,30 +5,27 @@
 //! `ConflictError`. Blocking calls release the GIL and run on one shared tokio
 //! runtime (the one `pyo3-async-runtimes` drives awaitables with), so Python threads
 //! and zarr's async pipeline overlap I/O.
+//!
+//! This root only declares the modules and registers them; no module names it
+//! (`tests/bindings_module_graph.rs` checks that the modules import each other
+//! without cycles).
 
 mod aio;
 mod borrowed_buffer;
 mod completions;
 mod config;
+mod convert;
 mod credentials;
 mod errors;
 mod logs;
 mod pipeline;
 mod repository;
+mod runtime;
 mod session;
 mod storage;
 mod virtual_chunks;
 
 use pyo3::prelude::*;
-
-/// Runs `fut` to completion on the shared runtime without holding the GIL.
-pub(crate) fn block_on<F>(py: Python<'_>, fut: F) -> F::Output
-where
-    F: std::future::Future + Send,
-    F::Output: Send,
-{
-    py.detach(|| pyo3_async_runtimes::tokio::get_runtime().block_on(fut))
-}
 
 /// The native module.
 #[pymodule]

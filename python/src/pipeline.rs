@@ -15,28 +15,13 @@ use std::sync::Arc;
 
 use floe::zarr::store::Store;
 use floe::zarr::subset::ArraySubset;
-use floe::zarr::{Array, ArrayMetadata, ArrayOptions, ZarrError};
+use floe::zarr::{Array, ArrayMetadata, ArrayOptions};
 use pyo3::prelude::*;
 
 use crate::borrowed_buffer::BorrowedBuffer;
 use crate::completions::Completions;
-use crate::errors::{error, read_only_error, store_to_py, Class, Kind};
+use crate::errors::{error, read_only_error, zarr_to_py, Class, Kind};
 use crate::session::NativeStore;
-
-/// A Zarr layer error as a Python exception: store failures keep the store's
-/// exception class; every other failure (a chunk that does not decode, with its key in
-/// the message; wrong metadata) is a `FormatError`.
-pub(crate) fn zarr_to_py(e: ZarrError) -> PyErr {
-    match e {
-        ZarrError::Store(e) => store_to_py(e),
-        ZarrError::ReadOnly { .. } => read_only_error_msg(e.to_string()),
-        e => error(Class::Format, Kind::Deserialization, e.to_string()),
-    }
-}
-
-fn read_only_error_msg(message: String) -> PyErr {
-    error(Class::ReadOnly, Kind::ReadOnlySession, message)
-}
 
 /// The byte size of `region` of `array` (fixed-size data types).
 fn region_bytes(array: &Array, region: &ArraySubset) -> PyResult<usize> {

@@ -8,49 +8,12 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::block_on;
 use crate::config::RepositoryConfig;
+use crate::convert::{json_to_py, py_to_metadata, selector, snapshot_id_arg, spec};
 use crate::errors::IntoPyResult;
+use crate::runtime::block_on;
 use crate::session::Session;
 use crate::storage::Storage;
-
-/// JSON values (metadata) to Python objects, through the `json` module.
-pub(crate) fn json_to_py(py: Python<'_>, v: &serde_json::Value) -> PyResult<Py<PyAny>> {
-    let text = serde_json::to_string(v).map_err(|e| PyValueError::new_err(e.to_string()))?;
-    Ok(py.import("json")?.call_method1("loads", (text,))?.unbind())
-}
-
-/// A Python mapping of JSON-serializable values to floe metadata.
-pub(crate) fn py_to_metadata(
-    obj: Option<&Bound<'_, PyAny>>,
-) -> PyResult<BTreeMap<String, serde_json::Value>> {
-    let Some(obj) = obj.filter(|o| !o.is_none()) else {
-        return Ok(BTreeMap::new());
-    };
-    let py = obj.py();
-    let text: String = match py.import("json")?.call_method1("dumps", (obj,)) {
-        Ok(text) => text.extract()?,
-        Err(e) if e.is_instance_of::<pyo3::exceptions::PyTypeError>(py) => {
-            return Err(pyo3::exceptions::PyTypeError::new_err(format!(
-                "commit metadata must be JSON-serializable: {}",
-                e.value(py)
-            )))
-        }
-        Err(e) => return Err(e),
-    };
-    serde_json::from_str(&text).map_err(|e| PyValueError::new_err(format!("metadata: {e}")))
-}
-
-/// A snapshot id argument; `InvalidInputError` (kind `invalid-snapshot-id`) when it
-/// is not one.
-fn snapshot_id(text: &str) -> PyResult<floe::SnapshotId> {
-    text.parse().map_err(|e| {
-        crate::errors::invalid_input(
-            crate::errors::Kind::InvalidSnapshotId,
-            format!("invalid snapshot id: `{text}` ({e})"),
-        )
-    })
-}
 
 /// One commit of a history.
 #[pyclass(module = "floe._floe", frozen, get_all)]
@@ -249,12 +212,6 @@ impl Repository {
     }
 }
 
-pub(crate) fn spec(spec_version: Option<u8>) -> PyResult<floe::format::SpecVersion> {
-    spec_version.map_or(Ok(floe::Repository::DEFAULT_SPEC_VERSION), |v| {
-        floe::format::SpecVersion::from_byte(v).map_err(|e| PyValueError::new_err(e.to_string()))
-    })
-}
-
 impl Repository {
     /// Spec 2.1: for a commit re-parented by expiry, the transaction logs of the
     /// pruned ancestors it spans (`pruned_ancestor_tx_logs`, oldest first), split
@@ -292,6 +249,40 @@ impl Repository {
             Ok(Some((kept, gone)))
         })
         .py()
+    }
+}
+
+/// Opens the repository in `storage` (with `config` merged over its stored one),
+/// creating one of spec version `spec` with `config` when there is none (and opening
+/// the one a concurrent creator wrote first), with `options` (virtual chunk
+/// authorization). The one implementation behind `open_or_create` and
+/// `open_or_create_async`.
+pub(crate) async fn open_or_create(
+    storage: Arc<dyn floe::storage::Storage>,
+    spec: floe::format::SpecVersion,
+    config: Option<floe::format::config::RepositoryConfig>,
+    options: floe::OpenOptions,
+) -> Result<floe::Repository, floe::Error> {
+    let opened =
+        floe::Repository::open_configured(Arc::clone(&storage), options.clone(), config.clone())
+            .await;
+    match opened {
+        Err(floe::Error::RepositoryNotFound { .. }) => {
+            match floe::Repository::create_with(
+                Arc::clone(&storage),
+                config.clone(),
+                spec,
+                options.clone(),
+            )
+            .await
+            {
+                Err(floe::Error::RepositoryExists { .. }) => {
+                    floe::Repository::open_configured(storage, options, config).await
+                }
+                other => other,
+            }
+        }
+        other => other,
     }
 }
 
@@ -389,7 +380,7 @@ impl Repository {
             authorize_virtual_chunk_access,
             config.as_ref(),
         )?;
-        let inner = block_on(py, crate::aio::open_or_create(st, spec, config, options)).py()?;
+        let inner = block_on(py, open_or_create(st, spec, config, options)).py()?;
         Ok(Repository::new(inner))
     }
 
@@ -1008,30 +999,6 @@ impl Repository {
         .py()?;
         json_to_py(py, &serde_json::to_value(s).unwrap_or_default())
     }
-}
-
-pub(crate) fn snapshot_id_arg(text: &str) -> PyResult<floe::SnapshotId> {
-    snapshot_id(text)
-}
-
-pub(crate) fn selector(
-    branch: Option<String>,
-    tag: Option<String>,
-    snapshot_id: Option<&str>,
-    as_of: Option<DateTime<Utc>>,
-) -> PyResult<floe::VersionSelector> {
-    use floe::VersionSelector as V;
-    Ok(match (branch, tag, snapshot_id, as_of) {
-        (Some(b), None, None, None) => V::Branch(b),
-        (Some(b), None, None, Some(time)) => V::AsOf { branch: b, time },
-        (None, Some(t), None, None) => V::Tag(t),
-        (None, None, Some(id), None) => V::Snapshot(snapshot_id_arg(id)?),
-        _ => {
-            return Err(PyValueError::new_err(
-                "give exactly one of branch (optionally with as_of), tag or snapshot_id",
-            ))
-        }
-    })
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -7,12 +7,12 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::block_on;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use crate::convert::{json_to_py, py_to_metadata};
 use crate::errors::{read_only_error, session_state_error, store_to_py, to_py, IntoPyResult};
-use crate::repository::{json_to_py, py_to_metadata};
+use crate::runtime::block_on;
 use std::collections::BTreeMap;
 
 /// A node path argument (`/a/b`); `InvalidInputError` (kind `invalid-path`) when

@@ -19,9 +19,9 @@ use floe::format::manifest::{Checksum, ChunkPayload, VirtualChunkRef};
 use floe::format::{ChunkIndices, NodePath};
 use floe::virtual_refs::{normalize_url, ContainerCredentials, VirtualAccess};
 
-use crate::block_on;
 use crate::credentials::{self as creds, Credentials, S3Credentials};
 use crate::errors::{store_to_py, to_py, IntoPyResult, Kind};
+use crate::runtime::block_on;
 use crate::session::Session;
 
 /// One virtual chunk ref for `store.set_virtual_refs` (Icechunk's `VirtualChunkSpec`):
