@@ -9,6 +9,7 @@
 //! Spec: Icechunk specification, "Reference Files", "Creating and Updating Branches",
 //! "Tags"; spec 2: `../shared/docs/icechunk-format-notes.md` §1.3, §2.5, §4.2.
 
+mod branch_hints;
 mod detect;
 pub(crate) mod ref_files;
 pub(crate) mod repo_object;

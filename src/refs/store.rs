@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use super::branch_hints::BranchHints;
 use super::ref_files;
 use super::repo_object::{self, Change};
 use super::RefListing;
@@ -36,6 +37,9 @@ pub(crate) enum RefUpdate {
 #[derive(Clone, Debug)]
 pub(crate) struct RefStore {
     assets: Arc<AssetManager>,
+    /// Spec 1: the snapshots branch refs named when last read or written, shared by
+    /// every clone of this store (a repository handle and its sessions).
+    hints: Arc<BranchHints>,
 }
 
 /// Fails with [`Error::FeatureDisabled`] when `info` turns `flag` off.
@@ -114,7 +118,23 @@ fn summary(s: &Snapshot, pruned_ancestor_tx_logs: Option<Vec<SnapshotId>>) -> Sn
 impl RefStore {
     /// The refs of the repository `assets` reads and writes, of its spec version.
     pub(crate) fn new(assets: Arc<AssetManager>) -> Self {
-        RefStore { assets }
+        RefStore {
+            assets,
+            hints: Arc::default(),
+        }
+    }
+
+    /// Spec 1: records that branch `name` named snapshot `id` when its ref was read
+    /// or written ([`RefStore::branch_hint`]).
+    pub(crate) fn hint_branch(&self, name: &str, id: SnapshotId) {
+        self.hints.hint(name, id);
+    }
+
+    /// Spec 1: the snapshot branch `name` named when its ref was last read or
+    /// written through this store or a clone of it; possibly stale, a guess to
+    /// fetch beside a read of the ref.
+    pub(crate) fn branch_hint(&self, name: &str) -> Option<SnapshotId> {
+        self.hints.get(name)
     }
 
     /// The repository's storage.
@@ -165,7 +185,7 @@ impl RefStore {
         match self.spec() {
             SpecVersion::V1 => {
                 let (snapshot, version) = ref_files::fetch_branch(self.storage(), name).await?;
-                self.assets.hint_branch(name, snapshot);
+                self.hints.hint(name, snapshot);
                 Ok(BranchTip { snapshot, version })
             }
             SpecVersion::V2 => Ok(BranchTip {
@@ -500,7 +520,7 @@ impl RefStore {
                 )
                 .await?;
                 if moved {
-                    self.assets.hint_branch(branch, snapshot.id);
+                    self.hints.hint(branch, snapshot.id);
                 }
                 Ok(if moved {
                     RefUpdate::Moved

@@ -409,11 +409,12 @@ impl Repository {
             spec,
             cache_sizes(&config),
         ));
+        let repo = Self::build(spec, (storage, limit), assets, config, version, options)?;
         // A corrupt ref is reported by the reads that need it, not by the open.
         if let Ok(main) = crate::format::refs::RefData::parse(&main_ref, &main.bytes) {
-            assets.hint_branch("main", main.snapshot);
+            repo.inner.refs.hint_branch("main", main.snapshot);
         }
-        Self::build(spec, (storage, limit), assets, config, version, options)
+        Ok(repo)
     }
 
     /// Opens the repository (of either spec version), creating one of spec version

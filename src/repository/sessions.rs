@@ -124,6 +124,7 @@ impl Repository {
         let state = self.config_state();
         Arc::new(SessionContext::new(
             Arc::clone(&self.inner.assets),
+            self.inner.refs.clone(),
             state.config.clone(),
             Arc::clone(&state.resolver),
         ))

@@ -140,7 +140,7 @@ impl Repository {
     pub(super) fn cached_guess(&self, selector: &VersionSelector) -> Option<SnapshotId> {
         let assets = &self.inner.assets;
         match (self.inner.spec, selector) {
-            (SpecVersion::V1, VersionSelector::Branch(name)) => assets.branch_hint(name),
+            (SpecVersion::V1, VersionSelector::Branch(name)) => self.inner.refs.branch_hint(name),
             (SpecVersion::V2, VersionSelector::Branch(name)) => {
                 assets.cached_repo_object()?.1.branches.get(name).copied()
             }

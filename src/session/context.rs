@@ -35,6 +35,7 @@ impl SessionContext {
     /// A context over these parts.
     pub(crate) fn new(
         assets: Arc<AssetManager>,
+        refs: RefStore,
         config: RepositoryConfig,
         virtual_resolver: Arc<VirtualChunkResolver>,
     ) -> Self {
@@ -42,7 +43,7 @@ impl SessionContext {
         let manifest_layouts = ManifestLayouts::new(&config);
         SessionContext {
             manifest_layouts,
-            refs: RefStore::new(Arc::clone(&assets)),
+            refs,
             assets,
             config,
             virtual_resolver,
