@@ -27,6 +27,10 @@ from __future__ import annotations
 
 import sys
 
+from floe import codec_pipeline
+from floe._display import print_debug_info
+from floe._floe import __version__ as __version__
+from floe._floe import initialize_logs, set_logs_filter
 from floe.config import (
     CachingConfig,
     CompressionAlgorithm,
@@ -39,52 +43,14 @@ from floe.config import (
     ManifestSplittingConfig,
     ManifestVirtualChunkLocationCompressionConfig,
     ObjectStoreConfig,
-    RepoUpdateRetryConfig,
     RepositoryConfig,
+    RepoUpdateRetryConfig,
     gcs_store,
     http_store,
     local_filesystem_store,
     s3_store,
 )
-from floe.virtual import VirtualChunkContainer
 from floe.conflicts import BasicConflictSolver, ConflictDetector, VersionSelection
-from floe.diff import Diff
-from floe.exceptions import (
-    AlreadyExistsError,
-    Conflict,
-    ConflictError,
-    ConflictType,
-    ErrorKind,
-    FloeError,
-    FormatError,
-    IcechunkError,
-    InternalError,
-    InvalidInputError,
-    NodeNotFoundError,
-    NotFoundError,
-    ReadOnlyError,
-    RebaseFailedError,
-    RefNotFoundError,
-    RepositoryNotFoundError,
-    SessionStateError,
-    SnapshotNotFoundError,
-    StorageError,
-)
-from floe.ops import GCSummary, Update, UpdateType
-from floe.repository import (
-    FeatureFlag,
-    RepoAvailability,
-    RepoStatus,
-    Repository,
-    SpecVersion,
-    supported_spec_versions,
-    upgrade_icechunk_repository,
-)
-from floe.session import ChunkType, ForkSession, Session, SessionMode
-from floe.stats import ChunkStorageStats
-from floe._display import print_debug_info
-from floe._floe import __version__, initialize_logs, set_logs_filter
-from floe.snapshots import SnapshotInfo
 from floe.credentials import (
     AzureCredentials,
     AzureRefreshableCredential,
@@ -112,6 +78,41 @@ from floe.credentials import (
     s3_refreshable_credentials,
     s3_static_credentials,
 )
+from floe.diff import Diff
+from floe.exceptions import (
+    AlreadyExistsError,
+    Conflict,
+    ConflictError,
+    ConflictType,
+    ErrorKind,
+    FloeError,
+    FormatError,
+    IcechunkError,
+    InternalError,
+    InvalidInputError,
+    NodeNotFoundError,
+    NotFoundError,
+    ReadOnlyError,
+    RebaseFailedError,
+    RefNotFoundError,
+    RepositoryNotFoundError,
+    SessionStateError,
+    SnapshotNotFoundError,
+    StorageError,
+)
+from floe.ops import GCSummary, Update, UpdateType
+from floe.repository import (
+    FeatureFlag,
+    RepoAvailability,
+    Repository,
+    RepoStatus,
+    SpecVersion,
+    supported_spec_versions,
+    upgrade_icechunk_repository,
+)
+from floe.session import ChunkType, ForkSession, Session, SessionMode
+from floe.snapshots import SnapshotInfo
+from floe.stats import ChunkStorageStats
 from floe.storage import (
     ChecksumAlgorithm,
     S3Options,
@@ -132,8 +133,7 @@ from floe.storage import (
     tigris_storage,
 )
 from floe.store import FloeStore, IcechunkStore
-from floe.virtual import VirtualChunkSpec
-from floe import codec_pipeline
+from floe.virtual import VirtualChunkContainer, VirtualChunkSpec
 
 # floe's zarr codec pipeline for floe stores (zarr's own for every other store); off
 # with FLOE_CODEC_PIPELINE=0 or floe.codec_pipeline.disable().

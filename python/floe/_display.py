@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import html
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 _STYLE = """<style>
 .icechunk-repr { line-height: 1.6; max-width: 700px; }
@@ -98,7 +99,7 @@ def print_debug_info() -> None:
         print(f"{name}: {version(name)}")
 
 
-def storage_fields(recipe: object) -> list[tuple[str, object]]:
+def storage_fields(recipe: tuple[str, Mapping[str, Any]] | None) -> list[tuple[str, object]]:
     """The fields Icechunk shows for a ``Storage``: ``type`` (``in-memory``, ``local
     filesystem``, ``S3 (native)``, ``GCS``, ``Azure``, ``HTTP``) then the backend's
     location and the S3 options that differ from the defaults (``region``,
@@ -107,7 +108,7 @@ def storage_fields(recipe: object) -> list[tuple[str, object]]:
     keyword arguments)`` or ``None`` (in-memory)."""
     if recipe is None:
         return [("type", "in-memory")]
-    name, kwargs = recipe  # type: ignore[misc]
+    name, kwargs = recipe
 
     def given(*items: tuple[str, object]) -> list[tuple[str, object]]:
         return [(k, v) for k, v in items if v not in (None, "")]
@@ -146,7 +147,9 @@ def storage_fields(recipe: object) -> list[tuple[str, object]]:
             fields.append(("checksum_algorithm", getattr(checksum, "name", str(checksum))))
         return fields
     if name == "new_gcs":
-        return given(("type", "GCS"), ("bucket", kwargs.get("bucket")), ("prefix", kwargs.get("prefix")))
+        return given(
+            ("type", "GCS"), ("bucket", kwargs.get("bucket")), ("prefix", kwargs.get("prefix"))
+        )
     if name == "new_azure_blob":
         return given(
             ("type", "Azure"),
@@ -166,7 +169,7 @@ def storage_fields(recipe: object) -> list[tuple[str, object]]:
     return [("type", url.split("://", 1)[0] or "unknown"), ("url", url)]
 
 
-def storage_display(function: str, recipe: object) -> str:
+def storage_display(function: str, recipe: tuple[str, Mapping[str, Any]] | None) -> str:
     """``text_block`` or ``html_block`` (``function``) of a ``Storage`` with the
     recipe ``recipe`` (see ``storage_fields``)."""
     block = text_block if function == "text_block" else html_block

@@ -3,29 +3,131 @@ wraps it; use the ``floe`` names, not these."""
 
 import datetime
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
-from typing import Any, Final
+from typing import Any, Final, final
+
+from typing_extensions import disjoint_base
 
 from floe.exceptions import (
     AlreadyExistsError as AlreadyExistsError,
+)
+from floe.exceptions import (
     Conflict as Conflict,
+)
+from floe.exceptions import (
     ConflictError as ConflictError,
+)
+from floe.exceptions import (
     ConflictType as ConflictType,
+)
+from floe.exceptions import (
     ErrorKind as ErrorKind,
+)
+from floe.exceptions import (
     FloeError as FloeError,
+)
+from floe.exceptions import (
     FormatError as FormatError,
+)
+from floe.exceptions import (
     IcechunkError as IcechunkError,
+)
+from floe.exceptions import (
     InternalError as InternalError,
+)
+from floe.exceptions import (
     InvalidInputError as InvalidInputError,
+)
+from floe.exceptions import (
     NodeNotFoundError as NodeNotFoundError,
+)
+from floe.exceptions import (
     NotFoundError as NotFoundError,
+)
+from floe.exceptions import (
     ReadOnlyError as ReadOnlyError,
+)
+from floe.exceptions import (
     RebaseFailedError as RebaseFailedError,
+)
+from floe.exceptions import (
     RefNotFoundError as RefNotFoundError,
+)
+from floe.exceptions import (
     RepositoryNotFoundError as RepositoryNotFoundError,
+)
+from floe.exceptions import (
     SessionStateError as SessionStateError,
+)
+from floe.exceptions import (
     SnapshotNotFoundError as SnapshotNotFoundError,
+)
+from floe.exceptions import (
     StorageError as StorageError,
 )
+
+# The module's export list, in the order the extension registers its members.
+__all__ = [
+    "__version__",
+    "IcechunkError",
+    "FloeError",
+    "ConflictError",
+    "RebaseFailedError",
+    "Conflict",
+    "ConflictType",
+    "ErrorKind",
+    "NotFoundError",
+    "NodeNotFoundError",
+    "SnapshotNotFoundError",
+    "RefNotFoundError",
+    "RepositoryNotFoundError",
+    "AlreadyExistsError",
+    "ReadOnlyError",
+    "InvalidInputError",
+    "SessionStateError",
+    "StorageError",
+    "FormatError",
+    "InternalError",
+    "_all_error_kinds",
+    "initialize_logs",
+    "set_logs_filter",
+    "_merge_configs",
+    "S3StaticCredentials",
+    "S3Credentials",
+    "GcsBearerCredential",
+    "GcsStaticCredentials",
+    "GcsCredentials",
+    "AzureRefreshableCredential",
+    "AzureStaticCredentials",
+    "AzureCredentials",
+    "Credentials",
+    "Storage",
+    "LatencyStorage",
+    "S3Options",
+    "ChecksumAlgorithm",
+    "local_filesystem_storage",
+    "in_memory_storage",
+    "storage_from_url",
+    "_storage_from_recipe",
+    "Repository",
+    "SnapshotInfo",
+    "Ancestry",
+    "Session",
+    "NativeStore",
+    "VersionSelection",
+    "ConflictDetector",
+    "BasicConflictSolver",
+    "_open_readonly",
+    "_open_fork",
+    "AsyncAncestry",
+    "VirtualChunkSpec",
+    "_set_virtual_ref",
+    "_set_virtual_refs",
+    "_set_virtual_refs_arr",
+    "_all_virtual_chunk_locations",
+    "_virtual_chunk_refs",
+    "PipelineArray",
+    "Completions",
+]
 
 def _all_error_kinds() -> list[str]:
     """Every error code the native module raises (the values of ``ErrorKind``)."""
@@ -43,6 +145,7 @@ def _merge_configs(base: Any, other: Any) -> Any:
     """``other`` over ``base`` (two ``floe.config.RepositoryConfig``), merged by the
     engine with Icechunk's rules."""
 
+@final
 class ChecksumAlgorithm:
     """The checksum S3 uploads carry; floe's S3 client supports ``Sha256`` only."""
 
@@ -53,6 +156,8 @@ class ChecksumAlgorithm:
     Sha256: ChecksumAlgorithm
     @property
     def name(self) -> str: ...
+
+@final
 class LatencyStorage(Storage):
     """A storage that waits ``write_latency_ms`` before each write and
     ``read_latency_ms`` before each read it forwards to ``inner`` (Icechunk's
@@ -70,6 +175,7 @@ class LatencyStorage(Storage):
     @read_latency_ms.setter
     def read_latency_ms(self, ms: int) -> None: ...
 
+@final
 class S3Options:
     """Options of an S3-compatible client (seconds for the stream timeout)."""
 
@@ -80,8 +186,9 @@ class S3Options:
     force_path_style: bool
     network_stream_timeout_seconds: int | None
     requester_pays: bool
-    def __init__(
-        self,
+    checksum_algorithm: ChecksumAlgorithm | None
+    def __new__(
+        cls,
         region: str | None = None,
         endpoint_url: str | None = None,
         allow_http: bool = False,
@@ -90,101 +197,253 @@ class S3Options:
         network_stream_timeout_seconds: int | None = None,
         requester_pays: bool = False,
         checksum_algorithm: ChecksumAlgorithm | None = None,
-    ) -> None: ...
-    checksum_algorithm: ChecksumAlgorithm | None
+    ) -> S3Options: ...
     def _repr_html_(self) -> str: ...
 
+@final
 class S3StaticCredentials:
     access_key_id: str
     secret_access_key: str
     session_token: str | None
     expires_after: datetime.datetime | None
-    def __init__(
-        self,
+    def __new__(
+        cls,
         access_key_id: str,
         secret_access_key: str,
         session_token: str | None = None,
         expires_after: datetime.datetime | None = None,
-    ) -> None: ...
+    ) -> S3StaticCredentials: ...
 
+# The credential families below are pyo3 complex enums: each variant is a final
+# subclass of its family, built positionally (tuple variants keep their value as
+# ``_0``) and matchable with ``match`` (``__match_args__``).
+
+@disjoint_base
 class S3Credentials:
+    @final
     class FromEnv(S3Credentials):
-        def __init__(self) -> None: ...
-    class Anonymous(S3Credentials):
-        def __init__(self) -> None: ...
-    class Static(S3Credentials):
-        _0: S3StaticCredentials
-        def __init__(self, credentials: S3StaticCredentials) -> None: ...
-    class Refreshable(S3Credentials):
-        pickled_function: bytes
-        current: S3StaticCredentials | None
-        def __init__(self, pickled_function: bytes, current: S3StaticCredentials | None = None) -> None: ...
+        __match_args__ = ()
+        def __new__(cls) -> S3Credentials.FromEnv: ...
 
+    @final
+    class Anonymous(S3Credentials):
+        __match_args__ = ()
+        def __new__(cls) -> S3Credentials.Anonymous: ...
+
+    @final
+    class Static(S3Credentials):
+        __match_args__ = ("_0",)
+        @property
+        def _0(self) -> S3StaticCredentials: ...
+        def __new__(cls, _0: S3StaticCredentials) -> S3Credentials.Static: ...
+
+    @final
+    class Refreshable(S3Credentials):
+        __match_args__ = ("pickled_function", "current")
+        @property
+        def pickled_function(self) -> bytes: ...
+        @property
+        def current(self) -> S3StaticCredentials | None: ...
+        def __new__(
+            cls, pickled_function: bytes, current: S3StaticCredentials | None = None
+        ) -> S3Credentials.Refreshable: ...
+
+@final
 class GcsBearerCredential:
     bearer: str
     expires_after: datetime.datetime | None
-    def __init__(self, bearer: str, *, expires_after: datetime.datetime | None = None) -> None: ...
+    def __new__(
+        cls, bearer: str, *, expires_after: datetime.datetime | None = None
+    ) -> GcsBearerCredential: ...
 
+@disjoint_base
 class GcsStaticCredentials:
+    @final
     class ServiceAccount(GcsStaticCredentials):
-        def __init__(self, path: str) -> None: ...
+        """A service account JSON file at this path."""
+
+        __match_args__ = ("_0",)
+        @property
+        def _0(self) -> str: ...
+        def __new__(cls, _0: str) -> GcsStaticCredentials.ServiceAccount: ...
+
+    @final
     class ServiceAccountKey(GcsStaticCredentials):
-        def __init__(self, key: str) -> None: ...
+        """A serialized service account key."""
+
+        __match_args__ = ("_0",)
+        @property
+        def _0(self) -> str: ...
+        def __new__(cls, _0: str) -> GcsStaticCredentials.ServiceAccountKey: ...
+
+    @final
     class ApplicationCredentials(GcsStaticCredentials):
-        def __init__(self, path: str) -> None: ...
+        """An application default credentials file at this path."""
+
+        __match_args__ = ("_0",)
+        @property
+        def _0(self) -> str: ...
+        def __new__(cls, _0: str) -> GcsStaticCredentials.ApplicationCredentials: ...
+
+    @final
     class BearerToken(GcsStaticCredentials):
-        def __init__(self, token: str) -> None: ...
+        __match_args__ = ("_0",)
+        @property
+        def _0(self) -> str: ...
+        def __new__(cls, _0: str) -> GcsStaticCredentials.BearerToken: ...
 
+@disjoint_base
 class GcsCredentials:
+    @final
     class Anonymous(GcsCredentials):
-        def __init__(self) -> None: ...
+        __match_args__ = ()
+        def __new__(cls) -> GcsCredentials.Anonymous: ...
+
+    @final
     class FromEnv(GcsCredentials):
-        def __init__(self) -> None: ...
+        __match_args__ = ()
+        def __new__(cls) -> GcsCredentials.FromEnv: ...
+
+    @final
     class Static(GcsCredentials):
-        def __init__(self, credentials: GcsStaticCredentials) -> None: ...
+        __match_args__ = ("_0",)
+        @property
+        def _0(self) -> GcsStaticCredentials: ...
+        def __new__(cls, _0: GcsStaticCredentials) -> GcsCredentials.Static: ...
+
+    @final
     class Refreshable(GcsCredentials):
-        def __init__(self, pickled_function: bytes, current: GcsBearerCredential | None = None) -> None: ...
+        __match_args__ = ("pickled_function", "current")
+        @property
+        def pickled_function(self) -> bytes: ...
+        @property
+        def current(self) -> GcsBearerCredential | None: ...
+        def __new__(
+            cls, pickled_function: bytes, current: GcsBearerCredential | None = None
+        ) -> GcsCredentials.Refreshable: ...
 
+@disjoint_base
 class AzureRefreshableCredential:
+    @final
     class AccessKey(AzureRefreshableCredential):
-        def __init__(self, key: str, *, expires_after: datetime.datetime | None = None) -> None: ...
+        __match_args__ = ("key", "expires_after")
+        @property
+        def key(self) -> str: ...
+        @property
+        def expires_after(self) -> datetime.datetime | None: ...
+        def __new__(
+            cls, key: str, *, expires_after: datetime.datetime | None = None
+        ) -> AzureRefreshableCredential.AccessKey: ...
+
+    @final
     class SasToken(AzureRefreshableCredential):
-        def __init__(self, token: str, *, expires_after: datetime.datetime | None = None) -> None: ...
+        __match_args__ = ("token", "expires_after")
+        @property
+        def token(self) -> str: ...
+        @property
+        def expires_after(self) -> datetime.datetime | None: ...
+        def __new__(
+            cls, token: str, *, expires_after: datetime.datetime | None = None
+        ) -> AzureRefreshableCredential.SasToken: ...
+
+    @final
     class BearerToken(AzureRefreshableCredential):
-        def __init__(self, bearer: str, *, expires_after: datetime.datetime | None = None) -> None: ...
+        __match_args__ = ("bearer", "expires_after")
+        @property
+        def bearer(self) -> str: ...
+        @property
+        def expires_after(self) -> datetime.datetime | None: ...
+        def __new__(
+            cls, bearer: str, *, expires_after: datetime.datetime | None = None
+        ) -> AzureRefreshableCredential.BearerToken: ...
 
+@disjoint_base
 class AzureStaticCredentials:
+    @final
     class AccessKey(AzureStaticCredentials):
-        def __init__(self, key: str) -> None: ...
+        __match_args__ = ("_0",)
+        @property
+        def _0(self) -> str: ...
+        def __new__(cls, _0: str) -> AzureStaticCredentials.AccessKey: ...
+
+    @final
     class SasToken(AzureStaticCredentials):
-        def __init__(self, token: str) -> None: ...
+        __match_args__ = ("_0",)
+        @property
+        def _0(self) -> str: ...
+        def __new__(cls, _0: str) -> AzureStaticCredentials.SasToken: ...
+
+    @final
     class BearerToken(AzureStaticCredentials):
-        def __init__(self, token: str) -> None: ...
+        __match_args__ = ("_0",)
+        @property
+        def _0(self) -> str: ...
+        def __new__(cls, _0: str) -> AzureStaticCredentials.BearerToken: ...
 
+@disjoint_base
 class AzureCredentials:
+    @final
     class Anonymous(AzureCredentials):
-        def __init__(self) -> None: ...
+        __match_args__ = ()
+        def __new__(cls) -> AzureCredentials.Anonymous: ...
+
+    @final
     class FromEnv(AzureCredentials):
-        def __init__(self) -> None: ...
+        __match_args__ = ()
+        def __new__(cls) -> AzureCredentials.FromEnv: ...
+
+    @final
     class Static(AzureCredentials):
-        def __init__(self, credentials: AzureStaticCredentials) -> None: ...
+        __match_args__ = ("_0",)
+        @property
+        def _0(self) -> AzureStaticCredentials: ...
+        def __new__(cls, _0: AzureStaticCredentials) -> AzureCredentials.Static: ...
+
+    @final
     class Refreshable(AzureCredentials):
-        def __init__(
-            self, pickled_function: bytes, current: AzureRefreshableCredential | None = None
-        ) -> None: ...
+        __match_args__ = ("pickled_function", "current")
+        @property
+        def pickled_function(self) -> bytes: ...
+        @property
+        def current(self) -> AzureRefreshableCredential | None: ...
+        def __new__(
+            cls, pickled_function: bytes, current: AzureRefreshableCredential | None = None
+        ) -> AzureCredentials.Refreshable: ...
 
+@disjoint_base
 class Credentials:
+    @final
     class S3(Credentials):
-        def __init__(self, credentials: S3Credentials) -> None: ...
-    class Gcs(Credentials):
-        def __init__(self, credentials: GcsCredentials) -> None: ...
-    class Azure(Credentials):
-        def __init__(self, credentials: AzureCredentials) -> None: ...
-    class LocalFileSystemAccess(Credentials):
-        def __init__(self) -> None: ...
-    class HttpAccess(Credentials):
-        def __init__(self) -> None: ...
+        __match_args__ = ("_0",)
+        @property
+        def _0(self) -> S3Credentials: ...
+        def __new__(cls, _0: S3Credentials) -> Credentials.S3: ...
 
+    @final
+    class Gcs(Credentials):
+        __match_args__ = ("_0",)
+        @property
+        def _0(self) -> GcsCredentials: ...
+        def __new__(cls, _0: GcsCredentials) -> Credentials.Gcs: ...
+
+    @final
+    class Azure(Credentials):
+        __match_args__ = ("_0",)
+        @property
+        def _0(self) -> AzureCredentials: ...
+        def __new__(cls, _0: AzureCredentials) -> Credentials.Azure: ...
+
+    @final
+    class LocalFileSystemAccess(Credentials):
+        __match_args__ = ()
+        def __new__(cls) -> Credentials.LocalFileSystemAccess: ...
+
+    @final
+    class HttpAccess(Credentials):
+        __match_args__ = ()
+        def __new__(cls) -> Credentials.HttpAccess: ...
+
+@disjoint_base
 class Storage:
     """Where a repository lives; pickles as the constructor and arguments it was
     built with (see ``floe.storage``)."""
@@ -265,7 +524,10 @@ class Storage:
     ) -> Storage: ...
     @classmethod
     def new_http(
-        cls, base_url: str, config: dict[str, str] | None = None, headers: dict[str, str] | None = None
+        cls,
+        base_url: str,
+        config: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
     ) -> Storage: ...
 
 def local_filesystem_storage(path: str) -> Storage: ...
@@ -273,6 +535,7 @@ def in_memory_storage() -> Storage: ...
 def storage_from_url(url: str) -> Storage: ...
 def _storage_from_recipe(name: str, kwargs: dict[str, Any]) -> Storage: ...
 
+@final
 class SnapshotInfo:
     """One commit of a history."""
 
@@ -288,12 +551,14 @@ class SnapshotInfo:
     def metadata(self) -> dict[str, Any]: ...
     def _repr_html_(self) -> str: ...
 
+@final
 class Ancestry(Iterator[SnapshotInfo]):
     """The commits of a history, newest first, read as iteration reaches them."""
 
     def __iter__(self) -> Ancestry: ...
     def __next__(self) -> SnapshotInfo: ...
 
+@final
 class VersionSelection:
     """Which side wins a chunk both sides wrote."""
 
@@ -301,22 +566,25 @@ class VersionSelection:
     UseOurs: Final[VersionSelection]
     UseTheirs: Final[VersionSelection]
 
+@final
 class ConflictDetector:
     """Fails on any conflict."""
 
-    def __init__(self) -> None: ...
+    def __new__(cls) -> ConflictDetector: ...
 
+@final
 class BasicConflictSolver:
     """Resolves chunk double-writes and deletes of updated nodes."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         *,
         on_chunk_conflict: VersionSelection = ...,
         fail_on_delete_of_updated_array: bool = False,
         fail_on_delete_of_updated_group: bool = False,
-    ) -> None: ...
+    ) -> BasicConflictSolver: ...
 
+@final
 class Repository:
     """The native repository (``floe.Repository`` wraps it)."""
 
@@ -334,7 +602,9 @@ class Repository:
     def save_config(self, config: Any = None) -> None: ...
     @staticmethod
     def open(
-        storage: Storage, config: Any = None, authorize_virtual_chunk_access: dict[str, Any] | list[str] | None = None
+        storage: Storage,
+        config: Any = None,
+        authorize_virtual_chunk_access: dict[str, Any] | list[str] | None = None,
     ) -> Repository: ...
     @staticmethod
     def open_or_create(
@@ -345,7 +615,11 @@ class Repository:
     ) -> Repository: ...
     @staticmethod
     def fetch_config(storage: Storage) -> Any: ...
-    def reopen(self, config: Any = None) -> Repository: ...
+    def reopen(
+        self,
+        config: Any = None,
+        authorize_virtual_chunk_access: dict[str, Any] | list[str] | None = None,
+    ) -> Repository: ...
     @property
     def spec_version(self) -> int: ...
     def list_branches(self) -> list[str]: ...
@@ -383,6 +657,11 @@ class Repository:
     def feature_flags(self) -> list[tuple[int, str, bool | None, bool]]: ...
     def set_feature_flag(self, name: str, setting: bool | None) -> None: ...
     def chunk_storage_stats(self) -> tuple[int, int, int]: ...
+    def get_status(self) -> tuple[str, int, str | None]:
+        """Spec 2: ``(availability, set_at in microseconds since the Unix epoch,
+        reason)``; availability is ``online``, ``read_only`` or ``offline``."""
+    def set_status(self, availability: str, reason: str | None = None) -> None:
+        """Spec 2: sets the status (``online`` or ``read_only``)."""
     @staticmethod
     def fetch_spec_version(storage: Storage) -> int | None: ...
     def _upgrade_to_spec2(self, *, dry_run: bool) -> dict[str, Any]: ...
@@ -411,21 +690,29 @@ class Repository:
     # Async twins (python/src/aio.rs): native coroutines on floe's tokio runtime.
     @staticmethod
     def create_async(
-        storage: Storage, config: RepositoryConfig | None = None, spec_version: int | None = None
+        storage: Storage,
+        config: Any = None,
+        spec_version: int | None = None,
+        authorize_virtual_chunk_access: dict[str, Any] | list[str] | None = None,
     ) -> Awaitable[Repository]: ...
     @staticmethod
-    def open_async(storage: Storage, config: Any = None) -> Awaitable[Repository]: ...
+    def open_async(
+        storage: Storage,
+        config: Any = None,
+        authorize_virtual_chunk_access: dict[str, Any] | list[str] | None = None,
+    ) -> Awaitable[Repository]: ...
     @staticmethod
     def open_or_create_async(
-        storage: Storage, config: Any = None, create_version: int | None = None
+        storage: Storage,
+        config: Any = None,
+        create_version: int | None = None,
+        authorize_virtual_chunk_access: dict[str, Any] | list[str] | None = None,
     ) -> Awaitable[Repository]: ...
     @staticmethod
     def exists_async(storage: Storage) -> Awaitable[bool]: ...
     @staticmethod
-    def fetch_spec_version(storage: Storage) -> int | None: ...
-    @staticmethod
     def fetch_spec_version_async(storage: Storage) -> Awaitable[int | None]: ...
-    def save_config_async(self, config: RepositoryConfig | None = None) -> Awaitable[None]: ...
+    def save_config_async(self, config: Any = None) -> Awaitable[None]: ...
     def list_branches_async(self) -> Awaitable[list[str]]: ...
     def lookup_branch_async(self, branch: str) -> Awaitable[str]: ...
     def create_branch_async(self, branch: str, snapshot_id: str) -> Awaitable[None]: ...
@@ -471,6 +758,7 @@ class Repository:
         self, *, branch: str | None = None, tag: str | None = None, snapshot_id: str | None = None
     ) -> AsyncAncestry: ...
 
+@final
 class AsyncAncestry(AsyncIterator[SnapshotInfo]):
     """The commits of a history, newest first, for ``async for``; read in batches."""
 
@@ -478,6 +766,7 @@ class AsyncAncestry(AsyncIterator[SnapshotInfo]):
     def __anext__(self) -> Awaitable[SnapshotInfo]: ...
     def aclose(self) -> Awaitable[None]: ...
 
+@final
 class Session:
     """The native session (``floe.Session`` wraps it)."""
 
@@ -516,8 +805,6 @@ class Session:
     ) -> str: ...
     @property
     def mode(self) -> str: ...
-    @property
-    def config(self) -> RepositoryConfig: ...
     def chunk_type(self, array_path: str, chunk_coordinates: list[int]) -> str: ...
     def get_node_id(self, path: str) -> str: ...
     def shift_array(self, array_path: str, chunk_offset: list[int]) -> None: ...
@@ -556,6 +843,7 @@ class Session:
 def _open_readonly(storage: Storage | str, snapshot_id: str) -> Session: ...
 def _open_fork(storage: Storage | str, fork: bytes) -> Session: ...
 
+@final
 class NativeStore:
     """The Zarr store view of a session; ``floe.FloeStore`` wraps it. Byte ranges are
     ``(kind, a, b)``: 0 whole, 1 ``a..b``, 2 from ``a``, 3 the last ``a`` bytes."""
@@ -579,6 +867,7 @@ class NativeStore:
 
 # floe's zarr codec pipeline (python/src/pipeline.rs; floe.codec_pipeline).
 
+@final
 class PipelineArray:
     """One array of a session as ``floe.codec_pipeline`` sees it: regions
     (``start``, ``shape`` in elements) read into / written from C-contiguous
@@ -603,6 +892,7 @@ class PipelineArray:
         token: int,
     ) -> None: ...
 
+@final
 class Completions:
     """Outcomes of ``PipelineArray`` calls for one event loop (python/src/completions.rs):
     the loop watches ``fileno()`` for readability (``loop.add_reader``) and then calls
@@ -616,6 +906,7 @@ class Completions:
 
 # Virtual chunk refs (python/src/virtual_chunks.rs).
 
+@final
 class VirtualChunkSpec:
     index: list[int]
     location: str
@@ -643,7 +934,10 @@ def _set_virtual_ref(
     validate_container: bool = True,
 ) -> None: ...
 def _set_virtual_refs(
-    session: Session, array_path: str, chunks: list[VirtualChunkSpec], validate_containers: bool = True
+    session: Session,
+    array_path: str,
+    chunks: list[VirtualChunkSpec],
+    validate_containers: bool = True,
 ) -> list[list[int]] | None: ...
 def _set_virtual_refs_arr(
     session: Session,

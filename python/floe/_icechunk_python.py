@@ -10,7 +10,11 @@ exception tree, ``ChunkType``, ...), so this module offers floe's native module
 
 from floe import *  # noqa: F401,F403  (every public name of the package)
 from floe import __all__ as _package_names
-from floe._floe import *  # noqa: F401,F403  (native classes and functions)
+
+# The native classes and functions. This also replaces the package's Repository and
+# Session (imported just above) with the native ones of those names; mypy reports
+# the replacement.
+from floe._floe import *  # type: ignore[assignment]  # noqa: F401,F403
 from floe._floe import _all_error_kinds  # noqa: F401
 from floe.config import *  # noqa: F401,F403
 from floe.config import __all__ as _config_names

@@ -19,14 +19,14 @@ no Rust thread takes the GIL. A read or write cancelled while Rust works (say by
 returns: a cancelled write never lands afterwards over a newer one, and a cancelled
 read never writes into the caller's buffer afterwards.
 
-What goes to Rust: zarr v3 arrays (floe stores hold no v2 nodes) in a floe store with a regular chunk grid,
-codecs floe implements (``bytes``, ``transpose``, ``gzip``, ``zstd``, ``blosc``,
-``crc32c``, ``sharding_indexed``, the numcodecs codecs floe reads), fixed-size numeric
-or boolean data types in native byte order, and a *basic* selection (integers and
-slices of step 1) forming one box of the array. Everything else (other stores, a codec
-or data type floe does not implement, strings, fancy/stepped selections, F-order or
-non-native outputs) goes to zarr-python's own ``BatchedCodecPipeline`` for that batch:
-never a different answer from zarr's.
+What goes to Rust: zarr v3 arrays (floe stores hold no v2 nodes) in a floe store with
+a regular chunk grid, codecs floe implements (``bytes``, ``transpose``, ``gzip``,
+``zstd``, ``blosc``, ``crc32c``, ``sharding_indexed``, the numcodecs codecs floe
+reads), fixed-size numeric or boolean data types in native byte order, and a *basic*
+selection (integers and slices of step 1) forming one box of the array. Everything
+else (other stores, a codec or data type floe does not implement, strings,
+fancy/stepped selections, F-order or non-native outputs) goes to zarr-python's own
+``BatchedCodecPipeline`` for that batch: never a different answer from zarr's.
 
 On by default once ``floe`` is imported (for floe stores only; every other store keeps
 zarr's pipeline, which this class delegates to). Off with the environment variable
@@ -140,7 +140,7 @@ def _supported_zarr(version: str) -> bool:
     return major == 3 and minor >= 1
 
 
-def _zarr_pipeline(metadata: Any) -> CodecPipeline:
+def _zarr_pipeline(metadata: Any) -> BatchedCodecPipeline:
     """zarr-python's own pipeline for ``metadata`` (as zarr builds it)."""
     from zarr.core.metadata import ArrayV2Metadata, ArrayV3Metadata
 
@@ -180,7 +180,7 @@ class FloeCodecPipeline(CodecPipeline):
     cancelled read writes nothing into zarr's output after its cancellation returns.
     A cancellation can thus take as long as two slabs' calls."""
 
-    def __init__(self, inner: CodecPipeline, metadata: Any = None, store: Any = None):
+    def __init__(self, inner: BatchedCodecPipeline, metadata: Any = None, store: Any = None):
         self.inner = inner
         self._metadata = metadata
         self._store = store
@@ -211,7 +211,9 @@ class FloeCodecPipeline(CodecPipeline):
         return (FloeCodecPipeline.from_codecs, (tuple(self.inner),))
 
     def evolve_from_array_spec(self, array_spec: Any) -> FloeCodecPipeline:
-        return type(self)(self.inner.evolve_from_array_spec(array_spec), self._metadata, self._store)
+        return type(self)(
+            self.inner.evolve_from_array_spec(array_spec), self._metadata, self._store
+        )
 
     # -- zarr's pipeline for everything but read and write ------------------------
 
@@ -304,7 +306,11 @@ class FloeCodecPipeline(CodecPipeline):
             # floe stores hold zarr v3 nodes only (as Icechunk's)
             raise _Unsupported
         doc = docs["zarr.json"].to_bytes().decode()
-        dtype = meta.dtype.to_native_dtype() if hasattr(meta.dtype, "to_native_dtype") else np.dtype(meta.dtype)
+        dtype = (
+            meta.dtype.to_native_dtype()
+            if hasattr(meta.dtype, "to_native_dtype")
+            else np.dtype(meta.dtype)
+        )
         if dtype.kind not in "biufc" or dtype.byteorder not in "=|" and dtype.byteorder != _NATIVE:
             raise _Unsupported
         native = self._store._native._pipeline_array(path, doc, fmt)
@@ -313,11 +319,13 @@ class FloeCodecPipeline(CodecPipeline):
         self._dtype = dtype.newbyteorder("=")
         return native
 
-    def _box(self, batch: list) -> tuple[Any, list[int], list[int], list[slice], Any]:
+    def _box(self, batch: list) -> tuple[Any, list[int], list[int], list[slice], Any, str | None]:
         """The box of the array a batch covers: ``(native, start, shape, out_box,
-        spec)`` where ``out_box`` is the slices of zarr's output (or input) the box
-        fills; ``_Unsupported`` when the batch is not one box read or written through
-        a ``FloeStore`` with a basic selection."""
+        spec, stale)`` where ``out_box`` is the slices of zarr's output (or input) the
+        box fills and ``stale`` the array's key prefix when the box reaches past the
+        shape this pipeline knows (``None`` otherwise); ``_Unsupported`` when the
+        batch is not one box read or written through a ``FloeStore`` with a basic
+        selection."""
         meta = self._metadata
         if meta is None or not _enabled or not batch:
             raise _Unsupported
@@ -340,7 +348,7 @@ class FloeCodecPipeline(CodecPipeline):
         native = self._handle(prefix.rstrip("/"))
         plen = len(prefix)
 
-        lo = [None] * nd
+        lo: list[int | None] = [None] * nd
         hi = [0] * nd
         is_int = [False] * nd
         offset: list[int | None] = [None] * nd
@@ -391,8 +399,11 @@ class FloeCodecPipeline(CodecPipeline):
             if j != len(osel):
                 raise _Unsupported
             total += n
-        start = [int(x) for x in lo]
-        shape = [h - l for h, l in zip(hi, start)]
+        # A non-empty batch sets every axis.
+        start = [int(x) for x in lo if x is not None]
+        if len(start) != nd:
+            raise _Unsupported
+        shape = [h - s for h, s in zip(hi, start, strict=True)]
         vol = 1
         out_box = []
         for d in range(nd):
@@ -400,13 +411,16 @@ class FloeCodecPipeline(CodecPipeline):
                 if shape[d] != 1:
                     raise _Unsupported
             else:
+                off = offset[d]
+                if off is None:  # unreachable: the axis's slices set it
+                    raise _Unsupported
                 vol *= shape[d]
-                b0 = start[d] - offset[d]
+                b0 = start[d] - off
                 out_box.append(slice(b0, b0 + shape[d]))
         if vol != total:
             # gaps (or overlaps): not one box
             raise _Unsupported
-        outside = any(a + n > m for a, n, m in zip(start, shape, meta.shape))
+        outside = any(a + n > m for a, n, m in zip(start, shape, meta.shape, strict=True))
         return native, start, shape, out_box, batch[0][1], (prefix if outside else None)
 
     async def _refresh(self, prefix: str) -> None:
@@ -423,6 +437,7 @@ class FloeCodecPipeline(CodecPipeline):
         if buf is None:
             raise _Unsupported
         new = ArrayV3Metadata.from_dict(json.loads(buf.to_bytes()))
+
         def doc_of(m: Any) -> str:
             d = m.to_dict()
             d.pop("attributes", None)
@@ -450,8 +465,12 @@ class FloeCodecPipeline(CodecPipeline):
         """Whether zarr's buffer holds the array's data type in native byte order (the
         elements Rust reads and writes)."""
         want = getattr(self, "_dtype", None)
-        return (want is not None and dtype.kind in "biufc"
-                and dtype.byteorder in ("=", "|", _NATIVE) and dtype.newbyteorder("=") == want)
+        return (
+            want is not None
+            and dtype.kind in "biufc"
+            and dtype.byteorder in ("=", "|", _NATIVE)
+            and dtype.newbyteorder("=") == want
+        )
 
     def _rust_write_pays(self, spec: Any, dtype: np.dtype) -> bool:
         """Whether a write batch goes to Rust by size: always for a sharded array or
@@ -465,7 +484,9 @@ class FloeCodecPipeline(CodecPipeline):
         chunk_bytes = int(np.prod(spec.shape, dtype=np.int64)) * dtype.itemsize
         return chunk_bytes <= WRITE_MAX_CHUNK_BYTES
 
-    async def read(self, batch_info: Iterable[Any], out: Any, drop_axes: tuple[int, ...] = ()) -> None:
+    async def read(
+        self, batch_info: Iterable[Any], out: Any, drop_axes: tuple[int, ...] = ()
+    ) -> None:
         """Reads a batch into ``out`` (zarr's ``NDBuffer``); see the class docstring.
         Cancelled, it raises ``CancelledError`` only once Rust stopped writing into
         ``out``."""
@@ -496,16 +517,22 @@ class FloeCodecPipeline(CodecPipeline):
             for part_start, part_shape, rows in _parts(start, shape, slabs):
                 part = target[rows]
                 if part.flags.c_contiguous and part.flags.writeable:
-                    yield _start(native.read, part_start, part_shape,
-                                 part.reshape(-1).view(np.uint8))
+                    yield _start(
+                        native.read, part_start, part_shape, part.reshape(-1).view(np.uint8)
+                    )
                 else:
                     tmp = np.empty(part.shape, dtype=arr.dtype)
-                    yield _then_copy(_start(native.read, part_start, part_shape,
-                                            tmp.reshape(-1).view(np.uint8)), tmp, part)
+                    yield _then_copy(
+                        _start(native.read, part_start, part_shape, tmp.reshape(-1).view(np.uint8)),
+                        tmp,
+                        part,
+                    )
 
         await _two_in_flight(calls())
 
-    async def write(self, batch_info: Iterable[Any], value: Any, drop_axes: tuple[int, ...] = ()) -> None:
+    async def write(
+        self, batch_info: Iterable[Any], value: Any, drop_axes: tuple[int, ...] = ()
+    ) -> None:
         """Writes a batch from ``value`` (zarr's ``NDBuffer``; shape ``()`` for a
         scalar); see the class docstring. Cancelled, it raises ``CancelledError`` only
         once every Rust call it started has ended: no part of the write lands after
@@ -517,7 +544,11 @@ class FloeCodecPipeline(CodecPipeline):
             return await self.inner.write(batch, value, drop_axes)
         try:
             native, start, shape, out_box, spec = await self._region(batch)
-            arr = value.as_numpy_array() if hasattr(value, "as_numpy_array") else value.as_ndarray_like()
+            arr = (
+                value.as_numpy_array()
+                if hasattr(value, "as_numpy_array")
+                else value.as_ndarray_like()
+            )
             if not isinstance(arr, np.ndarray):
                 raise _Unsupported
             dtype = arr.dtype
@@ -605,7 +636,8 @@ class _LoopCalls:
 
 
 _LOOP_CALLS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopCalls] = (
-    weakref.WeakKeyDictionary())
+    weakref.WeakKeyDictionary()
+)
 
 
 def _start(method: Callable[..., None], *args: Any) -> asyncio.Future[None]:
@@ -663,8 +695,9 @@ async def _two_in_flight(calls: Iterator[Any]) -> None:
         raise
 
 
-def _parts(start: list[int], shape: list[int],
-           slabs: list[tuple[int, int]] | None) -> Iterator[tuple[list[int], list[int], Any]]:
+def _parts(
+    start: list[int], shape: list[int], slabs: list[tuple[int, int]] | None
+) -> Iterator[tuple[list[int], list[int], Any]]:
     """Each slab's region ``(start, shape)`` and its rows of the batch's buffer (a
     slice of the first axis; ``...``, the whole buffer, when ``slabs`` is ``None`` or
     one slab covers the region, 0-dimensional ones included)."""
@@ -675,7 +708,9 @@ def _parts(start: list[int], shape: list[int],
         yield [start[0] + a] + start[1:], [b - a] + shape[1:], slice(a, b)
 
 
-def _slabs(start: list[int], shape: list[int], chunk_rows: int, row_bytes: int) -> list[tuple[int, int]]:
+def _slabs(
+    start: list[int], shape: list[int], chunk_rows: int, row_bytes: int
+) -> list[tuple[int, int]]:
     """The slabs a region of ``shape`` at ``start`` goes to Rust in: ``(first,
     last)`` offsets along the first axis (relative to ``start[0]``), each ending on a
     chunk boundary of the grid (``chunk_rows`` elements along the first axis), each
@@ -709,7 +744,7 @@ def _split_key(meta: Any, key: str, nd: int) -> tuple[list[int], str]:
         prefix = parts[0] + "/"
     else:
         raise _Unsupported
-    tail = key[len(prefix):]
+    tail = key[len(prefix) :]
     coords = [int(x) for x in _INT.findall(tail)]
     if nd == 0:
         coords = []

@@ -25,7 +25,7 @@ from __future__ import annotations
 import enum
 import html
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from floe._display import _package
@@ -62,7 +62,11 @@ def _lit(value: Any) -> str:
         return json.dumps(value)
     if isinstance(value, (list, tuple)):
         inner = ", ".join(_lit(v) for v in value)
-        return f"[{inner}]" if isinstance(value, list) else f"({inner}{',' if len(value) == 1 else ''})"
+        return (
+            f"[{inner}]"
+            if isinstance(value, list)
+            else f"({inner}{',' if len(value) == 1 else ''})"
+        )
     if isinstance(value, dict):
         return "{" + ", ".join(f"{_lit(k)}: {_lit(v)}" for k, v in value.items()) + "}"
     return repr(value)
@@ -112,11 +116,17 @@ class _Section:
             if field in self._DEFAULTS:
                 return f" {self._DEFAULTS[field]} (default)"
             return " None"
-        if isinstance(value, _Section) or hasattr(value, "_repr_html_") and not isinstance(
-            value, (_Condition, enum.Enum)
+        if (
+            isinstance(value, _Section)
+            or hasattr(value, "_repr_html_")
+            and not isinstance(value, (_Condition, enum.Enum))
         ):
             return "\n" + _indent(str(value))
-        if isinstance(value, dict) and value and all(isinstance(v, _Section) for v in value.values()):
+        if (
+            isinstance(value, dict)
+            and value
+            and all(isinstance(v, _Section) for v in value.values())
+        ):
             return "".join(f"\n    {k}:\n" + _indent(str(v), "        ") for k, v in value.items())
         if isinstance(value, enum.Enum):
             return f" {value.name}"
@@ -129,24 +139,39 @@ class _Section:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        rows = [f'<div class="{_CSS_CLASS}">', f'  <div class="icechunk-header">{html.escape(self._qualname())}</div>']
+        rows = [
+            f'<div class="{_CSS_CLASS}">',
+            f'  <div class="icechunk-header">{html.escape(self._qualname())}</div>',
+        ]
         for f in self._FIELDS:
             value = getattr(self, f)
-            nested = value if value is not None else (self._NESTED[f]() if f in self._NESTED else None)
-            if nested is not None and hasattr(nested, "_repr_html_") and not isinstance(
-                nested, (_Condition, enum.Enum)
+            nested = (
+                value if value is not None else (self._NESTED[f]() if f in self._NESTED else None)
+            )
+            if (
+                nested is not None
+                and hasattr(nested, "_repr_html_")
+                and not isinstance(nested, (_Condition, enum.Enum))
             ):
-                rows.append(f"  <details>\n    <summary>{html.escape(f)}</summary>\n{nested._repr_html_()}\n  </details>")
+                rows.append(
+                    f"  <details>\n    <summary>{html.escape(f)}</summary>\n"
+                    f"{nested._repr_html_()}\n  </details>"
+                )
             elif isinstance(value, dict) and value:
                 inner = "".join(
-                    f"<details><summary>{html.escape(str(k))}</summary>{v._repr_html_() if hasattr(v, '_repr_html_') else html.escape(repr(v))}</details>"
+                    f"<details><summary>{html.escape(str(k))}</summary>"
+                    f"{v._repr_html_() if hasattr(v, '_repr_html_') else html.escape(repr(v))}"
+                    "</details>"
                     for k, v in value.items()
                 )
-                rows.append(f"  <details>\n    <summary>{html.escape(f)}</summary>\n{inner}\n  </details>")
+                rows.append(
+                    f"  <details>\n    <summary>{html.escape(f)}</summary>\n{inner}\n  </details>"
+                )
             else:
                 shown = self._str_value(f).strip()
                 rows.append(
-                    f'  <div class="icechunk-field"><span class="icechunk-field-name">{html.escape(f)}:</span> '
+                    '  <div class="icechunk-field">'
+                    f'<span class="icechunk-field-name">{html.escape(f)}:</span> '
                     f'<span class="icechunk-field-value">{html.escape(shown)}</span></div>'
                 )
         rows.append("</div>")
@@ -176,6 +201,9 @@ _U64 = 2**64 - 1
 class _DefaultCallMeta(enum.EnumMeta):
     """Lets ``CompressionAlgorithm()`` give the default member, as Icechunk's."""
 
+    # Defined by the enum classes of this metaclass (an annotation only: no attribute).
+    default: Callable[[], Any]
+
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:  # noqa: D102
         if not args and not kwargs:
             return cls.default()
@@ -189,7 +217,7 @@ class CompressionAlgorithm(enum.Enum, metaclass=_DefaultCallMeta):
     Zstd = 0
 
     @staticmethod
-    def default() -> "CompressionAlgorithm":
+    def default() -> CompressionAlgorithm:
         """The default algorithm (zstd)."""
         return CompressionAlgorithm.Zstd
 
@@ -236,18 +264,20 @@ class CompressionConfig(_Section):
         self._level = _opt_int("level", value, maximum=255)
 
     @staticmethod
-    def default() -> "CompressionConfig":
+    def default() -> CompressionConfig:
         """A configuration with every field unset."""
         return CompressionConfig()
 
     def __repr__(self) -> str:
-        return f"{self._qualname()}(\n    algorithm={self.algorithm!r},\n    level={self.level!r},\n)"
+        return (
+            f"{self._qualname()}(\n    algorithm={self.algorithm!r},\n    level={self.level!r},\n)"
+        )
 
     def _to_plain(self) -> dict[str, Any]:
         return {"algorithm": None if self.algorithm is None else "zstd", "level": self.level}
 
     @classmethod
-    def _from_plain(cls, d: Mapping[str, Any]) -> "CompressionConfig":
+    def _from_plain(cls, d: Mapping[str, Any]) -> CompressionConfig:
         algorithm = CompressionAlgorithm.Zstd if d.get("algorithm") is not None else None
         return cls(algorithm=algorithm, level=d.get("level"))
 
@@ -303,7 +333,7 @@ class CachingConfig(_Section):
         return {f: getattr(self, f) for f in self._FIELDS}
 
     @classmethod
-    def _from_plain(cls, d: Mapping[str, Any]) -> "CachingConfig":
+    def _from_plain(cls, d: Mapping[str, Any]) -> CachingConfig:
         return cls(**{f: d.get(f) for f in cls._FIELDS})
 
 
@@ -347,14 +377,14 @@ class _Condition:
 
     def _regex_repr(self) -> str | None:
         if isinstance(self._plain, dict):
-            (kind, value), = self._plain.items()
+            ((kind, value),) = self._plain.items()
             if kind in ("path_matches", "name_matches"):
                 return self._call(kind, json.dumps(value["regex"]))
         return None
 
     def _list_repr(self) -> str | None:
         if isinstance(self._plain, dict):
-            (kind, value), = self._plain.items()
+            ((kind, value),) = self._plain.items()
             if kind in ("and", "or"):
                 inner = ", ".join(repr(type(self)(c)) for c in value)
                 return self._call(f"{kind}_conditions", f"[{inner}]")
@@ -383,47 +413,55 @@ class ManifestPreloadCondition(_Condition):
     ``and_conditions`` / ``or_conditions`` or the operators ``&`` and ``|``."""
 
     @staticmethod
-    def or_conditions(conditions: list["ManifestPreloadCondition"]) -> "ManifestPreloadCondition":
+    def or_conditions(conditions: list[ManifestPreloadCondition]) -> ManifestPreloadCondition:
         """Holds when any of ``conditions`` holds."""
         return _conditions("or", conditions, ManifestPreloadCondition)
 
     @staticmethod
-    def and_conditions(conditions: list["ManifestPreloadCondition"]) -> "ManifestPreloadCondition":
+    def and_conditions(conditions: list[ManifestPreloadCondition]) -> ManifestPreloadCondition:
         """Holds when all of ``conditions`` hold."""
         return _conditions("and", conditions, ManifestPreloadCondition)
 
     @staticmethod
-    def path_matches(regex: str) -> "ManifestPreloadCondition":
+    def path_matches(regex: str) -> ManifestPreloadCondition:
         """Holds when ``regex`` is found in the array's absolute path."""
         return ManifestPreloadCondition({"path_matches": {"regex": _regex(regex)}})
 
     @staticmethod
-    def name_matches(regex: str) -> "ManifestPreloadCondition":
+    def name_matches(regex: str) -> ManifestPreloadCondition:
         """Holds when ``regex`` is found in the array's name (last path segment)."""
         return ManifestPreloadCondition({"name_matches": {"regex": _regex(regex)}})
 
     @staticmethod
-    def num_refs(from_refs: int | None, to_refs: int | None) -> "ManifestPreloadCondition":
+    def num_refs(from_refs: int | None, to_refs: int | None) -> ManifestPreloadCondition:
         """Holds when the manifest holds at least ``from_refs`` and fewer than
         ``to_refs`` chunk refs (``None``: no bound)."""
-        lo = "Unbounded" if from_refs is None else {"Included": _opt_int("from_refs", from_refs, maximum=_U32)}
-        hi = "Unbounded" if to_refs is None else {"Excluded": _opt_int("to_refs", to_refs, maximum=_U32)}
+        lo = (
+            "Unbounded"
+            if from_refs is None
+            else {"Included": _opt_int("from_refs", from_refs, maximum=_U32)}
+        )
+        hi = (
+            "Unbounded"
+            if to_refs is None
+            else {"Excluded": _opt_int("to_refs", to_refs, maximum=_U32)}
+        )
         return ManifestPreloadCondition({"num_refs": {"from": lo, "to": hi}})
 
     @staticmethod
-    def true() -> "ManifestPreloadCondition":
+    def true() -> ManifestPreloadCondition:
         """Always holds."""
         return ManifestPreloadCondition("true")
 
     @staticmethod
-    def false() -> "ManifestPreloadCondition":
+    def false() -> ManifestPreloadCondition:
         """Never holds."""
         return ManifestPreloadCondition("false")
 
-    def __and__(self, other: "ManifestPreloadCondition") -> "ManifestPreloadCondition":
+    def __and__(self, other: ManifestPreloadCondition) -> ManifestPreloadCondition:
         return ManifestPreloadCondition.and_conditions([self, other])
 
-    def __or__(self, other: "ManifestPreloadCondition") -> "ManifestPreloadCondition":
+    def __or__(self, other: ManifestPreloadCondition) -> ManifestPreloadCondition:
         return ManifestPreloadCondition.or_conditions([self, other])
 
     def __repr__(self) -> str:
@@ -438,7 +476,7 @@ class ManifestPreloadCondition(_Condition):
             def bound(v: Any, upper: bool) -> str:
                 if v == "Unbounded":
                     return "None"
-                (kind, n), = v.items()
+                ((kind, n),) = v.items()
                 # [from, to) in ints: an included upper or excluded lower bound moves by one.
                 shift = (kind == "Included") if upper else (kind == "Excluded")
                 return str(n + 1 if shift else n)
@@ -453,36 +491,36 @@ class ManifestSplitCondition(_Condition):
     ``AnyArray()``, ``and_conditions`` / ``or_conditions`` or ``&`` and ``|``."""
 
     @staticmethod
-    def or_conditions(conditions: list["ManifestSplitCondition"]) -> "ManifestSplitCondition":
+    def or_conditions(conditions: list[ManifestSplitCondition]) -> ManifestSplitCondition:
         """Holds when any of ``conditions`` holds."""
         return _conditions("or", conditions, ManifestSplitCondition)
 
     @staticmethod
-    def and_conditions(conditions: list["ManifestSplitCondition"]) -> "ManifestSplitCondition":
+    def and_conditions(conditions: list[ManifestSplitCondition]) -> ManifestSplitCondition:
         """Holds when all of ``conditions`` hold."""
         return _conditions("and", conditions, ManifestSplitCondition)
 
     @staticmethod
-    def path_matches(regex: str) -> "ManifestSplitCondition":
+    def path_matches(regex: str) -> ManifestSplitCondition:
         """Holds when ``regex`` is found in the array's absolute path."""
         return ManifestSplitCondition({"path_matches": {"regex": _regex(regex)}})
 
     @staticmethod
-    def name_matches(regex: str) -> "ManifestSplitCondition":
+    def name_matches(regex: str) -> ManifestSplitCondition:
         """Holds when ``regex`` is found in the array's name."""
         return ManifestSplitCondition({"name_matches": {"regex": _regex(regex)}})
 
     @staticmethod
-    def AnyArray() -> "ManifestSplitCondition":  # noqa: N802  (Icechunk's name)
+    def AnyArray() -> ManifestSplitCondition:  # noqa: N802  (Icechunk's name)
         """Holds for every array."""
         return ManifestSplitCondition("any_array")
 
     any_array = AnyArray
 
-    def __and__(self, other: "ManifestSplitCondition") -> "ManifestSplitCondition":
+    def __and__(self, other: ManifestSplitCondition) -> ManifestSplitCondition:
         return ManifestSplitCondition.and_conditions([self, other])
 
-    def __or__(self, other: "ManifestSplitCondition") -> "ManifestSplitCondition":
+    def __or__(self, other: ManifestSplitCondition) -> ManifestSplitCondition:
         return ManifestSplitCondition.or_conditions([self, other])
 
     def __repr__(self) -> str:
@@ -497,7 +535,7 @@ class _DimCondition(_Condition):
         base = f"{_package()}.config.ManifestSplitDimCondition"
         if p == "Any":
             return f"{base}.any()"
-        (kind, value), = p.items()
+        ((kind, value),) = p.items()
         if kind == "Axis":
             return f"{base}.axis({value})"
         return f"{base}.dimension_name({json.dumps(value)})"
@@ -543,17 +581,17 @@ class ManifestSplitDimCondition:
             super().__init__("Any")
 
     @staticmethod
-    def axis(axis: int) -> "ManifestSplitDimCondition.Axis":
+    def axis(axis: int) -> ManifestSplitDimCondition.Axis:
         """``Axis(axis)``."""
         return ManifestSplitDimCondition.Axis(axis)
 
     @staticmethod
-    def dimension_name(regex: str) -> "ManifestSplitDimCondition.DimensionName":
+    def dimension_name(regex: str) -> ManifestSplitDimCondition.DimensionName:
         """``DimensionName(regex)``."""
         return ManifestSplitDimCondition.DimensionName(regex)
 
     @staticmethod
-    def any() -> "ManifestSplitDimCondition.Any":
+    def any() -> ManifestSplitDimCondition.Any:
         """``Any()``."""
         return ManifestSplitDimCondition.Any()
 
@@ -595,7 +633,11 @@ class ManifestPreloadConfig(_Section):
     def __setattr__(self, name: str, value: Any) -> None:
         if name in ("max_total_refs", "max_arrays_to_scan"):
             value = _opt_int(name, value, maximum=_U32)
-        elif name == "preload_if" and value is not None and not isinstance(value, ManifestPreloadCondition):
+        elif (
+            name == "preload_if"
+            and value is not None
+            and not isinstance(value, ManifestPreloadCondition)
+        ):
             raise TypeError(f"preload_if must be a ManifestPreloadCondition or None, got {value!r}")
         object.__setattr__(self, name, value)
 
@@ -607,7 +649,7 @@ class ManifestPreloadConfig(_Section):
         }
 
     @classmethod
-    def _from_plain(cls, d: Mapping[str, Any]) -> "ManifestPreloadConfig":
+    def _from_plain(cls, d: Mapping[str, Any]) -> ManifestPreloadConfig:
         cond = d.get("preload_if")
         return cls(
             max_total_refs=d.get("max_total_refs"),
@@ -654,18 +696,24 @@ class ManifestSplittingConfig(_Section):
         for rule in value:
             condition, dims = rule
             if not isinstance(condition, ManifestSplitCondition):
-                raise TypeError(f"a splitting rule starts with a ManifestSplitCondition, got {condition!r}")
+                raise TypeError(
+                    f"a splitting rule starts with a ManifestSplitCondition, got {condition!r}"
+                )
             sizes = []
             for dim, n in dims:
                 if not isinstance(dim, _DimCondition):
-                    raise TypeError(f"split sizes are keyed by ManifestSplitDimCondition, got {dim!r}")
-                n = _opt_int("split size", n, minimum=1, maximum=_U32)
+                    raise TypeError(
+                        f"split sizes are keyed by ManifestSplitDimCondition, got {dim!r}"
+                    )
+                _opt_int("split size", n, minimum=1, maximum=_U32)
                 sizes.append((dim, n))
             rules.append((condition, tuple(sizes)))
         self._split_sizes = tuple(rules)
 
     @staticmethod
-    def from_dict(split_sizes: Mapping[ManifestSplitCondition, Mapping[Any, int]]) -> "ManifestSplittingConfig":
+    def from_dict(
+        split_sizes: Mapping[ManifestSplitCondition, Mapping[Any, int]],
+    ) -> ManifestSplittingConfig:
         """The rules of a dict ``{condition: {dim_condition: n}}``, in its order."""
         return ManifestSplittingConfig(tuple((c, tuple(d.items())) for c, d in split_sizes.items()))
 
@@ -677,9 +725,14 @@ class ManifestSplittingConfig(_Section):
         if self.split_sizes is None:
             shown = "None"
         else:
-            shown = "[" + ", ".join(
-                f"({c!r}, [" + ", ".join(f"({d!r}, {n})" for d, n in dims) + "])" for c, dims in self.split_sizes
-            ) + "]"
+            shown = (
+                "["
+                + ", ".join(
+                    f"({c!r}, [" + ", ".join(f"({d!r}, {n})" for d, n in dims) + "])"
+                    for c, dims in self.split_sizes
+                )
+                + "]"
+            )
         return f"{self._qualname()}(\n    split_sizes={shown},\n)"
 
     def _str_value(self, field: str) -> str:
@@ -696,7 +749,7 @@ class ManifestSplittingConfig(_Section):
         }
 
     @classmethod
-    def _from_plain(cls, d: Mapping[str, Any]) -> "ManifestSplittingConfig":
+    def _from_plain(cls, d: Mapping[str, Any]) -> ManifestSplittingConfig:
         rules = d.get("split_sizes")
         if rules is None:
             return cls(None)
@@ -704,7 +757,10 @@ class ManifestSplittingConfig(_Section):
             tuple(
                 (
                     ManifestSplitCondition(c),
-                    tuple((ManifestSplitDimCondition._from_plain(x["condition"]), x["num_chunks"]) for x in dims),
+                    tuple(
+                        (ManifestSplitDimCondition._from_plain(x["condition"]), x["num_chunks"])
+                        for x in dims
+                    ),
                 )
                 for c, dims in rules
             )
@@ -717,7 +773,12 @@ class ManifestVirtualChunkLocationCompressionConfig(_Section):
     ``dictionary_max_size_bytes`` (2,048), ``compression_level`` (3). floe stores these
     and writes locations uncompressed (which every reader reads)."""
 
-    _FIELDS = ("min_num_chunks", "dictionary_max_training_samples", "dictionary_max_size_bytes", "compression_level")
+    _FIELDS = (
+        "min_num_chunks",
+        "dictionary_max_training_samples",
+        "dictionary_max_size_bytes",
+        "compression_level",
+    )
     _DEFAULTS = {
         "min_num_chunks": 1000,
         "dictionary_max_training_samples": 100,
@@ -754,7 +815,7 @@ class ManifestVirtualChunkLocationCompressionConfig(_Section):
         return {f: getattr(self, f) for f in self._FIELDS}
 
     @classmethod
-    def _from_plain(cls, d: Mapping[str, Any]) -> "ManifestVirtualChunkLocationCompressionConfig":
+    def _from_plain(cls, d: Mapping[str, Any]) -> ManifestVirtualChunkLocationCompressionConfig:
         return cls(d.get("min_num_chunks"), **{f: d.get(f) for f in cls._FIELDS[1:]})
 
 
@@ -763,22 +824,37 @@ class ManifestConfig(_Section):
     ``splitting`` (``ManifestSplittingConfig``), ``virtual_chunk_location_compression``
     and ``max_concurrent_manifest_fetches_during_commit`` (default 1)."""
 
-    _FIELDS = ("preload", "splitting", "virtual_chunk_location_compression", "max_concurrent_manifest_fetches_during_commit")
+    _FIELDS = (
+        "preload",
+        "splitting",
+        "virtual_chunk_location_compression",
+        "max_concurrent_manifest_fetches_during_commit",
+    )
     _DEFAULTS = {"max_concurrent_manifest_fetches_during_commit": 1}
 
     def __init__(
         self,
         preload: ManifestPreloadConfig | None = None,
         splitting: ManifestSplittingConfig | None = None,
-        virtual_chunk_location_compression: ManifestVirtualChunkLocationCompressionConfig | None = None,
+        virtual_chunk_location_compression: ManifestVirtualChunkLocationCompressionConfig
+        | None = None,
         max_concurrent_manifest_fetches_during_commit: int | None = None,
     ):
         self.preload = preload
         self.splitting = splitting
         self.virtual_chunk_location_compression = virtual_chunk_location_compression
-        self.max_concurrent_manifest_fetches_during_commit = max_concurrent_manifest_fetches_during_commit
+        self.max_concurrent_manifest_fetches_during_commit = (
+            max_concurrent_manifest_fetches_during_commit
+        )
 
-    _TYPES = {
+    _TYPES: dict[
+        str,
+        type[
+            ManifestPreloadConfig
+            | ManifestSplittingConfig
+            | ManifestVirtualChunkLocationCompressionConfig
+        ],
+    ] = {
         "preload": ManifestPreloadConfig,
         "splitting": ManifestSplittingConfig,
         "virtual_chunk_location_compression": ManifestVirtualChunkLocationCompressionConfig,
@@ -801,13 +877,25 @@ class ManifestConfig(_Section):
 
     def _to_plain(self) -> dict[str, Any]:
         return {
-            f: (None if getattr(self, f) is None else getattr(self, f)._to_plain()) for f in self._TYPES
-        } | {"max_concurrent_manifest_fetches_during_commit": self.max_concurrent_manifest_fetches_during_commit}
+            f: (None if getattr(self, f) is None else getattr(self, f)._to_plain())
+            for f in self._TYPES
+        } | {
+            "max_concurrent_manifest_fetches_during_commit": (
+                self.max_concurrent_manifest_fetches_during_commit
+            )
+        }
 
     @classmethod
-    def _from_plain(cls, d: Mapping[str, Any]) -> "ManifestConfig":
-        kwargs = {f: (None if d.get(f) is None else t._from_plain(d[f])) for f, t in cls._TYPES.items()}
-        return cls(**kwargs, max_concurrent_manifest_fetches_during_commit=d.get("max_concurrent_manifest_fetches_during_commit"))
+    def _from_plain(cls, d: Mapping[str, Any]) -> ManifestConfig:
+        kwargs: dict[str, Any] = {
+            f: (None if d.get(f) is None else t._from_plain(d[f])) for f, t in cls._TYPES.items()
+        }
+        return cls(
+            **kwargs,
+            max_concurrent_manifest_fetches_during_commit=d.get(
+                "max_concurrent_manifest_fetches_during_commit"
+            ),
+        )
 
 
 ManifestConfig._NESTED = {
@@ -836,7 +924,9 @@ class _Settings(_Section):
     def _fields(self) -> tuple[str, ...]:
         return self._FIELDS
 
-    def __hash__(self) -> int:
+    # Settings hash by their fields (as Icechunk's), unlike the other sections: mypy
+    # cannot express a hashable subclass of an unhashable class.
+    def __hash__(self) -> int:  # type: ignore[override]
         return hash(tuple(repr(getattr(self, f)) for f in self._FIELDS))
 
     def __reduce__(self):
@@ -879,7 +969,12 @@ class StorageTimeoutSettings(_Settings):
     3 min); ``operation_attempt_timeout_ms``: one try (default 30 s).
     """
 
-    _FIELDS = ("connect_timeout_ms", "read_timeout_ms", "operation_timeout_ms", "operation_attempt_timeout_ms")
+    _FIELDS = (
+        "connect_timeout_ms",
+        "read_timeout_ms",
+        "operation_timeout_ms",
+        "operation_attempt_timeout_ms",
+    )
 
     def __init__(
         self,
@@ -1011,7 +1106,12 @@ def _default_settings() -> StorageSettings:
 
 # The classes are ``floe.storage``'s (Icechunk's ``icechunk.storage``): their module
 # says so, for pickles, ``help()`` and documentation tools.
-for _cls in (StorageRetriesSettings, StorageTimeoutSettings, StorageConcurrencySettings, StorageSettings):
+for _cls in (
+    StorageRetriesSettings,
+    StorageTimeoutSettings,
+    StorageConcurrencySettings,
+    StorageSettings,
+):
     _cls.__module__ = "floe.storage"
 del _cls
 
@@ -1040,7 +1140,7 @@ def _fields_plain(obj: Any, fields: Iterable[str]) -> dict[str, Any]:
     return {f: getattr(obj, f, None) for f in fields}
 
 
-def _construct(cls: type, kwargs: dict[str, Any]) -> Any:
+def _construct(cls: type[Any], kwargs: dict[str, Any]) -> Any:
     """``cls(**kwargs)`` (unset fields left out); when the constructor refuses a
     value that a stored configuration holds (floe's ``StorageSettings`` refuses
     ``unsafe_use_conditional_update=False``, which Icechunk stores for local
@@ -1049,7 +1149,7 @@ def _construct(cls: type, kwargs: dict[str, Any]) -> Any:
     try:
         return cls(**{k: v for k, v in kwargs.items() if v is not None})
     except ValueError:
-        obj = cls.__new__(cls)
+        obj = object.__new__(cls)  # none of the settings classes defines __new__
         for k, v in kwargs.items():
             object.__setattr__(obj, k, v)
         return obj
@@ -1102,15 +1202,20 @@ class RepoUpdateRetryConfig(_Section):
 
     def _str_value(self, field: str) -> str:
         if self.default is None:
-            shown = _fields_value(StorageRetriesSettings, {"max_tries": 100, "initial_backoff_ms": 50, "max_backoff_ms": 30000})
+            shown = _fields_value(
+                StorageRetriesSettings,
+                {"max_tries": 100, "initial_backoff_ms": 50, "max_backoff_ms": 30000},
+            )
             return "\n" + _indent(str(shown))
         return super()._str_value(field)
 
     def _to_plain(self) -> dict[str, Any]:
-        return {"default": None if self.default is None else _fields_plain(self.default, _RETRY_FIELDS)}
+        return {
+            "default": None if self.default is None else _fields_plain(self.default, _RETRY_FIELDS)
+        }
 
     @classmethod
-    def _from_plain(cls, d: Mapping[str, Any]) -> "RepoUpdateRetryConfig":
+    def _from_plain(cls, d: Mapping[str, Any]) -> RepoUpdateRetryConfig:
         default = d.get("default")
         return cls(None if default is None else _fields_value(StorageRetriesSettings, default))
 
@@ -1138,6 +1243,10 @@ class _Store(_Section):
 
     def _qualname(self) -> str:
         return f"{_package()}.config.ObjectStoreConfig.{type(self).__name__}"
+
+    def _to_plain(self) -> Any:
+        """The store as Icechunk's configuration holds it; every kind defines it."""
+        raise NotImplementedError
 
 
 class ObjectStoreConfig:
@@ -1219,7 +1328,9 @@ class ObjectStoreConfig:
 
         _FIELDS = ("opts", "headers")
 
-        def __init__(self, opts: Mapping[str, str] | None = None, headers: Mapping[str, str] | None = None):
+        def __init__(
+            self, opts: Mapping[str, str] | None = None, headers: Mapping[str, str] | None = None
+        ):
             self.opts = dict(opts or {})
             self.headers = dict(headers or {})
 
@@ -1227,7 +1338,7 @@ class ObjectStoreConfig:
             return f"{self._qualname()}({_lit(self.opts)}, {_lit(self.headers)})"
 
         def _to_plain(self) -> Any:
-            body = dict(self.opts)
+            body: dict[str, Any] = dict(self.opts)
             if self.headers:
                 body["headers"] = dict(self.headers)
             return {"http": body}
@@ -1237,14 +1348,20 @@ class ObjectStoreConfig:
         if plain == "in_memory":
             return ObjectStoreConfig.InMemory()
         if isinstance(plain, dict) and len(plain) == 1:
-            (tag, body), = plain.items()
+            ((tag, body),) = plain.items()
             if tag == "local_file_system":
                 return ObjectStoreConfig.LocalFileSystem(body)
-            s3 = {"s3": ObjectStoreConfig.S3, "s3_compatible": ObjectStoreConfig.S3Compatible, "tigris": ObjectStoreConfig.Tigris}
+            s3 = {
+                "s3": ObjectStoreConfig.S3,
+                "s3_compatible": ObjectStoreConfig.S3Compatible,
+                "tigris": ObjectStoreConfig.Tigris,
+            }
             if tag in s3:
                 return s3[tag](_s3_from_plain(body or {}))
             if tag in ("gcs", "azure"):
-                return (ObjectStoreConfig.Gcs if tag == "gcs" else ObjectStoreConfig.Azure)(body or {})
+                return (ObjectStoreConfig.Gcs if tag == "gcs" else ObjectStoreConfig.Azure)(
+                    body or {}
+                )
             if tag == "http":
                 body = dict(body or {})
                 headers = body.pop("headers", None)
@@ -1272,7 +1389,8 @@ class VirtualChunkContainer(_Section):
 
     def __repr__(self) -> str:
         return (
-            f"{self._qualname()}(\n    name={_lit(self.name)},\n    url_prefix={_lit(self.url_prefix)},\n"
+            f"{self._qualname()}(\n    name={_lit(self.name)},\n"
+            f"    url_prefix={_lit(self.url_prefix)},\n"
             f"    store={self.store!r},\n)"
         )
 
@@ -1280,7 +1398,7 @@ class VirtualChunkContainer(_Section):
         return {"name": self.name, "url_prefix": self.url_prefix, "store": self.store._to_plain()}
 
     @classmethod
-    def _from_plain(cls, d: Mapping[str, Any]) -> "VirtualChunkContainer":
+    def _from_plain(cls, d: Mapping[str, Any]) -> VirtualChunkContainer:
         return cls(d["url_prefix"], ObjectStoreConfig._from_plain(d["store"]), name=d.get("name"))
 
 
@@ -1326,7 +1444,9 @@ def gcs_store(opts: Mapping[str, str] | None = None) -> ObjectStoreConfig.Gcs:
     return ObjectStoreConfig.Gcs(opts)
 
 
-def azure_store(*, account: str, config: Mapping[str, str] | None = None) -> ObjectStoreConfig.Azure:
+def azure_store(
+    *, account: str, config: Mapping[str, str] | None = None
+) -> ObjectStoreConfig.Azure:
     """The ``ObjectStoreConfig`` of Azure Blob Storage account ``account`` for a virtual
     chunk container (Icechunk's ``azure_store``): ``config`` holds object_store
     ``AzureConfigKey`` names and string values (``azure_storage_use_emulator``,
@@ -1346,7 +1466,9 @@ def azure_store(*, account: str, config: Mapping[str, str] | None = None) -> Obj
     return ObjectStoreConfig.Azure({"account": account, **dict(config or {})})
 
 
-def http_store(opts: Mapping[str, str] | None = None, headers: Mapping[str, str] | None = None) -> ObjectStoreConfig.Http:
+def http_store(
+    opts: Mapping[str, str] | None = None, headers: Mapping[str, str] | None = None
+) -> ObjectStoreConfig.Http:
     """The ``ObjectStoreConfig`` of HTTP(S) servers for a virtual chunk container."""
     return ObjectStoreConfig.Http(opts, headers)
 
@@ -1446,12 +1568,16 @@ class RepositoryConfig(_Section):
     def __setattr__(self, name: str, value: Any) -> None:
         if name in self._U16_FIELDS:
             value = _opt_int(name, value, maximum=_U16)
-        elif name in self._NESTED and value is not None and not isinstance(value, self._NESTED[name]):
-            raise TypeError(f"{name} must be a {self._NESTED[name].__name__} or None, got {value!r}")
+        elif (
+            name in self._NESTED and value is not None and not isinstance(value, self._NESTED[name])
+        ):
+            raise TypeError(
+                f"{name} must be a {self._NESTED[name].__name__} or None, got {value!r}"
+            )
         object.__setattr__(self, name, value)
 
     @staticmethod
-    def default() -> "RepositoryConfig":
+    def default() -> RepositoryConfig:
         """A configuration with every field unset (Icechunk's defaults apply)."""
         return RepositoryConfig()
 
@@ -1462,7 +1588,9 @@ class RepositoryConfig(_Section):
         """The containers by url prefix, ``None`` when the configuration sets none (a
         copy: change them with ``set_virtual_chunk_container`` /
         ``clear_virtual_chunk_containers``)."""
-        return None if self._virtual_chunk_containers is None else dict(self._virtual_chunk_containers)
+        return (
+            None if self._virtual_chunk_containers is None else dict(self._virtual_chunk_containers)
+        )
 
     def get_virtual_chunk_container(self, name: str) -> VirtualChunkContainer | None:
         """The container with this url prefix, ``None`` when there is none."""
@@ -1486,7 +1614,7 @@ class RepositoryConfig(_Section):
 
     # -- merging --------------------------------------------------------------------
 
-    def merge(self, other: "RepositoryConfig") -> "RepositoryConfig":
+    def merge(self, other: RepositoryConfig) -> RepositoryConfig:
         """A new configuration: ``other`` over this one. Every field ``other`` sets
         wins; ``compression``, ``caching``, ``storage``, ``manifest`` (and its
         ``preload`` and ``virtual_chunk_location_compression``) and
@@ -1506,7 +1634,7 @@ class RepositoryConfig(_Section):
             return NotImplemented
         return self._to_plain() == other._to_plain()
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None
 
     def __repr__(self) -> str:
         lines = [f"{self._qualname()}("]
@@ -1539,14 +1667,16 @@ class RepositoryConfig(_Section):
                 else {k: v._to_plain() for k, v in self._virtual_chunk_containers.items()},
                 "manifest": None if self.manifest is None else self.manifest._to_plain(),
                 "previous_file": self.previous_file,
-                "repo_update_retries": None if self.repo_update_retries is None else self.repo_update_retries._to_plain(),
+                "repo_update_retries": None
+                if self.repo_update_retries is None
+                else self.repo_update_retries._to_plain(),
                 "num_updates_per_repo_info_file": self.num_updates_per_repo_info_file,
             }
         )
         return out
 
     @classmethod
-    def _from_plain(cls, d: Mapping[str, Any]) -> "RepositoryConfig":
+    def _from_plain(cls, d: Mapping[str, Any]) -> RepositoryConfig:
         """A configuration from the engine's plain form."""
 
         def section(key: str, t: Any) -> Any:
@@ -1566,7 +1696,9 @@ class RepositoryConfig(_Section):
         )
         containers = d.get("virtual_chunk_containers")
         if containers is not None:
-            config._virtual_chunk_containers = {k: VirtualChunkContainer._from_plain(v) for k, v in containers.items()}
+            config._virtual_chunk_containers = {
+                k: VirtualChunkContainer._from_plain(v) for k, v in containers.items()
+            }
         config.previous_file = d.get("previous_file")
         known = set(config._to_plain())
         config._extra = {k: v for k, v in d.items() if k not in known and v is not None}

@@ -85,7 +85,10 @@ __all__ = [
 
 #: Any S3 credential variant.
 AnyS3Credential = (
-    S3Credentials.Static | S3Credentials.Anonymous | S3Credentials.FromEnv | S3Credentials.Refreshable
+    S3Credentials.Static
+    | S3Credentials.Anonymous
+    | S3Credentials.FromEnv
+    | S3Credentials.Refreshable
 )
 #: Any fixed GCS credential.
 AnyGcsStaticCredential = (
@@ -96,19 +99,31 @@ AnyGcsStaticCredential = (
 )
 #: Any GCS credential variant.
 AnyGcsCredential = (
-    GcsCredentials.Anonymous | GcsCredentials.FromEnv | GcsCredentials.Static | GcsCredentials.Refreshable
+    GcsCredentials.Anonymous
+    | GcsCredentials.FromEnv
+    | GcsCredentials.Static
+    | GcsCredentials.Refreshable
 )
 #: Any fixed Azure credential.
 AnyAzureStaticCredential = (
-    AzureStaticCredentials.AccessKey | AzureStaticCredentials.SasToken | AzureStaticCredentials.BearerToken
+    AzureStaticCredentials.AccessKey
+    | AzureStaticCredentials.SasToken
+    | AzureStaticCredentials.BearerToken
 )
 #: Any Azure credential variant.
 AnyAzureCredential = (
-    AzureCredentials.FromEnv | AzureCredentials.Anonymous | AzureCredentials.Static | AzureCredentials.Refreshable
+    AzureCredentials.FromEnv
+    | AzureCredentials.Anonymous
+    | AzureCredentials.Static
+    | AzureCredentials.Refreshable
 )
 #: Any credential of a virtual chunk container.
 AnyCredential = (
-    Credentials.S3 | Credentials.Gcs | Credentials.Azure | Credentials.LocalFileSystemAccess | Credentials.HttpAccess
+    Credentials.S3
+    | Credentials.Gcs
+    | Credentials.Azure
+    | Credentials.LocalFileSystemAccess
+    | Credentials.HttpAccess
 )
 
 #: Access to a ``file://`` virtual chunk container (no credential needed).
@@ -214,14 +229,27 @@ def s3_credentials(
     Raises ``ValueError`` for any other combination (keys with ``from_env``,
     ``anonymous`` with keys, a key without its secret...).
     """
-    no_keys = access_key_id is None and secret_access_key is None and session_token is None and expires_after is None
+    no_keys = (
+        access_key_id is None
+        and secret_access_key is None
+        and session_token is None
+        and expires_after is None
+    )
     if (from_env is None or from_env) and no_keys and not anonymous and get_credentials is None:
         return s3_from_env_credentials()
     if anonymous and no_keys and not from_env and get_credentials is None:
         return s3_anonymous_credentials()
     if get_credentials is not None and no_keys and not from_env and not anonymous:
-        return s3_refreshable_credentials(get_credentials, scatter_initial_credentials=scatter_initial_credentials)
-    if access_key_id and secret_access_key and not from_env and not anonymous and get_credentials is None:
+        return s3_refreshable_credentials(
+            get_credentials, scatter_initial_credentials=scatter_initial_credentials
+        )
+    if (
+        access_key_id
+        and secret_access_key
+        and not from_env
+        and not anonymous
+        and get_credentials is None
+    ):
         return s3_static_credentials(
             access_key_id=access_key_id,
             secret_access_key=secret_access_key,
@@ -308,7 +336,9 @@ def gcs_credentials(
             )
         )
     if get_credentials is not None:
-        return gcs_refreshable_credentials(get_credentials, scatter_initial_credentials=scatter_initial_credentials)
+        return gcs_refreshable_credentials(
+            get_credentials, scatter_initial_credentials=scatter_initial_credentials
+        )
     raise ValueError("Conflicting arguments to gcs_credentials function")
 
 
@@ -372,13 +402,17 @@ def azure_credentials(
     if anonymous:
         return azure_anonymous_credentials()
     if get_credentials is not None:
-        return azure_refreshable_credentials(get_credentials, scatter_initial_credentials=scatter_initial_credentials)
+        return azure_refreshable_credentials(
+            get_credentials, scatter_initial_credentials=scatter_initial_credentials
+        )
     fixed = (access_key, sas_token, bearer_token)
     if (from_env is None or from_env) and all(f is None for f in fixed):
         return azure_from_env_credentials()
     if any(f is not None for f in fixed) and not from_env:
         return AzureCredentials.Static(
-            azure_static_credentials(access_key=access_key, sas_token=sas_token, bearer_token=bearer_token)
+            azure_static_credentials(
+                access_key=access_key, sas_token=sas_token, bearer_token=bearer_token
+            )
         )
     raise ValueError("Conflicting arguments to azure_credentials function")
 

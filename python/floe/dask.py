@@ -25,6 +25,7 @@ dask >= 2025.2.0, as Icechunk.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import dask
@@ -46,16 +47,18 @@ def _placeholder() -> np.ndarray:
     return np.array([object()], dtype=object)
 
 
-def _fork_of_block(block: Any, axis: Any = None, keepdims: Any = None,
-                   computing_meta: bool = False) -> Any:
+def _fork_of_block(
+    block: Any, axis: Any = None, keepdims: Any = None, computing_meta: bool = False
+) -> Any:
     """Reduction ``chunk`` step: the fork the block's write task wrote into."""
     if computing_meta:
         return _placeholder()
     return extract_session(block)
 
 
-def _merge_forks(forks: Any, axis: Any = None, keepdims: Any = None,
-                 computing_meta: bool = False) -> Any:
+def _merge_forks(
+    forks: Any, axis: Any = None, keepdims: Any = None, computing_meta: bool = False
+) -> Any:
     """Reduction ``combine``/``aggregate`` step: the forks (nested lists) merged into
     one."""
     if computing_meta:
@@ -80,22 +83,26 @@ def _default_split_every(arr: Any) -> dict[int, int]:
     return {axis: per_axis for axis in range(arr.ndim)}
 
 
-def _write_block(block: np.ndarray, target: Any, offset: tuple[int, ...],
-                 block_info: Any = None) -> np.ndarray:
+def _write_block(
+    block: np.ndarray, target: Any, offset: tuple[int, ...], block_info: Any = None
+) -> np.ndarray:
     """``store_dask``'s blockwise step: writes ``block`` into ``target`` (a zarr array
     on a fork's store) at its place in the source plus ``offset`` (elements per axis),
     and returns the fork it wrote into as a one-element object array per block (so
     Dask fuses the source's task, the write and the fork's hand-over into one task)."""
     location = block_info[0]["array-location"]
-    selection = tuple(slice(o + start, o + stop) for o, (start, stop) in zip(offset, location))
+    selection = tuple(
+        slice(o + start, o + stop) for o, (start, stop) in zip(offset, location, strict=False)
+    )
     target[selection] = block
     out = np.empty((1,) * block.ndim, dtype=object)
     out.flat[0] = extract_session(target)
     return out
 
 
-def _fork_in_block(block: Any, axis: Any = None, keepdims: Any = None,
-                   computing_meta: bool = False) -> Any:
+def _fork_in_block(
+    block: Any, axis: Any = None, keepdims: Any = None, computing_meta: bool = False
+) -> Any:
     """Reduction ``chunk`` step over ``_write_block``'s output: the fork it holds."""
     if computing_meta:
         return _placeholder()
@@ -161,8 +168,9 @@ def _lean(reductions: list[Any]) -> list[Any] | None:
                 return None
             graph = dict(tree.__dask_graph__())
             keep = set(dask.core.flatten(tree.__dask_keys__()))
-            out.append(da.Array(_without_aliases(graph, keep), tree.name, tree.chunks,
-                                dtype=tree.dtype))
+            out.append(
+                da.Array(_without_aliases(graph, keep), tree.name, tree.chunks, dtype=tree.dtype)
+            )
         return out
     except (ImportError, AttributeError, TypeError):
         return None
@@ -191,7 +199,7 @@ def _storage_grid(target: Any) -> list[Any]:
         sizes = getattr(target, "write_chunk_sizes", None)
         if sizes is None:
             raise
-        lengths = []
+        lengths: list[int | tuple[int, ...]] = []
         for axis_sizes in sizes:
             axis_sizes = tuple(int(n) for n in axis_sizes)
             if not axis_sizes:  # an empty axis: no boundary to check
@@ -275,8 +283,9 @@ def _tuple_expr(lengths: tuple[int, ...]) -> str:
     return " + ".join(f"({n},)" if k == 1 else f"({n},) * {k}" for n, k in runs)
 
 
-def _aligned_chunks(source: Any, target: Any, offset: tuple[int, ...] | None = None
-                   ) -> tuple[tuple[int, ...], ...]:
+def _aligned_chunks(
+    source: Any, target: Any, offset: tuple[int, ...] | None = None
+) -> tuple[tuple[int, ...], ...]:
     """Dask chunks for ``source`` written into ``target`` at ``offset`` (elements per
     axis, ``None``: the origin) such that no two blocks share a storage chunk (a
     shard, when sharded) of ``target``: along each axis a first block up to the
@@ -288,7 +297,7 @@ def _aligned_chunks(source: Any, target: Any, offset: tuple[int, ...] | None = N
     grid = _storage_grid(target)
     return tuple(
         sizes if _misaligned(o, sizes, g) is None else _aligned_axis(o, sizes, g)
-        for o, sizes, g in zip(offset, source.chunks, grid)
+        for o, sizes, g in zip(offset, source.chunks, grid, strict=False)
     )
 
 
@@ -304,8 +313,9 @@ def _misaligned(start: int, sizes: tuple[int, ...], grid: Any) -> int | None:
     return None
 
 
-def _check_blocks_aligned(source: Any, target: Any, offset: tuple[int, ...] | None = None,
-                         *, what: str = "the source") -> None:
+def _check_blocks_aligned(
+    source: Any, target: Any, offset: tuple[int, ...] | None = None, *, what: str = "the source"
+) -> None:
     """Raises ``ValueError`` when two blocks of ``source`` (a Dask array) written into
     ``target`` (a zarr array) at ``offset`` would share a storage chunk (a shard,
     when sharded): the message names the first such axis (and its dimension name),
@@ -314,10 +324,11 @@ def _check_blocks_aligned(source: Any, target: Any, offset: tuple[int, ...] | No
     offset = tuple(offset or ()) + (0,) * (source.ndim - len(tuple(offset or ())))
     grid = _storage_grid(target)
     if len(grid) != source.ndim:
-        raise ValueError(f"store_dask: {what} has {source.ndim} dimensions, its target "
-                         f"{len(grid)}")
-    bad = [(axis, _misaligned(o, sizes, g))
-           for axis, (o, sizes, g) in enumerate(zip(offset, source.chunks, grid))]
+        raise ValueError(f"store_dask: {what} has {source.ndim} dimensions, its target {len(grid)}")
+    bad = [
+        (axis, _misaligned(o, sizes, g))
+        for axis, (o, sizes, g) in enumerate(zip(offset, source.chunks, grid, strict=False))
+    ]
     bad = [(axis, pos) for axis, pos in bad if pos is not None]
     if not bad:
         return
@@ -327,11 +338,15 @@ def _check_blocks_aligned(source: Any, target: Any, offset: tuple[int, ...] | No
     dim = f" (dimension {names[axis]!r})" if names and names[axis] is not None else ""
     kind = "shard" if _sharded(target) else "chunk"
     if isinstance(g, int):
-        where = (f"element {pos} of the target along axis {axis}{dim}, inside a {kind} "
-                 f"of {g} elements ({kind}s start at multiples of {g})")
+        where = (
+            f"element {pos} of the target along axis {axis}{dim}, inside a {kind} "
+            f"of {g} elements ({kind}s start at multiples of {g})"
+        )
     else:
-        where = (f"element {pos} of the target along axis {axis}{dim}, inside a {kind} "
-                 f"of its rectilinear grid (chunk lengths {g!r})")
+        where = (
+            f"element {pos} of the target along axis {axis}{dim}, inside a {kind} "
+            f"of its rectilinear grid (chunk lengths {g!r})"
+        )
     fix = {a: _aligned_axis(offset[a], source.chunks[a], grid[a]) for a, _ in bad}
     rechunk = ", ".join(f"{a}: {_tuple_expr(c)}" for a, c in fix.items())
     path = getattr(target, "path", None)
@@ -364,22 +379,25 @@ def _chunk_index(position: int, grid: Any) -> int:
     return len(grid)
 
 
-def _check_sources_disjoint(sources: list[Any], targets: list[Any],
-                            offsets: list[tuple[int, ...]]) -> None:
+def _check_sources_disjoint(
+    sources: list[Any], targets: list[Any], offsets: list[tuple[int, ...]]
+) -> None:
     """Raises ``ValueError`` when two sources write a storage chunk (shard) of the
     same array (two targets of one path): the forks of their blocks would merge into
     one of the writes of that chunk."""
     boxes: dict[str, list[tuple[int, list[tuple[int, int]]]]] = {}
-    for index, (source, target, offset) in enumerate(zip(sources, targets, offsets)):
+    for index, (source, target, offset) in enumerate(zip(sources, targets, offsets, strict=True)):
         if any(n == 0 for n in source.shape):
             continue
         grid = _storage_grid(target)
-        box = [(_chunk_index(o, g), _chunk_index(o + n - 1, g))
-               for o, n, g in zip(offset, source.shape, grid)]
+        box = [
+            (_chunk_index(o, g), _chunk_index(o + n - 1, g))
+            for o, n, g in zip(offset, source.shape, grid, strict=False)
+        ]
         path = str(getattr(target, "path", ""))
         for other, other_box in boxes.get(path, []):
-            if all(a <= d and c <= b for (a, b), (c, d) in zip(box, other_box)):
-                common = [max(a, c) for (a, _), (c, _) in zip(box, other_box)]
+            if all(a <= d and c <= b for (a, b), (c, d) in zip(box, other_box, strict=False)):
+                common = [max(a, c) for (a, _), (c, _) in zip(box, other_box, strict=False)]
                 raise ValueError(
                     f"store_dask: sources {other} and {index} both write storage chunk "
                     f"{common} of the target {path!r} (their regions start at "
@@ -399,8 +417,9 @@ def _check_dask_version() -> None:
         )
 
 
-def session_merge_reduction(arrays: Any, *, split_every: int | None = None,
-                            **_ignored: Any) -> ForkSession:
+def session_merge_reduction(
+    arrays: Any, *, split_every: int | None = None, **_ignored: Any
+) -> ForkSession:
     """Merges the forks behind the blocks of ``arrays`` (Dask arrays whose blocks are
     zarr arrays on fork stores, as ``dask.array.store(..., return_stored=True,
     load_stored=False)`` returns them) with a tree reduction on the Dask workers,
@@ -427,9 +446,14 @@ def session_merge_reduction(arrays: Any, *, split_every: int | None = None,
     return _computed_merge([_merge_tree(arr, _fork_of_block, split_every) for arr in arrays])
 
 
-def store_dask(*, sources: list[Any], targets: list[Any],
-               regions: list[tuple[slice, ...]] | None = None,
-               split_every: int | None = None, **store_kwargs: Any) -> ForkSession:
+def store_dask(
+    *,
+    sources: list[Any],
+    targets: list[Any],
+    regions: list[tuple[slice, ...]] | tuple[slice, ...] | None = None,
+    split_every: int | None = None,
+    **store_kwargs: Any,
+) -> ForkSession:
     """``dask.array.store`` for floe: writes each of ``sources`` (Dask arrays) into
     the zarr array of ``targets`` at the same position (optionally at ``regions``),
     eagerly, and returns the fork all the write tasks' forks merged into (see
@@ -461,26 +485,29 @@ def store_dask(*, sources: list[Any], targets: list[Any],
     Raises ``TypeError`` for a source that is not a Dask array or a target without a
     chunk grid, ``ValueError`` for dask older than 2025.2.0, different numbers of
     sources, targets and regions, a stepped region, blocks that would share a chunk,
-    or sources that would write one chunk of the same array; ``floe.ConflictError`` when forks made conflicting changes to nodes
-    (such as the same array's metadata).
+    or sources that would write one chunk of the same array; ``floe.ConflictError``
+    when forks made conflicting changes to nodes (such as the same array's metadata).
     """
     _check_dask_version()
     fixed = {"compute", "return_stored", "load_stored", "lock"} & set(store_kwargs)
     if fixed:
         raise TypeError(f"store_dask sets {sorted(fixed)} itself")
     if len(sources) != len(targets):
-        raise ValueError(f"Different number of sources [{len(sources)}] and targets "
-                         f"[{len(targets)}]")
-    if regions is None or isinstance(regions, tuple):
-        regions = [regions] * len(sources)
-    if len(regions) != len(sources):
-        raise ValueError(f"Different number of sources [{len(sources)}] and regions "
-                         f"[{len(regions)}]")
+        raise ValueError(
+            f"Different number of sources [{len(sources)}] and targets [{len(targets)}]"
+        )
+    per_source: Sequence[tuple[slice, ...] | None] = (
+        [regions] * len(sources) if regions is None or isinstance(regions, tuple) else regions
+    )
+    if len(per_source) != len(sources):
+        raise ValueError(
+            f"Different number of sources [{len(sources)}] and regions [{len(per_source)}]"
+        )
     offsets = []
-    for index, (source, target, region) in enumerate(zip(sources, targets, regions)):
+    for index, (source, target, given) in enumerate(zip(sources, targets, per_source, strict=True)):
         if not isinstance(source, da.Array):
             raise TypeError(f"Expected a dask array, received {type(source)!r}")
-        region = tuple(region or ())
+        region = tuple(given or ())
         if any(r.step not in (None, 1) for r in region):
             raise ValueError(f"store_dask writes regions of step-1 slices, got {region!r}")
         offset = tuple(r.start or 0 for r in region) + (0,) * (source.ndim - len(region))
@@ -489,11 +516,16 @@ def store_dask(*, sources: list[Any], targets: list[Any],
     _check_sources_disjoint(sources, targets, offsets)
     # Every source checked before any is computed: a refusal writes nothing.
     trees = []
-    for source, target, offset in zip(sources, targets, offsets):
+    for source, target, offset in zip(sources, targets, offsets, strict=True):
         forks = da.map_blocks(
-            _write_block, source, target=target, offset=offset,
-            chunks=tuple((1,) * n for n in source.numblocks), dtype=object,
-            meta=np.empty((0,) * source.ndim, dtype=object), token="floe-write",
+            _write_block,
+            source,
+            target=target,
+            offset=offset,
+            chunks=tuple((1,) * n for n in source.numblocks),
+            dtype=object,
+            meta=np.empty((0,) * source.ndim, dtype=object),
+            token="floe-write",
         )
         trees.append(_merge_tree(forks, _fork_in_block, split_every))
     return _computed_merge(trees)

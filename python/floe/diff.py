@@ -11,8 +11,14 @@ class Diff:
     nodes are named by their paths after any moves."""
 
     __slots__ = (
-        "new_groups", "new_arrays", "deleted_groups", "deleted_arrays",
-        "updated_groups", "updated_arrays", "updated_chunks", "moved_nodes",
+        "new_groups",
+        "new_arrays",
+        "deleted_groups",
+        "deleted_arrays",
+        "updated_groups",
+        "updated_arrays",
+        "updated_chunks",
+        "moved_nodes",
     )
 
     def __init__(self, raw: dict):

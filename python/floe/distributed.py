@@ -49,7 +49,9 @@ def extract_session(zarray: Any, axis: Any = None, keepdims: Any = None) -> Sess
     return session
 
 
-def merge_sessions(*sessions: ForkSession | list[ForkSession] | list[list[ForkSession]]) -> ForkSession:
+def merge_sessions(
+    *sessions: ForkSession | list[ForkSession] | list[list[ForkSession]],
+) -> ForkSession:
     """Merges forks (given as arguments or nested lists of them) into the first one,
     and returns it (Icechunk's ``merge_sessions``). The same fork object given more
     than once is merged once.

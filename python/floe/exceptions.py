@@ -173,10 +173,7 @@ class IcechunkError(Exception):
         return self.message
 
     def __repr__(self) -> str:
-        return (
-            f'{_package()}.{type(self).__name__}(message="{self.message}", '
-            f'kind="{self.kind}")'
-        )
+        return f'{_package()}.{type(self).__name__}(message="{self.message}", kind="{self.kind}")'
 
     def __reduce__(self):
         # Pickles as its class and arguments (tblib and multiprocessing rebuild it),
@@ -262,7 +259,7 @@ class ConflictType(IntEnum):
         return self.name
 
     def __str__(self) -> str:
-        words = []
+        words: list[str] = []
         for ch in self.name:
             if ch.isupper() and words:
                 words.append(" ")

@@ -9,6 +9,7 @@ and the commit message. Commits reached by several branches appear once.
 
 from __future__ import annotations
 
+import datetime
 import html
 from dataclasses import dataclass, field
 
@@ -23,7 +24,7 @@ class _Row:
     id: str
     parent_id: str | None
     message: str
-    written_at: object
+    written_at: datetime.datetime
     column: int
     labels: list[str] = field(default_factory=list)
 
@@ -38,9 +39,11 @@ class AncestryGraph:
         self._plain = plain
 
     @classmethod
-    def _build(cls, repo, branch: str | None, plain: bool) -> "AncestryGraph":
-        branches = [branch] if branch is not None else sorted(
-            repo.list_branches(), key=lambda b: (b != "main", b)
+    def _build(cls, repo, branch: str | None, plain: bool) -> AncestryGraph:
+        branches = (
+            [branch]
+            if branch is not None
+            else sorted(repo.list_branches(), key=lambda b: (b != "main", b))
         )
         labels: dict[str, list[str]] = {}
         for b in branches:
@@ -53,7 +56,11 @@ class AncestryGraph:
                 if info.id in rows:
                     break
                 rows[info.id] = _Row(
-                    info.id, info.parent_id, info.message, info.written_at, column,
+                    info.id,
+                    info.parent_id,
+                    info.message,
+                    info.written_at,
+                    column,
                     labels.get(info.id, []),
                 )
         ordered = sorted(rows.values(), key=lambda r: r.written_at, reverse=True)

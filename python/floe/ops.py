@@ -83,7 +83,7 @@ class UpdateType:
     _fields: tuple[str, ...] = ()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        values = dict(zip(self._fields, args))
+        values = dict(zip(self._fields, args, strict=False))
         values.update(kwargs)
         for name in self._fields:
             setattr(self, name, values.get(name))
@@ -98,7 +98,9 @@ class UpdateType:
 
     def __repr__(self) -> str:
         args = ", ".join(
-            f'{n}="{getattr(self, n)}"' if isinstance(getattr(self, n), str) else f"{n}={getattr(self, n)!r}"
+            f'{n}="{getattr(self, n)}"'
+            if isinstance(getattr(self, n), str)
+            else f"{n}={getattr(self, n)!r}"
             for n in self._fields
         )
         return f"{qualified('ops.UpdateType')}.{type(self).__name__}({args})"
@@ -165,7 +167,7 @@ class Update:
         self.backup_path = backup_path
 
     @classmethod
-    def _from_native(cls, raw: dict[str, Any]) -> "Update":
+    def _from_native(cls, raw: dict[str, Any]) -> Update:
         raw = dict(raw)
         name = raw.pop("type")
         updated_at = _micros(raw.pop("updated_at"))

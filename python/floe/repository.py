@@ -44,7 +44,7 @@ class SpecVersion(IntEnum):
     v2 = 2
 
     @staticmethod
-    def current() -> "SpecVersion":
+    def current() -> SpecVersion:
         """The newest spec version (the one Icechunk 2.x writes)."""
         return SpecVersion.v2
 
@@ -97,6 +97,8 @@ class FeatureFlag:
 
     def _repr_html_(self) -> str:
         return html_block(qualified("config.FeatureFlag"), self._fields())
+
+
 def _authorized(access: dict[str, Any] | None) -> dict[str, Any] | None:
     """An ``authorize_virtual_chunk_access`` mapping for the native module: URL prefix
     to ``Credentials`` (bare ``S3Credentials``, ``GcsCredentials`` or
@@ -149,7 +151,7 @@ def _unpickle_repository(
     config: RepositoryConfig | None,
     authorized: dict[str, Any] | None,
     default_metadata: dict[str, Any],
-) -> "Repository":
+) -> Repository:
     """Opens a pickled repository again (see ``Repository.__reduce__``)."""
     repo = Repository(_NativeRepository.open(storage, config, authorized), storage, authorized)
     if default_metadata:
@@ -195,7 +197,7 @@ class Repository:
         authorize_virtual_chunk_access: dict[str, Any] | None = None,
         *,
         spec_version: SpecVersion | int | None = None,
-    ) -> "Repository":
+    ) -> Repository:
         """Creates a repository in ``storage`` with ``config`` (the defaults when
         ``None``) in ``spec_version`` (1 or 2; the default when ``None``). Raises
         ``FloeError`` when a repository exists there already.
@@ -216,7 +218,7 @@ class Repository:
         storage: Storage,
         config: RepositoryConfig | None = None,
         authorize_virtual_chunk_access: dict[str, Any] | None = None,
-    ) -> "Repository":
+    ) -> Repository:
         """Opens the repository in ``storage``; raises ``FloeError`` when there is
         none. ``config`` is merged over the stored configuration
         (``RepositoryConfig.merge``): the repository works with the result, and
@@ -245,7 +247,7 @@ class Repository:
         *,
         create_version: SpecVersion | int | None = None,
         authorize_virtual_chunk_access: dict[str, Any] | None = None,
-    ) -> "Repository":
+    ) -> Repository:
         """Opens the repository in ``storage`` (``config`` merged over its stored
         one), creating it with ``config`` in spec version ``create_version`` (the
         default when ``None``) when there is none. ``authorize_virtual_chunk_access``:
@@ -267,7 +269,7 @@ class Repository:
         self,
         config: RepositoryConfig | None = None,
         authorize_virtual_chunk_access: dict[str, Any] | None = None,
-    ) -> "Repository":
+    ) -> Repository:
         """This repository with ``config`` merged over its configuration (same
         storage and caches); nothing is stored until ``save_config()``.
 
@@ -278,7 +280,9 @@ class Repository:
         authorized prefixes and their credentials; ``None`` keeps them (Icechunk's
         ``reopen``). Raises ``InvalidInputError`` for a prefix that is no URL."""
         if authorize_virtual_chunk_access is None:
-            return type(self)(self._native.reopen(config, None), self._storage, self._authorized_prefixes)
+            return type(self)(
+                self._native.reopen(config, None), self._storage, self._authorized_prefixes
+            )
         prefixes = _authorized(authorize_virtual_chunk_access)
         return type(self)(self._native.reopen(config, prefixes), self._storage, prefixes)
 
@@ -362,9 +366,7 @@ class Repository:
         session = self.writable_session(branch)
         yield session.store
         if session.has_uncommitted_changes:
-            session.commit(
-                message, metadata, rebase_with=rebase_with, rebase_tries=rebase_tries
-            )
+            session.commit(message, metadata, rebase_with=rebase_with, rebase_tries=rebase_tries)
 
     # -- default commit metadata -------------------------------------------------------
 
@@ -435,7 +437,9 @@ class Repository:
     def _version(self, side: str, branch, tag, snapshot_id) -> str:
         given = [v for v in (branch, tag, snapshot_id) if v is not None]
         if len(given) != 1:
-            raise ValueError(f"name the `{side}` version by exactly one of branch, tag, snapshot_id")
+            raise ValueError(
+                f"name the `{side}` version by exactly one of branch, tag, snapshot_id"
+            )
         if branch is not None:
             return self._native.lookup_branch(branch)
         if tag is not None:
@@ -656,7 +660,6 @@ class Repository:
     def _repr_html_(self) -> str:
         return html_block(f"{qualified('Repository')} (v{int(self.spec_version)})", self._fields())
 
-
     # -- async twins (Icechunk's *_async API) -----------------------------------------
     #
     # Each awaits a native coroutine running on floe's tokio runtime, so the event loop
@@ -672,7 +675,7 @@ class Repository:
         authorize_virtual_chunk_access: dict[str, Any] | None = None,
         *,
         spec_version: SpecVersion | int | None = None,
-    ) -> "Repository":
+    ) -> Repository:
         """Awaitable ``create``: creates a repository in ``storage`` of spec version
         ``spec_version`` (1 or 2; 2 when ``None``). Raises ``ValueError`` for another
         version, ``FloeError`` when a repository exists there already."""
@@ -689,7 +692,7 @@ class Repository:
         storage: Storage,
         config: RepositoryConfig | None = None,
         authorize_virtual_chunk_access: dict[str, Any] | None = None,
-    ) -> "Repository":
+    ) -> Repository:
         """Awaitable ``open`` (``config`` merged over the stored configuration, not
         stored; ``authorize_virtual_chunk_access`` as in ``open``); raises
         ``FloeError`` when there is no repository in ``storage``."""
@@ -704,7 +707,7 @@ class Repository:
         *,
         create_version: SpecVersion | int | None = None,
         authorize_virtual_chunk_access: dict[str, Any] | None = None,
-    ) -> "Repository":
+    ) -> Repository:
         """Awaitable ``open_or_create``: opens the repository in ``storage`` (``config``
         merged over its stored one), creating one with ``config`` in spec version
         ``create_version`` (2 when ``None``; Icechunk's ``create_version``) when there
@@ -740,7 +743,7 @@ class Repository:
         the configuration since it was read."""
         await self._native.save_config_async(config)
 
-    async def reopen_async(self, *args: Any, **kwargs: Any) -> "Repository":
+    async def reopen_async(self, *args: Any, **kwargs: Any) -> Repository:
         """Awaitable ``reopen``, same arguments (thread: runs ``reopen`` with
         ``asyncio.to_thread``)."""
         return await asyncio.to_thread(self.reopen, *args, **kwargs)
@@ -803,7 +806,9 @@ class Repository:
     async def _version_async(self, side: str, branch, tag, snapshot_id) -> str:
         given = [v for v in (branch, tag, snapshot_id) if v is not None]
         if len(given) != 1:
-            raise ValueError(f"name the `{side}` version by exactly one of branch, tag, snapshot_id")
+            raise ValueError(
+                f"name the `{side}` version by exactly one of branch, tag, snapshot_id"
+            )
         if branch is not None:
             return await self._native.lookup_branch_async(branch)
         if tag is not None:
@@ -1004,7 +1009,6 @@ class Repository:
         return await asyncio.to_thread(self.inspect_transaction_log, snapshot_id, **kwargs)
 
 
-
 def _spec_arg(spec_version: Any) -> int | None:
     """A spec version argument as the native create takes it; ``ValueError`` as
     Icechunk words it for anything else."""
@@ -1031,15 +1035,17 @@ def upgrade_icechunk_repository(
     ``repo``). ``FormatError`` when it is spec 2 already. floe always removes the
     spec-1 ref files it replaced (``delete_unused_v1_files`` is accepted and
     ignored), and ``prefetch_concurrency`` is not needed."""
-    if not dry_run and repo._storage is None:
+    storage = repo._storage
+    if storage is None and not dry_run:
         raise ValueError("the repository's storage is unknown: open it with Repository.open")
     repo._native._upgrade_to_spec2(dry_run=dry_run)
-    if dry_run:
+    if dry_run or storage is None:
         return repo
-    upgraded = Repository.open(repo._storage)
+    upgraded = Repository.open(storage)
     # The old object views spec 1, which is gone: as Icechunk, any further use of it
-    # raises RuntimeError instead of acting on stale state.
-    repo.__class__ = _InvalidatedRepository
+    # raises RuntimeError instead of acting on stale state. (A deliberate class swap,
+    # which mypy refuses between unrelated classes.)
+    repo.__class__ = _InvalidatedRepository  # type: ignore[assignment]
     return upgraded
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable, Iterable
 from enum import Enum, IntEnum
-from typing import Any
 
 from floe._display import html_block, qualified, text_block
 from floe._floe import Session as _NativeSession
@@ -70,7 +69,7 @@ class Session:
         return FloeStore(self._native._native_store(), session=self)
 
     @property
-    def config(self) -> "RepositoryConfig":
+    def config(self) -> RepositoryConfig:
         """The repository configuration the session works with (a copy)."""
         return self._native.config
 
@@ -156,11 +155,6 @@ class Session:
         """The session's ``SessionMode`` (``readonly`` once it committed)."""
         return SessionMode(self._native.mode)
 
-    @property
-    def config(self) -> Any:
-        """The repository configuration the session runs with (a copy)."""
-        return self._native.config
-
     def chunk_type(self, array_path: str, chunk_coordinates: Iterable[int]) -> ChunkType:
         """How chunk ``chunk_coordinates`` (grid indices) of the array at
         ``array_path`` (``/a/b``) is stored; reads its ref, never its bytes. Raises
@@ -206,12 +200,12 @@ class Session:
         ``ConflictError``)."""
         self._native.rebase(solver)
 
-    def fork(self) -> "ForkSession":
+    def fork(self) -> ForkSession:
         """A fork of this writable session (a ``ForkSession``): write in it (in
         another process if pickled), then ``merge`` it back. Forks cannot commit."""
         return ForkSession(self._native.fork())
 
-    def merge(self, *forks: "Session") -> None:
+    def merge(self, *forks: Session) -> None:
         """Merges the changes of ``forks`` into this session; raises
         ``ConflictError`` when two of them wrote the same chunk."""
         self._native.merge(*[f._native for f in self._forks_to_merge(forks)])
@@ -226,12 +220,6 @@ class Session:
         from floe._floe import _all_virtual_chunk_locations
 
         return _all_virtual_chunk_locations(self._native)
-
-    async def all_virtual_chunk_locations_async(self) -> list[str]:
-        """``all_virtual_chunk_locations`` as a coroutine."""
-        import asyncio
-
-        return await asyncio.to_thread(self.all_virtual_chunk_locations)
 
     def __reduce__(self):
         # Read-only sessions and forks pickle (storage URL and snapshot id, or the
@@ -295,14 +283,14 @@ class Session:
         its changes as ``solver`` resolves conflicts (default: ``ConflictError``)."""
         await self._native.rebase_async(solver)
 
-    async def merge_async(self, *forks: "Session") -> None:
+    async def merge_async(self, *forks: Session) -> None:
         """Awaitable ``merge``: merges the changes of ``forks`` (all or nothing);
         ``ConflictError`` when two of them wrote the same chunk. A fork given twice,
         or this session itself, is merged once (as Icechunk, where merging the same
         changes again changes nothing)."""
         await self._native.merge_async(*[f._native for f in self._forks_to_merge(forks)])
 
-    def _forks_to_merge(self, forks) -> list["Session"]:
+    def _forks_to_merge(self, forks) -> list[Session]:
         """``forks`` without this session and without repeats of one object (Dask's
         threaded scheduler hands one fork object back once per task)."""
         seen = {id(self._native)}
@@ -360,7 +348,7 @@ class ForkSession(Session):
     def __reduce__(self):
         return (ForkSession, (self._native,))
 
-    def fork(self) -> "ForkSession":
+    def fork(self) -> ForkSession:
         """A fork of this fork (its changes so far included)."""
         return ForkSession(self._native.fork())
 

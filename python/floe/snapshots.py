@@ -26,8 +26,11 @@ class ManifestFileInfo:
         return isinstance(other, ManifestFileInfo) and self._fields() == other._fields()
 
     def _fields(self) -> list[tuple[str, object]]:
-        return [("id", self.id), ("size_bytes", self.size_bytes),
-                ("num_chunk_refs", self.num_chunk_refs)]
+        return [
+            ("id", self.id),
+            ("size_bytes", self.size_bytes),
+            ("num_chunk_refs", self.num_chunk_refs),
+        ]
 
     def __repr__(self) -> str:
         return text_block(qualified("snapshots.ManifestFileInfo"), self._fields())

@@ -28,7 +28,7 @@ class ChunkStorageStats:
         """Every kind together, in bytes."""
         return self.non_virtual_bytes() + self.virtual_bytes
 
-    def __add__(self, other: "ChunkStorageStats") -> "ChunkStorageStats":
+    def __add__(self, other: ChunkStorageStats) -> ChunkStorageStats:
         if not isinstance(other, ChunkStorageStats):
             return NotImplemented
         return ChunkStorageStats(
@@ -37,10 +37,10 @@ class ChunkStorageStats:
             self.inlined_bytes + other.inlined_bytes,
         )
 
-    def __radd__(self, other: object) -> "ChunkStorageStats":
+    def __radd__(self, other: object) -> ChunkStorageStats:
         if other == 0:  # sum() starts from 0
             return self
-        return NotImplemented  # type: ignore[return-value]
+        return NotImplemented
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ChunkStorageStats) and self._fields() == other._fields()

@@ -51,10 +51,12 @@ from floe.config import (
     StorageRetriesSettings,
     StorageSettings,
     StorageTimeoutSettings,
-    _default_settings,
     azure_store,
     gcs_store,
 )
+
+# Looked up here by the native module (``Storage.default_settings``).
+from floe.config import _default_settings as _default_settings
 from floe.credentials import (
     AzureRefreshableCredential,
     GcsBearerCredential,

@@ -17,6 +17,7 @@ negative one is a ``ValueError``).
 from __future__ import annotations
 
 import asyncio
+import builtins
 import datetime
 from collections.abc import AsyncIterator, Iterable
 
@@ -175,7 +176,7 @@ class FloeStore(Store):
         if self.read_only or not self._native.writable:
             raise ReadOnlyError("cannot write to read-only store")
 
-    def with_read_only(self, read_only: bool = False) -> "FloeStore":
+    def with_read_only(self, read_only: bool = False) -> FloeStore:
         if not read_only and not self._native.writable:
             raise ValueError("a read-only session cannot give a writable store")
         store = FloeStore(self._native, session=self._session, read_only=read_only)
@@ -251,7 +252,11 @@ class FloeStore(Store):
         unset), read once per store."""
         cached = getattr(self, "_gpv_concurrency", None)
         if cached is None:
-            configured = self._session.config.get_partial_values_concurrency if self._session is not None else None
+            configured = (
+                self._session.config.get_partial_values_concurrency
+                if self._session is not None
+                else None
+            )
             cached = max(1, configured or 10)
             self._gpv_concurrency = cached
         return cached
@@ -365,10 +370,9 @@ class FloeStore(Store):
             prefix += "/"
         keys, prefixes = await self._native.list_dir(prefix)
         for k in keys:
-            yield k[len(prefix):]
+            yield k[len(prefix) :]
         for p in prefixes:
-            yield p[len(prefix):].rstrip("/")
-
+            yield p[len(prefix) :].rstrip("/")
 
     # -- virtual chunk refs (Icechunk's API; see floe.virtual) --------------------
 
@@ -451,9 +455,10 @@ class FloeStore(Store):
         """``set_virtual_ref`` as a coroutine (it does no I/O)."""
         self.set_virtual_ref(key, location, **kwargs)
 
+    # ``builtins.list`` in the annotations below: in this class ``list`` is the method.
     def set_virtual_refs(
-        self, array_path: str, chunks: list, *, validate_containers: bool = True
-    ) -> list[tuple[int, ...]] | None:
+        self, array_path: str, chunks: builtins.list, *, validate_containers: bool = True
+    ) -> builtins.list[tuple[int, ...]] | None:
         """Stores many virtual refs (``floe.VirtualChunkSpec``: chunk index,
         location, offset and length in bytes, optional checksum) of the array at
         ``array_path`` at once. With ``validate_containers``, refs whose location no
@@ -468,8 +473,8 @@ class FloeStore(Store):
         )
 
     async def set_virtual_refs_async(
-        self, array_path: str, chunks: list, *, validate_containers: bool = True
-    ) -> list[tuple[int, ...]] | None:
+        self, array_path: str, chunks: builtins.list, *, validate_containers: bool = True
+    ) -> builtins.list[tuple[int, ...]] | None:
         """``set_virtual_refs`` as a coroutine (it does no I/O)."""
         return self.set_virtual_refs(array_path, chunks, validate_containers=validate_containers)
 
@@ -477,14 +482,14 @@ class FloeStore(Store):
         self,
         array_path: str,
         chunk_grid_shape: tuple[int, ...],
-        locations: list[str],
+        locations: builtins.list[str],
         offsets,
         lengths,
         *,
         validate_containers: bool = True,
         arr_offset: tuple[int, ...] | None = None,
         checksum: str | datetime.datetime | None = None,
-    ) -> list[tuple[int, ...]] | None:
+    ) -> builtins.list[tuple[int, ...]] | None:
         """The vectorized ``set_virtual_refs``: ref ``i`` is chunk ``i`` of a chunk
         grid of shape ``chunk_grid_shape`` in C order (shifted by ``arr_offset``),
         bytes ``offsets[i]..offsets[i]+lengths[i]`` of ``locations[i]`` (an empty

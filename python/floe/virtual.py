@@ -61,7 +61,9 @@ def set_virtual_refs(
     session: Any, array_path: str, chunks: list[VirtualChunkSpec], validate_containers: bool
 ) -> list[tuple[int, ...]] | None:
     """See ``FloeStore.set_virtual_refs``."""
-    failed = _native_set_virtual_refs(session._native, array_path, list(chunks), validate_containers)
+    failed = _native_set_virtual_refs(
+        session._native, array_path, list(chunks), validate_containers
+    )
     return None if failed is None else [tuple(i) for i in failed]
 
 

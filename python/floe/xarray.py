@@ -21,7 +21,7 @@ storage chunks (shards) instead.
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, MutableMapping
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import zarr
@@ -134,7 +134,9 @@ def to_floe(
         for name, var in ds.variables.items():
             if append_dim in var.dims and str(name) in existing:
                 axis = var.dims.index(append_dim)
-                start[name] = {append_dim: existing[str(name)].shape[axis]}
+                # A stored variable is an array.
+                stored = cast(zarr.Array, existing[str(name)])
+                start[name] = {append_dim: stored.shape[axis]}
     elif isinstance(region, Mapping):
         for name, var in ds.variables.items():
             start[name] = {d: (region[d].start or 0) for d in var.dims if d in region}
@@ -169,9 +171,14 @@ def to_floe(
             data = data.rechunk(_aligned_chunks(data, target, tuple(offsets)))
         sources.append(data)
         targets.append(target)
-        regions.append(tuple(slice(o, o + n) for o, n in zip(offsets, var.shape)))
-    merged = store_dask(sources=sources, targets=targets, regions=regions,
-                        split_every=split_every, **(chunkmanager_store_kwargs or {}))
+        regions.append(tuple(slice(o, o + n) for o, n in zip(offsets, var.shape, strict=True)))
+    merged = store_dask(
+        sources=sources,
+        targets=targets,
+        regions=regions,
+        split_every=split_every,
+        **(chunkmanager_store_kwargs or {}),
+    )
     session.merge(merged)
 
 
