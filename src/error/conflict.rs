@@ -1,6 +1,6 @@
 //! Commit conflicts: why a change set cannot be re-applied on a branch tip that moved
 //! (defined here, at the bottom of the crate, so that [`super::Error`] depends on no
-//! layer above it; detection lives in `session::conflict`).
+//! layer above it; detection lives in `session::commit::conflict`).
 
 use std::fmt;
 

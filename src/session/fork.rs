@@ -15,7 +15,7 @@
 //!
 //! [`Session::merge`] brings forks back. A fork conflicts with what the session and
 //! the forks merged before it changed *since the fork was made* (the same rules as a
-//! rebase, [`super::conflict::detect`]): changing one node's metadata, or one
+//! rebase, [`super::commit::conflict::detect`]): changing one node's metadata, or one
 //! deleting what another changed. A chunk written by several of them is no
 //! conflict: as in Icechunk 2.3.0, the fork merged last wins (also over the
 //! session's own write); a chunk a commit made since the fork also wrote still
@@ -46,11 +46,11 @@ use crate::storage::{Storage, StorageError};
 
 use super::change_set::wire::Wire;
 use super::change_set::ChangeSet;
-use super::commit;
-use super::conflict::{detect, paths_by_id, Either, Rules, TheirChanges, TheirTree};
+use super::commit::conflict::{detect, paths_by_id, Either, Rules, TheirChanges, TheirTree};
+use super::commit::flush;
+use super::commit::rebase::{commits_since, CommitsSummary};
 use super::context::SessionContext;
 use super::overlay::{apply_node_changes, index_in_bounds};
-use super::rebase::{commits_since, CommitsSummary};
 use super::{Mode, Session};
 
 /// The identity of one fork's changes (128 random bits), minted at the first change
@@ -323,16 +323,16 @@ impl Session {
         let fork_base = if changes.is_empty() {
             Arc::clone(&base)
         } else {
-            let snapshot = commit::flush(
-                &self.inner.ctx.assets,
-                &self.inner.ctx.manifest_layouts,
-                &base,
-                &changes,
-                SnapshotId::random(),
-                "fork",
-                BTreeMap::new(),
-                commit::CommitMethod::NewCommit,
-            )
+            let snapshot = flush::flush(flush::FlushRequest {
+                assets: &self.inner.ctx.assets,
+                layouts: &self.inner.ctx.manifest_layouts,
+                base: &base,
+                changes: &changes,
+                new_id: SnapshotId::random(),
+                message: "fork",
+                metadata: BTreeMap::new(),
+                method: flush::CommitMethod::NewCommit,
+            })
             .await?;
             self.inner.ctx.refs.record_detached(&snapshot).await?;
             self.write()

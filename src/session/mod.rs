@@ -6,32 +6,30 @@
 //!
 //! Spec: Icechunk specification, "Read from Repository" and "Write New Snapshot".
 //!
-//! This file holds the session's state, its modes and constructors; the rest is one
-//! file per job: `nodes.rs` (node lookups and edits), `chunk_refs.rs` (chunk refs:
-//! look up, set, list), `chunk_writes.rs` (chunk bytes stored inline or as native
-//! objects), `chunk_reads.rs` (chunk bytes read), `chunk_port.rs` (the chunk port of
-//! one array), `commit_loop.rs` (commit, amend, rewrite of manifests, rebase of the
-//! session).
+//! This file holds the session's state, its modes and constructors; the rest is in
+//! rooms by job, each public `Session` method in the room of its job:
+//! - `commit/`: the commit loop (commit, amend, rewrite of manifests; rebase-and-retry),
+//!   `flush` (a change set written as a snapshot), `detached` (`Session::flush`),
+//!   `landing`, `rebase`, `conflict` (detection) and `solver` (conflict solvers). The
+//!   commit point is `RefStore::commit` in `src/refs/store.rs`.
+//! - `chunks/`: chunk refs (`refs`), chunk bytes written (`writes`) and read (`reads`),
+//!   the chunk port of one array (`port`).
+//! - `edit/`: nodes added, updated, deleted (`nodes`), moved (`rearrange`), chunk refs
+//!   shifted or reindexed (`reindex`).
+//! - beside them: `change_set/` (uncommitted changes), `overlay` (a snapshot with a
+//!   change set applied), `manifest_split` (manifests of bounded size), `context` (what
+//!   a session uses of its repository), `store` (the Zarr store view), `fork` (forks
+//!   and merges), `diff`.
 
 pub mod change_set;
-mod chunk_port;
-mod chunk_reads;
-mod chunk_refs;
-mod chunk_writes;
+pub(crate) mod chunks;
 pub(crate) mod commit;
-mod commit_loop;
-pub(crate) mod conflict;
 pub(crate) mod context;
 pub mod diff;
+pub(crate) mod edit;
 mod fork;
-mod landing;
 pub(crate) mod manifest_split;
-mod nodes;
 pub(crate) mod overlay;
-mod rearrange;
-mod rebase;
-mod reindex;
-mod solver;
 mod store;
 
 use std::sync::{Arc, RwLock};
@@ -42,18 +40,18 @@ use crate::format::snapshot::{NodeSnapshot, Snapshot};
 use crate::format::SnapshotId;
 
 pub use change_set::{ArrayDefinition, ChangeSet, NewNode};
-pub use chunk_port::SessionChunks;
-pub(crate) use chunk_reads::payload_len;
-pub use chunk_reads::ChunkOutcome;
-use chunk_writes::native_payload;
-pub use commit_loop::CommitOptions;
+pub use chunks::port::SessionChunks;
+pub(crate) use chunks::reads::payload_len;
+pub use chunks::reads::ChunkOutcome;
+use chunks::writes::native_payload;
+pub use commit::commit_loop::CommitOptions;
+pub use commit::solver::{BasicConflictSolver, ConflictDetector, ConflictSolver, VersionSelection};
 use context::SessionContext;
 pub use diff::Diff;
+pub use edit::reindex::ChunkIndexMap;
 pub use fork::ForkId;
 pub use manifest_split::MAX_REFS_PER_MANIFEST;
 use overlay::index_in_bounds;
-pub use reindex::ChunkIndexMap;
-pub use solver::{BasicConflictSolver, ConflictDetector, ConflictSolver, VersionSelection};
 pub use store::{array_definition, SessionStore};
 
 /// One change made while a commit is in flight, kept to be replayed on the change

@@ -1,5 +1,5 @@
 //! The node overlay: a snapshot's nodes and chunk refs with a change set applied,
-//! without writing anything. Commits ([`super::commit`]), manifest splitting
+//! without writing anything. Commits ([`super::commit::flush`]), manifest splitting
 //! ([`super::manifest_split`]), forks, diffs and session reads all see a session's
 //! state through these functions.
 

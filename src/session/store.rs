@@ -594,7 +594,7 @@ impl Store for SessionStore {
         // through the store's keys, which read it.
         self.session.loaded().ok()?;
         let path = NodePath::new(keys.path()).ok()?;
-        Some(Arc::new(super::chunk_port::SessionChunks::open(
+        Some(Arc::new(super::chunks::port::SessionChunks::open(
             self.session.clone(),
             path,
             keys.clone(),

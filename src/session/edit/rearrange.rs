@@ -14,13 +14,13 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use super::change_set::ChangeSet;
-use super::{commit, Mode, Session};
 use crate::error::{Conflict, Error, Result};
 use crate::format::snapshot::{NodeSnapshot, Snapshot};
 use crate::format::transaction_log::MovedNode;
 use crate::format::{NodeId, NodePath, SnapshotId};
+use crate::session::change_set::ChangeSet;
 use crate::session::CommitOptions;
+use crate::session::{commit::flush, Mode, Session};
 
 /// `snapshot` with node `from` (and everything under it) moved to `to`.
 ///
@@ -101,7 +101,7 @@ fn net_moves(before: &Snapshot, after: &Snapshot) -> Vec<MovedNode> {
 impl Session {
     /// A rearrange session on `branch`, whose tip is `base`.
     pub(crate) fn rearrange(
-        ctx: Arc<super::context::SessionContext>,
+        ctx: Arc<crate::session::context::SessionContext>,
         base: Arc<Snapshot>,
         branch: String,
     ) -> Self {
@@ -142,7 +142,7 @@ impl Session {
     /// The commit of a rearrange session: a snapshot of the moved tree whose
     /// transaction log lists the moves, published only if `branch` still points at
     /// the session's base (moves are never rebased).
-    pub(super) async fn commit_moves(
+    pub(in crate::session) async fn commit_moves(
         &self,
         branch: &str,
         message: &str,
@@ -179,7 +179,7 @@ impl Session {
             landing,
             message,
             metadata,
-            commit::CommitMethod::Moves(moves),
+            flush::CommitMethod::Moves(moves),
             refused,
         )
         .await
@@ -194,20 +194,20 @@ impl Session {
         landing: Landing<'_>,
         message: &str,
         metadata: BTreeMap<String, serde_json::Value>,
-        method: commit::CommitMethod<'_>,
+        method: flush::CommitMethod<'_>,
         refused: impl Fn(SnapshotId) -> Error,
     ) -> Result<SnapshotId> {
         let ctx = &self.inner.ctx;
-        let snapshot = commit::flush(
-            &ctx.assets,
-            &ctx.manifest_layouts,
-            landing.view,
-            &Arc::new(ChangeSet::default()),
-            SnapshotId::random(),
+        let snapshot = flush::flush(flush::FlushRequest {
+            assets: &ctx.assets,
+            layouts: &ctx.manifest_layouts,
+            base: landing.view,
+            changes: &Arc::new(ChangeSet::default()),
+            new_id: SnapshotId::random(),
             message,
             metadata,
             method,
-        )
+        })
         .await?;
         let update = ctx
             .refs
@@ -219,7 +219,7 @@ impl Session {
                 None,
             )
             .await;
-        let tried = super::landing::Attempt {
+        let tried = crate::session::commit::landing::Attempt {
             snapshot,
             base: Arc::clone(landing.view),
         };
@@ -248,7 +248,7 @@ impl Session {
     /// the session's composed (`a -> b` amended by `b -> c` records `a -> c`; a move
     /// undone records nothing). Published only if `branch` still points at the
     /// session's base. Moves that cancel out still amend (to change the message).
-    pub(super) async fn amend_moves(
+    pub(in crate::session) async fn amend_moves(
         &self,
         branch: &str,
         message: &str,
@@ -266,7 +266,7 @@ impl Session {
             return Err(branch_moved(tip.snapshot));
         }
         let previous = ctx.assets.fetch_transaction_log(&original.id).await?;
-        let method = commit::CommitMethod::AmendMoves(&previous, net_moves(&original, &view));
+        let method = flush::CommitMethod::AmendMoves(&previous, net_moves(&original, &view));
         let landing = Landing {
             branch,
             tip: &tip,

@@ -9,11 +9,15 @@ use crate::format::manifest::{ChunkPayload, ChunkPayloadRef};
 use crate::format::snapshot::NodeSnapshot;
 use crate::format::{ChunkIndices, NodePath};
 
-use super::overlay::{self, index_in_bounds};
-use super::Session;
+use crate::session::overlay::{self, index_in_bounds};
+use crate::session::Session;
 
 impl Session {
-    pub(super) fn array_node(&self, path: &NodePath, index: &[u64]) -> Result<NodeSnapshot> {
+    pub(in crate::session) fn array_node(
+        &self,
+        path: &NodePath,
+        index: &[u64],
+    ) -> Result<NodeSnapshot> {
         let node = self.get_node(path)?;
         let Some(a) = node.array() else {
             return Err(Error::NotAnArray { path: path.clone() });
@@ -45,7 +49,7 @@ impl Session {
 
     /// [`Session::get_chunk_ref`] for an array node already resolved (and `index`
     /// already checked against its shape).
-    pub(super) async fn chunk_ref_of(
+    pub(in crate::session) async fn chunk_ref_of(
         &self,
         node: &NodeSnapshot,
         index: &[u64],
@@ -124,7 +128,7 @@ impl Session {
         Ok(())
     }
 
-    pub(super) fn record_chunk(
+    pub(in crate::session) fn record_chunk(
         &self,
         path: &NodePath,
         node: &NodeSnapshot,
@@ -138,7 +142,7 @@ impl Session {
     /// [`Session::record_chunk`]; with `if_absent`, only when the change set holds
     /// no ref for the chunk (checked under the same lock): returns whether it
     /// recorded.
-    pub(super) fn record_chunk_checked(
+    pub(in crate::session) fn record_chunk_checked(
         &self,
         path: &NodePath,
         node: &NodeSnapshot,

@@ -7,11 +7,11 @@ use crate::error::{Error, Result};
 use crate::format::snapshot::NodeSnapshot;
 use crate::format::{NodeId, NodePath};
 
-use super::change_set::{ArrayDefinition, NewNode};
-use super::{overlay, Node, Session, State};
+use crate::session::change_set::{ArrayDefinition, NewNode};
+use crate::session::{overlay, Node, Session, State};
 
 impl Session {
-    pub(super) fn node_in(state: &State, path: &NodePath) -> Option<NodeSnapshot> {
+    pub(in crate::session) fn node_in(state: &State, path: &NodePath) -> Option<NodeSnapshot> {
         match state.changes.new_node(path) {
             Some((id, new)) => Some(new.snapshot(*id, path)),
             None => state.changes.apply(state.base.nodes.get(path)?),

@@ -1,5 +1,8 @@
-//! Turning a change set into a new snapshot (flush), and the commit point: the
-//! compare-and-swap of the branch ref.
+//! Turning a change set into a new snapshot ([`flush`]): manifests, the transaction
+//! log and the snapshot written, nothing visible yet. The commit point, the
+//! compare-and-swap of the branch ref that makes the snapshot the branch's tip, is not
+//! here: it is [`crate::refs::RefStore::commit`] (`src/refs/store.rs`), which the
+//! commit loop (`commit_loop.rs`) calls once per attempt.
 //!
 //! Spec: Icechunk specification, "Write New Snapshot" and "Creating and Updating
 //! Branches": write chunks (done as they are set), manifests, the transaction log, the
@@ -19,11 +22,11 @@ use crate::format::snapshot::{
 use crate::format::transaction_log::TransactionLog;
 use crate::format::{ManifestId, NodePath, SnapshotId};
 
-use super::change_set::ChangeSet;
-use super::manifest_split::{
+use crate::session::change_set::ChangeSet;
+use crate::session::manifest_split::{
     write_array_manifests, write_pending, ArrayManifests, ManifestLayouts, PendingManifest,
 };
-use super::overlay::apply_node_changes;
+use crate::session::overlay::apply_node_changes;
 
 /// How many arrays' manifests are merged, encoded and written at once (bounds the
 /// memory of a wide commit and its requests in flight).
@@ -63,6 +66,29 @@ pub(crate) enum CommitMethod<'a> {
     ),
 }
 
+/// What [`flush`] writes: the change set `changes` on top of the snapshot `base`, as
+/// the new snapshot `new_id` with its commit message and metadata, through `assets`,
+/// each array's manifests cut as `layouts` says, and `method` saying what kind of
+/// snapshot it is (a commit, an amend, a rearrange, a manifest rewrite).
+pub(crate) struct FlushRequest<'a> {
+    /// The repository's object store and caches.
+    pub(crate) assets: &'a AssetManager,
+    /// How each array's chunk refs are cut into manifests.
+    pub(crate) layouts: &'a ManifestLayouts,
+    /// The snapshot the changes apply to.
+    pub(crate) base: &'a Snapshot,
+    /// The changes.
+    pub(crate) changes: &'a Arc<ChangeSet>,
+    /// The new snapshot's id.
+    pub(crate) new_id: SnapshotId,
+    /// The commit message.
+    pub(crate) message: &'a str,
+    /// The commit metadata.
+    pub(crate) metadata: BTreeMap<String, serde_json::Value>,
+    /// What kind of snapshot it is.
+    pub(crate) method: CommitMethod<'a>,
+}
+
 /// Builds and writes the new snapshot `new_id` for `changes` on top of `base`: writes
 /// one new manifest per array whose chunks changed (or whose shape shrank), reuses
 /// every other manifest as it is, and writes the transaction log, the snapshot and
@@ -74,17 +100,17 @@ pub(crate) enum CommitMethod<'a> {
 ///
 /// # Errors
 /// Storage and format errors.
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn flush(
-    assets: &AssetManager,
-    layouts: &ManifestLayouts,
-    base: &Snapshot,
-    changes: &Arc<ChangeSet>,
-    new_id: SnapshotId,
-    message: &str,
-    metadata: BTreeMap<String, serde_json::Value>,
-    method: CommitMethod<'_>,
-) -> Result<Arc<Snapshot>> {
+pub(crate) async fn flush(request: FlushRequest<'_>) -> Result<Arc<Snapshot>> {
+    let FlushRequest {
+        assets,
+        layouts,
+        base,
+        changes,
+        new_id,
+        message,
+        metadata,
+        method,
+    } = request;
     let mut nodes = apply_node_changes(base, changes);
 
     // Arrays whose manifests change: those with chunk changes, and those resized so

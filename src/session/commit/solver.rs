@@ -13,7 +13,7 @@ use std::fmt::Debug;
 use crate::error::Conflict;
 use crate::format::snapshot::NodeKind;
 
-use super::change_set::ChangeSet;
+use crate::session::change_set::ChangeSet;
 
 /// Resolves the conflicts of a rebase.
 pub trait ConflictSolver: Debug + Send + Sync {

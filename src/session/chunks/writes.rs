@@ -10,7 +10,7 @@ use crate::format::manifest::{ChunkPayload, NativeChunkRef};
 use crate::format::snapshot::NodeSnapshot;
 use crate::format::{ChunkId, NodePath};
 
-use super::Session;
+use crate::session::Session;
 
 impl Session {
     /// Stores the encoded bytes of a chunk: inline in the manifest when at most
@@ -55,7 +55,7 @@ impl Session {
 
     /// [`Session::set_chunk`] for an array node already resolved (and `index`
     /// already checked against its shape), in a writable session.
-    pub(super) async fn set_chunk_of(
+    pub(in crate::session) async fn set_chunk_of(
         &self,
         path: &NodePath,
         node: &NodeSnapshot,
@@ -81,13 +81,13 @@ impl Session {
 
     /// Whether `bytes` are kept inline in the manifest rather than written as a
     /// native chunk object (at most `inline_chunk_threshold_bytes` long).
-    pub(super) fn is_inline(&self, bytes: &[u8]) -> bool {
+    pub(in crate::session) fn is_inline(&self, bytes: &[u8]) -> bool {
         (bytes.len() as u64) <= self.inner.ctx.inline_threshold_bytes
     }
 }
 
 /// The ref of a native chunk object `id` written whole (`length` bytes).
-pub(super) fn native_payload(id: ChunkId, length: u64) -> ChunkPayload {
+pub(in crate::session) fn native_payload(id: ChunkId, length: u64) -> ChunkPayload {
     ChunkPayload::Native(NativeChunkRef {
         id,
         offset: 0,

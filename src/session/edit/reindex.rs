@@ -12,11 +12,11 @@
 
 use crate::error::{Error, Result};
 use crate::format::manifest::ChunkPayload;
-use crate::format::{ChunkIndices, NodePath, SnapshotId};
+use crate::format::{ChunkIndices, NodePath};
 use std::collections::{BTreeMap, HashSet};
 
-use super::overlay::index_in_bounds;
-use super::{commit, Session};
+use crate::session::overlay::index_in_bounds;
+use crate::session::Session;
 
 /// A map from one chunk grid index to another; `Ok(None)`: no image (the chunk is
 /// dropped, or for a backward map, the index is cleared). An error aborts the
@@ -44,7 +44,7 @@ fn shifted(index: &[u64], offset: &[i64], grid: &[u64]) -> Option<ChunkIndices> 
 /// [`Error::UnsupportedChunkGridForReindex`] naming the grid (`unknown` when none can
 /// be read).
 fn check_regular_grid(path: &NodePath, user_data: &[u8]) -> Result<()> {
-    match super::store::chunk_grid_name(user_data) {
+    match crate::session::store::chunk_grid_name(user_data) {
         Some(name) if name == "regular" => Ok(()),
         other => Err(Error::UnsupportedChunkGridForReindex {
             path: path.clone(),
@@ -150,41 +150,6 @@ impl Session {
             }
         }
         self.set_chunk_refs(path, plan)
-    }
-
-    /// Writes the session's changes as a snapshot whose parent is the session's base,
-    /// without moving any branch (Icechunk's `Session.flush`); returns its id. Spec 2
-    /// lists it in the `repo` object (a detached snapshot), so
-    /// [`crate::Repository::reset_branch`] and tags can point to it. The session
-    /// continues from that snapshot.
-    ///
-    /// # Errors
-    /// [`Error::ReadOnlySession`], [`Error::ForkCannotCommit`]; storage and format
-    /// errors.
-    pub async fn flush(
-        &self,
-        message: &str,
-        metadata: BTreeMap<String, serde_json::Value>,
-    ) -> Result<SnapshotId> {
-        self.load().await?;
-        self.commit_branch()?;
-        self.commit_guarded(|base, changes| async move {
-            let ctx = &self.inner.ctx;
-            let snapshot = commit::flush(
-                &ctx.assets,
-                &ctx.manifest_layouts,
-                &base,
-                &changes,
-                SnapshotId::random(),
-                message,
-                metadata,
-                commit::CommitMethod::NewCommit,
-            )
-            .await?;
-            ctx.refs.record_detached(&snapshot).await?;
-            Ok(snapshot)
-        })
-        .await
     }
 }
 

@@ -1,5 +1,5 @@
 //! [`SessionChunks`]: a session's chunk port for one array (the Zarr layer's
-//! [`ChunkPort`]), opened by [`SessionStore`](super::SessionStore) through
+//! [`ChunkPort`]), opened by [`SessionStore`](crate::session::SessionStore) through
 //! [`Store::chunk_port`](crate::zarr::store::Store::chunk_port).
 //!
 //! The array's node (id, shape, manifest refs) is resolved once, when the port is
@@ -27,7 +27,7 @@ use crate::zarr::store::{
 };
 use crate::zarr::subset::ArraySubset;
 
-use super::{index_in_bounds, native_payload, payload_len, Session};
+use crate::session::{index_in_bounds, native_payload, payload_len, Session};
 
 /// Manifests fetched at once by [`ChunkPort::prepare`].
 const PREPARE_CONCURRENCY: usize = 16;
@@ -50,7 +50,7 @@ pub struct SessionChunks {
 
 impl SessionChunks {
     /// The port of the array at `path` of `session` (nothing is read).
-    pub(super) fn open(session: Session, path: NodePath, keys: ChunkKeys) -> Self {
+    pub(in crate::session) fn open(session: Session, path: NodePath, keys: ChunkKeys) -> Self {
         let node = session.get_node(&path).ok().filter(|n| n.array().is_some());
         let local = session.inner.ctx.assets.local_chunks();
         SessionChunks {
@@ -309,7 +309,7 @@ impl ChunkPort for SessionChunks {
                     return Ok(ReadInto::Elsewhere);
                 };
                 local.read_into(&r.id, r.offset, dest).map_err(|e| {
-                    let e = super::chunk_reads::native_read_error(&self.path, chunk, e);
+                    let e = crate::session::chunks::reads::native_read_error(&self.path, chunk, e);
                     self.backend(chunk, e)
                 })?;
                 Ok(ReadInto::Read)
@@ -339,7 +339,7 @@ impl ChunkPort for SessionChunks {
                     return Ok(ReadNow::Elsewhere);
                 };
                 let read = local.read_owned(&r.id, r.offset, len).map_err(|e| {
-                    let e = super::chunk_reads::native_read_error(&self.path, chunk, e);
+                    let e = crate::session::chunks::reads::native_read_error(&self.path, chunk, e);
                     self.backend(chunk, e)
                 })?;
                 Ok(ReadNow::Read(read))

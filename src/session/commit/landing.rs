@@ -23,7 +23,7 @@ use crate::format::SnapshotId;
 
 use crate::refs::{RefStore, RefUpdate};
 
-use super::rebase::commits_since;
+use crate::session::commit::rebase::commits_since;
 
 /// A snapshot a commit flushed to move its branch to, with the base it was
 /// flushed on.

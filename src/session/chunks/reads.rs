@@ -24,7 +24,7 @@ use crate::storage::coalesce::{self, CoalesceOptions};
 use crate::storage::StorageError;
 use crate::virtual_refs::fetch::worth_retrying_per_chunk;
 
-use super::Session;
+use crate::session::Session;
 
 /// Chunks whose refs are resolved and grouped together by [`Session::get_chunks`]:
 /// only chunks of one window share a request.
@@ -292,7 +292,7 @@ impl Session {
     }
 
     /// Reads `ranges` (relative to the chunk, in bytes) of a chunk's `payload`.
-    pub(super) async fn read_payload(
+    pub(in crate::session) async fn read_payload(
         &self,
         path: &NodePath,
         index: &[u64],
@@ -385,7 +385,11 @@ impl Session {
 
 /// The error of a failed read of a native chunk object: [`Error::ChunkUnreadable`]
 /// when the object is missing or shorter than the ref says, else the storage error.
-pub(super) fn native_read_error(path: &NodePath, index: &[u64], e: StorageError) -> Error {
+pub(in crate::session) fn native_read_error(
+    path: &NodePath,
+    index: &[u64],
+    e: StorageError,
+) -> Error {
     let unreadable = |reason: String| Error::ChunkUnreadable {
         path: path.clone(),
         index: index.to_vec(),

@@ -18,7 +18,7 @@ use crate::error::Conflict;
 use crate::format::snapshot::{NodeKind, NodeSnapshot};
 use crate::format::{ChunkIndices, NodeId, NodePath};
 
-use super::change_set::{ChangeSet, NewNode};
+use crate::session::change_set::{ChangeSet, NewNode};
 
 /// What the other side did, asked node by node.
 pub(crate) trait TheirChanges {

@@ -12,8 +12,10 @@ use crate::format::snapshot::Snapshot;
 use crate::format::SnapshotId;
 use crate::refs::RefUpdate;
 
-use super::change_set::ChangeSet;
-use super::{commit, landing, rebase, ConflictDetector, ConflictSolver, Mode, Session};
+use crate::session::change_set::ChangeSet;
+use crate::session::{
+    commit::flush, commit::landing, commit::rebase, ConflictDetector, ConflictSolver, Mode, Session,
+};
 
 /// A committed change set with more chunk changes than this is freed on the compute
 /// pool, after the commit returns.
@@ -99,7 +101,7 @@ impl Session {
     }
 
     /// The branch of a session that may commit.
-    pub(super) fn commit_branch(&self) -> Result<String> {
+    pub(in crate::session) fn commit_branch(&self) -> Result<String> {
         match &self.inner.mode {
             Mode::Branch(b) => Ok(b.clone()),
             Mode::ReadOnly | Mode::Rearrange(_) => Err(Error::ReadOnlySession),
@@ -176,16 +178,16 @@ impl Session {
                 return Err(moved(tip.snapshot));
             }
             let previous = ctx.assets.fetch_transaction_log(&base.id).await?;
-            let snapshot = commit::flush(
-                &ctx.assets,
-                &ctx.manifest_layouts,
-                &base,
-                &changes,
-                SnapshotId::random(),
+            let snapshot = flush::flush(flush::FlushRequest {
+                assets: &ctx.assets,
+                layouts: &ctx.manifest_layouts,
+                base: &base,
+                changes: &changes,
+                new_id: SnapshotId::random(),
                 message,
                 metadata,
-                commit::CommitMethod::Amend(&previous),
-            )
+                method: flush::CommitMethod::Amend(&previous),
+            })
             .await?;
             let tried = landing::Attempt {
                 snapshot: Arc::clone(&snapshot),
@@ -253,16 +255,16 @@ impl Session {
             } else {
                 None
             };
-            let snapshot = commit::flush(
-                &ctx.assets,
-                &ctx.manifest_layouts,
-                &base,
-                &changes,
-                SnapshotId::random(),
+            let snapshot = flush::flush(flush::FlushRequest {
+                assets: &ctx.assets,
+                layouts: &ctx.manifest_layouts,
+                base: &base,
+                changes: &changes,
+                new_id: SnapshotId::random(),
                 message,
                 metadata,
-                commit::CommitMethod::RewriteManifests(previous.as_deref()),
-            )
+                method: flush::CommitMethod::RewriteManifests(previous.as_deref()),
+            })
             .await?;
             let tried = landing::Attempt {
                 snapshot: Arc::clone(&snapshot),
@@ -283,7 +285,10 @@ impl Session {
     /// Runs `commit` on the session's base and changes, one commit at a time; when it
     /// lands, continues from the snapshot it returns, keeping the changes made while
     /// it was in flight.
-    pub(super) async fn commit_guarded<'s, F, Fut>(&'s self, commit: F) -> Result<SnapshotId>
+    pub(in crate::session) async fn commit_guarded<'s, F, Fut>(
+        &'s self,
+        commit: F,
+    ) -> Result<SnapshotId>
     where
         F: FnOnce(Arc<Snapshot>, Arc<ChangeSet>) -> Fut,
         Fut: std::future::Future<Output = Result<Arc<Snapshot>>> + 's,
@@ -349,16 +354,16 @@ impl Session {
                 record_rebase_attempts(&mut metadata, rebases);
             }
             async move {
-                let snapshot = commit::flush(
+                let snapshot = flush::flush(flush::FlushRequest {
                     assets,
-                    &ctx.manifest_layouts,
-                    &base,
-                    &changes,
-                    SnapshotId::random(),
+                    layouts: &ctx.manifest_layouts,
+                    base: &base,
+                    changes: &changes,
+                    new_id: SnapshotId::random(),
                     message,
                     metadata,
-                    commit::CommitMethod::NewCommit,
-                )
+                    method: flush::CommitMethod::NewCommit,
+                })
                 .await?;
                 Ok::<_, Error>(landing::Attempt { snapshot, base })
             }
@@ -539,7 +544,7 @@ impl Session {
 /// Deletes the objects of commit attempts that will never land and the `repo`
 /// copies no update will use (best effort, all at once).
 async fn collect_garbage(
-    ctx: &super::context::SessionContext,
+    ctx: &crate::session::context::SessionContext,
     attempts: Vec<landing::Attempt>,
     copies: Vec<Option<crate::refs::repo_object::SavedCopy>>,
 ) {

@@ -3,7 +3,7 @@
 //!
 //! The commits between the session's base and the tip are read from their
 //! transaction logs (oldest first) and merged into one summary of what the other
-//! side did; [`super::conflict::detect`] compares the change set with it, and the
+//! side did; [`crate::session::commit::conflict::detect`] compares the change set with it, and the
 //! [`ConflictSolver`] decides what happens with the conflicts found. When the base is
 //! not an ancestor of the tip (the branch was reset), the rebase fails with
 //! [`Conflict::BaseNotAncestor`].
@@ -17,9 +17,9 @@ use crate::format::snapshot::Snapshot;
 use crate::format::transaction_log::TransactionLog;
 use crate::format::{ChunkIndices, NodeId, NodePath, SnapshotId, SpecVersion};
 
-use super::change_set::ChangeSet;
-use super::conflict::{detect, paths_by_id, Rules, TheirChanges, TheirTree};
-use super::solver::ConflictSolver;
+use crate::session::change_set::ChangeSet;
+use crate::session::commit::conflict::{detect, paths_by_id, Rules, TheirChanges, TheirTree};
+use crate::session::commit::solver::ConflictSolver;
 
 /// The commits whose transaction logs say what happened from `base` to `tip`, oldest
 /// first: the snapshot ids from `tip` back to (excluding) `base`; `None` when `base`
