@@ -27,7 +27,8 @@ pub(crate) struct RefArgs {
     /// Branch, tag or snapshot id.
     #[arg(long = "ref", value_name = "REF", default_value = "main")]
     pub(crate) reference: String,
-    /// A branch's state at this time (RFC 3339, e.g. 2024-05-01T12:00:00Z).
+    /// A branch's state at this time: RFC 3339 (2024-05-01T12:00:00Z), `now`, or a
+    /// time ago (7d, 12h, 30m, 1d12h).
     #[arg(long, value_name = "TIME")]
     pub(crate) as_of: Option<String>,
 }
@@ -272,7 +273,7 @@ pub(crate) enum Command {
     Expire {
         /// Repository path or URL.
         repo: String,
-        /// Cut-off time (RFC 3339, e.g. 2024-05-01T12:00:00Z).
+        /// Cut-off time: RFC 3339 (2024-05-01T12:00:00Z), `now`, or a time ago (7d, 12h).
         #[arg(long, value_name = "TIME")]
         older_than: String,
         /// Also delete branches (never `main`) whose tip is expired.
@@ -291,7 +292,8 @@ pub(crate) enum Command {
     Gc {
         /// Repository path or URL.
         repo: String,
-        /// Cut-off time (RFC 3339): only objects older than this are deleted.
+        /// Cut-off time (RFC 3339, `now`, or a time ago such as 7d): only objects older
+        /// than this are deleted.
         #[arg(long, value_name = "TIME")]
         older_than: String,
         /// Report what would be deleted without deleting anything.
@@ -360,7 +362,8 @@ pub(crate) enum BranchCommand {
         /// Where the branch goes: a branch, tag or snapshot id (required: no default).
         #[arg(long = "to", alias = "ref", value_name = "REF")]
         to: String,
-        /// The state of `--to` (a branch) at this time (RFC 3339).
+        /// The state of `--to` (a branch) at this time (RFC 3339, `now`, or a time ago
+        /// such as 7d).
         #[arg(long, value_name = "TIME")]
         as_of: Option<String>,
         /// Print the old and the new tip, change nothing.

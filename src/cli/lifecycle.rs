@@ -22,7 +22,7 @@ pub(super) async fn expire(
     json: bool,
 ) -> CliResult<()> {
     let result = repo
-        .expire_snapshots(parse_time(older_than)?, options)
+        .expire_snapshots(parse_time("--older-than", older_than)?, options)
         .await?;
     if json {
         let ids = |set: &std::collections::BTreeSet<floe::SnapshotId>| {
@@ -75,15 +75,28 @@ pub(super) async fn gc(
     options: GcOptions,
     json: bool,
 ) -> CliResult<()> {
-    let cut_off = parse_time(older_than)?;
+    let cut_off = parse_time("--older-than", older_than)?;
     let bar = progress::bar(0, "objects deleted");
     let report = |done: u64, phase: &str| {
         bar.set_message(phase.to_string());
         bar.set_position(done);
     };
-    let summary = repo
-        .garbage_collect(cut_off, options, Some(&report))
-        .await?;
+    let summary = match repo.garbage_collect(cut_off, options, Some(&report)).await {
+        Err(floe::Error::GcCutoffTooRecent {
+            latest_allowed,
+            window_seconds,
+            ..
+        }) => {
+            bar.finish_and_clear();
+            return Err(super::CliError::Usage(format!(
+                "--older-than `{older_than}` is within gc's safety window of {window_seconds} s \
+                 (the newest cut-off accepted now is {latest_allowed}): objects of commits \
+                 still in flight could be deleted; give an older time (e.g. --older-than 1d), \
+                 or add --allow-recent-cutoff if no writer is active"
+            )));
+        }
+        other => other?,
+    };
     bar.finish_and_clear();
     if json {
         output::json_line(out, &serde_json::to_value(summary).unwrap_or_default())?;

@@ -110,14 +110,54 @@ pub(super) fn plain_zarr_store(location: &str) -> Option<std::path::PathBuf> {
     super::plain_store::is_zarr_dir(&path).then_some(path)
 }
 
-/// Parses an RFC 3339 time.
+/// Parses the time given to `flag` (`--as-of`, `--older-than`): an RFC 3339 time
+/// (`2024-05-01T12:00:00Z`), `now`, or a time ago as one or more `<count><unit>`
+/// groups with units `s`, `m`, `h`, `d` and `w` (`7d`, `12h`, `1d12h`, `90s`).
 ///
 /// # Errors
-/// [`CliError::Usage`] naming the bad value.
-pub(super) fn parse_time(text: &str) -> CliResult<DateTime<Utc>> {
-    DateTime::parse_from_rfc3339(text)
-        .map(|t| t.with_timezone(&Utc))
-        .map_err(|e| CliError::Usage(format!("--as-of `{text}` is not an RFC 3339 time: {e}")))
+/// [`CliError::Usage`] naming the flag and the value, with the accepted forms.
+pub(super) fn parse_time(flag: &str, text: &str) -> CliResult<DateTime<Utc>> {
+    let text = text.trim();
+    if text.eq_ignore_ascii_case("now") {
+        return Ok(Utc::now());
+    }
+    if let Ok(t) = DateTime::parse_from_rfc3339(text) {
+        return Ok(t.with_timezone(&Utc));
+    }
+    let bad = || {
+        CliError::Usage(format!(
+            "{flag} `{text}` is not a time: give an RFC 3339 time (2024-05-01T12:00:00Z), \
+             `now`, or a time ago such as 7d, 12h, 30m or 1d12h"
+        ))
+    };
+    let mut seconds: i64 = 0;
+    let mut digits = String::new();
+    for c in text.chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+            continue;
+        }
+        let unit: i64 = match c {
+            's' => 1,
+            'm' => 60,
+            'h' => 3_600,
+            'd' => 86_400,
+            'w' => 604_800,
+            _ => return Err(bad()),
+        };
+        let count: i64 = digits.parse().map_err(|_| bad())?;
+        digits.clear();
+        seconds = count
+            .checked_mul(unit)
+            .and_then(|s| seconds.checked_add(s))
+            .ok_or_else(bad)?;
+    }
+    if !digits.is_empty() || text.is_empty() {
+        return Err(bad());
+    }
+    chrono::Duration::try_seconds(seconds)
+        .and_then(|ago| Utc::now().checked_sub_signed(ago))
+        .ok_or_else(bad)
 }
 
 /// The snapshot selector for `--ref` / `--as-of`.
@@ -130,7 +170,7 @@ pub(super) async fn selector(repo: &Repository, at: &RefArgs) -> CliResult<Versi
         (None, sel) => Ok(sel),
         (Some(t), VersionSelector::Branch(branch)) => Ok(VersionSelector::AsOf {
             branch,
-            time: parse_time(t)?,
+            time: parse_time("--as-of", t)?,
         }),
         (Some(_), _) => Err(CliError::Usage(format!(
             "--as-of needs a branch, and `{}` is not one",

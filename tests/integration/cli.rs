@@ -575,8 +575,32 @@ fn branches_tags_refs_and_as_of() {
     );
     fails(
         &["log", &repo, "--as-of", "yesterday"],
-        &["--as-of", "RFC 3339"],
+        &["--as-of", "RFC 3339", "7d"],
     );
+    // `now` and times ago are times too.
+    assert_eq!(
+        json_lines(&ok(&["log", &repo, "--as-of", "now", "--json"])).len(),
+        2
+    );
+    assert_eq!(
+        json_lines(&ok(&["log", &repo, "--as-of", "0s", "--json"])).len(),
+        2
+    );
+    fails(&["log", &repo, "--as-of", "1d"], &["main"]);
+    for bad in ["7", "d", "7x", "7d-", "99999999999999999w"] {
+        fails(&["log", &repo, "--as-of", bad], &["--as-of", bad]);
+    }
+    // A cut-off inside gc's safety window names the flags to change, not a Rust API.
+    let msg = fails(
+        &["gc", &repo, "--older-than", "now"],
+        &["--older-than", "--allow-recent-cutoff"],
+    );
+    assert!(!msg.contains("GcOptions"), "{msg}");
+    fails(
+        &["expire", &repo, "--older-than", "soon"],
+        &["--older-than `soon`"],
+    );
+    ok(&["expire", &repo, "--older-than", "7d"]);
     fails(
         &["log", &repo, "--ref", "v0", "--as-of", &now],
         &["--as-of", "branch"],
