@@ -1,9 +1,10 @@
 //! Icechunk's `*_async` API as native coroutines: every method here returns a Python
 //! awaitable (`pyo3_async_runtimes::tokio::future_into_py`) whose work runs on floe's
-//! shared tokio runtime, so awaiting it never blocks the asyncio event loop (the
-//! blocking twins in `repository.rs` / `session.rs` run the same engine calls with
-//! [`crate::runtime::block_on`]). Cancelling the awaitable (`asyncio.Task.cancel`) drops the
-//! engine future.
+//! shared tokio runtime, so awaiting it never blocks the asyncio event loop. Each
+//! method only forwards its arguments: the `*_call` function of `repository.rs` /
+//! `session.rs` handles them and builds the engine call (a [`crate::runtime::Call`]),
+//! which the blocking twin runs with [`crate::runtime::block_on`] and the method here
+//! awaits. Cancelling the awaitable (`asyncio.Task.cancel`) drops the engine future.
 //!
 //! The methods are added to the native `Repository` and `Session` classes with a
 //! second `#[pymethods]` block (pyo3's `multiple-pymethods`), so the blocking API and
@@ -14,28 +15,19 @@
 //! raised by the call itself, before any awaitable exists, as the blocking twins raise
 //! them before any I/O.
 
-use std::collections::{HashSet, VecDeque};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use pyo3::exceptions::{PyStopAsyncIteration, PyValueError};
+use pyo3::exceptions::PyStopAsyncIteration;
 use pyo3::prelude::*;
 use pyo3_async_runtimes::tokio::future_into_py;
 
 use crate::config::RepositoryConfig;
-use crate::convert::{json_to_py, py_to_metadata, selector, snapshot_id_arg, spec};
+use crate::convert::selector;
 use crate::errors::{to_py, IntoPyResult};
-use crate::repository::{info, open_or_create, Repository, SnapshotInfo};
-use crate::session::{solver, Session};
+use crate::repository::{info, AncestryPages, Repository, SnapshotInfo};
+use crate::session::Session;
 use crate::storage::Storage;
-
-/// A JSON-serializable engine value as a Python object (taking the GIL inside a
-/// future).
-fn to_python<T: serde::Serialize>(value: &T) -> PyResult<Py<PyAny>> {
-    let v = serde_json::to_value(value).map_err(|e| PyValueError::new_err(e.to_string()))?;
-    Python::attach(|py| json_to_py(py, &v))
-}
 
 #[pymethods]
 impl Repository {
@@ -52,20 +44,14 @@ impl Repository {
         spec_version: Option<u8>,
         authorize_virtual_chunk_access: Option<crate::virtual_chunks::Authorization>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let spec = spec(spec_version)?;
-        let st = Arc::clone(&storage.inner);
-        let config = config.map(|c| c.inner);
-        let options = crate::virtual_chunks::open_options(
+        let call = Repository::create_call(
             py,
+            storage,
+            config,
+            spec_version,
             authorize_virtual_chunk_access,
-            config.as_ref(),
         )?;
-        future_into_py(py, async move {
-            let inner = floe::Repository::create_with(st, config, spec, options)
-                .await
-                .py()?;
-            Ok(Repository::new(inner))
-        })
+        future_into_py(py, call)
     }
 
     /// Awaitable of `Repository.open` (with `config` merged over the stored
@@ -78,19 +64,8 @@ impl Repository {
         config: Option<RepositoryConfig>,
         authorize_virtual_chunk_access: Option<crate::virtual_chunks::Authorization>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let st = Arc::clone(&storage.inner);
-        let overrides = config.map(|c| c.inner);
-        let options = crate::virtual_chunks::open_options(
-            py,
-            authorize_virtual_chunk_access,
-            overrides.as_ref(),
-        )?;
-        future_into_py(py, async move {
-            let inner = floe::Repository::open_configured(st, options, overrides)
-                .await
-                .py()?;
-            Ok(Repository::new(inner))
-        })
+        let call = Repository::open_call(py, storage, config, authorize_virtual_chunk_access)?;
+        future_into_py(py, call)
     }
 
     /// Awaitable of `Repository.open_or_create`: opens the repository in `storage`
@@ -106,28 +81,21 @@ impl Repository {
         create_version: Option<u8>,
         authorize_virtual_chunk_access: Option<crate::virtual_chunks::Authorization>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let spec = spec(create_version)?;
-        let st = Arc::clone(&storage.inner);
-        let config = config.map(|c| c.inner);
-        let options = crate::virtual_chunks::open_options(
+        let call = Repository::open_or_create_call(
             py,
+            storage,
+            config,
+            create_version,
             authorize_virtual_chunk_access,
-            config.as_ref(),
         )?;
-        future_into_py(py, async move {
-            let inner = open_or_create(st, spec, config, options).await.py()?;
-            Ok(Repository::new(inner))
-        })
+        future_into_py(py, call)
     }
 
     /// Awaitable of `Repository.exists`: whether a repository (either spec) is in
     /// `storage`.
     #[staticmethod]
     fn exists_async<'py>(py: Python<'py>, storage: &Storage) -> PyResult<Bound<'py, PyAny>> {
-        let st = Arc::clone(&storage.inner);
-        future_into_py(py, async move {
-            floe::Repository::exists(st.as_ref()).await.py()
-        })
+        future_into_py(py, Repository::exists_call(storage))
     }
 
     /// Awaitable of `fetch_spec_version`.
@@ -136,11 +104,7 @@ impl Repository {
         py: Python<'py>,
         storage: &Storage,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let st = Arc::clone(&storage.inner);
-        future_into_py(py, async move {
-            let v = floe::Repository::spec_version_of(st.as_ref()).await.py()?;
-            Ok(v.map(|v| v as u8))
-        })
+        future_into_py(py, Repository::fetch_spec_version_call(storage))
     }
 
     /// Awaitable of `save_config`: stores `config` (the current configuration when
@@ -151,16 +115,13 @@ impl Repository {
         py: Python<'py>,
         config: Option<RepositoryConfig>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let config = config.map_or_else(|| self.inner.config(), |c| c.inner);
-        let repo = self.inner.clone();
-        future_into_py(py, async move { repo.save_config(config).await.py() })
+        future_into_py(py, self.save_config_call(config))
     }
 
     /// Awaitable of `list_branches`: the branch names (a list; the Python wrapper
     /// makes it a set, as Icechunk).
     fn list_branches_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let repo = self.inner.clone();
-        future_into_py(py, async move { repo.list_branches().await.py() })
+        future_into_py(py, self.list_branches_call())
     }
 
     /// Awaitable of `lookup_branch`: the snapshot id `branch` points to.
@@ -169,10 +130,7 @@ impl Repository {
         py: Python<'py>,
         branch: String,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let repo = self.inner.clone();
-        future_into_py(py, async move {
-            Ok(repo.lookup_branch(&branch).await.py()?.to_string())
-        })
+        future_into_py(py, self.lookup_branch_call(branch))
     }
 
     /// Awaitable of `create_branch`.
@@ -182,12 +140,7 @@ impl Repository {
         branch: String,
         snapshot_id: &str,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let id = snapshot_id_arg(snapshot_id)?;
-        let repo = self.inner.clone();
-        future_into_py(
-            py,
-            async move { repo.create_branch(&branch, id).await.py() },
-        )
+        future_into_py(py, self.create_branch_call(branch, snapshot_id)?)
     }
 
     /// Awaitable of `delete_branch`.
@@ -196,8 +149,7 @@ impl Repository {
         py: Python<'py>,
         branch: String,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let repo = self.inner.clone();
-        future_into_py(py, async move { repo.delete_branch(&branch).await.py() })
+        future_into_py(py, self.delete_branch_call(branch))
     }
 
     /// Awaitable of `reset_branch`: moves `branch` to `snapshot_id`, only if it is
@@ -211,26 +163,20 @@ impl Repository {
         snapshot_id: &str,
         from_snapshot_id: Option<&str>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let to = snapshot_id_arg(snapshot_id)?;
-        let from = from_snapshot_id.map(snapshot_id_arg).transpose()?;
-        let repo = self.inner.clone();
-        future_into_py(py, async move {
-            repo.reset_branch(&branch, to, from).await.py()
-        })
+        future_into_py(
+            py,
+            self.reset_branch_call(branch, snapshot_id, from_snapshot_id)?,
+        )
     }
 
     /// Awaitable of `list_tags` (a list; the wrapper makes it a set).
     fn list_tags_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let repo = self.inner.clone();
-        future_into_py(py, async move { repo.list_tags().await.py() })
+        future_into_py(py, self.list_tags_call())
     }
 
     /// Awaitable of `lookup_tag`.
     fn lookup_tag_async<'py>(&self, py: Python<'py>, tag: String) -> PyResult<Bound<'py, PyAny>> {
-        let repo = self.inner.clone();
-        future_into_py(py, async move {
-            Ok(repo.lookup_tag(&tag).await.py()?.to_string())
-        })
+        future_into_py(py, self.lookup_tag_call(tag))
     }
 
     /// Awaitable of `create_tag`.
@@ -240,24 +186,17 @@ impl Repository {
         tag: String,
         snapshot_id: &str,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let id = snapshot_id_arg(snapshot_id)?;
-        let repo = self.inner.clone();
-        future_into_py(py, async move { repo.create_tag(&tag, id).await.py() })
+        future_into_py(py, self.create_tag_call(tag, snapshot_id)?)
     }
 
     /// Awaitable of `delete_tag`.
     fn delete_tag_async<'py>(&self, py: Python<'py>, tag: String) -> PyResult<Bound<'py, PyAny>> {
-        let repo = self.inner.clone();
-        future_into_py(py, async move { repo.delete_tag(&tag).await.py() })
+        future_into_py(py, self.delete_tag_call(tag))
     }
 
     /// Awaitable of `get_metadata` (spec 2).
     fn get_metadata_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let repo = self.inner.clone();
-        future_into_py(py, async move {
-            let m = repo.get_metadata().await.py()?;
-            to_python(&m)
-        })
+        future_into_py(py, self.get_metadata_call())
     }
 
     /// Awaitable of `set_metadata` (spec 2).
@@ -266,9 +205,7 @@ impl Repository {
         py: Python<'py>,
         metadata: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let m = py_to_metadata(Some(metadata))?;
-        let repo = self.inner.clone();
-        future_into_py(py, async move { repo.set_metadata(m).await.py() })
+        future_into_py(py, self.set_metadata_call(metadata)?)
     }
 
     /// Awaitable of `update_metadata` (spec 2): the metadata after the update.
@@ -277,12 +214,7 @@ impl Repository {
         py: Python<'py>,
         metadata: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let m = py_to_metadata(Some(metadata))?;
-        let repo = self.inner.clone();
-        future_into_py(py, async move {
-            let after = repo.update_metadata(m).await.py()?;
-            to_python(&after)
-        })
+        future_into_py(py, self.update_metadata_call(metadata)?)
     }
 
     /// Awaitable of the native `diff`: what changed between two snapshots, as a dict
@@ -294,15 +226,7 @@ impl Repository {
         from_snapshot_id: &str,
         to_snapshot_id: &str,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let (from, to) = (
-            snapshot_id_arg(from_snapshot_id)?,
-            snapshot_id_arg(to_snapshot_id)?,
-        );
-        let repo = self.inner.clone();
-        future_into_py(py, async move {
-            let d = repo.diff(from, to).await.py()?;
-            to_python(&d)
-        })
+        future_into_py(py, self.diff_call(from_snapshot_id, to_snapshot_id)?)
     }
 
     /// Awaitable of `writable_session`.
@@ -311,11 +235,7 @@ impl Repository {
         py: Python<'py>,
         branch: String,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let (repo, defaults) = (self.inner.clone(), self.defaults());
-        future_into_py(py, async move {
-            let s = repo.writable_session_lazy(&branch).await.py()?;
-            Ok(Session::new(s, repo).with_default_metadata(defaults))
-        })
+        future_into_py(py, self.writable_session_call(branch))
     }
 
     /// Awaitable of `readonly_session`: at a branch (optionally as of a time), a tag
@@ -329,12 +249,8 @@ impl Repository {
         snapshot_id: Option<&str>,
         as_of: Option<DateTime<Utc>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let selector = selector(branch, tag, snapshot_id, as_of)?;
-        let (repo, defaults) = (self.inner.clone(), self.defaults());
-        future_into_py(py, async move {
-            let s = repo.readonly_session(&selector).await.py()?;
-            Ok(Session::new(s, repo).with_default_metadata(defaults))
-        })
+        let call = self.readonly_session_call(branch, tag, snapshot_id, as_of)?;
+        future_into_py(py, call)
     }
 
     /// Awaitable of `rearrange_session` (spec 2).
@@ -343,11 +259,7 @@ impl Repository {
         py: Python<'py>,
         branch: String,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let (repo, defaults) = (self.inner.clone(), self.defaults());
-        future_into_py(py, async move {
-            let s = repo.rearrange_session(&branch).await.py()?;
-            Ok(Session::new(s, repo).with_default_metadata(defaults))
-        })
+        future_into_py(py, self.rearrange_session_call(branch))
     }
 
     /// Awaitable of `expire_snapshots`: the expired snapshot ids (a list; the wrapper
@@ -360,17 +272,9 @@ impl Repository {
         delete_expired_branches: bool,
         delete_expired_tags: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let opts = floe::lifecycle::ExpireOptions::default()
-            .delete_expired_branches(delete_expired_branches)
-            .delete_expired_tags(delete_expired_tags);
-        let repo = self.inner.clone();
-        future_into_py(py, async move {
-            let r = repo.expire_snapshots(older_than, opts).await.py()?;
-            Ok(r.expired
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>())
-        })
+        let call =
+            self.expire_snapshots_call(older_than, delete_expired_branches, delete_expired_tags);
+        future_into_py(py, call)
     }
 
     /// Awaitable of `garbage_collect`: the summary as a dict (Icechunk's `GCSummary`
@@ -384,17 +288,9 @@ impl Repository {
         dry_run: bool,
         allow_recent_cutoff: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let opts = floe::lifecycle::GcOptions::default()
-            .dry_run(dry_run)
-            .allow_recent_cutoff(allow_recent_cutoff);
-        let repo = self.inner.clone();
-        future_into_py(py, async move {
-            let s = repo
-                .garbage_collect(delete_object_older_than, opts, None)
-                .await
-                .py()?;
-            to_python(&s)
-        })
+        let call =
+            self.garbage_collect_call(delete_object_older_than, dry_run, allow_recent_cutoff);
+        future_into_py(py, call)
     }
 
     /// The history of a branch, tag or snapshot, newest first, as an asynchronous
@@ -408,82 +304,13 @@ impl Repository {
         tag: Option<String>,
         snapshot_id: Option<&str>,
     ) -> PyResult<AsyncAncestry> {
+        let pages = AncestryPages::new(
+            self.inner.clone(),
+            selector(branch, tag, snapshot_id, None)?,
+        );
         Ok(AsyncAncestry {
-            state: Arc::new(tokio::sync::Mutex::new(AncestryState {
-                repo: self.inner.clone(),
-                next: Some(selector(branch, tag, snapshot_id, None)?),
-                buffered: VecDeque::new(),
-                seen: HashSet::new(),
-                batch: AncestryState::FIRST_BATCH,
-                failed: None,
-            })),
+            state: Arc::new(tokio::sync::Mutex::new(pages)),
         })
-    }
-}
-
-/// The paging state of an [`AsyncAncestry`].
-struct AncestryState {
-    repo: floe::Repository,
-    /// Where the next batch starts; `None` once the initial snapshot was read.
-    next: Option<floe::VersionSelector>,
-    buffered: VecDeque<floe::SnapshotInfo>,
-    /// Every id yielded: a loop across batches is an error, as within one.
-    seen: HashSet<floe::SnapshotId>,
-    batch: usize,
-    /// The error that ended the last batch, raised once the commits before it are
-    /// yielded.
-    failed: Option<floe::Error>,
-}
-
-impl AncestryState {
-    /// Commits in the first batch; each next batch is twice as large, up to
-    /// `MAX_BATCH`.
-    const FIRST_BATCH: usize = 16;
-    const MAX_BATCH: usize = 1024;
-
-    /// The next commit, `None` at the end; reads the next batch when the buffer is
-    /// empty.
-    async fn next(&mut self) -> Result<Option<floe::SnapshotInfo>, floe::Error> {
-        use futures::StreamExt;
-        loop {
-            if let Some(s) = self.buffered.pop_front() {
-                if !self.seen.insert(s.id) {
-                    self.next = None;
-                    self.buffered.clear();
-                    self.failed = None;
-                    return Err(floe::Error::AncestryLoop { snapshot: s.id });
-                }
-                return Ok(Some(s));
-            }
-            if let Some(e) = self.failed.take() {
-                return Err(e);
-            }
-            let Some(start) = self.next.take() else {
-                return Ok(None);
-            };
-            let n = self.batch;
-            let mut batch = Vec::new();
-            {
-                let mut stream = std::pin::pin!(self.repo.ancestry_stream(start).take(n));
-                while let Some(item) = stream.next().await {
-                    match item {
-                        Ok(s) => batch.push(s),
-                        Err(e) => {
-                            self.failed = Some(e);
-                            break;
-                        }
-                    }
-                }
-            }
-            self.batch = (n * 2).min(Self::MAX_BATCH);
-            if self.failed.is_none() && batch.len() == n {
-                self.next = batch
-                    .last()
-                    .and_then(|s| s.parent_id)
-                    .map(floe::VersionSelector::Snapshot);
-            }
-            self.buffered = batch.into();
-        }
     }
 }
 
@@ -494,7 +321,7 @@ impl AncestryState {
 /// looping history, storage errors) are raised by the `__anext__` that reaches them.
 #[pyclass(module = "floe._floe")]
 pub(crate) struct AsyncAncestry {
-    state: Arc<tokio::sync::Mutex<AncestryState>>,
+    state: Arc<tokio::sync::Mutex<AncestryPages>>,
 }
 
 #[pymethods]
@@ -519,10 +346,7 @@ impl AsyncAncestry {
     fn aclose<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let state = Arc::clone(&self.state);
         future_into_py(py, async move {
-            let mut s = state.lock().await;
-            s.next = None;
-            s.buffered.clear();
-            s.failed = None;
+            state.lock().await.close();
             Ok(())
         })
     }
@@ -547,14 +371,15 @@ impl Session {
         rebase_with: Option<&Bound<'py, PyAny>>,
         rebase_tries: u32,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let (metadata, opts) =
-            self.prepare_commit(py, metadata, allow_empty, rebase_with, rebase_tries)?;
-        let (session, committed) = (self.inner.clone(), Arc::clone(&self.committed));
-        future_into_py(py, async move {
-            let id = session.commit_with(&message, metadata, opts).await.py()?;
-            committed.store(true, Ordering::Release);
-            Ok(id.to_string())
-        })
+        let call = self.commit_call(
+            py,
+            message,
+            metadata,
+            allow_empty,
+            rebase_with,
+            rebase_tries,
+        )?;
+        future_into_py(py, call)
     }
 
     /// Awaitable of `amend`: replaces the branch tip with a snapshot holding its
@@ -569,13 +394,7 @@ impl Session {
         metadata: Option<&Bound<'py, PyAny>>,
         allow_empty: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let metadata = self.prepare_amend(py, metadata, allow_empty)?;
-        let (session, committed) = (self.inner.clone(), Arc::clone(&self.committed));
-        future_into_py(py, async move {
-            let id = session.amend(&message, metadata).await.py()?;
-            committed.store(true, Ordering::Release);
-            Ok(id.to_string())
-        })
+        future_into_py(py, self.amend_call(py, message, metadata, allow_empty)?)
     }
 
     /// Awaitable of `rebase`: moves the session's base to its branch tip, keeping
@@ -587,12 +406,7 @@ impl Session {
         py: Python<'py>,
         solver: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        self.check_not_committed(py, "rebase")?;
-        let solver = self::solver(solver)?;
-        let session = self.inner.clone();
-        future_into_py(py, async move {
-            session.rebase_with(solver.as_ref()).await.py()
-        })
+        future_into_py(py, self.rebase_call(py, solver)?)
     }
 
     /// Awaitable of `merge`: merges the changes of `forks` into this session, all or
@@ -604,10 +418,7 @@ impl Session {
         py: Python<'py>,
         forks: Vec<PyRef<'py, Session>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        self.check_not_committed(py, "merge")?;
-        let forks: Vec<floe::Session> = forks.iter().map(|f| f.inner.clone()).collect();
-        let session = self.inner.clone();
-        future_into_py(py, async move { session.merge(forks).await.py() })
+        future_into_py(py, self.merge_call(py, forks)?)
     }
 
     /// Awaitable of the coordinates (lists of chunk indices, sorted) of every chunk
@@ -633,11 +444,7 @@ impl Session {
         from_path: &str,
         to_path: &str,
     ) -> PyResult<Bound<'py, PyAny>> {
-        self.check_not_committed(py, "move")?;
-        let from = floe::NodePath::new(from_path).map_err(|e| to_py(e.into()))?;
-        let to = floe::NodePath::new(to_path).map_err(|e| to_py(e.into()))?;
-        let session = self.inner.clone();
-        future_into_py(py, async move { session.move_node(&from, &to).py() })
+        future_into_py(py, self.move_call(py, from_path, to_path)?)
     }
 }
 

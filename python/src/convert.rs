@@ -11,6 +11,30 @@ use pyo3::prelude::*;
 
 use crate::errors::{invalid_input, Kind};
 
+/// An engine result that Python gets as plain data (dicts, lists, ...), converted by
+/// [`json_to_py`] when it reaches Python: what the blocking methods return and
+/// their awaitables resolve to.
+pub(crate) struct Json(serde_json::Value);
+
+impl Json {
+    /// `value` as JSON; `ValueError` if it does not serialize.
+    pub(crate) fn of<T: serde::Serialize>(value: &T) -> PyResult<Json> {
+        serde_json::to_value(value)
+            .map(Json)
+            .map_err(|e| PyValueError::new_err(e.to_string()))
+    }
+}
+
+impl<'py> IntoPyObject<'py> for Json {
+    type Target = PyAny;
+    type Output = Bound<'py, PyAny>;
+    type Error = PyErr;
+
+    fn into_pyobject(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(json_to_py(py, &self.0)?.into_bound(py))
+    }
+}
+
 /// JSON values (metadata) to Python objects, through the `json` module.
 pub(crate) fn json_to_py(py: Python<'_>, v: &serde_json::Value) -> PyResult<Py<PyAny>> {
     let text = serde_json::to_string(v).map_err(|e| PyValueError::new_err(e.to_string()))?;

@@ -1,6 +1,6 @@
 //! `Repository` and `SnapshotInfo`, with Icechunk's Python names.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -9,11 +9,14 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::config::RepositoryConfig;
-use crate::convert::{json_to_py, py_to_metadata, selector, snapshot_id_arg, spec};
+use crate::convert::{json_to_py, py_to_metadata, selector, snapshot_id_arg, spec, Json};
 use crate::errors::IntoPyResult;
-use crate::runtime::block_on;
+use crate::runtime::{block_on, Call};
 use crate::session::Session;
 use crate::storage::Storage;
+use crate::virtual_chunks::{open_options, Authorization};
+use floe::format::config::RepositoryConfig as EngineConfig;
+use floe::OpenOptions;
 
 /// One commit of a history.
 #[pyclass(module = "floe._floe", frozen, get_all)]
@@ -105,27 +108,100 @@ pub(crate) fn info(py: Python<'_>, s: &floe::SnapshotInfo) -> PyResult<SnapshotI
     })
 }
 
-/// The commits of a history, newest first: a Python iterator that reads them in
-/// batches (16 commits, then twice as many each time, up to 1,024) as iteration
-/// reaches them, so `next(repo.ancestry(branch="main"))` reads only the newest few
-/// snapshots of a long spec-1 history.
-#[pyclass(module = "floe._floe")]
-pub(crate) struct Ancestry {
+/// The paging state of a history, newest first, shared by the iterators [`Ancestry`]
+/// and `AsyncAncestry` (`aio.rs`): commits are read in batches (16 commits, then
+/// twice as many each time, up to 1,024) as iteration reaches them.
+pub(crate) struct AncestryPages {
     repo: floe::Repository,
     /// Where the next batch starts; `None` once the initial snapshot was read.
     next: Option<floe::VersionSelector>,
-    buffered: std::collections::VecDeque<floe::SnapshotInfo>,
+    buffered: VecDeque<floe::SnapshotInfo>,
     /// Every id yielded: a loop across batches is an error, as within one.
-    seen: std::collections::HashSet<floe::SnapshotId>,
+    seen: HashSet<floe::SnapshotId>,
     batch: usize,
     /// The error that ended the last batch, raised once the commits before it are
     /// yielded.
     failed: Option<floe::Error>,
 }
 
-impl Ancestry {
+impl AncestryPages {
+    /// Commits in the first batch; each next batch is twice as large, up to
+    /// `MAX_BATCH`.
     const FIRST_BATCH: usize = 16;
     const MAX_BATCH: usize = 1024;
+
+    /// The history of `repo` from `start`.
+    pub(crate) fn new(repo: floe::Repository, start: floe::VersionSelector) -> Self {
+        AncestryPages {
+            repo,
+            next: Some(start),
+            buffered: VecDeque::new(),
+            seen: HashSet::new(),
+            batch: Self::FIRST_BATCH,
+            failed: None,
+        }
+    }
+
+    /// Ends the iteration: `next` returns `None` from now on.
+    pub(crate) fn close(&mut self) {
+        self.next = None;
+        self.buffered.clear();
+        self.failed = None;
+    }
+
+    /// The next commit, `None` at the end; reads the next batch when the buffer is
+    /// empty. A failed batch is yielded up to the failure, then the error.
+    pub(crate) async fn next(&mut self) -> Result<Option<floe::SnapshotInfo>, floe::Error> {
+        use futures::StreamExt;
+        loop {
+            if let Some(s) = self.buffered.pop_front() {
+                if !self.seen.insert(s.id) {
+                    self.close();
+                    return Err(floe::Error::AncestryLoop { snapshot: s.id });
+                }
+                return Ok(Some(s));
+            }
+            if let Some(e) = self.failed.take() {
+                return Err(e);
+            }
+            let Some(start) = self.next.take() else {
+                return Ok(None);
+            };
+            let n = self.batch;
+            let mut batch = Vec::new();
+            {
+                let mut stream = std::pin::pin!(self.repo.ancestry_stream(start).take(n));
+                while let Some(item) = stream.next().await {
+                    match item {
+                        Ok(s) => batch.push(s),
+                        Err(e) => {
+                            self.failed = Some(e);
+                            break;
+                        }
+                    }
+                }
+            }
+            self.batch = (n * 2).min(Self::MAX_BATCH);
+            // A full batch may have more behind it: continue from its oldest commit's
+            // parent.
+            if self.failed.is_none() && batch.len() == n {
+                self.next = batch
+                    .last()
+                    .and_then(|s| s.parent_id)
+                    .map(floe::VersionSelector::Snapshot);
+            }
+            self.buffered = batch.into();
+        }
+    }
+}
+
+/// The commits of a history, newest first: a Python iterator that reads them in
+/// batches as iteration reaches them (see [`AncestryPages`]), so
+/// `next(repo.ancestry(branch="main"))` reads only the newest few snapshots of a long
+/// spec-1 history.
+#[pyclass(module = "floe._floe")]
+pub(crate) struct Ancestry {
+    pages: AncestryPages,
 }
 
 #[pymethods]
@@ -135,48 +211,8 @@ impl Ancestry {
     }
 
     fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<SnapshotInfo>> {
-        loop {
-            if let Some(s) = self.buffered.pop_front() {
-                if !self.seen.insert(s.id) {
-                    self.next = None;
-                    self.buffered.clear();
-                    self.failed = None;
-                    return Err(floe::Error::AncestryLoop { snapshot: s.id }).py();
-                }
-                return info(py, &s).map(Some);
-            }
-            // A failed batch is yielded up to the failure, then the error.
-            if let Some(e) = self.failed.take() {
-                return Err(e).py();
-            }
-            let Some(start) = self.next.take() else {
-                return Ok(None);
-            };
-            let (repo, n) = (self.repo.clone(), self.batch);
-            let (batch, failed) = block_on(py, async move {
-                use futures::StreamExt;
-                let mut stream = std::pin::pin!(repo.ancestry_stream(start).take(n));
-                let mut batch = Vec::new();
-                while let Some(item) = stream.next().await {
-                    match item {
-                        Ok(s) => batch.push(s),
-                        Err(e) => return (batch, Some(e)),
-                    }
-                }
-                (batch, None)
-            });
-            self.batch = (n * 2).min(Self::MAX_BATCH);
-            // A full batch may have more behind it: continue from its oldest commit's
-            // parent.
-            if failed.is_none() && batch.len() == n {
-                self.next = batch
-                    .last()
-                    .and_then(|s| s.parent_id)
-                    .map(floe::VersionSelector::Snapshot);
-            }
-            self.failed = failed;
-            self.buffered = batch.into();
-        }
+        let next = block_on(py, self.pages.next()).py()?;
+        next.map(|s| info(py, &s)).transpose()
     }
 }
 
@@ -204,11 +240,6 @@ impl Repository {
     /// The default commit metadata (a copy).
     pub(crate) fn defaults(&self) -> BTreeMap<String, serde_json::Value> {
         self.defaults.lock().map(|d| d.clone()).unwrap_or_default()
-    }
-
-    /// The Python session of `s`, with the default commit metadata.
-    fn session(&self, s: floe::Session) -> Session {
-        Session::new(s, self.inner.clone()).with_default_metadata(self.defaults())
     }
 }
 
@@ -286,6 +317,258 @@ pub(crate) async fn open_or_create(
     }
 }
 
+/// The engine calls of the methods that have an awaitable twin: each function handles
+/// the method's arguments (argument errors are raised here, before any I/O) and
+/// returns the call that the blocking method runs with `block_on` and its `*_async`
+/// twin (`aio.rs`) hands to `future_into_py`.
+impl Repository {
+    /// A call that opens or creates the repository in `storage`: `config` and the
+    /// virtual chunk access are checked here; `f` makes the engine call of them.
+    fn opening<Fut>(
+        py: Python<'_>,
+        storage: &Storage,
+        config: Option<RepositoryConfig>,
+        authorize_virtual_chunk_access: Option<Authorization>,
+        f: impl FnOnce(Arc<dyn floe::storage::Storage>, Option<EngineConfig>, OpenOptions) -> Fut,
+    ) -> PyResult<impl Call<Repository>>
+    where
+        Fut: std::future::Future<Output = Result<floe::Repository, floe::Error>> + Send + 'static,
+    {
+        let config = config.map(|c| c.inner);
+        let options = open_options(py, authorize_virtual_chunk_access, config.as_ref())?;
+        let fut = f(Arc::clone(&storage.inner), config, options);
+        Ok(async move { Ok(Repository::new(fut.await.py()?)) })
+    }
+
+    pub(crate) fn create_call(
+        py: Python<'_>,
+        storage: &Storage,
+        config: Option<RepositoryConfig>,
+        spec_version: Option<u8>,
+        authorize_virtual_chunk_access: Option<Authorization>,
+    ) -> PyResult<impl Call<Repository>> {
+        let spec = spec(spec_version)?;
+        Self::opening(
+            py,
+            storage,
+            config,
+            authorize_virtual_chunk_access,
+            move |st, c, o| async move { floe::Repository::create_with(st, c, spec, o).await },
+        )
+    }
+
+    pub(crate) fn open_call(
+        py: Python<'_>,
+        storage: &Storage,
+        config: Option<RepositoryConfig>,
+        authorize_virtual_chunk_access: Option<Authorization>,
+    ) -> PyResult<impl Call<Repository>> {
+        Self::opening(
+            py,
+            storage,
+            config,
+            authorize_virtual_chunk_access,
+            |st, c, o| async move { floe::Repository::open_configured(st, o, c).await },
+        )
+    }
+
+    pub(crate) fn open_or_create_call(
+        py: Python<'_>,
+        storage: &Storage,
+        config: Option<RepositoryConfig>,
+        spec_version: Option<u8>,
+        authorize_virtual_chunk_access: Option<Authorization>,
+    ) -> PyResult<impl Call<Repository>> {
+        let spec = spec(spec_version)?;
+        Self::opening(
+            py,
+            storage,
+            config,
+            authorize_virtual_chunk_access,
+            move |st, c, o| open_or_create(st, spec, c, o),
+        )
+    }
+
+    pub(crate) fn exists_call(storage: &Storage) -> impl Call<bool> {
+        let st = Arc::clone(&storage.inner);
+        async move { floe::Repository::exists(st.as_ref()).await.py() }
+    }
+
+    pub(crate) fn fetch_spec_version_call(storage: &Storage) -> impl Call<Option<u8>> {
+        let st = Arc::clone(&storage.inner);
+        async move {
+            let v = floe::Repository::spec_version_of(st.as_ref()).await.py()?;
+            Ok(v.map(|v| v as u8))
+        }
+    }
+
+    /// The engine call `f` makes of this repository (a clone), with its errors
+    /// mapped to Python's.
+    fn engine<T, Fut>(&self, f: impl FnOnce(floe::Repository) -> Fut) -> impl Call<T>
+    where
+        T: Send + 'static,
+        Fut: std::future::Future<Output = Result<T, floe::Error>> + Send + 'static,
+    {
+        let fut = f(self.inner.clone());
+        async move { fut.await.py() }
+    }
+
+    pub(crate) fn save_config_call(&self, config: Option<RepositoryConfig>) -> impl Call<()> {
+        let config = config.map_or_else(|| self.inner.config(), |c| c.inner);
+        self.engine(move |r| async move { r.save_config(config).await })
+    }
+
+    pub(crate) fn list_branches_call(&self) -> impl Call<Vec<String>> {
+        self.engine(move |r| async move { r.list_branches().await })
+    }
+
+    pub(crate) fn lookup_branch_call(&self, branch: String) -> impl Call<String> {
+        self.engine(move |r| async move { Ok(r.lookup_branch(&branch).await?.to_string()) })
+    }
+
+    pub(crate) fn create_branch_call(
+        &self,
+        branch: String,
+        snapshot_id: &str,
+    ) -> PyResult<impl Call<()>> {
+        let id = snapshot_id_arg(snapshot_id)?;
+        Ok(self.engine(move |r| async move { r.create_branch(&branch, id).await }))
+    }
+
+    pub(crate) fn delete_branch_call(&self, branch: String) -> impl Call<()> {
+        self.engine(move |r| async move { r.delete_branch(&branch).await })
+    }
+
+    pub(crate) fn reset_branch_call(
+        &self,
+        branch: String,
+        snapshot_id: &str,
+        from_snapshot_id: Option<&str>,
+    ) -> PyResult<impl Call<()>> {
+        let to = snapshot_id_arg(snapshot_id)?;
+        let from = from_snapshot_id.map(snapshot_id_arg).transpose()?;
+        Ok(self.engine(move |r| async move { r.reset_branch(&branch, to, from).await }))
+    }
+
+    pub(crate) fn list_tags_call(&self) -> impl Call<Vec<String>> {
+        self.engine(move |r| async move { r.list_tags().await })
+    }
+
+    pub(crate) fn lookup_tag_call(&self, tag: String) -> impl Call<String> {
+        self.engine(move |r| async move { Ok(r.lookup_tag(&tag).await?.to_string()) })
+    }
+
+    pub(crate) fn create_tag_call(
+        &self,
+        tag: String,
+        snapshot_id: &str,
+    ) -> PyResult<impl Call<()>> {
+        let id = snapshot_id_arg(snapshot_id)?;
+        Ok(self.engine(move |r| async move { r.create_tag(&tag, id).await }))
+    }
+
+    pub(crate) fn delete_tag_call(&self, tag: String) -> impl Call<()> {
+        self.engine(move |r| async move { r.delete_tag(&tag).await })
+    }
+
+    pub(crate) fn get_metadata_call(&self) -> impl Call<Json> {
+        let repo = self.inner.clone();
+        async move { Json::of(&repo.get_metadata().await.py()?) }
+    }
+
+    pub(crate) fn set_metadata_call(&self, metadata: &Bound<'_, PyAny>) -> PyResult<impl Call<()>> {
+        let m = py_to_metadata(Some(metadata))?;
+        Ok(self.engine(move |r| async move { r.set_metadata(m).await }))
+    }
+
+    pub(crate) fn update_metadata_call(
+        &self,
+        metadata: &Bound<'_, PyAny>,
+    ) -> PyResult<impl Call<Json>> {
+        let m = py_to_metadata(Some(metadata))?;
+        let repo = self.inner.clone();
+        Ok(async move { Json::of(&repo.update_metadata(m).await.py()?) })
+    }
+
+    pub(crate) fn diff_call(
+        &self,
+        from_snapshot_id: &str,
+        to_snapshot_id: &str,
+    ) -> PyResult<impl Call<Json>> {
+        let (from, to) = (
+            snapshot_id_arg(from_snapshot_id)?,
+            snapshot_id_arg(to_snapshot_id)?,
+        );
+        let repo = self.inner.clone();
+        Ok(async move { Json::of(&repo.diff(from, to).await.py()?) })
+    }
+
+    /// The session the engine call `f` opens on this repository (a clone), with the
+    /// default commit metadata.
+    fn session_call<Fut>(&self, f: impl FnOnce(floe::Repository) -> Fut) -> impl Call<Session>
+    where
+        Fut: std::future::Future<Output = Result<floe::Session, floe::Error>> + Send + 'static,
+    {
+        let (repo, defaults) = (self.inner.clone(), self.defaults());
+        let fut = f(repo.clone());
+        async move { Ok(Session::new(fut.await.py()?, repo).with_default_metadata(defaults)) }
+    }
+
+    pub(crate) fn writable_session_call(&self, branch: String) -> impl Call<Session> {
+        self.session_call(move |r| async move { r.writable_session_lazy(&branch).await })
+    }
+
+    pub(crate) fn readonly_session_call(
+        &self,
+        branch: Option<String>,
+        tag: Option<String>,
+        snapshot_id: Option<&str>,
+        as_of: Option<DateTime<Utc>>,
+    ) -> PyResult<impl Call<Session>> {
+        let selector = selector(branch, tag, snapshot_id, as_of)?;
+        Ok(self.session_call(move |r| async move { r.readonly_session(&selector).await }))
+    }
+
+    pub(crate) fn rearrange_session_call(&self, branch: String) -> impl Call<Session> {
+        self.session_call(move |r| async move { r.rearrange_session(&branch).await })
+    }
+
+    pub(crate) fn expire_snapshots_call(
+        &self,
+        older_than: DateTime<Utc>,
+        delete_expired_branches: bool,
+        delete_expired_tags: bool,
+    ) -> impl Call<Vec<String>> {
+        let opts = floe::lifecycle::ExpireOptions::default()
+            .delete_expired_branches(delete_expired_branches)
+            .delete_expired_tags(delete_expired_tags);
+        let repo = self.inner.clone();
+        async move {
+            let r = repo.expire_snapshots(older_than, opts).await.py()?;
+            Ok(r.expired.iter().map(ToString::to_string).collect())
+        }
+    }
+
+    pub(crate) fn garbage_collect_call(
+        &self,
+        delete_object_older_than: DateTime<Utc>,
+        dry_run: bool,
+        allow_recent_cutoff: bool,
+    ) -> impl Call<Json> {
+        let opts = floe::lifecycle::GcOptions::default()
+            .dry_run(dry_run)
+            .allow_recent_cutoff(allow_recent_cutoff);
+        let repo = self.inner.clone();
+        async move {
+            let s = repo
+                .garbage_collect(delete_object_older_than, opts, None)
+                .await
+                .py()?;
+            Json::of(&s)
+        }
+    }
+}
+
 #[pymethods]
 impl Repository {
     /// Creates a repository of Icechunk spec version `spec_version` (2, the
@@ -299,21 +582,16 @@ impl Repository {
         storage: &Storage,
         config: Option<RepositoryConfig>,
         spec_version: Option<u8>,
-        authorize_virtual_chunk_access: Option<crate::virtual_chunks::Authorization>,
+        authorize_virtual_chunk_access: Option<Authorization>,
     ) -> PyResult<Self> {
-        let spec = spec(spec_version)?;
-        let st = Arc::clone(&storage.inner);
-        let config = config.map(|c| c.inner);
-        let options = crate::virtual_chunks::open_options(
+        let call = Self::create_call(
             py,
+            storage,
+            config,
+            spec_version,
             authorize_virtual_chunk_access,
-            config.as_ref(),
         )?;
-        let inner = block_on(py, async move {
-            floe::Repository::create_with(st, config, spec, options).await
-        })
-        .py()?;
-        Ok(Repository::new(inner))
+        block_on(py, call)
     }
 
     /// The configuration as last read or saved (a copy: change it, then
@@ -330,9 +608,7 @@ impl Repository {
     /// Raises `FloeError` when another writer changed it since it was read.
     #[pyo3(signature = (config=None))]
     fn save_config(&self, py: Python<'_>, config: Option<RepositoryConfig>) -> PyResult<()> {
-        let config = config.map_or_else(|| self.inner.config(), |c| c.inner);
-        let repo = self.inner.clone();
-        block_on(py, async move { repo.save_config(config).await }).py()
+        block_on(py, self.save_config_call(config))
     }
 
     /// Opens an existing repository; `config` (when given) is merged over the stored
@@ -343,21 +619,10 @@ impl Repository {
         py: Python<'_>,
         storage: &Storage,
         config: Option<RepositoryConfig>,
-        authorize_virtual_chunk_access: Option<crate::virtual_chunks::Authorization>,
+        authorize_virtual_chunk_access: Option<Authorization>,
     ) -> PyResult<Self> {
-        let st = Arc::clone(&storage.inner);
-        let overrides = config.map(|c| c.inner);
-        let options = crate::virtual_chunks::open_options(
-            py,
-            authorize_virtual_chunk_access,
-            overrides.as_ref(),
-        )?;
-        let inner = block_on(
-            py,
-            floe::Repository::open_configured(st, options, overrides),
-        )
-        .py()?;
-        Ok(Repository::new(inner))
+        let call = Self::open_call(py, storage, config, authorize_virtual_chunk_access)?;
+        block_on(py, call)
     }
 
     /// Opens the repository (with `config` merged over the stored one), creating it
@@ -370,18 +635,16 @@ impl Repository {
         storage: &Storage,
         config: Option<RepositoryConfig>,
         spec_version: Option<u8>,
-        authorize_virtual_chunk_access: Option<crate::virtual_chunks::Authorization>,
+        authorize_virtual_chunk_access: Option<Authorization>,
     ) -> PyResult<Self> {
-        let spec = spec(spec_version)?;
-        let st = Arc::clone(&storage.inner);
-        let config = config.map(|c| c.inner);
-        let options = crate::virtual_chunks::open_options(
+        let call = Self::open_or_create_call(
             py,
+            storage,
+            config,
+            spec_version,
             authorize_virtual_chunk_access,
-            config.as_ref(),
         )?;
-        let inner = block_on(py, open_or_create(st, spec, config, options)).py()?;
-        Ok(Repository::new(inner))
+        block_on(py, call)
     }
 
     /// The stored configuration of the repository in `storage`, `None` when it
@@ -426,12 +689,7 @@ impl Repository {
     /// Whether a repository exists in `storage`.
     #[staticmethod]
     fn exists(py: Python<'_>, storage: &Storage) -> PyResult<bool> {
-        let st = Arc::clone(&storage.inner);
-        block_on(
-            py,
-            async move { floe::Repository::exists(st.as_ref()).await },
-        )
-        .py()
+        block_on(py, Self::exists_call(storage))
     }
 
     /// The Icechunk spec version (1 or 2).
@@ -518,12 +776,7 @@ impl Repository {
     /// is none; reads only its refs.
     #[staticmethod]
     fn fetch_spec_version(py: Python<'_>, storage: &Storage) -> PyResult<Option<u8>> {
-        let st = Arc::clone(&storage.inner);
-        let v = block_on(py, async move {
-            floe::Repository::spec_version_of(st.as_ref()).await
-        })
-        .py()?;
-        Ok(v.map(|v| v as u8))
+        block_on(py, Self::fetch_spec_version_call(storage))
     }
 
     /// Upgrades this spec-1 repository to spec 2 in place (Icechunk's
@@ -819,25 +1072,22 @@ impl Repository {
 
     /// Branch names.
     fn list_branches(&self, py: Python<'_>) -> PyResult<Vec<String>> {
-        block_on(py, self.inner.list_branches()).py()
+        block_on(py, self.list_branches_call())
     }
 
     /// The snapshot id branch `branch` points to.
-    fn lookup_branch(&self, py: Python<'_>, branch: &str) -> PyResult<String> {
-        Ok(block_on(py, self.inner.lookup_branch(branch))
-            .py()?
-            .to_string())
+    fn lookup_branch(&self, py: Python<'_>, branch: String) -> PyResult<String> {
+        block_on(py, self.lookup_branch_call(branch))
     }
 
     /// Creates `branch` at `snapshot_id`.
-    fn create_branch(&self, py: Python<'_>, branch: &str, snapshot_id: &str) -> PyResult<()> {
-        let id = snapshot_id_arg(snapshot_id)?;
-        block_on(py, self.inner.create_branch(branch, id)).py()
+    fn create_branch(&self, py: Python<'_>, branch: String, snapshot_id: &str) -> PyResult<()> {
+        block_on(py, self.create_branch_call(branch, snapshot_id)?)
     }
 
     /// Deletes `branch` (never `main`).
-    fn delete_branch(&self, py: Python<'_>, branch: &str) -> PyResult<()> {
-        block_on(py, self.inner.delete_branch(branch)).py()
+    fn delete_branch(&self, py: Python<'_>, branch: String) -> PyResult<()> {
+        block_on(py, self.delete_branch_call(branch))
     }
 
     /// Moves `branch` to `snapshot_id`, if it is still at `from_snapshot_id` when given.
@@ -845,34 +1095,34 @@ impl Repository {
     fn reset_branch(
         &self,
         py: Python<'_>,
-        branch: &str,
+        branch: String,
         snapshot_id: &str,
         from_snapshot_id: Option<&str>,
     ) -> PyResult<()> {
-        let to = snapshot_id_arg(snapshot_id)?;
-        let from = from_snapshot_id.map(snapshot_id_arg).transpose()?;
-        block_on(py, self.inner.reset_branch(branch, to, from)).py()
+        block_on(
+            py,
+            self.reset_branch_call(branch, snapshot_id, from_snapshot_id)?,
+        )
     }
 
     /// Tag names.
     fn list_tags(&self, py: Python<'_>) -> PyResult<Vec<String>> {
-        block_on(py, self.inner.list_tags()).py()
+        block_on(py, self.list_tags_call())
     }
 
     /// The snapshot id tag `tag` points to.
-    fn lookup_tag(&self, py: Python<'_>, tag: &str) -> PyResult<String> {
-        Ok(block_on(py, self.inner.lookup_tag(tag)).py()?.to_string())
+    fn lookup_tag(&self, py: Python<'_>, tag: String) -> PyResult<String> {
+        block_on(py, self.lookup_tag_call(tag))
     }
 
     /// Creates `tag` at `snapshot_id`.
-    fn create_tag(&self, py: Python<'_>, tag: &str, snapshot_id: &str) -> PyResult<()> {
-        let id = snapshot_id_arg(snapshot_id)?;
-        block_on(py, self.inner.create_tag(tag, id)).py()
+    fn create_tag(&self, py: Python<'_>, tag: String, snapshot_id: &str) -> PyResult<()> {
+        block_on(py, self.create_tag_call(tag, snapshot_id)?)
     }
 
     /// Deletes `tag`; its name can never be used again.
-    fn delete_tag(&self, py: Python<'_>, tag: &str) -> PyResult<()> {
-        block_on(py, self.inner.delete_tag(tag)).py()
+    fn delete_tag(&self, py: Python<'_>, tag: String) -> PyResult<()> {
+        block_on(py, self.delete_tag_call(tag))
     }
 
     /// The history of a branch, tag or snapshot, newest first, as an iterator that
@@ -887,20 +1137,15 @@ impl Repository {
         tag: Option<String>,
         snapshot_id: Option<&str>,
     ) -> PyResult<Ancestry> {
+        let start = selector(branch, tag, snapshot_id, None)?;
         Ok(Ancestry {
-            repo: self.inner.clone(),
-            next: Some(selector(branch, tag, snapshot_id, None)?),
-            buffered: std::collections::VecDeque::new(),
-            seen: std::collections::HashSet::new(),
-            batch: Ancestry::FIRST_BATCH,
-            failed: None,
+            pages: AncestryPages::new(self.inner.clone(), start),
         })
     }
 
     /// A session that writes to `branch`.
-    fn writable_session(&self, py: Python<'_>, branch: &str) -> PyResult<Session> {
-        let s = block_on(py, self.inner.writable_session_lazy(branch)).py()?;
-        Ok(self.session(s))
+    fn writable_session(&self, py: Python<'_>, branch: String) -> PyResult<Session> {
+        block_on(py, self.writable_session_call(branch))
     }
 
     /// A read-only session at a branch, tag, snapshot id or a branch as of a time.
@@ -913,51 +1158,36 @@ impl Repository {
         snapshot_id: Option<&str>,
         as_of: Option<DateTime<Utc>>,
     ) -> PyResult<Session> {
-        let selector = selector(branch, tag, snapshot_id, as_of)?;
-        let s = block_on(py, self.inner.readonly_session(&selector)).py()?;
-        Ok(self.session(s))
+        block_on(
+            py,
+            self.readonly_session_call(branch, tag, snapshot_id, as_of)?,
+        )
     }
 
     /// Spec 2: a session that only moves nodes, on `branch`.
-    fn rearrange_session(&self, py: Python<'_>, branch: &str) -> PyResult<Session> {
-        let s = block_on(py, self.inner.rearrange_session(branch)).py()?;
-        Ok(self.session(s))
+    fn rearrange_session(&self, py: Python<'_>, branch: String) -> PyResult<Session> {
+        block_on(py, self.rearrange_session_call(branch))
     }
 
     /// What changed between two snapshots, as a dict of sorted path lists.
     #[pyo3(signature = (*, from_snapshot_id, to_snapshot_id))]
-    fn diff(
-        &self,
-        py: Python<'_>,
-        from_snapshot_id: &str,
-        to_snapshot_id: &str,
-    ) -> PyResult<Py<PyAny>> {
-        let (from, to) = (
-            snapshot_id_arg(from_snapshot_id)?,
-            snapshot_id_arg(to_snapshot_id)?,
-        );
-        let d = block_on(py, self.inner.diff(from, to)).py()?;
-        let v = serde_json::to_value(&d).map_err(|e| PyValueError::new_err(e.to_string()))?;
-        json_to_py(py, &v)
+    fn diff(&self, py: Python<'_>, from_snapshot_id: &str, to_snapshot_id: &str) -> PyResult<Json> {
+        block_on(py, self.diff_call(from_snapshot_id, to_snapshot_id)?)
     }
 
     /// Spec 2: the repository metadata.
-    fn get_metadata(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        let m = block_on(py, self.inner.get_metadata()).py()?;
-        json_to_py(py, &serde_json::to_value(m).unwrap_or_default())
+    fn get_metadata(&self, py: Python<'_>) -> PyResult<Json> {
+        block_on(py, self.get_metadata_call())
     }
 
     /// Spec 2: replaces the repository metadata.
     fn set_metadata(&self, py: Python<'_>, metadata: &Bound<'_, PyAny>) -> PyResult<()> {
-        let m = py_to_metadata(Some(metadata))?;
-        block_on(py, self.inner.set_metadata(m)).py()
+        block_on(py, self.set_metadata_call(metadata)?)
     }
 
     /// Spec 2: sets the given metadata keys; returns the metadata after.
-    fn update_metadata(&self, py: Python<'_>, metadata: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        let m = py_to_metadata(Some(metadata))?;
-        let after = block_on(py, self.inner.update_metadata(m)).py()?;
-        json_to_py(py, &serde_json::to_value(after).unwrap_or_default())
+    fn update_metadata(&self, py: Python<'_>, metadata: &Bound<'_, PyAny>) -> PyResult<Json> {
+        block_on(py, self.update_metadata_call(metadata)?)
     }
 
     /// Expires snapshots older than `older_than`; returns the expired snapshot ids.
@@ -969,11 +1199,9 @@ impl Repository {
         delete_expired_branches: bool,
         delete_expired_tags: bool,
     ) -> PyResult<Vec<String>> {
-        let opts = floe::lifecycle::ExpireOptions::default()
-            .delete_expired_branches(delete_expired_branches)
-            .delete_expired_tags(delete_expired_tags);
-        let r = block_on(py, self.inner.expire_snapshots(older_than, opts)).py()?;
-        Ok(r.expired.iter().map(ToString::to_string).collect())
+        let call =
+            self.expire_snapshots_call(older_than, delete_expired_branches, delete_expired_tags);
+        block_on(py, call)
     }
 
     /// Deletes unreachable objects older than `delete_object_older_than`; returns the
@@ -987,17 +1215,10 @@ impl Repository {
         delete_object_older_than: DateTime<Utc>,
         dry_run: bool,
         allow_recent_cutoff: bool,
-    ) -> PyResult<Py<PyAny>> {
-        let opts = floe::lifecycle::GcOptions::default()
-            .dry_run(dry_run)
-            .allow_recent_cutoff(allow_recent_cutoff);
-        let s = block_on(
-            py,
-            self.inner
-                .garbage_collect(delete_object_older_than, opts, None),
-        )
-        .py()?;
-        json_to_py(py, &serde_json::to_value(s).unwrap_or_default())
+    ) -> PyResult<Json> {
+        let call =
+            self.garbage_collect_call(delete_object_older_than, dry_run, allow_recent_cutoff);
+        block_on(py, call)
     }
 }
 

@@ -11,3 +11,14 @@ where
 {
     py.detach(|| pyo3_async_runtimes::tokio::get_runtime().block_on(fut))
 }
+
+/// A ready-to-run engine call of a binding method: built, from owned and already
+/// checked arguments, by the one function that handles the method's arguments; the
+/// blocking method runs it with [`block_on`], its `*_async` twin hands it to
+/// `pyo3_async_runtimes::tokio::future_into_py`.
+pub(crate) trait Call<T>:
+    std::future::Future<Output = PyResult<T>> + Send + 'static
+{
+}
+
+impl<T, F> Call<T> for F where F: std::future::Future<Output = PyResult<T>> + Send + 'static {}

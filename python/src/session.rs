@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use crate::convert::{json_to_py, py_to_metadata};
 use crate::errors::{read_only_error, session_state_error, store_to_py, to_py, IntoPyResult};
-use crate::runtime::block_on;
+use crate::runtime::{block_on, Call};
 use std::collections::BTreeMap;
 
 /// A node path argument (`/a/b`); `InvalidInputError` (kind `invalid-path`) when
@@ -150,19 +150,20 @@ impl Session {
         Ok(out)
     }
 
-    /// The checks and arguments of a commit, shared by `commit` and `commit_async`:
-    /// `SessionStateError` for a session that committed, a fork or a read-only
-    /// session; the metadata (defaults under `given`) and the options. As Icechunk:
-    /// without `rebase_with` a commit whose branch moved fails with `ConflictError`
-    /// (no rebase is tried); with it, at most `rebase_tries` rebases.
-    pub(crate) fn prepare_commit(
+    /// The commit of `commit` and `commit_async`: `SessionStateError` (here) for a
+    /// session that committed, a fork or a read-only session; the metadata is the
+    /// defaults under `given`. As Icechunk: without `rebase_with` a commit whose
+    /// branch moved fails with `ConflictError` (no rebase is tried); with it, at most
+    /// `rebase_tries` rebases. The session is read-only once the commit succeeded.
+    pub(crate) fn commit_call(
         &self,
         py: Python<'_>,
+        message: String,
         given: Option<&Bound<'_, PyAny>>,
         allow_empty: bool,
         rebase_with: Option<&Bound<'_, PyAny>>,
         rebase_tries: u32,
-    ) -> PyResult<(BTreeMap<String, serde_json::Value>, floe::CommitOptions)> {
+    ) -> PyResult<impl Call<String>> {
         self.check_not_committed(py, "commit")?;
         if self.inner.branch().is_none() {
             return Err(session_state_error(
@@ -178,24 +179,76 @@ impl Session {
             .rebase(rebase_with.is_some_and(|r| !r.is_none()))
             .max_attempts(rebase_tries);
         opts.solver = solver(rebase_with)?;
-        Ok((metadata, opts))
+        let (session, committed) = (self.inner.clone(), Arc::clone(&self.committed));
+        Ok(async move {
+            let id = session.commit_with(&message, metadata, opts).await.py()?;
+            committed.store(true, Ordering::Release);
+            Ok(id.to_string())
+        })
     }
 
-    /// The checks and metadata of an amend, shared by `amend` and `amend_async`:
-    /// refused on a session that committed and on spec 1 (as Icechunk), and without
-    /// changes unless `allow_empty` (`SessionStateError`).
-    pub(crate) fn prepare_amend(
+    /// The amend of `amend` and `amend_async`: refused (here) on a session that
+    /// committed and on spec 1 (as Icechunk), and without changes unless
+    /// `allow_empty` (`SessionStateError`). The session is read-only once the amend
+    /// succeeded.
+    pub(crate) fn amend_call(
         &self,
         py: Python<'_>,
+        message: String,
         given: Option<&Bound<'_, PyAny>>,
         allow_empty: bool,
-    ) -> PyResult<BTreeMap<String, serde_json::Value>> {
+    ) -> PyResult<impl Call<String>> {
         self.check_not_committed(py, "amend")?;
         self.require_spec2("amend")?;
         if !allow_empty && !self.inner.has_uncommitted_changes() && self.inner.branch().is_some() {
             return Err(to_py(floe::Error::NoChangesToCommit));
         }
-        self.metadata(given)
+        let metadata = self.metadata(given)?;
+        let (session, committed) = (self.inner.clone(), Arc::clone(&self.committed));
+        Ok(async move {
+            let id = session.amend(&message, metadata).await.py()?;
+            committed.store(true, Ordering::Release);
+            Ok(id.to_string())
+        })
+    }
+
+    /// The rebase of `rebase` and `rebase_async`.
+    pub(crate) fn rebase_call(
+        &self,
+        py: Python<'_>,
+        solver: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<impl Call<()>> {
+        self.check_not_committed(py, "rebase")?;
+        let solver = self::solver(solver)?;
+        let session = self.inner.clone();
+        Ok(async move { session.rebase_with(solver.as_ref()).await.py() })
+    }
+
+    /// The merge of `merge` and `merge_async`.
+    pub(crate) fn merge_call(
+        &self,
+        py: Python<'_>,
+        forks: Vec<PyRef<'_, Session>>,
+    ) -> PyResult<impl Call<()>> {
+        self.check_not_committed(py, "merge")?;
+        let forks: Vec<floe::Session> = forks.iter().map(|f| f.inner.clone()).collect();
+        let session = self.inner.clone();
+        Ok(async move { session.merge(forks).await.py() })
+    }
+
+    /// The move of `move` and `move_async` (no I/O: the blocking method runs it
+    /// without releasing the GIL, as before).
+    pub(crate) fn move_call(
+        &self,
+        py: Python<'_>,
+        from_path: &str,
+        to_path: &str,
+    ) -> PyResult<impl Call<()>> {
+        self.check_not_committed(py, "move")?;
+        let from = floe::NodePath::new(from_path).map_err(|e| to_py(e.into()))?;
+        let to = floe::NodePath::new(to_path).map_err(|e| to_py(e.into()))?;
+        let session = self.inner.clone();
+        Ok(async move { session.move_node(&from, &to).py() })
     }
 
     /// Refuses `what` on a spec-1 repository, as Icechunk does (amend needs spec 2).
@@ -365,17 +418,21 @@ impl Session {
     fn commit(
         &self,
         py: Python<'_>,
-        message: &str,
+        message: String,
         metadata: Option<&Bound<'_, PyAny>>,
         allow_empty: bool,
         rebase_with: Option<&Bound<'_, PyAny>>,
         rebase_tries: u32,
     ) -> PyResult<String> {
-        let (metadata, opts) =
-            self.prepare_commit(py, metadata, allow_empty, rebase_with, rebase_tries)?;
-        let id = block_on(py, self.inner.commit_with(message, metadata, opts)).py()?;
-        self.committed.store(true, Ordering::Release);
-        Ok(id.to_string())
+        let call = self.commit_call(
+            py,
+            message,
+            metadata,
+            allow_empty,
+            rebase_with,
+            rebase_tries,
+        )?;
+        block_on(py, call)
     }
 
     /// Spec 2: replaces the branch tip with a snapshot holding its content plus
@@ -386,14 +443,11 @@ impl Session {
     fn amend(
         &self,
         py: Python<'_>,
-        message: &str,
+        message: String,
         metadata: Option<&Bound<'_, PyAny>>,
         allow_empty: bool,
     ) -> PyResult<String> {
-        let metadata = self.prepare_amend(py, metadata, allow_empty)?;
-        let id = block_on(py, self.inner.amend(message, metadata)).py()?;
-        self.committed.store(true, Ordering::Release);
-        Ok(id.to_string())
+        block_on(py, self.amend_call(py, message, metadata, allow_empty)?)
     }
 
     /// Rewrites every array's manifests in the configured splitting layout and
@@ -607,9 +661,7 @@ impl Session {
     /// resolves their conflicts (default: any conflict raises `ConflictError`).
     #[pyo3(signature = (solver=None))]
     fn rebase(&self, py: Python<'_>, solver: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
-        self.check_not_committed(py, "rebase")?;
-        let solver = self::solver(solver)?;
-        block_on(py, self.inner.rebase_with(solver.as_ref())).py()
+        block_on(py, self.rebase_call(py, solver)?)
     }
 
     /// A fork to write elsewhere and merge back.
@@ -633,18 +685,13 @@ impl Session {
     /// Merges forks' changes into this session.
     #[pyo3(signature = (*forks))]
     fn merge(&self, py: Python<'_>, forks: Vec<PyRef<'_, Session>>) -> PyResult<()> {
-        self.check_not_committed(py, "merge")?;
-        let forks: Vec<floe::Session> = forks.iter().map(|f| f.inner.clone()).collect();
-        block_on(py, self.inner.merge(forks)).py()
+        block_on(py, self.merge_call(py, forks)?)
     }
 
     /// Spec 2, rearrange sessions: moves node `from_path` to `to_path`.
     #[pyo3(name = "move")]
     fn move_node(&self, py: Python<'_>, from_path: &str, to_path: &str) -> PyResult<()> {
-        self.check_not_committed(py, "move")?;
-        let from = floe::NodePath::new(from_path).map_err(|e| to_py(e.into()))?;
-        let to = floe::NodePath::new(to_path).map_err(|e| to_py(e.into()))?;
-        self.inner.move_node(&from, &to).py()
+        futures::executor::block_on(self.move_call(py, from_path, to_path)?)
     }
 
     /// The native store over this session (wrapped by `floe.FloeStore`).
