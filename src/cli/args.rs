@@ -133,59 +133,8 @@ pub(crate) enum CatFormat {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
-    /// Create an empty repository.
-    Init {
-        /// Repository path or URL.
-        repo: String,
-        /// Icechunk spec version: 2 (the default, as Icechunk 2.x creates: ops
-        /// log, repository metadata) or 1 (opens in Icechunk 1.x and 2.x).
-        #[arg(long, value_name = "N", default_value_t = floe::Repository::DEFAULT_SPEC_VERSION as u8, value_parser = clap::value_parser!(u8).range(1..=2))]
-        spec_version: u8,
-    },
-    /// Upgrade a spec-1 repository to spec 2, as Icechunk 2.x's
-    /// `upgrade_icechunk_repository` does: metadata only, refs and config folded
-    /// into the `repo` object. Run it with no other writer on the repository.
-    Upgrade {
-        /// Repository path or URL.
-        repo: String,
-        /// Build and check everything, change nothing.
-        #[arg(long)]
-        dry_run: bool,
-        /// Print one JSON object.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Spec 2: put back the newest readable copy of an unreadable `repo` object (from
-    /// `overwritten/`), after saving the unreadable one there. Does nothing when the
-    /// object reads. The newest copy is found from the copies' ops logs, not from
-    /// the writers' clocks.
-    Repair {
-        /// Repository path or URL.
-        repo: String,
-        /// Find the copy, change nothing.
-        #[arg(long)]
-        dry_run: bool,
-        /// Print one JSON object.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Spec 2: the repository's operations (commits, ref and config changes), newest
-    /// first.
-    OpsLog {
-        /// Repository path or URL.
-        repo: String,
-        /// Print one JSON object per line.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Show spec version, branches, tags and configuration.
-    Info {
-        /// Repository path or URL.
-        repo: String,
-        /// Print one JSON object.
-        #[arg(long)]
-        json: bool,
-    },
+    /// List the commits of a ref, newest first.
+    ///
     /// List the commits of a ref, newest first, down to the initial snapshot.
     Log {
         /// Repository path or URL.
@@ -200,12 +149,8 @@ pub(crate) enum Command {
         #[arg(short = 'n', long)]
         max_count: Option<usize>,
     },
-    /// Manage branches.
-    #[command(subcommand)]
-    Branch(BranchCommand),
-    /// Manage tags.
-    #[command(subcommand)]
-    Tag(TagCommand),
+    /// List the node tree of a ref.
+    ///
     /// List the node tree with shape, data type, chunks, codecs and attributes.
     Ls {
         /// Repository path or URL, or a plain Zarr v3/v2 filesystem store.
@@ -239,6 +184,56 @@ pub(crate) enum Command {
         #[command(flatten)]
         virtual_reads: VirtualArgs,
     },
+    /// Show what changed between two refs.
+    ///
+    /// Show what changed between two refs: nodes added, deleted and updated, and chunks
+    /// changed per array.
+    Diff {
+        /// Repository path or URL.
+        repo: String,
+        /// The older ref.
+        from: String,
+        /// The newer ref.
+        to: String,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show the spec version, branches, tags and configuration.
+    ///
+    /// Show spec version, branches, tags and configuration.
+    Info {
+        /// Repository path or URL.
+        repo: String,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Manage branches.
+    #[command(subcommand)]
+    Branch(BranchCommand),
+    /// Manage tags.
+    #[command(subcommand)]
+    Tag(TagCommand),
+    /// Spec 2: list the repository's operations, newest first.
+    ///
+    /// Spec 2: the repository's operations (commits, ref and config changes), newest first.
+    OpsLog {
+        /// Repository path or URL.
+        repo: String,
+        /// Print one JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Create an empty repository.
+    Init {
+        /// Repository path or URL.
+        repo: String,
+        /// Icechunk spec version: 2 (the default, as Icechunk 2.x creates: ops
+        /// log, repository metadata) or 1 (opens in Icechunk 1.x and 2.x).
+        #[arg(long, value_name = "N", default_value_t = floe::Repository::DEFAULT_SPEC_VERSION as u8, value_parser = clap::value_parser!(u8).range(1..=2))]
+        spec_version: u8,
+    },
     /// Import data into a repository.
     #[command(subcommand)]
     Import(ImportCommand),
@@ -255,19 +250,8 @@ pub(crate) enum Command {
         #[command(flatten)]
         virtual_reads: VirtualArgs,
     },
-    /// Show what changed between two refs: nodes added, deleted and updated, and
-    /// chunks changed per array.
-    Diff {
-        /// Repository path or URL.
-        repo: String,
-        /// The older ref.
-        from: String,
-        /// The newer ref.
-        to: String,
-        /// Print one JSON object.
-        #[arg(long)]
-        json: bool,
-    },
+    /// Expire snapshots older than a time from every branch's and tag's history.
+    ///
     /// Expire snapshots flushed before a time from every branch's and tag's history
     /// (nothing is deleted until `floe gc`).
     Expire {
@@ -287,6 +271,8 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Delete the objects no branch or tag reaches (garbage collection).
+    ///
     /// Delete snapshots, transaction logs, manifests and chunks that no branch or tag
     /// reaches and that were last modified before a time.
     Gc {
@@ -310,8 +296,41 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Build a demo repository (several arrays, commits, a branch, a tag) and show its
-    /// log, tree, values and a diff: floe's main job on the local filesystem.
+    /// Upgrade a spec-1 repository to spec 2.
+    ///
+    /// Upgrade a spec-1 repository to spec 2, as Icechunk 2.x's
+    /// `upgrade_icechunk_repository` does: metadata only, refs and config folded into the
+    /// `repo` object. Run it with no other writer on the repository.
+    Upgrade {
+        /// Repository path or URL.
+        repo: String,
+        /// Build and check everything, change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Spec 2: restore an unreadable `repo` object from its newest readable copy.
+    ///
+    /// Spec 2: put back the newest readable copy of an unreadable `repo` object (from
+    /// `overwritten/`), after saving the unreadable one there. Does nothing when the object
+    /// reads. The newest copy is found from the copies' ops logs, not from the writers'
+    /// clocks.
+    Repair {
+        /// Repository path or URL.
+        repo: String,
+        /// Find the copy, change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Build a demo repository and show its log, tree, values and a diff.
+    ///
+    /// Build a demo repository (several arrays, commits, a branch, a tag) and show its log,
+    /// tree, values and a diff: floe's main job on the local filesystem.
     Demo {
         /// Directory for the demo repository (created; must not hold a repository).
         dir: PathBuf,

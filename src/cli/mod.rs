@@ -30,8 +30,6 @@ mod text;
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 pub(crate) use args::Cli;
 
 use floe::virtual_refs::VirtualChunkError;
@@ -160,7 +158,7 @@ fn unauthorized_virtual(err: &CliError) -> Option<(Option<String>, String, Strin
 
 /// Runs the CLI with the process arguments; returns the exit status.
 pub(crate) fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = parse_args();
     init_tracing(cli.verbose);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -182,6 +180,45 @@ pub(crate) fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Parses the process arguments (exiting with clap's message on an error). An unknown
+/// subcommand a couple of keystrokes from a known one (`lg`, `lgo` → `log`) gets
+/// clap's "a similar subcommand exists" tip, which clap's own measure misses for
+/// short names.
+fn parse_args() -> Cli {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    use clap::{CommandFactory, FromArgMatches};
+    let mut cmd = Cli::command();
+    let mut err = match cmd.try_get_matches_from_mut(std::env::args_os()) {
+        Ok(matches) => match Cli::from_arg_matches(&matches) {
+            Ok(cli) => return cli,
+            Err(e) => e,
+        },
+        Err(e) => e,
+    };
+    if err.kind() == ErrorKind::InvalidSubcommand
+        && err.get(ContextKind::SuggestedSubcommand).is_none()
+    {
+        if let Some(ContextValue::String(typed)) = err.get(ContextKind::InvalidSubcommand) {
+            let names = cmd.get_subcommands().map(|c| c.get_name().to_string());
+            if let Some(best) = closest_name(typed, names) {
+                err.insert(ContextKind::SuggestedSubcommand, ContextValue::String(best));
+            }
+        }
+    }
+    err.exit()
+}
+
+/// The name among `names` closest to `typed` by edits (insertions, deletions,
+/// substitutions, swaps of neighbours), when at most 2 away and fewer than
+/// `typed`'s length.
+fn closest_name(typed: &str, names: impl Iterator<Item = String>) -> Option<String> {
+    names
+        .map(|n| (strsim::osa_distance(typed, &n), n))
+        .filter(|(d, _)| *d <= 2 && *d < typed.chars().count())
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, n)| n)
 }
 
 fn init_tracing(verbose: u8) {

@@ -154,8 +154,11 @@ fn print_ref_map(
     if json {
         output::json_line(out, &serde_json::to_value(map).unwrap_or(Value::Null))?;
     } else {
-        for (n, id) in map {
-            writeln!(out, "{}  {id}", output::escape_controls(n))?;
+        // Names padded to the longest, so the ids line up.
+        let names: Vec<_> = map.keys().map(|n| output::escape_controls(n)).collect();
+        let width = names.iter().map(|n| n.chars().count()).max().unwrap_or(0);
+        for (n, id) in names.iter().zip(map.values()) {
+            writeln!(out, "{n:<width$}  {id}")?;
         }
     }
     Ok(())

@@ -472,7 +472,10 @@ fn branches_tags_refs_and_as_of() {
     assert!(out.contains("Created branch dev"), "{out}");
     let branches = json_value(&ok(&["branch", "list", &repo, "--json"]));
     assert_eq!(branches, json!({"dev": initial, "main": main_id}));
-    assert!(ok(&["branch", "list", &repo]).contains(&format!("dev  {initial}")));
+    // Names padded to the longest: the ids line up.
+    let listed = ok(&["branch", "list", &repo]);
+    assert!(listed.contains(&format!("dev   {initial}")), "{listed}");
+    assert!(listed.contains(&format!("main  {main_id}")), "{listed}");
     fails(
         &["branch", "create", &repo, "dev"],
         &["branch `dev` already exists"],
@@ -1506,5 +1509,49 @@ async fn virtual_container_option_trusts_the_readers_endpoint() {
         assert!(!out.status.success(), "{bad}");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains("--virtual-container"), "{bad}: {stderr}");
+    }
+}
+
+/// `floe --help` lists history and reading first and maintenance last, one line per
+/// subcommand; a mistyped subcommand gets a suggestion (also where clap's own measure
+/// finds none: `lg`, `lgo`).
+#[test]
+fn help_order_one_line_summaries_and_typo_suggestions() {
+    let help = ok(&["--help"]);
+    let commands: Vec<&str> = help
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .collect();
+    let names: Vec<&str> = commands
+        .iter()
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(&names[..4], ["log", "ls", "cat", "diff"], "{help}");
+    let pos = |n: &str| names.iter().position(|x| *x == n).unwrap();
+    assert!(
+        pos("gc") > pos("import") && pos("repair") > pos("gc"),
+        "{names:?}"
+    );
+    for line in &commands {
+        assert!(
+            line.chars().count() <= 90,
+            "a help line longer than one line: {line}"
+        );
+    }
+    for (typo, want) in [
+        ("lg", "'log'"),
+        ("lgo", "'log'"),
+        ("lsit", "'ls'"),
+        ("gcc", "'gc'"),
+    ] {
+        let out = run(&[typo]);
+        assert_eq!(out.status.code(), Some(2), "{typo}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("similar subcommand") && stderr.contains(want),
+            "{typo}: {stderr}"
+        );
     }
 }
