@@ -19,8 +19,20 @@ pub(super) async fn info(out: &mut impl Write, repo: &Repository, json: bool) ->
     let branches = ref_map(repo, repo.list_branches().await?, false).await?;
     let tags = ref_map(repo, repo.list_tags().await?, true).await?;
     let config = repo.config();
+    // The same configuration in text and JSON: what the repository stores (only what
+    // was set; `{}` is every default) and the values in effect.
+    let stored: Value = serde_json::to_value(config.raw()).unwrap_or(Value::Null);
+    let containers: Vec<Value> = config
+        .virtual_chunk_containers()
+        .map_err(floe::Error::from)?
+        .iter()
+        .map(|c| json!({"url_prefix": c.url_prefix, "store": format!("{:?}", c.store)}))
+        .collect();
+    let effective = json!({
+        "inline_chunk_threshold_bytes": config.inline_chunk_threshold_bytes(),
+        "virtual_chunk_containers": containers,
+    });
     if json {
-        let cfg: Value = serde_json::to_value(config.raw()).unwrap_or(Value::Null);
         output::json_line(
             out,
             &json!({
@@ -28,7 +40,8 @@ pub(super) async fn info(out: &mut impl Write, repo: &Repository, json: bool) ->
                 "spec_version": repo.spec_version() as u8,
                 "branches": branches,
                 "tags": tags,
-                "config": cfg,
+                "config": stored,
+                "effective_config": effective,
             }),
         )?;
         return Ok(());
@@ -44,17 +57,36 @@ pub(super) async fn info(out: &mut impl Write, repo: &Repository, json: bool) ->
     for (n, id) in &tags {
         writeln!(out, "    {}  {id}", output::escape_controls(n))?;
     }
-    writeln!(out, "Config:")?;
+    writeln!(out, "Config (as stored; `--json`: \"config\"):")?;
+    match stored.as_object() {
+        Some(o) if !o.is_empty() => {
+            for (k, v) in o {
+                writeln!(
+                    out,
+                    "    {}: {}",
+                    output::escape_controls(k),
+                    output::escape_controls(&v.to_string())
+                )?;
+            }
+        }
+        _ => writeln!(out, "    (nothing set: every default)")?,
+    }
+    writeln!(out, "In effect (`--json`: \"effective_config\"):")?;
     writeln!(
         out,
         "    inline_chunk_threshold_bytes: {}",
-        config.inline_chunk_threshold_bytes()
+        effective["inline_chunk_threshold_bytes"]
     )?;
-    for c in config
-        .virtual_chunk_containers()
-        .map_err(floe::Error::from)?
+    for c in effective["virtual_chunk_containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
     {
-        let line = format!("virtual chunk container: {} ({:?})", c.url_prefix, c.store);
+        let line = format!(
+            "virtual_chunk_container: {} ({})",
+            c["url_prefix"].as_str().unwrap_or_default(),
+            c["store"].as_str().unwrap_or_default()
+        );
         writeln!(out, "    {}", output::escape_controls(&line))?;
     }
     Ok(())

@@ -260,6 +260,15 @@ fn init_and_info() {
         text.contains("Spec version: 2") && text.contains(main),
         "{text}"
     );
+    // Text and JSON show the same configuration: nothing stored, defaults in effect.
+    assert_eq!(info["config"], json!({}), "{info}");
+    let threshold = &info["effective_config"]["inline_chunk_threshold_bytes"];
+    assert!(threshold.as_u64().is_some(), "{info}");
+    assert!(
+        text.contains("(nothing set: every default)")
+            && text.contains(&format!("inline_chunk_threshold_bytes: {threshold}")),
+        "{text}"
+    );
 
     // An empty repository lists nothing and logs the initial snapshot.
     assert_eq!(ok(&["ls", &repo]), "");
