@@ -2,12 +2,13 @@
 //! filesystem, memory, S3 (and S3-compatible servers), Tigris, Cloudflare R2, Google
 //! Cloud Storage, Azure Blob Storage and read-only HTTP; and `S3Options`.
 //!
-//! A `Storage` remembers how it was built (constructor name and arguments: its
-//! recipe). It pickles as that recipe, so a worker rebuilds the same backend with the
-//! same credentials objects: static keys travel (as in Icechunk), from-environment
-//! credentials are read from the worker's environment, refreshable ones carry their
-//! pickled function and, with `scatter_initial_credentials=True`, their first
-//! credential. `Storage._with_settings(settings)` rebuilds it with a
+//! A `Storage` remembers how it was built (a `StorageRecipe`: the constructor and its
+//! arguments, typed). It pickles as that recipe, in the `(constructor name, keyword
+//! arguments)` form pickles have always had, so a worker rebuilds the same backend
+//! with the same credentials objects: static keys travel (as in Icechunk),
+//! from-environment credentials are read from the worker's environment, refreshable
+//! ones carry their pickled function and, with `scatter_initial_credentials=True`,
+//! their first credential. `Storage._with_settings(settings)` rebuilds it with a
 //! `StorageSettings`' retries, timeouts and concurrency (large ranged reads split
 //! into concurrent requests).
 
@@ -29,8 +30,8 @@ use crate::errors::IntoPyResult;
 #[derive(Clone)]
 pub(crate) struct Storage {
     pub(crate) inner: Arc<dyn floe::storage::Storage>,
-    /// `(constructor name, keyword arguments)`; `None` for in-memory storage.
-    recipe: Option<Arc<Py<PyAny>>>,
+    /// How it was built; `None` for in-memory storage.
+    recipe: Option<Arc<StorageRecipe>>,
 }
 
 /// Recipes of the storages built in this process, found again from the backend a
@@ -38,10 +39,10 @@ pub(crate) struct Storage {
 static RECIPES: Mutex<Vec<RecipeEntry>> = Mutex::new(Vec::new());
 
 /// A backend (weakly held) and its recipe.
-type RecipeEntry = (Weak<dyn floe::storage::Storage>, Arc<Py<PyAny>>);
+type RecipeEntry = (Weak<dyn floe::storage::Storage>, Arc<StorageRecipe>);
 
 impl Storage {
-    fn with_recipe(inner: Arc<dyn floe::storage::Storage>, recipe: Option<Py<PyAny>>) -> Self {
+    fn with_recipe(inner: Arc<dyn floe::storage::Storage>, recipe: Option<StorageRecipe>) -> Self {
         let recipe = recipe.map(Arc::new);
         if let Some(r) = &recipe {
             if let Ok(mut all) = RECIPES.lock() {
@@ -56,7 +57,7 @@ impl Storage {
     /// it pickles with its credentials); otherwise one rebuilt from the URL, with
     /// credentials from the environment; `None` for in-memory storage.
     pub(crate) fn portable(
-        py: Python<'_>,
+        _py: Python<'_>,
         inner: &Arc<dyn floe::storage::Storage>,
     ) -> PyResult<Option<Storage>> {
         let found = RECIPES.lock().ok().and_then(|all| {
@@ -70,18 +71,10 @@ impl Storage {
                 recipe: Some(r),
             }));
         }
-        match portable_url(inner.as_ref()) {
-            Some(url) => {
-                let kwargs = PyDict::new(py);
-                kwargs.set_item("url", &url)?;
-                let recipe = ("from_url", kwargs).into_pyobject(py)?.into_any().unbind();
-                Ok(Some(Storage {
-                    inner: Arc::clone(inner),
-                    recipe: Some(Arc::new(recipe)),
-                }))
-            }
-            None => Ok(None),
-        }
+        Ok(portable_url(inner.as_ref()).map(|url| Storage {
+            inner: Arc::clone(inner),
+            recipe: Some(Arc::new(StorageRecipe::FromUrl { url })),
+        }))
     }
 }
 
@@ -89,7 +82,7 @@ impl Storage {
     /// `floe._display.storage_display(function, recipe)`.
     fn display(&self, py: Python<'_>, function: &str) -> PyResult<String> {
         let recipe = match &self.recipe {
-            Some(r) => r.bind(py).clone(),
+            Some(r) => r.to_parts(py)?,
             None => py.None().into_bound(py),
         };
         py.import("floe._display")?
@@ -120,23 +113,16 @@ pub(crate) fn portable_url(storage: &dyn floe::storage::Storage) -> Option<Strin
 /// Raises `FloeError` for an unknown scheme.
 #[pyfunction]
 pub(crate) fn storage_from_url(url: &str) -> PyResult<Storage> {
-    let inner = floe::storage::create_storage(url, None).py()?;
-    Python::attach(|py| -> PyResult<Storage> {
-        let kwargs = PyDict::new(py);
-        kwargs.set_item("url", url)?;
-        let recipe = ("from_url", kwargs).into_pyobject(py)?.into_any().unbind();
-        Ok(Storage::with_recipe(inner, Some(recipe)))
-    })
+    StorageRecipe::FromUrl {
+        url: url.to_string(),
+    }
+    .open(None)
 }
 
 /// Rebuilds a pickled storage: constructor `name` with keyword arguments `kwargs`.
 #[pyfunction]
-fn _storage_from_recipe(
-    py: Python<'_>,
-    name: &str,
-    kwargs: &Bound<'_, PyDict>,
-) -> PyResult<Storage> {
-    build(py, name, kwargs, None)
+fn _storage_from_recipe(name: &str, kwargs: &Bound<'_, PyDict>) -> PyResult<Storage> {
+    StorageRecipe::from_parts(name, kwargs)?.open(None)
 }
 
 /// The checksum S3 uploads carry (Icechunk's `ChecksumAlgorithm`). floe's S3 client
@@ -388,53 +374,52 @@ fn client_settings(settings: Option<&Bound<'_, PyAny>>) -> PyResult<ClientSettin
     Ok(out)
 }
 
-/// Header pairs of the optional dicts `names` in `kwargs`, later ones first on a
-/// name clash (read and write headers are sent with every request: object_store has
-/// one set of default headers per client).
-fn headers(kwargs: &Bound<'_, PyDict>, names: &[&str]) -> PyResult<Vec<(String, String)>> {
-    let mut out: Vec<(String, String)> = Vec::new();
-    for name in names {
-        if let Some(d) = kwargs.get_item(name)? {
-            if d.is_none() {
-                continue;
-            }
-            let d: Vec<(String, String)> = d
-                .cast::<PyDict>()
-                .map_err(|_| PyTypeError::new_err(format!("{name} must be a dict of str")))?
-                .iter()
-                .map(|(k, v)| Ok((k.extract()?, v.extract()?)))
-                .collect::<PyResult<_>>()?;
-            for (k, v) in d {
-                out.retain(|(o, _)| !o.eq_ignore_ascii_case(&k));
-                out.push((k, v));
-            }
-        }
-    }
-    Ok(out)
+/// `dict[str, str]` pairs, in the dict's order.
+type Pairs = Vec<(String, String)>;
+
+/// A `dict[str, str]` argument as its pairs (`None` stays `None`); a value that is not
+/// a dict raises `TypeError`: `not_a_dict` when given, else the cast's own message.
+fn str_pairs(value: Option<Bound<'_, PyAny>>, not_a_dict: Option<&str>) -> PyResult<Option<Pairs>> {
+    let Some(value) = value.filter(|v| !v.is_none()) else {
+        return Ok(None);
+    };
+    let d = match not_a_dict {
+        Some(msg) => value
+            .cast::<PyDict>()
+            .map_err(|_| PyTypeError::new_err(msg.to_string()))?,
+        None => value.cast::<PyDict>()?,
+    };
+    d.iter()
+        .map(|(k, v)| Ok((k.extract()?, v.extract()?)))
+        .collect::<PyResult<_>>()
+        .map(Some)
 }
 
-/// `kwargs[name]` extracted, `None` when absent or `None`.
-fn opt<'py, T: FromPyObjectOwned<'py>>(
-    kwargs: &Bound<'py, PyDict>,
-    name: &str,
-) -> PyResult<Option<T>> {
-    match kwargs.get_item(name)? {
+/// An argument extracted, `None` when absent or `None`.
+fn arg<'py, T: FromPyObjectOwned<'py>>(value: Option<Bound<'py, PyAny>>) -> PyResult<Option<T>> {
+    match value {
         Some(v) if !v.is_none() => Ok(Some(v.extract().map_err(Into::into)?)),
         _ => Ok(None),
     }
 }
 
-/// A `dict[str, str]` argument as pairs.
-fn pairs(kwargs: &Bound<'_, PyDict>, name: &str) -> PyResult<Vec<(String, String)>> {
-    Ok(
-        opt::<std::collections::HashMap<String, String>>(kwargs, name)?
-            .map(|m| {
-                let mut v: Vec<_> = m.into_iter().collect();
-                v.sort();
-                v
-            })
-            .unwrap_or_default(),
-    )
+/// Header pairs of the optional header dicts, later ones first on a name clash (read
+/// and write headers are sent with every request: object_store has one set of default
+/// headers per client).
+fn merged_headers(groups: &[&Option<Pairs>]) -> Pairs {
+    let mut out: Pairs = Vec::new();
+    for (k, v) in groups.iter().copied().flatten().flatten() {
+        out.retain(|(o, _)| !o.eq_ignore_ascii_case(k));
+        out.push((k.clone(), v.clone()));
+    }
+    out
+}
+
+/// Sorted pairs of an optional config dict.
+fn sorted(config: &Option<Pairs>) -> Pairs {
+    let mut v = config.clone().unwrap_or_default();
+    v.sort();
+    v
 }
 
 /// Whether an endpoint names a host that cannot serve virtual-hosted buckets (an IP
@@ -451,243 +436,549 @@ fn needs_path_style(endpoint: &str) -> bool {
         .unwrap_or(false)
 }
 
-/// Builds the backend of constructor `name` from its keyword arguments (the recipe),
-/// with `settings` (a `StorageSettings` or `None`).
-fn build(
-    py: Python<'_>,
-    name: &str,
-    kwargs: &Bound<'_, PyDict>,
-    settings: Option<&Bound<'_, PyAny>>,
-) -> PyResult<Storage> {
-    let mut client = client_settings(settings)?;
-    let inner: Arc<dyn floe::storage::Storage> = match name {
-        "from_url" => {
-            let url: String = opt(kwargs, "url")?.unwrap_or_default();
-            floe::storage::create_storage(&url, None).py()?
-        }
-        "new_local_filesystem" => {
-            let path: String = opt(kwargs, "path")?.unwrap_or_default();
-            Arc::new(floe::storage::LocalStorage::new(std::path::Path::new(&path)).py()?)
-        }
-        "new_s3" | "new_tigris" | "new_r2" => build_s3(name, kwargs, &mut client)?,
-        "new_gcs" => {
-            let bucket: String = opt(kwargs, "bucket")?.unwrap_or_default();
-            let prefix: String = opt(kwargs, "prefix")?.unwrap_or_default();
-            let credentials = match opt::<GcsCredentials>(kwargs, "credentials")? {
-                None => GsCreds::FromEnv,
-                Some(c) => creds::gcs_credentials(c),
-            };
-            let mut config = pairs(kwargs, "config")?;
-            let extra = headers(kwargs, &["headers", "read_headers", "write_headers"])?;
-            if !extra.is_empty() {
-                return Err(PyValueError::new_err(
-                    "extra HTTP headers are not supported on GCS storage by floe",
-                ));
-            }
-            config.retain(|(k, _)| !k.is_empty());
-            floe::storage::new_gcs_storage(&bucket, &prefix, credentials, &config, &client).py()?
-        }
-        "new_azure_blob" => {
-            let account: String = opt(kwargs, "account")?.unwrap_or_default();
-            let container: String = opt(kwargs, "container")?.unwrap_or_default();
-            let prefix: String = opt(kwargs, "prefix")?.unwrap_or_default();
-            let credentials = match opt::<AzureCredentials>(kwargs, "credentials")? {
-                None => AzCreds::FromEnv,
-                Some(c) => creds::azure_credentials(c)?,
-            };
-            let config = pairs(kwargs, "config")?;
-            floe::storage::new_azure_storage(
-                &account,
-                &container,
-                &prefix,
-                credentials,
-                &config,
-                &client,
-            )
-            .py()?
-        }
-        "new_http" => {
-            let base_url: String = opt(kwargs, "base_url")?.unwrap_or_default();
-            let config = pairs(kwargs, "config")?;
-            let headers = headers(kwargs, &["headers"])?;
-            floe::storage::new_http_storage(&base_url, &config, &headers, &client).py()?
-        }
-        "new_redirect" => {
-            // `location`: where the redirects of `base_url` ended (resolved by
-            // `floe.storage.redirect_storage`). `http(s)+icechunk://` is a repository
-            // served over HTTP; other schemes are storage URLs.
-            let location: String = opt(kwargs, "location")?.unwrap_or_default();
-            let storage = if let Some(rest) = location.strip_prefix("http+icechunk://") {
-                floe::storage::new_http_storage(&format!("http://{rest}"), &[], &[], &client)
-                    .py()?
-            } else if let Some(rest) = location.strip_prefix("https+icechunk://") {
-                floe::storage::new_http_storage(&format!("https://{rest}"), &[], &[], &client)
-                    .py()?
-            } else if location.starts_with("memory://") {
-                return Err(PyValueError::new_err(
-                    "a redirect cannot lead to in-memory storage",
-                ));
-            } else {
-                floe::storage::create_storage(&location, None).py()?
-            };
-            Arc::new(floe::storage::ReadOnlyStorage::new(storage))
-        }
-        other => {
-            return Err(PyValueError::new_err(format!(
-                "unknown storage constructor `{other}`"
-            )))
-        }
-    };
-    let recipe = (name, kwargs.copy()?)
-        .into_pyobject(py)?
-        .into_any()
-        .unbind();
-    Ok(Storage::with_recipe(inner, Some(recipe)))
+/// How a storage was built: a constructor and its arguments, typed (`None`: the
+/// argument was absent or `None`). A storage is opened from it (and again with other
+/// settings); it pickles and displays as `(constructor name, keyword arguments)`
+/// (`to_parts`/`from_parts`, the only place the names appear).
+#[derive(Clone)]
+enum StorageRecipe {
+    /// `storage_from_url(url)`: credentials from the environment.
+    FromUrl { url: String },
+    /// `new_local_filesystem(path)`.
+    Local { path: Option<String> },
+    /// `new_s3`, `new_tigris`, `new_r2`.
+    S3(S3Recipe),
+    /// `new_gcs`.
+    Gcs {
+        bucket: Option<String>,
+        prefix: Option<String>,
+        credentials: Option<GcsCredentials>,
+        config: Option<Pairs>,
+        read_headers: Option<Pairs>,
+        write_headers: Option<Pairs>,
+        headers: Option<Pairs>,
+    },
+    /// `new_azure_blob`.
+    Azure {
+        account: Option<String>,
+        container: Option<String>,
+        prefix: Option<String>,
+        credentials: Option<AzureCredentials>,
+        config: Option<Pairs>,
+    },
+    /// `new_http`.
+    Http {
+        base_url: Option<String>,
+        config: Option<Pairs>,
+        headers: Option<Pairs>,
+    },
+    /// `_new_redirect`: `location` is where the redirects of `base_url` ended.
+    Redirect {
+        base_url: Option<String>,
+        location: Option<String>,
+    },
 }
 
-/// The S3 family: `new_s3`, `new_tigris` (default endpoint `https://t3.storage.dev`,
-/// consistency headers, read-only with `use_weak_consistency`) and `new_r2`
-/// (endpoint from `account_id`, region `auto`, path style).
-fn build_s3(
-    name: &str,
-    kwargs: &Bound<'_, PyDict>,
-    client: &mut ClientSettings,
-) -> PyResult<Arc<dyn floe::storage::Storage>> {
-    let config: S3Options = opt(kwargs, "config")?.unwrap_or_default();
-    let bucket: String = match opt(kwargs, "bucket")? {
-        Some(b) => b,
-        None => return Err(PyValueError::new_err("a bucket is required")),
-    };
-    let prefix: String = opt(kwargs, "prefix")?.unwrap_or_default();
-    if opt::<bool>(kwargs, "legacy_rooted_keys")? == Some(true) {
-        if !prefix.trim_matches('/').is_empty() {
-            // Icechunk's check: the escape hatch exists for bucket-root repositories.
-            return Err(PyValueError::new_err(
-                "legacy_rooted_keys is only valid with an empty prefix",
-            ));
-        }
-        return Err(PyValueError::new_err(
-            "legacy_rooted_keys=True (keys with a leading `/`) is not supported by floe",
-        ));
+/// Which S3 service an `S3Recipe` is for.
+#[derive(Clone)]
+enum S3Flavor {
+    S3,
+    /// Default endpoint `https://t3.storage.dev`, consistency headers, read-only with
+    /// `use_weak_consistency`.
+    Tigris {
+        use_weak_consistency: Option<bool>,
+    },
+    /// Endpoint from `account_id`, region `auto`, path style.
+    R2 {
+        account_id: Option<String>,
+    },
+}
+
+/// The arguments of the S3 family of constructors.
+#[derive(Clone)]
+struct S3Recipe {
+    flavor: S3Flavor,
+    config: Option<S3Options>,
+    bucket: Option<String>,
+    prefix: Option<String>,
+    credentials: Option<S3Credentials>,
+    legacy_rooted_keys: Option<bool>,
+    read_headers: Option<Pairs>,
+    write_headers: Option<Pairs>,
+    headers: Option<Pairs>,
+}
+
+/// The arguments of an S3-family constructor, in the order they are checked.
+struct S3Args<'py> {
+    config: Option<Bound<'py, PyAny>>,
+    bucket: Option<Bound<'py, PyAny>>,
+    prefix: Option<Bound<'py, PyAny>>,
+    credentials: Option<Bound<'py, PyAny>>,
+    legacy_rooted_keys: Option<Bound<'py, PyAny>>,
+    read_headers: Option<Bound<'py, PyAny>>,
+    write_headers: Option<Bound<'py, PyAny>>,
+    headers: Option<Bound<'py, PyAny>>,
+}
+
+impl S3Args<'_> {
+    /// The typed recipe of an S3-family storage.
+    fn recipe(self, flavor: S3Flavor) -> PyResult<StorageRecipe> {
+        Ok(StorageRecipe::S3(S3Recipe {
+            flavor,
+            config: arg(self.config)?,
+            bucket: arg(self.bucket)?,
+            prefix: arg(self.prefix)?,
+            credentials: arg(self.credentials)?,
+            legacy_rooted_keys: arg(self.legacy_rooted_keys)?,
+            headers: header_arg(self.headers, "headers")?,
+            read_headers: header_arg(self.read_headers, "read_headers")?,
+            write_headers: header_arg(self.write_headers, "write_headers")?,
+        }))
     }
-    let credentials: Option<S3Credentials> = opt(kwargs, "credentials")?;
-    let from_env = matches!(credentials, None | Some(S3Credentials::FromEnv()));
-    let mut o = if from_env {
-        floe::storage::S3Options::from_env()
-    } else {
-        floe::storage::S3Options::default()
-    };
-    let mut endpoint = config.endpoint_url.clone();
-    let mut region = config.region.clone();
-    let mut force_path_style = config.force_path_style;
-    let mut extra = headers(kwargs, &["headers", "read_headers", "write_headers"])?;
-    let mut read_only = false;
-    match name {
-        "new_tigris" => {
-            endpoint.get_or_insert_with(|| "https://t3.storage.dev".to_string());
-            if opt::<bool>(kwargs, "use_weak_consistency")?.unwrap_or(false) {
-                read_only = true;
-            } else {
-                let Some(r) = region.clone() else {
-                    return Err(PyValueError::new_err(
-                        "Tigris storage needs a region for consistent reads and writes; pass \
-                         region=..., or use_weak_consistency=True for read-only, eventually \
-                         consistent access",
-                    ));
-                };
-                for (k, v) in [
-                    ("X-Tigris-Regions", r.as_str()),
-                    ("X-Tigris-Consistent", "true"),
-                    ("Cache-Control", "no-cache"),
-                ] {
-                    extra.retain(|(o, _)| !o.eq_ignore_ascii_case(k));
-                    extra.push((k.to_string(), v.to_string()));
+}
+
+/// Header dict arguments (`headers`, `read_headers`, `write_headers`) as pairs.
+fn header_arg(value: Option<Bound<'_, PyAny>>, name: &str) -> PyResult<Option<Pairs>> {
+    str_pairs(value, Some(&format!("{name} must be a dict of str")))
+}
+
+impl StorageRecipe {
+    /// The recipe of `new_gcs`.
+    fn gcs<'py>(
+        bucket: Option<Bound<'py, PyAny>>,
+        prefix: Option<Bound<'py, PyAny>>,
+        credentials: Option<Bound<'py, PyAny>>,
+        config: Option<Bound<'py, PyAny>>,
+        [read_headers, write_headers, headers]: [Option<Bound<'py, PyAny>>; 3],
+    ) -> PyResult<Self> {
+        Ok(StorageRecipe::Gcs {
+            bucket: arg(bucket)?,
+            prefix: arg(prefix)?,
+            credentials: arg(credentials)?,
+            config: str_pairs(config, None)?,
+            headers: header_arg(headers, "headers")?,
+            read_headers: header_arg(read_headers, "read_headers")?,
+            write_headers: header_arg(write_headers, "write_headers")?,
+        })
+    }
+
+    /// The recipe of `new_azure_blob`.
+    fn azure<'py>(
+        account: Option<Bound<'py, PyAny>>,
+        container: Option<Bound<'py, PyAny>>,
+        prefix: Option<Bound<'py, PyAny>>,
+        credentials: Option<Bound<'py, PyAny>>,
+        config: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Self> {
+        Ok(StorageRecipe::Azure {
+            account: arg(account)?,
+            container: arg(container)?,
+            prefix: arg(prefix)?,
+            credentials: arg(credentials)?,
+            config: str_pairs(config, None)?,
+        })
+    }
+
+    /// The recipe of `new_http`.
+    fn http<'py>(
+        base_url: Option<Bound<'py, PyAny>>,
+        config: Option<Bound<'py, PyAny>>,
+        headers: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Self> {
+        Ok(StorageRecipe::Http {
+            base_url: arg(base_url)?,
+            config: str_pairs(config, None)?,
+            headers: header_arg(headers, "headers")?,
+        })
+    }
+
+    /// The recipe a pickle (or a display) carries as `(name, kwargs)`.
+    fn from_parts(name: &str, kwargs: &Bound<'_, PyDict>) -> PyResult<Self> {
+        let get = |key: &str| kwargs.get_item(key);
+        let s3 = || -> PyResult<S3Args<'_>> {
+            Ok(S3Args {
+                config: get("config")?,
+                bucket: get("bucket")?,
+                prefix: get("prefix")?,
+                credentials: get("credentials")?,
+                legacy_rooted_keys: get("legacy_rooted_keys")?,
+                read_headers: get("read_headers")?,
+                write_headers: get("write_headers")?,
+                headers: get("headers")?,
+            })
+        };
+        let headers = || -> PyResult<_> {
+            Ok([get("read_headers")?, get("write_headers")?, get("headers")?])
+        };
+        match name {
+            "from_url" => Ok(StorageRecipe::FromUrl {
+                url: arg(get("url")?)?.unwrap_or_default(),
+            }),
+            "new_local_filesystem" => Ok(StorageRecipe::Local {
+                path: arg(get("path")?)?,
+            }),
+            "new_s3" => s3()?.recipe(S3Flavor::S3),
+            "new_tigris" => s3()?.recipe(S3Flavor::Tigris {
+                use_weak_consistency: arg(get("use_weak_consistency")?)?,
+            }),
+            "new_r2" => s3()?.recipe(S3Flavor::R2 {
+                account_id: arg(get("account_id")?)?,
+            }),
+            "new_gcs" => Self::gcs(
+                get("bucket")?,
+                get("prefix")?,
+                get("credentials")?,
+                get("config")?,
+                headers()?,
+            ),
+            "new_azure_blob" => Self::azure(
+                get("account")?,
+                get("container")?,
+                get("prefix")?,
+                get("credentials")?,
+                get("config")?,
+            ),
+            "new_http" => Self::http(get("base_url")?, get("config")?, get("headers")?),
+            "new_redirect" => Ok(StorageRecipe::Redirect {
+                base_url: arg(get("base_url")?)?,
+                location: arg(get("location")?)?,
+            }),
+            other => Err(PyValueError::new_err(format!(
+                "unknown storage constructor `{other}`"
+            ))),
+        }
+    }
+
+    /// `(constructor name, keyword arguments)`: how the recipe pickles and displays
+    /// (every argument present, `None` when it was).
+    fn to_parts<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        fn py_pairs<'py>(py: Python<'py>, p: &Option<Pairs>) -> PyResult<Bound<'py, PyAny>> {
+            match p {
+                None => Ok(py.None().into_bound(py)),
+                Some(p) => {
+                    let d = PyDict::new(py);
+                    for (k, v) in p {
+                        d.set_item(k, v)?;
+                    }
+                    Ok(d.into_any())
                 }
             }
         }
-        "new_r2" => {
-            if endpoint.is_none() {
-                match opt::<String>(kwargs, "account_id")? {
-                    Some(a) => endpoint = Some(format!("https://{a}.r2.cloudflarestorage.com")),
-                    None => {
+        let d = PyDict::new(py);
+        let name = match self {
+            StorageRecipe::FromUrl { url } => {
+                d.set_item("url", url)?;
+                "from_url"
+            }
+            StorageRecipe::Local { path } => {
+                d.set_item("path", path)?;
+                "new_local_filesystem"
+            }
+            StorageRecipe::S3(s) => {
+                d.set_item("config", s.config.clone())?;
+                d.set_item("bucket", &s.bucket)?;
+                d.set_item("prefix", &s.prefix)?;
+                let name = match &s.flavor {
+                    S3Flavor::S3 => "new_s3",
+                    S3Flavor::Tigris {
+                        use_weak_consistency,
+                    } => {
+                        d.set_item("use_weak_consistency", use_weak_consistency)?;
+                        "new_tigris"
+                    }
+                    S3Flavor::R2 { account_id } => {
+                        d.set_item("account_id", account_id)?;
+                        "new_r2"
+                    }
+                };
+                d.set_item("credentials", s.credentials.clone())?;
+                d.set_item("legacy_rooted_keys", s.legacy_rooted_keys)?;
+                d.set_item("read_headers", py_pairs(py, &s.read_headers)?)?;
+                d.set_item("write_headers", py_pairs(py, &s.write_headers)?)?;
+                d.set_item("headers", py_pairs(py, &s.headers)?)?;
+                name
+            }
+            StorageRecipe::Gcs {
+                bucket,
+                prefix,
+                credentials,
+                config,
+                read_headers,
+                write_headers,
+                headers,
+            } => {
+                d.set_item("bucket", bucket)?;
+                d.set_item("prefix", prefix)?;
+                d.set_item("credentials", credentials.clone())?;
+                d.set_item("config", py_pairs(py, config)?)?;
+                d.set_item("read_headers", py_pairs(py, read_headers)?)?;
+                d.set_item("write_headers", py_pairs(py, write_headers)?)?;
+                d.set_item("headers", py_pairs(py, headers)?)?;
+                "new_gcs"
+            }
+            StorageRecipe::Azure {
+                account,
+                container,
+                prefix,
+                credentials,
+                config,
+            } => {
+                d.set_item("account", account)?;
+                d.set_item("container", container)?;
+                d.set_item("prefix", prefix)?;
+                d.set_item("credentials", credentials.clone())?;
+                d.set_item("config", py_pairs(py, config)?)?;
+                "new_azure_blob"
+            }
+            StorageRecipe::Http {
+                base_url,
+                config,
+                headers,
+            } => {
+                d.set_item("base_url", base_url)?;
+                d.set_item("config", py_pairs(py, config)?)?;
+                d.set_item("headers", py_pairs(py, headers)?)?;
+                "new_http"
+            }
+            StorageRecipe::Redirect { base_url, location } => {
+                d.set_item("base_url", base_url)?;
+                d.set_item("location", location)?;
+                "new_redirect"
+            }
+        };
+        Ok((name, d).into_pyobject(py)?.into_any())
+    }
+
+    /// Opens the backend, with `settings` (a `StorageSettings` or `None`).
+    fn open(self, settings: Option<&Bound<'_, PyAny>>) -> PyResult<Storage> {
+        let mut client = client_settings(settings)?;
+        let inner = self.backend(&mut client)?;
+        Ok(Storage::with_recipe(inner, Some(self)))
+    }
+
+    /// The engine storage the recipe describes.
+    fn backend(&self, client: &mut ClientSettings) -> PyResult<Arc<dyn floe::storage::Storage>> {
+        let text = |s: &Option<String>| s.clone().unwrap_or_default();
+        Ok(match self {
+            StorageRecipe::FromUrl { url } => floe::storage::create_storage(url, None).py()?,
+            StorageRecipe::Local { path } => {
+                Arc::new(floe::storage::LocalStorage::new(std::path::Path::new(&text(path))).py()?)
+            }
+            StorageRecipe::S3(s) => s.backend(client)?,
+            StorageRecipe::Gcs {
+                bucket,
+                prefix,
+                credentials,
+                config,
+                read_headers,
+                write_headers,
+                headers,
+            } => {
+                let credentials = match credentials {
+                    None => GsCreds::FromEnv,
+                    Some(c) => creds::gcs_credentials(c.clone()),
+                };
+                if !merged_headers(&[headers, read_headers, write_headers]).is_empty() {
+                    return Err(PyValueError::new_err(
+                        "extra HTTP headers are not supported on GCS storage by floe",
+                    ));
+                }
+                let mut config = sorted(config);
+                config.retain(|(k, _)| !k.is_empty());
+                floe::storage::new_gcs_storage(
+                    &text(bucket),
+                    &text(prefix),
+                    credentials,
+                    &config,
+                    client,
+                )
+                .py()?
+            }
+            StorageRecipe::Azure {
+                account,
+                container,
+                prefix,
+                credentials,
+                config,
+            } => {
+                let credentials = match credentials {
+                    None => AzCreds::FromEnv,
+                    Some(c) => creds::azure_credentials(c.clone())?,
+                };
+                floe::storage::new_azure_storage(
+                    &text(account),
+                    &text(container),
+                    &text(prefix),
+                    credentials,
+                    &sorted(config),
+                    client,
+                )
+                .py()?
+            }
+            StorageRecipe::Http {
+                base_url,
+                config,
+                headers,
+            } => floe::storage::new_http_storage(
+                &text(base_url),
+                &sorted(config),
+                &merged_headers(&[headers]),
+                client,
+            )
+            .py()?,
+            StorageRecipe::Redirect { location, .. } => {
+                // `http(s)+icechunk://` is a repository served over HTTP; other schemes
+                // are storage URLs.
+                let location = text(location);
+                let storage = if let Some(rest) = location.strip_prefix("http+icechunk://") {
+                    floe::storage::new_http_storage(&format!("http://{rest}"), &[], &[], client)
+                        .py()?
+                } else if let Some(rest) = location.strip_prefix("https+icechunk://") {
+                    floe::storage::new_http_storage(&format!("https://{rest}"), &[], &[], client)
+                        .py()?
+                } else if location.starts_with("memory://") {
+                    return Err(PyValueError::new_err(
+                        "a redirect cannot lead to in-memory storage",
+                    ));
+                } else {
+                    floe::storage::create_storage(&location, None).py()?
+                };
+                Arc::new(floe::storage::ReadOnlyStorage::new(storage))
+            }
+        })
+    }
+}
+
+impl S3Recipe {
+    /// The S3 family's backend: `new_s3`, `new_tigris` and `new_r2`.
+    fn backend(&self, client: &mut ClientSettings) -> PyResult<Arc<dyn floe::storage::Storage>> {
+        let config = self.config.clone().unwrap_or_default();
+        let Some(bucket) = &self.bucket else {
+            return Err(PyValueError::new_err("a bucket is required"));
+        };
+        let prefix = self.prefix.clone().unwrap_or_default();
+        if self.legacy_rooted_keys == Some(true) {
+            if !prefix.trim_matches('/').is_empty() {
+                // Icechunk's check: the escape hatch exists for bucket-root repositories.
+                return Err(PyValueError::new_err(
+                    "legacy_rooted_keys is only valid with an empty prefix",
+                ));
+            }
+            return Err(PyValueError::new_err(
+                "legacy_rooted_keys=True (keys with a leading `/`) is not supported by floe",
+            ));
+        }
+        let from_env = matches!(self.credentials, None | Some(S3Credentials::FromEnv()));
+        let mut o = if from_env {
+            floe::storage::S3Options::from_env()
+        } else {
+            floe::storage::S3Options::default()
+        };
+        let mut endpoint = config.endpoint_url.clone();
+        let mut region = config.region.clone();
+        let mut force_path_style = config.force_path_style;
+        let mut extra = merged_headers(&[&self.headers, &self.read_headers, &self.write_headers]);
+        let mut read_only = false;
+        match &self.flavor {
+            S3Flavor::Tigris {
+                use_weak_consistency,
+            } => {
+                endpoint.get_or_insert_with(|| "https://t3.storage.dev".to_string());
+                if use_weak_consistency.unwrap_or(false) {
+                    read_only = true;
+                } else {
+                    let Some(r) = region.clone() else {
                         return Err(PyValueError::new_err(
-                            "R2 storage needs endpoint_url or account_id",
-                        ))
+                            "Tigris storage needs a region for consistent reads and writes; pass \
+                             region=..., or use_weak_consistency=True for read-only, eventually \
+                             consistent access",
+                        ));
+                    };
+                    for (k, v) in [
+                        ("X-Tigris-Regions", r.as_str()),
+                        ("X-Tigris-Consistent", "true"),
+                        ("Cache-Control", "no-cache"),
+                    ] {
+                        extra.retain(|(o, _)| !o.eq_ignore_ascii_case(k));
+                        extra.push((k.to_string(), v.to_string()));
                     }
                 }
             }
-            region.get_or_insert_with(|| "auto".to_string());
-            force_path_style = true;
+            S3Flavor::R2 { account_id } => {
+                if endpoint.is_none() {
+                    match account_id {
+                        Some(a) => endpoint = Some(format!("https://{a}.r2.cloudflarestorage.com")),
+                        None => {
+                            return Err(PyValueError::new_err(
+                                "R2 storage needs endpoint_url or account_id",
+                            ))
+                        }
+                    }
+                }
+                region.get_or_insert_with(|| "auto".to_string());
+                force_path_style = true;
+            }
+            S3Flavor::S3 => {}
         }
-        _ => {}
-    }
-    if let Some(e) = endpoint {
-        force_path_style |= needs_path_style(&e);
-        o.endpoint = Some(e);
-    }
-    if region.is_some() {
-        o.region = region;
-    }
-    o.allow_http |= config.allow_http;
-    o.force_path_style |= force_path_style;
-    o.anonymous |= config.anonymous;
-    let mut provider = None;
-    match credentials {
-        None | Some(S3Credentials::FromEnv()) => {}
-        Some(S3Credentials::Anonymous()) => {
-            o.anonymous = true;
-            o.access_key_id = None;
-            o.secret_access_key = None;
-            o.session_token = None;
+        if let Some(e) = endpoint {
+            force_path_style |= needs_path_style(&e);
+            o.endpoint = Some(e);
         }
-        Some(S3Credentials::Static(c)) => {
-            o.access_key_id = Some(c.access_key_id);
-            o.secret_access_key = Some(c.secret_access_key);
-            o.session_token = c.session_token;
+        if region.is_some() {
+            o.region = region;
         }
-        Some(S3Credentials::Refreshable {
-            pickled_function,
-            current,
-        }) => {
-            provider = Some(creds::refreshing(
+        o.allow_http |= config.allow_http;
+        o.force_path_style |= force_path_style;
+        o.anonymous |= config.anonymous;
+        let mut provider = None;
+        match &self.credentials {
+            None | Some(S3Credentials::FromEnv()) => {}
+            Some(S3Credentials::Anonymous()) => {
+                o.anonymous = true;
+                o.access_key_id = None;
+                o.secret_access_key = None;
+                o.session_token = None;
+            }
+            Some(S3Credentials::Static(c)) => {
+                o.access_key_id = Some(c.access_key_id.clone());
+                o.secret_access_key = Some(c.secret_access_key.clone());
+                o.session_token = c.session_token.clone();
+            }
+            Some(S3Credentials::Refreshable {
                 pickled_function,
-                current.as_ref().map(creds::aws),
-                creds::convert_s3,
-            ) as _);
+                current,
+            }) => {
+                provider = Some(creds::refreshing(
+                    pickled_function.clone(),
+                    current.as_ref().map(creds::aws),
+                    creds::convert_s3,
+                ) as _);
+            }
         }
-    }
-    if let Some(s) = config.network_stream_timeout_seconds {
-        if client.read_timeout_ms.is_none() {
-            client.read_timeout_ms = Some(u64::from(s) * 1000);
+        if let Some(s) = config.network_stream_timeout_seconds {
+            if client.read_timeout_ms.is_none() {
+                client.read_timeout_ms = Some(u64::from(s) * 1000);
+            }
         }
+        let storage = floe::storage::cloud::new_s3_storage_with(
+            bucket,
+            &prefix,
+            &o,
+            provider,
+            client,
+            &floe::storage::cloud::S3Extras {
+                headers: extra,
+                requester_pays: config.requester_pays,
+                checksum_sha256: config.checksum_algorithm == Some(ChecksumAlgorithm::Sha256),
+            },
+        )
+        .py()?;
+        Ok(if read_only {
+            Arc::new(floe::storage::ReadOnlyStorage::new(storage))
+        } else {
+            storage
+        })
     }
-    let storage = floe::storage::cloud::new_s3_storage_with(
-        &bucket,
-        &prefix,
-        &o,
-        provider,
-        client,
-        &floe::storage::cloud::S3Extras {
-            headers: extra,
-            requester_pays: config.requester_pays,
-            checksum_sha256: config.checksum_algorithm == Some(ChecksumAlgorithm::Sha256),
-        },
-    )
-    .py()?;
-    Ok(if read_only {
-        Arc::new(floe::storage::ReadOnlyStorage::new(storage))
-    } else {
-        storage
-    })
-}
-
-/// `kwargs` as a dict, with the given names and values.
-fn kw<'py>(py: Python<'py>, items: Vec<(&str, Bound<'py, PyAny>)>) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    for (k, v) in items {
-        d.set_item(k, v)?;
-    }
-    Ok(d)
 }
 
 #[pymethods]
@@ -724,7 +1015,7 @@ impl Storage {
             .as_ref()
             .ok_or_else(|| PyTypeError::new_err("in-memory storage cannot be pickled"))?;
         let f = py.import("floe._floe")?.getattr("_storage_from_recipe")?;
-        Ok((f, recipe.bind(py).clone()))
+        Ok((f, recipe.to_parts(py)?))
     }
 
     /// The settings a repository on this storage uses when its configuration sets
@@ -742,24 +1033,17 @@ impl Storage {
     /// (`max_tries`, `initial_backoff_ms`, `max_backoff_ms`) and timeouts (connect,
     /// read, operation, attempt; milliseconds) go to the object-store client.
     /// In-memory storage is returned as it is.
-    fn _with_settings(&self, py: Python<'_>, settings: &Bound<'_, PyAny>) -> PyResult<Storage> {
-        let Some(recipe) = &self.recipe else {
-            return Ok(self.clone());
-        };
-        let (name, kwargs): (String, Bound<'_, PyDict>) = recipe.bind(py).extract()?;
-        build(py, &name, &kwargs, Some(settings))
+    fn _with_settings(&self, settings: &Bound<'_, PyAny>) -> PyResult<Storage> {
+        match &self.recipe {
+            Some(recipe) => StorageRecipe::clone(recipe).open(Some(settings)),
+            None => Ok(self.clone()),
+        }
     }
 
     /// A repository in the local directory `path` (created when missing).
     #[classmethod]
-    fn new_local_filesystem(cls: &Bound<'_, PyType>, path: &str) -> PyResult<Storage> {
-        let py = cls.py();
-        build(
-            py,
-            "new_local_filesystem",
-            &kw(py, vec![("path", path.into_pyobject(py)?.into_any())])?,
-            None,
-        )
+    fn new_local_filesystem(_cls: &Bound<'_, PyType>, path: &str) -> PyResult<Storage> {
+        local_filesystem_storage(path)
     }
 
     /// A read-only repository at `location`, where the HTTP redirects of
@@ -769,20 +1053,16 @@ impl Storage {
     /// `http(s)+icechunk://...` for a repository served over HTTP. Writes raise
     /// `FloeError` (read-only storage). Pickles with both URLs (not resolved again).
     #[classmethod]
-    fn _new_redirect(cls: &Bound<'_, PyType>, base_url: &str, location: &str) -> PyResult<Storage> {
-        let py = cls.py();
-        build(
-            py,
-            "new_redirect",
-            &kw(
-                py,
-                vec![
-                    ("base_url", base_url.into_pyobject(py)?.into_any()),
-                    ("location", location.into_pyobject(py)?.into_any()),
-                ],
-            )?,
-            None,
-        )
+    fn _new_redirect(
+        _cls: &Bound<'_, PyType>,
+        base_url: &str,
+        location: &str,
+    ) -> PyResult<Storage> {
+        StorageRecipe::Redirect {
+            base_url: Some(base_url.to_string()),
+            location: Some(location.to_string()),
+        }
+        .open(None)
     }
 
     /// A repository in this process's memory (not picklable).
@@ -798,7 +1078,7 @@ impl Storage {
     #[pyo3(signature = (config, bucket, prefix, credentials=None, legacy_rooted_keys=None, *, read_headers=None, write_headers=None, headers=None))]
     #[allow(clippy::too_many_arguments)]
     fn new_s3<'py>(
-        cls: &Bound<'py, PyType>,
+        _cls: &Bound<'py, PyType>,
         config: Bound<'py, PyAny>,
         bucket: Bound<'py, PyAny>,
         prefix: Bound<'py, PyAny>,
@@ -808,25 +1088,18 @@ impl Storage {
         write_headers: Option<Bound<'py, PyAny>>,
         headers: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Storage> {
-        let py = cls.py();
-        let none = || py.None().into_bound(py);
-        let d = kw(
-            py,
-            vec![
-                ("config", config),
-                ("bucket", bucket),
-                ("prefix", prefix),
-                ("credentials", credentials.unwrap_or_else(none)),
-                (
-                    "legacy_rooted_keys",
-                    legacy_rooted_keys.unwrap_or_else(none),
-                ),
-                ("read_headers", read_headers.unwrap_or_else(none)),
-                ("write_headers", write_headers.unwrap_or_else(none)),
-                ("headers", headers.unwrap_or_else(none)),
-            ],
-        )?;
-        build(py, "new_s3", &d, None)
+        S3Args {
+            config: Some(config),
+            bucket: Some(bucket),
+            prefix: Some(prefix),
+            credentials,
+            legacy_rooted_keys,
+            read_headers,
+            write_headers,
+            headers,
+        }
+        .recipe(S3Flavor::S3)?
+        .open(None)
     }
 
     /// Tigris (Icechunk's `Storage.new_tigris`): S3 at `https://t3.storage.dev`
@@ -837,7 +1110,7 @@ impl Storage {
     #[pyo3(signature = (config, bucket, prefix, use_weak_consistency, credentials=None, legacy_rooted_keys=None, *, read_headers=None, write_headers=None, headers=None))]
     #[allow(clippy::too_many_arguments)]
     fn new_tigris<'py>(
-        cls: &Bound<'py, PyType>,
+        _cls: &Bound<'py, PyType>,
         config: Bound<'py, PyAny>,
         bucket: Bound<'py, PyAny>,
         prefix: Bound<'py, PyAny>,
@@ -848,26 +1121,21 @@ impl Storage {
         write_headers: Option<Bound<'py, PyAny>>,
         headers: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Storage> {
-        let py = cls.py();
-        let none = || py.None().into_bound(py);
-        let d = kw(
-            py,
-            vec![
-                ("config", config),
-                ("bucket", bucket),
-                ("prefix", prefix),
-                ("use_weak_consistency", use_weak_consistency),
-                ("credentials", credentials.unwrap_or_else(none)),
-                (
-                    "legacy_rooted_keys",
-                    legacy_rooted_keys.unwrap_or_else(none),
-                ),
-                ("read_headers", read_headers.unwrap_or_else(none)),
-                ("write_headers", write_headers.unwrap_or_else(none)),
-                ("headers", headers.unwrap_or_else(none)),
-            ],
-        )?;
-        build(py, "new_tigris", &d, None)
+        let flavor = S3Flavor::Tigris {
+            use_weak_consistency: arg(Some(use_weak_consistency))?,
+        };
+        S3Args {
+            config: Some(config),
+            bucket: Some(bucket),
+            prefix: Some(prefix),
+            credentials,
+            legacy_rooted_keys,
+            read_headers,
+            write_headers,
+            headers,
+        }
+        .recipe(flavor)?
+        .open(None)
     }
 
     /// Cloudflare R2 (Icechunk's `Storage.new_r2`): S3 at
@@ -878,7 +1146,7 @@ impl Storage {
     #[pyo3(signature = (config, bucket=None, prefix=None, account_id=None, credentials=None, legacy_rooted_keys=None, *, read_headers=None, write_headers=None, headers=None))]
     #[allow(clippy::too_many_arguments)]
     fn new_r2<'py>(
-        cls: &Bound<'py, PyType>,
+        _cls: &Bound<'py, PyType>,
         config: Bound<'py, PyAny>,
         bucket: Option<Bound<'py, PyAny>>,
         prefix: Option<Bound<'py, PyAny>>,
@@ -889,26 +1157,21 @@ impl Storage {
         write_headers: Option<Bound<'py, PyAny>>,
         headers: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Storage> {
-        let py = cls.py();
-        let none = || py.None().into_bound(py);
-        let d = kw(
-            py,
-            vec![
-                ("config", config),
-                ("bucket", bucket.unwrap_or_else(none)),
-                ("prefix", prefix.unwrap_or_else(none)),
-                ("account_id", account_id.unwrap_or_else(none)),
-                ("credentials", credentials.unwrap_or_else(none)),
-                (
-                    "legacy_rooted_keys",
-                    legacy_rooted_keys.unwrap_or_else(none),
-                ),
-                ("read_headers", read_headers.unwrap_or_else(none)),
-                ("write_headers", write_headers.unwrap_or_else(none)),
-                ("headers", headers.unwrap_or_else(none)),
-            ],
-        )?;
-        build(py, "new_r2", &d, None)
+        let flavor = S3Flavor::R2 {
+            account_id: arg(account_id)?,
+        };
+        S3Args {
+            config: Some(config),
+            bucket,
+            prefix,
+            credentials,
+            legacy_rooted_keys,
+            read_headers,
+            write_headers,
+            headers,
+        }
+        .recipe(flavor)?
+        .open(None)
     }
 
     /// Google Cloud Storage (Icechunk's `Storage.new_gcs`): `credentials` a
@@ -919,7 +1182,7 @@ impl Storage {
     #[pyo3(signature = (bucket, prefix, credentials=None, *, config=None, read_headers=None, write_headers=None, headers=None))]
     #[allow(clippy::too_many_arguments)]
     fn new_gcs<'py>(
-        cls: &Bound<'py, PyType>,
+        _cls: &Bound<'py, PyType>,
         bucket: Bound<'py, PyAny>,
         prefix: Bound<'py, PyAny>,
         credentials: Option<Bound<'py, PyAny>>,
@@ -928,21 +1191,14 @@ impl Storage {
         write_headers: Option<Bound<'py, PyAny>>,
         headers: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Storage> {
-        let py = cls.py();
-        let none = || py.None().into_bound(py);
-        let d = kw(
-            py,
-            vec![
-                ("bucket", bucket),
-                ("prefix", prefix),
-                ("credentials", credentials.unwrap_or_else(none)),
-                ("config", config.unwrap_or_else(none)),
-                ("read_headers", read_headers.unwrap_or_else(none)),
-                ("write_headers", write_headers.unwrap_or_else(none)),
-                ("headers", headers.unwrap_or_else(none)),
-            ],
-        )?;
-        build(py, "new_gcs", &d, None)
+        StorageRecipe::gcs(
+            Some(bucket),
+            Some(prefix),
+            credentials,
+            config,
+            [read_headers, write_headers, headers],
+        )?
+        .open(None)
     }
 
     /// Azure Blob Storage (Icechunk's `Storage.new_azure_blob`): `credentials` an
@@ -951,26 +1207,21 @@ impl Storage {
     #[classmethod]
     #[pyo3(signature = (account, container, prefix, credentials=None, *, config=None))]
     fn new_azure_blob<'py>(
-        cls: &Bound<'py, PyType>,
+        _cls: &Bound<'py, PyType>,
         account: Bound<'py, PyAny>,
         container: Bound<'py, PyAny>,
         prefix: Bound<'py, PyAny>,
         credentials: Option<Bound<'py, PyAny>>,
         config: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Storage> {
-        let py = cls.py();
-        let none = || py.None().into_bound(py);
-        let d = kw(
-            py,
-            vec![
-                ("account", account),
-                ("container", container),
-                ("prefix", prefix),
-                ("credentials", credentials.unwrap_or_else(none)),
-                ("config", config.unwrap_or_else(none)),
-            ],
-        )?;
-        build(py, "new_azure_blob", &d, None)
+        StorageRecipe::azure(
+            Some(account),
+            Some(container),
+            Some(prefix),
+            credentials,
+            config,
+        )?
+        .open(None)
     }
 
     /// A read-only repository served over HTTP(S) at `base_url` (Icechunk's
@@ -980,35 +1231,23 @@ impl Storage {
     #[classmethod]
     #[pyo3(signature = (base_url, config=None, headers=None))]
     fn new_http<'py>(
-        cls: &Bound<'py, PyType>,
+        _cls: &Bound<'py, PyType>,
         base_url: Bound<'py, PyAny>,
         config: Option<Bound<'py, PyAny>>,
         headers: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Storage> {
-        let py = cls.py();
-        let none = || py.None().into_bound(py);
-        let d = kw(
-            py,
-            vec![
-                ("base_url", base_url),
-                ("config", config.unwrap_or_else(none)),
-                ("headers", headers.unwrap_or_else(none)),
-            ],
-        )?;
-        build(py, "new_http", &d, None)
+        StorageRecipe::http(Some(base_url), config, headers)?.open(None)
     }
 }
 
 /// A repository in the local directory `path` (created when missing), with
 /// cross-process compare-and-swap.
 #[pyfunction]
-fn local_filesystem_storage(py: Python<'_>, path: &str) -> PyResult<Storage> {
-    build(
-        py,
-        "new_local_filesystem",
-        &kw(py, vec![("path", path.into_pyobject(py)?.into_any())])?,
-        None,
-    )
+fn local_filesystem_storage(path: &str) -> PyResult<Storage> {
+    StorageRecipe::Local {
+        path: Some(path.to_string()),
+    }
+    .open(None)
 }
 
 /// A repository in this process's memory.
