@@ -449,34 +449,46 @@ enum StorageRecipe {
     /// `new_s3`, `new_tigris`, `new_r2`.
     S3(S3Recipe),
     /// `new_gcs`.
-    Gcs {
-        bucket: Option<String>,
-        prefix: Option<String>,
-        credentials: Option<GcsCredentials>,
-        config: Option<Pairs>,
-        read_headers: Option<Pairs>,
-        write_headers: Option<Pairs>,
-        headers: Option<Pairs>,
-    },
+    Gcs(GcsRecipe),
     /// `new_azure_blob`.
-    Azure {
-        account: Option<String>,
-        container: Option<String>,
-        prefix: Option<String>,
-        credentials: Option<AzureCredentials>,
-        config: Option<Pairs>,
-    },
+    Azure(AzureRecipe),
     /// `new_http`.
-    Http {
-        base_url: Option<String>,
-        config: Option<Pairs>,
-        headers: Option<Pairs>,
-    },
+    Http(HttpRecipe),
     /// `_new_redirect`: `location` is where the redirects of `base_url` ended.
     Redirect {
         base_url: Option<String>,
         location: Option<String>,
     },
+}
+
+/// The arguments of `new_gcs`.
+#[derive(Clone)]
+struct GcsRecipe {
+    bucket: Option<String>,
+    prefix: Option<String>,
+    credentials: Option<GcsCredentials>,
+    config: Option<Pairs>,
+    read_headers: Option<Pairs>,
+    write_headers: Option<Pairs>,
+    headers: Option<Pairs>,
+}
+
+/// The arguments of `new_azure_blob`.
+#[derive(Clone)]
+struct AzureRecipe {
+    account: Option<String>,
+    container: Option<String>,
+    prefix: Option<String>,
+    credentials: Option<AzureCredentials>,
+    config: Option<Pairs>,
+}
+
+/// The arguments of `new_http`.
+#[derive(Clone)]
+struct HttpRecipe {
+    base_url: Option<String>,
+    config: Option<Pairs>,
+    headers: Option<Pairs>,
 }
 
 /// Which S3 service an `S3Recipe` is for.
@@ -551,7 +563,7 @@ impl StorageRecipe {
         config: Option<Bound<'py, PyAny>>,
         [read_headers, write_headers, headers]: [Option<Bound<'py, PyAny>>; 3],
     ) -> PyResult<Self> {
-        Ok(StorageRecipe::Gcs {
+        Ok(StorageRecipe::Gcs(GcsRecipe {
             bucket: arg(bucket)?,
             prefix: arg(prefix)?,
             credentials: arg(credentials)?,
@@ -559,7 +571,7 @@ impl StorageRecipe {
             headers: header_arg(headers, "headers")?,
             read_headers: header_arg(read_headers, "read_headers")?,
             write_headers: header_arg(write_headers, "write_headers")?,
-        })
+        }))
     }
 
     /// The recipe of `new_azure_blob`.
@@ -570,13 +582,13 @@ impl StorageRecipe {
         credentials: Option<Bound<'py, PyAny>>,
         config: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Self> {
-        Ok(StorageRecipe::Azure {
+        Ok(StorageRecipe::Azure(AzureRecipe {
             account: arg(account)?,
             container: arg(container)?,
             prefix: arg(prefix)?,
             credentials: arg(credentials)?,
             config: str_pairs(config, None)?,
-        })
+        }))
     }
 
     /// The recipe of `new_http`.
@@ -585,11 +597,11 @@ impl StorageRecipe {
         config: Option<Bound<'py, PyAny>>,
         headers: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Self> {
-        Ok(StorageRecipe::Http {
+        Ok(StorageRecipe::Http(HttpRecipe {
             base_url: arg(base_url)?,
             config: str_pairs(config, None)?,
             headers: header_arg(headers, "headers")?,
-        })
+        }))
     }
 
     /// The recipe a pickle (or a display) carries as `(name, kwargs)`.
@@ -698,46 +710,28 @@ impl StorageRecipe {
                 d.set_item("headers", py_pairs(py, &s.headers)?)?;
                 name
             }
-            StorageRecipe::Gcs {
-                bucket,
-                prefix,
-                credentials,
-                config,
-                read_headers,
-                write_headers,
-                headers,
-            } => {
-                d.set_item("bucket", bucket)?;
-                d.set_item("prefix", prefix)?;
-                d.set_item("credentials", credentials.clone())?;
-                d.set_item("config", py_pairs(py, config)?)?;
-                d.set_item("read_headers", py_pairs(py, read_headers)?)?;
-                d.set_item("write_headers", py_pairs(py, write_headers)?)?;
-                d.set_item("headers", py_pairs(py, headers)?)?;
+            StorageRecipe::Gcs(g) => {
+                d.set_item("bucket", &g.bucket)?;
+                d.set_item("prefix", &g.prefix)?;
+                d.set_item("credentials", g.credentials.clone())?;
+                d.set_item("config", py_pairs(py, &g.config)?)?;
+                d.set_item("read_headers", py_pairs(py, &g.read_headers)?)?;
+                d.set_item("write_headers", py_pairs(py, &g.write_headers)?)?;
+                d.set_item("headers", py_pairs(py, &g.headers)?)?;
                 "new_gcs"
             }
-            StorageRecipe::Azure {
-                account,
-                container,
-                prefix,
-                credentials,
-                config,
-            } => {
-                d.set_item("account", account)?;
-                d.set_item("container", container)?;
-                d.set_item("prefix", prefix)?;
-                d.set_item("credentials", credentials.clone())?;
-                d.set_item("config", py_pairs(py, config)?)?;
+            StorageRecipe::Azure(a) => {
+                d.set_item("account", &a.account)?;
+                d.set_item("container", &a.container)?;
+                d.set_item("prefix", &a.prefix)?;
+                d.set_item("credentials", a.credentials.clone())?;
+                d.set_item("config", py_pairs(py, &a.config)?)?;
                 "new_azure_blob"
             }
-            StorageRecipe::Http {
-                base_url,
-                config,
-                headers,
-            } => {
-                d.set_item("base_url", base_url)?;
-                d.set_item("config", py_pairs(py, config)?)?;
-                d.set_item("headers", py_pairs(py, headers)?)?;
+            StorageRecipe::Http(h) => {
+                d.set_item("base_url", &h.base_url)?;
+                d.set_item("config", py_pairs(py, &h.config)?)?;
+                d.set_item("headers", py_pairs(py, &h.headers)?)?;
                 "new_http"
             }
             StorageRecipe::Redirect { base_url, location } => {
@@ -765,67 +759,44 @@ impl StorageRecipe {
                 Arc::new(floe::storage::LocalStorage::new(std::path::Path::new(&text(path))).py()?)
             }
             StorageRecipe::S3(s) => s.backend(client)?,
-            StorageRecipe::Gcs {
-                bucket,
-                prefix,
-                credentials,
-                config,
-                read_headers,
-                write_headers,
-                headers,
-            } => {
-                let credentials = match credentials {
+            StorageRecipe::Gcs(g) => {
+                let credentials = match &g.credentials {
                     None => GsCreds::FromEnv,
                     Some(c) => creds::gcs_credentials(c.clone()),
                 };
-                if !merged_headers(&[headers, read_headers, write_headers]).is_empty() {
+                if !merged_headers(&[&g.headers, &g.read_headers, &g.write_headers]).is_empty() {
                     return Err(PyValueError::new_err(
                         "extra HTTP headers are not supported on GCS storage by floe",
                     ));
                 }
-                let mut config = sorted(config);
+                let mut config = sorted(&g.config);
                 config.retain(|(k, _)| !k.is_empty());
-                floe::storage::new_gcs_storage(
-                    &text(bucket),
-                    &text(prefix),
+                let (bucket, prefix) = (text(&g.bucket), text(&g.prefix));
+                floe::storage::new_gcs_storage(&bucket, &prefix, credentials, &config, client)
+                    .py()?
+            }
+            StorageRecipe::Azure(a) => {
+                let credentials = match &a.credentials {
+                    None => AzCreds::FromEnv,
+                    Some(c) => creds::azure_credentials(c.clone())?,
+                };
+                let (account, container) = (text(&a.account), text(&a.container));
+                let config = sorted(&a.config);
+                floe::storage::new_azure_storage(
+                    &account,
+                    &container,
+                    &text(&a.prefix),
                     credentials,
                     &config,
                     client,
                 )
                 .py()?
             }
-            StorageRecipe::Azure {
-                account,
-                container,
-                prefix,
-                credentials,
-                config,
-            } => {
-                let credentials = match credentials {
-                    None => AzCreds::FromEnv,
-                    Some(c) => creds::azure_credentials(c.clone())?,
-                };
-                floe::storage::new_azure_storage(
-                    &text(account),
-                    &text(container),
-                    &text(prefix),
-                    credentials,
-                    &sorted(config),
-                    client,
-                )
-                .py()?
+            StorageRecipe::Http(h) => {
+                let (config, headers) = (sorted(&h.config), merged_headers(&[&h.headers]));
+                floe::storage::new_http_storage(&text(&h.base_url), &config, &headers, client)
+                    .py()?
             }
-            StorageRecipe::Http {
-                base_url,
-                config,
-                headers,
-            } => floe::storage::new_http_storage(
-                &text(base_url),
-                &sorted(config),
-                &merged_headers(&[headers]),
-                client,
-            )
-            .py()?,
             StorageRecipe::Redirect { location, .. } => {
                 // `http(s)+icechunk://` is a repository served over HTTP; other schemes
                 // are storage URLs.
