@@ -5,7 +5,10 @@ without holding the GIL. The methods that change the session (``set``,
 ``set_if_not_exists``, ``delete``, ``delete_dir``, ``clear``) are not cut short by a
 cancellation of the awaiting task: they wait for the native call to end, then raise
 ``CancelledError``, so a cancelled write has taken effect or never started by the
-time its cancellation returns, and never lands later over a newer write.
+time its cancellation returns, and never lands later over a newer write. ``set``
+records its value only after its bytes are written and only when not cancelled
+meanwhile, so this holds even where zarr's pipeline stops waiting for a cancelled
+chunk write.
 
 Every method checks its arguments' types first, as Icechunk's store does, and raises
 ``TypeError`` before it reads, writes or deletes anything: values must be zarr
@@ -269,10 +272,17 @@ class FloeStore(Store):
         return await self._native.exists(key)
 
     async def set(self, key: str, value: Buffer) -> None:
+        """Stores ``value`` at ``key`` in two steps: the chunk's bytes are written (an
+        awaitable, run to its end even if this task is cancelled), then recorded in
+        the session with no await in between. A ``set`` cancelled while its bytes are
+        written raises ``CancelledError`` and records nothing, so no write lands
+        after its cancellation, even when zarr's pipeline stopped waiting for it (its
+        chunk object, unreferenced, goes at the next garbage collection)."""
         _check_str("set", "key", key)
         _check_buffer("set", value)
         self._check_writable()
-        await run_to_end(self._native.set(key, value.to_bytes()))
+        prepared = await run_to_end(self._native._prepare_set(key, value.to_bytes()))
+        self._native._finish_set(prepared)
 
     async def set_if_not_exists(self, key: str, value: Buffer) -> None:
         """Stores ``value`` at ``key`` unless something is stored there: one atomic
@@ -300,9 +310,14 @@ class FloeStore(Store):
         raise NotImplementedError("FloeStore does not support partial writes")
 
     async def delete(self, key: str) -> None:
+        """Removes ``key``. The session's snapshot is loaded first (an awaitable, run
+        to its end), then the key is removed with no await in between: a ``delete``
+        cancelled while loading removes nothing, and none lands after its
+        cancellation (zarr deletes chunks that end up all fill value this way)."""
         _check_str("delete", "key", key)
         self._check_writable()
-        await run_to_end(self._native.delete(key))
+        await run_to_end(self._native._load())
+        self._native._delete_loaded(key)
 
     async def delete_dir(self, prefix: str) -> None:
         _check_str("delete_dir", "prefix", prefix)

@@ -704,6 +704,13 @@ impl Session {
     }
 }
 
+/// A value `NativeStore._prepare_set` stored, for `NativeStore._finish_set` to record
+/// (once).
+#[pyclass(module = "floe._floe", frozen)]
+pub(crate) struct PreparedSet {
+    inner: std::sync::Mutex<Option<floe::session::PreparedSet>>,
+}
+
 /// The Zarr store view of a session; its methods return awaitables.
 #[pyclass(module = "floe._floe", frozen)]
 pub(crate) struct NativeStore {
@@ -844,6 +851,42 @@ impl NativeStore {
         })
     }
 
+    /// The first half of `set` (`FloeStore.set` awaits it, then calls `_finish_set`):
+    /// checks `key` and stores a chunk's bytes (inline, or as a native chunk object
+    /// written now) without changing the session; the awaitable gives the
+    /// `PreparedSet`. A caller cancelled meanwhile never records it, so no write lands
+    /// after its cancellation (an unrecorded chunk object is garbage).
+    fn _prepare_set<'py>(
+        &self,
+        py: Python<'py>,
+        key: String,
+        value: pyo3::pybacked::PyBackedBytes,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.check_writable(py, &key)?;
+        let store = self.inner.clone();
+        let value = Bytes::from_owner(value);
+        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            let prepared = store.prepare_set(&key, value).await.map_err(store_err)?;
+            Ok(PreparedSet {
+                inner: std::sync::Mutex::new(Some(prepared)),
+            })
+        })
+    }
+
+    /// The second half of `set`: records what `_prepare_set` prepared (once). No
+    /// I/O. Raises `ReadOnlyError` once the session committed, `ValueError` for a
+    /// `PreparedSet` already recorded, and the store's errors.
+    fn _finish_set(&self, py: Python<'_>, prepared: &PreparedSet) -> PyResult<()> {
+        let taken = prepared
+            .inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+            .ok_or_else(|| PyValueError::new_err("this prepared set was already recorded"))?;
+        self.check_writable(py, taken.key())?;
+        self.inner.finish_set(taken).map_err(store_err)
+    }
+
     /// Stores `value` at `key`.
     fn set<'py>(
         &self,
@@ -864,6 +907,22 @@ impl NativeStore {
         value: pyo3::pybacked::PyBackedBytes,
     ) -> PyResult<Bound<'py, PyAny>> {
         self.store_value(py, key, value, true)
+    }
+
+    /// Loads the session's snapshot (what every key operation needs first; a no-op
+    /// once loaded), for `_delete_loaded`.
+    fn _load<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let store = self.inner.clone();
+        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            store.load().await.map_err(store_err)
+        })
+    }
+
+    /// Removes `key` from a loaded session (`_load`): no I/O, so `FloeStore.delete`
+    /// does it after its awaits, where a cancellation cannot leave it to land later.
+    fn _delete_loaded(&self, py: Python<'_>, key: &str) -> PyResult<()> {
+        self.check_writable(py, key)?;
+        self.inner.erase_loaded(key).map_err(store_err)
     }
 
     /// Removes `key`.
@@ -905,6 +964,7 @@ impl NativeStore {
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Session>()?;
     m.add_class::<NativeStore>()?;
+    m.add_class::<PreparedSet>()?;
     m.add_class::<VersionSelection>()?;
     m.add_class::<ConflictDetector>()?;
     m.add_class::<BasicConflictSolver>()?;

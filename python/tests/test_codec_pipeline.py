@@ -653,6 +653,47 @@ def test_cancelled_writes_never_land_over_newer_writes():
     assert cp.stats.get("zarr_write", 0) == 0
 
 
+def test_cancelled_store_writes_never_land_over_newer_writes(tmp_path):
+    """The same guarantee through zarr's own pipeline (floe's is off): zarr encodes in
+    Python and calls ``FloeStore.set`` per chunk, gathering them; a cancellation stops
+    zarr waiting at the first cancelled ``set`` while others still run. Each ``set``
+    records its chunk only after its bytes are written and only when not cancelled,
+    so after ``wait_for`` times out and a newer write of the same chunks is awaited,
+    only the newer values are there, also in the commit."""
+    import asyncio
+
+    cp.disable()
+    repo = floe.Repository.create(floe.local_filesystem_storage(str(tmp_path / "repo")))
+    s = repo.writable_session("main")
+    shape, chunks = (64, 4096), (1, 4096)  # 64 chunks of 32 KiB: many sets in flight
+    zarr.create_array(s.store, name="a", shape=shape, chunks=chunks, dtype="f8",
+                      fill_value=0.0, compressors=None)
+    first = _data(shape, "f8", seed=7)
+
+    async def rounds(n):
+        arr = await zarr.api.asynchronous.open_array(store=s.store, path="a", mode="r+")
+        cancelled = 0
+        for i in range(n):
+            newer = np.full(shape, float(i + 1))
+            try:
+                await asyncio.wait_for(arr.setitem(..., first), _CANCEL_AFTER[i % 4] / 4)
+            except asyncio.TimeoutError:
+                cancelled += 1
+            await arr.setitem(..., newer)
+            await asyncio.sleep(0.02)  # a late set would have landed by now
+            back = await arr.getitem(...)
+            wrong = int((back != newer).sum())
+            assert wrong == 0, f"round {i}: {wrong} elements of cancelled writes"
+        assert cancelled > 0, "no write was cancelled"
+        return newer
+
+    expected = asyncio.run(rounds(12))
+    sid = s.commit("after cancelled store writes")
+    back = zarr.open_array(repo.readonly_session(snapshot_id=sid).store, path="a", mode="r")[...]
+    np.testing.assert_array_equal(back, expected)
+    assert cp.stats.get("rust_write", 0) == 0
+
+
 def test_cancelled_reads_never_write_into_the_buffer_afterwards():
     """A large async read cancelled while Rust decodes it: once the cancellation
     returned, zarr's output buffer no longer changes (the read either completed

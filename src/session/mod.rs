@@ -52,7 +52,7 @@ pub use edit::reindex::ChunkIndexMap;
 pub use fork::ForkId;
 pub use manifest_split::MAX_REFS_PER_MANIFEST;
 use overlay::index_in_bounds;
-pub use store::{array_definition, SessionStore};
+pub use store::{array_definition, PreparedSet, SessionStore};
 
 /// One change made while a commit is in flight, kept to be replayed on the change
 /// set that remains after the commit.

@@ -17,6 +17,7 @@ use futures::StreamExt;
 use serde_json::Value;
 
 use crate::error::Error;
+use crate::format::manifest::ChunkPayload;
 use crate::format::snapshot::{DimensionShape, NodeSnapshot};
 use crate::format::{ChunkIndices, NodeId, NodePath, SpecVersion, MAX_CHUNK_COORDINATE};
 use crate::zarr::chunk_grid::ChunkGridMetadata;
@@ -41,6 +42,28 @@ pub struct SessionStore {
 
 /// Chunk key encodings by array node id, with the zarr.json bytes they came from.
 type EncodingCache = HashMap<NodeId, (Bytes, Arc<dyn ChunkKeyEncoding>)>;
+
+/// A value [`SessionStore::prepare_set`] made ready to record: the bytes of a chunk
+/// already stored (inline, or as a native chunk object written), or a metadata
+/// document. Nothing of it is in the session until [`SessionStore::finish_set`].
+#[derive(Debug)]
+pub struct PreparedSet {
+    key: String,
+    value: Prepared,
+}
+
+#[derive(Debug)]
+enum Prepared {
+    Metadata(Bytes),
+    Chunk(NodePath, ChunkIndices, ChunkPayload),
+}
+
+impl PreparedSet {
+    /// The store key it sets.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+}
 
 /// What a store key refers to.
 enum Target {
@@ -152,6 +175,133 @@ impl Session {
 }
 
 impl SessionStore {
+    /// The first half of [`Store::set`]: checks `key` and, for a chunk key, stores
+    /// `value`'s bytes (inline, or as a new native chunk object written now), without
+    /// changing the session. [`SessionStore::finish_set`] records the result and does
+    /// no I/O, so a caller that is cancelled while this runs (an async task) drops the
+    /// prepared value and nothing lands in the session later; a chunk object written
+    /// for it is unreferenced, and garbage collection removes it.
+    ///
+    /// # Errors
+    /// As [`Store::set`].
+    pub async fn prepare_set(&self, key: &str, value: Bytes) -> Result<PreparedSet, StoreError> {
+        self.ready(key).await?;
+        if !self.session.is_writable() {
+            return Err(StoreError::ReadOnly {
+                key: key.to_string(),
+            });
+        }
+        let value = match self.resolve(key)? {
+            Target::Metadata(_) => Prepared::Metadata(value),
+            Target::Chunk(path, idx) => {
+                let payload = self
+                    .session
+                    .prepare_chunk(&path, &idx, value)
+                    .await
+                    .map_err(|e| backend(key, e))?;
+                Prepared::Chunk(path, idx, payload)
+            }
+            Target::Nothing => {
+                return Err(StoreError::InvalidKey {
+                    key: key.to_string(),
+                    reason: "not a zarr.json key or a chunk key of an existing array".into(),
+                })
+            }
+        };
+        Ok(PreparedSet {
+            key: key.to_string(),
+            value,
+        })
+    }
+
+    /// The second half of [`Store::set`]: records what [`SessionStore::prepare_set`]
+    /// prepared. No I/O and no await.
+    ///
+    /// # Errors
+    /// As [`Store::set`] (the session may have become read-only, or the array been
+    /// deleted or shrunk, since the value was prepared).
+    pub fn finish_set(&self, prepared: PreparedSet) -> Result<(), StoreError> {
+        let PreparedSet { key, value } = prepared;
+        if !self.session.is_writable() {
+            return Err(StoreError::ReadOnly { key });
+        }
+        match value {
+            Prepared::Metadata(doc) => self.set_metadata(&key, doc),
+            Prepared::Chunk(path, idx, payload) => self
+                .session
+                .set_chunk_ref(&path, &idx, Some(payload))
+                .map_err(|e| backend(&key, e)),
+        }
+    }
+
+    /// Records the metadata document `value` at `key` (a `zarr.json` key): adds,
+    /// updates or replaces the node.
+    fn set_metadata(&self, key: &str, value: Bytes) -> Result<(), StoreError> {
+        let Target::Metadata(path) = self.resolve(key)? else {
+            return Err(StoreError::InvalidKey {
+                key: key.to_string(),
+                reason: "not a zarr.json key".into(),
+            });
+        };
+        let is_array = self.node_kind(key, &path, &value)?;
+        let existing = self.session.get_node(&path).ok();
+        let result = match (existing, is_array) {
+            (Some(n), true) if n.array().is_some() => {
+                array_definition(&path, value).and_then(|def| self.session.update_array(&path, def))
+            }
+            (Some(n), false) if n.is_group() => self.session.update_group(&path, value),
+            (existing, is_array) => {
+                if existing.is_some() {
+                    self.session
+                        .delete_node(&path)
+                        .map_err(|e| backend(key, e))?;
+                }
+                if is_array {
+                    array_definition(&path, value)
+                        .and_then(|def| self.session.add_array(&path, def))
+                        .map(|_| ())
+                } else {
+                    self.session.add_group(&path, value).map(|_| ())
+                }
+            }
+        };
+        result.map_err(|e| backend(key, e))
+    }
+
+    /// Loads the session's snapshot, which every key operation needs first (a no-op
+    /// once loaded).
+    ///
+    /// # Errors
+    /// Storage and format errors reading the snapshot.
+    pub async fn load(&self) -> Result<(), StoreError> {
+        self.ready("").await
+    }
+
+    /// [`Store::erase`] in a session already loaded ([`SessionStore::load`]): no I/O
+    /// and no await, so a caller can do it after its own awaits, where it cannot be
+    /// cancelled half-way.
+    ///
+    /// # Errors
+    /// As [`Store::erase`]; [`StoreError::Repository`] when the session is not loaded.
+    pub fn erase_loaded(&self, key: &str) -> Result<(), StoreError> {
+        if !self.session.is_writable() {
+            return Err(StoreError::ReadOnly {
+                key: key.to_string(),
+            });
+        }
+        let result = match self.resolve(key)? {
+            Target::Metadata(path) => self.session.delete_node(&path),
+            Target::Chunk(path, idx) => self.session.set_chunk_ref(&path, &idx, None),
+            Target::Nothing => Ok(()),
+        };
+        match result {
+            Ok(()) | Err(Error::NodeNotFound { .. }) | Err(Error::InvalidChunkIndex { .. }) => {
+                Ok(())
+            }
+            Err(e) => Err(backend(key, e)),
+        }
+    }
+
     /// The store view of `session`.
     pub fn new(session: Session) -> Self {
         SessionStore {
@@ -543,47 +693,8 @@ impl Store for SessionStore {
     }
 
     async fn set(&self, key: &str, value: Bytes) -> Result<(), StoreError> {
-        self.ready(key).await?;
-        if !self.session.is_writable() {
-            return Err(StoreError::ReadOnly {
-                key: key.to_string(),
-            });
-        }
-        match self.resolve(key)? {
-            Target::Metadata(path) => {
-                let is_array = self.node_kind(key, &path, &value)?;
-                let existing = self.session.get_node(&path).ok();
-                let result = match (existing, is_array) {
-                    (Some(n), true) if n.array().is_some() => array_definition(&path, value)
-                        .and_then(|def| self.session.update_array(&path, def)),
-                    (Some(n), false) if n.is_group() => self.session.update_group(&path, value),
-                    (existing, is_array) => {
-                        if existing.is_some() {
-                            self.session
-                                .delete_node(&path)
-                                .map_err(|e| backend(key, e))?;
-                        }
-                        if is_array {
-                            array_definition(&path, value)
-                                .and_then(|def| self.session.add_array(&path, def))
-                                .map(|_| ())
-                        } else {
-                            self.session.add_group(&path, value).map(|_| ())
-                        }
-                    }
-                };
-                result.map_err(|e| backend(key, e))
-            }
-            Target::Chunk(path, idx) => self
-                .session
-                .set_chunk(&path, &idx, value)
-                .await
-                .map_err(|e| backend(key, e)),
-            Target::Nothing => Err(StoreError::InvalidKey {
-                key: key.to_string(),
-                reason: "not a zarr.json key or a chunk key of an existing array".into(),
-            }),
-        }
+        let prepared = self.prepare_set(key, value).await?;
+        self.finish_set(prepared)
     }
 
     /// The session's own port for the array at `keys`' path
@@ -603,22 +714,7 @@ impl Store for SessionStore {
 
     async fn erase(&self, key: &str) -> Result<(), StoreError> {
         self.ready(key).await?;
-        if !self.session.is_writable() {
-            return Err(StoreError::ReadOnly {
-                key: key.to_string(),
-            });
-        }
-        let result = match self.resolve(key)? {
-            Target::Metadata(path) => self.session.delete_node(&path),
-            Target::Chunk(path, idx) => self.session.set_chunk_ref(&path, &idx, None),
-            Target::Nothing => Ok(()),
-        };
-        match result {
-            Ok(()) | Err(Error::NodeNotFound { .. }) | Err(Error::InvalidChunkIndex { .. }) => {
-                Ok(())
-            }
-            Err(e) => Err(backend(key, e)),
-        }
+        self.erase_loaded(key)
     }
 
     async fn size(&self, key: &str) -> Result<Option<u64>, StoreError> {

@@ -820,3 +820,59 @@ fn common_array_json(fill: u8) -> Bytes {
     });
     Bytes::from(serde_json::to_vec(&meta).unwrap())
 }
+
+/// `set` in two halves: `prepare_set` stores a chunk's bytes and changes nothing in
+/// the session (a prepared value dropped, as by a cancelled caller, never lands);
+/// `finish_set` records it without I/O; a read-only store refuses it. `erase_loaded`
+/// removes a key with no I/O once the session is loaded.
+#[tokio::test]
+async fn a_set_prepared_and_dropped_changes_nothing() {
+    let repo = repo().await;
+    let s = repo.writable_session("main").await.unwrap();
+    let store = s.store();
+    store.set("zarr.json", group_bytes()).await.unwrap();
+    store
+        .set(
+            "a/zarr.json",
+            common::array_json(&[4], &[2], "uint8", json!(0)),
+        )
+        .await
+        .unwrap();
+    s.commit("array").await.unwrap();
+    let s = repo.writable_session("main").await.unwrap();
+    let store = s.store();
+    // Large enough to be written as a native chunk object.
+    let big = Bytes::from(vec![7u8; 4096]);
+    let dropped = store.prepare_set("a/c/0", big.clone()).await.unwrap();
+    assert_eq!(dropped.key(), "a/c/0");
+    drop(dropped);
+    assert!(
+        !s.has_uncommitted_changes(),
+        "a prepared set changed the session"
+    );
+    assert_eq!(store.get("a/c/0").await.unwrap(), None);
+    let kept = store.prepare_set("a/c/1", big.clone()).await.unwrap();
+    assert!(!s.has_uncommitted_changes());
+    store.finish_set(kept).unwrap();
+    assert_eq!(store.get("a/c/1").await.unwrap(), Some(big.clone()));
+    // Metadata keys too.
+    let doc = store.prepare_set("zarr.json", group_bytes()).await.unwrap();
+    store.finish_set(doc).unwrap();
+    // Bad keys are refused by the first half.
+    assert!(matches!(
+        store.prepare_set("a/c/9", big.clone()).await,
+        Err(StoreError::InvalidKey { .. } | StoreError::Repository { .. })
+    ));
+    store.load().await.unwrap();
+    store.erase_loaded("a/c/1").unwrap();
+    assert_eq!(store.get("a/c/1").await.unwrap(), None);
+    // A read-only session's store refuses the first half.
+    let ro = repo
+        .readonly_session(&VersionSelector::Branch("main".into()))
+        .await
+        .unwrap();
+    assert!(matches!(
+        ro.store().prepare_set("a/c/0", big).await,
+        Err(StoreError::ReadOnly { .. })
+    ));
+}

@@ -53,6 +53,26 @@ impl Session {
         self.record_chunk_checked(path, &node, index, Some(payload), true)
     }
 
+    /// The first half of [`Session::set_chunk`]: checks the chunk index against the
+    /// array and stores `bytes` (inline, or as a new native chunk object written
+    /// now), returning the ref to record with [`Session::set_chunk_ref`]. Nothing
+    /// changes in the session; a native chunk object whose ref is never recorded is
+    /// removed by garbage collection.
+    ///
+    /// # Errors
+    /// As [`Session::set_chunk`].
+    pub async fn prepare_chunk(
+        &self,
+        path: &NodePath,
+        index: &[u64],
+        bytes: Bytes,
+    ) -> Result<ChunkPayload> {
+        self.load().await?;
+        self.check_writable()?;
+        self.array_node(path, index)?;
+        self.payload_of(bytes).await
+    }
+
     /// [`Session::set_chunk`] for an array node already resolved (and `index`
     /// already checked against its shape), in a writable session.
     pub(in crate::session) async fn set_chunk_of(
