@@ -89,7 +89,7 @@ pub(super) async fn gc(
         }) => {
             bar.finish_and_clear();
             return Err(super::CliError::Usage(format!(
-                "--older-than `{older_than}` is within gc's safety window of {window_seconds} s \
+                "--older-than `{older_than}` is within gc's {window_seconds} s safety window \
                  (the newest cut-off accepted now is {latest_allowed}): objects of commits \
                  still in flight could be deleted; give an older time (e.g. --older-than 1d), \
                  or add --allow-recent-cutoff if no writer is active"
