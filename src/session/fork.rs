@@ -239,7 +239,7 @@ fn check_fork_chunks(fork: &Incoming) -> Result<()> {
     Ok(())
 }
 
-/// Checks that every native chunk `fork` refers to exists in `storage` (the merging
+/// Checks that every native chunk `forks` refer to exists in `storage` (the merging
 /// repository's) and holds the bytes its refs point at. A fork carries snapshot ids
 /// and chunk refs only: one written in another repository that shares those ids (a
 /// byte-for-byte copy) would otherwise commit refs to chunk objects that exist only
@@ -248,11 +248,14 @@ fn check_fork_chunks(fork: &Incoming) -> Result<()> {
 /// # Errors
 /// [`Error::InvalidFork`] naming the first missing or short chunk object; storage
 /// errors other than "not found".
-async fn check_fork_chunk_objects(storage: &Arc<dyn Storage>, fork: &Incoming) -> Result<()> {
+async fn check_fork_chunk_objects(storage: &Arc<dyn Storage>, forks: &[Incoming]) -> Result<()> {
     let invalid = |reason: String| Error::InvalidFork { reason };
     // The end each chunk object must reach, by chunk id.
     let mut ends: HashMap<ChunkId, u64> = HashMap::new();
-    for array in fork.changes.arrays_with_chunk_changes() {
+    for (fork, array) in forks
+        .iter()
+        .flat_map(|f| f.changes.arrays_with_chunk_changes().map(move |a| (f, a)))
+    {
         let chunks = fork
             .changes
             .array_chunks(array)
@@ -467,10 +470,7 @@ impl Session {
         // A session that commits accepts only chunks its repository holds; forks
         // merging into forks leave that to the final merge (one check per chunk).
         if !matches!(self.inner.mode, Mode::Fork { .. }) {
-            let storage = self.inner.ctx.assets.storage();
-            for fork in &incoming {
-                check_fork_chunk_objects(storage, fork).await?;
-            }
+            check_fork_chunk_objects(self.inner.ctx.assets.storage(), &incoming).await?;
         }
         loop {
             // Commits this session made since each fork's origin.

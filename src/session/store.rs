@@ -54,7 +54,7 @@ pub struct PreparedSet {
 
 #[derive(Debug)]
 enum Prepared {
-    Metadata(Bytes),
+    Metadata(NodePath, Bytes),
     Chunk(NodePath, ChunkIndices, ChunkPayload),
 }
 
@@ -186,13 +186,9 @@ impl SessionStore {
     /// As [`Store::set`].
     pub async fn prepare_set(&self, key: &str, value: Bytes) -> Result<PreparedSet, StoreError> {
         self.ready(key).await?;
-        if !self.session.is_writable() {
-            return Err(StoreError::ReadOnly {
-                key: key.to_string(),
-            });
-        }
+        self.check_writable(key)?;
         let value = match self.resolve(key)? {
-            Target::Metadata(_) => Prepared::Metadata(value),
+            Target::Metadata(path) => Prepared::Metadata(path, value),
             Target::Chunk(path, idx) => {
                 let payload = self
                     .session
@@ -222,11 +218,9 @@ impl SessionStore {
     /// deleted or shrunk, since the value was prepared).
     pub fn finish_set(&self, prepared: PreparedSet) -> Result<(), StoreError> {
         let PreparedSet { key, value } = prepared;
-        if !self.session.is_writable() {
-            return Err(StoreError::ReadOnly { key });
-        }
+        self.check_writable(&key)?;
         match value {
-            Prepared::Metadata(doc) => self.set_metadata(&key, doc),
+            Prepared::Metadata(path, doc) => self.set_metadata(&key, &path, doc),
             Prepared::Chunk(path, idx, payload) => self
                 .session
                 .set_chunk_ref(&path, &idx, Some(payload))
@@ -234,38 +228,43 @@ impl SessionStore {
         }
     }
 
-    /// Records the metadata document `value` at `key` (a `zarr.json` key): adds,
-    /// updates or replaces the node.
-    fn set_metadata(&self, key: &str, value: Bytes) -> Result<(), StoreError> {
-        let Target::Metadata(path) = self.resolve(key)? else {
-            return Err(StoreError::InvalidKey {
-                key: key.to_string(),
-                reason: "not a zarr.json key".into(),
-            });
-        };
-        let is_array = self.node_kind(key, &path, &value)?;
-        let existing = self.session.get_node(&path).ok();
+    /// Records the metadata document `value` of the node at `path` (its `zarr.json`
+    /// is `key`): adds, updates or replaces the node.
+    fn set_metadata(&self, key: &str, path: &NodePath, value: Bytes) -> Result<(), StoreError> {
+        let is_array = self.node_kind(key, path, &value)?;
+        let existing = self.session.get_node(path).ok();
         let result = match (existing, is_array) {
             (Some(n), true) if n.array().is_some() => {
-                array_definition(&path, value).and_then(|def| self.session.update_array(&path, def))
+                array_definition(path, value).and_then(|def| self.session.update_array(path, def))
             }
-            (Some(n), false) if n.is_group() => self.session.update_group(&path, value),
+            (Some(n), false) if n.is_group() => self.session.update_group(path, value),
             (existing, is_array) => {
                 if existing.is_some() {
                     self.session
-                        .delete_node(&path)
+                        .delete_node(path)
                         .map_err(|e| backend(key, e))?;
                 }
                 if is_array {
-                    array_definition(&path, value)
-                        .and_then(|def| self.session.add_array(&path, def))
+                    array_definition(path, value)
+                        .and_then(|def| self.session.add_array(path, def))
                         .map(|_| ())
                 } else {
-                    self.session.add_group(&path, value).map(|_| ())
+                    self.session.add_group(path, value).map(|_| ())
                 }
             }
         };
         result.map_err(|e| backend(key, e))
+    }
+
+    /// [`StoreError::ReadOnly`] for a write of `key` when the session is read-only.
+    fn check_writable(&self, key: &str) -> Result<(), StoreError> {
+        if self.session.is_writable() {
+            Ok(())
+        } else {
+            Err(StoreError::ReadOnly {
+                key: key.to_string(),
+            })
+        }
     }
 
     /// Loads the session's snapshot, which every key operation needs first (a no-op
@@ -284,11 +283,7 @@ impl SessionStore {
     /// # Errors
     /// As [`Store::erase`]; [`StoreError::Repository`] when the session is not loaded.
     pub fn erase_loaded(&self, key: &str) -> Result<(), StoreError> {
-        if !self.session.is_writable() {
-            return Err(StoreError::ReadOnly {
-                key: key.to_string(),
-            });
-        }
+        self.check_writable(key)?;
         let result = match self.resolve(key)? {
             Target::Metadata(path) => self.session.delete_node(&path),
             Target::Chunk(path, idx) => self.session.set_chunk_ref(&path, &idx, None),
@@ -481,11 +476,7 @@ impl SessionStore {
     /// for [`Store::set`].
     pub async fn set_if_not_exists(&self, key: &str, value: Bytes) -> Result<bool, StoreError> {
         self.ready(key).await?;
-        if !self.session.is_writable() {
-            return Err(StoreError::ReadOnly {
-                key: key.to_string(),
-            });
-        }
+        self.check_writable(key)?;
         let added = match self.resolve(key)? {
             // An existing node is kept whatever `value` holds (not even parsed).
             Target::Metadata(path) if self.session.get_node(&path).is_ok() => Ok(false),

@@ -467,16 +467,12 @@ impl VirtualChunkResolver {
                         Some(other) => return Err(wrong_credentials(other, "a GCS")),
                     };
                     let (config, base) = gcs_options(entry, opts)?;
-                    if matches!(credentials, GcsCredentials::FromEnv) && !names_gcs_signer(&config)
-                    {
-                        // Never a wait on a metadata server this machine lacks.
-                        if let Some(reason) = gcs_env_credentials_missing() {
-                            return Err(VirtualChunkError::InvalidCredentials {
-                                container: container.url_prefix.clone(),
-                                reason,
-                            });
-                        }
-                    }
+                    signer_available(
+                        container,
+                        matches!(credentials, GcsCredentials::FromEnv)
+                            && !names_gcs_signer(&config),
+                        gcs_env_credentials_missing,
+                    )?;
                     let (b, _) =
                         gcs_builder(bucket, credentials, &config, &ClientSettings::default())
                             .map_err(|e| invalid(e.to_string()))?;
@@ -500,17 +496,12 @@ impl VirtualChunkResolver {
                     };
                     let anonymous = matches!(credentials, AzureCredentials::Anonymous);
                     let (account, config, allow_http) = azure_options(entry, opts, anonymous)?;
-                    if matches!(credentials, AzureCredentials::FromEnv)
-                        && !names_azure_signer(&config)
-                    {
-                        // Never a wait on a managed identity endpoint this machine lacks.
-                        if let Some(reason) = azure_env_credentials_missing() {
-                            return Err(VirtualChunkError::InvalidCredentials {
-                                container: container.url_prefix.clone(),
-                                reason,
-                            });
-                        }
-                    }
+                    signer_available(
+                        container,
+                        matches!(credentials, AzureCredentials::FromEnv)
+                            && !names_azure_signer(&config),
+                        azure_env_credentials_missing,
+                    )?;
                     let (b, _) = azure_builder(
                         &account,
                         name,
@@ -1101,6 +1092,27 @@ fn gcs_options(
         }
     }
     Ok((config, base))
+}
+
+/// Refuses at once a container whose client would sign with credentials from the
+/// environment (`from_env`) when `missing` finds the environment has none
+/// ([`crate::storage::credential_env`]): never a wait on a metadata server or
+/// managed identity endpoint this machine lacks.
+///
+/// # Errors
+/// [`VirtualChunkError::InvalidCredentials`] naming what is missing.
+fn signer_available(
+    container: &VirtualChunkContainer,
+    from_env: bool,
+    missing: fn() -> Option<String>,
+) -> Result<(), VirtualChunkError> {
+    match from_env.then(missing).flatten() {
+        Some(reason) => Err(VirtualChunkError::InvalidCredentials {
+            container: container.url_prefix.clone(),
+            reason,
+        }),
+        None => Ok(()),
+    }
 }
 
 /// Whether a GCS container's client options (object_store `GoogleConfigKey` names)
