@@ -327,6 +327,9 @@ async fn repair_restores_the_newest_state_by_ops_log_when_a_clock_was_behind() {
             .await
             .unwrap();
         tips.push(session.commit(&format!("commit {v}")).await.unwrap());
+        // Copies saved in the same millisecond would sort by their random part;
+        // the setup below needs names in the order of the updates.
+        tokio::time::sleep(std::time::Duration::from_millis(3)).await;
     }
     // The copies, newest name first; the first is the state before the last commit.
     let copies = |s: &Arc<dyn Storage>| {
