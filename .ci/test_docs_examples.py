@@ -28,6 +28,7 @@ import os
 import re
 import subprocess
 import sys
+import types
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -166,7 +167,12 @@ def floe_env(tmp_path_factory) -> dict[str, str]:
 @pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
 def test_page_examples(page: Path, tmp_path: Path, floe_env, monkeypatch) -> None:
     rel = page.relative_to(ROOT)
-    namespace: dict = {"__name__": f"docs_example_{rel.stem}"}
+    # The page's namespace is a module in sys.modules, so that functions its examples
+    # define pickle (as they would in a script).
+    slug = re.sub(r"\W", "_", str(rel.with_suffix("")))
+    module = types.ModuleType(f"docs_example_{slug}")
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    namespace = module.__dict__
     monkeypatch.chdir(tmp_path)
     ran = 0
     for block in blocks(page):
