@@ -31,6 +31,13 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+class QuietServer(http.server.ThreadingHTTPServer):
+    def handle_error(self, request, client_address):
+        # The browser drops connections it no longer needs: not a problem of the site.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("site")
@@ -39,7 +46,7 @@ def main() -> int:
     args = ap.parse_args()
 
     handler = functools.partial(QuietHandler, directory=str(Path(args.site).resolve()))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = QuietServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_address[1]}/"
     problems: list[str] = []

@@ -200,14 +200,14 @@ def test_page_examples(page: Path, tmp_path: Path, floe_env, monkeypatch) -> Non
 
 def test_not_run_blocks_are_few() -> None:
     """Blocks exempted from running are listed here by count, so a new one is a
-    decision: at most 12 across the site."""
+    decision: at most 16 across the site (benchmark reproduce commands included)."""
     skipped = [
         f"{p.relative_to(ROOT)}:{b.line}"
         for p in PAGES
         for b in blocks(p)
         if b.title.startswith("Not run")
     ]
-    assert len(skipped) <= 12, f"{len(skipped)} blocks are not run: {skipped}"
+    assert len(skipped) <= 16, f"{len(skipped)} blocks are not run: {skipped}"
 
 
 if __name__ == "__main__":  # pragma: no cover
