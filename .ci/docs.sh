@@ -47,7 +47,10 @@ if [[ -x "$DOCS_PY" && "$(cat "$STAMP" 2>/dev/null)" == "$SUM" ]] \
     && "$DOCS_PY" -c "import mkdocs, material, mkdocstrings_handlers.python, playwright" 2>/dev/null; then
     echo "reusing $VENV_DIR/pydocs"
 else
-    BASE="$(command -v python3.11 || command -v python3)" || fail "no python3"
+    # The pyfloe venv's interpreter (Python 3.11, found by .ci/run) makes the venv;
+    # without it, python3.11 or python3 from the PATH.
+    BASE="$VENV_DIR/pyfloe/bin/python"
+    [[ -x "$BASE" ]] || BASE="$(command -v python3.11 || command -v python3)" || fail "no python3"
     [[ -x "$DOCS_PY" ]] || "$BASE" -m venv "$VENV_DIR/pydocs" || fail "creating $VENV_DIR/pydocs failed"
     "$DOCS_PY" -m pip install -q --disable-pip-version-check --no-input -r "$REQ" \
         || fail "pip install -r $REQ failed"
@@ -60,6 +63,7 @@ if [[ ! -x "$FLOE_BIN" ]]; then
 fi
 
 step "mkdocs build --strict"
+export NO_MKDOCS_2_WARNING=1  # the theme's end-of-life notice, printed on every build
 "$DOCS_PY" -m mkdocs build --strict --quiet --config-file "$ROOT/mkdocs.yml" --site-dir "$SITE" \
     || fail "mkdocs build --strict failed (see above)"
 echo "built $(find "$SITE" -name '*.html' | wc -l) pages into $SITE"
