@@ -1,7 +1,8 @@
 """Opens the built documentation site in a real headless Chromium (Debian's
 /usr/bin/chromium, driven by Playwright) and checks the index, the quickstart and
 the Python API reference: no console error, no failed request, and every internal
-link on them answers 200. Saves screenshots of the quickstart page.
+link on them answers 200. Then every internal link of every page of the site is
+requested too. Saves screenshots of the quickstart page.
 
     python .ci/docs_browser_check.py SITE_DIR [--screens DIR] [--chromium PATH]
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import functools
 import http.server
+import re
 import sys
 import threading
 import urllib.error
@@ -100,6 +102,18 @@ def main() -> int:
                 print(f"    screenshots: {out}/quickstart-top.png, quickstart-full.png")
             page.close()
         browser.close()
+    # Beyond the three pages: every internal link of every page of the site answers 200.
+    site = Path(args.site).resolve()
+    pages = sorted(site.rglob("*.html"))
+    for html in pages:
+        rel = html.relative_to(site).as_posix()
+        url = base + rel
+        text = html.read_text(encoding="utf-8")
+        for href in re.findall(r'<a [^>]*href="([^"]+)"', text):
+            target = urldefrag(urljoin(url, href))[0]
+            if urlparse(target).hostname == "127.0.0.1" and status_of(target) != 200:
+                problems.append(f"{url}: link {href} answers {status_of(target)}")
+    print(f"ok  {len(pages)} pages: {len(checked)} internal links checked")
     server.shutdown()
     for prob in problems:
         print(f"docs browser check: {prob}", file=sys.stderr)

@@ -210,5 +210,20 @@ def test_not_run_blocks_are_few() -> None:
     assert len(skipped) <= 16, f"{len(skipped)} blocks are not run: {skipped}"
 
 
+@pytest.mark.parametrize("name", ["README.md", "CONTRIBUTING.md", "CHANGELOG.md"])
+def test_relative_links_resolve(name: str) -> None:
+    """The top-level Markdown files (read on a forge, outside the site) link to files
+    that exist."""
+    text = (ROOT / name).read_text(encoding="utf-8")
+    missing = [
+        target
+        for target in re.findall(r"\]\(([^)\s]+)\)", text)
+        if "://" not in target
+        and not target.startswith(("#", "mailto:"))
+        and not (ROOT / target.split("#")[0]).exists()
+    ]
+    assert not missing, f"{name} links to missing files: {missing}"
+
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__, "-q", *sys.argv[1:]]))

@@ -58,9 +58,11 @@ def _subcommands(help_text: str) -> list[tuple[str, str]]:
             if not line.startswith("  "):
                 break
             m = re.match(r"^  (\S+)\s+(.*)$", line)
-            if m and m.group(1) != "help":
+            if m:
                 found.append((m.group(1), m.group(2).strip()))
-    return found
+            elif found and line.startswith("    "):  # a summary clap wrapped
+                found[-1] = (found[-1][0], f"{found[-1][1]} {line.strip()}")
+    return [(n, summary.replace("|", "\\|")) for n, summary in found if n != "help"]
 
 
 def generate(binary: str | None = None) -> str:
@@ -78,7 +80,12 @@ def generate(binary: str | None = None) -> str:
             walk([*path, name], sub_summary, min(level + 1, 4) if path else 2)
 
     walk([], "", 2)
-    return "\n".join(parts)
+    table = ["| command | what it does |", "|---|---|"]
+    for name, summary in _subcommands(_help(binary, [])):
+        table.append(f"| [`floe {name}`](#{name}) | {summary} |")
+        for sub, sub_summary in _subcommands(_help(binary, [name])):
+            table.append(f"| [`floe {name} {sub}`](#{name}-{sub}) | {sub_summary} |")
+    return "\n".join(table) + "\n\n## `floe` {#floe}\n\n" + "\n".join(parts)
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:  # noqa: ARG001
