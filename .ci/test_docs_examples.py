@@ -7,7 +7,8 @@ with a Python that has floe, xarray and Dask installed (the pyfloe venv). One te
 page; its blocks run in order in one fresh temporary directory (the working
 directory of every block), sharing state:
 
-- ```python blocks are executed in one namespace per page.
+- ```python blocks are executed in one namespace per page. A ```text block titled
+  "Output" right after one is what it must print (same wildcards as below).
 - ```console blocks are CLI sessions: each ``$ command`` line runs in bash with
   ``floe`` being $FLOE_BIN; the lines after it, up to the next ``$``, are the output
   it must print (stdout and stderr). In the expected output ``...`` matches any text
@@ -24,6 +25,8 @@ directory of every block), sharing state:
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
 import subprocess
@@ -175,6 +178,7 @@ def test_page_examples(page: Path, tmp_path: Path, floe_env, monkeypatch) -> Non
     namespace = module.__dict__
     monkeypatch.chdir(tmp_path)
     ran = 0
+    last_stdout: str | None = None
     for block in blocks(page):
         where = f"{rel}:{block.line}"
         if block.title.startswith("Not run"):
@@ -186,9 +190,23 @@ def test_page_examples(page: Path, tmp_path: Path, floe_env, monkeypatch) -> Non
                     "(or make it a ```console session, which is executed)"
                 )
             continue
+        if block.lang == "text" and block.title == "Output":
+            assert last_stdout is not None, f"{where}: an Output block follows no python block"
+            want = block.code.strip("\n")
+            assert _expected_regex(want).fullmatch(last_stdout.rstrip("\n") + "\n"), (
+                f"{where}: the python block before printed\n{last_stdout}\nbut the page shows\n{want}\n"
+            )
+            last_stdout = None
+            ran += 1
+            continue
+        last_stdout = None
         if block.lang == "python":
             code = compile(block.code, where, "exec")
-            exec(code, namespace)  # noqa: S102
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                exec(code, namespace)  # noqa: S102
+            last_stdout = out.getvalue()
+            sys.stdout.write(last_stdout)
         elif block.lang == "console":
             run_console(block, tmp_path, floe_env, where)
         elif block.lang == "rust":
