@@ -29,7 +29,7 @@ PAGES = ["", "getting-started/quickstart/", "reference/python/"]
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format, *args):  # noqa: A002
+    def log_message(self, format, *args):
         pass
 
 
@@ -85,15 +85,21 @@ def main() -> int:
             title = page.title()
             links = page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)")
             internal = sorted(
-                {urldefrag(urljoin(url, h))[0] for h in links if urlparse(h).hostname == "127.0.0.1"}
+                {
+                    urldefrag(urljoin(url, h))[0]
+                    for h in links
+                    if urlparse(h).hostname == "127.0.0.1"
+                }
             )
             bad = [(h, status_of(h)) for h in internal if status_of(h) != 200]
             for h, s in bad:
                 problems.append(f"{url}: link {h} answers {s}")
             for e in errors:
                 problems.append(f"{url}: console: {e}")
-            print(f"{'ok ' if not bad and not errors else 'BAD'} {rel or 'index'}: "
-                  f"'{title}', {len(internal)} internal links, {len(errors)} console errors")
+            print(
+                f"{'ok ' if not bad and not errors else 'BAD'} {rel or 'index'}: "
+                f"'{title}', {len(internal)} internal links, {len(errors)} console errors"
+            )
             if args.screens and rel.startswith("getting-started/quickstart"):
                 out = Path(args.screens)
                 out.mkdir(parents=True, exist_ok=True)

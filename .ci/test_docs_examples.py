@@ -95,7 +95,7 @@ def _expected_regex(expected: str) -> re.Pattern:
                 rest.append(re.escape(piece[last:]))
                 parts.append("".join(rest))
         out.append("".join(parts).rstrip() + r"[ \t]*\n")
-    return re.compile("".join(out), re.S)
+    return re.compile("".join(out), re.DOTALL)
 
 
 def run_console(block: Block, cwd: Path, env: dict[str, str], where: str) -> None:
@@ -111,6 +111,7 @@ def run_console(block: Block, cwd: Path, env: dict[str, str], where: str) -> Non
         fails = command.rstrip().endswith("# fails")
         proc = subprocess.run(
             ["bash", "-c", command],
+            check=False,
             cwd=cwd,
             env=env,
             capture_output=True,
@@ -121,9 +122,7 @@ def run_console(block: Block, cwd: Path, env: dict[str, str], where: str) -> Non
         if fails:
             assert proc.returncode != 0, f"{where}: `{command}` was shown failing but exited 0"
         else:
-            assert proc.returncode == 0, (
-                f"{where}: `{command}` exited {proc.returncode}:\n{output}"
-            )
+            assert proc.returncode == 0, f"{where}: `{command}` exited {proc.returncode}:\n{output}"
         want = "\n".join(expected).strip("\n")
         if want:
             got = output.rstrip("\n") + "\n"

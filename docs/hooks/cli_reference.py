@@ -88,7 +88,7 @@ def generate(binary: str | None = None) -> str:
     return "\n".join(table) + "\n\n## `floe` {#floe}\n\n" + "\n".join(parts)
 
 
-def on_page_markdown(markdown: str, page, config, files) -> str:  # noqa: ARG001
+def on_page_markdown(markdown: str, page, config, files) -> str:
     if MARKER in markdown:
         return markdown.replace(MARKER, generate())
     return markdown
