@@ -14,8 +14,9 @@
 //! [`storage`] → [`mod@format`] → [`error`] → [`virtual_refs`] → `assets` (fetching and
 //! caching format objects) → [`refs`] → [`lifecycle`] (expiry, garbage collection,
 //! upgrade, repair) → [`zarr`] → [`session`] (with [`SessionStore`], a session as a
-//! Zarr store) → [`repository`] → [`ops`] (import, export). The `floe` command line is the
-//! binary's own module (`src/cli`, not library API) on top of all of them.
+//! Zarr store) → [`repository`] → [`ops`] (import, export) → [`serve`] (every version
+//! over HTTP as plain Zarr, and a JSON API). The `floe` command line is the binary's
+//! own module (`src/cli`, not library API) on top of all of them.
 //!
 //! ## Paths and chunk indices
 //!
@@ -117,6 +118,7 @@ pub mod lifecycle;
 pub mod ops;
 pub mod refs;
 pub mod repository;
+pub mod serve;
 pub mod session;
 pub mod storage;
 pub mod virtual_refs;

@@ -250,6 +250,13 @@ pub(crate) enum Command {
         #[command(flatten)]
         virtual_reads: VirtualArgs,
     },
+    /// Serve every version of a repository over HTTP, read-only, as plain Zarr.
+    ///
+    /// Serve every branch, tag and snapshot over HTTP as a plain Zarr v3 store
+    /// (`/zarr/branch/NAME/`, `/zarr/tag/NAME/`, `/zarr/snapshot/ID/`), with a JSON API
+    /// under `/api/`. Read-only; loopback only unless `--public`. Runs until ctrl-c or
+    /// SIGTERM, then finishes the requests in flight.
+    Serve(ServeArgs),
     /// Expire snapshots older than a time from every branch's and tag's history.
     ///
     /// Expire snapshots flushed before a time from every branch's and tag's history
@@ -460,4 +467,36 @@ pub(crate) struct ImportTarget {
     /// Commit message.
     #[arg(short = 'm', long = "message")]
     pub(crate) message: String,
+}
+
+/// `floe serve` arguments.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct ServeArgs {
+    /// Repository path or URL.
+    pub(crate) repo: String,
+    /// Address to listen on (port 0: any free port, printed at start).
+    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:8080")]
+    pub(crate) bind: std::net::SocketAddr,
+    /// Allow a non-loopback `--bind` address (anyone who reaches it reads the
+    /// repository, unless `--token-file`).
+    #[arg(long)]
+    pub(crate) public: bool,
+    /// Require `Authorization: Bearer TOKEN`, TOKEN read from this file.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) token_file: Option<PathBuf>,
+    /// Allow cross-origin requests (CORS) from this origin (`https://host:port`, or `*`).
+    #[arg(long, value_name = "ORIGIN")]
+    pub(crate) cors_origin: Option<String>,
+    /// Serve virtual chunks under this container (repeatable): authorizes PREFIX
+    /// and reads it through a store of the reader's choice, as for `floe cat`
+    /// (`s3://bucket/path/=ENDPOINT`, `gs://...`, `az://...=ACCOUNT`, `file:///dir/`,
+    /// `http(s)://host/path/`). Other virtual chunks answer 403.
+    #[arg(long = "virtual-container", value_name = "PREFIX[=STORE]", value_parser = parse_virtual_container)]
+    pub(crate) virtual_containers: Vec<VirtualChunkContainer>,
+    /// Connections served at once (more wait).
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    pub(crate) max_connections: usize,
+    /// Cut off a request after this many seconds.
+    #[arg(long, value_name = "SECONDS", default_value = "60", value_parser = parse_seconds)]
+    pub(crate) request_timeout: std::time::Duration,
 }

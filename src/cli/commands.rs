@@ -6,7 +6,7 @@ use super::args::{CatFormat, Cli, Command, ImportCommand};
 use super::cat::{cat, CatRequest};
 use super::import::{import_kerchunk, import_zarr};
 use super::target::{create_repo, open_repo};
-use super::{demo, export, history, lifecycle, ls, output, refs, CliResult};
+use super::{demo, export, history, lifecycle, ls, output, refs, serve, CliResult};
 
 /// Runs one parsed command line.
 ///
@@ -110,6 +110,7 @@ pub(super) async fn run(cli: Cli) -> CliResult<()> {
             at,
             virtual_reads,
         } => export::export(&mut out, &repo, &dest, &at, &virtual_reads).await?,
+        Command::Serve(args) => serve::serve(&mut out, &args).await?,
         Command::Expire {
             repo,
             older_than,

@@ -6,7 +6,7 @@
 //!
 //! Modules, one job each: `args` (clap), `commands` (dispatch), `history` (info,
 //! log, diff), `refs` (branches and tags), `ls`, `cat` and `text` (values),
-//! `region` (`--region`), `import`, `export`, `lifecycle` (expire, gc), `demo`,
+//! `region` (`--region`), `import`, `export`, `serve`, `lifecycle` (expire, gc), `demo`,
 //! `plain_store` (plain Zarr directories), `target` (what REPO points at),
 //! `progress`, `output`.
 
@@ -25,6 +25,7 @@ mod progress;
 mod refs;
 mod region;
 mod repair;
+mod serve;
 mod target;
 mod text;
 

@@ -47,6 +47,7 @@ mod repository;
 mod repository_config;
 mod round_trips;
 mod schema;
+mod serve;
 mod session_lazy;
 mod session_store;
 mod spec2;

@@ -56,6 +56,7 @@ const LAYERS: &[&[&str]] = &[
     &["session"],
     &["repository"],
     &["ops"],
+    &["serve"],
     &["cli"],
 ];
 

@@ -1,0 +1,259 @@
+//! `/zarr/{branch,tag,snapshot}/{name}/{key}`: one plain Zarr v3 store per version.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
+
+use super::http::{decode_path, etag, none_match, parse_range, Failure, RangeAnswer};
+use super::versions::Version;
+use super::AppState;
+use crate::format::manifest::ChunkPayload;
+use crate::format::{NodePath, SnapshotId};
+use crate::repository::VersionSelector;
+use crate::virtual_refs::normalize_url;
+use crate::zarr::store::{ByteRange, Store};
+
+/// Cache-Control of snapshot URLs: a snapshot never changes.
+const IMMUTABLE: &str = "public, max-age=31536000, immutable";
+/// Cache-Control of branch and tag URLs: revalidated on every use (the ETag makes
+/// that a 304 while the ref has not moved).
+const REVALIDATE: &str = "no-cache";
+
+/// Answers a GET or HEAD of a Zarr key of a version.
+pub(crate) async fn serve_key(
+    State(state): State<Arc<AppState>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    match answer(&state, &method, &uri, &headers).await {
+        Ok(r) => r,
+        Err(f) => f.into_response(),
+    }
+}
+
+async fn answer(
+    state: &AppState,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+) -> Result<Response, Failure> {
+    let segments = decode_path(uri.path())?;
+    // ["zarr", kind, name, key...]
+    let (kind, name, key) = match segments.as_slice() {
+        [_, kind, name, key @ ..] if !key.is_empty() => (kind.as_str(), name.as_str(), key),
+        _ => {
+            return Err(Failure::not_found(
+                "expected /zarr/{branch,tag,snapshot}/NAME/KEY",
+            ))
+        }
+    };
+    let key = key.join("/");
+    if key.is_empty() {
+        return Err(Failure::not_found(
+            "no key: the store's root is `zarr.json`",
+        ));
+    }
+    if key.ends_with('/') {
+        return Err(Failure::not_found(format!("no value at `{key}`")));
+    }
+    let (id, cache_control) = match kind {
+        "branch" => (
+            state
+                .versions
+                .resolve(&VersionSelector::Branch(name.to_string()))
+                .await?,
+            REVALIDATE,
+        ),
+        "tag" => (
+            state
+                .versions
+                .resolve(&VersionSelector::Tag(name.to_string()))
+                .await?,
+            REVALIDATE,
+        ),
+        "snapshot" => (
+            name.parse::<SnapshotId>()
+                .map_err(|_| Failure::bad_request(format!("`{name}` is not a snapshot id")))?,
+            IMMUTABLE,
+        ),
+        other => {
+            return Err(Failure::not_found(format!(
+                "`{other}`: versions are /zarr/branch/NAME, /zarr/tag/NAME, /zarr/snapshot/ID"
+            )))
+        }
+    };
+    let version = state.versions.snapshot(id).await?;
+    let tag = etag(&id.to_string(), &key);
+    let mut base = HeaderMap::new();
+    base.insert(header::ETAG, tag.clone());
+    base.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static(cache_control),
+    );
+    base.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    if let Ok(v) = HeaderValue::from_str(&id.to_string()) {
+        base.insert("x-floe-snapshot", v);
+    }
+    if none_match(headers, &tag) {
+        return Ok((StatusCode::NOT_MODIFIED, base).into_response());
+    }
+    let value = read_value(state, &version, &key).await?;
+    let len = value.len();
+    let range = parse_range(headers, len);
+    let head = *method == Method::HEAD;
+    let (status, start, end) = match range {
+        RangeAnswer::Whole => (StatusCode::OK, 0, len),
+        RangeAnswer::Part { start, end } => (StatusCode::PARTIAL_CONTENT, start, end),
+        RangeAnswer::Unsatisfiable => {
+            base.insert(
+                header::CONTENT_RANGE,
+                header_value(&format!("bytes */{len}")),
+            );
+            let mut r = Failure::new(
+                StatusCode::RANGE_NOT_SATISFIABLE,
+                format!("the range does not fit the {len} bytes of `{key}`"),
+            )
+            .into_response();
+            r.headers_mut().extend(base);
+            return Ok(r);
+        }
+    };
+    if status == StatusCode::PARTIAL_CONTENT {
+        base.insert(
+            header::CONTENT_RANGE,
+            header_value(&format!("bytes {start}-{}/{len}", end - 1)),
+        );
+    }
+    base.insert(
+        header::CONTENT_LENGTH,
+        header_value(&(end - start).to_string()),
+    );
+    base.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(if key == "zarr.json" || key.ends_with("/zarr.json") {
+            "application/json"
+        } else {
+            "application/octet-stream"
+        }),
+    );
+    if head {
+        return Ok((status, base, Body::empty()).into_response());
+    }
+    let body = value.read(&key, start, end).await?;
+    Ok((status, base, Body::from(body)).into_response())
+}
+
+fn header_value(s: &str) -> HeaderValue {
+    HeaderValue::from_str(s).unwrap_or_else(|_| HeaderValue::from_static(""))
+}
+
+/// A value found at a key: metadata bytes already built, or a chunk to read.
+enum Value<'a> {
+    Bytes(Bytes),
+    Chunk { version: &'a Version, len: u64 },
+}
+
+impl Value<'_> {
+    fn len(&self) -> u64 {
+        match self {
+            Value::Bytes(b) => b.len() as u64,
+            Value::Chunk { len, .. } => *len,
+        }
+    }
+
+    /// Bytes `start..end` of the value.
+    async fn read(&self, key: &str, start: u64, end: u64) -> Result<Bytes, Failure> {
+        match self {
+            Value::Bytes(b) => {
+                let (s, e) = (
+                    usize::try_from(start).unwrap_or(usize::MAX),
+                    usize::try_from(end).unwrap_or(usize::MAX),
+                );
+                Ok(b.get(s..e).map(|_| b.slice(s..e)).unwrap_or_default())
+            }
+            Value::Chunk { version, len } => {
+                if start == 0 && end == *len {
+                    return version
+                        .store
+                        .get(key)
+                        .await?
+                        .ok_or_else(|| Failure::not_found(format!("no chunk at `{key}`")));
+                }
+                let parts = version
+                    .store
+                    .get_partial_values(
+                        key,
+                        &[ByteRange::FromStart {
+                            offset: start,
+                            length: Some(end - start),
+                        }],
+                    )
+                    .await?
+                    .ok_or_else(|| Failure::not_found(format!("no chunk at `{key}`")))?;
+                Ok(parts.into_iter().next().unwrap_or_default())
+            }
+        }
+    }
+}
+
+/// What `key` holds in `version`: a node's `zarr.json` (a group's with its
+/// consolidated metadata), or a chunk (404 when never written, 403 when virtual and
+/// outside the authorized containers).
+async fn read_value<'a>(
+    state: &AppState,
+    version: &'a Version,
+    key: &str,
+) -> Result<Value<'a>, Failure> {
+    let missing = || Failure::not_found(format!("no value at `{key}`"));
+    let meta_path = if key == "zarr.json" {
+        Some(NodePath::root())
+    } else {
+        key.strip_suffix("/zarr.json")
+            .and_then(|p| NodePath::new(p).ok())
+    };
+    if let Some(path) = meta_path {
+        if let Ok(node) = version.session.get_node(&path) {
+            if node.is_group() {
+                return Ok(Value::Bytes(
+                    version.group_document(&path, &node.user_data)?,
+                ));
+            }
+            return Ok(Value::Bytes(node.user_data));
+        }
+    }
+    let Some((path, index)) = version.store.chunk_of_key(key)? else {
+        return Err(missing());
+    };
+    let payload = match version.session.get_chunk_ref(&path, &index).await {
+        Ok(Some(p)) => p,
+        Ok(None) | Err(crate::Error::InvalidChunkIndex { .. }) => return Err(missing()),
+        Err(e) => return Err(e.into()),
+    };
+    let len = match &payload {
+        ChunkPayload::Inline(b) => b.len() as u64,
+        ChunkPayload::Native(n) => n.length,
+        ChunkPayload::Virtual(v) => {
+            let allowed = normalize_url(&v.location)
+                .map(|u| state.virtual_access.allows(&u))
+                .unwrap_or(false);
+            if !allowed {
+                return Err(Failure::new(
+                    StatusCode::FORBIDDEN,
+                    format!(
+                        "`{key}` is a virtual chunk in `{}`, which this server is not \
+                         authorized to read: start `floe serve` with \
+                         `--virtual-container PREFIX` for its container",
+                        v.location
+                    ),
+                ));
+            }
+            v.length
+        }
+    };
+    Ok(Value::Chunk { version, len })
+}
