@@ -160,7 +160,30 @@ def _unpickle_repository(
 
 
 class Repository:
-    """A floe repository (Icechunk format, spec 1 or 2)."""
+    """A versioned Zarr v3 repository in the Icechunk format (spec 1 or 2), as
+    Icechunk 2.3.0's ``icechunk.Repository``.
+
+    A repository holds snapshots (immutable versions of a Zarr hierarchy), branches
+    (names that move to new snapshots on commit) and tags (names that never move).
+    Read and write through sessions: ``writable_session`` on a branch,
+    ``readonly_session`` at a branch, tag, snapshot or time. Build one with
+    ``create``, ``open`` or ``open_or_create``, never with the constructor.
+
+    ```python
+    import zarr
+    import floe
+
+    repo = floe.Repository.open_or_create(floe.local_filesystem_storage("/tmp/repo"))
+    session = repo.writable_session("main")
+    zarr.create_array(session.store, name="t", shape=(3,), dtype="i4")[:] = [1, 2, 3]
+    snapshot_id = session.commit("three values")
+    print(repo.lookup_branch("main") == snapshot_id)  # True
+    ```
+
+    A repository object is safe to share between threads and pickles (its storage,
+    configuration and credentials travel; refs and snapshots are read anew), so it
+    can be sent to Dask workers.
+    """
 
     def __init__(
         self,
@@ -198,12 +221,26 @@ class Repository:
         *,
         spec_version: SpecVersion | int | None = None,
     ) -> Repository:
-        """Creates a repository in ``storage`` with ``config`` (the defaults when
-        ``None``) in ``spec_version`` (1 or 2; the default when ``None``). Raises
-        ``FloeError`` when a repository exists there already.
-        ``authorize_virtual_chunk_access``: as in ``open``. Raises
-        ``InvalidInputError`` for an object store with an empty prefix (the bucket
-        root), as Icechunk."""
+        """Creates an empty repository in ``storage``: one branch ``main`` at the
+        initial snapshot (``1CECHNKREP0F1RSTCMT0``, an empty root).
+
+        ```python
+        repo = floe.Repository.create(floe.local_filesystem_storage("/tmp/new-repo"))
+        repo.list_branches()  # {"main"}
+        ```
+
+        :param storage: where the repository lives (``local_filesystem_storage``,
+            ``s3_storage``, ``gcs_storage``, ``azure_storage``, ``in_memory_storage``).
+        :param config: the configuration to store (``RepositoryConfig``); ``None``
+            stores none and uses the defaults.
+        :param authorize_virtual_chunk_access: as in ``open``.
+        :param spec_version: Icechunk spec version 1 or 2 (``SpecVersion``); ``None``
+            is 2, as in Icechunk 2.x. Icechunk 1.x reads only spec 1.
+        :raises InvalidInputError: a repository (or other objects) already exists
+            there ("repositories can only be created in clean prefixes"), or an
+            object store's prefix is empty (the bucket root), as in Icechunk.
+        :raises StorageError: the storage cannot be reached or written.
+        """
         _refuse_bucket_root(storage)
         prefixes = _authorized(authorize_virtual_chunk_access)
         return cls(
@@ -219,10 +256,21 @@ class Repository:
         config: RepositoryConfig | None = None,
         authorize_virtual_chunk_access: dict[str, Any] | None = None,
     ) -> Repository:
-        """Opens the repository in ``storage``; raises ``FloeError`` when there is
-        none. ``config`` is merged over the stored configuration
+        """Opens the repository in ``storage`` (written by floe or by Icechunk, spec
+        1 or 2). Reads only its refs (spec 1) or its ``repo`` object (spec 2):
+        snapshots and manifests are read when a session needs them.
+
+        ```python
+        repo = floe.Repository.open(floe.s3_storage(bucket="my-bucket", prefix="era5"))
+        session = repo.readonly_session("main")
+        ```
+
+        ``config`` is merged over the stored configuration
         (``RepositoryConfig.merge``): the repository works with the result, and
         ``save_config()`` stores it.
+
+        Raises ``RepositoryNotFoundError`` (a ``KeyError``) when there is no
+        repository in ``storage`` and ``StorageError`` when it cannot be read.
 
         ``authorize_virtual_chunk_access``: the virtual chunk container URL prefixes
         (its keys) the caller trusts this repository to read from, as Icechunk; a
@@ -249,9 +297,16 @@ class Repository:
         authorize_virtual_chunk_access: dict[str, Any] | None = None,
     ) -> Repository:
         """Opens the repository in ``storage`` (``config`` merged over its stored
-        one), creating it with ``config`` in spec version ``create_version`` (the
-        default when ``None``) when there is none. ``authorize_virtual_chunk_access``:
-        as in ``open``."""
+        one), creating it with ``config`` in spec version ``create_version`` (2 when
+        ``None``) when there is none, as Icechunk's ``open_or_create``.
+
+        ```python
+        repo = floe.Repository.open_or_create(floe.local_filesystem_storage("/tmp/repo"))
+        ```
+
+        :param authorize_virtual_chunk_access: as in ``open``.
+        :raises StorageError: the storage cannot be reached.
+        """
         prefixes = _authorized(authorize_virtual_chunk_access)
         return cls(
             _NativeRepository.open_or_create(storage, config, _spec_arg(create_version), prefixes),
@@ -327,7 +382,19 @@ class Repository:
     # -- sessions -------------------------------------------------------------------
 
     def writable_session(self, branch: str) -> Session:
-        """A session that writes to ``branch``."""
+        """A session that writes to ``branch``: its ``store`` is a Zarr store, and
+        ``commit`` makes the changes a new snapshot at the branch's tip (as
+        Icechunk's ``writable_session``). Opening one reads only the branch's tip.
+
+        ```python
+        session = repo.writable_session("main")
+        zarr.open_group(session.store).attrs["title"] = "demo"
+        session.commit("set a title")
+        ```
+
+        :raises RefNotFoundError: ``branch`` does not exist (a ``KeyError``).
+        :raises ReadOnlyError: spec 2, the repository's status is read-only.
+        """
         return Session(self._native.writable_session(branch))
 
     def readonly_session(
@@ -338,8 +405,32 @@ class Repository:
         snapshot_id: str | None = None,
         as_of: datetime.datetime | None = None,
     ) -> Session:
-        """A read-only session at a branch (optionally as it was at ``as_of``), a tag
-        or a snapshot id: exactly one of them."""
+        """A read-only session at one version, named by exactly one of ``branch``
+        (its tip, or its tip as it was at ``as_of``), ``tag`` or ``snapshot_id``, as
+        Icechunk's ``readonly_session``.
+
+        ```python
+        latest = repo.readonly_session("main")
+        release = repo.readonly_session(tag="v1")
+        old = repo.readonly_session(snapshot_id="1CECHNKREP0F1RSTCMT0")
+        yesterday = repo.readonly_session(
+            "main", as_of=datetime.datetime.now(datetime.UTC) - datetime.timedelta(days=1)
+        )
+        ds = xarray.open_zarr(latest.store, consolidated=False)
+        ```
+
+        :param as_of: a timezone-aware time; the branch's newest snapshot written
+            at or before it.
+        :raises ValueError: none or more than one of ``branch``, ``tag``,
+            ``snapshot_id`` given.
+        :raises RefNotFoundError: unknown branch or tag.
+        :raises InvalidInputError: ``snapshot_id`` is no snapshot id (wrong length,
+            characters outside Crockford base32).
+        :raises SnapshotNotFoundError: ``snapshot_id`` names no snapshot of the
+            repository (ids are read as Icechunk reads them: either case, ``O``
+            for ``0``, ``I``/``L`` for ``1``), or ``as_of`` is before the branch's
+            first snapshot.
+        """
         return Session(
             self._native.readonly_session(branch, tag=tag, snapshot_id=snapshot_id, as_of=as_of)
         )
@@ -358,11 +449,20 @@ class Repository:
         rebase_with=None,
         rebase_tries: int = 1000,
     ) -> Iterator[Any]:
-        """A writable session on ``branch`` as a context manager yielding its store:
-        the changes are committed with ``message`` and ``metadata`` when the block
-        ends without an exception (rebasing with ``rebase_with`` at most
-        ``rebase_tries`` times, as ``Session.commit``), and dropped when it raises.
-        A block that changed nothing commits nothing."""
+        """A writable session on ``branch`` as a context manager yielding its store,
+        as Icechunk's ``transaction``: the changes are committed with ``message`` and
+        ``metadata`` when the block ends without an exception (rebasing with
+        ``rebase_with`` at most ``rebase_tries`` times, as ``Session.commit``), and
+        dropped when it raises. A block that changed nothing commits nothing.
+
+        ```python
+        with repo.transaction("main", message="add attrs") as store:
+            zarr.open_group(store).attrs["units"] = "K"
+        ```
+
+        :raises ConflictError: the branch moved and the changes conflict (or no
+            ``rebase_with`` was given).
+        """
         session = self.writable_session(branch)
         yield session.store
         if session.has_uncommitted_changes:
@@ -389,8 +489,21 @@ class Repository:
         tag: str | None = None,
         snapshot_id: str | None = None,
     ) -> Iterator[SnapshotInfo]:
-        """The history of a branch, tag or snapshot, newest first; commits are read as
-        iteration reaches them."""
+        """The history of a branch, tag or snapshot (exactly one), newest first, as
+        ``SnapshotInfo`` objects (``id``, ``parent_id``, ``written_at``, ``message``,
+        ``metadata``), down to the initial snapshot. Commits are read as iteration
+        reaches them, so ``next()`` on a long history reads one snapshot.
+
+        ```python
+        for snap in repo.ancestry(branch="main"):
+            print(snap.id, snap.written_at, snap.message)
+        ```
+
+        :raises ValueError: none or more than one version named.
+        :raises RefNotFoundError: unknown branch or tag.
+        :raises InvalidInputError: ``snapshot_id`` is no snapshot id.
+        :raises SnapshotNotFoundError: ``snapshot_id`` names no snapshot.
+        """
         return iter(self._native.ancestry(branch=branch, tag=tag, snapshot_id=snapshot_id))
 
     def ancestry_graph(self, *, branch: str | None = None, plain: bool = True):
@@ -402,8 +515,19 @@ class Repository:
         return AncestryGraph._build(self, branch, plain)
 
     def lookup_snapshot(self, snapshot_id: str) -> SnapshotInfo:
-        """The commit ``snapshot_id``. Raises ``SnapshotNotFoundError`` when there is
-        none and ``InvalidInputError`` for text that is no snapshot id."""
+        """The commit ``snapshot_id`` as a ``SnapshotInfo`` (``id``, ``parent_id``,
+        ``written_at``, ``message``, ``metadata``).
+
+        ```python
+        info = repo.lookup_snapshot(repo.lookup_branch("main"))
+        print(info.message, info.written_at)
+        ```
+
+        :raises InvalidInputError: text that is no snapshot id (kind
+            ``invalid-snapshot-id``), as Icechunk.
+        :raises SnapshotNotFoundError: an id of the right form that names no
+            snapshot (``ZZZZZZZZZZZZZZZZZZZZ`` included), as Icechunk.
+        """
         return self._native.lookup_snapshot(snapshot_id)
 
     def diff(
@@ -416,23 +540,45 @@ class Repository:
         to_tag: str | None = None,
         to_snapshot_id: str | None = None,
     ) -> Diff:
-        """What changed from one version to a later one; each is named by exactly one
-        of a branch, a tag or a snapshot id. ``from`` must be an ancestor of ``to``
-        (``InvalidInputError``, kind ``bad-snapshot-chain-for-diff``, otherwise)."""
+        """What changed from one version to a later one, as Icechunk's ``diff``: a
+        ``Diff`` with the paths of new, deleted and updated groups and arrays and the
+        chunk indices written per array. Each side is named by exactly one of a
+        branch, a tag or a snapshot id.
+
+        ```python
+        d = repo.diff(from_tag="v1", to_branch="main")
+        print(d.new_arrays, d.updated_chunks)  # {'/t'} {'/t': [[0], [1]]}
+        ```
+
+        :raises ValueError: a side named by none or more than one of branch, tag,
+            snapshot id.
+        :raises InvalidInputError: a snapshot id that is no snapshot id; or
+            ``from`` is not ``to`` or one of its ancestors (kind
+            ``bad-snapshot-chain-for-diff``).
+        :raises SnapshotNotFoundError: a snapshot id that names no snapshot (both
+            ids are read before the ancestry check, ``from`` first, as Icechunk).
+        :raises RefNotFoundError: unknown branch or tag.
+        """
         start = self._version("from", from_branch, from_tag, from_snapshot_id)
         end = self._version("to", to_branch, to_tag, to_snapshot_id)
-        self._check_diff_chain(start, end)
+        start, end = self._check_diff_chain(start, end)
         return Diff(self._native.diff(from_snapshot_id=start, to_snapshot_id=end))
 
-    def _check_diff_chain(self, start: str, end: str) -> None:
-        """As Icechunk: a diff runs forward along one history, so ``start`` must be
-        ``end`` or one of its ancestors (``InvalidInputError`` otherwise)."""
+    def _check_diff_chain(self, start: str, end: str) -> tuple[str, str]:
+        """As Icechunk: both ids are read first (``InvalidInputError`` for text that is
+        no snapshot id, ``SnapshotNotFoundError`` for one naming no snapshot, ``from``
+        before ``to``); a diff runs forward along one history, so ``start`` must be
+        ``end`` or one of its ancestors (``InvalidInputError`` otherwise). Returns the
+        two ids in canonical form."""
+        start = self._native.lookup_snapshot(start).id
+        end = self._native.lookup_snapshot(end).id
         if start != end and not any(s.id == start for s in self.ancestry(snapshot_id=end)):
             raise InvalidInputError(
                 f"bad snapshot chain for diff: the ancestry of snapshot {end} doesn't "
                 f"include snapshot {start} (`from` must be an ancestor of `to`)",
                 "bad-snapshot-chain-for-diff",
             )
+        return start, end
 
     def _version(self, side: str, branch, tag, snapshot_id) -> str:
         given = [v for v in (branch, tag, snapshot_id) if v is not None]
@@ -449,48 +595,125 @@ class Repository:
     # -- branches -------------------------------------------------------------------
 
     def list_branches(self) -> set[str]:
-        """The names of the branches (a set, as Icechunk)."""
+        """The names of the branches, as a set (Icechunk returns a set too).
+
+        ```python
+        repo.list_branches()  # {"main", "dev"}
+        ```
+        """
         return set(self._native.list_branches())
 
     def lookup_branch(self, branch: str) -> str:
-        """The snapshot id ``branch`` points to; raises ``FloeError`` for an unknown
-        branch."""
+        """The snapshot id ``branch`` points to (20 characters of Crockford base32).
+
+        ```python
+        tip = repo.lookup_branch("main")
+        ```
+
+        :raises RefNotFoundError: unknown branch (a ``KeyError``), as Icechunk.
+        """
         return self._native.lookup_branch(branch)
 
     def create_branch(self, branch: str, snapshot_id: str) -> None:
-        """Creates ``branch`` pointing to ``snapshot_id``; raises ``FloeError`` when it
-        exists."""
+        """Creates ``branch`` pointing to ``snapshot_id``.
+
+        ```python
+        repo.create_branch("dev", repo.lookup_branch("main"))
+        session = repo.writable_session("dev")
+        ```
+
+        :raises AlreadyExistsError: the branch exists.
+        :raises InvalidInputError: ``snapshot_id`` is no snapshot id.
+        :raises SnapshotNotFoundError: ``snapshot_id`` names no snapshot (nothing
+            is created), as Icechunk.
+        """
         self._native.create_branch(branch, snapshot_id)
 
     def reset_branch(
         self, branch: str, snapshot_id: str, *, from_snapshot_id: str | None = None
     ) -> None:
-        """Moves ``branch`` to ``snapshot_id``; with ``from_snapshot_id``, only if the
-        branch still points there (raises ``ConflictError`` otherwise)."""
+        """Moves ``branch`` to ``snapshot_id`` (any snapshot, not only an ancestor).
+        With ``from_snapshot_id``, only if the branch still points there, atomically
+        (compare-and-swap), as Icechunk 2.3.0's ``reset_branch``.
+
+        ```python
+        old_tip = repo.lookup_branch("dev")
+        repo.reset_branch("dev", repo.lookup_branch("main"), from_snapshot_id=old_tip)
+        ```
+
+        The commits only the old tip reached stay in storage until
+        ``expire_snapshots`` and ``garbage_collect`` remove them; keep ``old_tip``
+        (or read ``ops_log()`` on spec 2) to go back.
+
+        :raises RefNotFoundError: unknown branch.
+        :raises InvalidInputError: a snapshot id that is no snapshot id.
+        :raises SnapshotNotFoundError: ``snapshot_id`` names no snapshot.
+        :raises ConflictError: the branch no longer points to ``from_snapshot_id``
+            (kind ``branch-update-conflict``).
+        """
         self._native.reset_branch(branch, snapshot_id, from_snapshot_id=from_snapshot_id)
 
     def delete_branch(self, branch: str) -> None:
-        """Deletes ``branch`` (never ``main``)."""
+        """Deletes ``branch``. Its snapshots stay until ``expire_snapshots`` and
+        ``garbage_collect`` remove them.
+
+        ```python
+        repo.delete_branch("dev")
+        ```
+
+        :raises SessionStateError: ``branch`` is ``main``, which cannot be deleted.
+        :raises RefNotFoundError: unknown branch.
+        """
         self._native.delete_branch(branch)
 
     # -- tags -----------------------------------------------------------------------
 
     def list_tags(self) -> set[str]:
-        """The names of the tags (a set, as Icechunk)."""
+        """The names of the tags, as a set (deleted tags are not listed), as
+        Icechunk.
+
+        ```python
+        repo.list_tags()  # {"v1"}
+        ```
+        """
         return set(self._native.list_tags())
 
     def lookup_tag(self, tag: str) -> str:
-        """The snapshot id ``tag`` points to; raises ``FloeError`` for an unknown
-        tag."""
+        """The snapshot id ``tag`` points to.
+
+        ```python
+        session = repo.readonly_session(snapshot_id=repo.lookup_tag("v1"))
+        ```
+
+        :raises RefNotFoundError: unknown or deleted tag.
+        """
         return self._native.lookup_tag(tag)
 
     def create_tag(self, tag: str, snapshot_id: str) -> None:
-        """Creates ``tag`` pointing to ``snapshot_id``; a tag never moves, and the
-        name of a deleted tag cannot be used again."""
+        """Creates ``tag`` pointing to ``snapshot_id``. A tag never moves, and the
+        name of a deleted tag cannot be used again (as in Icechunk).
+
+        ```python
+        repo.create_tag("v1", repo.lookup_branch("main"))
+        ```
+
+        :raises AlreadyExistsError: the tag exists or existed (kind
+            ``tag-already-exists``).
+        :raises InvalidInputError: ``snapshot_id`` is no snapshot id.
+        :raises SnapshotNotFoundError: ``snapshot_id`` names no snapshot.
+        """
         self._native.create_tag(tag, snapshot_id)
 
     def delete_tag(self, tag: str) -> None:
-        """Deletes ``tag``; its name can never be used again."""
+        """Deletes ``tag`` (a tombstone is written: its name can never be used
+        again, as in Icechunk).
+
+        ```python
+        repo.delete_tag("v1")
+        ```
+
+        :raises RefNotFoundError: unknown or already deleted tag.
+        """
         self._native.delete_tag(tag)
 
     # -- repository metadata (spec 2) -------------------------------------------------
@@ -616,10 +839,30 @@ class Repository:
         delete_expired_branches: bool = False,
         delete_expired_tags: bool = False,
     ) -> set[str]:
-        """Removes snapshots older than ``older_than`` from every history (a branch or
-        tag tip is kept unless ``delete_expired_branches`` / ``delete_expired_tags``);
-        returns the ids of the expired snapshots (a set, as Icechunk). Their objects
-        stay until ``garbage_collect``."""
+        """Removes the snapshots written before ``older_than`` from the history of
+        every branch and tag, as Icechunk's ``expire_snapshots``: each history then
+        goes from its oldest kept snapshot straight to the initial snapshot. Nothing
+        is deleted from storage; ``garbage_collect`` later deletes what no branch or
+        tag reaches.
+
+        ```python
+        import datetime
+
+        week_ago = datetime.datetime.now(datetime.UTC) - datetime.timedelta(days=7)
+        expired = repo.expire_snapshots(week_ago)
+        summary = repo.garbage_collect(week_ago)
+        ```
+
+        :param older_than: a timezone-aware cut-off (a snapshot's ``written_at``
+            before it is expired).
+        :param delete_expired_branches: also delete branches (never ``main``) whose
+            tip is expired; otherwise such a tip is kept. A branch a commit moved
+            meanwhile is kept (Icechunk deletes it, losing that commit).
+        :param delete_expired_tags: also delete tags whose snapshot is expired.
+        :returns: the ids of the snapshots that left a history (a set, as Icechunk).
+            The CLI's ``floe expire --dry-run`` shows them without writing.
+        :raises ReadOnlyError: spec 2, the repository's status is read-only.
+        """
         return set(
             self._native.expire_snapshots(
                 older_than,
@@ -635,10 +878,28 @@ class Repository:
         dry_run: bool = False,
         allow_recent_cutoff: bool = False,
     ) -> GCSummary:
-        """Deletes objects no branch or tag reaches that are older than
-        ``delete_object_older_than``; returns a summary (Icechunk's ``GCSummary``
-        fields: counts and bytes freed). A cut-off within the last hour raises
-        ``FloeError`` unless ``allow_recent_cutoff`` (no writer is active)."""
+        """Deletes the snapshots, transaction logs, manifests and chunks that no branch
+        or tag reaches and that were written before ``delete_object_older_than``, as
+        Icechunk's ``garbage_collect``. Run ``expire_snapshots`` first to make old
+        snapshots unreachable.
+
+        ```python
+        cutoff = datetime.datetime.now(datetime.UTC) - datetime.timedelta(days=7)
+        print(repo.garbage_collect(cutoff, dry_run=True).bytes_deleted)
+        repo.garbage_collect(cutoff)
+        ```
+
+        :param delete_object_older_than: a timezone-aware cut-off; newer objects
+            are kept (a writer may be about to reference them).
+        :param dry_run: count what would be deleted; delete nothing.
+        :param allow_recent_cutoff: accept a cut-off within the last hour (3600 s),
+            safe only when no writer is active.
+        :returns: a ``GCSummary``: ``chunks_deleted``, ``manifests_deleted``,
+            ``snapshots_deleted``, ``attributes_deleted``,
+            ``transaction_logs_deleted`` (counts) and ``bytes_deleted`` (bytes).
+        :raises InvalidInputError: a cut-off within the last hour without
+            ``allow_recent_cutoff``.
+        """
         raw = self._native.garbage_collect(
             delete_object_older_than, dry_run=dry_run, allow_recent_cutoff=allow_recent_cutoff
         )
@@ -800,7 +1061,7 @@ class Repository:
         otherwise); ``InvalidInputError`` when ``from`` is not an ancestor of ``to``."""
         start = await self._version_async("from", from_branch, from_tag, from_snapshot_id)
         end = await self._version_async("to", to_branch, to_tag, to_snapshot_id)
-        await asyncio.to_thread(self._check_diff_chain, start, end)
+        start, end = await asyncio.to_thread(self._check_diff_chain, start, end)
         return Diff(await self._native.diff_async(from_snapshot_id=start, to_snapshot_id=end))
 
     async def _version_async(self, side: str, branch, tag, snapshot_id) -> str:

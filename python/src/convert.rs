@@ -62,10 +62,12 @@ pub(crate) fn py_to_metadata(
     serde_json::from_str(&text).map_err(|e| PyValueError::new_err(format!("metadata: {e}")))
 }
 
-/// A snapshot id argument; `InvalidInputError` (kind `invalid-snapshot-id`) when it
-/// is not one.
+/// A snapshot id argument, read as Icechunk reads one (Crockford aliases and padding
+/// bits accepted: `ObjectId::parse_lenient`, so text of the right shape that names no
+/// snapshot gives `SnapshotNotFoundError` later, as in Icechunk);
+/// `InvalidInputError` (kind `invalid-snapshot-id`) when it is not one.
 pub(crate) fn snapshot_id_arg(text: &str) -> PyResult<floe::SnapshotId> {
-    text.parse().map_err(|e| {
+    floe::SnapshotId::parse_lenient(text).map_err(|e| {
         invalid_input(
             Kind::InvalidSnapshotId,
             format!("invalid snapshot id: `{text}` ({e})"),

@@ -141,6 +141,28 @@ impl<const N: usize, K> FromStr for ObjectId<N, K> {
     }
 }
 
+impl<const N: usize, K> ObjectId<N, K> {
+    /// Parses an id a user typed, as Icechunk 2.3.0 does (`ObjectId::try_from(&str)`):
+    /// any text that Crockford base32 decodes to exactly `N` bytes. Unlike
+    /// [`FromStr`], which takes only the canonical form (what floe and Icechunk
+    /// write), it accepts Crockford's aliases (`O` for `0`, `I` and `L` for `1`) and
+    /// drops non-zero padding bits, so `ZZZZZZZZZZZZZZZZZZZZ` names the snapshot
+    /// `ZZZZZZZZZZZZZZZZZZZG`: an unknown snapshot, not malformed text. Used where a
+    /// person names a snapshot (the Python bindings), never where floe reads a file.
+    ///
+    /// # Errors
+    /// [`FormatError::InvalidId`] when the text does not decode to `N` bytes.
+    pub fn parse_lenient(s: &str) -> Result<Self, FormatError> {
+        base32::decode(base32::Alphabet::Crockford, s)
+            .and_then(|bytes| <[u8; N]>::try_from(bytes).ok())
+            .map(ObjectId::new)
+            .ok_or_else(|| FormatError::InvalidId {
+                text: s.to_string(),
+                expected_bytes: N,
+            })
+    }
+}
+
 impl<const N: usize, K> serde::Serialize for ObjectId<N, K> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(self)
@@ -195,5 +217,39 @@ mod tests {
             "".parse::<NodeId>(),
             crate::format::FormatError::InvalidId { .. }
         );
+    }
+
+    #[test]
+    fn lenient_parse_is_icechunks() {
+        let initial = SnapshotId::INITIAL;
+        for text in [
+            "1CECHNKREP0F1RSTCMT0",
+            "1cechnkrep0f1rstcmt0",
+            "1CECHNKREP0F1RSTCMT1",
+            "ICECHNKREPOFLRSTCMTO",
+        ] {
+            assert_eq!(SnapshotId::parse_lenient(text).unwrap(), initial, "{text}");
+        }
+        assert_eq!(
+            SnapshotId::parse_lenient("ZZZZZZZZZZZZZZZZZZZZ")
+                .unwrap()
+                .to_string(),
+            "ZZZZZZZZZZZZZZZZZZZG"
+        );
+        for text in [
+            "",
+            "ABC",
+            "1CECHNKREP0F1RSTCMT",
+            "1CECHNKREP0F1RSTCMT00",
+            "1CECHNKREP0F1RSTCMTU",
+            "1CECHNKREP-0F1RSTCMT",
+            " 1CECHNKREP0F1RSTCMT",
+            "1!1!1!1!1!1!1!1!1!1!",
+        ] {
+            assert_err!(
+                SnapshotId::parse_lenient(text),
+                crate::format::FormatError::InvalidId { .. }
+            );
+        }
     }
 }
