@@ -1,17 +1,24 @@
 """floe: transactional, versioned Zarr v3 repositories in the Icechunk format.
 
-The names mirror Icechunk's Python API, so that code written for Icechunk switches by
-changing the import::
+Install with ``pip install zarr-floe`` (the import name is ``floe``). The names
+mirror Icechunk 2.3.0's Python API::
 
-    import floe as icechunk
+    import zarr
+    import floe
 
-    repo = icechunk.Repository.create(icechunk.local_filesystem_storage("/data/repo"))
+    repo = floe.Repository.create(floe.local_filesystem_storage("/tmp/repo"))
     session = repo.writable_session("main")
     zarr.create_array(session.store, name="t", shape=(10,), dtype="f4")
     session.commit("first")
 
-Third-party code that imports ``icechunk`` by name gets floe after
-``floe.install_as_icechunk()``.
+To run code written for Icechunk unchanged (scripts, xarray's ``to_icechunk``,
+VirtualiZarr, anything that imports ``icechunk`` by name), call
+``floe.install_as_icechunk()`` once before that code imports ``icechunk``::
+
+    import floe
+
+    floe.install_as_icechunk()
+    import icechunk  # floe, under Icechunk's module names
 
 Modules, one per concept as in icechunk-python: ``floe.repository`` (``Repository``,
 ``SpecVersion``), ``floe.session`` (``Session``), ``floe.store`` (``FloeStore``, alias
@@ -303,7 +310,23 @@ def install_as_icechunk() -> None:
     installed). Call it before the code that
     imports ``icechunk`` runs: modules that imported the real Icechunk earlier keep
     it. Icechunk modules floe does not provide stay unimportable rather than
-    half-working.
+    half-working. This is the one supported way to run Icechunk code on floe
+    (``import floe as icechunk`` would leave ``icechunk.xarray`` and the other
+    submodules unimportable, or pick up a real Icechunk if one is installed).
+
+    ```python
+    import floe
+
+    floe.install_as_icechunk()
+
+    import icechunk
+    from icechunk.xarray import to_icechunk
+
+    repo = icechunk.Repository.create(icechunk.in_memory_storage())
+    assert isinstance(repo, floe.Repository)
+    ```
+
+    Calling it again changes nothing.
     """
     import importlib
 

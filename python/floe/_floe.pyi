@@ -446,13 +446,29 @@ class Credentials:
 
 @disjoint_base
 class Storage:
-    """Where a repository lives; pickles as the constructor and arguments it was
-    built with (see ``floe.storage``)."""
+    """Where a repository lives (Icechunk's ``Storage``). Build one with the
+    constructors of ``floe.storage`` (``local_filesystem_storage``,
+    ``s3_storage``, ``gcs_storage``, ``azure_storage``, ``http_storage``,
+    ``in_memory_storage``), not with the class methods here.
+
+    ```python
+    storage = floe.s3_storage(bucket="my-bucket", prefix="era5")
+    print(storage.url)  # s3://my-bucket/era5
+    repo = floe.Repository.open(storage)
+    ```
+
+    Pickles as the constructor and arguments it was built with (credentials as
+    ``floe.credentials`` describes; in-memory storage raises ``TypeError``), so a
+    repository or session on it can travel to Dask workers.
+    """
 
     @property
-    def url(self) -> str: ...
+    def url(self) -> str:
+        """Where the repository is, as a URL (``file:///data/repo``,
+        ``s3://bucket/prefix``, ``memory://``)."""
     def _repr_html_(self) -> str: ...
-    def default_settings(self) -> Any: ...
+    def default_settings(self) -> Any:
+        """The ``StorageSettings`` this storage uses when none are given."""
     def _with_settings(self, settings: Any) -> Storage: ...
     @classmethod
     def new_in_memory(cls) -> Storage: ...
@@ -538,18 +554,31 @@ def _storage_from_recipe(name: str, kwargs: dict[str, Any]) -> Storage: ...
 
 @final
 class SnapshotInfo:
-    """One commit of a history."""
+    """One commit of a history (Icechunk's ``SnapshotInfo``), as
+    ``Repository.ancestry`` and ``Repository.lookup_snapshot`` return it.
+
+    ```python
+    for snap in repo.ancestry(branch="main"):
+        print(snap.id, snap.parent_id, snap.written_at.isoformat(), snap.message)
+    ```
+    """
 
     @property
-    def id(self) -> str: ...
+    def id(self) -> str:
+        """The snapshot id: 20 characters of Crockford base32 (12 random bytes)."""
     @property
-    def parent_id(self) -> str | None: ...
+    def parent_id(self) -> str | None:
+        """The previous snapshot's id; ``None`` for the initial snapshot."""
     @property
-    def written_at(self) -> datetime.datetime: ...
+    def written_at(self) -> datetime.datetime:
+        """When the snapshot was written (UTC, microseconds)."""
     @property
-    def message(self) -> str: ...
+    def message(self) -> str:
+        """The commit message."""
     @property
-    def metadata(self) -> dict[str, Any]: ...
+    def metadata(self) -> dict[str, Any]:
+        """The commit metadata (JSON values), with the repository's default commit
+        metadata merged under it."""
     def _repr_html_(self) -> str: ...
 
 @final
@@ -561,7 +590,15 @@ class Ancestry(Iterator[SnapshotInfo]):
 
 @final
 class VersionSelection:
-    """Which side wins a chunk both sides wrote."""
+    """Which side wins a chunk both sides wrote, for ``BasicConflictSolver``
+    (Icechunk's ``VersionSelection``): ``Fail`` (raise ``RebaseFailedError``),
+    ``UseOurs`` (this session's chunk), ``UseTheirs`` (the branch's chunk).
+
+    ```python
+    solver = floe.BasicConflictSolver(on_chunk_conflict=floe.VersionSelection.UseOurs)
+    session.commit("overwrite", rebase_with=solver)
+    ```
+    """
 
     Fail: Final[VersionSelection]
     UseOurs: Final[VersionSelection]
@@ -569,13 +606,31 @@ class VersionSelection:
 
 @final
 class ConflictDetector:
-    """Fails on any conflict."""
+    """A rebase that fails on any conflict (Icechunk's ``ConflictDetector``):
+    changes to different chunks, arrays and groups than the branch's new commits
+    rebase; the same chunk, node metadata, or a deleted node raise
+    ``RebaseFailedError`` listing them.
+
+    ```python
+    session.commit("append", rebase_with=floe.ConflictDetector())
+    ```
+    """
 
     def __new__(cls) -> ConflictDetector: ...
 
 @final
 class BasicConflictSolver:
-    """Resolves chunk double-writes and deletes of updated nodes."""
+    """A rebase that resolves the conflicts it can (Icechunk's
+    ``BasicConflictSolver``): a chunk both sides wrote goes to
+    ``on_chunk_conflict`` (``VersionSelection.UseOurs`` by default), and a node one
+    side deleted while the other updated it is deleted unless
+    ``fail_on_delete_of_updated_array`` / ``fail_on_delete_of_updated_group``.
+    Conflicting node metadata still raises ``RebaseFailedError``.
+
+    ```python
+    session.commit("fix", rebase_with=floe.BasicConflictSolver())
+    ```
+    """
 
     def __new__(
         cls,

@@ -1497,6 +1497,18 @@ class RepositoryConfig(_Section):
     ``virtual_chunk_containers`` (url prefix → ``VirtualChunkContainer``).
 
     Keys of a stored configuration that floe does not know are kept and written back.
+
+    ```python
+    config = floe.RepositoryConfig.default()
+    config.inline_chunk_threshold_bytes = 1024  # bytes
+    repo = floe.Repository.create(floe.local_filesystem_storage("/tmp/r"), config)
+
+    # Later, or on an existing repository: change and store it.
+    config = repo.config
+    config.max_concurrent_requests = 64
+    repo = repo.reopen(config)
+    repo.save_config()
+    ```
     """
 
     _FIELDS = (

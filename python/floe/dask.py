@@ -459,7 +459,22 @@ def store_dask(
     eagerly, and returns the fork all the write tasks' forks merged into (see
     ``session_merge_reduction``; ``split_every`` forks per merge task). The targets
     must be opened on a fork's store (``session.fork().store``); merge the result
-    into the session with ``session.merge(fork)``, then commit.
+    into the session with ``session.merge(fork)``, then commit (Icechunk's
+    ``icechunk.dask.store_dask``).
+
+    ```python
+    import dask.array as da
+    from floe.dask import store_dask
+
+    source = da.random.random((1000, 1000), chunks=(100, 1000))  # blocks on chunks
+    session = repo.writable_session("main")
+    zarr.create_array(session.store, name="x", shape=(1000, 1000), chunks=(100, 1000),
+                      dtype="f8")
+    fork = session.fork()
+    target = zarr.open_array(fork.store, path="x")
+    session.merge(store_dask(sources=[source], targets=[target]))
+    session.commit("write x with Dask")
+    ```
 
     Each block is one task that computes it, writes it and hands its fork to the
     merge tree (``dask.array.store(..., return_stored=True, load_stored=False)``

@@ -1,6 +1,6 @@
 """floe's exceptions: Icechunk 2.3.0's exception tree, with the same names, bases,
 attributes and machine-readable ``kind`` codes, so ``except icechunk.XError`` works
-unchanged after ``import floe as icechunk``.
+unchanged after ``floe.install_as_icechunk()``.
 
 The tree::
 
@@ -161,7 +161,17 @@ class IcechunkError(Exception):
     older name ``FloeError`` is an alias).
 
     ``IcechunkError(message, kind=None)``: ``message`` is ``str(e)``; ``kind`` an
-    :class:`ErrorKind` code (``"unknown"`` when ``None``)."""
+    :class:`ErrorKind` code (``"unknown"`` when ``None``).
+
+    ```python
+    try:
+        repo.create_tag("v1", snapshot_id)
+    except floe.AlreadyExistsError as e:
+        assert e.kind == floe.ErrorKind.TAG_ALREADY_EXISTS
+    except floe.IcechunkError as e:  # every other floe error
+        print(e.kind, e)
+    ```
+    """
 
     def __init__(self, message: str, kind: str | None = None) -> None:
         args = (message,) if kind is None else (message, kind)
@@ -347,7 +357,16 @@ class RebaseFailedError(ConflictError):
 
 
 class NotFoundError(IcechunkError, KeyError):
-    """Something asked for does not exist. Also a ``KeyError``."""
+    """Something asked for does not exist. Also a ``KeyError``, as in Icechunk, so
+    ``except KeyError`` catches it.
+
+    ```python
+    try:
+        repo.lookup_branch("nope")
+    except floe.NotFoundError:  # RefNotFoundError
+        ...
+    ```
+    """
 
 
 class NodeNotFoundError(NotFoundError):
@@ -355,7 +374,12 @@ class NodeNotFoundError(NotFoundError):
 
 
 class SnapshotNotFoundError(NotFoundError):
-    """No snapshot with the id, or none of the branch at or before the time."""
+    """No snapshot with the id, or none of the branch at or before the time
+    (``readonly_session(as_of=...)``). Raised, as by Icechunk 2.3.0, for an id of
+    the right form (20 Crockford base32 characters) that names no snapshot of the
+    repository, by ``readonly_session``, ``lookup_snapshot``, ``ancestry``,
+    ``create_branch``, ``create_tag``, ``reset_branch`` and ``diff``; text that is no
+    snapshot id raises :class:`InvalidInputError` instead."""
 
 
 class RefNotFoundError(NotFoundError):
@@ -367,8 +391,9 @@ class RepositoryNotFoundError(NotFoundError):
 
 
 class AlreadyExistsError(IcechunkError):
-    """What was to be created exists: a node, branch or tag, a deleted tag's name,
-    a repository."""
+    """What was to be created exists: a node, a branch or a tag, or the name of a
+    deleted tag. (Creating a repository where one exists raises
+    :class:`InvalidInputError`, as in Icechunk.)"""
 
 
 class ReadOnlyError(IcechunkError):
@@ -378,7 +403,10 @@ class ReadOnlyError(IcechunkError):
 
 class InvalidInputError(IcechunkError, ValueError):
     """An invalid argument, key, index, id, name or metadata value. Also a
-    ``ValueError``."""
+    ``ValueError``, as in Icechunk. For snapshot ids: text that is no id (wrong
+    length, characters outside Crockford base32) raises this, kind
+    ``invalid-snapshot-id``; a well-formed id of no snapshot raises
+    :class:`SnapshotNotFoundError`."""
 
 
 class SessionStateError(IcechunkError):

@@ -51,12 +51,24 @@ class ChunkType(IntEnum):
 
 
 class Session:
-    """A session on a repository: read-only, writable on a branch, a fork, or a
-    rearrange session (spec 2, moves only). ``store`` is its zarr-python store.
+    """A session on a repository (Icechunk's ``Session``): read-only at one
+    version, writable on a branch, a fork, or a rearrange session (spec 2, moves
+    only). ``store`` is its zarr-python store. Get one from
+    ``Repository.writable_session``, ``readonly_session`` or ``rearrange_session``.
 
-    As in Icechunk, a session that committed (or amended) is read-only from then on,
-    at the snapshot it wrote; so are the stores it gave out before. Open a new
-    writable session for the next commit.
+    ```python
+    session = repo.writable_session("main")
+    group = zarr.open_group(session.store)
+    group.create_array("t", shape=(365, 180, 360), chunks=(1, 180, 360), dtype="f4")
+    print(session.status().new_arrays)  # {'/t'}
+    snapshot_id = session.commit("add t")
+    ```
+
+    Changes stay in the session (in memory; chunk bytes are written to storage as
+    they are set) until ``commit``; other sessions see nothing before then. As in
+    Icechunk, a session that committed (or amended) is read-only from then on, at
+    the snapshot it wrote; so are the stores it gave out before. Open a new writable
+    session for the next commit.
     """
 
     def __init__(self, native: _NativeSession):
@@ -64,8 +76,15 @@ class Session:
 
     @property
     def store(self) -> FloeStore:
-        """The zarr-python store over this session (read-only for a read-only
-        session)."""
+        """The zarr-python store over this session (a ``FloeStore``, alias
+        ``IcechunkStore``; read-only for a read-only session). Pass it to
+        ``zarr.open_group``, ``zarr.create_array``, ``xarray.open_zarr(...,
+        consolidated=False)`` or ``to_icechunk``.
+
+        ```python
+        ds = xarray.open_zarr(repo.readonly_session("main").store, consolidated=False)
+        ```
+        """
         return FloeStore(self._native._native_store(), session=self)
 
     @property
@@ -96,11 +115,28 @@ class Session:
         return self._native.has_uncommitted_changes
 
     def status(self) -> Diff:
-        """The uncommitted changes of this session."""
+        """The uncommitted changes of this session as a ``Diff`` (new, deleted and
+        updated groups and arrays; chunk indices written per array), as Icechunk's
+        ``Session.status``.
+
+        ```python
+        d = session.status()
+        if not d.is_empty():
+            print(d.updated_chunks)  # {'/t': [[0, 0, 0], [1, 0, 0]]}
+        ```
+        """
         return Diff(self._native.status())
 
     def discard_changes(self) -> None:
-        """Forgets the uncommitted changes."""
+        """Forgets the uncommitted changes; the session reads its base snapshot again
+        and can write anew (as Icechunk). Chunk bytes already written stay in
+        storage until ``garbage_collect``.
+
+        ```python
+        session.discard_changes()
+        assert not session.has_uncommitted_changes
+        ```
+        """
         self._native.discard_changes()
 
     def commit(
@@ -112,8 +148,23 @@ class Session:
         rebase_with=None,
         rebase_tries: int = 100,
     ) -> str:
-        """Commits the changes and returns the new snapshot id; the session is
-        read-only afterwards (as Icechunk). When the branch moved, rebases with
+        """Commits the changes as a new snapshot at the tip of the session's branch
+        and returns its id (20 characters); the session is read-only afterwards (as
+        Icechunk).
+
+        ```python
+        session = repo.writable_session("main")
+        zarr.open_group(session.store).attrs["source"] = "ERA5"
+        snapshot_id = session.commit("record the source", {"author": "me"})
+
+        # Several writers on one branch: rebase instead of failing.
+        other = repo.writable_session("main")
+        ...
+        other.commit("append", rebase_with=floe.ConflictDetector())
+        ```
+
+        ``metadata`` (JSON-serializable dict) is stored with the snapshot, over the
+        repository's default commit metadata. When the branch moved, rebases with
         ``rebase_with`` (a ``ConflictDetector`` or ``BasicConflictSolver``) at most
         ``rebase_tries`` times; a commit that rebased records
         ``{"__icechunk": {"rebase_attempts": n}}`` in its metadata. Without
@@ -121,10 +172,15 @@ class Session:
         ``ConflictError`` (kind ``commit-conflict``, with ``expected_parent`` and
         ``actual_parent``).
 
-        Raises ``RebaseFailedError`` (a ``ConflictError``) for conflicts the solver
-        leaves,
-        ``SessionStateError`` on a fork, a read-only session, a session that already
-        committed, or no changes (unless ``allow_empty``)."""
+        :raises ConflictError: the branch moved and no ``rebase_with`` was given
+            (kind ``commit-conflict``), or it kept moving for ``rebase_tries`` tries.
+        :raises RebaseFailedError: a ``ConflictError`` the solver cannot resolve
+            (``.conflicts`` lists them by path).
+        :raises SessionStateError: a fork, a read-only session, a session that
+            already committed, or no changes (kind ``no-changes-to-commit``) unless
+            ``allow_empty``.
+        :raises TypeError: ``metadata`` is not JSON-serializable.
+        """
         return self._native.commit(
             message,
             metadata,
@@ -138,10 +194,18 @@ class Session:
     ) -> str:
         """Spec 2: replaces the branch tip with a snapshot holding its content plus
         these changes (same parent); returns its id. The session is read-only
-        afterwards. Raises ``ConflictError`` when the branch moved meanwhile,
-        ``SessionStateError`` without changes (unless ``allow_empty``: to change only
-        the message) or on the first commit, ``FormatError`` on spec 1 (upgrade the
-        repository first), as Icechunk."""
+        afterwards, as Icechunk's ``Session.amend``.
+
+        ```python
+        session = repo.writable_session("main")
+        session.amend("better message", allow_empty=True)
+        ```
+
+        :raises ConflictError: the branch moved meanwhile.
+        :raises SessionStateError: no changes (unless ``allow_empty``: to change
+            only the message), or the branch's tip is the initial snapshot.
+        :raises FormatError: a spec-1 repository (upgrade it first).
+        """
         return self._native.amend(message, metadata, allow_empty=allow_empty)
 
     def flush(self, message: str, *, metadata: dict | None = None) -> str:
@@ -195,19 +259,67 @@ class Session:
         self._native.reindex_array(array_path, forward, backward)
 
     def rebase(self, solver=None) -> None:
-        """Moves the session's base to its branch tip, keeping its changes as
-        ``solver`` resolves their conflicts (default: any conflict raises
-        ``ConflictError``)."""
+        """Moves the session's base to its branch's current tip, keeping its changes
+        as ``solver`` resolves their conflicts, as Icechunk's ``Session.rebase``.
+        ``commit(rebase_with=...)`` does this for you when the branch moved.
+
+        ```python
+        try:
+            session.commit("update")
+        except floe.ConflictError:
+            session.rebase(floe.BasicConflictSolver())
+            session.commit("update")
+        ```
+
+        :param solver: a ``ConflictDetector`` (fails on any real conflict) or a
+            ``BasicConflictSolver`` (picks a side per conflict); ``None`` raises on
+            any conflict.
+        :raises RebaseFailedError: conflicts the solver leaves (``.conflicts``).
+        :raises SessionStateError: a read-only session or a fork.
+        """
         self._native.rebase(solver)
 
     def fork(self) -> ForkSession:
-        """A fork of this writable session (a ``ForkSession``): write in it (in
-        another process if pickled), then ``merge`` it back. Forks cannot commit."""
+        """A fork of this writable session (a ``ForkSession``, as Icechunk's
+        ``Session.fork``): write in it (in another process or machine once pickled),
+        then ``merge`` it back. Forks cannot commit. This is how Dask and
+        ``multiprocessing`` workers write one commit together.
+
+        ```python
+        import concurrent.futures
+        import multiprocessing
+
+        def write(fork, i):  # each call writes its own chunk
+            zarr.open_array(fork.store, path="t")[i] = i
+            return fork
+
+        session = repo.writable_session("main")
+        spawn = multiprocessing.get_context("spawn")  # not "fork": see below
+        with concurrent.futures.ProcessPoolExecutor(4, mp_context=spawn) as pool:
+            forks = list(pool.map(write, [session.fork()] * 4, range(4)))
+        session.merge(*forks)
+        session.commit("four writers")
+        ```
+
+        Worker processes must be started with ``spawn`` or ``forkserver`` (Dask's
+        and ``distributed``'s defaults): a process ``fork``-ed
+        from one that already used floe inherits its I/O runtime in a broken state
+        and can hang.
+
+        :raises SessionStateError: a read-only session (pickle it directly
+            instead), as Icechunk.
+        """
         return ForkSession(self._native.fork())
 
     def merge(self, *forks: Session) -> None:
-        """Merges the changes of ``forks`` into this session; raises
-        ``ConflictError`` when two of them wrote the same chunk."""
+        """Merges the changes of ``forks`` (from ``fork()``, possibly pickled and
+        written elsewhere) into this session, all or nothing, as Icechunk's
+        ``Session.merge``. A fork given twice, or this session itself, is merged
+        once. See ``fork`` for an example.
+
+        :raises ConflictError: two of them wrote the same chunk or node differently.
+        :raises TypeError: an argument is not a session.
+        """
         self._native.merge(*[f._native for f in self._forks_to_merge(forks)])
 
     def move(self, from_path: str, to_path: str) -> None:

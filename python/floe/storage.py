@@ -202,13 +202,29 @@ def s3_object_store_storage(
 
 def in_memory_storage() -> Storage:
     """A repository in this process's memory: gone when the process ends, visible only
-    through this ``Storage`` object, not picklable."""
+    through this ``Storage`` object, not picklable (``TypeError``), as Icechunk's
+    ``in_memory_storage``. For tests and examples.
+
+    ```python
+    repo = floe.Repository.create(floe.in_memory_storage())
+    ```
+    """
     return Storage.new_in_memory()
 
 
 def local_filesystem_storage(path: str) -> Storage:
-    """A repository in the local directory ``path`` (created when missing), with
-    compare-and-swap that holds across processes."""
+    """A repository in the local directory ``path`` (created when missing), as
+    Icechunk's ``local_filesystem_storage``. Unlike Icechunk's (which warns that it
+    is not safe for concurrent commits), floe's compare-and-swap on refs holds
+    across threads and processes on one machine.
+
+    ```python
+    repo = floe.Repository.open_or_create(floe.local_filesystem_storage("/data/repo"))
+    ```
+
+    :param path: a directory path (``~`` is not expanded; relative paths are
+        relative to the working directory).
+    """
     return Storage.new_local_filesystem(path)
 
 
@@ -217,7 +233,13 @@ def http_storage(
     opts: dict[str, str] | None = None,
     headers: dict[str, str] | None = None,
 ) -> Storage:
-    """A read-only repository served over HTTP(S) at ``base_url``.
+    """A read-only repository served over HTTP(S) at ``base_url``, as Icechunk's
+    ``http_storage``.
+
+    ```python
+    repo = floe.Repository.open(floe.http_storage("https://example.org/repos/era5"))
+    ds = xarray.open_zarr(repo.readonly_session("main").store, consolidated=False)
+    ```
 
     ``opts``: object_store ``ClientConfigKey`` options in snake case (``timeout``,
     ``allow_invalid_certificates``...); plain ``http://`` URLs are allowed. ``headers``:
@@ -255,7 +277,18 @@ def s3_storage(
     headers: dict[str, str] | None = None,
 ) -> Storage:
     """A repository under ``prefix`` of an S3 bucket, or of an S3-compatible server at
-    ``endpoint_url``.
+    ``endpoint_url`` (MinIO, Ceph...), with Icechunk 2.3.0's ``s3_storage``
+    arguments.
+
+    ```python
+    storage = floe.s3_storage(bucket="my-bucket", prefix="era5", region="us-east-1")
+    public = floe.s3_storage(bucket="open-data", prefix="repo", anonymous=True)
+    minio = floe.s3_storage(
+        bucket="b", prefix="r", endpoint_url="http://localhost:9000", allow_http=True,
+        access_key_id="minioadmin", secret_access_key="minioadmin",
+    )
+    repo = floe.Repository.open_or_create(storage)
+    ```
 
     Credentials (see ``floe.credentials.s3_credentials`` for how they combine):
     ``access_key_id`` + ``secret_access_key`` (+ ``session_token``), ``anonymous=True``
@@ -449,7 +482,15 @@ def gcs_storage(
     write_headers: dict[str, str] | None = None,
     headers: dict[str, str] | None = None,
 ) -> Storage:
-    """A repository under ``prefix`` of a Google Cloud Storage bucket.
+    """A repository under ``prefix`` of a Google Cloud Storage bucket, with Icechunk
+    2.3.0's ``gcs_storage`` arguments.
+
+    ```python
+    storage = floe.gcs_storage(bucket="my-bucket", prefix="era5")  # credentials from env
+    storage = floe.gcs_storage(
+        bucket="my-bucket", prefix="era5", service_account_file="/secrets/sa.json"
+    )
+    ```
 
     Credentials (see ``floe.credentials.gcs_credentials``): a service account file or
     key, an application credentials file, a bearer token, ``anonymous=True``,
@@ -497,7 +538,13 @@ def azure_storage(
     scatter_initial_credentials: bool = False,
 ) -> Storage:
     """A repository under ``prefix`` of container ``container`` in Azure Blob Storage
-    account ``account``.
+    account ``account``, with Icechunk 2.3.0's ``azure_storage`` arguments.
+
+    ```python
+    storage = floe.azure_storage(
+        account="myaccount", container="data", prefix="era5", from_env=True
+    )
+    ```
 
     Credentials (see ``floe.credentials.azure_credentials``): an account key, a SAS
     token, a bearer token, ``anonymous=True``, ``get_credentials`` (returning an

@@ -94,7 +94,30 @@ def to_floe(
     variables directly, Dask-backed variables through a fork written on the Dask
     workers (``floe.dask.store_dask``; ``split_every`` forks merged per task,
     ``chunkmanager_store_kwargs`` passed to ``dask.array.store``), merged back into
-    ``session``. Commit the session afterwards (as Icechunk's ``to_icechunk``).
+    ``session``. Commit the session afterwards (as Icechunk's ``to_icechunk``;
+    ``floe.xarray.to_icechunk`` is the same function).
+
+    ```python
+    import numpy as np
+    import pandas as pd
+    import xarray as xr
+    from floe.xarray import to_icechunk
+
+    time = pd.date_range("2024-01-01", periods=20, freq="D")
+    ds = xr.Dataset(
+        {"t2m": (("time", "x"), np.random.rand(20, 4).astype("f4"))}, coords={"time": time}
+    ).chunk({"time": 10})
+    session = repo.writable_session("main")
+    to_icechunk(ds, session, mode="w")  # Dask blocks written by the workers
+    session.commit("initial data")
+
+    later = ds.assign_coords(time=time + pd.Timedelta(days=20))
+    session = repo.writable_session("main")
+    to_icechunk(later, session, append_dim="time")
+    session.commit("append twenty days")
+
+    ds = xr.open_zarr(repo.readonly_session("main").store, consolidated=False)
+    ```
 
     ``mode``, ``region`` (slices, ``"auto"``, or a mapping mixing both),
     ``append_dim``, ``encoding``, ``align_chunks`` and any other keyword mean what
