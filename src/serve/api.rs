@@ -21,10 +21,11 @@ const MAX_LOG_PAGE: usize = 1000;
 
 type ApiResult = Result<Json<Value>, Failure>;
 
-/// `/`: where things are (the history browser is not built yet).
+/// `/api`: where things are.
 pub(crate) async fn index() -> Json<Value> {
     Json(json!({
         "zarr": ["/zarr/branch/{name}/", "/zarr/tag/{name}/", "/zarr/snapshot/{id}/"],
+        "browser": ["/", "/log/{ref}", "/snapshot/{id}", "/diff?from=&to="],
         "api": ["/api/refs", "/api/log/{ref}?limit=&after=", "/api/snapshot/{id}",
                 "/api/tree/{ref}", "/api/diff?from=&to=", "/api/ops-log"],
     }))

@@ -20,18 +20,21 @@
 //!   fill value); a virtual chunk outside the authorized containers answers 403.
 //! - `/api/refs`, `/api/log/{ref}?limit=&after=`, `/api/snapshot/{id}`,
 //!   `/api/tree/{ref}`, `/api/diff?from=&to=`, `/api/ops-log`: JSON.
+//! - `/`, `/log/{ref}`, `/snapshot/{id}`, `/diff?from=&to=`: the history browser,
+//!   server-rendered HTML with every value escaped and no external asset.
 //!
 //! Limits ([`ServeOptions`]): loopback unless [`ServeOptions::public`], an optional
 //! bearer token, CORS off unless one origin is given, a bounded number of
 //! connections, a header-read timeout (slow clients are cut off), a per-request
 //! timeout, bounded request headers; every path segment is checked (no `..`, `.`,
 //! empty segments, encoded `/` or `\`, no `%` left after decoding) before routing.
-//! Access logs go to `tracing` (one span per request with method and URI, one
+//! Access logs go to `tracing` (one span per request with method, URI and peer, one
 //! event per response with status and latency: target `tower_http::trace`, level
 //! INFO). [`ShutdownHandle::shutdown`]
 //! stops accepting connections and lets requests in flight finish.
 
 mod api;
+mod browser;
 mod http;
 mod versions;
 mod zarr;
@@ -46,8 +49,9 @@ use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
+use tower::ServiceExt;
 use tower_http::cors::CorsLayer;
-use tower_http::trace::{DefaultMakeSpan, DefaultOnFailure, DefaultOnResponse, TraceLayer};
+use tower_http::trace::{DefaultOnFailure, DefaultOnResponse, TraceLayer};
 
 use crate::repository::Repository;
 use crate::virtual_refs::VirtualAccess;
@@ -123,6 +127,10 @@ impl Default for ServeOptions {
         }
     }
 }
+
+/// The client's address, for the access log.
+#[derive(Clone, Copy, Debug)]
+struct Peer(SocketAddr);
 
 /// Shared state of the request handlers.
 #[derive(Debug)]
@@ -262,7 +270,12 @@ impl Server {
                 _ = shutdown_rx.changed() => break,
             };
             let _ = stream.set_nodelay(true);
-            let service = TowerToHyperService::new(router.clone());
+            let service = TowerToHyperService::new(router.clone().map_request(
+                move |mut req: axum::extract::Request<hyper::body::Incoming>| {
+                    req.extensions_mut().insert(Peer(peer));
+                    req
+                },
+            ));
             let conn = builder.serve_connection(TokioIo::new(stream), service);
             let conn = graceful.watch(conn);
             tokio::spawn(async move {
@@ -289,7 +302,11 @@ fn router(state: Arc<AppState>, cors: Option<CorsLayer>, timeout: Duration) -> R
     use axum::middleware::from_fn_with_state;
     use axum::routing::get;
     let app = Router::new()
-        .route("/", get(api::index))
+        .route("/", get(browser::index))
+        .route("/log/{reference}", get(browser::log))
+        .route("/snapshot/{id}", get(browser::snapshot))
+        .route("/diff", get(browser::diff))
+        .route("/api", get(api::index))
         .route("/zarr/{*rest}", get(zarr::serve_key))
         .route("/api/refs", get(api::refs))
         .route("/api/log/{reference}", get(api::log))
@@ -311,7 +328,15 @@ fn router(state: Arc<AppState>, cors: Option<CorsLayer>, timeout: Duration) -> R
     ))
     .layer(
         TraceLayer::new_for_http()
-            .make_span_with(DefaultMakeSpan::new().level(tracing::Level::INFO))
+            .make_span_with(|req: &axum::extract::Request| {
+                let peer = req.extensions().get::<Peer>().map(|p| p.0);
+                tracing::info_span!(
+                    "request",
+                    method = %req.method(),
+                    uri = %req.uri(),
+                    peer = ?peer,
+                )
+            })
             .on_response(DefaultOnResponse::new().level(tracing::Level::INFO))
             .on_failure(DefaultOnFailure::new().level(tracing::Level::WARN)),
     )

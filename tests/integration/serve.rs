@@ -829,3 +829,90 @@ async fn the_cli_refuses_public_addresses_without_public_and_stops_on_sigterm() 
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// The history browser: front page, log, a snapshot's tree, a diff with its chunk
+/// grid map; every message, name and attribute escaped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_history_browser_pages_escape_every_value() {
+    let f = fixture().await;
+    let s = f.repo.writable_session("main").await.unwrap();
+    s.store()
+        .set("g/t/c/1/1", Bytes::from(vec![0u8; 24]))
+        .await
+        .unwrap();
+    let second = s
+        .commit_with(
+            "<script>alert(1)</script> second",
+            [("who".to_string(), json!("<img src=x onerror=alert(2)>"))].into(),
+            floe::CommitOptions::default(),
+        )
+        .await
+        .unwrap();
+    let server = start(&f.repo, ServeOptions::default()).await;
+    let html = |path: String| {
+        let url = server.url(&path);
+        async move {
+            let r = get(&url).await;
+            assert_eq!(r.status(), 200, "{url}");
+            assert!(r.headers()[header::CONTENT_TYPE]
+                .to_str()
+                .unwrap()
+                .starts_with("text/html"));
+            r.text().await.unwrap()
+        }
+    };
+    // minijinja escapes `/` too.
+    let slashes = |page: &str| page.replace("&#x2f;", "/");
+    let front = html("/".into()).await;
+    for text in [
+        "main",
+        "dev",
+        "v1",
+        &second.to_string(),
+        "first &lt;b&gt;commit",
+    ] {
+        assert!(front.contains(text), "{text} not in {front}");
+    }
+    for page in [
+        front.clone(),
+        html("/log/main".into()).await,
+        html(format!("/snapshot/{second}")).await,
+        html(format!("/snapshot/{}", f.first)).await,
+        html(format!("/diff?from={}&to={second}", f.first)).await,
+    ] {
+        assert!(!page.contains("<script>alert"), "{page}");
+        assert!(!page.contains("<img"), "{page}");
+        assert!(!page.contains("<b>commit"), "{page}");
+        assert!(
+            !page.contains("http://") && !page.contains("https://"),
+            "no external asset"
+        );
+    }
+    let log = slashes(&html("/log/main".into()).await);
+    assert!(log.contains("&lt;script&gt;alert(1)&lt;"), "{log}");
+    assert!(log.contains("&lt;img src=x"), "{log}");
+    let tree = slashes(&html(format!("/snapshot/{}", f.first)).await);
+    for text in [
+        "/g/t",
+        "int32",
+        "[4, 6]",
+        "[2, 3]",
+        "&lt;script&gt;x&lt;",
+        "bytes",
+    ] {
+        assert!(tree.contains(text), "{text} not in {tree}");
+    }
+    let diff = html(format!("/diff?from={}&to={second}", f.first)).await;
+    assert!(diff.contains("<svg"), "{diff}");
+    assert_eq!(diff.matches("class=\"on\"").count(), 1, "{diff}");
+    assert_eq!(diff.matches("class=\"off\"").count(), 3, "{diff}");
+    for (path, status) in [
+        ("/snapshot/nope".to_string(), 400),
+        (format!("/snapshot/{}", SnapshotId::random()), 404),
+        ("/log/nope".to_string(), 404),
+        ("/diff?from=main".to_string(), 400),
+    ] {
+        assert_eq!(get(&server.url(&path)).await.status(), status, "{path}");
+    }
+    server.stop().await;
+}
