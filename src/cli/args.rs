@@ -273,8 +273,11 @@ pub(crate) enum Command {
         /// Also delete tags whose snapshot is expired.
         #[arg(long)]
         delete_expired_tags: bool,
+        /// Print what would be expired, rewritten and deleted; write nothing.
+        #[arg(long)]
+        dry_run: bool,
         /// Print one JSON object (`expired`, `edited`, `deleted_branches`,
-        /// `deleted_tags`, `kept_moved_branches`).
+        /// `deleted_tags`, `kept_moved_branches`, `dry_run`).
         #[arg(long)]
         json: bool,
     },

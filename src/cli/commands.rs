@@ -116,11 +116,13 @@ pub(super) async fn run(cli: Cli) -> CliResult<()> {
             older_than,
             delete_expired_branches,
             delete_expired_tags,
+            dry_run,
             json,
         } => {
             let options = floe::lifecycle::ExpireOptions::default()
                 .delete_expired_branches(delete_expired_branches)
-                .delete_expired_tags(delete_expired_tags);
+                .delete_expired_tags(delete_expired_tags)
+                .dry_run(dry_run);
             let repo = open_repo(&repo, &[]).await?;
             lifecycle::expire(&mut out, &repo, &older_than, options, json).await?
         }

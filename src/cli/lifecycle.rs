@@ -10,7 +10,9 @@ use super::{output, progress, CliResult};
 use floe::lifecycle::{ExpireOptions, GcOptions};
 use floe::repository::Repository;
 
-/// Expires snapshots older than `older_than` (RFC 3339) and prints what it did.
+/// Expires snapshots older than `older_than` (RFC 3339, `now` or a time ago) and
+/// prints what it did; with [`ExpireOptions::dry_run`], what it would do, naming
+/// every snapshot and ref, and writes nothing.
 ///
 /// # Errors
 /// [`super::CliError::Usage`] for a bad time; repository and storage errors.
@@ -36,9 +38,13 @@ pub(super) async fn expire(
                 "deleted_branches": result.deleted_branches,
                 "deleted_tags": result.deleted_tags,
                 "kept_moved_branches": result.kept_moved_branches,
+                "dry_run": options.dry_run,
             }),
         )?;
         return Ok(());
+    }
+    if options.dry_run {
+        return expire_dry_run_text(out, &result);
     }
     writeln!(
         out,
@@ -60,6 +66,34 @@ pub(super) async fn expire(
     }
     if !result.expired.is_empty() {
         writeln!(out, "Run `floe gc` to delete what is no longer reachable")?;
+    }
+    Ok(())
+}
+
+/// The text of `floe expire --dry-run`: every snapshot that would leave a history,
+/// every snapshot that would be rewritten, every ref that would be deleted.
+fn expire_dry_run_text(
+    out: &mut impl Write,
+    result: &floe::lifecycle::ExpireResult,
+) -> CliResult<()> {
+    writeln!(
+        out,
+        "Dry run: would expire {} snapshot(s) and rewrite {} snapshot(s) to start history \
+         at the initial snapshot; nothing was written",
+        result.expired.len(),
+        result.edited.len()
+    )?;
+    for id in &result.expired {
+        writeln!(out, "would expire snapshot {id}")?;
+    }
+    for id in &result.edited {
+        writeln!(out, "would rewrite snapshot {id}")?;
+    }
+    for b in &result.deleted_branches {
+        writeln!(out, "would delete branch {}", output::escape_controls(b))?;
+    }
+    for t in &result.deleted_tags {
+        writeln!(out, "would delete tag {}", output::escape_controls(t))?;
     }
     Ok(())
 }

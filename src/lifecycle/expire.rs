@@ -39,6 +39,10 @@ pub struct ExpireOptions {
     /// Delete tags whose snapshot is expired (a tombstone is written, as by
     /// [`crate::Repository::delete_tag`]).
     pub delete_expired_tags: bool,
+    /// Write nothing: the [`ExpireResult`] says what the expiry would do (which
+    /// snapshots would leave the histories, which would be rewritten, which refs
+    /// would be deleted), judged on the repository as it is now.
+    pub dry_run: bool,
 }
 
 impl ExpireOptions {
@@ -53,9 +57,15 @@ impl ExpireOptions {
         self.delete_expired_tags = yes;
         self
     }
+
+    /// Options that only report what the expiry would do (`yes`), writing nothing.
+    pub fn dry_run(mut self, yes: bool) -> Self {
+        self.dry_run = yes;
+        self
+    }
 }
 
-/// What an expiry did.
+/// What an expiry did (with [`ExpireOptions::dry_run`], what it would do).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ExpireResult {
@@ -87,11 +97,13 @@ struct RefExpiry {
     ref_is_expired: bool,
 }
 
-/// Expires the history of the ref at snapshot `tip`.
+/// Expires the history of the ref at snapshot `tip` (with `dry_run`, says what it
+/// would release and rewrite, writing nothing).
 async fn expire_ref(
     assets: &AssetManager,
     tip: SnapshotId,
     older_than: DateTime<Utc>,
+    dry_run: bool,
 ) -> Result<RefExpiry> {
     // One pass down the ancestry: `editable` ends at the oldest snapshot that is not
     // expired, `root` at the oldest expired one (normally the initial snapshot).
@@ -133,9 +145,11 @@ async fn expire_ref(
         );
         return Ok(nothing);
     }
-    let mut adopted = (*editable_snap).clone();
-    adopted.parent_id = Some(root);
-    assets.write_snapshot(std::sync::Arc::new(adopted)).await?;
+    if !dry_run {
+        let mut adopted = (*editable_snap).clone();
+        adopted.parent_id = Some(root);
+        assets.write_snapshot(std::sync::Arc::new(adopted)).await?;
+    }
     Ok(RefExpiry {
         released,
         edited: Some(editable),
@@ -173,17 +187,20 @@ pub(crate) async fn expire_snapshots(
             ) => continue,
             Err(e) => return Err(e),
         };
-        let done = expire_ref(assets, tip, older_than).await?;
+        let done = expire_ref(assets, tip, older_than, options.dry_run).await?;
         result.expired.extend(done.released);
         result.edited.extend(done.edited);
         if !done.ref_is_expired {
             continue;
         }
         if is_tag && options.delete_expired_tags {
-            refs::delete_tag(storage, name).await?;
+            if !options.dry_run {
+                refs::delete_tag(storage, name).await?;
+            }
             result.deleted_tags.push(name.clone());
         } else if !is_tag && options.delete_expired_branches && name != "main" {
             let deleted = match &version {
+                Some(_) if options.dry_run => true,
                 Some(v) => refs::delete_branch_if_unmoved(storage, name, v).await?,
                 None => {
                     tracing::warn!(
@@ -339,12 +356,17 @@ pub(crate) async fn expire_snapshots_v2(
     options: ExpireOptions,
 ) -> Result<ExpireResult> {
     let cut = u64::try_from(older_than.timestamp_micros()).unwrap_or(0);
-    crate::refs::repo_object::update(assets, false, |info| {
+    // A dry run changes nothing, so it needs no online repository either.
+    crate::refs::repo_object::update(assets, options.dry_run, |info| {
         let result = expire_repo_info(info, cut, options);
-        Ok(crate::refs::repo_object::Change::Write(
-            crate::format::repo_info::UpdateKind::ExpirationRan,
-            result,
-        ))
+        Ok(if options.dry_run {
+            crate::refs::repo_object::Change::Skip(result)
+        } else {
+            crate::refs::repo_object::Change::Write(
+                crate::format::repo_info::UpdateKind::ExpirationRan,
+                result,
+            )
+        })
     })
     .await
 }

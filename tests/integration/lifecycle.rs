@@ -323,6 +323,86 @@ fn cli_expire_and_gc_print_json() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("yesterday"));
 }
 
+/// Every object under `dir` with its bytes: a spec-1 expiry rewrites a snapshot in
+/// place (same key), a spec-2 one the `repo` object, so keys alone would not show a write.
+fn object_bytes(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    objects(dir)
+        .into_iter()
+        .map(|k| {
+            let bytes = std::fs::read(dir.join(&k)).unwrap();
+            (k, bytes)
+        })
+        .collect()
+}
+
+/// `floe expire --dry-run` names what it would expire, rewrite and delete, writes
+/// nothing (every object byte-identical), and says what the real expiry then does.
+#[test]
+fn cli_expire_dry_run_writes_nothing() {
+    for spec in [SpecVersion::V1, SpecVersion::V2] {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let sc = rt.block_on(scenario_spec(dir.path(), spec));
+        let repo = dir.path().to_str().unwrap();
+        let time = sc.cut_off.to_rfc3339();
+        let run = |extra: &[&str]| {
+            let mut args = vec![
+                "expire",
+                repo,
+                "--older-than",
+                &time,
+                "--delete-expired-branches",
+                "--delete-expired-tags",
+            ];
+            args.extend_from_slice(extra);
+            let out = Command::new(floe_bin()).args(&args).output().unwrap();
+            assert!(
+                out.status.success(),
+                "{spec:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8(out.stdout).unwrap()
+        };
+        let before = object_bytes(dir.path());
+        let text = run(&["--dry-run"]);
+        assert!(
+            text.starts_with("Dry run: would expire 2 snapshot(s)"),
+            "{spec:?}: {text}"
+        );
+        for line in [
+            format!("would expire snapshot {}", sc.c1),
+            format!("would expire snapshot {}", sc.c2),
+            "would delete branch gone".to_string(),
+            "would delete branch side".to_string(),
+            "would delete tag old".to_string(),
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "{spec:?}: `{line}` not in {text}"
+            );
+        }
+        let dry: serde_json::Value = serde_json::from_str(&run(&["--dry-run", "--json"])).unwrap();
+        assert_eq!(dry["dry_run"], true);
+        assert_eq!(
+            object_bytes(dir.path()),
+            before,
+            "{spec:?}: a dry run wrote"
+        );
+        let repo_now = rt.block_on(open(dir.path()));
+        let refs = rt.block_on(repo_now.list_branches()).unwrap();
+        for b in ["gone", "side"] {
+            assert!(refs.iter().any(|r| r == b), "{spec:?}: {refs:?}");
+        }
+
+        // The real expiry does what the dry run said.
+        let mut done: serde_json::Value = serde_json::from_str(&run(&["--json"])).unwrap();
+        assert_eq!(done["dry_run"], false);
+        done["dry_run"] = true.into();
+        assert_eq!(done, dry, "{spec:?}");
+        assert_ne!(object_bytes(dir.path()), before, "{spec:?}");
+    }
+}
+
 /// Icechunk's report and what it leaves behind, from `lifecycle_oracle.py`.
 fn oracle(py: &Path, repo: &Path, expire: DateTime<Utc>, gc: DateTime<Utc>) -> serde_json::Value {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/lifecycle_oracle.py");
