@@ -185,12 +185,10 @@ impl Server {
             Some(origin) => Some(http::cors_layer(origin)?),
             None => None,
         };
-        let listener = TcpListener::bind(options.bind)
-            .await
-            .map_err(|source| ServeError::Io {
-                addr: options.bind,
-                source,
-            })?;
+        let listener = listen(options.bind).map_err(|source| ServeError::Io {
+            addr: options.bind,
+            source,
+        })?;
         let addr = listener.local_addr().map_err(|source| ServeError::Io {
             addr: options.bind,
             source,
@@ -246,6 +244,12 @@ impl Server {
             .header_read_timeout(options.header_read_timeout)
             .max_buf_size(options.max_header_bytes.max(8192))
             .keep_alive(true);
+        // Near the connection limit, new connections close after their first
+        // answer: an idle kept-alive connection would hold its slot until the
+        // header-read timeout while other clients wait to be accepted.
+        let mut closing = builder.clone();
+        closing.keep_alive(false);
+        let max = options.max_connections.max(1);
         loop {
             if *shutdown_rx.borrow() {
                 break;
@@ -276,7 +280,9 @@ impl Server {
                     req
                 },
             ));
-            let conn = builder.serve_connection(TokioIo::new(stream), service);
+            let crowded = limit.available_permits() < max / 4 + 1;
+            let conn = if crowded { &closing } else { &builder }
+                .serve_connection(TokioIo::new(stream), service);
             let conn = graceful.watch(conn);
             tokio::spawn(async move {
                 if let Err(e) = conn.await {
@@ -294,6 +300,23 @@ impl Server {
         }
         Ok(())
     }
+}
+
+/// Connections the kernel queues while every slot is taken (capped by the system's
+/// `somaxconn`): a burst of clients waits there rather than being dropped.
+const LISTEN_BACKLOG: u32 = 4096;
+
+/// A listening socket on `addr` with a [`LISTEN_BACKLOG`] queue.
+fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    #[cfg(unix)]
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
 }
 
 /// The routes, with the access log, the path check, the token check, CORS and the

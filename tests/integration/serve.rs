@@ -916,3 +916,54 @@ async fn the_history_browser_pages_escape_every_value() {
     }
     server.stop().await;
 }
+
+/// Many more clients than connection slots: every request is answered (the others
+/// wait in the listen backlog; near the limit connections close after one answer),
+/// and the server still answers a well-behaved client afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_parallel_clients_all_get_answers() {
+    let f = fixture().await;
+    let server = start(
+        &f.repo,
+        ServeOptions {
+            max_connections: 16,
+            ..ServeOptions::default()
+        },
+    )
+    .await;
+    let addr = server.addr;
+    let started = std::time::Instant::now();
+    let answered = tokio::task::spawn_blocking(move || {
+        // 1,000 connections, each with its request sent, before any answer is read.
+        let conns: Vec<std::net::TcpStream> = (0..1000)
+            .map(|_| {
+                let mut s = std::net::TcpStream::connect(addr).unwrap();
+                s.write_all(
+                    b"GET /zarr/branch/main/g/t/c/0/1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                )
+                .unwrap();
+                s
+            })
+            .collect();
+        conns
+            .into_iter()
+            .filter(|mut s| {
+                s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+                let mut out = Vec::new();
+                let _ = s.read_to_end(&mut out);
+                out.starts_with(b"HTTP/1.1 200 OK") && out.len() > 24
+            })
+            .count()
+    })
+    .await
+    .unwrap();
+    assert_eq!(answered, 1000);
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+    let r = get(&server.url("/api/refs")).await;
+    assert_eq!(r.status(), 200);
+    server.stop().await;
+}
