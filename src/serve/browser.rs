@@ -92,7 +92,7 @@ const SNAPSHOT: &str = r#"{% extends "base.html" %}
 </table>
 <h2>Tree</h2>
 <table><tr><th>path</th><th>type</th><th>shape</th><th>data type</th><th>chunks</th><th>dimensions</th><th>codecs</th><th>attributes</th></tr>
-{% for n in nodes %}<tr><td><code>{{ n.path }}</code></td><td>{{ n.node_type }}</td><td>{{ n.shape }}</td><td>{{ n.data_type }}</td>
+{% for n in nodes %}<tr><td><code>{{ n.path }}</code>{% if n.preview %} <a href="/preview/{{ commit.id }}{{ n.preview }}">preview</a>{% endif %}</td><td>{{ n.node_type }}</td><td>{{ n.shape }}</td><td>{{ n.data_type }}</td>
 <td>{{ n.chunks }}</td><td>{{ n.dimensions }}</td><td>{{ n.codecs }}</td><td>{% if n.attributes %}<pre>{{ n.attributes }}</pre>{% endif %}</td></tr>
 {% endfor %}</table>
 {% endblock %}"#;
@@ -114,6 +114,18 @@ const DIFF: &str = r#"{% extends "base.html" %}
 {% else %}<p class="muted">no chunk changed</p>{% endfor %}
 {% endblock %}"#;
 
+const PREVIEW: &str = r#"{% extends "base.html" %}
+{% block title %}preview of {{ path }}{% endblock %}
+{% block body %}
+<h1>Preview of <code>{{ path }}</code></h1>
+<p>snapshot <a class="id" href="/snapshot/{{ id }}">{{ id }}</a>; shape {{ shape }}, {{ data_type }};
+elements [{{ region }}]{% if step > 1 %}, one cell per {{ step }} × {{ step }} elements (their first){% endif %};
+values from {{ min }} (black) to {{ max }} (white){% if missing %}, {{ missing }} not a number (red){% endif %}</p>
+<svg width="{{ width }}" height="{{ height }}" role="img" aria-label="values of {{ path }}" shape-rendering="crispEdges">
+{% for c in cells %}<rect x="{{ c.x }}" y="{{ c.y }}" width="{{ cell }}" height="{{ cell }}" fill="{{ c.fill }}"><title>{{ c.title }}</title></rect>{% endfor %}
+</svg>
+{% endblock %}"#;
+
 fn environment() -> &'static Environment<'static> {
     static ENV: OnceLock<Environment<'static>> = OnceLock::new();
     ENV.get_or_init(|| {
@@ -125,6 +137,7 @@ fn environment() -> &'static Environment<'static> {
             ("log.html", LOG),
             ("snapshot.html", SNAPSHOT),
             ("diff.html", DIFF),
+            ("preview.html", PREVIEW),
         ] {
             if let Err(e) = env.add_template(name, source) {
                 tracing::error!(target: "floe::serve", template = name, error = %e, "bad template");
@@ -364,6 +377,9 @@ pub(crate) async fn snapshot(
                         "dimensions": text(meta.get("dimension_names")),
                         "codecs": codecs.join(", "),
                         "attributes": attrs,
+                        "preview": (!n.is_group() && numeric(&meta)).then(|| {
+                            n.path.to_string().split('/').map(segment).collect::<Vec<_>>().join("/")
+                        }),
                     })
                 })
                 .collect();
@@ -503,6 +519,139 @@ pub(crate) async fn diff(
                     "sections": sections,
                     "moved": moved,
                     "arrays": arrays,
+                }),
+            ))
+        }
+        .await,
+    )
+}
+
+/// Whether an array's `zarr.json` names a numeric (or boolean) data type.
+fn numeric(meta: &Value) -> bool {
+    meta.get("data_type")
+        .and_then(Value::as_str)
+        .is_some_and(|t| {
+            t == "bool"
+                || ["int", "uint", "float"].iter().any(|p| {
+                    t.strip_prefix(p)
+                        .is_some_and(|r| r.bytes().all(|b| b.is_ascii_digit()))
+                })
+        })
+}
+
+/// Most elements read per side of a preview, and most cells drawn per side.
+const PREVIEW_READ: u64 = 512;
+const PREVIEW_CELLS: u64 = 128;
+
+/// `/preview/{id}/{array path}`: the first 2-D slice of a numeric array (index 0
+/// along the leading dimensions, at most 512 × 512 elements from the origin), drawn
+/// as an SVG image of at most 128 × 128 cells.
+pub(crate) async fn preview(
+    State(state): State<Arc<AppState>>,
+    Path((id, path)): Path<(String, String)>,
+) -> Response {
+    page(
+        async {
+            let id: SnapshotId = id
+                .parse()
+                .map_err(|_| Failure::bad_request(format!("`{id}` is not a snapshot id")))?;
+            let node_path = crate::format::NodePath::new(&path)
+                .map_err(|e| Failure::bad_request(e.to_string()))?;
+            let version = state.versions.snapshot(id).await?;
+            let node = version.session.get_node(&node_path)?;
+            let meta: Value = serde_json::from_slice(&node.user_data).unwrap_or(Value::Null);
+            if node.is_group() || !numeric(&meta) {
+                return Err(Failure::not_found(format!(
+                    "`{node_path}` is not an array of numbers"
+                )));
+            }
+            let store: Arc<dyn crate::zarr::Store> = Arc::new(version.store.clone());
+            let array = crate::zarr::Array::open(store, node_path.key_prefix())
+                .await
+                .map_err(|e| Failure::new(StatusCode::BAD_GATEWAY, e.to_string()))?;
+            let shape = array.shape().to_vec();
+            let n = shape.len();
+            let (rows, cols) = match n {
+                0 => (1, 1),
+                1 => (1, shape[0]),
+                _ => (shape[n - 2], shape[n - 1]),
+            };
+            let (rows, cols) = (rows.min(PREVIEW_READ), cols.min(PREVIEW_READ));
+            let start = vec![0; n];
+            let mut size = vec![1; n];
+            if n >= 1 {
+                size[n - 1] = cols;
+            }
+            if n >= 2 {
+                size[n - 2] = rows;
+            }
+            if size.contains(&0) {
+                return Err(Failure::not_found(format!("`{node_path}` is empty")));
+            }
+            let region = crate::zarr::ArraySubset::new(start, size);
+            let data = array
+                .read_region_bytes(&region)
+                .await
+                .map_err(|e| Failure::new(StatusCode::BAD_GATEWAY, e.to_string()))?;
+            let dt = array.data_type().clone();
+            let elem = dt.fixed_size().unwrap_or(0);
+            let crate::zarr::ArrayBytes::Fixed(bytes) = data else {
+                return Err(Failure::not_found("not an array of numbers"));
+            };
+            let value = |r: u64, c: u64| -> Option<f64> {
+                let i = usize::try_from(r * cols + c).ok()?;
+                let b = bytes.get(i * elem..(i + 1) * elem)?;
+                let v = crate::zarr::data_type::element_to_json(&dt, b);
+                v.as_f64().or_else(|| v.as_bool().map(|b| f64::from(u8::from(b))))
+            };
+            let step = rows.max(cols).div_ceil(PREVIEW_CELLS).max(1);
+            let samples: Vec<(u64, u64, Option<f64>)> = (0..rows)
+                .step_by(step as usize)
+                .flat_map(|r| (0..cols).step_by(step as usize).map(move |c| (r, c)))
+                .map(|(r, c)| (r, c, value(r, c).filter(|v| v.is_finite())))
+                .collect();
+            let (min, max) = samples
+                .iter()
+                .filter_map(|s| s.2)
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| (a.min(v), b.max(v)));
+            let missing = samples.iter().filter(|s| s.2.is_none()).count();
+            let cell = if cols.div_ceil(step) > 64 { 4 } else { 8 };
+            let cells: Vec<Value> = samples
+                .iter()
+                .map(|&(r, c, v)| {
+                    let fill = match v {
+                        Some(v) => {
+                            let t = if max > min { (v - min) / (max - min) } else { 0.5 };
+                            let g = (t * 255.0).round().clamp(0.0, 255.0) as u8;
+                            format!("rgb({g},{g},{g})")
+                        }
+                        None => "rgb(220,40,40)".to_string(),
+                    };
+                    json!({
+                        "x": c / step * cell,
+                        "y": r / step * cell,
+                        "fill": fill,
+                        "title": format!("[{r}, {c}] = {}", v.map_or("NaN".to_string(), |v| v.to_string())),
+                    })
+                })
+                .collect();
+            Ok(render(
+                "preview.html",
+                json!({
+                    "id": id.to_string(),
+                    "path": node_path.to_string(),
+                    "shape": format!("{shape:?}"),
+                    "data_type": dt.to_string(),
+                    "region": region.start.iter().zip(&region.shape)
+                        .map(|(s, l)| format!("{s}:{}", s + l)).collect::<Vec<_>>().join(", "),
+                    "step": step,
+                    "min": if min.is_finite() { min.to_string() } else { "-".into() },
+                    "max": if max.is_finite() { max.to_string() } else { "-".into() },
+                    "missing": missing,
+                    "cell": cell,
+                    "width": cols.div_ceil(step) * cell,
+                    "height": rows.div_ceil(step) * cell,
+                    "cells": cells,
                 }),
             ))
         }

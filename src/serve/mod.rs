@@ -20,8 +20,9 @@
 //!   fill value); a virtual chunk outside the authorized containers answers 403.
 //! - `/api/refs`, `/api/log/{ref}?limit=&after=`, `/api/snapshot/{id}`,
 //!   `/api/tree/{ref}`, `/api/diff?from=&to=`, `/api/ops-log`: JSON.
-//! - `/`, `/log/{ref}`, `/snapshot/{id}`, `/diff?from=&to=`: the history browser,
-//!   server-rendered HTML with every value escaped and no external asset.
+//! - `/`, `/log/{ref}`, `/snapshot/{id}`, `/diff?from=&to=`, `/preview/{id}/{array}`:
+//!   the history browser, server-rendered HTML with every value escaped and no
+//!   external asset.
 //!
 //! Limits ([`ServeOptions`]): loopback unless [`ServeOptions::public`], an optional
 //! bearer token, CORS off unless one origin is given, a bounded number of
@@ -329,6 +330,7 @@ fn router(state: Arc<AppState>, cors: Option<CorsLayer>, timeout: Duration) -> R
         .route("/log/{reference}", get(browser::log))
         .route("/snapshot/{id}", get(browser::snapshot))
         .route("/diff", get(browser::diff))
+        .route("/preview/{id}/{*path}", get(browser::preview))
         .route("/api", get(api::index))
         .route("/zarr/{*rest}", get(zarr::serve_key))
         .route("/api/refs", get(api::refs))

@@ -902,6 +902,21 @@ async fn the_history_browser_pages_escape_every_value() {
     ] {
         assert!(tree.contains(text), "{text} not in {tree}");
     }
+    assert!(
+        tree.contains(&format!("/preview/{}/g/t", f.first)),
+        "{tree}"
+    );
+    let preview = slashes(&html(format!("/preview/{}/g/t", f.first)).await);
+    assert_eq!(preview.matches("<rect").count(), 24, "{preview}");
+    for text in [
+        "[0, 0] = 0",
+        "[0, 3] = 100",
+        "[2, 0] = 10",
+        "[3, 5] = -1",
+        "int32",
+    ] {
+        assert!(preview.contains(text), "{text} not in {preview}");
+    }
     let diff = html(format!("/diff?from={}&to={second}", f.first)).await;
     assert!(diff.contains("<svg"), "{diff}");
     assert_eq!(diff.matches("class=\"on\"").count(), 1, "{diff}");
@@ -911,6 +926,9 @@ async fn the_history_browser_pages_escape_every_value() {
         (format!("/snapshot/{}", SnapshotId::random()), 404),
         ("/log/nope".to_string(), 404),
         ("/diff?from=main".to_string(), 400),
+        (format!("/preview/{}/g", f.first), 404),
+        (format!("/preview/{}/nope", f.first), 404),
+        ("/preview/nope/g/t".to_string(), 400),
     ] {
         assert_eq!(get(&server.url(&path)).await.status(), status, "{path}");
     }
