@@ -92,7 +92,10 @@ def print_debug_info() -> None:
         except importlib.metadata.PackageNotFoundError:
             return "not installed"
 
-    print(f"floe: {version('floe')}")
+    from floe._floe import __version__
+
+    # The distribution is `zarr-floe`; the version is also the extension's own.
+    print(f"floe: {__version__} (distribution zarr-floe: {version('zarr-floe')})")
     print(f"python: {sys.version.split()[0]}")
     print(f"platform: {platform.platform()}")
     for name in ("zarr", "numpy", "xarray", "dask", "distributed"):

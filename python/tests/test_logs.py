@@ -105,6 +105,6 @@ def test_default_caches_do_not_warn(capfd):
 def test_version_is_the_installed_package_version():
     import importlib.metadata
 
-    assert floe.__version__ == importlib.metadata.version("floe")
+    assert floe.__version__ == importlib.metadata.version("zarr-floe")
     major, minor, patch = (int(part) for part in floe.__version__.split("."))
     assert (major, minor, patch) >= (0, 1, 0)
