@@ -56,6 +56,16 @@ def merge_sessions(
     and returns it (Icechunk's ``merge_sessions``). The same fork object given more
     than once is merged once.
 
+    ```python
+    from floe.distributed import merge_sessions
+
+    session = repo.writable_session("main")
+    forks = [session.fork() for _ in range(3)]
+    # ... each fork written by its own worker, then sent back ...
+    session.merge(merge_sessions(*forks))
+    session.commit("three workers")
+    ```
+
     A chunk that several forks wrote is not a conflict: it holds the chunk of the
     fork merged last (in argument order, nested lists flattened), as in Icechunk
     2.3.0, and the other forks' writes of that chunk are dropped. Forks that must

@@ -105,7 +105,30 @@ def _pairs(method: str, name: str, items: object, n: int) -> list[tuple]:
 
 
 class FloeStore(Store):
-    """The zarr-python store view of a floe session (``Session.store``)."""
+    """The zarr-python store view of a floe session (``Session.store``), Icechunk's
+    ``IcechunkStore`` (``floe.IcechunkStore`` is this class). Do not build one: take
+    ``session.store``. Keys are Zarr v3 keys (``zarr.json``, ``t/c/0/1``); values
+    are bytes; byte ranges are offsets in bytes.
+
+    ```python
+    session = repo.writable_session("main")
+    store = session.store
+    root = zarr.open_group(store, mode="a")
+    root.create_array("t", shape=(100, 100), chunks=(10, 100), dtype="f4")
+    session.commit("add t")
+
+    async def keys():
+        return sorted([k async for k in store.list()])
+
+    print(asyncio.run(keys()))  # ['t/zarr.json', 'zarr.json']
+    ```
+
+    Writes go to the session (a read-only session's store raises ``ReadOnlyError``
+    on ``set``/``delete``); nothing is visible to others until ``session.commit``.
+    Consolidated metadata is not written or needed (as Icechunk: open groups with
+    ``consolidated=False`` / ``use_consolidated=False``). Pickles with its session
+    (read-only sessions and forks only).
+    """
 
     supports_writes = True
     supports_deletes = True
