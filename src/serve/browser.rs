@@ -615,7 +615,8 @@ pub(crate) async fn preview(
                 .filter_map(|s| s.2)
                 .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| (a.min(v), b.max(v)));
             let missing = samples.iter().filter(|s| s.2.is_none()).count();
-            let cell = if cols.div_ceil(step) > 64 { 4 } else { 8 };
+            // Cells of 4 to 32 pixels, the image about 512 pixels across.
+            let cell = (512 / rows.div_ceil(step).max(cols.div_ceil(step)).max(1)).clamp(4, 32);
             let cells: Vec<Value> = samples
                 .iter()
                 .map(|&(r, c, v)| {
