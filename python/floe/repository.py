@@ -436,7 +436,19 @@ class Repository:
         )
 
     def rearrange_session(self, branch: str) -> Session:
-        """Spec 2: a session on ``branch`` that only moves nodes (``Session.move``)."""
+        """Spec 2: a session on ``branch`` that only moves nodes (``Session.move``),
+        as Icechunk 2's ``rearrange_session``; moving a group or array changes no
+        chunk or metadata object, and the commit records the moves.
+
+        ```python
+        session = repo.rearrange_session("main")
+        session.move("/raw/t2m", "/t2m")
+        session.commit("move t2m to the root")
+        ```
+
+        :raises FormatError: a spec-1 repository (upgrade it first).
+        :raises RefNotFoundError: unknown branch.
+        """
         return Session(self._native.rearrange_session(branch))
 
     @contextlib.contextmanager
@@ -1295,7 +1307,18 @@ def upgrade_icechunk_repository(
     ``dry_run`` nothing changes. Returns the repository reopened (use it instead of
     ``repo``). ``FormatError`` when it is spec 2 already. floe always removes the
     spec-1 ref files it replaced (``delete_unused_v1_files`` is accepted and
-    ignored), and ``prefetch_concurrency`` is not needed."""
+    ignored), and ``prefetch_concurrency`` is not needed.
+
+    ```python
+    repo = floe.Repository.open(floe.local_filesystem_storage("/data/old-repo"))
+    if repo.spec_version == floe.SpecVersion.v1:
+        upgrade_icechunk_repository(repo, dry_run=True)  # checks, changes nothing
+        repo = upgrade_icechunk_repository(repo, dry_run=False)
+    ```
+
+    After the upgrade Icechunk 1.x can no longer read the repository; Icechunk
+    2.x and floe can.
+    """
     storage = repo._storage
     if storage is None and not dry_run:
         raise ValueError("the repository's storage is unknown: open it with Repository.open")

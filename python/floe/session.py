@@ -211,7 +211,16 @@ class Session:
     def flush(self, message: str, *, metadata: dict | None = None) -> str:
         """Writes the changes as a snapshot whose parent is the session's base
         without moving any branch, and returns its id (``reset_branch`` or
-        ``create_tag`` can then point to it). The session is read-only afterwards."""
+        ``create_tag`` can then point to it), as Icechunk's ``Session.flush``. The
+        session is read-only afterwards.
+
+        ```python
+        session = repo.writable_session("main")
+        zarr.open_group(session.store).attrs["draft"] = True
+        snapshot_id = session.flush("a draft, on no branch")
+        repo.create_branch("draft", snapshot_id)
+        ```
+        """
         return self._native.flush(message, metadata)
 
     @property
@@ -323,7 +332,14 @@ class Session:
         self._native.merge(*[f._native for f in self._forks_to_merge(forks)])
 
     def move(self, from_path: str, to_path: str) -> None:
-        """Rearrange sessions (spec 2): moves a node and everything under it."""
+        """Rearrange sessions (spec 2): moves the group or array at ``from_path``,
+        and everything under it, to ``to_path`` (absolute paths, ``/a/b``), as
+        Icechunk's ``Session.move``. See ``Repository.rearrange_session``.
+
+        :raises NodeNotFoundError: nothing at ``from_path``.
+        :raises AlreadyExistsError: something at ``to_path`` already.
+        :raises SessionStateError: not a rearrange session.
+        """
         self._native.move(from_path, to_path)
 
     def all_virtual_chunk_locations(self) -> list[str]:
