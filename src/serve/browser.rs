@@ -27,6 +27,7 @@ const MAP_SIDE: u64 = 64;
 const BASE: &str = r#"<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="icon" href="data:,">
 <title>{% block title %}floe{% endblock %}</title>
 <style>
 body{font-family:system-ui,sans-serif;margin:0 auto;max-width:72rem;padding:1rem 2rem;color:#222}

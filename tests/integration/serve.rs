@@ -985,3 +985,110 @@ async fn many_parallel_clients_all_get_answers() {
     assert_eq!(r.status(), 200);
     server.stop().await;
 }
+
+/// Playwright script: navigates front page → log → commit → diff, and commit →
+/// preview; checks texts, escaping (no dialog opens, markup shows as text), and no
+/// console error; screenshots into `$FLOE_SERVE_SCREENS` when set.
+const BROWSER_CHECK: &str = r#"
+import os, sys
+from playwright.sync_api import sync_playwright
+
+base, chromium = sys.argv[1], sys.argv[2]
+screens = os.environ.get("FLOE_SERVE_SCREENS")
+problems = []
+with sync_playwright() as p:
+    browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
+    page = browser.new_page(viewport={"width": 1200, "height": 900})
+    page.on("console", lambda m: m.type == "error" and problems.append("console: " + m.text))
+    page.on("pageerror", lambda e: problems.append("page error: " + str(e)))
+    page.on("dialog", lambda d: (problems.append("dialog: " + d.message), d.dismiss()))
+    page.on("requestfailed", lambda r: problems.append("request failed: " + r.url))
+
+    def visit(name, expected):
+        page.wait_for_load_state("networkidle")
+        text = page.inner_text("body")
+        for e in expected:
+            if e not in text:
+                problems.append(f"{name}: `{e}` not shown")
+        if page.locator("script").count():
+            problems.append(f"{name}: a script element")
+        if screens:
+            page.screenshot(path=os.path.join(screens, name + ".png"), full_page=True)
+        print("visited", name, page.url)
+
+    page.goto(base + "/")
+    visit("front", ["main", "dev", "v1", "<script>alert(1)</script> second", "first <b>commit</b>"])
+    page.click("text=the whole log of main")
+    visit("log", ["<img src=x onerror=alert(2)>", "Repository initialized"])
+    page.click("table tr:nth-child(2) td:nth-child(3) a")
+    visit("commit", ["Tree", "/g/t", "int32", "<script>x</script>", "second"])
+    commit = page.url
+    page.click("text=diff")
+    visit("diff", ["Chunks changed", "/g/t: 1 chunk(s)"])
+    if page.locator("svg rect.on").count() != 1:
+        problems.append("diff: not one changed chunk drawn")
+    page.goto(commit)
+    page.click("tr:has-text('/g/t') >> text=preview")
+    visit("preview", ["Preview of /g/t", "int32"])
+    if page.locator("svg rect").count() != 24:
+        problems.append("preview: not 24 cells")
+    browser.close()
+for p_ in problems:
+    print("PROBLEM", p_)
+sys.exit(1 if problems else 0)
+"#;
+
+/// The history browser in headless Chromium (Debian's, driven by the Playwright of
+/// the docs venv): skipped without chromium; with it, the docs venv's Playwright is
+/// required under CI=true.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_history_browser_in_headless_chromium() {
+    let chromium = std::env::var("FLOE_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    if !std::path::Path::new(&chromium).exists() {
+        eprintln!("SKIPPED: no chromium at {chromium}");
+        return;
+    }
+    let venv = std::env::var("FLOE_VENV_DIR").unwrap_or_else(|_| "/opt/floe-py".into());
+    let python = std::path::PathBuf::from(venv).join("pydocs/bin/python");
+    let has_playwright = python.exists()
+        && std::process::Command::new(&python)
+            .args(["-c", "import playwright.sync_api"])
+            .status()
+            .is_ok_and(|s| s.success());
+    let Some(()) =
+        crate::common::require(has_playwright.then_some(()), "the docs venv's Playwright")
+    else {
+        return;
+    };
+    let f = fixture().await;
+    let s = f.repo.writable_session("main").await.unwrap();
+    s.store()
+        .set("g/t/c/1/1", Bytes::from(vec![0u8; 24]))
+        .await
+        .unwrap();
+    s.commit_with(
+        "<script>alert(1)</script> second",
+        [("who".to_string(), json!("<img src=x onerror=alert(2)>"))].into(),
+        floe::CommitOptions::default(),
+    )
+    .await
+    .unwrap();
+    let server = start(&f.repo, ServeOptions::default()).await;
+    let base = server.url("");
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(&python)
+            .args(["-c", BROWSER_CHECK, &base, &chromium])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert_eq!(text.matches("visited").count(), 5, "{text}");
+    server.stop().await;
+}
