@@ -7,8 +7,18 @@ from floe._display import html_block, qualified
 
 class Diff:
     """The changes between two versions (``Repository.diff``) or the uncommitted
-    changes of a session (``Session.status``). Paths are node paths (``/a/b``);
-    nodes are named by their paths after any moves."""
+    changes of a session (``Session.status``), as Icechunk's ``Diff``. Paths are
+    node paths (``/a/b``); nodes are named by their paths after any moves.
+
+    ```python
+    d = repo.diff(from_tag="v1", to_branch="main")
+    print(d.new_arrays)      # {'/t'}
+    print(d.updated_chunks)  # {'/t': [[0, 0], [0, 1]]}: chunk grid indices
+    print(d)                 # a readable summary
+    if d.is_empty():
+        ...
+    ```
+    """
 
     __slots__ = (
         "new_groups",
