@@ -246,6 +246,7 @@ pub(crate) fn cors_layer(origin: &str) -> Result<CorsLayer, ServeError> {
             header::CONTENT_LENGTH,
             header::ETAG,
             header::ACCEPT_RANGES,
+            http::HeaderName::from_static("x-floe-snapshot"),
         ]))
 }
 

@@ -655,6 +655,13 @@ async fn a_token_is_required_when_set_and_cors_only_when_asked() {
         r.headers()[header::ACCESS_CONTROL_ALLOW_ORIGIN],
         "http://viewer.example:3000"
     );
+    let exposed = r.headers()[header::ACCESS_CONTROL_EXPOSE_HEADERS]
+        .to_str()
+        .unwrap()
+        .to_ascii_lowercase();
+    for h in ["content-range", "etag", "x-floe-snapshot"] {
+        assert!(exposed.contains(h), "{exposed}");
+    }
     // A preflight needs no token.
     let r = client()
         .request(reqwest::Method::OPTIONS, &url)
