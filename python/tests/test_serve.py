@@ -113,6 +113,19 @@ def test_zarr_python_reads_every_array_of_every_version_over_http(served):
     assert main["count"][0] == 100 and v1["count"][0] == 0
 
 
+def test_a_commit_while_serving_shows_at_the_branch_url_not_the_old_snapshot(served):
+    url, repo, _, _ = served
+    before = repo.lookup_branch("main")
+    s = repo.writable_session("main")
+    zarr.open_group(s.store, mode="r+")["count"][5] = 555
+    s.commit("while serving")
+    # Clients re-read the branch: no cache of the old answer (Cache-Control: no-cache).
+    main = zarr.open_group(f"{url}/zarr/branch/main/", mode="r")
+    old = zarr.open_group(f"{url}/zarr/snapshot/{before}/", mode="r")
+    assert main["count"][5] == 555
+    assert old["count"][5] == 5
+
+
 def test_xarray_open_zarr_over_http_equals_the_dataset_written(served):
     url, _, first, ds = served
     for version in ("tag/v1", f"snapshot/{first}"):
