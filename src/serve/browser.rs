@@ -543,6 +543,8 @@ fn numeric(meta: &Value) -> bool {
 /// Most elements read per side of a preview, and most cells drawn per side.
 const PREVIEW_READ: u64 = 512;
 const PREVIEW_CELLS: u64 = 128;
+/// Largest decoded chunk a preview reads.
+const PREVIEW_MAX_CHUNK_BYTES: u64 = 64 << 20;
 
 /// `/preview/{id}/{array path}`: the first 2-D slice of a numeric array (index 0
 /// along the leading dimensions, at most 512 × 512 elements from the origin), drawn
@@ -571,6 +573,21 @@ pub(crate) async fn preview(
                 .await
                 .map_err(|e| Failure::new(StatusCode::BAD_GATEWAY, e.to_string()))?;
             let shape = array.shape().to_vec();
+            // A preview decodes whole chunks: refuse arrays whose chunks are too big.
+            let chunk_bytes = array
+                .chunk_shape()
+                .iter()
+                .fold(1u64, |a, &c| a.saturating_mul(c))
+                .saturating_mul(array.data_type().fixed_size().unwrap_or(1) as u64);
+            if chunk_bytes > PREVIEW_MAX_CHUNK_BYTES {
+                return Err(Failure::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!(
+                        "`{node_path}` has chunks of {chunk_bytes} bytes: previews decode \
+                         chunks of at most {PREVIEW_MAX_CHUNK_BYTES} bytes"
+                    ),
+                ));
+            }
             let n = shape.len();
             let (rows, cols) = match n {
                 0 => (1, 1),

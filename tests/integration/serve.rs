@@ -847,6 +847,13 @@ async fn the_history_browser_pages_escape_every_value() {
         .set("g/t/c/1/1", Bytes::from(vec![0u8; 24]))
         .await
         .unwrap();
+    s.store()
+        .set(
+            "big/zarr.json",
+            array_json(&[100_000, 1000], &[100_000, 1000], "float64", json!(0.0)),
+        )
+        .await
+        .unwrap();
     let second = s
         .commit_with(
             "<script>alert(1)</script> second",
@@ -936,6 +943,7 @@ async fn the_history_browser_pages_escape_every_value() {
         (format!("/preview/{}/g", f.first), 404),
         (format!("/preview/{}/nope", f.first), 404),
         ("/preview/nope/g/t".to_string(), 400),
+        (format!("/preview/{second}/big"), 413),
     ] {
         assert_eq!(get(&server.url(&path)).await.status(), status, "{path}");
     }
