@@ -32,6 +32,11 @@ SITE="${FLOE_DOCS_SITE:-$WORK/site}"
 SCREENS="${FLOE_DOCS_SCREENS:-$WORK/screens}"
 trap 'rm -rf "$WORK"' EXIT
 
+# `bash .ci/docs.sh --setup` only prepares the tools (the venv and chromium), which
+# .ci/run does before the Rust tests (floe serve's history-browser test uses them too).
+SETUP_ONLY=false
+if [[ "${1:-}" == "--setup" ]]; then SETUP_ONLY=true; fi
+
 step() { printf -- '-- docs: %s  [+%ds]\n' "$*" "$((SECONDS - START))"; }
 fail() {
     echo "docs: ERROR: $*" >&2
@@ -57,6 +62,26 @@ else
     echo "$SUM" >"$STAMP"
 fi
 
+step "chromium"
+CHROMIUM="${FLOE_CHROMIUM:-/usr/bin/chromium}"
+if [[ ! -x "$CHROMIUM" ]]; then
+    if [[ "$(id -u)" -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+        echo "installing Debian's chromium"
+        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } \
+            >"$WORK/apt.log" 2>&1 || { tail -n 20 "$WORK/apt.log" >&2; true; }
+    fi
+fi
+if [[ "$SETUP_ONLY" == true ]]; then
+    if [[ -x "$CHROMIUM" ]]; then
+        echo "chromium: $("$CHROMIUM" --version 2>/dev/null || echo "$CHROMIUM")"
+    elif [[ "${CI:-}" == "true" ]]; then
+        fail "no chromium at $CHROMIUM and it could not be installed (apt-get install chromium, as root)"
+    else
+        echo "no chromium at $CHROMIUM (apt-get install chromium, as root): browser checks will be skipped"
+    fi
+    exit 0
+fi
+
 if [[ ! -x "$FLOE_BIN" ]]; then
     step "cargo build (the floe CLI, for the CLI reference and the console examples)"
     cargo build --locked --bin floe || fail "cargo build failed"
@@ -76,13 +101,6 @@ PYFLOE="$VENV_DIR/pyfloe/bin/python"
 
 step "browser: headless Chromium on the built site"
 CHROMIUM="${FLOE_CHROMIUM:-/usr/bin/chromium}"
-if [[ ! -x "$CHROMIUM" ]]; then
-    if [[ "$(id -u)" -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
-        echo "installing Debian's chromium"
-        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } \
-            >"$WORK/apt.log" 2>&1 || { tail -n 20 "$WORK/apt.log" >&2; true; }
-    fi
-fi
 if [[ -x "$CHROMIUM" ]]; then
     "$DOCS_PY" "$ROOT/.ci/docs_browser_check.py" "$SITE" --chromium "$CHROMIUM" --screens "$SCREENS" \
         || fail "the browser check failed (see above)"

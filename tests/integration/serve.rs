@@ -1054,15 +1054,17 @@ sys.exit(1 if problems else 0)
 "#;
 
 /// The history browser in headless Chromium (Debian's, driven by the Playwright of
-/// the docs venv): skipped without chromium; with it, the docs venv's Playwright is
-/// required under CI=true.
+/// the docs venv): both are required under CI=true (`.ci/run` installs them before the
+/// tests), skipped otherwise.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_history_browser_in_headless_chromium() {
     let chromium = std::env::var("FLOE_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
-    if !std::path::Path::new(&chromium).exists() {
-        eprintln!("SKIPPED: no chromium at {chromium}");
+    let Some(()) = crate::common::require(
+        std::path::Path::new(&chromium).exists().then_some(()),
+        "chromium (apt-get install chromium)",
+    ) else {
         return;
-    }
+    };
     let venv = std::env::var("FLOE_VENV_DIR").unwrap_or_else(|_| "/opt/floe-py".into());
     let python = std::path::PathBuf::from(venv).join("pydocs/bin/python");
     let has_playwright = python.exists()
