@@ -156,7 +156,8 @@ class ChecksumAlgorithm:
     Sha1: ChecksumAlgorithm
     Sha256: ChecksumAlgorithm
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """The algorithm's name (``"Sha256"``)."""
 
 @final
 class LatencyStorage(Storage):
@@ -181,13 +182,21 @@ class S3Options:
     """Options of an S3-compatible client (seconds for the stream timeout)."""
 
     region: str | None
+    """The AWS region (``"us-east-1"``); ``None``: from the environment."""
     endpoint_url: str | None
+    """The URL of an S3-compatible service (MinIO, Ceph); ``None``: AWS."""
     allow_http: bool
+    """Whether plain ``http://`` endpoints are allowed."""
     anonymous: bool
+    """Whether requests go unsigned (public buckets)."""
     force_path_style: bool
+    """Whether the bucket goes in the path, not the host name."""
     network_stream_timeout_seconds: int | None
+    """Seconds a response stream may stall before the request fails; ``None``: the default."""
     requester_pays: bool
+    """Whether requests say the requester pays (``x-amz-request-payer``)."""
     checksum_algorithm: ChecksumAlgorithm | None
+    """The checksum uploads carry; ``None``: the default."""
     def __new__(
         cls,
         region: str | None = None,
@@ -203,10 +212,32 @@ class S3Options:
 
 @final
 class S3StaticCredentials:
+    """A fixed S3 access key (Icechunk's ``S3StaticCredentials``), also what the
+    function of refreshable S3 credentials returns. Build with
+    ``floe.s3_static_credentials`` for storage, or directly in a refresh function.
+
+    ```python
+    import datetime
+
+    def fetch():  # a refresh function: picklable, no arguments
+        return floe.S3StaticCredentials(
+            access_key_id="AKIA...",
+            secret_access_key="...",
+            expires_after=datetime.datetime.now(datetime.UTC) + datetime.timedelta(hours=1),
+        )
+
+    credentials = floe.s3_refreshable_credentials(fetch)
+    ```
+    """
+
     access_key_id: str
+    """The access key id (``AKIA...``)."""
     secret_access_key: str
+    """The secret access key."""
     session_token: str | None
+    """The session token of temporary credentials, or ``None``."""
     expires_after: datetime.datetime | None
+    """When the key expires (UTC), or ``None`` for never."""
     def __new__(
         cls,
         access_key_id: str,
@@ -221,18 +252,39 @@ class S3StaticCredentials:
 
 @disjoint_base
 class S3Credentials:
+    """One S3 credential (Icechunk's ``S3Credentials``): the variant ``FromEnv``,
+    ``Anonymous``, ``Static`` (an ``S3StaticCredentials``) or ``Refreshable`` (a pickled
+    function and its current credential). ``floe.s3_credentials`` and its
+    ``s3_*_credentials`` forms build them; ``match`` tells them apart.
+
+    ```python
+    credentials = floe.s3_credentials(anonymous=True)
+    match credentials:
+        case floe.S3Credentials.Anonymous():
+            print("unsigned requests")
+        case floe.S3Credentials.Static(key):
+            print(key.access_key_id)
+    ```
+    """
+
     @final
     class FromEnv(S3Credentials):
+        """Credentials from the environment (``AWS_*`` variables, profiles, instance roles)."""
+
         __match_args__ = ()
         def __new__(cls) -> S3Credentials.FromEnv: ...
 
     @final
     class Anonymous(S3Credentials):
+        """Unsigned requests (public buckets)."""
+
         __match_args__ = ()
         def __new__(cls) -> S3Credentials.Anonymous: ...
 
     @final
     class Static(S3Credentials):
+        """A fixed access key, an ``S3StaticCredentials``."""
+
         __match_args__ = ("_0",)
         @property
         def _0(self) -> S3StaticCredentials: ...
@@ -240,6 +292,8 @@ class S3Credentials:
 
     @final
     class Refreshable(S3Credentials):
+        """Credentials a pickled function returns, fetched again once expired."""
+
         __match_args__ = ("pickled_function", "current")
         @property
         def pickled_function(self) -> bytes: ...
@@ -251,14 +305,37 @@ class S3Credentials:
 
 @final
 class GcsBearerCredential:
+    """A GCS bearer token and its expiry (Icechunk's ``GcsBearerCredential``), what
+    the function of refreshable GCS credentials returns.
+
+    ```python
+    def fetch():  # picklable, no arguments
+        return floe.GcsBearerCredential("ya29....", expires_after=None)
+
+    credentials = floe.gcs_refreshable_credentials(fetch)
+    ```
+    """
+
     bearer: str
+    """The bearer token."""
     expires_after: datetime.datetime | None
+    """When the token expires (UTC), or ``None`` for never."""
     def __new__(
         cls, bearer: str, *, expires_after: datetime.datetime | None = None
     ) -> GcsBearerCredential: ...
 
 @disjoint_base
 class GcsStaticCredentials:
+    """A fixed GCS credential (Icechunk's ``GcsStaticCredentials``): the variant
+    ``ServiceAccount`` (a JSON file path), ``ServiceAccountKey`` (its contents),
+    ``ApplicationCredentials`` (a file path) or ``BearerToken``.
+
+    ```python
+    static = floe.GcsStaticCredentials.ServiceAccount("/secrets/sa.json")
+    credentials = floe.gcs_static_credentials(service_account_file="/secrets/sa.json")
+    ```
+    """
+
     @final
     class ServiceAccount(GcsStaticCredentials):
         """A service account JSON file at this path."""
@@ -288,6 +365,8 @@ class GcsStaticCredentials:
 
     @final
     class BearerToken(GcsStaticCredentials):
+        """A bearer token."""
+
         __match_args__ = ("_0",)
         @property
         def _0(self) -> str: ...
@@ -295,18 +374,34 @@ class GcsStaticCredentials:
 
 @disjoint_base
 class GcsCredentials:
+    """One GCS credential (Icechunk's ``GcsCredentials``): the variant ``FromEnv``,
+    ``Anonymous``, ``Static`` (a ``GcsStaticCredentials``) or ``Refreshable``.
+    ``floe.gcs_credentials`` and its ``gcs_*_credentials`` forms build them.
+
+    ```python
+    credentials = floe.gcs_credentials(anonymous=True)
+    assert isinstance(credentials, floe.GcsCredentials.Anonymous)
+    ```
+    """
+
     @final
     class Anonymous(GcsCredentials):
+        """Unsigned requests (public buckets, emulators)."""
+
         __match_args__ = ()
         def __new__(cls) -> GcsCredentials.Anonymous: ...
 
     @final
     class FromEnv(GcsCredentials):
+        """Credentials from the environment (``GOOGLE_*`` variables, application defaults)."""
+
         __match_args__ = ()
         def __new__(cls) -> GcsCredentials.FromEnv: ...
 
     @final
     class Static(GcsCredentials):
+        """A fixed credential, a ``GcsStaticCredentials``."""
+
         __match_args__ = ("_0",)
         @property
         def _0(self) -> GcsStaticCredentials: ...
@@ -314,6 +409,8 @@ class GcsCredentials:
 
     @final
     class Refreshable(GcsCredentials):
+        """Bearer tokens a pickled function returns, fetched again once expired."""
+
         __match_args__ = ("pickled_function", "current")
         @property
         def pickled_function(self) -> bytes: ...
@@ -325,8 +422,22 @@ class GcsCredentials:
 
 @disjoint_base
 class AzureRefreshableCredential:
+    """What the function of refreshable Azure credentials returns (Icechunk's
+    ``AzureRefreshableCredential``): the variant ``AccessKey``, ``SasToken`` or
+    ``BearerToken``, each with an optional ``expires_after`` (UTC).
+
+    ```python
+    def fetch():  # picklable, no arguments
+        return floe.AzureRefreshableCredential.SasToken("sv=2024-...", expires_after=None)
+
+    credentials = floe.azure_refreshable_credentials(fetch)
+    ```
+    """
+
     @final
     class AccessKey(AzureRefreshableCredential):
+        """A storage account key and its expiry."""
+
         __match_args__ = ("key", "expires_after")
         @property
         def key(self) -> str: ...
@@ -338,6 +449,8 @@ class AzureRefreshableCredential:
 
     @final
     class SasToken(AzureRefreshableCredential):
+        """A shared access signature token and its expiry."""
+
         __match_args__ = ("token", "expires_after")
         @property
         def token(self) -> str: ...
@@ -349,6 +462,8 @@ class AzureRefreshableCredential:
 
     @final
     class BearerToken(AzureRefreshableCredential):
+        """A bearer token and its expiry."""
+
         __match_args__ = ("bearer", "expires_after")
         @property
         def bearer(self) -> str: ...
@@ -360,8 +475,19 @@ class AzureRefreshableCredential:
 
 @disjoint_base
 class AzureStaticCredentials:
+    """A fixed Azure credential (Icechunk's ``AzureStaticCredentials``): the variant
+    ``AccessKey`` (a storage account key), ``SasToken`` or ``BearerToken``.
+
+    ```python
+    static = floe.AzureStaticCredentials.SasToken("sv=2024-...")
+    credentials = floe.azure_static_credentials(sas_token="sv=2024-...")
+    ```
+    """
+
     @final
     class AccessKey(AzureStaticCredentials):
+        """A storage account key (base64)."""
+
         __match_args__ = ("_0",)
         @property
         def _0(self) -> str: ...
@@ -369,6 +495,8 @@ class AzureStaticCredentials:
 
     @final
     class SasToken(AzureStaticCredentials):
+        """A shared access signature token."""
+
         __match_args__ = ("_0",)
         @property
         def _0(self) -> str: ...
@@ -376,6 +504,8 @@ class AzureStaticCredentials:
 
     @final
     class BearerToken(AzureStaticCredentials):
+        """A bearer token."""
+
         __match_args__ = ("_0",)
         @property
         def _0(self) -> str: ...
@@ -383,18 +513,34 @@ class AzureStaticCredentials:
 
 @disjoint_base
 class AzureCredentials:
+    """One Azure credential (Icechunk's ``AzureCredentials``): the variant ``FromEnv``,
+    ``Anonymous``, ``Static`` (an ``AzureStaticCredentials``) or ``Refreshable``.
+    ``floe.azure_credentials`` and its ``azure_*_credentials`` forms build them.
+
+    ```python
+    credentials = floe.azure_credentials(from_env=True)
+    assert isinstance(credentials, floe.AzureCredentials.FromEnv)
+    ```
+    """
+
     @final
     class Anonymous(AzureCredentials):
+        """Unsigned requests (public containers)."""
+
         __match_args__ = ()
         def __new__(cls) -> AzureCredentials.Anonymous: ...
 
     @final
     class FromEnv(AzureCredentials):
+        """Credentials from the environment (``AZURE_STORAGE_*`` variables)."""
+
         __match_args__ = ()
         def __new__(cls) -> AzureCredentials.FromEnv: ...
 
     @final
     class Static(AzureCredentials):
+        """A fixed credential, an ``AzureStaticCredentials``."""
+
         __match_args__ = ("_0",)
         @property
         def _0(self) -> AzureStaticCredentials: ...
@@ -402,6 +548,8 @@ class AzureCredentials:
 
     @final
     class Refreshable(AzureCredentials):
+        """Credentials a pickled function returns, fetched again once expired."""
+
         __match_args__ = ("pickled_function", "current")
         @property
         def pickled_function(self) -> bytes: ...
@@ -413,8 +561,23 @@ class AzureCredentials:
 
 @disjoint_base
 class Credentials:
+    """The credential of one virtual chunk container (Icechunk's ``Credentials``): the
+    variant ``S3``, ``Gcs`` or ``Azure`` (wrapping that cloud's credential),
+    ``LocalFileSystemAccess`` or ``HttpAccess``. ``floe.containers_credentials`` wraps
+    cloud credentials in them by container URL prefix.
+
+    ```python
+    credentials = floe.containers_credentials(
+        {"s3://public-bucket/": floe.s3_anonymous_credentials()}
+    )
+    assert isinstance(credentials["s3://public-bucket/"], floe.Credentials.S3)
+    ```
+    """
+
     @final
     class S3(Credentials):
+        """An S3 container's credential, an ``S3Credentials``."""
+
         __match_args__ = ("_0",)
         @property
         def _0(self) -> S3Credentials: ...
@@ -422,6 +585,8 @@ class Credentials:
 
     @final
     class Gcs(Credentials):
+        """A GCS container's credential, a ``GcsCredentials``."""
+
         __match_args__ = ("_0",)
         @property
         def _0(self) -> GcsCredentials: ...
@@ -429,6 +594,8 @@ class Credentials:
 
     @final
     class Azure(Credentials):
+        """An Azure container's credential, an ``AzureCredentials``."""
+
         __match_args__ = ("_0",)
         @property
         def _0(self) -> AzureCredentials: ...
@@ -436,11 +603,15 @@ class Credentials:
 
     @final
     class LocalFileSystemAccess(Credentials):
+        """Access to a local file system container (no secret)."""
+
         __match_args__ = ()
         def __new__(cls) -> Credentials.LocalFileSystemAccess: ...
 
     @final
     class HttpAccess(Credentials):
+        """Access to an HTTP container (no secret)."""
+
         __match_args__ = ()
         def __new__(cls) -> Credentials.HttpAccess: ...
 
@@ -471,11 +642,24 @@ class Storage:
         """The ``StorageSettings`` this storage uses when none are given."""
     def _with_settings(self, settings: Any) -> Storage: ...
     @classmethod
-    def new_in_memory(cls) -> Storage: ...
+    def new_in_memory(cls) -> Storage:
+        """An in-memory storage, as ``floe.in_memory_storage()``.
+
+        ```python
+        repo = floe.Repository.create(floe.Storage.new_in_memory())
+        ```
+        """
     @classmethod
     def _new_redirect(cls, base_url: str, location: str) -> Storage: ...
     @classmethod
-    def new_local_filesystem(cls, path: str) -> Storage: ...
+    def new_local_filesystem(cls, path: str) -> Storage:
+        """A storage in the local directory ``path``, as
+        ``floe.local_filesystem_storage(path)``.
+
+        ```python
+        storage = floe.Storage.new_local_filesystem("new-repo")
+        ```
+        """
     @classmethod
     def new_s3(
         cls,
@@ -488,7 +672,13 @@ class Storage:
         read_headers: dict[str, str] | None = None,
         write_headers: dict[str, str] | None = None,
         headers: dict[str, str] | None = None,
-    ) -> Storage: ...
+    ) -> Storage:
+        """An S3 storage, as ``floe.s3_storage`` (which takes keyword arguments).
+
+        ```python
+        storage = floe.Storage.new_s3(floe.S3Options(region="us-east-1"), "my-bucket", "era5")
+        ```
+        """
     @classmethod
     def new_tigris(
         cls,
@@ -502,7 +692,13 @@ class Storage:
         read_headers: dict[str, str] | None = None,
         write_headers: dict[str, str] | None = None,
         headers: dict[str, str] | None = None,
-    ) -> Storage: ...
+    ) -> Storage:
+        """A Tigris storage, as ``floe.tigris_storage``.
+
+        ```python
+        storage = floe.Storage.new_tigris(floe.S3Options(), "my-bucket", "era5", False)
+        ```
+        """
     @classmethod
     def new_r2(
         cls,
@@ -516,7 +712,15 @@ class Storage:
         read_headers: dict[str, str] | None = None,
         write_headers: dict[str, str] | None = None,
         headers: dict[str, str] | None = None,
-    ) -> Storage: ...
+    ) -> Storage:
+        """A Cloudflare R2 storage, as ``floe.r2_storage``.
+
+        ```python
+        storage = floe.Storage.new_r2(
+            floe.S3Options(), bucket="my-bucket", prefix="era5", account_id="my-account"
+        )
+        ```
+        """
     @classmethod
     def new_gcs(
         cls,
@@ -528,7 +732,14 @@ class Storage:
         read_headers: dict[str, str] | None = None,
         write_headers: dict[str, str] | None = None,
         headers: dict[str, str] | None = None,
-    ) -> Storage: ...
+    ) -> Storage:
+        """A Google Cloud Storage storage, as ``floe.gcs_storage``.
+
+        ```python
+        credentials = floe.gcs_anonymous_credentials()
+        storage = floe.Storage.new_gcs("my-bucket", "era5", credentials)
+        ```
+        """
     @classmethod
     def new_azure_blob(
         cls,
@@ -538,14 +749,27 @@ class Storage:
         credentials: AzureCredentials | None = None,
         *,
         config: dict[str, str] | None = None,
-    ) -> Storage: ...
+    ) -> Storage:
+        """An Azure Blob Storage storage, as ``floe.azure_storage``.
+
+        ```python
+        credentials = floe.azure_anonymous_credentials()
+        storage = floe.Storage.new_azure_blob("myaccount", "data", "era5", credentials)
+        ```
+        """
     @classmethod
     def new_http(
         cls,
         base_url: str,
         config: dict[str, str] | None = None,
         headers: dict[str, str] | None = None,
-    ) -> Storage: ...
+    ) -> Storage:
+        """A read-only storage over HTTP(S), as ``floe.http_storage``.
+
+        ```python
+        storage = floe.Storage.new_http("https://example.org/repos/era5")
+        ```
+        """
 
 def local_filesystem_storage(path: str) -> Storage: ...
 def in_memory_storage() -> Storage: ...
@@ -973,12 +1197,33 @@ class Completions:
 
 @final
 class VirtualChunkSpec:
+    """One virtual chunk ref for ``FloeStore.set_virtual_refs`` (Icechunk's
+    ``VirtualChunkSpec``): chunk ``index`` (chunk grid coordinates), the ``location`` URL
+    of the file holding it, its ``offset`` and ``length`` in bytes, and optionally a
+    checksum the file must still match when read (``etag_checksum`` or
+    ``last_updated_at_checksum``, a UTC datetime; a chunk whose file changed fails to
+    read with ``StorageError``).
+
+    ```python
+    spec = floe.VirtualChunkSpec(
+        index=[0, 0], location="s3://my-bucket/data/file.nc", offset=4096, length=40
+    )
+    print(spec.index, spec.length)  # [0, 0] 40
+    ```
+    """
+
     index: list[int]
+    """The chunk's coordinates in the array's chunk grid."""
     location: str
+    """The URL of the file holding the chunk (``s3://``, ``gs://``, ``file://``...)."""
     offset: int
+    """Where the chunk starts in the file, in bytes."""
     length: int
+    """The chunk's length, in bytes."""
     etag_checksum: str | None
+    """The ETag the file must still have, or ``None``."""
     last_updated_at_checksum: datetime.datetime | None
+    """A time (UTC) the file must not have been modified after, or ``None``."""
     def __new__(
         cls,
         index: list[int],

@@ -178,7 +178,23 @@ class FloeCodecPipeline(CodecPipeline):
     cancelled write through zarr's own pipeline may be), and nothing of it lands
     later, over a newer write of the same chunks or in a commit made after; a
     cancelled read writes nothing into zarr's output after its cancellation returns.
-    A cancellation can thus take as long as two slabs' calls."""
+    A cancellation can thus take as long as two slabs' calls.
+
+    zarr builds one per array (``codec_pipeline.path`` in ``zarr.config``, set when
+    ``floe`` is imported); you rarely call it yourself:
+
+    ```python
+    from floe.codec_pipeline import FloeCodecPipeline
+
+    array = zarr.open_array(store, path="temperature")
+    pipeline = FloeCodecPipeline.from_array_metadata_and_store(array.metadata, store)
+    print(pipeline.array_bytes_codec, pipeline.bytes_bytes_codecs)  # bytes, zstd
+    print(floe.codec_pipeline.is_enabled())  # True
+    ```
+
+    Icechunk has no codec pipeline of its own (it uses zarr's); this class changes
+    how fast chunks move, never the bytes stored or the values read.
+    """
 
     def __init__(self, inner: BatchedCodecPipeline, metadata: Any = None, store: Any = None):
         self.inner = inner
@@ -192,12 +208,33 @@ class FloeCodecPipeline(CodecPipeline):
     @classmethod
     def from_codecs(cls, codecs: Iterable[Any]) -> FloeCodecPipeline:
         """A pipeline of ``codecs`` without a store (zarr builds the inner pipelines of
-        shards this way): zarr's own, wrapped."""
+        shards this way): zarr's own, wrapped; every batch goes to zarr's pipeline.
+
+        ```python
+        from zarr.codecs import BytesCodec, ZstdCodec
+        from floe.codec_pipeline import FloeCodecPipeline
+
+        pipeline = FloeCodecPipeline.from_codecs([BytesCodec(), ZstdCodec(level=3)])
+        print(pipeline.bytes_bytes_codecs)  # (ZstdCodec(level=3, checksum=False),)
+        ```
+
+        :raises ValueError: codecs zarr cannot chain (e.g. no array-to-bytes codec).
+        """
         return cls(BatchedCodecPipeline.from_codecs(codecs))
 
     @classmethod
     def from_array_metadata_and_store(cls, array_metadata: Any, store: Any) -> FloeCodecPipeline:
-        """The pipeline of an array: Rust for a ``FloeStore``, zarr's otherwise."""
+        """The pipeline of an array (zarr's ``ArrayV3Metadata``) in ``store``: batches
+        go to Rust when ``store`` is a ``FloeStore``, to zarr's pipeline otherwise.
+
+        ```python
+        from floe.codec_pipeline import FloeCodecPipeline
+
+        array = zarr.open_array(store, path="temperature")
+        pipeline = FloeCodecPipeline.from_array_metadata_and_store(array.metadata, store)
+        print(pipeline)  # FloeCodecPipeline(BatchedCodecPipeline(...), rust=True)
+        ```
+        """
         from floe.store import FloeStore
 
         inner = _zarr_pipeline(array_metadata)
@@ -211,6 +248,23 @@ class FloeCodecPipeline(CodecPipeline):
         return (FloeCodecPipeline.from_codecs, (tuple(self.inner),))
 
     def evolve_from_array_spec(self, array_spec: Any) -> FloeCodecPipeline:
+        """This pipeline with its codecs adapted to ``array_spec`` (zarr's
+        ``ArraySpec``: chunk shape, data type, fill value), as zarr's
+        ``BatchedCodecPipeline.evolve_from_array_spec``; same store.
+
+        ```python
+        from zarr.core.array_spec import ArrayConfig
+        from zarr.core.buffer import default_buffer_prototype
+        from floe.codec_pipeline import FloeCodecPipeline
+
+        array = zarr.open_array(store, path="temperature")
+        pipeline = FloeCodecPipeline.from_array_metadata_and_store(array.metadata, store)
+        spec = array.metadata.get_chunk_spec(
+            (0, 0), ArrayConfig.from_dict({}), default_buffer_prototype()
+        )  # chunk (0, 0): shape (1, 10), float32
+        print(pipeline.evolve_from_array_spec(spec) == pipeline)  # True
+        ```
+        """
         return type(self)(
             self.inner.evolve_from_array_spec(array_spec), self._metadata, self._store
         )
@@ -256,22 +310,106 @@ class FloeCodecPipeline(CodecPipeline):
 
     @property
     def supports_partial_decode(self) -> bool:
+        """Whether zarr's pipeline decodes parts of a chunk (sharded arrays)."""
         return self.inner.supports_partial_decode
 
     @property
     def supports_partial_encode(self) -> bool:
+        """Whether zarr's pipeline encodes parts of a chunk (sharded arrays)."""
         return self.inner.supports_partial_encode
 
     def validate(self, *, shape: Any, dtype: Any, chunk_grid: Any) -> None:
+        """Checks that the codecs fit an array of ``shape`` (a tuple of element
+        counts), ``dtype`` (zarr's data type) and ``chunk_grid``, as zarr's
+        ``BatchedCodecPipeline.validate``; zarr calls it when it creates an array.
+
+        ```python
+        from floe.codec_pipeline import FloeCodecPipeline
+
+        array = zarr.open_array(store, path="temperature")
+        pipeline = FloeCodecPipeline.from_array_metadata_and_store(array.metadata, store)
+        meta = array.metadata
+        pipeline.validate(shape=meta.shape, dtype=meta.data_type, chunk_grid=meta.chunk_grid)
+        ```
+
+        :raises ValueError: a codec that cannot serve that array (e.g. a shard shape
+            that does not divide the chunk shape).
+        """
         self.inner.validate(shape=shape, dtype=dtype, chunk_grid=chunk_grid)
 
     def compute_encoded_size(self, byte_length: int, array_spec: Any) -> int:
+        """The size in bytes of a chunk of ``byte_length`` decoded bytes once encoded,
+        as zarr's ``BatchedCodecPipeline.compute_encoded_size``.
+
+        ```python
+        from zarr.codecs import BytesCodec
+        from zarr.core.array_spec import ArrayConfig
+        from zarr.core.buffer import default_buffer_prototype
+        from floe.codec_pipeline import FloeCodecPipeline
+
+        array = zarr.open_array(store, path="temperature")
+        spec = array.metadata.get_chunk_spec(
+            (0, 0), ArrayConfig.from_dict({}), default_buffer_prototype()
+        )
+        pipeline = FloeCodecPipeline.from_codecs([BytesCodec()])  # no compression
+        print(pipeline.compute_encoded_size(40, spec))  # 40: ten float32 elements
+        ```
+
+        :raises NotImplementedError: a codec whose output size is not known in
+            advance (any compressor, such as the default ``zstd``).
+        """
         return self.inner.compute_encoded_size(byte_length, array_spec)
 
     async def decode(self, chunk_bytes_and_specs: Iterable[Any]) -> Iterable[Any]:
+        """Decodes chunks: pairs ``(encoded Buffer or None, ArraySpec)`` to decoded
+        ``NDBuffer`` (or ``None``) in the same order; awaitable. zarr's
+        ``BatchedCodecPipeline.decode``, in Python (floe's Rust path is ``read``).
+
+        ```python
+        import asyncio
+
+        from zarr.core.array_spec import ArrayConfig
+        from zarr.core.buffer import default_buffer_prototype
+        from floe.codec_pipeline import FloeCodecPipeline
+
+        array = zarr.open_array(store, path="temperature")
+        pipeline = FloeCodecPipeline.from_array_metadata_and_store(array.metadata, store)
+        spec = array.metadata.get_chunk_spec(
+            (0, 0), ArrayConfig.from_dict({}), default_buffer_prototype()
+        )  # chunk (0, 0): shape (1, 10), float32
+        raw = asyncio.run(store.get("temperature/c/0/0", default_buffer_prototype()))
+        (chunk,) = asyncio.run(pipeline.decode([(raw, spec)]))
+        print(chunk.as_numpy_array()[0, :3])  # [0. 1. 2.]
+        ```
+
+        :raises ValueError: bytes that do not decode with these codecs.
+        """
         return await self.inner.decode(chunk_bytes_and_specs)
 
     async def encode(self, chunk_arrays_and_specs: Iterable[Any]) -> Iterable[Any]:
+        """Encodes chunks: pairs ``(NDBuffer or None, ArraySpec)`` to encoded
+        ``Buffer`` (or ``None``) in the same order; awaitable. zarr's
+        ``BatchedCodecPipeline.encode``, in Python (floe's Rust path is ``write``).
+
+        ```python
+        import asyncio
+
+        from zarr.core.array_spec import ArrayConfig
+        from zarr.core.buffer import default_buffer_prototype
+        from floe.codec_pipeline import FloeCodecPipeline
+
+        array = zarr.open_array(store, path="temperature")
+        pipeline = FloeCodecPipeline.from_array_metadata_and_store(array.metadata, store)
+        spec = array.metadata.get_chunk_spec(
+            (0, 0), ArrayConfig.from_dict({}), default_buffer_prototype()
+        )  # chunk (0, 0): shape (1, 10), float32
+        values = default_buffer_prototype().nd_buffer.from_numpy_array(
+            np.full((1, 10), 20.5, dtype="f4")  # degrees Celsius, say
+        )
+        (encoded,) = asyncio.run(pipeline.encode([(values, spec)]))
+        print(len(encoded.to_bytes()) < 40)  # True: zstd-compressed
+        ```
+        """
         return await self.inner.encode(chunk_arrays_and_specs)
 
     # -- Rust ---------------------------------------------------------------------

@@ -212,7 +212,14 @@ class _DefaultCallMeta(enum.EnumMeta):
 
 class CompressionAlgorithm(enum.Enum, metaclass=_DefaultCallMeta):
     """The algorithm metadata files are compressed with: zstd, the only one the
-    Icechunk format defines."""
+    Icechunk format defines.
+
+    ```python
+    config = floe.RepositoryConfig.default()
+    config.compression = floe.CompressionConfig(algorithm=floe.CompressionAlgorithm.Zstd)
+    assert floe.CompressionAlgorithm() is floe.CompressionAlgorithm.Zstd  # the default
+    ```
+    """
 
     Zstd = 0
 
@@ -229,7 +236,15 @@ class CompressionConfig(_Section):
     """How snapshots, manifests, transaction logs and the ``repo`` object are
     compressed: ``algorithm`` (``CompressionAlgorithm.Zstd``; ``None``: the default)
     at zstd ``level`` (1-22; ``None``: each file type's default, 3 for snapshots and
-    the ``repo`` object as Icechunk, 1 for manifests and transaction logs)."""
+    the ``repo`` object as Icechunk, 1 for manifests and transaction logs).
+
+    ```python
+    config = floe.RepositoryConfig.default()
+    config.compression = floe.CompressionConfig(level=9)  # smaller metadata, slower commits
+    repo = repo.reopen(config)
+    repo.save_config()  # store it for every later open
+    ```
+    """
 
     _FIELDS = ("algorithm", "level")
     _DEFAULTS = {"algorithm": "Zstd", "level": 3}
@@ -265,7 +280,12 @@ class CompressionConfig(_Section):
 
     @staticmethod
     def default() -> CompressionConfig:
-        """A configuration with every field unset."""
+        """A configuration with every field unset.
+
+        ```python
+        assert floe.CompressionConfig.default() == floe.CompressionConfig()
+        ```
+        """
         return CompressionConfig()
 
     def __repr__(self) -> str:
@@ -293,7 +313,14 @@ class CachingConfig(_Section):
     ``num_bytes_attributes`` and ``num_bytes_chunks`` (default 0; floe keeps no
     attribute or chunk cache, so these are stored only). floe applies the first three
     when set; unset, it keeps its own count-based caches (512 snapshots, 256
-    manifests, 512 transaction logs)."""
+    manifests, 512 transaction logs).
+
+    ```python
+    config = floe.RepositoryConfig.default()
+    config.caching = floe.CachingConfig(num_snapshot_nodes=100_000, num_chunk_refs=1_000_000)
+    repo = repo.reopen(config)  # this process only, until save_config()
+    ```
+    """
 
     _FIELDS = (
         "num_snapshot_nodes",
@@ -410,7 +437,21 @@ class ManifestPreloadCondition(_Condition):
     expression searched in the array's absolute path ``/a/b``), ``name_matches`` (in
     its name), ``num_refs(from_refs, to_refs)`` (the manifest's refs in
     ``[from_refs, to_refs)``, ``None`` for no bound), ``true()``, ``false()``,
-    ``and_conditions`` / ``or_conditions`` or the operators ``&`` and ``|``."""
+    ``and_conditions`` / ``or_conditions`` or the operators ``&`` and ``|``.
+
+    ```python
+    preload_if = floe.ManifestPreloadCondition.and_conditions([
+        floe.ManifestPreloadCondition.name_matches("^(time|lat|lon)$"),
+        floe.ManifestPreloadCondition.num_refs(None, 10_000),  # fewer than 10,000 refs
+    ])
+    everything = floe.ManifestPreloadCondition.true() | floe.ManifestPreloadCondition.false()
+    coords = floe.ManifestPreloadCondition.or_conditions(
+        [floe.ManifestPreloadCondition.path_matches("^/coords/")]
+    )
+    config = floe.RepositoryConfig.default()
+    config.manifest = floe.ManifestConfig(preload=floe.ManifestPreloadConfig(preload_if=preload_if))
+    ```
+    """
 
     @staticmethod
     def or_conditions(conditions: list[ManifestPreloadCondition]) -> ManifestPreloadCondition:
@@ -450,12 +491,12 @@ class ManifestPreloadCondition(_Condition):
 
     @staticmethod
     def true() -> ManifestPreloadCondition:
-        """Always holds."""
+        """A condition that always holds (every manifest)."""
         return ManifestPreloadCondition("true")
 
     @staticmethod
     def false() -> ManifestPreloadCondition:
-        """Never holds."""
+        """A condition that never holds (no manifest)."""
         return ManifestPreloadCondition("false")
 
     def __and__(self, other: ManifestPreloadCondition) -> ManifestPreloadCondition:
@@ -488,7 +529,17 @@ class ManifestPreloadCondition(_Condition):
 class ManifestSplitCondition(_Condition):
     """Which arrays a splitting rule applies to: ``path_matches`` (regular expression
     searched in the array's absolute path), ``name_matches`` (in its name),
-    ``AnyArray()``, ``and_conditions`` / ``or_conditions`` or ``&`` and ``|``."""
+    ``AnyArray()``, ``and_conditions`` / ``or_conditions`` or ``&`` and ``|``.
+
+    ```python
+    Cond = floe.ManifestSplitCondition
+    big = Cond.or_conditions([Cond.path_matches("^/era5/"), Cond.name_matches("temperature")])
+    every = Cond.and_conditions([Cond.AnyArray(), Cond.any_array()])
+    splitting = floe.ManifestSplittingConfig.from_dict(
+        {big: {floe.ManifestSplitDimCondition.Axis(0): 365}}  # one manifest per 365 chunks
+    )
+    ```
+    """
 
     @staticmethod
     def or_conditions(conditions: list[ManifestSplitCondition]) -> ManifestSplitCondition:
@@ -544,7 +595,19 @@ class _DimCondition(_Condition):
 class ManifestSplitDimCondition:
     """Which dimension of an array a split size applies to: ``Axis(i)`` (0-based),
     ``DimensionName(regex)`` (a dimension whose name matches; unnamed ones never do)
-    or ``Any()``."""
+    or ``Any()``.
+
+    ```python
+    Dim = floe.ManifestSplitDimCondition
+    splitting = floe.ManifestSplittingConfig.from_dict({
+        floe.ManifestSplitCondition.AnyArray(): {
+            Dim.dimension_name("^time$"): 24,  # cut along time every 24 chunks
+            Dim.axis(1): 10,  # and along the second axis every 10 chunks
+            Dim.any(): 1000,  # any other dimension every 1,000 chunks
+        }
+    })
+    ```
+    """
 
     class Axis(_DimCondition):
         """The dimension at axis ``axis``."""
@@ -575,24 +638,24 @@ class ManifestSplitDimCondition:
             return self._plain["DimensionName"]
 
     class Any(_DimCondition):
-        """Any dimension."""
+        """Matches every dimension of the array."""
 
         def __init__(self, _plain: Any = None):
             super().__init__("Any")
 
     @staticmethod
     def axis(axis: int) -> ManifestSplitDimCondition.Axis:
-        """``Axis(axis)``."""
+        """The condition ``Axis(axis)``: the dimension at ``axis`` (0-based)."""
         return ManifestSplitDimCondition.Axis(axis)
 
     @staticmethod
     def dimension_name(regex: str) -> ManifestSplitDimCondition.DimensionName:
-        """``DimensionName(regex)``."""
+        """The condition ``DimensionName(regex)``: dimensions whose name matches."""
         return ManifestSplitDimCondition.DimensionName(regex)
 
     @staticmethod
     def any() -> ManifestSplitDimCondition.Any:
-        """``Any()``."""
+        """The condition ``Any()``: every dimension."""
         return ManifestSplitDimCondition.Any()
 
     @staticmethod
@@ -615,7 +678,16 @@ class ManifestPreloadConfig(_Section):
     coordinates, such as ``time``, ``lat``, ``lon``, ``x``, ``y``, ``z``, whose
     manifest holds at most 1,000 refs), up to ``max_total_refs`` refs in all (default
     10,000; 0 turns preloading off), looking at up to ``max_arrays_to_scan`` arrays
-    (default 50)."""
+    (default 50).
+
+    ```python
+    config = floe.RepositoryConfig.default()
+    config.manifest = floe.ManifestConfig(
+        preload=floe.ManifestPreloadConfig(max_total_refs=0)  # no preloading
+    )
+    repo = repo.reopen(config)
+    ```
+    """
 
     _FIELDS = ("max_total_refs", "preload_if", "max_arrays_to_scan")
     _DEFAULTS = {"max_total_refs": 10000, "max_arrays_to_scan": 50}
@@ -675,7 +747,20 @@ class ManifestSplittingConfig(_Section):
     take and give the rules as (ordered) dicts.
 
     With ``splitting`` set, a commit writes one manifest per block of that grid, as
-    Icechunk; without it floe cuts manifests at 100,000 chunk positions."""
+    Icechunk; without it floe cuts manifests at 100,000 chunk positions.
+
+    ```python
+    splitting = floe.ManifestSplittingConfig.from_dict({
+        floe.ManifestSplitCondition.name_matches("temperature"): {
+            floe.ManifestSplitDimCondition.Axis(0): 2  # a manifest per 2 chunks of axis 0
+        }
+    })
+    print(splitting.to_dict())
+    config = floe.RepositoryConfig.default()
+    config.manifest = floe.ManifestConfig(splitting=splitting)
+    repo = repo.reopen(config)  # the next commits write split manifests
+    ```
+    """
 
     _FIELDS = ("split_sizes",)
 
@@ -771,7 +856,17 @@ class ManifestVirtualChunkLocationCompressionConfig(_Section):
     """Icechunk's zstd-dictionary compression of virtual chunk locations in manifests:
     ``min_num_chunks`` (default 1,000), ``dictionary_max_training_samples`` (100),
     ``dictionary_max_size_bytes`` (2,048), ``compression_level`` (3). floe stores these
-    and writes locations uncompressed (which every reader reads)."""
+    and writes locations uncompressed (which every reader reads).
+
+    ```python
+    config = floe.RepositoryConfig.default()
+    config.manifest = floe.ManifestConfig(
+        virtual_chunk_location_compression=floe.ManifestVirtualChunkLocationCompressionConfig(
+            min_num_chunks=5000
+        )
+    )
+    ```
+    """
 
     _FIELDS = (
         "min_num_chunks",
@@ -822,7 +917,17 @@ class ManifestVirtualChunkLocationCompressionConfig(_Section):
 class ManifestConfig(_Section):
     """The ``manifest`` section: ``preload`` (``ManifestPreloadConfig``),
     ``splitting`` (``ManifestSplittingConfig``), ``virtual_chunk_location_compression``
-    and ``max_concurrent_manifest_fetches_during_commit`` (default 1)."""
+    and ``max_concurrent_manifest_fetches_during_commit`` (default 1).
+
+    ```python
+    config = floe.RepositoryConfig.default()
+    config.manifest = floe.ManifestConfig(
+        preload=floe.ManifestPreloadConfig(max_total_refs=50_000),
+        max_concurrent_manifest_fetches_during_commit=4,
+    )
+    repo = repo.reopen(config)
+    ```
+    """
 
     _FIELDS = (
         "preload",
@@ -941,6 +1046,14 @@ class StorageRetriesSettings(_Settings):
     keeps object_store's default (11). ``initial_backoff_ms`` / ``max_backoff_ms``:
     the first and the longest wait between tries, in milliseconds; ``None`` keeps the
     defaults (100 ms and 15 s).
+
+    ```python
+    config = floe.RepositoryConfig.default()
+    config.storage = floe.StorageSettings(
+        retries=floe.StorageRetriesSettings(max_tries=5, initial_backoff_ms=200)
+    )
+    repo = repo.reopen(config)
+    ```
     """
 
     _FIELDS = ("max_tries", "initial_backoff_ms", "max_backoff_ms")
@@ -967,6 +1080,14 @@ class StorageTimeoutSettings(_Settings):
     ``read_timeout_ms``: the longest a response may stall between bytes (default: no
     limit); ``operation_timeout_ms``: a whole operation, retries included (default
     3 min); ``operation_attempt_timeout_ms``: one try (default 30 s).
+
+    ```python
+    config = floe.RepositoryConfig.default()
+    config.storage = floe.StorageSettings(
+        timeouts=floe.StorageTimeoutSettings(connect_timeout_ms=2_000, operation_timeout_ms=60_000)
+    )
+    repo = repo.reopen(config)
+    ```
     """
 
     _FIELDS = (
@@ -993,7 +1114,14 @@ class StorageConcurrencySettings(_Settings):
     """Icechunk's split of large reads into concurrent requests
     (``max_concurrent_requests_for_object``, ``ideal_concurrent_request_size`` in
     bytes). Kept for compatibility: floe plans its reads itself (coalesced ranged
-    reads), so these values do not change its requests."""
+    reads), so these values do not change its requests.
+
+    ```python
+    settings = floe.StorageSettings(
+        concurrency=floe.StorageConcurrencySettings(ideal_concurrent_request_size=16 << 20)
+    )
+    ```
+    """
 
     _FIELDS = ("max_concurrent_requests_for_object", "ideal_concurrent_request_size")
 
@@ -1016,6 +1144,16 @@ class StorageSettings(_Settings):
     with ``ValueError``: floe never writes a repository without preconditions (see the
     module documentation). The other fields are kept and compared but do not change
     floe's requests.
+
+    ```python
+    config = floe.RepositoryConfig.default()
+    config.storage = floe.StorageSettings(
+        retries=floe.StorageRetriesSettings(max_tries=3),
+        timeouts=floe.StorageTimeoutSettings(read_timeout_ms=30_000),
+    )
+    repo = repo.reopen(config)
+    print(repo.config.storage.retries.max_tries)  # 3
+    ```
     """
 
     _FIELDS = (
@@ -1193,7 +1331,16 @@ class RepoUpdateRetryConfig(_Section):
     ``initial_backoff_ms`` doubling up to ``max_backoff_ms``, jittered; its unset fields
     take Icechunk's 100 tries, 50 ms and 30 s). With no ``default``, floe retries its
     own way: 100 tries, 5 at once, then waits from 40 ms up to 5 s. An update that
-    loses every try raises ``ConflictError`` (kind ``update-attempts-exhausted``)."""
+    loses every try raises ``ConflictError`` (kind ``update-attempts-exhausted``).
+
+    ```python
+    config = floe.RepositoryConfig.default()
+    config.repo_update_retries = floe.RepoUpdateRetryConfig(
+        default=floe.StorageRetriesSettings(max_tries=20, initial_backoff_ms=100)
+    )
+    repo = repo.reopen(config)
+    ```
+    """
 
     _FIELDS = ("default",)
 
@@ -1253,7 +1400,15 @@ class ObjectStoreConfig:
     """Where a virtual chunk container's objects are: ``InMemory()``,
     ``LocalFileSystem(path)``, ``S3(options)`` / ``S3Compatible(options)`` /
     ``Tigris(options)`` (an ``S3Options``), ``Gcs(opts)``, ``Azure(opts)``,
-    ``Http(opts, headers)``."""
+    ``Http(opts, headers)``.
+
+    ```python
+    container = floe.VirtualChunkContainer(
+        "file:///data/netcdf/", floe.ObjectStoreConfig.LocalFileSystem("/data/netcdf")
+    )
+    s3 = floe.ObjectStoreConfig.S3(floe.S3Options(region="us-east-1"))
+    ```
+    """
 
     class InMemory(_Store):
         """Objects in memory."""
@@ -1373,7 +1528,17 @@ class VirtualChunkContainer(_Section):
     """Virtual chunk refs whose location starts with ``url_prefix`` are read through
     ``store`` (an ``ObjectStoreConfig``); a ``name`` is optional. Only the
     configuration side: reading through containers needs the repository to be opened
-    with access to them."""
+    with access to them.
+
+    ```python
+    config = floe.RepositoryConfig.default()
+    config.set_virtual_chunk_container(
+        floe.VirtualChunkContainer("s3://my-bucket/netcdf/", floe.s3_store(region="us-east-1"))
+    )
+    repo = repo.reopen(config)
+    repo.save_config()  # readers see the container; each authorizes it when opening
+    ```
+    """
 
     _FIELDS = ("name", "url_prefix", "store")
 
@@ -1413,7 +1578,16 @@ def s3_store(
     requester_pays: bool = False,
 ) -> ObjectStoreConfig.S3:
     """The ``ObjectStoreConfig`` of an S3 (or, with ``s3_compatible``, S3-compatible)
-    store for a virtual chunk container."""
+    store for a virtual chunk container.
+
+    ```python
+    store_config = floe.s3_store(region="us-east-1", anonymous=True)
+    minio = floe.s3_store(
+        endpoint_url="http://localhost:9000", allow_http=True, s3_compatible=True
+    )
+    container = floe.VirtualChunkContainer("s3://public-bucket/", store_config)
+    ```
+    """
     options = _s3_from_plain(
         {
             "region": region,
@@ -1440,7 +1614,12 @@ def gcs_store(opts: Mapping[str, str] | None = None) -> ObjectStoreConfig.Gcs:
     container only the repository's configuration names, a ``google_base_url`` is
     contacted only when it is the reader's ``STORAGE_EMULATOR_HOST``, and options
     naming credentials are refused (``FloeError``); a container the reader passes in
-    its own ``config`` when opening is trusted whole."""
+    its own ``config`` when opening is trusted whole.
+
+    ```python
+    container = floe.VirtualChunkContainer("gs://my-bucket/data/", floe.gcs_store())
+    ```
+    """
     return ObjectStoreConfig.Gcs(opts)
 
 
@@ -1462,19 +1641,41 @@ def azure_store(
     ``AZURE_STORAGE_USE_EMULATOR``), the account with credentials only when it is the
     reader's ``AZURE_STORAGE_ACCOUNT_NAME``, and options naming credentials are
     refused (``FloeError``); a container the reader passes in its own ``config`` when
-    opening is trusted whole."""
+    opening is trusted whole.
+
+    ```python
+    container = floe.VirtualChunkContainer(
+        "az://data/", floe.config.azure_store(account="myaccount")
+    )
+    ```
+    """
     return ObjectStoreConfig.Azure({"account": account, **dict(config or {})})
 
 
 def http_store(
     opts: Mapping[str, str] | None = None, headers: Mapping[str, str] | None = None
 ) -> ObjectStoreConfig.Http:
-    """The ``ObjectStoreConfig`` of HTTP(S) servers for a virtual chunk container."""
+    """The ``ObjectStoreConfig`` of HTTP(S) servers for a virtual chunk container.
+
+    ```python
+    container = floe.VirtualChunkContainer("https://example.org/files/", floe.http_store())
+    ```
+    """
     return ObjectStoreConfig.Http(opts, headers)
 
 
 def local_filesystem_store(path: str) -> ObjectStoreConfig.LocalFileSystem:
-    """The ``ObjectStoreConfig`` of a local directory for a virtual chunk container."""
+    """The ``ObjectStoreConfig`` of a local directory for a virtual chunk container.
+
+    ```python
+    import os
+
+    path = os.path.abspath("netcdf")
+    container = floe.VirtualChunkContainer(
+        f"file://{path}/", floe.local_filesystem_store(path)
+    )
+    ```
+    """
     return ObjectStoreConfig.LocalFileSystem(path)
 
 
@@ -1501,13 +1702,19 @@ class RepositoryConfig(_Section):
     ```python
     config = floe.RepositoryConfig.default()
     config.inline_chunk_threshold_bytes = 1024  # bytes
-    repo = floe.Repository.create(floe.local_filesystem_storage("/tmp/r"), config)
+    new_repo = floe.Repository.create(floe.local_filesystem_storage("new-repo"), config)
 
     # Later, or on an existing repository: change and store it.
     config = repo.config
     config.max_concurrent_requests = 64
+    config.set_virtual_chunk_container(
+        floe.VirtualChunkContainer("s3://my-bucket/", floe.s3_store(region="us-east-1"))
+    )
     repo = repo.reopen(config)
     repo.save_config()
+    print(repo.fetch_config().max_concurrent_requests)  # 64
+
+    config.clear_virtual_chunk_containers()  # an empty set of containers
     ```
     """
 
@@ -1590,7 +1797,13 @@ class RepositoryConfig(_Section):
 
     @staticmethod
     def default() -> RepositoryConfig:
-        """A configuration with every field unset (Icechunk's defaults apply)."""
+        """A configuration with every field unset (Icechunk's defaults apply).
+
+        ```python
+        config = floe.RepositoryConfig.default()
+        print(config.inline_chunk_threshold_bytes)  # None: Icechunk's default (512) applies
+        ```
+        """
         return RepositoryConfig()
 
     # -- virtual chunk containers ---------------------------------------------------
@@ -1605,7 +1818,18 @@ class RepositoryConfig(_Section):
         )
 
     def get_virtual_chunk_container(self, name: str) -> VirtualChunkContainer | None:
-        """The container with this url prefix, ``None`` when there is none."""
+        """The container with this url prefix, ``None`` when there is none.
+
+        ```python
+        config = floe.RepositoryConfig.default()
+        config.set_virtual_chunk_container(
+            floe.VirtualChunkContainer("s3://my-bucket/", floe.s3_store(region="us-east-1"))
+        )
+        print(config.get_virtual_chunk_container("s3://my-bucket/").url_prefix)  # s3://my-bucket/
+        config.clear_virtual_chunk_containers()
+        print(config.virtual_chunk_containers)  # {}
+        ```
+        """
         return (self._virtual_chunk_containers or {}).get(name)
 
     def set_virtual_chunk_container(self, cont: VirtualChunkContainer) -> None:
@@ -1632,7 +1856,15 @@ class RepositoryConfig(_Section):
         ``preload`` and ``virtual_chunk_location_compression``) and
         ``repo_update_retries`` merge field by field; ``virtual_chunk_containers`` and
         ``manifest.splitting`` are replaced whole (Icechunk's rules, applied by the
-        engine)."""
+        engine).
+
+        ```python
+        base = floe.RepositoryConfig(inline_chunk_threshold_bytes=1024)
+        override = floe.RepositoryConfig(max_concurrent_requests=64)
+        merged = base.merge(override)
+        print(merged.inline_chunk_threshold_bytes, merged.max_concurrent_requests)  # 1024 64
+        ```
+        """
         if not isinstance(other, RepositoryConfig):
             raise TypeError(f"expected a RepositoryConfig, got {other!r}")
         from floe._floe import _merge_configs  # noqa: PLC0415

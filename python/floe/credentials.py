@@ -171,6 +171,20 @@ def s3_refreshable_credentials(
     With ``scatter_initial_credentials=True`` the function is called now, and its
     result serves every copy of the storage (pickles included) until it expires; an
     exception it raises propagates from here. See the module documentation.
+
+    ```python
+    import datetime
+
+    def fetch():  # module level, so that it pickles by reference
+        return floe.S3StaticCredentials(
+            access_key_id="AKIA...",
+            secret_access_key="...",
+            expires_after=datetime.datetime.now(datetime.UTC) + datetime.timedelta(hours=1),
+        )
+
+    credentials = floe.s3_refreshable_credentials(fetch)
+    storage = floe.s3_storage(bucket="my-bucket", prefix="era5", get_credentials=fetch)
+    ```
     """
     current = get_credentials() if scatter_initial_credentials else None
     return S3Credentials.Refreshable(_pickled(get_credentials), current)
@@ -184,7 +198,15 @@ def s3_static_credentials(
     expires_after: datetime | None = None,
 ) -> S3Credentials.Static:
     """A fixed S3 access key (``session_token`` for temporary keys; ``expires_after``
-    is informative for static keys)."""
+    is informative for static keys).
+
+    ```python
+    credentials = floe.s3_static_credentials(
+        access_key_id="minioadmin", secret_access_key="minioadmin"
+    )
+    print(credentials)  # S3Credentials.Static(...)
+    ```
+    """
     return S3Credentials.Static(
         S3StaticCredentials(
             access_key_id=access_key_id,
@@ -196,14 +218,26 @@ def s3_static_credentials(
 
 
 def s3_anonymous_credentials() -> S3Credentials.Anonymous:
-    """Unsigned S3 requests (public buckets)."""
+    """Unsigned S3 requests (public buckets).
+
+    ```python
+    credentials = floe.containers_credentials(
+        {"s3://public-bucket/": floe.s3_anonymous_credentials()}
+    )
+    ```
+    """
     return S3Credentials.Anonymous()
 
 
 def s3_from_env_credentials() -> S3Credentials.FromEnv:
     """S3 credentials from the environment (``AWS_ACCESS_KEY_ID``,
     ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``...), read by the process that uses
-    the storage."""
+    the storage.
+
+    ```python
+    credentials = floe.containers_credentials({"s3://my-bucket/": floe.s3_from_env_credentials()})
+    ```
+    """
     return S3Credentials.FromEnv()
 
 
@@ -228,6 +262,13 @@ def s3_credentials(
 
     Raises ``ValueError`` for any other combination (keys with ``from_env``,
     ``anonymous`` with keys, a key without its secret...).
+
+    ```python
+    assert isinstance(floe.s3_credentials(), floe.S3Credentials.FromEnv)
+    assert isinstance(floe.s3_credentials(anonymous=True), floe.S3Credentials.Anonymous)
+    static = floe.s3_credentials(access_key_id="AKIA...", secret_access_key="...")
+    assert isinstance(static, floe.S3Credentials.Static)
+    ```
     """
     no_keys = (
         access_key_id is None
@@ -271,7 +312,13 @@ def gcs_static_credentials(
 ) -> AnyGcsStaticCredential:
     """A fixed GCS credential: the first given of a service account file (path), a
     service account key (JSON text), an application credentials file (path) or a
-    bearer token. Raises ``ValueError`` when none is given."""
+    bearer token. Raises ``ValueError`` when none is given.
+
+    ```python
+    credentials = floe.gcs_static_credentials(service_account_file="/secrets/sa.json")
+    assert isinstance(credentials, floe.GcsStaticCredentials.ServiceAccount)
+    ```
+    """
     if service_account_file is not None:
         return GcsStaticCredentials.ServiceAccount(service_account_file)
     if service_account_key is not None:
@@ -289,20 +336,40 @@ def gcs_refreshable_credentials(
 ) -> GcsCredentials.Refreshable:
     """GCS bearer tokens fetched by ``get_credentials`` (a picklable function returning
     ``GcsBearerCredential``) when missing or expired; ``scatter_initial_credentials``
-    as for ``s3_refreshable_credentials``."""
+    as for ``s3_refreshable_credentials``.
+
+    ```python
+    def fetch():  # module level, so that it pickles by reference
+        return floe.GcsBearerCredential("ya29....")
+
+    credentials = floe.gcs_refreshable_credentials(fetch)
+    ```
+    """
     current = get_credentials() if scatter_initial_credentials else None
     return GcsCredentials.Refreshable(_pickled(get_credentials), current)
 
 
 def gcs_anonymous_credentials() -> GcsCredentials.Anonymous:
-    """Unsigned GCS requests (public buckets, emulators)."""
+    """Unsigned GCS requests (public buckets, emulators).
+
+    ```python
+    credentials = floe.containers_credentials(
+        {"gs://public-bucket/": floe.gcs_anonymous_credentials()}
+    )
+    ```
+    """
     return GcsCredentials.Anonymous()
 
 
 def gcs_from_env_credentials() -> GcsCredentials.FromEnv:
     """GCS credentials from the environment (``GOOGLE_*`` variables, application
     default credentials, the metadata server); ``STORAGE_EMULATOR_HOST`` points at an
-    emulator."""
+    emulator.
+
+    ```python
+    credentials = floe.containers_credentials({"gs://my-bucket/": floe.gcs_from_env_credentials()})
+    ```
+    """
     return GcsCredentials.FromEnv()
 
 
@@ -320,7 +387,15 @@ def gcs_credentials(
     """The GCS credential variant these arguments describe, as Icechunk chooses it:
     ``anonymous=True`` wins; then with no fixed credential and ``from_env`` not
     ``False``: ``FromEnv``; a fixed credential (``from_env`` not ``True``): ``Static``;
-    then ``get_credentials``: ``Refreshable``. Raises ``ValueError`` otherwise."""
+    then ``get_credentials``: ``Refreshable``. Raises ``ValueError`` otherwise.
+
+    ```python
+    assert isinstance(floe.gcs_credentials(), floe.GcsCredentials.FromEnv)
+    assert isinstance(floe.gcs_credentials(anonymous=True), floe.GcsCredentials.Anonymous)
+    static = floe.gcs_credentials(service_account_file="/secrets/sa.json")
+    assert isinstance(static, floe.GcsCredentials.Static)
+    ```
+    """
     if anonymous:
         return gcs_anonymous_credentials()
     fixed = (service_account_file, service_account_key, application_credentials, bearer_token)
@@ -352,7 +427,13 @@ def azure_static_credentials(
     bearer_token: str | None = None,
 ) -> AnyAzureStaticCredential:
     """A fixed Azure credential: exactly one of a storage account key (base64), a SAS
-    token (its query string) or a bearer token. Raises ``ValueError`` otherwise."""
+    token (its query string) or a bearer token. Raises ``ValueError`` otherwise.
+
+    ```python
+    credentials = floe.azure_static_credentials(sas_token="sv=2024-...")
+    assert isinstance(credentials, floe.AzureStaticCredentials.SasToken)
+    ```
+    """
     given = [c for c in (access_key, sas_token, bearer_token) if c is not None]
     if len(given) != 1:
         raise ValueError("Conflicting arguments to azure_static_credentials function")
@@ -369,19 +450,37 @@ def azure_refreshable_credentials(
 ) -> AzureCredentials.Refreshable:
     """Azure credentials fetched by ``get_credentials`` (a picklable function returning
     an ``AzureRefreshableCredential``) when missing or expired;
-    ``scatter_initial_credentials`` as for ``s3_refreshable_credentials``."""
+    ``scatter_initial_credentials`` as for ``s3_refreshable_credentials``.
+
+    ```python
+    def fetch():  # module level, so that it pickles by reference
+        return floe.AzureRefreshableCredential.BearerToken("eyJ0...")
+
+    credentials = floe.azure_refreshable_credentials(fetch)
+    ```
+    """
     current = get_credentials() if scatter_initial_credentials else None
     return AzureCredentials.Refreshable(_pickled(get_credentials), current)
 
 
 def azure_from_env_credentials() -> AzureCredentials.FromEnv:
     """Azure credentials from the environment (``AZURE_STORAGE_ACCOUNT_KEY``,
-    ``AZURE_STORAGE_USE_EMULATOR``, managed identity, the Azure CLI...)."""
+    ``AZURE_STORAGE_USE_EMULATOR``, managed identity, the Azure CLI...).
+
+    ```python
+    credentials = floe.containers_credentials({"az://data/": floe.azure_from_env_credentials()})
+    ```
+    """
     return AzureCredentials.FromEnv()
 
 
 def azure_anonymous_credentials() -> AzureCredentials.Anonymous:
-    """Unsigned Azure requests (public containers)."""
+    """Unsigned Azure requests (public containers).
+
+    ```python
+    credentials = floe.containers_credentials({"az://public/": floe.azure_anonymous_credentials()})
+    ```
+    """
     return AzureCredentials.Anonymous()
 
 
@@ -398,7 +497,14 @@ def azure_credentials(
     """The Azure credential variant these arguments describe, as Icechunk chooses it:
     ``anonymous=True`` wins, then ``get_credentials`` (``Refreshable``), then with no
     fixed credential and ``from_env`` not ``False``: ``FromEnv``; a fixed credential
-    (``from_env`` not ``True``): ``Static``. Raises ``ValueError`` otherwise."""
+    (``from_env`` not ``True``): ``Static``. Raises ``ValueError`` otherwise.
+
+    ```python
+    assert isinstance(floe.azure_credentials(), floe.AzureCredentials.FromEnv)
+    static = floe.azure_credentials(access_key="bXlrZXk=")
+    assert isinstance(static, floe.AzureCredentials.Static)
+    ```
+    """
     if anonymous:
         return azure_anonymous_credentials()
     if get_credentials is not None:
@@ -423,7 +529,28 @@ def containers_credentials(
     """Credentials of virtual chunk containers, by container URL prefix: each S3, GCS
     or Azure credential wrapped in ``Credentials.S3`` / ``.Gcs`` / ``.Azure``;
     ``LocalFileSystemAccess``, ``HttpAccess`` and ``None`` kept as they are. Raises
-    ``ValueError`` for any other value."""
+    ``ValueError`` for any other value.
+
+    Pass the result as ``authorize_virtual_chunk_access`` when opening a repository:
+    it authorizes reading from those containers, and no other (``None`` as a value is
+    deprecated, as in Icechunk 2.3.0: give ``Credentials.LocalFileSystemAccess()`` or
+    ``Credentials.HttpAccess()`` for containers that need no secret).
+
+    ```python
+    import os
+
+    data = os.path.abspath("netcdf")
+    credentials = floe.containers_credentials({
+        "s3://public-bucket/": floe.s3_anonymous_credentials(),
+        f"file://{data}/": floe.Credentials.LocalFileSystemAccess(),  # no secret
+    })
+    config = floe.RepositoryConfig.default()
+    config.set_virtual_chunk_container(
+        floe.VirtualChunkContainer(f"file://{data}/", floe.local_filesystem_store(data))
+    )
+    repo = repo.reopen(config, authorize_virtual_chunk_access=credentials)
+    ```
+    """
     out: dict[str, AnyCredential | None] = {}
     for prefix, cred in m.items():
         if cred is None or isinstance(cred, Credentials):

@@ -77,8 +77,18 @@ del _cls
 
 
 class UpdateType:
-    """The base of the ops-log entry kinds; each kind is a nested class with its
-    fields as attributes (``isinstance(update.kind, UpdateType.NewCommit)``)."""
+    """The base of the ops-log entry kinds (Icechunk's ``icechunk.ops.UpdateType``);
+    each kind is a nested class with its fields as attributes
+    (``isinstance(update.kind, UpdateType.NewCommit)``), compared by value.
+
+    ```python
+    from floe.ops import UpdateType
+
+    newest = next(iter(repo.ops_log()))  # newest first
+    if isinstance(newest.kind, UpdateType.NewCommit):
+        print(newest.kind.branch, newest.kind.new_snap_id)  # main 1CECHNKREP0...
+    ```
+    """
 
     _fields: tuple[str, ...] = ()
 
@@ -108,8 +118,34 @@ class UpdateType:
     __str__ = __repr__
 
 
+#: One sentence per ops-log entry kind, its ``__doc__``.
+_KIND_DOCS = {
+    "RepoInitialized": "The repository was created.",
+    "RepoMigrated": "The repository was upgraded from spec ``from_version`` to ``to_version``.",
+    "RepoStatusChanged": "The repository status became ``status`` (a ``RepoStatus``).",
+    "ConfigChanged": "The stored repository configuration was changed (``save_config``).",
+    "MetadataChanged": "The repository metadata was changed (``set_metadata``).",
+    "TagCreated": "Tag ``name`` was created.",
+    "TagDeleted": "Tag ``name`` was deleted; it pointed at ``previous_snap_id``.",
+    "BranchCreated": "Branch ``name`` was created.",
+    "BranchDeleted": "Branch ``name`` was deleted; it pointed at ``previous_snap_id``.",
+    "BranchReset": "Branch ``name`` was reset; it pointed at ``previous_snap_id``.",
+    "NewCommit": "A commit on ``branch`` made snapshot ``new_snap_id``.",
+    "CommitAmended": "The tip of ``branch``, ``previous_snap_id``, was amended to ``new_snap_id``.",
+    "NewDetachedSnapshot": "A snapshot on no branch, ``new_snap_id``, was written (``flush``).",
+    "GCRan": "Garbage collection ran (``garbage_collect``).",
+    "ExpirationRan": "Snapshots were expired (``expire_snapshots``).",
+    "FeatureFlagChanged": "Feature flag ``id`` was set to ``new_value`` (``None``: default).",
+}
+
+
 def _kind(name: str, *fields: str) -> type[UpdateType]:
-    return type(name, (UpdateType,), {"_fields": fields, "__qualname__": f"UpdateType.{name}"})
+    attrs = {
+        "_fields": fields,
+        "__qualname__": f"UpdateType.{name}",
+        "__doc__": _KIND_DOCS.get(name, f"The ops-log entry kind ``{name}``."),
+    }
+    return type(name, (UpdateType,), attrs)
 
 
 UpdateType.RepoInitialized = _kind("RepoInitialized")  # type: ignore[attr-defined]
@@ -157,7 +193,16 @@ def _micros(value: int) -> datetime.datetime:
 class Update:
     """One ops-log entry: ``kind`` (an ``UpdateType`` instance), ``updated_at``
     (a UTC datetime) and ``backup_path`` (the ``overwritten/`` copy of the ``repo``
-    object that holds it, ``None`` for the newest entries)."""
+    object that holds it, ``None`` for the newest entries), as Icechunk's
+    ``icechunk.ops.Update``. ``Repository.ops_log()`` yields them, newest first.
+
+    ```python
+    for update in repo.ops_log():
+        print(update.updated_at.isoformat(), update.kind)
+    # ... UpdateType.NewCommit(branch="main", new_snap_id="...")
+    # ... UpdateType.RepoInitialized()
+    ```
+    """
 
     __slots__ = ("kind", "updated_at", "backup_path")
 
@@ -206,7 +251,17 @@ class GCSummary:
     delete), as Icechunk's ``GCSummary``: ``bytes_deleted`` and the counts
     ``chunks_deleted``, ``manifests_deleted``, ``snapshots_deleted``,
     ``attributes_deleted``, ``transaction_logs_deleted``. Also readable as a
-    mapping (``summary["chunks_deleted"]``), as floe's earlier dict was."""
+    mapping (``summary["chunks_deleted"]``), as floe's earlier dict was.
+
+    ```python
+    import datetime
+
+    now = datetime.datetime.now(datetime.UTC)
+    summary = repo.garbage_collect(now, dry_run=True)  # deletes nothing
+    print(summary.bytes_deleted, summary.chunks_deleted)  # 0 0: nothing unreachable
+    print(dict(summary))  # {'bytes_deleted': 0, 'chunks_deleted': 0, ...}
+    ```
+    """
 
     _FIELDS = (
         "bytes_deleted",
@@ -228,6 +283,17 @@ class GCSummary:
         return getattr(self, name)
 
     def keys(self) -> tuple[str, ...]:
+        """The field names, for reading the summary as a mapping (``dict(summary)``,
+        ``summary[name]``); floe's own, Icechunk's ``GCSummary`` has attributes only.
+
+        ```python
+        import datetime
+
+        summary = repo.garbage_collect(datetime.datetime.now(datetime.UTC), dry_run=True)
+        print(summary.keys()[:2])  # ('bytes_deleted', 'chunks_deleted')
+        print({name: summary[name] for name in summary.keys()}["chunks_deleted"])  # 0
+        ```
+        """
         return self._FIELDS
 
     def __eq__(self, other: object) -> bool:

@@ -1001,7 +1001,7 @@ class Repository:
 
     @staticmethod
     async def fetch_spec_version_async(storage: Storage) -> SpecVersion | None:
-        """Awaitable ``fetch_spec_version``."""
+        """The awaitable twin of ``fetch_spec_version``: same arguments, result and errors."""
         v = await _NativeRepository.fetch_spec_version_async(storage)
         return None if v is None else SpecVersion(v)
 
@@ -1022,7 +1022,7 @@ class Repository:
         return await asyncio.to_thread(self.reopen, *args, **kwargs)
 
     async def writable_session_async(self, branch: str) -> Session:
-        """Awaitable ``writable_session``."""
+        """The awaitable twin of ``writable_session``: same arguments, result and errors."""
         return Session(await self._native.writable_session_async(branch))
 
     async def readonly_session_async(
@@ -1097,7 +1097,7 @@ class Repository:
         return await self._native.lookup_branch_async(branch)
 
     async def create_branch_async(self, branch: str, snapshot_id: str) -> None:
-        """Awaitable ``create_branch``."""
+        """The awaitable twin of ``create_branch``: same arguments, result and errors."""
         await self._native.create_branch_async(branch, snapshot_id)
 
     async def reset_branch_async(
@@ -1110,7 +1110,7 @@ class Repository:
         )
 
     async def delete_branch_async(self, branch: str) -> None:
-        """Awaitable ``delete_branch``."""
+        """The awaitable twin of ``delete_branch``: same arguments, result and errors."""
         await self._native.delete_branch_async(branch)
 
     async def list_tags_async(self) -> set[str]:
@@ -1122,11 +1122,11 @@ class Repository:
         return await self._native.lookup_tag_async(tag)
 
     async def create_tag_async(self, tag: str, snapshot_id: str) -> None:
-        """Awaitable ``create_tag``."""
+        """The awaitable twin of ``create_tag``: same arguments, result and errors."""
         await self._native.create_tag_async(tag, snapshot_id)
 
     async def delete_tag_async(self, tag: str) -> None:
-        """Awaitable ``delete_tag``."""
+        """The awaitable twin of ``delete_tag``: same arguments, result and errors."""
         await self._native.delete_tag_async(tag)
 
     async def get_metadata_async(self) -> dict[str, Any]:
@@ -1204,7 +1204,8 @@ class Repository:
 
     async def ops_log_async(self) -> AsyncIterator[Any]:
         """The repository's operations log for ``async for``, newest first, as
-        ``ops_log`` yields it (thread: each step runs in a worker thread)."""
+        ``ops_log`` yields it (the awaitable twin: each step runs in a worker
+        thread)."""
         entries = await asyncio.to_thread(lambda: iter(self.ops_log()))
         done = object()
         while (entry := await asyncio.to_thread(next, entries, done)) is not done:

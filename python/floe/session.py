@@ -324,9 +324,31 @@ class Session:
         """Merges the changes of ``forks`` (from ``fork()``, possibly pickled and
         written elsewhere) into this session, all or nothing, as Icechunk's
         ``Session.merge``. A fork given twice, or this session itself, is merged
-        once. See ``fork`` for an example.
+        once. Commit afterwards to make the merged changes one snapshot.
 
-        :raises ConflictError: two of them wrote the same chunk or node differently.
+        Forks should write disjoint chunks. A chunk written by several forks (or by
+        this session and a fork) is not an error: it takes the write of the fork
+        merged last, in argument order and then call order, as in Icechunk 2.3.0;
+        the other writes of that chunk are lost.
+
+        ```python
+        fork_a, fork_b = session.fork(), session.fork()
+        zarr.open_array(fork_a.store, path="temperature")[0] = 1.0  # chunk (0, 0)
+        zarr.open_array(fork_b.store, path="temperature")[1] = 2.0  # chunk (1, 0)
+        session.merge(fork_a, fork_b)
+        session.commit("two writers")
+        ```
+
+        :raises ConflictError: (kind ``MERGE_FAILED``) changes that cannot be merged:
+            changes of the forks that contradict each other or this session's
+            changes made since the forks were made, found as ``rebase`` finds them
+            except for chunks (two different new arrays or groups at one path, two
+            metadata updates of one array, chunks written to an array the other side
+            deleted), or a branch reset that left the forks' snapshot out of this
+            session's history.
+        :raises SessionStateError: (kind ``MERGE_NOT_ALLOWED``) an argument that is
+            not a fork, or a fork merged already.
+        :raises ReadOnlyError: this session is read-only.
         :raises TypeError: an argument is not a session.
         """
         self._native.merge(*[f._native for f in self._forks_to_merge(forks)])
@@ -412,8 +434,9 @@ class Session:
         await self._native.rebase_async(solver)
 
     async def merge_async(self, *forks: Session) -> None:
-        """Awaitable ``merge``: merges the changes of ``forks`` (all or nothing);
-        ``ConflictError`` when two of them wrote the same chunk. A fork given twice,
+        """Awaitable ``merge``: merges the changes of ``forks`` (all or nothing); a
+        chunk several forks wrote takes the write of the fork merged last, and
+        ``ConflictError`` reports node changes that cannot merge. A fork given twice,
         or this session itself, is merged once (as Icechunk, where merging the same
         changes again changes nothing)."""
         await self._native.merge_async(*[f._native for f in self._forks_to_merge(forks)])

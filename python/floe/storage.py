@@ -155,7 +155,14 @@ def redirect_storage(base_url: str) -> Storage:
     on. The redirects are followed here, once (Icechunk follows them on first use);
     the final storage is opened with credentials from the environment, and every
     write raises ``FloeError``. Raises ``StorageError`` when ``base_url`` does not
-    redirect or cannot be reached. Pickles with the resolved location."""
+    redirect or cannot be reached. Pickles with the resolved location.
+
+    ```python
+    # not run: needs a service that answers with a redirect
+    storage = floe.redirect_storage("https://catalog.example.org/repos/era5")
+    repo = floe.Repository.open(storage)  # read-only
+    ```
+    """
     return Storage._new_redirect(base_url, _follow_redirects(base_url))
 
 
@@ -180,7 +187,15 @@ def s3_object_store_storage(
     """S3 through the Rust ``object_store`` crate (Icechunk's
     ``s3_object_store_storage``, its alternative to the AWS SDK client). floe's
     ``s3_storage`` already uses ``object_store``, so this is ``s3_storage`` with these
-    arguments (no refreshable credentials, as Icechunk's)."""
+    arguments (no refreshable credentials, as Icechunk's).
+
+    ```python
+    storage = floe.s3_object_store_storage(
+        bucket="my-bucket", prefix="era5", region="us-east-1", from_env=True
+    )
+    print(storage.url)  # s3://my-bucket/era5
+    ```
+    """
     return s3_storage(
         bucket=bucket,
         prefix=prefix,
@@ -373,7 +388,12 @@ def tigris_storage(
     ``X-Tigris-Consistent: true``, ``Cache-Control: no-cache``), which need ``region``
     (``ValueError`` without it). ``use_weak_consistency=True`` drops them and makes the
     storage read-only (reads from the nearest region may be stale). Other arguments as
-    for ``s3_storage``."""
+    for ``s3_storage``.
+
+    ```python
+    storage = floe.tigris_storage(bucket="my-bucket", prefix="era5", from_env=True)
+    ```
+    """
     _check_headers(headers, read_headers, write_headers)
     credentials = s3_credentials(
         access_key_id=access_key_id,
@@ -432,7 +452,14 @@ def r2_storage(
     """A repository in a Cloudflare R2 bucket: S3 at
     ``https://<account_id>.r2.cloudflarestorage.com`` (or ``endpoint_url``; one of the
     two is required, else ``ValueError``), region ``auto`` unless given, path-style
-    requests. Other arguments as for ``s3_storage``."""
+    requests. Other arguments as for ``s3_storage``.
+
+    ```python
+    storage = floe.r2_storage(
+        bucket="my-bucket", prefix="era5", account_id="my-account", from_env=True
+    )
+    ```
+    """
     _check_headers(headers, read_headers, write_headers)
     credentials = s3_credentials(
         access_key_id=access_key_id,

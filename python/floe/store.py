@@ -111,6 +111,8 @@ class FloeStore(Store):
     are bytes; byte ranges are offsets in bytes.
 
     ```python
+    import asyncio
+
     session = repo.writable_session("main")
     store = session.store
     root = zarr.open_group(store, mode="a")
@@ -120,7 +122,7 @@ class FloeStore(Store):
     async def keys():
         return sorted([k async for k in store.list()])
 
-    print(asyncio.run(keys()))  # ['t/zarr.json', 'zarr.json']
+    print(asyncio.run(keys()))  # ['t/zarr.json', 'temperature/c/0/0', ...]
     ```
 
     Writes go to the session (a read-only session's store raises ``ReadOnlyError``
@@ -203,6 +205,19 @@ class FloeStore(Store):
             raise ReadOnlyError("cannot write to read-only store")
 
     def with_read_only(self, read_only: bool = False) -> FloeStore:
+        """A copy of this store over the same session, read-only unless
+        ``read_only=False`` (Icechunk's ``IcechunkStore.with_read_only``, the method
+        zarr calls for ``mode="r"``). The copy starts closed, as Icechunk's; zarr opens
+        it on first use. Writes through a read-only copy raise ``ReadOnlyError``.
+
+        ```python
+        read_only = store.with_read_only(True)
+        assert read_only.read_only and not store.read_only
+        print(zarr.open_array(read_only, path="temperature", mode="r")[0, :3])  # [0. 1. 2.]
+        ```
+
+        :raises ValueError: ``read_only=False`` on the store of a read-only session.
+        """
         if not read_only and not self._native.writable:
             raise ValueError("a read-only session cannot give a writable store")
         store = FloeStore(self._native, session=self._session, read_only=read_only)
@@ -214,6 +229,37 @@ class FloeStore(Store):
     async def get(
         self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None
     ) -> Buffer | None:
+        """The bytes stored at ``key`` (a Zarr v3 key: ``zarr.json``,
+        ``temperature/c/0/0``), or ``None`` when nothing is stored there, as a buffer
+        of ``prototype`` (Icechunk's ``IcechunkStore.get``; awaitable). A chunk comes
+        back encoded (compressed), as stored: a native chunk from the repository's
+        storage, a virtual one from its container, an inline one from the manifest.
+        ``byte_range`` reads part of the value: ``RangeByteRequest(start, end)``
+        (``end`` exclusive), ``OffsetByteRequest(offset)`` (from ``offset`` to the
+        end) or ``SuffixByteRequest(n)`` (the last ``n`` bytes), all in bytes.
+        The whole-key gets of one event-loop turn are read together.
+
+        ```python
+        import asyncio
+        from zarr.abc.store import RangeByteRequest
+        from zarr.core.buffer import default_buffer_prototype
+
+        async def read():
+            proto = default_buffer_prototype()
+            meta = await store.get("temperature/zarr.json", proto)
+            first = await store.get("temperature/c/0/0", proto, RangeByteRequest(0, 4))
+            missing = await store.get("temperature/c/9/0", proto)
+            return meta.to_bytes(), len(first), missing
+
+        meta, n, missing = asyncio.run(read())
+        print(n, missing)  # 4 None
+        ```
+
+        :raises InvalidInputError: a key no Zarr hierarchy has (also ``ValueError``).
+        :raises TypeError: ``prototype`` or ``byte_range`` of the wrong type.
+        :raises ValueError: a negative offset or length in ``byte_range``.
+        :raises StorageError: the storage (or a virtual chunk's container) failed.
+        """
         _check_str("get", "key", key)
         _check_prototype("get", prototype)
         if byte_range is None:
@@ -238,6 +284,27 @@ class FloeStore(Store):
         prototype: BufferPrototype,
         key_ranges: Iterable[tuple[str, ByteRequest | None]],
     ) -> list[Buffer | None]:
+        """The values (or byte ranges, see ``get``) of several keys, in the order of
+        ``key_ranges`` (pairs ``(key, byte_range or None)``), ``None`` for an absent
+        key; awaitable (Icechunk's ``IcechunkStore.get_partial_values``). The reads run
+        concurrently, at most the session configuration's
+        ``get_partial_values_concurrency`` (default 10) requests at a time.
+
+        ```python
+        import asyncio
+        from zarr.abc.store import SuffixByteRequest
+        from zarr.core.buffer import default_buffer_prototype
+
+        values = asyncio.run(store.get_partial_values(
+            default_buffer_prototype(),
+            [("temperature/c/0/0", None), ("temperature/c/1/0", SuffixByteRequest(8))],
+        ))
+        print([len(v) for v in values][1])  # 8
+        ```
+
+        :raises TypeError: ``key_ranges`` not pairs, or a byte range of the wrong type.
+        :raises InvalidInputError: a key no Zarr hierarchy has.
+        """
         _check_prototype("get_partial_values", prototype)
         requests = []
         for key, byte_range in _pairs("get_partial_values", "key_ranges", key_ranges, 2):
@@ -343,6 +410,20 @@ class FloeStore(Store):
         self._native._delete_loaded(key)
 
     async def delete_dir(self, prefix: str) -> None:
+        """Deletes every key under ``prefix`` (a group or an array and all it holds,
+        ``""`` for everything), in the session; awaitable (Icechunk's
+        ``IcechunkStore.delete_dir``). Nothing is deleted from storage until the
+        deletion is committed and garbage collection runs.
+
+        ```python
+        import asyncio
+
+        asyncio.run(store.delete_dir("temperature"))
+        print(session.status().deleted_arrays)  # {'/temperature'}
+        ```
+
+        :raises ReadOnlyError: a read-only store or session.
+        """
         _check_str("delete_dir", "prefix", prefix)
         self._check_writable()
         if prefix and not prefix.endswith("/"):
@@ -400,6 +481,21 @@ class FloeStore(Store):
             yield k
 
     def list_dir(self, prefix: str) -> AsyncIterator[str]:
+        """The names directly under ``prefix`` (one level, no trailing ``/``): keys
+        such as ``zarr.json`` and child prefixes such as ``c`` or an array's name, for
+        ``async for`` (Icechunk's ``IcechunkStore.list_dir``). Uncommitted changes of the
+        session are included.
+
+        ```python
+        import asyncio
+
+        async def names(prefix):
+            return sorted([name async for name in store.list_dir(prefix)])
+
+        print(asyncio.run(names("")))  # ['temperature', 'zarr.json']
+        print(asyncio.run(names("temperature")))  # ['c', 'zarr.json']
+        ```
+        """
         _check_str("list_dir", "prefix", prefix)
         return self._list_dir(prefix)
 
@@ -490,7 +586,7 @@ class FloeStore(Store):
         )
 
     async def set_virtual_ref_async(self, key: str, location: str, **kwargs) -> None:
-        """``set_virtual_ref`` as a coroutine (it does no I/O)."""
+        """``set_virtual_ref`` as an awaitable coroutine (it does no I/O)."""
         self.set_virtual_ref(key, location, **kwargs)
 
     # ``builtins.list`` in the annotations below: in this class ``list`` is the method.
@@ -513,7 +609,7 @@ class FloeStore(Store):
     async def set_virtual_refs_async(
         self, array_path: str, chunks: builtins.list, *, validate_containers: bool = True
     ) -> builtins.list[tuple[int, ...]] | None:
-        """``set_virtual_refs`` as a coroutine (it does no I/O)."""
+        """``set_virtual_refs`` as an awaitable coroutine (it does no I/O)."""
         return self.set_virtual_refs(array_path, chunks, validate_containers=validate_containers)
 
     def set_virtual_refs_arr(
