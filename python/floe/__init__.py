@@ -293,7 +293,13 @@ initialize_logs()
 
 def spec_version() -> SpecVersion:
     """The newest Icechunk spec version floe writes (Icechunk's
-    ``icechunk.spec_version()``)."""
+    ``icechunk.spec_version()``).
+
+    ```python
+    print(floe.spec_version())  # SpecVersion.v2
+    assert repo.spec_version == floe.spec_version()  # new repositories use it
+    ```
+    """
     return SpecVersion.current()
 
 

@@ -82,7 +82,12 @@ def html_block(header: str, fields: Iterable[tuple[str, object]]) -> str:
 def print_debug_info() -> None:
     """Prints what a bug report needs (Icechunk's ``print_debug_info``): floe's
     version, Python's, the platform, and the versions of the packages floe works
-    with (zarr, numpy, xarray, dask) when installed."""
+    with (zarr, numpy, xarray, dask) when installed.
+
+    ```python
+    floe.print_debug_info()  # floe, Python, platform, zarr, numpy, ... versions
+    ```
+    """
     import importlib.metadata
     import platform
 

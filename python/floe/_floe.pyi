@@ -137,10 +137,25 @@ __version__: str
 """floe's version (the Rust package version the extension was built from)."""
 
 def initialize_logs() -> None:
-    """Starts console logging with the filter in ``FLOE_LOG`` / ``ICECHUNK_LOG``."""
+    """Starts console logging with the filter in ``FLOE_LOG`` / ``ICECHUNK_LOG``.
+
+    ```python
+    import os
+
+    os.environ["FLOE_LOG"] = "floe=debug"  # Icechunk's ICECHUNK_LOG works too
+    floe.initialize_logs()
+    floe.set_logs_filter("warn")  # quiet again
+    ```
+    """
 
 def set_logs_filter(log_filter_directive: str | None = None) -> None:
-    """Sets the log filter; ``None`` re-reads the environment."""
+    """Sets the log filter; ``None`` re-reads the environment.
+
+    ```python
+    floe.set_logs_filter("floe=info")  # a tracing filter directive
+    floe.set_logs_filter(None)  # back to FLOE_LOG / ICECHUNK_LOG
+    ```
+    """
 
 def _merge_configs(base: Any, other: Any) -> Any:
     """``other`` over ``base`` (two ``floe.config.RepositoryConfig``), merged by the
@@ -148,7 +163,15 @@ def _merge_configs(base: Any, other: Any) -> Any:
 
 @final
 class ChecksumAlgorithm:
-    """The checksum S3 uploads carry; floe's S3 client supports ``Sha256`` only."""
+    """The checksum S3 uploads carry; floe's S3 client supports ``Sha256`` only.
+
+    ```python
+    options = floe.S3Options(
+        region="us-east-1", checksum_algorithm=floe.ChecksumAlgorithm.Sha256
+    )
+    print(options.checksum_algorithm.name)  # Sha256
+    ```
+    """
 
     Crc32: ChecksumAlgorithm
     Crc32c: ChecksumAlgorithm
@@ -179,7 +202,14 @@ class LatencyStorage(Storage):
 
 @final
 class S3Options:
-    """Options of an S3-compatible client (seconds for the stream timeout)."""
+    """Options of an S3-compatible client (seconds for the stream timeout).
+
+    ```python
+    options = floe.S3Options(endpoint_url="http://localhost:9000", allow_http=True)
+    storage = floe.Storage.new_s3(options, "my-bucket", "era5")
+    print(options.allow_http, options.region)  # True None
+    ```
+    """
 
     region: str | None
     """The AWS region (``"us-east-1"``); ``None``: from the environment."""
@@ -625,7 +655,8 @@ class Storage:
     ```python
     storage = floe.s3_storage(bucket="my-bucket", prefix="era5")
     print(storage.url)  # s3://my-bucket/era5
-    repo = floe.Repository.open(storage)
+    local = floe.local_filesystem_storage("repo")
+    print(floe.Repository.open(local).list_branches())  # {'main'}
     ```
 
     Pickles as the constructor and arguments it was built with (credentials as
@@ -639,7 +670,13 @@ class Storage:
         ``s3://bucket/prefix``, ``memory://``)."""
     def _repr_html_(self) -> str: ...
     def default_settings(self) -> Any:
-        """The ``StorageSettings`` this storage uses when none are given."""
+        """The ``StorageSettings`` this storage uses when none are given.
+
+        ```python
+        settings = floe.local_filesystem_storage("repo").default_settings()
+        print(settings.retries)  # None: object_store's defaults
+        ```
+        """
     def _with_settings(self, settings: Any) -> Storage: ...
     @classmethod
     def new_in_memory(cls) -> Storage:
@@ -819,8 +856,13 @@ class VersionSelection:
     ``UseOurs`` (this session's chunk), ``UseTheirs`` (the branch's chunk).
 
     ```python
+    zarr.open_array(session.store, path="temperature")[0] = 1.0  # chunk (0, 0)
+    other = repo.writable_session("main")
+    zarr.open_array(other.store, path="temperature")[0] = 2.0  # the same chunk
+    other.commit("row 0 = 2")  # the branch moves on
     solver = floe.BasicConflictSolver(on_chunk_conflict=floe.VersionSelection.UseOurs)
-    session.commit("overwrite", rebase_with=solver)
+    session.commit("row 0 = 1", rebase_with=solver)  # our chunk wins
+    print(zarr.open_array(repo.readonly_session("main").store, path="temperature")[0, 0])  # 1.0
     ```
     """
 
@@ -836,7 +878,11 @@ class ConflictDetector:
     ``RebaseFailedError`` listing them.
 
     ```python
-    session.commit("append", rebase_with=floe.ConflictDetector())
+    zarr.open_array(session.store, path="temperature")[0] = 1.0  # chunk (0, 0)
+    other = repo.writable_session("main")
+    zarr.open_array(other.store, path="temperature")[1] = 2.0  # another chunk
+    other.commit("row 1")
+    session.commit("row 0", rebase_with=floe.ConflictDetector())  # no conflict: rebases
     ```
     """
 
@@ -852,7 +898,15 @@ class BasicConflictSolver:
     Conflicting node metadata still raises ``RebaseFailedError``.
 
     ```python
-    session.commit("fix", rebase_with=floe.BasicConflictSolver())
+    zarr.open_array(session.store, path="temperature")[0] = 1.0  # chunk (0, 0)
+    other = repo.writable_session("main")
+    zarr.open_array(other.store, path="temperature")[0] = 2.0  # the same chunk
+    other.commit("row 0 = 2")  # the branch moves on
+    try:
+        session.commit("row 0 = 1", rebase_with=floe.ConflictDetector())
+    except floe.RebaseFailedError as e:
+        print(e.conflicts[0].conflict_type)  # ConflictType.ChunkDoubleUpdate
+        session.commit("row 0 = 1", rebase_with=floe.BasicConflictSolver())
     ```
     """
 

@@ -627,7 +627,14 @@ class FloeCodecPipeline(CodecPipeline):
     ) -> None:
         """Reads a batch into ``out`` (zarr's ``NDBuffer``); see the class docstring.
         Cancelled, it raises ``CancelledError`` only once Rust stopped writing into
-        ``out``."""
+        ``out``.
+
+        ```python
+        array = zarr.open_array(store, path="temperature")
+        print(array[1:3, :2])  # zarr calls read: [[10. 11.] [20. 21.]]
+        print(floe.codec_pipeline.stats.get("rust_read", 0) > 0)  # True: read in Rust
+        ```
+        """
         batch = list(batch_info)
         if drop_axes or self._store is None:
             if self._store is not None:
@@ -674,7 +681,14 @@ class FloeCodecPipeline(CodecPipeline):
         """Writes a batch from ``value`` (zarr's ``NDBuffer``; shape ``()`` for a
         scalar); see the class docstring. Cancelled, it raises ``CancelledError`` only
         once every Rust call it started has ended: no part of the write lands after
-        that."""
+        that.
+
+        ```python
+        array = zarr.open_array(store, path="temperature")
+        array[:2] = np.full((2, 10), 21.5, dtype="f4")  # zarr calls write: Rust encodes
+        print(array[0, 0])  # 21.5
+        ```
+        """
         batch = list(batch_info)
         if drop_axes or self._store is None:
             if self._store is not None:

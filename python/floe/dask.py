@@ -437,6 +437,19 @@ def session_merge_reduction(
     checks before it writes. Raises ``TypeError("Expected a dask array ...")`` for
     anything but Dask arrays, ``floe.ConflictError`` when the forks made conflicting
     changes to nodes (such as the same array's metadata).
+
+    ```python
+    import dask.array as da
+    from floe.dask import session_merge_reduction
+
+    fork = session.fork()
+    target = zarr.open_array(fork.store, path="temperature")
+    source = da.ones((4, 10), chunks=(1, 10), dtype="f4")  # one block per chunk
+    stored = da.store(source, target, lock=False, compute=False, return_stored=True,
+                      load_stored=False)
+    session.merge(session_merge_reduction(stored))
+    session.commit("ones, written by Dask")
+    ```
     """
     if not isinstance(arrays, (list, tuple)):
         arrays = [arrays]

@@ -11,12 +11,14 @@ class Diff:
     node paths (``/a/b``); nodes are named by their paths after any moves.
 
     ```python
-    d = repo.diff(from_tag="v1", to_branch="main")
-    print(d.new_arrays)      # {'/t'}
-    print(d.updated_chunks)  # {'/t': [[0, 0], [0, 1]]}: chunk grid indices
-    print(d)                 # a readable summary
-    if d.is_empty():
-        ...
+    zarr.create_array(session.store, name="pressure", shape=(4,), dtype="f4")
+    zarr.open_array(session.store, path="temperature")[0, :] = 15.0  # chunk (0, 0)
+    d = session.status()  # or repo.diff(from_tag=..., to_branch=...) after commits
+    print(d.new_arrays)  # {'/pressure'}
+    print(d.updated_chunks["/temperature"])  # [[0, 0]]: chunk grid indices
+    print(d)  # a readable summary
+    if not d.is_empty():
+        session.commit("add pressure, reset row 0")
     ```
     """
 

@@ -39,7 +39,18 @@ def extract_session(zarray: Any, axis: Any = None, keepdims: Any = None) -> Sess
     """The session of the floe store a zarr array (or group) was opened on:
     ``zarray.store.session``. ``axis`` and ``keepdims`` are ignored (they are there so
     the function can be a Dask reduction's ``chunk`` step). Raises ``TypeError`` when
-    the array is not on a floe store."""
+    the array is not on a floe store.
+
+    ```python
+    from floe.distributed import extract_session
+
+    fork = session.fork()
+    array = zarr.open_array(fork.store, path="temperature")
+    array[0] = 0.5  # in a worker, usually
+    assert extract_session(array) is fork
+    session.merge(extract_session(array))
+    ```
+    """
     session = getattr(zarray.store, "session", None)
     if not isinstance(session, Session):
         raise TypeError(
@@ -59,9 +70,9 @@ def merge_sessions(
     ```python
     from floe.distributed import merge_sessions
 
-    session = repo.writable_session("main")
     forks = [session.fork() for _ in range(3)]
-    # ... each fork written by its own worker, then sent back ...
+    for row, fork in enumerate(forks):  # each fork written by its own worker
+        zarr.open_array(fork.store, path="temperature")[row] = -1.0
     session.merge(merge_sessions(*forks))
     session.commit("three workers")
     ```

@@ -164,8 +164,10 @@ class IcechunkError(Exception):
     :class:`ErrorKind` code (``"unknown"`` when ``None``).
 
     ```python
+    snapshot_id = repo.lookup_branch("main")
+    repo.create_tag("v1", snapshot_id)
     try:
-        repo.create_tag("v1", snapshot_id)
+        repo.create_tag("v1", snapshot_id)  # a second time
     except floe.AlreadyExistsError as e:
         assert e.kind == floe.ErrorKind.TAG_ALREADY_EXISTS
     except floe.IcechunkError as e:  # every other floe error
@@ -281,7 +283,21 @@ class ConflictType(IntEnum):
 class Conflict:
     """One conflict found by a rebase: its ``conflict_type`` (:class:`ConflictType`),
     the node ``path`` (``/a/b``) and, for chunk conflicts, ``conflicted_chunks``
-    (the chunk grid indices, each a list of ints; ``None`` otherwise)."""
+    (the chunk grid indices, each a list of ints; ``None`` otherwise).
+
+    ```python
+    zarr.open_array(session.store, path="temperature")[0] = 1.0
+    other = repo.writable_session("main")
+    zarr.open_array(other.store, path="temperature")[0] = 2.0
+    other.commit("row 0 = 2")
+    try:
+        session.rebase(floe.ConflictDetector())
+    except floe.RebaseFailedError as e:
+        for conflict in e.conflicts:
+            print(conflict.conflict_type, conflict.path, conflict.conflicted_chunks)
+            # ConflictType.ChunkDoubleUpdate /temperature [[0, 0]]
+    ```
+    """
 
     __slots__ = ("conflict_type", "path", "conflicted_chunks")
 

@@ -38,7 +38,14 @@ class RepoStatus:
     """The status of a spec-2 repository (Icechunk's ``RepoStatus``):
     ``availability``, ``limited_availability_reason`` (why it is not online, if
     said) and ``set_at`` (when it was set, UTC; ``None`` for a status not yet
-    stored)."""
+    stored).
+
+    ```python
+    repo.set_status(floe.RepoStatus(floe.RepoAvailability.read_only, "migrating"))
+    print(repo.get_status().availability)  # ReadOnly
+    repo.set_status(floe.RepoStatus(floe.RepoAvailability.online))
+    ```
+    """
 
     __slots__ = ("availability", "limited_availability_reason", "set_at")
 

@@ -58,7 +58,12 @@ class SpecVersion(IntEnum):
 
 def supported_spec_versions() -> list[SpecVersion]:
     """The spec versions floe reads and writes, newest first (Icechunk's
-    ``supported_spec_versions()``: ``[SpecVersion.v2 (current), SpecVersion.v1]``)."""
+    ``supported_spec_versions()``: ``[SpecVersion.v2 (current), SpecVersion.v1]``).
+
+    ```python
+    print(floe.supported_spec_versions())  # [<SpecVersion.v1: 1>, <SpecVersion.v2: 2>]
+    ```
+    """
     return sorted(SpecVersion, reverse=True)
 
 
@@ -67,7 +72,15 @@ class FeatureFlag:
     and ``name`` (``move_node``, ``create_tag``, ``delete_tag``), ``setting`` (the
     explicit value, ``None`` for the default), ``default_enabled`` (every flag is
     on by default) and ``enabled`` (the value in effect). A disabled flag makes its
-    operation raise ``SessionStateError`` (kind ``feature-flag-disabled``)."""
+    operation raise ``SessionStateError`` (kind ``feature-flag-disabled``).
+
+    ```python
+    for flag in repo.feature_flags():
+        print(flag.name, flag.enabled)  # move_node True, create_tag True, delete_tag True
+    repo.set_feature_flag("delete_tag", False)
+    print([f.name for f in repo.disabled_feature_flags()])  # ['delete_tag']
+    ```
+    """
 
     __slots__ = ("id", "name", "setting", "enabled", "default_enabled")
 
@@ -173,7 +186,7 @@ class Repository:
     import zarr
     import floe
 
-    repo = floe.Repository.open_or_create(floe.local_filesystem_storage("/tmp/repo"))
+    repo = floe.Repository.open_or_create(floe.local_filesystem_storage("my-repo"))
     session = repo.writable_session("main")
     zarr.create_array(session.store, name="t", shape=(3,), dtype="i4")[:] = [1, 2, 3]
     snapshot_id = session.commit("three values")
@@ -225,8 +238,8 @@ class Repository:
         initial snapshot (``1CECHNKREP0F1RSTCMT0``, an empty root).
 
         ```python
-        repo = floe.Repository.create(floe.local_filesystem_storage("/tmp/new-repo"))
-        repo.list_branches()  # {"main"}
+        repo = floe.Repository.create(floe.local_filesystem_storage("new-repo"))
+        print(repo.list_branches())  # {'main'}
         ```
 
         :param storage: where the repository lives (``local_filesystem_storage``,
@@ -261,8 +274,9 @@ class Repository:
         snapshots and manifests are read when a session needs them.
 
         ```python
-        repo = floe.Repository.open(floe.s3_storage(bucket="my-bucket", prefix="era5"))
+        repo = floe.Repository.open(floe.local_filesystem_storage("repo"))
         session = repo.readonly_session("main")
+        # in S3: floe.Repository.open(floe.s3_storage(bucket="my-bucket", prefix="era5"))
         ```
 
         ``config`` is merged over the stored configuration
@@ -301,7 +315,8 @@ class Repository:
         ``None``) when there is none, as Icechunk's ``open_or_create``.
 
         ```python
-        repo = floe.Repository.open_or_create(floe.local_filesystem_storage("/tmp/repo"))
+        repo = floe.Repository.open_or_create(floe.local_filesystem_storage("repo"))
+        print(repo.list_branches())  # {'main'}: it existed
         ```
 
         :param authorize_virtual_chunk_access: as in ``open``.
@@ -317,7 +332,13 @@ class Repository:
     @staticmethod
     def fetch_config(storage: Storage) -> RepositoryConfig | None:
         """The configuration the repository in ``storage`` stores, ``None`` when it
-        stores none; raises ``FloeError`` when there is no repository."""
+        stores none; raises ``FloeError`` when there is no repository.
+
+        ```python
+        config = floe.Repository.fetch_config(floe.local_filesystem_storage("repo"))
+        print(config)  # None: the repository stores no configuration yet
+        ```
+        """
         return _NativeRepository.fetch_config(storage)
 
     def reopen(
@@ -333,7 +354,14 @@ class Repository:
         reader's credentials), beside those the repository was opened with.
         ``authorize_virtual_chunk_access`` (as in ``open``), when given, replaces the
         authorized prefixes and their credentials; ``None`` keeps them (Icechunk's
-        ``reopen``). Raises ``InvalidInputError`` for a prefix that is no URL."""
+        ``reopen``). Raises ``InvalidInputError`` for a prefix that is no URL.
+
+        ```python
+        config = floe.RepositoryConfig(max_concurrent_requests=16)
+        repo = repo.reopen(config)  # this object only; save_config() stores it
+        print(repo.config.max_concurrent_requests)  # 16
+        ```
+        """
         if authorize_virtual_chunk_access is None:
             return type(self)(
                 self._native.reopen(config, None), self._storage, self._authorized_prefixes
@@ -344,7 +372,13 @@ class Repository:
     @staticmethod
     def exists(storage: Storage, storage_settings: Any | None = None) -> bool:
         """Whether a repository exists in ``storage`` (``storage_settings`` is
-        accepted for Icechunk compatibility and not needed)."""
+        accepted for Icechunk compatibility and not needed).
+
+        ```python
+        print(floe.Repository.exists(floe.local_filesystem_storage("repo")))  # True
+        print(floe.Repository.exists(floe.local_filesystem_storage("nowhere")))  # False
+        ```
+        """
         return _NativeRepository.exists(storage)
 
     @staticmethod
@@ -353,7 +387,12 @@ class Repository:
     ) -> SpecVersion | None:
         """The spec version of the repository in ``storage``, ``None`` when there is
         none (reads only its refs; ``storage_settings`` is accepted for Icechunk
-        compatibility and not needed)."""
+        compatibility and not needed).
+
+        ```python
+        print(floe.Repository.fetch_spec_version(floe.local_filesystem_storage("repo")))  # 2
+        ```
+        """
         version = _NativeRepository.fetch_spec_version(storage)
         return None if version is None else SpecVersion(version)
 
@@ -376,7 +415,13 @@ class Repository:
     def save_config(self, config: RepositoryConfig | None = None) -> None:
         """Stores ``config`` (or, with no argument, the current configuration, with
         what ``open(config=)`` merged in) as the repository's configuration; raises
-        ``FloeError`` when another writer changed it since it was read."""
+        ``FloeError`` when another writer changed it since it was read.
+
+        ```python
+        repo.save_config(floe.RepositoryConfig(inline_chunk_threshold_bytes=0))  # no inline chunks
+        print(floe.Repository.fetch_config(repo.storage).inline_chunk_threshold_bytes)  # 0
+        ```
+        """
         self._native.save_config(config)
 
     # -- sessions -------------------------------------------------------------------
@@ -410,13 +455,17 @@ class Repository:
         Icechunk's ``readonly_session``.
 
         ```python
+        import datetime
+
+        repo.create_tag("v1", repo.lookup_branch("main"))
         latest = repo.readonly_session("main")
         release = repo.readonly_session(tag="v1")
-        old = repo.readonly_session(snapshot_id="1CECHNKREP0F1RSTCMT0")
-        yesterday = repo.readonly_session(
-            "main", as_of=datetime.datetime.now(datetime.UTC) - datetime.timedelta(days=1)
+        first = repo.readonly_session(snapshot_id=list(repo.ancestry(branch="main"))[-1].id)
+        a_second_ago = repo.readonly_session(
+            "main", as_of=datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=1)
         )
-        ds = xarray.open_zarr(latest.store, consolidated=False)
+        print(zarr.open_array(latest.store, path="temperature", mode="r")[0, :3])  # [0. 1. 2.]
+        # xarray: xarray.open_zarr(latest.store, consolidated=False)
         ```
 
         :param as_of: a timezone-aware time; the branch's newest snapshot written
@@ -442,8 +491,8 @@ class Repository:
 
         ```python
         session = repo.rearrange_session("main")
-        session.move("/raw/t2m", "/t2m")
-        session.commit("move t2m to the root")
+        session.move("/temperature", "/t2m")
+        session.commit("rename temperature to t2m")
         ```
 
         :raises FormatError: a spec-1 repository (upgrade it first).
@@ -485,11 +534,30 @@ class Repository:
     def set_default_commit_metadata(self, metadata: dict[str, Any]) -> None:
         """Metadata every commit (and amend, flush) of sessions opened from now on
         records; a commit's own metadata wins key by key. Kept by this repository
-        object only, not stored."""
+        object only, not stored.
+
+        ```python
+        repo.set_default_commit_metadata({"pipeline": "nightly"})
+        session = repo.writable_session("main")
+        zarr.open_array(session.store, path="temperature")[0] = 0.0
+        snapshot_id = session.commit("reset row 0", metadata={"run": 42})
+        print(repo.lookup_snapshot(snapshot_id).metadata)  # {'pipeline': 'nightly', 'run': 42}
+        ```
+        """
         self._native.set_default_commit_metadata(metadata)
 
     def default_commit_metadata(self) -> dict[str, Any]:
-        """The default commit metadata (a copy)."""
+        """The default commit metadata (a copy).
+
+        ```python
+        repo.set_default_commit_metadata({"author": "ci"})
+        print(repo.default_commit_metadata())  # {'author': 'ci'}
+        session = repo.writable_session("main")
+        zarr.open_group(session.store).attrs["source"] = "ERA5"
+        snapshot_id = session.commit("set source")
+        print(repo.lookup_snapshot(snapshot_id).metadata)  # {'author': 'ci'}
+        ```
+        """
         return self._native.default_commit_metadata()
 
     # -- history --------------------------------------------------------------------
@@ -521,7 +589,13 @@ class Repository:
     def ancestry_graph(self, *, branch: str | None = None, plain: bool = True):
         """The history of ``branch`` (every branch when ``None``) as an
         ``AncestryGraph``: ``str()`` is a text graph with branch and tag labels
-        (ANSI colours unless ``plain``), ``_repr_svg_()`` a drawing for notebooks."""
+        (ANSI colours unless ``plain``), ``_repr_svg_()`` a drawing for notebooks.
+
+        ```python
+        repo.create_tag("v1", repo.lookup_branch("main"))
+        print(repo.ancestry_graph())  # one line per snapshot, with branch and tag labels
+        ```
+        """
         from floe.graph import AncestryGraph
 
         return AncestryGraph._build(self, branch, plain)
@@ -558,8 +632,12 @@ class Repository:
         branch, a tag or a snapshot id.
 
         ```python
+        repo.create_tag("v1", repo.lookup_branch("main"))
+        session = repo.writable_session("main")
+        zarr.open_array(session.store, path="temperature")[1, :] = -1.0  # chunk (1, 0)
+        session.commit("overwrite row 1")
         d = repo.diff(from_tag="v1", to_branch="main")
-        print(d.new_arrays, d.updated_chunks)  # {'/t'} {'/t': [[0], [1]]}
+        print(d.updated_arrays, d.updated_chunks)  # set() {'/temperature': [[1, 0]]}
         ```
 
         :raises ValueError: a side named by none or more than one of branch, tag,
@@ -649,6 +727,8 @@ class Repository:
         (compare-and-swap), as Icechunk 2.3.0's ``reset_branch``.
 
         ```python
+        first = list(repo.ancestry(branch="main"))[-1].id  # the initial snapshot
+        repo.create_branch("dev", first)
         old_tip = repo.lookup_branch("dev")
         repo.reset_branch("dev", repo.lookup_branch("main"), from_snapshot_id=old_tip)
         ```
@@ -670,7 +750,9 @@ class Repository:
         ``garbage_collect`` remove them.
 
         ```python
+        repo.create_branch("dev", repo.lookup_branch("main"))
         repo.delete_branch("dev")
+        print(repo.list_branches())  # {'main'}
         ```
 
         :raises SessionStateError: ``branch`` is ``main``, which cannot be deleted.
@@ -685,7 +767,8 @@ class Repository:
         Icechunk.
 
         ```python
-        repo.list_tags()  # {"v1"}
+        repo.create_tag("v1", repo.lookup_branch("main"))
+        print(repo.list_tags())  # {'v1'}
         ```
         """
         return set(self._native.list_tags())
@@ -694,6 +777,7 @@ class Repository:
         """The snapshot id ``tag`` points to.
 
         ```python
+        repo.create_tag("v1", repo.lookup_branch("main"))
         session = repo.readonly_session(snapshot_id=repo.lookup_tag("v1"))
         ```
 
@@ -721,7 +805,9 @@ class Repository:
         again, as in Icechunk).
 
         ```python
+        repo.create_tag("v1", repo.lookup_branch("main"))
         repo.delete_tag("v1")
+        print(repo.list_tags())  # set()
         ```
 
         :raises RefNotFoundError: unknown or already deleted tag.
@@ -736,22 +822,47 @@ class Repository:
         return self.get_metadata()
 
     def get_metadata(self) -> dict[str, Any]:
-        """Spec 2: the repository's metadata."""
+        """Spec 2: the repository's metadata.
+
+        ```python
+        repo.set_metadata({"project": "era5", "owner": "climate-team"})
+        repo.update_metadata({"owner": "data-team"})
+        print(repo.get_metadata())  # {'owner': 'data-team', 'project': 'era5'}
+        ```
+        """
         return self._native.get_metadata()
 
     def set_metadata(self, metadata: dict[str, Any]) -> None:
-        """Spec 2: replaces the repository's metadata."""
+        """Spec 2: replaces the repository's metadata.
+
+        ```python
+        repo.set_metadata({"project": "era5"})
+        print(repo.get_metadata())  # {'project': 'era5'}
+        ```
+        """
         self._native.set_metadata(metadata)
 
     def update_metadata(self, metadata: dict[str, Any]) -> dict[str, Any]:
         """Spec 2: sets the given keys of the repository's metadata; returns the
-        metadata after."""
+        metadata after.
+
+        ```python
+        repo.set_metadata({"project": "era5"})
+        print(repo.update_metadata({"owner": "me"}))  # {'owner': 'me', 'project': 'era5'}
+        ```
+        """
         return self._native.update_metadata(metadata)
 
     # -- status, ops log and feature flags (spec 2) -----------------------------------
 
     def get_status(self) -> RepoStatus:
-        """Spec 2: whether the repository accepts writes, since when and why."""
+        """Spec 2: whether the repository accepts writes, since when and why.
+
+        ```python
+        status = repo.get_status()
+        print(status.availability, status.set_at)  # Online 2026-...
+        ```
+        """
         availability, set_at, reason = self._native.get_status()
         when = datetime.datetime.fromtimestamp(set_at / 1_000_000, tz=datetime.UTC)
         return RepoStatus(RepoAvailability(availability), reason, when)
@@ -764,7 +875,17 @@ class Repository:
     def set_status(self, status: RepoStatus) -> None:
         """Spec 2: sets the status (recorded in the ops log); a ``read_only``
         repository refuses writable and rearrange sessions, commits and ref changes
-        (``ReadOnlyError``) until it is ``online`` again."""
+        (``ReadOnlyError``) until it is ``online`` again.
+
+        ```python
+        repo.set_status(floe.RepoStatus(floe.RepoAvailability.read_only, "backup running"))
+        try:
+            repo.writable_session("main")
+        except floe.ReadOnlyError:
+            print("read-only for now")
+        repo.set_status(floe.RepoStatus(floe.RepoAvailability.online))
+        ```
+        """
         self._native.set_status(
             RepoAvailability(status.availability).value, status.limited_availability_reason
         )
@@ -772,25 +893,56 @@ class Repository:
     def ops_log(self) -> Iterator[Update]:
         """Spec 2: every change of the repository's refs, metadata, configuration,
         status and flags, newest first, as ``Update`` objects. ``FormatError`` on
-        spec 1."""
+        spec 1.
+
+        ```python
+        repo.create_tag("v1", repo.lookup_branch("main"))
+        newest = next(iter(repo.ops_log()))
+        print(newest.kind)  # UpdateType.TagCreated(name="v1")
+        ```
+        """
         return iter([Update._from_native(u) for u in self._native.ops_log()])
 
     def feature_flags(self) -> list[FeatureFlag]:
-        """Spec 2: every feature flag with its setting."""
+        """Spec 2: every feature flag with its setting.
+
+        ```python
+        print({f.name: f.enabled for f in repo.feature_flags()})
+        # {'move_node': True, 'create_tag': True, 'delete_tag': True}
+        ```
+        """
         return [FeatureFlag(*f) for f in self._native.feature_flags()]
 
     def enabled_feature_flags(self) -> list[FeatureFlag]:
-        """Spec 2: the flags in effect."""
+        """Spec 2: the flags in effect.
+
+        ```python
+        repo.set_feature_flag("move_node", False)
+        print([f.name for f in repo.enabled_feature_flags()])  # ['create_tag', 'delete_tag']
+        ```
+        """
         return [f for f in self.feature_flags() if f.enabled]
 
     def disabled_feature_flags(self) -> list[FeatureFlag]:
-        """Spec 2: the flags turned off."""
+        """Spec 2: the flags turned off.
+
+        ```python
+        repo.set_feature_flag("move_node", False)
+        print([f.name for f in repo.disabled_feature_flags()])  # ['move_node']
+        ```
+        """
         return [f for f in self.feature_flags() if not f.enabled]
 
     def set_feature_flag(self, name: str, setting: bool | None) -> None:
         """Spec 2: turns flag ``name`` on (``True``) or off (``False``), or back to
         its default (``None``); recorded in the ops log. ``InvalidInputError`` for an
-        unknown name."""
+        unknown name.
+
+        ```python
+        repo.set_feature_flag("delete_tag", False)  # tags can no longer be deleted
+        repo.set_feature_flag("delete_tag", None)  # back to the default (on)
+        ```
+        """
         self._native.set_feature_flag(name, setting)
 
     # -- inspecting stored objects ------------------------------------------------------
@@ -799,7 +951,13 @@ class Repository:
         """What snapshot ``snapshot_id`` holds, as a dict: ``id``, ``parent_id``,
         ``flushed_at``, ``commit_message``, ``metadata``, ``manifests`` and
         ``nodes`` (with their ids, paths, types, array shapes and manifest
-        extents)."""
+        extents).
+
+        ```python
+        info = repo.inspect_snapshot(repo.lookup_branch("main"))
+        print(info["commit_message"], [node["path"] for node in info["nodes"]])
+        ```
+        """
         return self._native.inspect_snapshot(snapshot_id, pretty=pretty)
 
     def inspect_repo_info(self) -> dict[str, Any]:
@@ -808,33 +966,72 @@ class Repository:
         snapshot id), ``deleted_tags``, ``snapshots`` (``id``, ``parent_id``,
         ``flushed_at``, ``message``, ``metadata``), ``metadata`` and
         ``latest_updates``. Raises ``FloeError`` on a spec-1 repository (it has no
-        such object)."""
+        such object).
+
+        ```python
+        info = repo.inspect_repo_info()
+        print(info["branches"].keys(), len(info["snapshots"]))  # dict_keys(['main']) 2
+        ```
+        """
         return self._native.inspect_repo_info()
 
     def inspect_transaction_log(self, snapshot_id: str, *, pretty: bool = True) -> dict[str, Any]:
         """The transaction log of snapshot ``snapshot_id`` as a dict of node ids by
-        kind of change (``new_groups``, ..., ``updated_chunks``, ``moved_nodes``)."""
+        kind of change (``new_groups``, ..., ``updated_chunks``, ``moved_nodes``).
+
+        ```python
+        log = repo.inspect_transaction_log(repo.lookup_branch("main"))
+        print(sorted(k for k, v in log.items() if v))  # ['new_arrays', 'updated_chunks', ...]
+        ```
+        """
         return self._native.inspect_transaction_log(snapshot_id, pretty=pretty)
 
     def inspect_manifest(self, manifest_id: str, *, pretty: bool = True) -> dict[str, Any]:
         """Manifest ``manifest_id`` summarised: chunk ref counts in all and per
-        array, by kind (inline, native, virtual)."""
+        array, by kind (inline, native, virtual).
+
+        ```python
+        (manifest,) = repo.list_manifest_files(repo.lookup_branch("main"))
+        print(repo.inspect_manifest(manifest.id))
+        ```
+        """
         return self._native.inspect_manifest(manifest_id, pretty=pretty)
 
     def list_manifest_files(self, snapshot_id: str) -> list[ManifestFileInfo]:
-        """The manifest files snapshot ``snapshot_id`` lists."""
+        """The manifest files snapshot ``snapshot_id`` lists.
+
+        ```python
+        for manifest in repo.list_manifest_files(repo.lookup_branch("main")):
+            print(manifest.id, manifest.size_bytes, manifest.num_chunk_refs)
+        ```
+        """
         return [ManifestFileInfo(*m) for m in self._native.list_manifest_files(snapshot_id)]
 
     # -- storage statistics -----------------------------------------------------------
 
     def chunk_storage_stats(self) -> ChunkStorageStats:
         """Bytes of the chunks any branch or tag reaches, by kind, each chunk counted
-        once (reads every manifest those snapshots list)."""
+        once (reads every manifest those snapshots list).
+
+        ```python
+        stats = repo.chunk_storage_stats()
+        print(stats.native_bytes, stats.inlined_bytes, stats.virtual_bytes)
+        ```
+        """
         return ChunkStorageStats(*self._native.chunk_storage_stats())
 
     def total_chunks_storage(self) -> int:
         """Deprecated (as in Icechunk): the bytes of native chunk objects any branch
-        or tag reaches; use ``chunk_storage_stats()``."""
+        or tag reaches; use ``chunk_storage_stats()``.
+
+        ```python
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            print(repo.total_chunks_storage())  # 0 here: the chunks are small, so inline
+        ```
+        """
         warnings.warn(
             "total_chunks_storage is deprecated, use chunk_storage_stats instead",
             DeprecationWarning,
@@ -896,6 +1093,8 @@ class Repository:
         snapshots unreachable.
 
         ```python
+        import datetime
+
         cutoff = datetime.datetime.now(datetime.UTC) - datetime.timedelta(days=7)
         print(repo.garbage_collect(cutoff, dry_run=True).bytes_deleted)
         repo.garbage_collect(cutoff)
@@ -1055,7 +1254,17 @@ class Repository:
         """The history of a branch, tag or snapshot, newest first, for ``async for``
         (Icechunk's ``async_ancestry``): the commits ``ancestry`` yields, read in
         batches by native coroutines as iteration reaches them. Errors are raised by
-        the step that reaches them; ``aclose()`` ends the iteration early."""
+        the step that reaches them; ``aclose()`` ends the iteration early.
+
+        ```python
+        import asyncio
+
+        async def messages():
+            return [snap.message async for snap in repo.async_ancestry(branch="main")]
+
+        print(asyncio.run(messages()))  # ['add temperature', 'Repository initialized']
+        ```
+        """
         return self._native.async_ancestry(branch=branch, tag=tag, snapshot_id=snapshot_id)
 
     async def diff_async(
@@ -1240,6 +1449,11 @@ class Repository:
         ``RefNotFoundError``-kind errors for a missing branch, ``ConflictError`` when
         the branch moves during the rewrite, ``ValueError`` for another
         ``commit_method``.
+
+        ```python
+        snapshot_id = repo.rewrite_manifests("compact manifests", branch="main")
+        print(repo.lookup_branch("main") == snapshot_id)  # True
+        ```
         """
         method = getattr(commit_method, "value", commit_method)
         if method not in ("new_commit", "amend"):
@@ -1311,7 +1525,10 @@ def upgrade_icechunk_repository(
     ignored), and ``prefetch_concurrency`` is not needed.
 
     ```python
-    repo = floe.Repository.open(floe.local_filesystem_storage("/data/old-repo"))
+    from floe import upgrade_icechunk_repository
+
+    floe.Repository.create(floe.local_filesystem_storage("old-repo"), spec_version=1)
+    repo = floe.Repository.open(floe.local_filesystem_storage("old-repo"))
     if repo.spec_version == floe.SpecVersion.v1:
         upgrade_icechunk_repository(repo, dry_run=True)  # checks, changes nothing
         repo = upgrade_icechunk_repository(repo, dry_run=False)

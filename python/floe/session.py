@@ -158,9 +158,12 @@ class Session:
         snapshot_id = session.commit("record the source", {"author": "me"})
 
         # Several writers on one branch: rebase instead of failing.
-        other = repo.writable_session("main")
-        ...
-        other.commit("append", rebase_with=floe.ConflictDetector())
+        other = repo.writable_session("main")  # opened before the commit below lands
+        zarr.open_array(other.store, path="temperature")[3] = 0.0
+        third = repo.writable_session("main")
+        zarr.open_array(third.store, path="temperature")[2] = 1.0
+        third.commit("row 2")
+        other.commit("row 3", rebase_with=floe.ConflictDetector())  # rebases, commits
         ```
 
         ``metadata`` (JSON-serializable dict) is stored with the snapshot, over the
@@ -232,11 +235,23 @@ class Session:
         """How chunk ``chunk_coordinates`` (grid indices) of the array at
         ``array_path`` (``/a/b``) is stored; reads its ref, never its bytes. Raises
         ``NodeNotFoundError`` for a missing array, ``InvalidInputError`` for a path
-        without a leading ``/`` or an index outside the grid."""
+        without a leading ``/`` or an index outside the grid.
+
+        ```python
+        print(session.chunk_type("/temperature", [0, 0]))  # ChunkType.inline: 40 bytes, inlined
+        print(session.chunk_type("/temperature", (3, 0)) == floe.ChunkType.inline)  # True
+        ```
+        """
         return ChunkType[self._native.chunk_type(array_path, list(chunk_coordinates))]
 
     def get_node_id(self, path: str) -> str:
-        """The id of the group or array at ``path``; it stays when the node moves."""
+        """The id of the group or array at ``path``; it stays when the node moves.
+
+        ```python
+        node_id = session.get_node_id("/temperature")
+        print(len(node_id))  # 8: a short base32 id
+        ```
+        """
         return self._native.get_node_id(path)
 
     def shift_array(self, array_path: str, chunk_offset: Iterable[int]) -> None:
@@ -249,7 +264,13 @@ class Session:
         Raises ``InvalidInputError`` naming the grid, staging nothing, when the
         array's ``zarr.json`` declares no ``regular`` chunk grid (a ``rectilinear``
         one: its chunks differ in shape by position, so moving them would corrupt
-        the array; Icechunk 2.3.0 refuses it too)."""
+        the array; Icechunk 2.3.0 refuses it too).
+
+        ```python
+        session.shift_array("/temperature", [1, 0])  # row i moves to row i + 1
+        print(zarr.open_array(session.store, path="temperature")[1, :3])  # [0. 1. 2.]
+        ```
+        """
         self._native.shift_array(array_path, list(chunk_offset))
 
     def reindex_array(
@@ -264,7 +285,16 @@ class Session:
         inverse map) they get the chunk at ``backward(i)`` or read as the fill value.
         Chunk refs move, bytes are not copied; an exception in a map stages
         nothing and propagates. A non-``regular`` (``rectilinear``) chunk grid is
-        refused as by ``shift_array``."""
+        refused as by ``shift_array``.
+
+        ```python
+        def reverse(index):  # chunk grid indices, here (row, 0)
+            return [3 - index[0], index[1]]
+
+        session.reindex_array("/temperature", reverse, reverse)  # rows in reverse order
+        print(zarr.open_array(session.store, path="temperature")[0, :3])  # [30. 31. 32.]
+        ```
+        """
         self._native.reindex_array(array_path, forward, backward)
 
     def rebase(self, solver=None) -> None:
@@ -273,11 +303,15 @@ class Session:
         ``commit(rebase_with=...)`` does this for you when the branch moved.
 
         ```python
+        zarr.open_array(session.store, path="temperature")[0] = 1.0
+        other = repo.writable_session("main")
+        zarr.open_array(other.store, path="temperature")[1] = 2.0
+        other.commit("row 1")  # the branch moves past this session's base
         try:
-            session.commit("update")
+            session.commit("row 0")
         except floe.ConflictError:
             session.rebase(floe.BasicConflictSolver())
-            session.commit("update")
+            session.commit("row 0")
         ```
 
         :param solver: a ``ConflictDetector`` (fails on any real conflict) or a
@@ -295,11 +329,24 @@ class Session:
         ``multiprocessing`` workers write one commit together.
 
         ```python
+        import pickle
+
+        fork = session.fork()
+        worker_copy = pickle.loads(pickle.dumps(fork))  # what a worker receives
+        zarr.open_array(worker_copy.store, path="temperature")[2] = 0.0
+        session.merge(worker_copy)  # the copy comes back
+        session.commit("written by a worker")
+        ```
+
+        With a process pool:
+
+        ```python
+        # not run: starts worker processes, which import `write` from your module
         import concurrent.futures
         import multiprocessing
 
         def write(fork, i):  # each call writes its own chunk
-            zarr.open_array(fork.store, path="t")[i] = i
+            zarr.open_array(fork.store, path="temperature")[i] = i
             return fork
 
         session = repo.writable_session("main")
@@ -361,12 +408,23 @@ class Session:
         :raises NodeNotFoundError: nothing at ``from_path``.
         :raises AlreadyExistsError: something at ``to_path`` already.
         :raises SessionStateError: not a rearrange session.
+
+        ```python
+        session = repo.rearrange_session("main")
+        session.move("/temperature", "/t2m")
+        session.commit("rename temperature to t2m")
+        ```
         """
         self._native.move(from_path, to_path)
 
     def all_virtual_chunk_locations(self) -> list[str]:
         """The location URL of every virtual chunk ref in the session (uncommitted
-        changes included), one entry per ref, as Icechunk."""
+        changes included), one entry per ref, as Icechunk.
+
+        ```python
+        print(session.all_virtual_chunk_locations())  # []: no virtual chunks here
+        ```
+        """
         from floe._floe import _all_virtual_chunk_locations
 
         return _all_virtual_chunk_locations(self._native)
@@ -466,7 +524,17 @@ class Session:
         for``, in index order (Icechunk's ``Session.chunk_coordinates``). One native
         coroutine reads them all; ``batch_size`` is accepted for Icechunk's signature
         and does not change the result. Raises ``FloeError`` for a path that is no
-        array."""
+        array.
+
+        ```python
+        import asyncio
+
+        async def written():
+            return [c async for c in session.chunk_coordinates("/temperature")]
+
+        print(asyncio.run(written()))  # [(0, 0), (1, 0), (2, 0), (3, 0)]
+        ```
+        """
         for coords in await self._native._chunk_coordinates_async(array_path):
             yield tuple(coords)
 
@@ -494,13 +562,35 @@ class ForkSession(Session):
     storage), so it can be written in other processes or machines; bring the copies
     back with ``session.merge(*forks)`` (or ``floe.distributed.merge_sessions`` to
     merge forks into one fork first). A fork can be forked again, and forks merge
-    into forks."""
+    into forks.
+
+    ```python
+    from floe.distributed import merge_sessions
+
+    forks = [session.fork() for _ in range(2)]
+    for row, fork in enumerate(forks):  # each in its own worker, usually
+        zarr.open_array(fork.store, path="temperature")[row] = -1.0
+    session.merge(merge_sessions(*forks))
+    session.commit("two workers")
+    ```
+    """
 
     def __reduce__(self):
         return (ForkSession, (self._native,))
 
     def fork(self) -> ForkSession:
-        """A fork of this fork (its changes so far included)."""
+        """A fork of this fork (its changes so far included), to hand on to another
+        worker; merge both back into the session (or one into the other).
+
+        ```python
+        fork = session.fork()
+        zarr.open_array(fork.store, path="temperature")[0] = 1.0
+        sub = fork.fork()  # holds the write of row 0
+        zarr.open_array(sub.store, path="temperature")[1] = 2.0
+        session.merge(sub)
+        session.commit("rows 0 and 1")
+        ```
+        """
         return ForkSession(self._native.fork())
 
     def __repr__(self) -> str:

@@ -11,7 +11,15 @@ class ChunkStorageStats:
     """Bytes of the chunks reachable from any branch or tag, each chunk counted
     once (``Repository.chunk_storage_stats``): ``native_bytes`` (chunk objects in
     the repository), ``virtual_bytes`` (ranges of external objects) and
-    ``inlined_bytes`` (chunks stored in manifests). Stats add up with ``+``."""
+    ``inlined_bytes`` (chunks stored in manifests). Stats add up with ``+``.
+
+    ```python
+    stats = repo.chunk_storage_stats()
+    print(stats.inlined_bytes > 0, stats.virtual_bytes)  # True 0: small chunks are inline
+    print(stats.non_virtual_bytes() == stats.native_bytes + stats.inlined_bytes)  # True
+    print((stats + stats).total_bytes() == 2 * stats.total_bytes())  # True
+    ```
+    """
 
     __slots__ = ("native_bytes", "virtual_bytes", "inlined_bytes")
 

@@ -234,7 +234,8 @@ def local_filesystem_storage(path: str) -> Storage:
     across threads and processes on one machine.
 
     ```python
-    repo = floe.Repository.open_or_create(floe.local_filesystem_storage("/data/repo"))
+    repo = floe.Repository.open_or_create(floe.local_filesystem_storage("data/repo"))
+    print(repo.storage.url)  # file:///.../data/repo
     ```
 
     :param path: a directory path (``~`` is not expanded; relative paths are
@@ -252,6 +253,9 @@ def http_storage(
     ``http_storage``.
 
     ```python
+    # not run: needs a repository served over HTTP
+    import xarray
+
     repo = floe.Repository.open(floe.http_storage("https://example.org/repos/era5"))
     ds = xarray.open_zarr(repo.readonly_session("main").store, consolidated=False)
     ```
@@ -296,6 +300,7 @@ def s3_storage(
     arguments.
 
     ```python
+    # not run: needs credentials for the bucket
     storage = floe.s3_storage(bucket="my-bucket", prefix="era5", region="us-east-1")
     public = floe.s3_storage(bucket="open-data", prefix="repo", anonymous=True)
     minio = floe.s3_storage(

@@ -357,7 +357,15 @@ class FloeStore(Store):
     async def exists(self, key: str) -> bool:
         """Whether ``key`` is in the store. As Icechunk, a key no Zarr hierarchy has
         (neither a ``zarr.json`` key nor a chunk key, such as ``"foo"``) raises
-        ``InvalidInputError`` instead of answering ``False``."""
+        ``InvalidInputError`` instead of answering ``False``.
+
+        ```python
+        import asyncio
+
+        print(asyncio.run(store.exists("temperature/zarr.json")))  # True
+        print(asyncio.run(store.exists("temperature/c/9/0")))  # False: no such chunk
+        ```
+        """
         _check_str("exists", "key", key)
         return await self._native.exists(key)
 
@@ -367,7 +375,17 @@ class FloeStore(Store):
         the session with no await in between. A ``set`` cancelled while its bytes are
         written raises ``CancelledError`` and records nothing, so no write lands
         after its cancellation, even when zarr's pipeline stopped waiting for it (its
-        chunk object, unreferenced, goes at the next garbage collection)."""
+        chunk object, unreferenced, goes at the next garbage collection).
+
+        ```python
+        import asyncio
+        from zarr.core.buffer import default_buffer_prototype
+
+        chunk = asyncio.run(store.get("temperature/c/0/0", default_buffer_prototype()))
+        asyncio.run(store.set("temperature/c/1/0", chunk))  # row 1 now holds row 0's bytes
+        print(zarr.open_array(store, path="temperature")[1, :3])  # [0. 1. 2.]
+        ```
+        """
         _check_str("set", "key", key)
         _check_buffer("set", value)
         self._check_writable()
@@ -377,7 +395,16 @@ class FloeStore(Store):
     async def set_if_not_exists(self, key: str, value: Buffer) -> None:
         """Stores ``value`` at ``key`` unless something is stored there: one atomic
         step in the session (as Icechunk's), so of concurrent calls for one key
-        exactly one stores. Raises ``ReadOnlyError`` on a read-only store."""
+        exactly one stores. Raises ``ReadOnlyError`` on a read-only store.
+
+        ```python
+        import asyncio
+        from zarr.core.buffer import default_buffer_prototype
+
+        chunk = asyncio.run(store.get("temperature/c/0/0", default_buffer_prototype()))
+        asyncio.run(store.set_if_not_exists("temperature/c/0/0", chunk))  # exists: no change
+        ```
+        """
         _check_str("set_if_not_exists", "key", key)
         _check_buffer("set_if_not_exists", value)
         self._check_writable()
@@ -389,7 +416,17 @@ class FloeStore(Store):
         """Not supported (``supports_partial_writes`` is false; zarr 3 no longer
         writes partially), as in Icechunk: the arguments are checked (``TypeError``),
         then a read-only store raises ``ReadOnlyError`` and a writable one
-        ``NotImplementedError``."""
+        ``NotImplementedError``.
+
+        ```python
+        import asyncio
+
+        try:
+            asyncio.run(store.set_partial_values([("temperature/c/0/0", 0, b"abc")]))
+        except NotImplementedError:
+            print("partial writes are not supported")
+        ```
+        """
         method = "set_partial_values"
         for key, start, value in _pairs(method, "key_start_values", key_start_values, 3):
             _check_str(method, "key", key)
@@ -403,7 +440,15 @@ class FloeStore(Store):
         """Removes ``key``. The session's snapshot is loaded first (an awaitable, run
         to its end), then the key is removed with no await in between: a ``delete``
         cancelled while loading removes nothing, and none lands after its
-        cancellation (zarr deletes chunks that end up all fill value this way)."""
+        cancellation (zarr deletes chunks that end up all fill value this way).
+
+        ```python
+        import asyncio
+
+        asyncio.run(store.delete("temperature/c/3/0"))  # row 3 reads as the fill value
+        print(zarr.open_array(store, path="temperature")[3, :3])  # [0. 0. 0.]
+        ```
+        """
         _check_str("delete", "key", key)
         self._check_writable()
         await run_to_end(self._native._load())
@@ -434,7 +479,14 @@ class FloeStore(Store):
         """The stored size of ``key`` in bytes (a chunk's compressed size, read from its
         ref without fetching the chunk). Raises ``InvalidInputError`` (a ``FloeError``
         and ``ValueError``, as Icechunk) for a key no Zarr hierarchy has, and
-        ``FileNotFoundError`` for a well-formed key that is absent."""
+        ``FileNotFoundError`` for a well-formed key that is absent.
+
+        ```python
+        import asyncio
+
+        print(asyncio.run(store.getsize("temperature/c/0/0")))  # the compressed size, in bytes
+        ```
+        """
         _check_str("getsize", "key", key)
         size = await self._native.getsize(key)
         if size is None:
@@ -444,12 +496,27 @@ class FloeStore(Store):
         return size
 
     async def getsize_prefix(self, prefix: str) -> int:
-        """The total stored size in bytes of every key under ``prefix``."""
+        """The total stored size in bytes of every key under ``prefix``.
+
+        ```python
+        import asyncio
+
+        print(asyncio.run(store.getsize_prefix("temperature")))  # metadata and chunks, in bytes
+        ```
+        """
         _check_str("getsize_prefix", "prefix", prefix)
         return await self._native.getsize_prefix(prefix)
 
     async def is_empty(self, prefix: str) -> bool:
-        """Whether no key starts with ``prefix`` (after adding a trailing ``/``)."""
+        """Whether no key starts with ``prefix`` (after adding a trailing ``/``).
+
+        ```python
+        import asyncio
+
+        print(asyncio.run(store.is_empty("temperature")))  # False
+        print(asyncio.run(store.is_empty("nothing-here")))  # True
+        ```
+        """
         _check_str("is_empty", "prefix", prefix)
         if prefix and not prefix.endswith("/"):
             prefix += "/"
@@ -458,7 +525,16 @@ class FloeStore(Store):
 
     async def clear(self) -> None:
         """Deletes every group, array and chunk in the session (history is untouched;
-        the deletions are uncommitted changes like any other)."""
+        the deletions are uncommitted changes like any other).
+
+        ```python
+        import asyncio
+
+        asyncio.run(store.clear())
+        print(session.status().deleted_arrays)  # {'/temperature'}
+        session.discard_changes()  # or commit them
+        ```
+        """
         self._check_writable()
         await run_to_end(self._native.delete_prefix(""))
 
@@ -471,7 +547,17 @@ class FloeStore(Store):
         """The keys under ``prefix``, relative to the store root, matching whole path
         segments as Icechunk: ``"0"`` and ``"0/"`` list ``0/...`` but not ``00/...``;
         ``""`` and ``"/"`` list the whole store (the root ``zarr.json`` included).
-        A plain method returning the iterator, so a wrong type raises at the call."""
+        A plain method returning the iterator, so a wrong type raises at the call.
+
+        ```python
+        import asyncio
+
+        async def keys(prefix):
+            return sorted([key async for key in store.list_prefix(prefix)])
+
+        print(asyncio.run(keys("temperature"))[-1])  # temperature/zarr.json
+        ```
+        """
         _check_str("list_prefix", "prefix", prefix)
         return self._list_prefix(prefix)
 
@@ -532,7 +618,18 @@ class FloeStore(Store):
         the bytes of the batch's inline rows by row index. Chunks never written do
         not appear. Reads manifests, never chunk bytes. Raises
         ``NodeNotFoundError`` for a missing array, ``ValueError`` for
-        ``batch_size < 1``."""
+        ``batch_size < 1``.
+
+        ```python
+        import asyncio
+
+        async def batches():
+            return [batch async for batch in store.array_chunk_iterator("temperature")]
+
+        (coords, kinds, paths, offsets, lengths, inlined) = asyncio.run(batches())[0]
+        print(coords.shape, kinds)  # (4, 2) [3 3 3 3]: four inline chunks
+        ```
+        """
         import numpy as np
 
         if batch_size < 1:
@@ -576,7 +673,33 @@ class FloeStore(Store):
         ``validate_container``: raise ``InvalidInputError`` when no virtual chunk
         container of the repository covers ``location``. Raises ``ReadOnlyError`` on
         a read-only store, ``FloeError`` when the array does not exist or the index is
-        outside its chunk grid."""
+        outside its chunk grid.
+
+        ```python
+        import os
+
+        data = os.path.abspath("data.bin")  # a file holding raw little-endian float32
+        np.arange(20, dtype="<f4").tofile(data)
+        folder = os.path.dirname(data)
+        config = floe.RepositoryConfig.default()
+        config.set_virtual_chunk_container(
+            floe.VirtualChunkContainer(f"file://{folder}/", floe.local_filesystem_store(folder))
+        )
+        repo = repo.reopen(
+            config,
+            authorize_virtual_chunk_access={
+                f"file://{folder}/": floe.Credentials.LocalFileSystemAccess()
+            },
+        )
+        session = repo.writable_session("main")
+        raw = zarr.create_array(
+            session.store, name="raw", shape=(20,), chunks=(10,), dtype="<f4", compressors=None
+        )
+
+        session.store.set_virtual_ref("raw/c/0", f"file://{data}", offset=0, length=40)  # bytes
+        print(raw[:3])  # [0. 1. 2.]: read from data.bin
+        ```
+        """
         _check_str("set_virtual_ref", "key", key)
         _check_str("set_virtual_ref", "location", location)
         from floe import virtual
@@ -598,7 +721,36 @@ class FloeStore(Store):
         ``array_path`` at once. With ``validate_containers``, refs whose location no
         container covers are skipped and their chunk indices returned; ``None`` when
         every ref was stored (Icechunk's return value). An index outside the chunk
-        grid raises ``FloeError`` and stores nothing."""
+        grid raises ``FloeError`` and stores nothing.
+
+        ```python
+        import os
+
+        data = os.path.abspath("data.bin")  # a file holding raw little-endian float32
+        np.arange(20, dtype="<f4").tofile(data)
+        folder = os.path.dirname(data)
+        config = floe.RepositoryConfig.default()
+        config.set_virtual_chunk_container(
+            floe.VirtualChunkContainer(f"file://{folder}/", floe.local_filesystem_store(folder))
+        )
+        repo = repo.reopen(
+            config,
+            authorize_virtual_chunk_access={
+                f"file://{folder}/": floe.Credentials.LocalFileSystemAccess()
+            },
+        )
+        session = repo.writable_session("main")
+        raw = zarr.create_array(
+            session.store, name="raw", shape=(20,), chunks=(10,), dtype="<f4", compressors=None
+        )
+
+        skipped = session.store.set_virtual_refs("raw", [
+            floe.VirtualChunkSpec(index=[0], location=f"file://{data}", offset=0, length=40),
+            floe.VirtualChunkSpec(index=[1], location=f"file://{data}", offset=40, length=40),
+        ])
+        print(skipped, raw[9:11])  # None [ 9. 10.]
+        ```
+        """
         _check_str("set_virtual_refs", "array_path", array_path)
         from floe import virtual
 
@@ -631,7 +783,39 @@ class FloeStore(Store):
         ``uint64``; passed as one buffer each, no Python object per ref); one
         ``checksum`` covers every ref. Returns the skipped indices as
         ``set_virtual_refs``. Raises ``ValueError`` when the lengths differ from the
-        grid's size."""
+        grid's size.
+
+        ```python
+        import os
+
+        data = os.path.abspath("data.bin")  # a file holding raw little-endian float32
+        np.arange(20, dtype="<f4").tofile(data)
+        folder = os.path.dirname(data)
+        config = floe.RepositoryConfig.default()
+        config.set_virtual_chunk_container(
+            floe.VirtualChunkContainer(f"file://{folder}/", floe.local_filesystem_store(folder))
+        )
+        repo = repo.reopen(
+            config,
+            authorize_virtual_chunk_access={
+                f"file://{folder}/": floe.Credentials.LocalFileSystemAccess()
+            },
+        )
+        session = repo.writable_session("main")
+        raw = zarr.create_array(
+            session.store, name="raw", shape=(20,), chunks=(10,), dtype="<f4", compressors=None
+        )
+
+        session.store.set_virtual_refs_arr(
+            "raw",
+            (2,),  # the chunk grid's shape
+            [f"file://{data}"] * 2,
+            np.array([0, 40], dtype="uint64"),  # offsets, bytes
+            np.array([40, 40], dtype="uint64"),  # lengths, bytes
+        )
+        print(raw[-2:])  # [18. 19.]
+        ```
+        """
         _check_str("set_virtual_refs_arr", "array_path", array_path)
         from floe import virtual
 
