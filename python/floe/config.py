@@ -1712,7 +1712,7 @@ class RepositoryConfig(_Section):
     )
     repo = repo.reopen(config)
     repo.save_config()
-    print(repo.fetch_config().max_concurrent_requests)  # 64
+    print(floe.Repository.fetch_config(repo.storage).max_concurrent_requests)  # 64
 
     config.clear_virtual_chunk_containers()  # an empty set of containers
     ```

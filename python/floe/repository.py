@@ -461,9 +461,7 @@ class Repository:
         latest = repo.readonly_session("main")
         release = repo.readonly_session(tag="v1")
         first = repo.readonly_session(snapshot_id=list(repo.ancestry(branch="main"))[-1].id)
-        a_second_ago = repo.readonly_session(
-            "main", as_of=datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=1)
-        )
+        as_it_was = repo.readonly_session("main", as_of=datetime.datetime.now(datetime.UTC))
         print(zarr.open_array(latest.store, path="temperature", mode="r")[0, :3])  # [0. 1. 2.]
         # xarray: xarray.open_zarr(latest.store, consolidated=False)
         ```

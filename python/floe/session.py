@@ -249,7 +249,7 @@ class Session:
 
         ```python
         node_id = session.get_node_id("/temperature")
-        print(len(node_id))  # 8: a short base32 id
+        print(node_id)  # a short base32 id, the same after a move
         ```
         """
         return self._native.get_node_id(path)

@@ -248,7 +248,7 @@ class FloeStore(Store):
             proto = default_buffer_prototype()
             meta = await store.get("temperature/zarr.json", proto)
             first = await store.get("temperature/c/0/0", proto, RangeByteRequest(0, 4))
-            missing = await store.get("temperature/c/9/0", proto)
+            missing = await store.get("missing/zarr.json", proto)
             return meta.to_bytes(), len(first), missing
 
         meta, n, missing = asyncio.run(read())
@@ -363,7 +363,7 @@ class FloeStore(Store):
         import asyncio
 
         print(asyncio.run(store.exists("temperature/zarr.json")))  # True
-        print(asyncio.run(store.exists("temperature/c/9/0")))  # False: no such chunk
+        print(asyncio.run(store.exists("missing/zarr.json")))  # False: no such node
         ```
         """
         _check_str("exists", "key", key)

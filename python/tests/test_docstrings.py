@@ -18,7 +18,8 @@ The rule (issue 45, item 6):
 * every example runs, in a fresh temporary directory, with the namespace the API
   reference states (``docs/reference/python.md``): ``floe``, ``zarr``, ``np``
   (NumPy), ``repo`` (a new local repository whose ``main`` branch holds one committed
-  array ``temperature``, float32, shape (4, 10), chunks (1, 10)), ``session`` (a
+  array ``temperature``, float32, shape (4, 10), chunks (1, 10), values 0 to 39),
+  ``session`` (a
   writable session on ``main``) and ``store`` (its ``session.store``). An example
   whose first line is ``# not run: <reason>`` (cloud credentials, a cluster) is only
   compiled; fewer than 10 may say so.
