@@ -827,6 +827,9 @@ class Repository:
         repo.update_metadata({"owner": "data-team"})
         print(repo.get_metadata())  # {'owner': 'data-team', 'project': 'era5'}
         ```
+
+        :raises FormatError: a spec-1 repository (kind ``unsupported-spec-version``, as
+            Icechunk); upgrade it with ``upgrade_icechunk_repository``.
         """
         return self._native.get_metadata()
 
@@ -837,6 +840,9 @@ class Repository:
         repo.set_metadata({"project": "era5"})
         print(repo.get_metadata())  # {'project': 'era5'}
         ```
+
+        :raises FormatError: a spec-1 repository (kind ``unsupported-spec-version``, as
+            Icechunk); upgrade it with ``upgrade_icechunk_repository``.
         """
         self._native.set_metadata(metadata)
 
@@ -848,6 +854,9 @@ class Repository:
         repo.set_metadata({"project": "era5"})
         print(repo.update_metadata({"owner": "me"}))  # {'owner': 'me', 'project': 'era5'}
         ```
+
+        :raises FormatError: a spec-1 repository (kind ``unsupported-spec-version``, as
+            Icechunk); upgrade it with ``upgrade_icechunk_repository``.
         """
         return self._native.update_metadata(metadata)
 
@@ -860,6 +869,9 @@ class Repository:
         status = repo.get_status()
         print(status.availability, status.set_at)  # Online 2026-...
         ```
+
+        :raises FormatError: a spec-1 repository (kind ``unsupported-spec-version``, as
+            Icechunk); upgrade it with ``upgrade_icechunk_repository``.
         """
         availability, set_at, reason = self._native.get_status()
         when = datetime.datetime.fromtimestamp(set_at / 1_000_000, tz=datetime.UTC)
@@ -883,6 +895,9 @@ class Repository:
             print("read-only for now")
         repo.set_status(floe.RepoStatus(floe.RepoAvailability.online))
         ```
+
+        :raises FormatError: a spec-1 repository (kind ``unsupported-spec-version``, as
+            Icechunk); upgrade it with ``upgrade_icechunk_repository``.
         """
         self._native.set_status(
             RepoAvailability(status.availability).value, status.limited_availability_reason
@@ -908,6 +923,9 @@ class Repository:
         print({f.name: f.enabled for f in repo.feature_flags()})
         # {'move_node': True, 'create_tag': True, 'delete_tag': True}
         ```
+
+        :raises FormatError: a spec-1 repository (kind ``unsupported-spec-version``, as
+            Icechunk); upgrade it with ``upgrade_icechunk_repository``.
         """
         return [FeatureFlag(*f) for f in self._native.feature_flags()]
 
@@ -918,6 +936,9 @@ class Repository:
         repo.set_feature_flag("move_node", False)
         print([f.name for f in repo.enabled_feature_flags()])  # ['create_tag', 'delete_tag']
         ```
+
+        :raises FormatError: a spec-1 repository (kind ``unsupported-spec-version``, as
+            Icechunk); upgrade it with ``upgrade_icechunk_repository``.
         """
         return [f for f in self.feature_flags() if f.enabled]
 
@@ -928,6 +949,9 @@ class Repository:
         repo.set_feature_flag("move_node", False)
         print([f.name for f in repo.disabled_feature_flags()])  # ['move_node']
         ```
+
+        :raises FormatError: a spec-1 repository (kind ``unsupported-spec-version``, as
+            Icechunk); upgrade it with ``upgrade_icechunk_repository``.
         """
         return [f for f in self.feature_flags() if not f.enabled]
 
@@ -940,6 +964,10 @@ class Repository:
         repo.set_feature_flag("delete_tag", False)  # tags can no longer be deleted
         repo.set_feature_flag("delete_tag", None)  # back to the default (on)
         ```
+
+        :raises FormatError: a spec-1 repository (kind ``unsupported-spec-version``, as
+            Icechunk); upgrade it with ``upgrade_icechunk_repository``.
+        :raises InvalidInputError: an unknown flag name.
         """
         self._native.set_feature_flag(name, setting)
 

@@ -448,6 +448,9 @@ class FloeStore(Store):
         asyncio.run(store.delete("temperature/c/3/0"))  # row 3 reads as the fill value
         print(zarr.open_array(store, path="temperature")[3, :3])  # [0. 0. 0.]
         ```
+
+        :raises ReadOnlyError: a read-only store or session.
+        :raises InvalidInputError: a key no Zarr hierarchy has.
         """
         _check_str("delete", "key", key)
         self._check_writable()
@@ -534,6 +537,8 @@ class FloeStore(Store):
         print(session.status().deleted_arrays)  # {'/temperature'}
         session.discard_changes()  # or commit them
         ```
+
+        :raises ReadOnlyError: a read-only store or session.
         """
         self._check_writable()
         await run_to_end(self._native.delete_prefix(""))

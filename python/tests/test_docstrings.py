@@ -19,10 +19,9 @@ The rule (issue 45, item 6):
   reference states (``docs/reference/python.md``): ``floe``, ``zarr``, ``np``
   (NumPy), ``repo`` (a new local repository whose ``main`` branch holds one committed
   array ``temperature``, float32, shape (4, 10), chunks (1, 10), values 0 to 39),
-  ``session`` (a
-  writable session on ``main``) and ``store`` (its ``session.store``). An example
-  whose first line is ``# not run: <reason>`` (cloud credentials, a cluster) is only
-  compiled; fewer than 10 may say so.
+  ``session`` (a writable session on ``main``) and ``store`` (its ``session.store``).
+  An example whose first line is ``# not run: <reason>`` (cloud credentials, a
+  server, worker processes) is only compiled; fewer than 10 may say so.
 
 The docstrings are read where the API reference reads them: from the Python sources,
 and for the classes and functions of the native module ``floe._floe`` from its stub
