@@ -733,7 +733,7 @@ class Storage:
         """A Tigris storage, as ``floe.tigris_storage``.
 
         ```python
-        storage = floe.Storage.new_tigris(floe.S3Options(), "my-bucket", "era5", False)
+        storage = floe.Storage.new_tigris(floe.S3Options(region="auto"), "my-bucket", "era5", False)
         ```
         """
     @classmethod

@@ -249,8 +249,11 @@ class FloeCodecPipeline(CodecPipeline):
 
     def evolve_from_array_spec(self, array_spec: Any) -> FloeCodecPipeline:
         """This pipeline with its codecs adapted to ``array_spec`` (zarr's
-        ``ArraySpec``: chunk shape, data type, fill value), as zarr's
-        ``BatchedCodecPipeline.evolve_from_array_spec``; same store.
+        ``ArraySpec``: chunk shape, data type, fill value), each codec evolved as
+        zarr evolves it (``Codec.evolve_from_array_spec``); same store. (zarr 3.1's
+        own ``BatchedCodecPipeline.evolve_from_array_spec`` raises ``ValueError``:
+        it hands ``from_codecs`` a generator, read twice; zarr evolves codecs, never
+        a pipeline, so arrays never call it.)
 
         ```python
         from zarr.core.array_spec import ArrayConfig
@@ -265,9 +268,11 @@ class FloeCodecPipeline(CodecPipeline):
         print(pipeline.evolve_from_array_spec(spec) == pipeline)  # True
         ```
         """
-        return type(self)(
-            self.inner.evolve_from_array_spec(array_spec), self._metadata, self._store
+        inner = BatchedCodecPipeline.from_codecs(
+            [c.evolve_from_array_spec(array_spec=array_spec) for c in self.inner],
+            batch_size=self.inner.batch_size,
         )
+        return type(self)(inner, self._metadata, self._store)
 
     # -- zarr's pipeline for everything but read and write ------------------------
 

@@ -445,7 +445,9 @@ def session_merge_reduction(
     fork = session.fork()
     target = zarr.open_array(fork.store, path="temperature")
     source = da.ones((4, 10), chunks=(1, 10), dtype="f4")  # one block per chunk
-    stored = da.store(source, target, lock=False, return_stored=True, load_stored=False)
+    stored = da.store(
+        source, target, lock=False, compute=False, return_stored=True, load_stored=False
+    )
     session.merge(session_merge_reduction(stored))
     session.commit("ones, written by Dask")
     ```

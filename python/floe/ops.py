@@ -264,7 +264,8 @@ class GCSummary:
     import datetime
 
     now = datetime.datetime.now(datetime.UTC)
-    summary = repo.garbage_collect(now, dry_run=True)  # deletes nothing
+    # dry_run deletes nothing; a cut-off this recent needs allow_recent_cutoff
+    summary = repo.garbage_collect(now, dry_run=True, allow_recent_cutoff=True)
     print(summary.bytes_deleted, summary.chunks_deleted)  # 0 0: nothing unreachable
     print(dict(summary))  # {'bytes_deleted': 0, 'chunks_deleted': 0, ...}
     ```
@@ -296,7 +297,8 @@ class GCSummary:
         ```python
         import datetime
 
-        summary = repo.garbage_collect(datetime.datetime.now(datetime.UTC), dry_run=True)
+        cutoff = datetime.datetime.now(datetime.UTC)
+        summary = repo.garbage_collect(cutoff, dry_run=True, allow_recent_cutoff=True)
         print(summary.keys()[:2])  # ('bytes_deleted', 'chunks_deleted')
         print({name: summary[name] for name in summary.keys()}["chunks_deleted"])  # 0
         ```

@@ -82,7 +82,9 @@ class Session:
         consolidated=False)`` or ``to_icechunk``.
 
         ```python
-        ds = xarray.open_zarr(repo.readonly_session("main").store, consolidated=False)
+        group = zarr.open_group(repo.readonly_session("main").store, mode="r")
+        print(group["temperature"][0, :3])  # [0. 1. 2.]
+        # xarray: xarray.open_zarr(session.store, consolidated=False)
         ```
         """
         return FloeStore(self._native._native_store(), session=self)

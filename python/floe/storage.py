@@ -396,7 +396,9 @@ def tigris_storage(
     for ``s3_storage``.
 
     ```python
-    storage = floe.tigris_storage(bucket="my-bucket", prefix="era5", from_env=True)
+    storage = floe.tigris_storage(
+        bucket="my-bucket", prefix="era5", region="auto", from_env=True
+    )
     ```
     """
     _check_headers(headers, read_headers, write_headers)
@@ -519,9 +521,8 @@ def gcs_storage(
 
     ```python
     storage = floe.gcs_storage(bucket="my-bucket", prefix="era5")  # credentials from env
-    storage = floe.gcs_storage(
-        bucket="my-bucket", prefix="era5", service_account_file="/secrets/sa.json"
-    )
+    public = floe.gcs_storage(bucket="public-bucket", prefix="era5", anonymous=True)
+    # a service account: floe.gcs_storage(..., service_account_file="/secrets/sa.json")
     ```
 
     Credentials (see ``floe.credentials.gcs_credentials``): a service account file or
