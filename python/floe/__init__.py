@@ -296,7 +296,7 @@ def spec_version() -> SpecVersion:
     ``icechunk.spec_version()``).
 
     ```python
-    print(floe.spec_version())  # SpecVersion.v2
+    print(floe.spec_version())  # SpecVersion.v2 (current)
     assert repo.spec_version == floe.spec_version()  # new repositories use it
     ```
     """

@@ -140,11 +140,7 @@ def initialize_logs() -> None:
     """Starts console logging with the filter in ``FLOE_LOG`` / ``ICECHUNK_LOG``.
 
     ```python
-    import os
-
-    os.environ["FLOE_LOG"] = "floe=debug"  # Icechunk's ICECHUNK_LOG works too
-    floe.initialize_logs()
-    floe.set_logs_filter("warn")  # quiet again
+    floe.initialize_logs()  # as at import: FLOE_LOG=floe=debug (or ICECHUNK_LOG) logs
     ```
     """
 
@@ -674,7 +670,7 @@ class Storage:
 
         ```python
         settings = floe.local_filesystem_storage("repo").default_settings()
-        print(settings.retries)  # None: object_store's defaults
+        print(settings.retries.max_tries)  # 11: object_store's default, first try included
         ```
         """
     def _with_settings(self, settings: Any) -> Storage: ...
@@ -905,7 +901,7 @@ class BasicConflictSolver:
     try:
         session.commit("row 0 = 1", rebase_with=floe.ConflictDetector())
     except floe.RebaseFailedError as e:
-        print(e.conflicts[0].conflict_type)  # ConflictType.ChunkDoubleUpdate
+        print(e.conflicts[0].conflict_type)  # Chunk double update
         session.commit("row 0 = 1", rebase_with=floe.BasicConflictSolver())
     ```
     """

@@ -295,7 +295,7 @@ class Conflict:
     except floe.RebaseFailedError as e:
         for conflict in e.conflicts:
             print(conflict.conflict_type, conflict.path, conflict.conflicted_chunks)
-            # ConflictType.ChunkDoubleUpdate /temperature [[0, 0]]
+            # Chunk double update /temperature [[0, 0]]
     ```
     """
 

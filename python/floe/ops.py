@@ -93,7 +93,7 @@ class UpdateType:
 
     newest = next(iter(repo.ops_log()))  # newest first
     if isinstance(newest.kind, UpdateType.NewCommit):
-        print(newest.kind.branch, newest.kind.new_snap_id)  # main 1CECHNKREP0...
+        print(newest.kind.branch, newest.kind.new_snap_id)  # main <the new snapshot id>
     ```
     """
 

@@ -61,7 +61,7 @@ def supported_spec_versions() -> list[SpecVersion]:
     ``supported_spec_versions()``: ``[SpecVersion.v2 (current), SpecVersion.v1]``).
 
     ```python
-    print(floe.supported_spec_versions())  # [<SpecVersion.v1: 1>, <SpecVersion.v2: 2>]
+    print(floe.supported_spec_versions())  # [SpecVersion.v2 (current), SpecVersion.v1]
     ```
     """
     return sorted(SpecVersion, reverse=True)
@@ -390,7 +390,7 @@ class Repository:
         compatibility and not needed).
 
         ```python
-        print(floe.Repository.fetch_spec_version(floe.local_filesystem_storage("repo")))  # 2
+        print(floe.Repository.fetch_spec_version(floe.local_filesystem_storage("repo")))  # v2
         ```
         """
         version = _NativeRepository.fetch_spec_version(storage)
@@ -911,7 +911,7 @@ class Repository:
         ```python
         repo.create_tag("v1", repo.lookup_branch("main"))
         newest = next(iter(repo.ops_log()))
-        print(newest.kind)  # UpdateType.TagCreated(name="v1")
+        print(newest.kind)  # floe.ops.UpdateType.TagCreated(name="v1")
         ```
         """
         return iter([Update._from_native(u) for u in self._native.ops_log()])
@@ -1007,7 +1007,7 @@ class Repository:
 
         ```python
         log = repo.inspect_transaction_log(repo.lookup_branch("main"))
-        print(sorted(k for k, v in log.items() if v))  # ['new_arrays', 'updated_chunks', ...]
+        print(sorted(k for k, v in log.items() if v))  # ['id', 'new_arrays', ...]
         ```
         """
         return self._native.inspect_transaction_log(snapshot_id, pretty=pretty)

@@ -122,9 +122,10 @@ class Session:
         ``Session.status``.
 
         ```python
+        zarr.open_array(session.store, path="temperature")[:2] = 0.0  # rows 0 and 1
         d = session.status()
         if not d.is_empty():
-            print(d.updated_chunks)  # {'/t': [[0, 0, 0], [1, 0, 0]]}
+            print(d.updated_chunks)  # {'/temperature': [[0, 0], [1, 0]]}
         ```
         """
         return Diff(self._native.status())
