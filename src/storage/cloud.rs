@@ -389,6 +389,7 @@ pub fn gcs_builder(
     config: &[(String, String)],
     settings: &ClientSettings,
 ) -> object_store::Result<(GoogleCloudStorageBuilder, bool)> {
+    super::tls::install_crypto_provider();
     let mut b = match credentials {
         GcsCredentials::FromEnv => GoogleCloudStorageBuilder::from_env(),
         _ => GoogleCloudStorageBuilder::new(),
@@ -530,6 +531,7 @@ pub fn azure_builder(
     settings: &ClientSettings,
 ) -> object_store::Result<(MicrosoftAzureBuilder, bool)> {
     use object_store::azure::AzureConfigKey;
+    super::tls::install_crypto_provider();
     let mut b = match credentials {
         AzureCredentials::FromEnv => MicrosoftAzureBuilder::from_env(),
         _ => MicrosoftAzureBuilder::new(),
@@ -579,6 +581,7 @@ pub fn new_http_storage(
         options = options.with_config(key, v);
     }
     let options = with_headers(options, headers, &url)?;
+    super::tls::install_crypto_provider();
     let store = HttpBuilder::new()
         .with_url(url.clone())
         .with_client_options(settings.client_options(options))

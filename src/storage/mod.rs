@@ -24,6 +24,7 @@ mod memory;
 mod object;
 mod read_only;
 mod s3;
+pub(crate) mod tls;
 mod url;
 
 use std::fmt::{Debug, Display};

@@ -268,7 +268,10 @@ impl ObjectStorage {
         self.conditional_delete = ConditionalDelete::Signed {
             s3,
             region,
-            client: reqwest::Client::new(),
+            client: {
+                super::tls::install_crypto_provider();
+                reqwest::Client::new()
+            },
         };
         self
     }

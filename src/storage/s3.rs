@@ -95,6 +95,7 @@ impl S3Options {
     /// built: for callers that add client settings or a credential provider
     /// ([`crate::storage::cloud`]).
     pub fn builder(&self, bucket: &str) -> AmazonS3Builder {
+        super::tls::install_crypto_provider();
         let mut b = AmazonS3Builder::new()
             .with_bucket_name(bucket)
             .with_region(self.region.clone().unwrap_or_else(|| "us-east-1".into()))

@@ -1317,6 +1317,7 @@ impl HttpConnector for ConfinedConnector {
                 attempt.error(RedirectOutside { location })
             }
         });
+        crate::storage::tls::install_crypto_provider();
         let client = reqwest::Client::builder()
             .redirect(policy)
             .https_only(!self.allow_http)
