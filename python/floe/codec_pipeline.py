@@ -256,15 +256,19 @@ class FloeCodecPipeline(CodecPipeline):
         a pipeline, so arrays never call it.)
 
         ```python
-        from zarr.core.array_spec import ArrayConfig
+        from zarr.core.array_spec import ArrayConfig, ArraySpec
         from zarr.core.buffer import default_buffer_prototype
         from floe.codec_pipeline import FloeCodecPipeline
 
         array = zarr.open_array(store, path="temperature")
         pipeline = FloeCodecPipeline.from_array_metadata_and_store(array.metadata, store)
-        spec = array.metadata.get_chunk_spec(
-            (0, 0), ArrayConfig.from_dict({}), default_buffer_prototype()
-        )  # chunk (0, 0): shape (1, 10), float32
+        spec = ArraySpec(  # chunk (0, 0): shape (1, 10), float32
+            shape=(1, 10),
+            dtype=array.metadata.data_type,
+            fill_value=array.metadata.fill_value,
+            config=ArrayConfig.from_dict({}),
+            prototype=default_buffer_prototype(),
+        )
         print(pipeline.evolve_from_array_spec(spec) == pipeline)  # True
         ```
         """
@@ -348,13 +352,17 @@ class FloeCodecPipeline(CodecPipeline):
 
         ```python
         from zarr.codecs import BytesCodec
-        from zarr.core.array_spec import ArrayConfig
+        from zarr.core.array_spec import ArrayConfig, ArraySpec
         from zarr.core.buffer import default_buffer_prototype
         from floe.codec_pipeline import FloeCodecPipeline
 
         array = zarr.open_array(store, path="temperature")
-        spec = array.metadata.get_chunk_spec(
-            (0, 0), ArrayConfig.from_dict({}), default_buffer_prototype()
+        spec = ArraySpec(  # chunk (0, 0): shape (1, 10), float32
+            shape=(1, 10),
+            dtype=array.metadata.data_type,
+            fill_value=array.metadata.fill_value,
+            config=ArrayConfig.from_dict({}),
+            prototype=default_buffer_prototype(),
         )
         pipeline = FloeCodecPipeline.from_codecs([BytesCodec()])  # no compression
         print(pipeline.compute_encoded_size(40, spec))  # 40: ten float32 elements
@@ -373,15 +381,19 @@ class FloeCodecPipeline(CodecPipeline):
         ```python
         import asyncio
 
-        from zarr.core.array_spec import ArrayConfig
+        from zarr.core.array_spec import ArrayConfig, ArraySpec
         from zarr.core.buffer import default_buffer_prototype
         from floe.codec_pipeline import FloeCodecPipeline
 
         array = zarr.open_array(store, path="temperature")
         pipeline = FloeCodecPipeline.from_array_metadata_and_store(array.metadata, store)
-        spec = array.metadata.get_chunk_spec(
-            (0, 0), ArrayConfig.from_dict({}), default_buffer_prototype()
-        )  # chunk (0, 0): shape (1, 10), float32
+        spec = ArraySpec(  # chunk (0, 0): shape (1, 10), float32
+            shape=(1, 10),
+            dtype=array.metadata.data_type,
+            fill_value=array.metadata.fill_value,
+            config=ArrayConfig.from_dict({}),
+            prototype=default_buffer_prototype(),
+        )
         raw = asyncio.run(store.get("temperature/c/0/0", default_buffer_prototype()))
         (chunk,) = asyncio.run(pipeline.decode([(raw, spec)]))
         print(chunk.as_numpy_array()[0, :3])  # [0. 1. 2.]
@@ -399,15 +411,19 @@ class FloeCodecPipeline(CodecPipeline):
         ```python
         import asyncio
 
-        from zarr.core.array_spec import ArrayConfig
+        from zarr.core.array_spec import ArrayConfig, ArraySpec
         from zarr.core.buffer import default_buffer_prototype
         from floe.codec_pipeline import FloeCodecPipeline
 
         array = zarr.open_array(store, path="temperature")
         pipeline = FloeCodecPipeline.from_array_metadata_and_store(array.metadata, store)
-        spec = array.metadata.get_chunk_spec(
-            (0, 0), ArrayConfig.from_dict({}), default_buffer_prototype()
-        )  # chunk (0, 0): shape (1, 10), float32
+        spec = ArraySpec(  # chunk (0, 0): shape (1, 10), float32
+            shape=(1, 10),
+            dtype=array.metadata.data_type,
+            fill_value=array.metadata.fill_value,
+            config=ArrayConfig.from_dict({}),
+            prototype=default_buffer_prototype(),
+        )
         values = default_buffer_prototype().nd_buffer.from_numpy_array(
             np.full((1, 10), 20.5, dtype="f4")  # degrees Celsius, say
         )
