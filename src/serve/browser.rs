@@ -393,6 +393,16 @@ pub(crate) async fn snapshot(
     )
 }
 
+/// The last two of `dims` as (rows, columns), as a 2-D page draws an N-D array:
+/// (1, 1) for none, (1, n) for one.
+fn last_two(dims: &[u64]) -> (u64, u64) {
+    match dims {
+        [] => (1, 1),
+        [cols] => (1, *cols),
+        [.., rows, cols] => (*rows, *cols),
+    }
+}
+
 /// The grid map of the chunks `changed` of an array of `shape` in chunks of
 /// `chunks`: its last two dimensions (one row for 1-D), cells of blocks of chunks
 /// when the grid is larger than [`MAP_SIDE`] a side.
@@ -402,12 +412,7 @@ fn grid_map(shape: &[u64], chunks: &[u64], changed: &BTreeSet<ChunkIndices>) -> 
         .zip(chunks)
         .map(|(&s, &c)| s.div_ceil(c.max(1)).max(1))
         .collect();
-    let n = grid.len();
-    let (rows, cols) = match n {
-        0 => (1, 1),
-        1 => (1, grid[0]),
-        _ => (grid[n - 2], grid[n - 1]),
-    };
+    let (rows, cols) = last_two(&grid);
     let (row_block, col_block) = (rows.div_ceil(MAP_SIDE), cols.div_ceil(MAP_SIDE));
     let (map_rows, map_cols) = (rows.div_ceil(row_block), cols.div_ceil(col_block));
     let mut on: HashMap<(u64, u64), u64> = HashMap::new();
@@ -441,7 +446,7 @@ fn grid_map(shape: &[u64], chunks: &[u64], changed: &BTreeSet<ChunkIndices>) -> 
     json!({
         "grid": grid.iter().map(u64::to_string).collect::<Vec<_>>().join(" × "),
         "block": format!("{row_block} × {col_block}"),
-        "projected": n > 2,
+        "projected": grid.len() > 2,
         "map": {
             "width": map_cols * (cell + 1),
             "height": map_rows * (cell + 1),
@@ -589,11 +594,7 @@ pub(crate) async fn preview(
                 ));
             }
             let n = shape.len();
-            let (rows, cols) = match n {
-                0 => (1, 1),
-                1 => (1, shape[0]),
-                _ => (shape[n - 2], shape[n - 1]),
-            };
+            let (rows, cols) = last_two(&shape);
             let (rows, cols) = (rows.min(PREVIEW_READ), cols.min(PREVIEW_READ));
             let start = vec![0; n];
             let mut size = vec![1; n];
