@@ -6,6 +6,7 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
+use futures::StreamExt;
 use http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 
 use super::http::{decode_path, etag, none_match, parse_range, Failure, RangeAnswer};
@@ -144,26 +145,58 @@ async fn answer(
     if head {
         return Ok((status, base, Body::empty()).into_response());
     }
-    let body = value.read(&key, start, end).await?;
-    Ok((status, base, Body::from(body)).into_response())
+    Ok((status, base, value.body(key, start, end).await?).into_response())
 }
 
 fn header_value(s: &str) -> HeaderValue {
     HeaderValue::from_str(s).unwrap_or_else(|_| HeaderValue::from_static(""))
 }
 
+/// Largest piece of a chunk read at once: a longer body is streamed in pieces of
+/// this size, each read when the client has taken the one before (hyper's
+/// backpressure), so a connection holds at most one piece, in bytes.
+const PIECE: u64 = 1 << 20;
+
 /// A value found at a key: metadata bytes already built, or a chunk to read.
-enum Value<'a> {
+enum Value {
     Bytes(Bytes),
-    Chunk { version: &'a Version, len: u64 },
+    Chunk { version: Arc<Version>, len: u64 },
 }
 
-impl Value<'_> {
+impl Value {
     fn len(&self) -> u64 {
         match self {
             Value::Bytes(b) => b.len() as u64,
             Value::Chunk { len, .. } => *len,
         }
+    }
+
+    /// The body of bytes `start..end`: read at once up to [`PIECE`] bytes, streamed
+    /// in pieces beyond (a failure after the first piece ends the body early, which
+    /// the client sees as a short read against `Content-Length`).
+    async fn body(self, key: String, start: u64, end: u64) -> Result<Body, Failure> {
+        if end - start <= PIECE || matches!(self, Value::Bytes(_)) {
+            return Ok(Body::from(self.read(&key, start, end).await?));
+        }
+        // The first piece is read before answering, so a missing or unreadable
+        // chunk is still a 404 or a 5xx rather than a cut body.
+        let first = self.read(&key, start, start + PIECE).await?;
+        let rest = futures::stream::try_unfold(
+            (self, key, start + PIECE),
+            move |(value, key, at)| async move {
+                if at >= end {
+                    return Ok(None);
+                }
+                let to = end.min(at + PIECE);
+                let piece = value
+                    .read(&key, at, to)
+                    .await
+                    .map_err(|f| std::io::Error::other(f.message))?;
+                Ok::<_, std::io::Error>(Some((piece, (value, key, to))))
+            },
+        );
+        let stream = futures::stream::once(async move { Ok(first) }).chain(rest);
+        Ok(Body::from_stream(stream))
     }
 
     /// Bytes `start..end` of the value.
@@ -204,11 +237,7 @@ impl Value<'_> {
 /// What `key` holds in `version`: a node's `zarr.json` (a group's with its
 /// consolidated metadata), or a chunk (404 when never written, 403 when virtual and
 /// outside the authorized containers).
-async fn read_value<'a>(
-    state: &AppState,
-    version: &'a Version,
-    key: &str,
-) -> Result<Value<'a>, Failure> {
+async fn read_value(state: &AppState, version: &Arc<Version>, key: &str) -> Result<Value, Failure> {
     let missing = || Failure::not_found(format!("no value at `{key}`"));
     let meta_path = if key == "zarr.json" {
         Some(NodePath::root())
@@ -255,5 +284,8 @@ async fn read_value<'a>(
             v.length
         }
     };
-    Ok(Value::Chunk { version, len })
+    Ok(Value::Chunk {
+        version: Arc::clone(version),
+        len,
+    })
 }

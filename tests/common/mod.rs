@@ -219,3 +219,12 @@ pub async fn write_small_array(store: &floe::SessionStore, fill: u8, chunk0: Byt
     write_u8_array(store, 8, fill).await;
     store.set("a/c/0", chunk0).await.unwrap();
 }
+
+/// A reqwest client for tests. reqwest is built without a bundled TLS provider
+/// (`rustls-no-provider`), and `Client::new` panics until one is installed: floe
+/// installs *ring* when it builds its own clients, so a test that builds a client
+/// first (or runs alone) installs it here.
+pub fn http_client() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::new()
+}

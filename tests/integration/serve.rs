@@ -131,7 +131,7 @@ impl JsonValue for reqwest::Response {
 }
 
 fn client() -> reqwest::Client {
-    reqwest::Client::new()
+    crate::common::http_client()
 }
 
 async fn get(url: &str) -> reqwest::Response {
@@ -759,6 +759,32 @@ async fn virtual_chunks_only_under_authorized_containers() {
     server.stop().await;
 }
 
+/// A child process killed when dropped, so a failing test leaves no server behind
+/// (it would also hold the test harness's output pipe open).
+struct KillOnDrop(std::process::Child);
+
+impl std::ops::Deref for KillOnDrop {
+    type Target = std::process::Child;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for KillOnDrop {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
 fn floe_bin() -> std::process::Command {
     let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_floe"));
     c.env_remove("FLOE_LOG").env_remove("RUST_LOG");
@@ -791,12 +817,14 @@ async fn the_cli_refuses_public_addresses_without_public_and_stops_on_sigterm() 
     assert!(String::from_utf8_lossy(&out.stderr).contains("no token"));
 
     std::fs::write(&token_file, "tok\n").unwrap();
-    let mut child = floe_bin()
-        .args(["serve", repo, "--bind", "127.0.0.1:0", "--token-file"])
-        .arg(&token_file)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = KillOnDrop(
+        floe_bin()
+            .args(["serve", repo, "--bind", "127.0.0.1:0", "--token-file"])
+            .arg(&token_file)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     let mut line = String::new();
     std::io::BufRead::read_line(
         &mut std::io::BufReader::new(child.stdout.take().unwrap()),
@@ -953,8 +981,35 @@ async fn the_history_browser_pages_escape_every_value() {
 /// Many more clients than connection slots: every request is answered (the others
 /// wait in the listen backlog; near the limit connections close after one answer),
 /// and the server still answers a well-behaved client afterwards.
+/// Raises this process's open-file limit to its hard limit (10,000 client sockets
+/// need more than the common soft limit of 1,024); the limit reached.
+fn raise_open_file_limit() -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit write or read the one struct passed.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+    }
+    lim.rlim_cur
+}
+
+/// 10,000 connections, each with its request sent before any answer is read, on a
+/// server limited to 16 at a time: every one is answered, and a well-behaved client
+/// is answered while they are all open.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn many_parallel_clients_all_get_answers() {
+async fn ten_thousand_parallel_clients_all_get_answers() {
+    const CLIENTS: usize = 10_000;
+    let limit = raise_open_file_limit();
+    assert!(
+        limit >= CLIENTS as u64 + 512,
+        "the open-file limit ({limit}) is too low for {CLIENTS} client sockets"
+    );
     let f = fixture().await;
     let server = start(
         &f.repo,
@@ -966,9 +1021,12 @@ async fn many_parallel_clients_all_get_answers() {
     .await;
     let addr = server.addr;
     let started = std::time::Instant::now();
-    let answered = tokio::task::spawn_blocking(move || {
-        // 1,000 connections, each with its request sent, before any answer is read.
-        let conns: Vec<std::net::TcpStream> = (0..1000)
+    let (opened_tx, opened_rx) = tokio::sync::oneshot::channel();
+    let (checked_tx, checked_rx) = std::sync::mpsc::channel::<()>();
+    // The bytes of chunk (0, 1) of `g/t`: 100..=105 as little-endian int32.
+    let chunk_0_1: Vec<u8> = (100..106i32).flat_map(i32::to_le_bytes).collect();
+    let clients = tokio::task::spawn_blocking(move || {
+        let conns: Vec<std::net::TcpStream> = (0..CLIENTS)
             .map(|_| {
                 let mut s = std::net::TcpStream::connect(addr).unwrap();
                 s.write_all(
@@ -978,26 +1036,35 @@ async fn many_parallel_clients_all_get_answers() {
                 s
             })
             .collect();
+        let _ = opened_tx.send(());
+        // Answers are read only once the well-behaved client has had its own.
+        let _ = checked_rx.recv_timeout(Duration::from_secs(60));
         conns
             .into_iter()
             .filter(|mut s| {
                 s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
                 let mut out = Vec::new();
                 let _ = s.read_to_end(&mut out);
-                out.starts_with(b"HTTP/1.1 200 OK") && out.len() > 24
+                out.starts_with(b"HTTP/1.1 200 OK") && out.ends_with(&chunk_0_1)
             })
             .count()
-    })
-    .await
-    .unwrap();
-    assert_eq!(answered, 1000);
+    });
+    opened_rx.await.unwrap();
+    let opened = started.elapsed();
+    let polite = std::time::Instant::now();
+    let r = tokio::time::timeout(Duration::from_secs(10), get(&server.url("/api/refs")))
+        .await
+        .expect("a well-behaved client is answered while 10,000 connections are open");
+    assert_eq!(r.status(), 200);
+    let polite = polite.elapsed();
+    checked_tx.send(()).unwrap();
+    let answered = clients.await.unwrap();
+    assert_eq!(answered, CLIENTS);
     assert!(
-        started.elapsed() < Duration::from_secs(60),
-        "{:?}",
+        started.elapsed() < Duration::from_secs(120),
+        "opened in {opened:?}, polite client in {polite:?}, all in {:?}",
         started.elapsed()
     );
-    let r = get(&server.url("/api/refs")).await;
-    assert_eq!(r.status(), 200);
     server.stop().await;
 }
 
@@ -1108,4 +1175,175 @@ async fn the_history_browser_in_headless_chromium() {
     assert!(out.status.success(), "{text}");
     assert_eq!(text.matches("visited").count(), 5, "{text}");
     server.stop().await;
+}
+
+/// Bytes of the one chunk of `big/c/0` in [`big_chunk_repo`]: 8 MiB, every byte a
+/// function of its position, so a piece out of place shows.
+fn big_chunk_bytes() -> Vec<u8> {
+    (0..8u32 << 20)
+        .map(|i| (i % 251) as u8 ^ (i >> 16) as u8)
+        .collect()
+}
+
+/// A repository at `dir/repo` whose array `big` holds one chunk of 8 MiB (eight of
+/// the server's 1 MiB pieces), committed on `main`.
+async fn big_chunk_repo(dir: &std::path::Path) -> Repository {
+    let repo = Repository::create(
+        Arc::new(LocalStorage::new(&dir.join("repo")).unwrap()),
+        None,
+    )
+    .await
+    .unwrap();
+    let s = repo.writable_session("main").await.unwrap();
+    let store = s.store();
+    store.set("zarr.json", group_json(json!({}))).await.unwrap();
+    store
+        .set(
+            "big/zarr.json",
+            array_json(&[8 << 20], &[8 << 20], "uint8", json!(0)),
+        )
+        .await
+        .unwrap();
+    store
+        .set("big/c/0", Bytes::from(big_chunk_bytes()))
+        .await
+        .unwrap();
+    s.commit("one big chunk").await.unwrap();
+    repo
+}
+
+/// A chunk longer than a piece is streamed: whole and ranged reads across piece
+/// boundaries equal the stored bytes, with the declared length.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chunks_longer_than_a_piece_stream_whole_and_in_ranges() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = big_chunk_repo(dir.path()).await;
+    let want = big_chunk_bytes();
+    let server = start(&repo, ServeOptions::default()).await;
+    let url = server.url("/zarr/branch/main/big/c/0");
+    let r = get(&url).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        r.headers()[header::CONTENT_LENGTH].to_str().unwrap(),
+        want.len().to_string()
+    );
+    assert!(
+        r.bytes().await.unwrap()[..] == want[..],
+        "whole chunk differs"
+    );
+    for (range, from, to) in [
+        ("bytes=1000000-3500000", 1_000_000, 3_500_001),
+        ("bytes=1048576-", 1 << 20, 8 << 20),
+        ("bytes=-2097153", (8 << 20) - 2_097_153, 8 << 20),
+    ] {
+        let r = client()
+            .get(&url)
+            .header(header::RANGE, range)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 206, "{range}");
+        let got = r.bytes().await.unwrap();
+        assert_eq!(got.len(), to - from, "{range}");
+        assert!(got[..] == want[from..to], "{range}: bytes differ");
+    }
+    server.stop().await;
+}
+
+/// SIGTERM while a client is part-way through a streamed chunk: the server takes no
+/// new connection, finishes the answer in flight (every byte, in order) and exits 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_in_flight_at_sigterm_is_finished() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(big_chunk_repo(dir.path()).await);
+    let want = big_chunk_bytes();
+    let repo = dir.path().join("repo");
+    let mut child = KillOnDrop(
+        floe_bin()
+            .args(["serve", repo.to_str().unwrap(), "--bind", "127.0.0.1:0"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let addr: SocketAddr = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("http://"))
+        .unwrap_or_else(|| panic!("no URL in {line:?}"))
+        .trim_end_matches('/')
+        .parse()
+        .unwrap();
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(b"GET /zarr/branch/main/big/c/0 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    // Read the head and a little of the body, then stop reading.
+    let mut answer = vec![0u8; 64 << 10];
+    let mut got = 0;
+    while got < answer.len() {
+        let n = s.read(&mut answer[got..]).unwrap();
+        assert!(n > 0, "the answer ended early");
+        got += n;
+    }
+    answer.truncate(got);
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    // The listener closes: a new connection is refused (or reset) from now on.
+    let started = std::time::Instant::now();
+    loop {
+        match std::net::TcpStream::connect(addr) {
+            Err(_) => break,
+            Ok(mut c) => {
+                let _ = c.write_all(b"GET /api/refs HTTP/1.1\r\nHost: x\r\n\r\n");
+                c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+                let mut b = [0u8; 16];
+                if matches!(c.read(&mut b), Ok(0) | Err(_)) {
+                    break;
+                }
+            }
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "still answering new connections after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "exited with a request in flight"
+    );
+    // Now the slow client reads the rest.
+    s.read_to_end(&mut answer).unwrap();
+    let head_end = answer
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a head")
+        + 4;
+    let head = String::from_utf8_lossy(&answer[..head_end]).to_lowercase();
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    assert!(
+        head.contains(&format!("content-length: {}", want.len())),
+        "{head}"
+    );
+    assert!(answer[head_end..] == want[..], "the body differs");
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(status.success(), "{status}");
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "no exit after the last answer"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

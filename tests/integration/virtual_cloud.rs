@@ -413,7 +413,7 @@ async fn gcs_virtual_chunks_read_back_from_the_emulator() {
     };
     let dir_name = unique("virtual");
     // The file, put with the emulator's XML API (a plain PUT).
-    let put = reqwest::Client::new()
+    let put = crate::common::http_client()
         .put(format!("{emulator}/{bucket}/{dir_name}/file.bin"))
         .body(FILE)
         .send()
