@@ -21,7 +21,7 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use common::{array_def, p};
 use floe::format::SpecVersion;
-use floe::lifecycle::{ExpireOptions, GcOptions};
+use floe::lifecycle::{ExpireOptions, GcOptions, RetentionPolicy, RetentionRule};
 use floe::session::CommitOptions;
 use floe::storage::{
     create_storage, ObjectInfo, ObjectVersion, Storage, StorageResult, VersionedBytes, WriteOutcome,
@@ -115,7 +115,7 @@ async fn worker(url: &str, w: usize, out: &Path, go: &Path) -> i32 {
 /// Checks that every successful commit in `outcomes` is on its branch and the
 /// branch reads its chunk, that every branch reported gone is gone, and that `main`
 /// reads every chunk the writers committed to it.
-async fn verify(url: &str, outcomes: &[String]) {
+async fn verify(url: &str, outcomes: &[String], histories_kept: bool) {
     let repo = Repository::open(storage(url)).await.unwrap();
     let branches: BTreeSet<String> = repo.list_branches().await.unwrap().into_iter().collect();
     let mut main_chunks = 0;
@@ -132,7 +132,7 @@ async fn verify(url: &str, outcomes: &[String]) {
                 let tip = repo.lookup_branch(branch).await.unwrap();
                 let history = repo.ancestry(tip).await.unwrap();
                 assert!(
-                    history.iter().any(|s| s.id == id),
+                    !histories_kept || history.iter().any(|s| s.id == id),
                     "commit {id} that reported success is not on {branch}"
                 );
                 let r = repo
@@ -169,10 +169,46 @@ async fn verify(url: &str, outcomes: &[String]) {
     }
 }
 
+/// What the maintenance process of a live scenario runs, round after round.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Maintenance {
+    /// `expire` (deleting expired branches and tags), then `gc`.
+    Expire,
+    /// Retention keeping the last 3 commits of every branch, a squash of `main`
+    /// from the first commit to its tip, then `gc`.
+    RetentionSquash,
+}
+
+/// One round of `maintenance` on the repository at `url`.
+async fn maintain(url: &str, maintenance: Maintenance, cut_off: DateTime<Utc>, first: SnapshotId) {
+    let maint = Repository::open(storage(url)).await.unwrap();
+    match maintenance {
+        Maintenance::Expire => {
+            let expire = ExpireOptions::default()
+                .delete_expired_branches(true)
+                .delete_expired_tags(true);
+            maint.expire_snapshots(cut_off, expire).await.unwrap();
+        }
+        Maintenance::RetentionSquash => {
+            let policy =
+                RetentionPolicy::default().default_rule(RetentionRule::default().keep_last(3));
+            maint.apply_retention(Some(&policy), false).await.unwrap();
+            maint.squash("main", first, None, false).await.unwrap();
+        }
+    }
+    // A cut-off older than every writer's session is safe; it is younger than the
+    // safety window only because the test cannot wait an hour.
+    let gc = GcOptions::default().allow_recent_cutoff(true);
+    maint.garbage_collect(cut_off, gc, None).await.unwrap();
+}
+
 /// The live scenario: `WORKERS` writer processes commit to `main` and to their own
-/// branch whose tip is expired, while this process runs `expire` (deleting expired
-/// branches and tags) and `gc` until they are done, and once more after.
-async fn live(url: &str, spec: SpecVersion) {
+/// branch whose tip is expired, while this process runs `maintenance` until they
+/// are done, and once more after. With `Expire`, expired branches and the tag are
+/// deleted; with `RetentionSquash`, refs stay and every commit's data reads at its
+/// branch's tip, while `main`'s history ends as its tip, the tagged first commit and
+/// the initial one.
+async fn live(url: &str, spec: SpecVersion, maintenance: Maintenance) {
     let repo = create(url, spec).await;
     let s = repo.writable_session("main").await.unwrap();
     s.add_array(&p("/data"), array_def("/data", &[CHUNKS], &[1], "uint8"))
@@ -217,18 +253,10 @@ async fn live(url: &str, spec: SpecVersion) {
     tokio::time::sleep(Duration::from_millis(1500)).await;
     std::fs::write(&go, b"go").unwrap();
 
-    let expire = ExpireOptions::default()
-        .delete_expired_branches(true)
-        .delete_expired_tags(true);
-    // A cut-off older than every writer's session is safe; it is younger than the
-    // safety window only because the test cannot wait an hour.
-    let gc = GcOptions::default().allow_recent_cutoff(true);
     let mut codes = vec![None; WORKERS];
     let mut rounds = 0;
     loop {
-        let maint = Repository::open(storage(url)).await.unwrap();
-        maint.expire_snapshots(cut_off, expire).await.unwrap();
-        maint.garbage_collect(cut_off, gc, None).await.unwrap();
+        maintain(url, maintenance, cut_off, first).await;
         rounds += 1;
         for (c, child) in codes.iter_mut().zip(children.iter_mut()) {
             if c.is_none() {
@@ -240,9 +268,7 @@ async fn live(url: &str, spec: SpecVersion) {
         }
     }
     // Once more after the writers are done.
-    let maint = Repository::open(storage(url)).await.unwrap();
-    maint.expire_snapshots(cut_off, expire).await.unwrap();
-    maint.garbage_collect(cut_off, gc, None).await.unwrap();
+    maintain(url, maintenance, cut_off, first).await;
     assert!(
         codes.iter().all(|c| *c == Some(0)),
         "worker exit codes {codes:?}"
@@ -258,10 +284,29 @@ async fn live(url: &str, spec: SpecVersion) {
                 .collect::<Vec<_>>()
         })
         .collect();
-    verify(url, &outcomes).await;
-    // The expired tag went; expired garbage is gone.
+    verify(url, &outcomes, maintenance == Maintenance::Expire).await;
     let repo = Repository::open(storage(url)).await.unwrap();
-    assert!(repo.list_tags().await.unwrap().is_empty());
+    match maintenance {
+        // The expired tag went.
+        Maintenance::Expire => assert!(repo.list_tags().await.unwrap().is_empty()),
+        Maintenance::RetentionSquash => {
+            assert_eq!(repo.lookup_tag("old-tag").await.unwrap(), first);
+            let tip = repo.lookup_branch("main").await.unwrap();
+            let history: Vec<SnapshotId> = repo
+                .ancestry(tip)
+                .await
+                .unwrap()
+                .iter()
+                .map(|s| s.id)
+                .collect();
+            assert_eq!(history.len(), 3, "{history:?}");
+            assert_eq!(history[..2], [tip, first]);
+            for w in 0..WORKERS {
+                let tip = repo.lookup_branch(&old_branch(w)).await.unwrap();
+                assert_ne!(tip, first, "worker {w}'s commit on its branch");
+            }
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------
@@ -653,6 +698,7 @@ async fn conditional_delete(url: &str, spec: SpecVersion) {
 #[derive(Clone, Copy)]
 enum Scenario {
     Live,
+    LiveRetention,
     ExpireRace,
     WriterBeforeExpiry,
     GcWindow,
@@ -696,6 +742,22 @@ fn main() {
             scenarios.push((s.clone(), common::s3_url(&s), scenario, spec));
         }
     }
+    // Retention needs spec 2.
+    let name = "live_retention_squash_gc_4_processes";
+    let l = format!("spec2_local_{name}");
+    scenarios.push((
+        l.clone(),
+        local(&l),
+        Scenario::LiveRetention,
+        SpecVersion::V2,
+    ));
+    let s3 = format!("spec2_s3_{name}");
+    scenarios.push((
+        s3.clone(),
+        common::s3_url(&s3),
+        Scenario::LiveRetention,
+        SpecVersion::V2,
+    ));
     let (mut passed, mut failed, mut skipped) = (0, 0, 0);
     for (name, url, scenario, spec) in scenarios {
         if !filters.is_empty() && !filters.iter().any(|f| name.contains(f.as_str())) {
@@ -710,7 +772,8 @@ fn main() {
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             rt.block_on(async {
                 match scenario {
-                    Scenario::Live => live(&url, spec).await,
+                    Scenario::Live => live(&url, spec, Maintenance::Expire).await,
+                    Scenario::LiveRetention => live(&url, spec, Maintenance::RetentionSquash).await,
                     Scenario::ExpireRace => expire_race(&url, spec).await,
                     Scenario::WriterBeforeExpiry => writer_before_expiry(&url, spec).await,
                     Scenario::GcWindow => gc_window(&url, spec).await,

@@ -136,11 +136,25 @@ impl AssetManager {
         blocking(move || RepoInfo::decode(&bytes)).await
     }
 
-    /// Remembers the parent links of a `repo` object read or written.
+    /// Remembers the parent links of a `repo` object read or written. A snapshot
+    /// whose link changed (expiry, retention or squash re-parented it, here or in
+    /// another process) leaves the snapshot caches, which hold the parent it was
+    /// read with: walks through this handle then follow the new link.
     pub(crate) fn learn_parents(&self, info: &RepoInfo) {
-        let mut parents = self.parents.write().unwrap_or_else(|p| p.into_inner());
-        for s in info.snapshots.values() {
-            parents.insert(s.id, s.parent_id);
+        let mut moved = Vec::new();
+        {
+            let mut parents = self.parents.write().unwrap_or_else(|p| p.into_inner());
+            for s in info.snapshots.values() {
+                if let Some(old) = parents.insert(s.id, s.parent_id) {
+                    if old != s.parent_id {
+                        moved.push(s.id);
+                    }
+                }
+            }
+        }
+        for id in moved {
+            self.snapshots.remove(&id);
+            self.headers.remove(&id);
         }
     }
 

@@ -265,8 +265,26 @@ pub(crate) enum Command {
         /// Repository path or URL.
         repo: String,
         /// Cut-off time: RFC 3339 (2024-05-01T12:00:00Z), `now`, or a time ago (7d, 12h).
-        #[arg(long, value_name = "TIME")]
-        older_than: String,
+        #[arg(
+            long,
+            value_name = "TIME",
+            required_unless_present_any = ["keep_last", "keep_within"],
+            conflicts_with_all = ["keep_last", "keep_within", "branch"]
+        )]
+        older_than: Option<String>,
+        /// Spec 2, retention instead of a cut-off: keep the last N commits of each
+        /// branch (or of the `--branch` ones), the tip included.
+        #[arg(long, value_name = "N")]
+        keep_last: Option<u64>,
+        /// Spec 2, retention instead of a cut-off: keep every commit of the last
+        /// DURATION (30d, 12h, 1w) on each branch (or the `--branch` ones). With
+        /// `--keep-last`, a commit either keeps is kept.
+        #[arg(long, value_name = "DURATION")]
+        keep_within: Option<String>,
+        /// With `--keep-last`/`--keep-within`: apply them to this branch only
+        /// (repeatable); other branches keep their whole history.
+        #[arg(long, value_name = "BRANCH")]
+        branch: Vec<String>,
         /// Also delete branches (never `main`) whose tip is expired.
         #[arg(long)]
         delete_expired_branches: bool,
@@ -318,6 +336,76 @@ pub(crate) enum Command {
         #[arg(long)]
         dry_run: bool,
         /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Spec 2: show, set or clear the retention policy stored in the repository.
+    ///
+    /// Spec 2: show, set or clear the retention policy stored in the repository
+    /// (repository metadata `floe:retention`, which Icechunk keeps and ignores).
+    /// `floe maintain` applies it. Without options, prints the policy.
+    Retention {
+        /// Repository path or URL.
+        repo: String,
+        /// Keep the last N commits of each branch (or of `--branch`).
+        #[arg(long, value_name = "N")]
+        keep_last: Option<u64>,
+        /// Keep every commit of the last DURATION (30d, 12h, 1w).
+        #[arg(long, value_name = "DURATION")]
+        keep_within: Option<String>,
+        /// Set (or with `--clear`, remove) the rule of this branch instead of the
+        /// default rule.
+        #[arg(long, value_name = "BRANCH")]
+        branch: Option<String>,
+        /// Remove the default rule (or `--branch`'s); with neither, the whole policy.
+        #[arg(long, conflicts_with_all = ["keep_last", "keep_within"])]
+        clear: bool,
+        /// Print the policy as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Apply the stored retention policy, then collect garbage: the scheduled job.
+    ///
+    /// Apply the stored retention policy (spec 2, when one is stored: `floe
+    /// retention`), then delete what no branch or tag reaches and is older than the
+    /// cut-off (`floe gc`), with one summary.
+    Maintain {
+        /// Repository path or URL.
+        repo: String,
+        /// Garbage-collection cut-off (RFC 3339, or a time ago such as 7d); default:
+        /// one hour ago (the safety window).
+        #[arg(long, value_name = "TIME")]
+        gc_older_than: Option<String>,
+        /// Say what would be released and deleted; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print one JSON object (`retention`: `expired`, `edited`; `gc`: the `floe
+        /// gc --json` fields).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Squash a stretch of a branch's history into its last commit.
+    ///
+    /// Squash the commits of BRANCH after `--from` up to `--to` (the tip by default)
+    /// into the `--to` commit, which keeps its id, tree and message and becomes
+    /// `--from`'s child. The branch does not move, so no writer loses a commit;
+    /// `floe gc` later deletes what only the squashed commits reached.
+    Squash {
+        /// Repository path or URL.
+        repo: String,
+        /// The branch.
+        branch: String,
+        /// The commit the squashed one follows (a snapshot id).
+        #[arg(long, value_name = "SNAPSHOT")]
+        from: String,
+        /// The last commit of the range (a snapshot id); default: the tip.
+        #[arg(long, value_name = "SNAPSHOT")]
+        to: Option<String>,
+        /// Say which commits would be squashed; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print one JSON object (`branch`, `from`, `to`, `squashed`, `removed`,
+        /// `dry_run`).
         #[arg(long)]
         json: bool,
     },

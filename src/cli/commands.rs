@@ -6,7 +6,7 @@ use super::args::{CatFormat, Cli, Command, ImportCommand};
 use super::cat::{cat, CatRequest};
 use super::import::{import_kerchunk, import_zarr};
 use super::target::{create_repo, open_repo};
-use super::{demo, export, history, lifecycle, ls, output, refs, serve, CliResult};
+use super::{demo, export, history, lifecycle, ls, output, refs, retention, serve, CliResult};
 
 /// Runs one parsed command line.
 ///
@@ -114,17 +114,76 @@ pub(super) async fn run(cli: Cli) -> CliResult<()> {
         Command::Expire {
             repo,
             older_than,
+            keep_last,
+            keep_within,
+            branch,
             delete_expired_branches,
             delete_expired_tags,
             dry_run,
             json,
         } => {
-            let options = floe::lifecycle::ExpireOptions::default()
-                .delete_expired_branches(delete_expired_branches)
-                .delete_expired_tags(delete_expired_tags)
-                .dry_run(dry_run);
             let repo = open_repo(&repo, &[]).await?;
-            lifecycle::expire(&mut out, &repo, &older_than, options, json).await?
+            match older_than {
+                Some(older_than) => {
+                    let options = floe::lifecycle::ExpireOptions::default()
+                        .delete_expired_branches(delete_expired_branches)
+                        .delete_expired_tags(delete_expired_tags)
+                        .dry_run(dry_run);
+                    lifecycle::expire(&mut out, &repo, &older_than, options, json).await?
+                }
+                None => {
+                    let rule = retention::rule(keep_last, keep_within.as_deref())?;
+                    retention::expire_by_rule(&mut out, &repo, rule, &branch, dry_run, json).await?
+                }
+            }
+        }
+        Command::Retention {
+            repo,
+            keep_last,
+            keep_within,
+            branch,
+            clear,
+            json,
+        } => {
+            let repo = open_repo(&repo, &[]).await?;
+            let change = if clear {
+                retention::Change::Clear(branch)
+            } else if keep_last.is_some() || keep_within.is_some() {
+                let rule = retention::rule(keep_last, keep_within.as_deref())?;
+                retention::Change::Set(branch, rule)
+            } else {
+                retention::Change::Show
+            };
+            retention::retention(&mut out, &repo, change, json).await?
+        }
+        Command::Maintain {
+            repo,
+            gc_older_than,
+            dry_run,
+            json,
+        } => {
+            let repo = open_repo(&repo, &[]).await?;
+            retention::maintain(&mut out, &repo, gc_older_than.as_deref(), dry_run, json).await?
+        }
+        Command::Squash {
+            repo,
+            branch,
+            from,
+            to,
+            dry_run,
+            json,
+        } => {
+            let repo = open_repo(&repo, &[]).await?;
+            retention::squash(
+                &mut out,
+                &repo,
+                &branch,
+                &from,
+                to.as_deref(),
+                dry_run,
+                json,
+            )
+            .await?
         }
         Command::Gc {
             repo,

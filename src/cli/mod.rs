@@ -25,6 +25,7 @@ mod progress;
 mod refs;
 mod region;
 mod repair;
+mod retention;
 mod serve;
 mod target;
 mod text;

@@ -130,6 +130,32 @@ pub(super) fn parse_time(flag: &str, text: &str) -> CliResult<DateTime<Utc>> {
              `now`, or a time ago such as 7d, 12h, 30m or 1d12h"
         ))
     };
+    let seconds = duration_seconds(text).ok_or_else(bad)?;
+    chrono::Duration::try_seconds(seconds)
+        .and_then(|ago| Utc::now().checked_sub_signed(ago))
+        .ok_or_else(bad)
+}
+
+/// Parses the length of time given to `flag` (`--keep-within`): one or more
+/// `<count><unit>` groups with units `s`, `m`, `h`, `d` and `w` (`30d`, `1d12h`).
+///
+/// # Errors
+/// [`CliError::Usage`] naming the flag and the value, with the accepted forms.
+pub(super) fn parse_duration(flag: &str, text: &str) -> CliResult<std::time::Duration> {
+    duration_seconds(text.trim())
+        .and_then(|s| u64::try_from(s).ok())
+        .map(std::time::Duration::from_secs)
+        .ok_or_else(|| {
+            CliError::Usage(format!(
+                "{flag} `{text}` is not a length of time: give counts with units s, m, h, d \
+                 or w, such as 30d, 12h or 1d12h"
+            ))
+        })
+}
+
+/// Seconds in `text`, one or more `<count><unit>` groups (units `s`, `m`, `h`,
+/// `d`, `w`); `None` when malformed, empty or beyond `i64`.
+fn duration_seconds(text: &str) -> Option<i64> {
     let mut seconds: i64 = 0;
     let mut digits = String::new();
     for c in text.chars() {
@@ -143,21 +169,15 @@ pub(super) fn parse_time(flag: &str, text: &str) -> CliResult<DateTime<Utc>> {
             'h' => 3_600,
             'd' => 86_400,
             'w' => 604_800,
-            _ => return Err(bad()),
+            _ => return None,
         };
-        let count: i64 = digits.parse().map_err(|_| bad())?;
+        let count: i64 = digits.parse().ok()?;
         digits.clear();
         seconds = count
             .checked_mul(unit)
-            .and_then(|s| seconds.checked_add(s))
-            .ok_or_else(bad)?;
+            .and_then(|s| seconds.checked_add(s))?;
     }
-    if !digits.is_empty() || text.is_empty() {
-        return Err(bad());
-    }
-    chrono::Duration::try_seconds(seconds)
-        .and_then(|ago| Utc::now().checked_sub_signed(ago))
-        .ok_or_else(bad)
+    (digits.is_empty() && !text.is_empty()).then_some(seconds)
 }
 
 /// The snapshot selector for `--ref` / `--as-of`.

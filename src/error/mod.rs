@@ -160,6 +160,22 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// A retention policy that cannot be applied: unknown fields, wrong types, or a
+    /// rule that would keep nothing but the tip.
+    #[error("invalid retention policy: {reason}")]
+    InvalidRetentionPolicy {
+        /// What is wrong.
+        reason: String,
+    },
+    /// A squash range that is not a stretch of the branch's history: `to` is not in
+    /// it, or `from` is not an ancestor of `to`.
+    #[error("cannot squash branch `{branch}`: {reason}")]
+    InvalidSquashRange {
+        /// The branch.
+        branch: String,
+        /// What is wrong with the range.
+        reason: String,
+    },
     /// The branch tip is the initial snapshot, which has no parent to amend onto.
     #[error("the first commit of a repository cannot be amended; make a new commit")]
     NoAmendForInitialCommit,

@@ -5,6 +5,10 @@
 //! design documents 007 "basic expiration" and its garbage collector), so floe and
 //! Icechunk leave the same objects behind on the same repository.
 //!
+//! Histories can also be thinned per branch ([`retention`]: keep the last N
+//! commits and those of the last days, as Iceberg's snapshot retention) and
+//! stretches of a branch squashed into one commit ([`squash`]).
+//!
 //! The usual sequence is [`crate::Repository::expire_snapshots`] (which only edits
 //! history) followed by [`crate::Repository::garbage_collect`] (which deletes what
 //! expiry made unreachable, once it is older than the cut-off).
@@ -12,11 +16,15 @@
 pub mod expire;
 pub mod gc;
 pub mod repair;
+pub mod retention;
+pub mod squash;
 pub mod stats;
 pub mod upgrade;
 
 pub use expire::{ExpireOptions, ExpireResult};
 pub use gc::{GcOptions, GcSummary, GC_SAFETY_WINDOW_SECS};
 pub use repair::{repair_repo_object, RepairOutcome};
+pub use retention::{RetentionPolicy, RetentionRule, RETENTION_METADATA_KEY};
+pub use squash::SquashResult;
 pub use stats::ChunkStorageStats;
 pub use upgrade::{upgrade_to_spec2, UpgradeReport};

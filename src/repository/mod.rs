@@ -20,6 +20,7 @@ mod maintenance;
 mod objects;
 mod open;
 mod repo_info;
+mod retention;
 mod sessions;
 mod versions;
 
@@ -36,6 +37,7 @@ use crate::virtual_refs::VirtualChunkResolver;
 
 pub use ancestry::SnapshotInfo;
 pub use open::OpenOptions;
+pub use retention::MaintainSummary;
 pub use versions::VersionSelector;
 
 #[derive(Debug)]

@@ -869,3 +869,40 @@ async fn a_session_on_an_expired_base_rebases_over_the_pruned_logs() {
         }
     }
 }
+
+/// Spec 2: expiry and garbage collection through one handle (as a script calls
+/// `expire_snapshots` then `garbage_collect`) delete what they delete through
+/// fresh handles. The handle's cached snapshots carried their parent links from
+/// before the expiry, so the collection walked the expired history and kept it.
+#[tokio::test]
+async fn spec2_gc_after_expiry_on_the_same_handle_follows_the_new_parent_links() {
+    let dir = tempfile::tempdir().unwrap();
+    let original = dir.path().join("original");
+    let sc = scenario_spec(&original, SpecVersion::V2).await;
+    let (same, fresh) = (dir.path().join("same"), dir.path().join("fresh"));
+    common::copy_tree(&original, &same);
+    common::copy_tree(&original, &fresh);
+    let gc = GcOptions::default().allow_recent_cutoff(true);
+
+    let repo = open(&same).await;
+    // Read every snapshot of every history first, so the handle caches them.
+    for b in repo.list_branches().await.unwrap() {
+        for id in ancestry(&repo, &b).await {
+            repo.readonly_session(&VersionSelector::Snapshot(id))
+                .await
+                .unwrap();
+        }
+    }
+    expire_deleting_refs(&repo, sc.cut_off).await;
+    let through_one = repo.garbage_collect(sc.cut_off, gc, None).await.unwrap();
+
+    expire_deleting_refs(&open(&fresh).await, sc.cut_off).await;
+    let through_fresh = open(&fresh)
+        .await
+        .garbage_collect(sc.cut_off, gc, None)
+        .await
+        .unwrap();
+    assert!(through_fresh.snapshots_deleted > 0);
+    assert_eq!(through_one, through_fresh);
+    assert_eq!(data_objects(&same), data_objects(&fresh));
+}

@@ -45,6 +45,7 @@ mod rebase;
 mod rectilinear;
 mod repository;
 mod repository_config;
+mod retention;
 mod round_trips;
 mod schema;
 mod serve;
