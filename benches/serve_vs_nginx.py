@@ -14,7 +14,7 @@ across rounds); the table gives medians over --runs rounds: chunk GETs per secon
 MB/s of chunk bytes (10^6 bytes), p50 and p99 latency in ms, peak RSS in MiB, and
 floe / nginx for throughput.
 
-Usage (release binary; nginx and wrk from Debian):
+Usage (release binary; nginx and wrk from Debian; a Python with numpy):
     cargo build --release
     python3 benches/serve_vs_nginx.py --floe target/release/floe \\
         [--chunks 256] [--clients 1,16,256] [--seconds 10] [--runs 3]
@@ -251,6 +251,8 @@ def main() -> int:
         work = Path(tmp)
         os.chmod(work, 0o755)
         write_plain_store(work / "plain", args.chunks)
+        subprocess.run([args.floe, "init", str(work / "repo")], check=True,
+                       stdout=subprocess.DEVNULL)
         subprocess.run([args.floe, "import", "zarr", str(work / "plain"), str(work / "repo"),
                         "-m", "bench data"], check=True, stdout=subprocess.DEVNULL)
         subprocess.run([args.floe, "export", str(work / "repo"), str(work / "export")],
