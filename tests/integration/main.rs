@@ -37,6 +37,7 @@ mod local_files;
 mod manifest_splitting;
 mod module_graph;
 mod netcdf;
+mod numcodecs;
 mod object_limits;
 mod object_storage_concurrency;
 mod ops;
