@@ -61,3 +61,4 @@ mod virtual_refs;
 mod zarr_api;
 mod zarr_interop;
 mod zarr_proptest;
+mod zarr_v1;

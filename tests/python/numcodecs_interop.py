@@ -9,8 +9,8 @@ Usage:
   numcodecs_interop.py verify-icechunk REPO PREFIX OUTDIR
                                              icechunk 2.x: read PREFIX/<path> of REPO's
                                              main branch, compare with OUTDIR's manifest
-  numcodecs_interop.py migrate-v1 V1DIR OUTDIR
-                                             zarr-python 2.18: copy the v1 store V1DIR,
+  numcodecs_interop.py migrate-v1 OUTDIR V1DIR...
+                                             zarr-python 2.18: copy each v1 store V1DIR,
                                              migrate_1to2 it, read it, dump what it reads
 
 OUTDIR layout: store.zarr/ (a plain filesystem store), expected/<name>.bin (the whole
@@ -216,14 +216,15 @@ def verify_icechunk(repo_dir, prefix, outdir):
     report(problems, len(manifest))
 
 
-def migrate_v1(v1dir, outdir):
-    name = os.path.basename(v1dir.rstrip("/"))
-    copy = os.path.join(outdir, "store.zarr", name)
-    shutil.copytree(v1dir, copy)
-    store = zarr.DirectoryStore(copy)
-    zarr.storage.migrate_1to2(store)
-    a = zarr.open_array(store, mode="r")
-    dump_one(outdir, name, a)
+def migrate_v1(v1dirs, outdir):
+    for v1dir in v1dirs:
+        name = os.path.basename(v1dir.rstrip("/"))
+        copy = os.path.join(outdir, "store.zarr", name)
+        shutil.copytree(v1dir, copy)
+        store = zarr.DirectoryStore(copy)
+        zarr.storage.migrate_1to2(store)
+        a = zarr.open_array(store, mode="r")
+        dump_one(outdir, name, a)
 
 
 def dump_one(outdir, name, a):
@@ -260,7 +261,7 @@ def main(argv):
     elif mode == "verify-icechunk":
         verify_icechunk(argv[2], argv[3], argv[4])
     elif mode == "migrate-v1":
-        migrate_v1(argv[2], argv[3])
+        migrate_v1(argv[3:], argv[2])
     else:
         sys.exit(f"unknown mode {mode}")
 

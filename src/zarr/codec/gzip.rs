@@ -74,7 +74,7 @@ pub(crate) fn gzip_decompress_bounded(
     limit: usize,
 ) -> Result<Vec<u8>, CodecError> {
     let dec = flate2::read::MultiGzDecoder::new(data);
-    crate::zarr::codec::numcodecs::bounded::read_bounded(name, dec, limit, data.len() * 2)
+    crate::zarr::codec::bounded::read_bounded(name, dec, limit, data.len() * 2)
 }
 
 impl BytesToBytesCodec for GzipCodec {

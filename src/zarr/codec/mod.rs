@@ -18,6 +18,7 @@
 // Calls c-blosc (`unsafe` FFI).
 #[allow(unsafe_code)]
 pub mod blosc;
+mod bounded;
 pub mod bytes;
 pub mod crc32c;
 pub mod gzip;

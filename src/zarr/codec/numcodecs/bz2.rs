@@ -6,7 +6,7 @@ use std::io::Write;
 
 use serde_json::{Map, Value};
 
-use super::bounded::read_bounded;
+use crate::zarr::codec::bounded::read_bounded;
 use crate::zarr::codec::{BytesToBytesCodec, Config};
 use crate::zarr::error::{CodecError, ZarrResult};
 

@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value};
 
-use super::bounded::too_large;
+use crate::zarr::codec::bounded::too_large;
 use crate::zarr::codec::{BytesToBytesCodec, Config};
 use crate::zarr::error::{CodecError, ZarrResult};
 

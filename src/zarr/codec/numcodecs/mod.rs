@@ -24,7 +24,6 @@
 
 pub mod astype;
 pub mod bitround;
-pub(crate) mod bounded;
 pub mod bz2;
 pub mod checksum32;
 pub mod delta;
@@ -185,13 +184,11 @@ fn codec_json(name: &str, config: &Map<String, Value>) -> Value {
 fn dtype_param(cfg: &Config, key: &str) -> ZarrResult<Option<DataType>> {
     match cfg.str(key)? {
         None => Ok(None),
-        Some(s) => numeric::parse_numpy_dtype(s)
-            .map(|(dt, _)| Some(dt))
-            .ok_or_else(|| {
-                cfg.err(format!(
-                    "`{key}` {s:?} is not a boolean, integer or float type"
-                ))
-            }),
+        Some(s) => numeric::parse_numpy_dtype(s).map(Some).ok_or_else(|| {
+            cfg.err(format!(
+                "`{key}` {s:?} is not a boolean, integer or float type"
+            ))
+        }),
     }
 }
 
@@ -363,8 +360,13 @@ impl BytesToBytesCodec for NumcodecsCodec {
         let out = match &self.kind {
             Kind::Zlib { .. } => {
                 let dec = flate2::read::ZlibDecoder::new(&bytes[..]);
-                return bounded::read_bounded(&self.name, dec, limit, bytes.len() * 2)
-                    .map(Into::into);
+                return crate::zarr::codec::bounded::read_bounded(
+                    &self.name,
+                    dec,
+                    limit,
+                    bytes.len() * 2,
+                )
+                .map(Into::into);
             }
             Kind::Gzip { .. } => {
                 return crate::zarr::codec::gzip::gzip_decompress_bounded(&self.name, &bytes, limit)
@@ -373,7 +375,7 @@ impl BytesToBytesCodec for NumcodecsCodec {
             _ => self.decode(bytes)?,
         };
         if out.len() > limit {
-            return Err(bounded::too_large(&self.name, limit));
+            return Err(crate::zarr::codec::bounded::too_large(&self.name, limit));
         }
         Ok(out)
     }

@@ -8,7 +8,6 @@
 //! narrower type, which gives NumPy's correctly rounded results for `+`, `-`, `*`
 //! and `/`.
 
-use crate::zarr::codec::bytes::Endian;
 use crate::zarr::data_type::DataType;
 use crate::zarr::error::CodecError;
 
@@ -22,32 +21,42 @@ pub(crate) enum Values {
 }
 
 /// Parses a NumPy data type as numcodecs configurations hold it: an array-interface
-/// type string (`<i4`, `|u1`, `>f8`, `|b1`) or a NumPy name (`int16`, `float64`,
-/// `bool`, as zarr-python 3 writes for `dtype` it fills in). Returns the data type
-/// and the byte order the string names (`None` for single bytes and names).
+/// type string (`<i4`, `|u1`, `>f8`, `|b1`; the byte order is that of the array's
+/// `bytes` codec, as the elements here are native-endian) or a NumPy name (`int16`,
+/// `float64`, `bool`, as zarr-python 3 writes for a `dtype` it fills in).
 ///
 /// Only booleans, integers and floats: numcodecs' numeric filters apply to them.
-pub(crate) fn parse_numpy_dtype(s: &str) -> Option<(DataType, Option<Endian>)> {
-    let by_name = match s {
-        "bool" => Some(DataType::Bool),
-        "int8" => Some(DataType::Int8),
-        "int16" => Some(DataType::Int16),
-        "int32" => Some(DataType::Int32),
-        "int64" => Some(DataType::Int64),
-        "uint8" => Some(DataType::UInt8),
-        "uint16" => Some(DataType::UInt16),
-        "uint32" => Some(DataType::UInt32),
-        "uint64" => Some(DataType::UInt64),
-        "float16" => Some(DataType::Float16),
-        "float32" => Some(DataType::Float32),
-        "float64" => Some(DataType::Float64),
-        _ => None,
+pub(crate) fn parse_numpy_dtype(s: &str) -> Option<DataType> {
+    let code = match s {
+        "bool" => "b1",
+        "int8" => "i1",
+        "int16" => "i2",
+        "int32" => "i4",
+        "int64" => "i8",
+        "uint8" => "u1",
+        "uint16" => "u2",
+        "uint32" => "u4",
+        "uint64" => "u8",
+        "float16" => "f2",
+        "float32" => "f4",
+        "float64" => "f8",
+        _ => s.strip_prefix(['<', '>', '|', '='])?,
     };
-    if let Some(dt) = by_name {
-        return Some((dt, None));
-    }
-    let (dt, endian) = crate::zarr::metadata::v2::parse_v2_dtype(s).ok()?;
-    is_numeric(&dt).then_some((dt, endian))
+    Some(match code {
+        "b1" => DataType::Bool,
+        "i1" => DataType::Int8,
+        "i2" => DataType::Int16,
+        "i4" => DataType::Int32,
+        "i8" => DataType::Int64,
+        "u1" => DataType::UInt8,
+        "u2" => DataType::UInt16,
+        "u4" => DataType::UInt32,
+        "u8" => DataType::UInt64,
+        "f2" => DataType::Float16,
+        "f4" => DataType::Float32,
+        "f8" => DataType::Float64,
+        _ => return None,
+    })
 }
 
 /// Whether `dt` is a boolean, integer or float type.
@@ -236,15 +245,11 @@ mod tests {
 
     #[test]
     fn dtypes_casts_and_bytes() {
-        assert_eq!(
-            parse_numpy_dtype("<i4"),
-            Some((DataType::Int32, Some(Endian::Little)))
-        );
-        assert_eq!(
-            parse_numpy_dtype("float64"),
-            Some((DataType::Float64, None))
-        );
-        assert_eq!(parse_numpy_dtype("|b1"), Some((DataType::Bool, None)));
+        assert_eq!(parse_numpy_dtype("<i4"), Some(DataType::Int32));
+        assert_eq!(parse_numpy_dtype(">u2"), Some(DataType::UInt16));
+        assert_eq!(parse_numpy_dtype("float64"), Some(DataType::Float64));
+        assert_eq!(parse_numpy_dtype("|b1"), Some(DataType::Bool));
+        assert_eq!(parse_numpy_dtype("i4"), None);
         assert_eq!(parse_numpy_dtype("<U3"), None);
         assert_eq!(parse_numpy_dtype("<c8"), None);
         assert_eq!(wrap_int(300, &DataType::UInt8), 44);
