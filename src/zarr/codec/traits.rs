@@ -270,8 +270,9 @@ pub trait BytesToBytesCodec: Send + Sync + Debug {
     /// the array can hold, [`CodecChain`] works it out): a decompressor stops as soon
     /// as its output passes `limit` instead of growing it (a decompression bomb).
     /// The default decodes with [`BytesToBytesCodec::decode`] and checks the length
-    /// afterwards; the numcodecs decompressors (`bz2`, `lzma`, `lz4`) and `gzip`
-    /// and `numcodecs.zlib` never hold more than `limit` bytes.
+    /// afterwards; the decompressors (`gzip`, `zstd`, `blosc` and their numcodecs
+    /// forms, `numcodecs.zlib`, `bz2`, `lzma`, `lz4`) never hold more than `limit`
+    /// bytes.
     ///
     /// # Errors
     /// As [`BytesToBytesCodec::decode`]; [`CodecError::InvalidData`] when the

@@ -372,7 +372,17 @@ impl BytesToBytesCodec for NumcodecsCodec {
                 return crate::zarr::codec::gzip::gzip_decompress_bounded(&self.name, &bytes, limit)
                     .map(Into::into)
             }
-            _ => self.decode(bytes)?,
+            Kind::Zstd { .. } => {
+                return crate::zarr::codec::zstd::zstd_decompress_bounded(&self.name, &bytes, limit)
+                    .map(Into::into)
+            }
+            Kind::Blosc(_) => {
+                return crate::zarr::codec::blosc::blosc_decompress_bounded(
+                    &self.name, &bytes, limit,
+                )
+                .map(Into::into)
+            }
+            Kind::Shuffle { .. } => self.decode(bytes)?,
         };
         if out.len() > limit {
             return Err(crate::zarr::codec::bounded::too_large(&self.name, limit));
@@ -622,6 +632,12 @@ mod tests {
             json!({"name": "numcodecs.lz4", "configuration": {}}),
             json!({"name": "numcodecs.zlib", "configuration": {"level": 9}}),
             json!({"name": "gzip", "configuration": {"level": 9}}),
+            json!({"name": "zstd", "configuration": {"level": 3, "checksum": false}}),
+            json!({"name": "numcodecs.zstd", "configuration": {"level": 3}}),
+            json!({"name": "blosc", "configuration": {"cname": "lz4", "clevel": 5,
+                   "shuffle": "noshuffle", "typesize": 1, "blocksize": 0}}),
+            json!({"name": "numcodecs.blosc", "configuration": {"cname": "zstd", "clevel": 5,
+                   "shuffle": 0, "blocksize": 0}}),
         ] {
             let (big, big_r) = chain(json!([bytes_le, comp]), DataType::UInt8, vec![10_000_000]);
             let bomb = big
