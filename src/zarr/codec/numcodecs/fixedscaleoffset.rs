@@ -81,7 +81,9 @@ impl ArrayToArrayCodec for FixedScaleOffsetCodec {
             Values::Int(v) => match (json_int(&self.offset), json_int(&self.scale)) {
                 (Some(o), Some(s)) => Values::Int(
                     v.into_iter()
-                        .map(|x| numeric::wrap_int(numeric::wrap_int(x - o, dt) * s, dt))
+                        .map(|x| {
+                            numeric::wrap_int(numeric::wrap_int(x - o, dt).wrapping_mul(s), dt)
+                        })
                         .collect(),
                 ),
                 _ => {
