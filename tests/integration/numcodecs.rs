@@ -148,6 +148,45 @@ async fn zarr2_numcodecs_arrays_read_imported_and_read_by_icechunk() {
     );
     assert!(out.contains("ok 17"), "{out}");
 
+    // The command line: `floe ls` on the plain store, `floe import zarr` into a new
+    // repository, `floe cat` of an imported array (the values floe read above).
+    let floe = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_floe"))
+            .args(args)
+            .env_remove("FLOE_LOG")
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "floe {}: {err}", args.join(" "));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let plain = dir.path().join("store.zarr");
+    let plain = plain.to_str().unwrap();
+    let listing = floe(&["ls", plain]);
+    assert!(listing.contains("numcodecs.lzma"), "{listing}");
+    let cli_repo = dir.path().join("cli-repo");
+    let cli_repo = cli_repo.to_str().unwrap();
+    floe(&["init", cli_repo]);
+    let out = floe(&["import", "zarr", plain, cli_repo, "-m", "numcodecs arrays"]);
+    assert!(out.contains("17 array(s)"), "{out}");
+    for name in ["fixedscaleoffset", "packbits", "lz4"] {
+        let cat: Value = serde_json::from_str(&floe(&[
+            "cat",
+            cli_repo,
+            &format!("/{name}"),
+            "--format",
+            "json",
+        ]))
+        .unwrap();
+        let a = Array::open(src.clone(), name).await.unwrap();
+        let direct = a
+            .read_region_json(&ArraySubset::full(&[13, 11]))
+            .await
+            .unwrap();
+        assert_eq!(cat, direct, "{name}");
+    }
+
     // A flipped byte in a chunk of each checksum codec: a typed error naming the key.
     for name in ["adler32", "fletcher32", "crc32"] {
         let chunk = dir.path().join(format!("store.zarr/{name}/0.0"));
