@@ -240,6 +240,17 @@ def _numcodecs_cases():
         "packbits": ("bool", dict(filters=[znc.PackBits()], compressors=None)),
         "astype": ("f8", dict(filters=[znc.AsType(encode_dtype="<f4", decode_dtype="<f8")],
                               compressors=None)),
+        "delta-f4": ("f4", dict(filters=[znc.Delta(dtype="<f4")], compressors=None)),
+        "fixedscaleoffset-f4": ("f4", dict(filters=[znc.FixedScaleOffset(
+            offset=1.5, scale=3.3, dtype="<f4", astype="<i2")], compressors=None)),
+        "fixedscaleoffset-int": ("i4", dict(filters=[znc.FixedScaleOffset(
+            offset=7, scale=3, dtype="<i4", astype="<i4")], compressors=None)),
+        "quantize-f8": ("f8", dict(filters=[znc.Quantize(digits=3, dtype="<f8")],
+                                   compressors=None)),
+        "bitround-f2": ("f2", dict(filters=[znc.BitRound(keepbits=4)], compressors=None)),
+        "astype-narrow": ("i8", dict(filters=[znc.AsType(encode_dtype="<i2",
+                                                         decode_dtype="<i8")],
+                                     compressors=None)),
         "adler32": ("i2", dict(compressors=[znc.LZ4(), znc.Adler32()])),
         "fletcher32": ("u4", dict(compressors=[znc.Fletcher32()])),
         "crc32": ("i4", dict(compressors=[znc.CRC32()])),
