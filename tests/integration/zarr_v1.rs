@@ -2,7 +2,8 @@
 //! and `attrs` keys, chunks at `i.j`.
 //!
 //! No maintained v1 writer runs on current Python, so these tests write the fixtures
-//! per the spec themselves: every data type v1 allows that v3 holds, both orders,
+//! per the spec themselves: every data type v1 allows that v3 holds (booleans,
+//! integers, floats, complex, `S`, `U` and `V` strings), both orders,
 //! the four compressors (blosc with its `cname`/`clevel`/`shuffle` options, zlib,
 //! bz2, none), NaN and infinite fill values (bare `NaN` / `-Infinity`, as Python's
 //! `json` wrote them), missing chunks and partial edge chunks. floe must read what
@@ -176,6 +177,7 @@ fn cases() -> Vec<Case> {
         ),
         case("s4_none", "|S4", "none", Value::Null, 'C', "null", None),
         case("u3_zlib_f", "<U3", "zlib", json!(1), 'F', "null", None),
+        case("v3_bz2", "|V3", "bz2", json!(4), 'C', "null", None),
     ]
 }
 
@@ -218,6 +220,7 @@ fn element_le(dtype: &str, x: u64) -> Vec<u8> {
                 })
                 .collect()
         }
+        "V3" => x.to_le_bytes()[..3].to_vec(),
         "U3" => {
             let s = ['é', 'z', '€', 'q', '1'];
             (0..3)
