@@ -124,20 +124,32 @@ pub async fn read_node_metadata(
 }
 
 /// A Zarr v1 array at `path` (normalised): its `meta` and `attrs` keys translated.
+/// A `meta` key that is not a JSON object with a `zarr_format` member is some other
+/// file, not Zarr v1 metadata: no node.
 ///
 /// # Errors
-/// [`ZarrError::NodeNotFound`] without a `meta` key; metadata errors naming the
-/// path and key; store errors.
+/// [`ZarrError::NodeNotFound`] without v1 metadata; metadata errors naming the path
+/// and key (a `zarr_format` other than 1 among them); store errors.
 async fn read_v1_metadata(store: &dyn Store, path: &str) -> ZarrResult<(NodeMetadata, ZarrFormat)> {
-    use crate::zarr::metadata::v1::{translate_v1_array_bytes, V1_ATTRIBUTES_KEY, V1_METADATA_KEY};
+    use crate::zarr::metadata::v1::{
+        parse_v1_json, translate_v1_array, V1_ATTRIBUTES_KEY, V1_METADATA_KEY,
+    };
+    let not_found = || ZarrError::NodeNotFound {
+        path: path.to_string(),
+    };
     let prefix = node_prefix(path);
     let Some(meta) = store.get(&format!("{prefix}{V1_METADATA_KEY}")).await? else {
-        return Err(ZarrError::NodeNotFound {
-            path: path.to_string(),
-        });
+        return Err(not_found());
     };
-    let attrs = store.get(&format!("{prefix}{V1_ATTRIBUTES_KEY}")).await?;
-    let array = translate_v1_array_bytes(&meta, attrs.as_deref()).map_err(|e| e.at_path(path))?;
+    let meta = match parse_v1_json(V1_METADATA_KEY, &meta) {
+        Ok(m) if m.get("zarr_format").is_some() => m,
+        _ => return Err(not_found()),
+    };
+    let attrs = match store.get(&format!("{prefix}{V1_ATTRIBUTES_KEY}")).await? {
+        Some(b) => Some(parse_v1_json(V1_ATTRIBUTES_KEY, &b).map_err(|e| e.at_path(path))?),
+        None => None,
+    };
+    let array = translate_v1_array(&meta, attrs.as_ref()).map_err(|e| e.at_path(path))?;
     Ok((NodeMetadata::Array(array), ZarrFormat::V1))
 }
 

@@ -674,12 +674,25 @@ async fn v1_bad_stores_fail_with_typed_errors() {
         matches!(&err, ZarrError::Chunk { key, source: CodecError::InvalidData { .. }, .. } if key == "0.0"),
         "{err}"
     );
-    // Not JSON, and a `meta` key that is not v1 metadata at all.
-    let err = open(bad_store(&dir.path().join("junk"), "{not json", None))
-        .await
-        .unwrap_err();
+    // A `meta` key that is not v1 metadata at all (not JSON, or JSON without
+    // `zarr_format`) is some other file: no node there, and a walk of a hierarchy
+    // holding such a file is not disturbed.
+    for (name, text) in [("junk", "{not json"), ("other", r#"{"title": "notes"}"#)] {
+        let err = open(bad_store(&dir.path().join(name), text, None))
+            .await
+            .unwrap_err();
+        assert!(matches!(&err, ZarrError::NodeNotFound { .. }), "{err}");
+    }
+    // Metadata of a v1 array that is malformed: a typed error naming `meta`.
+    let err = open(bad_store(
+        &dir.path().join("noshape"),
+        r#"{"zarr_format": 1, "chunks": [2]}"#,
+        None,
+    ))
+    .await
+    .unwrap_err();
     assert!(
-        matches!(&err, ZarrError::InvalidMetadata { reason, .. } if reason.contains("`meta`")),
+        matches!(&err, ZarrError::InvalidMetadata { reason, .. } if reason.contains("`meta`") && reason.contains("`shape`")),
         "{err}"
     );
 }
