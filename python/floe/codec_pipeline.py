@@ -21,8 +21,11 @@ read never writes into the caller's buffer afterwards.
 
 What goes to Rust: zarr v3 arrays (floe stores hold no v2 nodes) in a floe store with
 a regular chunk grid, codecs floe implements (``bytes``, ``transpose``, ``gzip``,
-``zstd``, ``blosc``, ``crc32c``, ``sharding_indexed``, the numcodecs codecs floe
-reads), fixed-size numeric or boolean data types in native byte order, and a *basic*
+``zstd``, ``blosc``, ``crc32c``, ``sharding_indexed``, and the numcodecs codecs
+``numcodecs.zlib``, ``gzip``, ``zstd``, ``blosc``, ``shuffle``, ``bz2``, ``lzma``,
+``lz4``, ``crc32``, ``crc32c``, ``adler32``, ``fletcher32``, ``delta``,
+``fixedscaleoffset``, ``quantize``, ``bitround``, ``packbits``, ``astype``),
+fixed-size numeric or boolean data types in native byte order, and a *basic*
 selection (integers and slices of step 1) forming one box of the array. Everything
 else (other stores, a codec or data type floe does not implement, strings,
 fancy/stepped selections, F-order or non-native outputs) goes to zarr-python's own

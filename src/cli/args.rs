@@ -153,7 +153,7 @@ pub(crate) enum Command {
     ///
     /// List the node tree with shape, data type, chunks, codecs and attributes.
     Ls {
-        /// Repository path or URL, or a plain Zarr v3/v2 filesystem store.
+        /// Repository path or URL, or a plain Zarr v3/v2/v1 filesystem store.
         repo: String,
         /// Node path to list below (default: the root).
         path: Option<String>,
@@ -166,7 +166,7 @@ pub(crate) enum Command {
     },
     /// Print an array's values.
     Cat {
-        /// Repository path or URL, or a plain Zarr v3/v2 filesystem store.
+        /// Repository path or URL, or a plain Zarr v3/v2/v1 filesystem store.
         repo: String,
         /// Array path.
         array: String,
@@ -525,7 +525,7 @@ pub(crate) enum TagCommand {
 /// `floe import ...`
 #[derive(Debug, Subcommand)]
 pub(crate) enum ImportCommand {
-    /// Copy a plain Zarr v3 or v2 filesystem store into the repository as one commit.
+    /// Copy a plain Zarr v3, v2 or v1 filesystem store into the repository as one commit.
     Zarr {
         /// Source store directory.
         src: PathBuf,

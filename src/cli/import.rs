@@ -1,4 +1,4 @@
-//! `floe import zarr` (copy a plain Zarr v3/v2 filesystem store into a repository)
+//! `floe import zarr` (copy a plain Zarr v3/v2/v1 filesystem store into a repository)
 //! and `floe import kerchunk` (virtual import of a kerchunk reference set), each as
 //! one commit on a branch, rebased and retried when the branch moved meanwhile. The
 //! work is done by [`floe::ops`]; this module opens what the arguments name, draws

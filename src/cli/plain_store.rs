@@ -1,4 +1,4 @@
-//! Plain Zarr v3/v2 filesystem stores (directories, not repositories): detecting,
+//! Plain Zarr v3/v2/v1 filesystem stores (directories, not repositories): detecting,
 //! opening read-only and listing them.
 
 use std::path::Path;
@@ -10,10 +10,10 @@ use super::{CliError, CliResult};
 use floe::zarr::{walk, FilesystemStore, NodeMetadata, Store, ZarrError};
 
 /// The metadata files that mark the root of a Zarr store.
-const ROOT_MARKERS: [&str; 3] = ["zarr.json", ".zgroup", ".zarray"];
+const ROOT_MARKERS: [&str; 4] = ["zarr.json", ".zgroup", ".zarray", "meta"];
 
-/// Whether `dir` is the root of a Zarr v3 or v2 store (holds `zarr.json`, `.zgroup`
-/// or `.zarray`).
+/// Whether `dir` is the root of a Zarr v3, v2 or v1 store (holds `zarr.json`,
+/// `.zgroup`, `.zarray` or, for v1, `meta`).
 pub(super) fn is_zarr_dir(dir: &Path) -> bool {
     ROOT_MARKERS.iter().any(|f| dir.join(f).is_file())
 }
@@ -31,7 +31,7 @@ pub(super) fn open(dir: &Path) -> CliResult<Arc<dyn Store>> {
     }
     if !is_zarr_dir(dir) {
         return Err(CliError::Usage(format!(
-            "`{}` is not a Zarr store: it has no zarr.json, .zgroup or .zarray at its root",
+            "`{}` is not a Zarr store: it has no zarr.json, .zgroup, .zarray or (Zarr v1) meta at its root",
             dir.display()
         )));
     }
@@ -40,7 +40,7 @@ pub(super) fn open(dir: &Path) -> CliResult<Arc<dyn Store>> {
 }
 
 /// One node of a listing: absolute path (`/a/b`), whether it is a group, and its
-/// metadata as a v3 `zarr.json` object (v2 metadata translated).
+/// metadata as a v3 `zarr.json` object (v2 and v1 metadata translated).
 pub(super) struct ListedNode {
     /// Absolute path, `/` for the root.
     pub(crate) path: String,

@@ -1,8 +1,9 @@
-//! Copying a Zarr v3/v2 store into a session.
+//! Copying a Zarr v3/v2/v1 store into a session.
 //!
 //! Icechunk maps only default chunk keys (`c/0/1`, spec 1 "chunk references") to
 //! chunks, so imported arrays get the `default` chunk key encoding with separator `/`;
-//! v2 arrays are translated to v3 metadata. Encoded chunks are copied as they are:
+//! v2 and v1 arrays are translated to v3 metadata (a v1 store, one array found by
+//! its `meta` key, imports as that array). Encoded chunks are copied as they are:
 //! chunks are stored by grid index, and the (translated) codec chain decodes the
 //! source's bytes unchanged.
 
@@ -71,8 +72,8 @@ fn ensure_parents(session: &Session, dest: &NodePath) -> OpsResult<()> {
     Ok(())
 }
 
-/// Copies every group, array and chunk of the Zarr hierarchy in `source` (a v3 or v2
-/// store: a filesystem directory, a memory store, another session's store) into
+/// Copies every group, array and chunk of the Zarr hierarchy in `source` (a v3, v2
+/// or v1 store: a filesystem directory, a memory store, another session's store) into
 /// `session` under `dest`, creating missing parent groups. Nothing is committed.
 ///
 /// Consolidated metadata of the source is dropped (it would be stale). The

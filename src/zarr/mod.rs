@@ -44,6 +44,7 @@ pub use element::Element;
 pub use error::{CodecError, ZarrError, ZarrResult};
 pub use group::Group;
 pub use group::{open_node, Node};
+pub use metadata::v1::{translate_v1_array, translate_v1_array_bytes};
 pub use metadata::v2::{translate_v2_array, translate_v2_array_bytes, translate_v2_group};
 pub use metadata::{ArrayMetadata, ChunkKeyEncodingKind, GroupMetadata, NodeMetadata};
 pub use node::{delete_node, list_children, read_node_metadata, walk, ZarrFormat};

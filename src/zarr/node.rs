@@ -1,5 +1,5 @@
 //! Hierarchy nodes: paths, metadata lookup (v3 `zarr.json`, or v2 `.zarray` /
-//! `.zgroup` translated to v3), children, hierarchy walks, implicit parent groups and
+//! `.zgroup`, or v1 `meta` translated to v3), children, hierarchy walks, implicit parent groups and
 //! node deletion. Below arrays and groups: opening a node as either is
 //! [`open_node`](crate::zarr::group::open_node).
 //!
@@ -68,6 +68,8 @@ pub fn metadata_key(path: &str) -> String {
 /// The Zarr format a node was read from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ZarrFormat {
+    /// Zarr v1 (one array: `meta` and `attrs`), translated to v3 metadata in memory.
+    V1,
     /// Zarr v2 (`.zarray` / `.zgroup`), translated to v3 metadata in memory.
     V2,
     /// Zarr v3 (`zarr.json`).
@@ -82,7 +84,8 @@ fn parse_json(key: &str, path: &str, bytes: &[u8]) -> ZarrResult<Value> {
 }
 
 /// Reads the metadata of the node at `path` (normalised): v3 `zarr.json`, else v2
-/// `.zarray` / `.zgroup` (+ `.zattrs`) translated to v3.
+/// `.zarray` / `.zgroup` (+ `.zattrs`) translated to v3, else a v1 array's `meta`
+/// (+ `attrs`) translated to v3.
 ///
 /// # Errors
 /// [`ZarrError::NodeNotFound`] when there is no metadata; metadata errors naming the
@@ -102,7 +105,7 @@ pub async fn read_node_metadata(
     let zgroup_key = format!("{prefix}.zgroup");
     let (zarray, zgroup) = futures::try_join!(store.get(&zarray_key), store.get(&zgroup_key))?;
     if zarray.is_none() && zgroup.is_none() {
-        return Err(ZarrError::NodeNotFound { path });
+        return read_v1_metadata(store, &path).await;
     }
     let zattrs_key = format!("{prefix}.zattrs");
     let zattrs = match store.get(&zattrs_key).await? {
@@ -120,14 +123,44 @@ pub async fn read_node_metadata(
     Ok((meta, ZarrFormat::V2))
 }
 
-/// Whether any node (v3 or v2) exists at `path`.
+/// A Zarr v1 array at `path` (normalised): its `meta` and `attrs` keys translated.
+/// A `meta` key that is not a JSON object with a `zarr_format` member is some other
+/// file, not Zarr v1 metadata: no node.
+///
+/// # Errors
+/// [`ZarrError::NodeNotFound`] without v1 metadata; metadata errors naming the path
+/// and key (a `zarr_format` other than 1 among them); store errors.
+async fn read_v1_metadata(store: &dyn Store, path: &str) -> ZarrResult<(NodeMetadata, ZarrFormat)> {
+    use crate::zarr::metadata::v1::{
+        parse_v1_json, translate_v1_array, V1_ATTRIBUTES_KEY, V1_METADATA_KEY,
+    };
+    let not_found = || ZarrError::NodeNotFound {
+        path: path.to_string(),
+    };
+    let prefix = node_prefix(path);
+    let Some(meta) = store.get(&format!("{prefix}{V1_METADATA_KEY}")).await? else {
+        return Err(not_found());
+    };
+    let meta = match parse_v1_json(V1_METADATA_KEY, &meta) {
+        Ok(m) if m.get("zarr_format").is_some() => m,
+        _ => return Err(not_found()),
+    };
+    let attrs = match store.get(&format!("{prefix}{V1_ATTRIBUTES_KEY}")).await? {
+        Some(b) => Some(parse_v1_json(V1_ATTRIBUTES_KEY, &b).map_err(|e| e.at_path(path))?),
+        None => None,
+    };
+    let array = translate_v1_array(&meta, attrs.as_ref()).map_err(|e| e.at_path(path))?;
+    Ok((NodeMetadata::Array(array), ZarrFormat::V1))
+}
+
+/// Whether any node (v3, v2 or v1) exists at `path`.
 ///
 /// # Errors
 /// Store errors.
 pub async fn node_exists(store: &dyn Store, path: &str) -> ZarrResult<bool> {
     let path = normalize_path(path)?;
     let prefix = node_prefix(&path);
-    for name in ["zarr.json", ".zarray", ".zgroup"] {
+    for name in ["zarr.json", ".zarray", ".zgroup", "meta"] {
         if store.get(&format!("{prefix}{name}")).await?.is_some() {
             return Ok(true);
         }

@@ -36,6 +36,12 @@ pub fn python312() -> Option<PathBuf> {
     python_from("FLOE_PYTHON312", "py312")
 }
 
+/// The Python 3.11 interpreter with zarr-python 2.18 and numcodecs 0.15 (env
+/// `FLOE_PYZARR2`): the independent reader and writer of Zarr v1/v2 stores.
+pub fn pyzarr2() -> Option<PathBuf> {
+    python_from("FLOE_PYZARR2", "pyzarr2")
+}
+
 fn python_from(var: &str, venv: &str) -> Option<PathBuf> {
     if let Ok(p) = std::env::var(var) {
         let p = PathBuf::from(p);

@@ -5,10 +5,10 @@ use super::*;
 
 impl Array {
     pub(super) async fn store_metadata(&self) -> ZarrResult<()> {
-        if self.format == ZarrFormat::V2 {
+        if self.format != ZarrFormat::V3 {
             return Err(ZarrError::InvalidMetadata {
                 path: self.path.clone(),
-                reason: "metadata of Zarr v2 arrays cannot be modified".into(),
+                reason: "metadata of Zarr v2 and v1 arrays cannot be modified".into(),
             });
         }
         self.check_writable()?;
@@ -55,10 +55,10 @@ impl Array {
     /// [`ZarrError::ReadOnly`]; chunk and store errors.
     pub async fn resize(&mut self, new_shape: Vec<u64>) -> ZarrResult<()> {
         self.check_writable()?;
-        if self.format == ZarrFormat::V2 {
+        if self.format != ZarrFormat::V3 {
             return Err(ZarrError::InvalidMetadata {
                 path: self.path.clone(),
-                reason: "metadata of Zarr v2 arrays cannot be modified".into(),
+                reason: "metadata of Zarr v2 and v1 arrays cannot be modified".into(),
             });
         }
         if new_shape.len() != self.ndim() {

@@ -252,6 +252,19 @@ const MAX_BUFFER_SIZE: usize = blosc_src::BLOSC_MAX_BUFFERSIZE as usize;
 /// `blosc_cbuffer_validate` bounds by c-blosc's buffer limit (2 GiB) and checks
 /// against the compressed length.
 pub(crate) fn blosc_decompress(name: &str, data: &[u8]) -> Result<Vec<u8>, CodecError> {
+    blosc_decompress_bounded(name, data, usize::MAX)
+}
+
+/// Decompresses a blosc buffer whose header states at most `limit` bytes (checked
+/// before anything is allocated).
+///
+/// # Errors
+/// [`CodecError::InvalidData`] for invalid buffers or a stated size above `limit`.
+pub(crate) fn blosc_decompress_bounded(
+    name: &str,
+    data: &[u8],
+    limit: usize,
+) -> Result<Vec<u8>, CodecError> {
     let mut size = 0usize;
     // SAFETY: `data` is readable for `data.len()` bytes; validation reads only
     // within it.
@@ -262,6 +275,9 @@ pub(crate) fn blosc_decompress(name: &str, data: &[u8]) -> Result<Vec<u8>, Codec
     }
     if size == 0 {
         return Ok(Vec::new());
+    }
+    if size > limit {
+        return Err(crate::zarr::codec::bounded::too_large(name, limit));
     }
     let mut out = vec![0u8; size];
     // SAFETY: `blosc_cbuffer_validate` checked that the header is consistent with
@@ -294,6 +310,14 @@ impl BytesToBytesCodec for BloscCodec {
 
     fn decode(&self, bytes: ::bytes::Bytes) -> Result<::bytes::Bytes, CodecError> {
         blosc_decompress("blosc", &bytes).map(Into::into)
+    }
+
+    fn decode_bounded(
+        &self,
+        bytes: ::bytes::Bytes,
+        limit: usize,
+    ) -> Result<::bytes::Bytes, CodecError> {
+        blosc_decompress_bounded("blosc", &bytes, limit).map(Into::into)
     }
 }
 

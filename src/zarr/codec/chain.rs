@@ -286,17 +286,18 @@ impl CodecChain {
         repr: &ChunkRepr,
         dest: &mut [u8],
     ) -> Result<(), CodecError> {
+        let limits = self.decode_limits(repr);
         if !self.compresses_native(repr) && self.decodes_into(repr) {
             let mut bytes = bytes;
-            for c in self.bytes_to_bytes.iter().rev() {
-                bytes = c.decode(bytes)?;
+            for (c, limit) in self.bytes_to_bytes.iter().zip(limits).rev() {
+                bytes = c.decode_bounded(bytes, limit)?;
             }
             return self.array_to_bytes.decode_into(bytes, repr, dest);
         }
         let (first, rest) = self.borrowed_codecs(repr, dest.len())?;
         let mut bytes = bytes;
-        for c in rest.iter().rev() {
-            bytes = c.decode(bytes)?;
+        for (c, limit) in rest.iter().zip(limits.into_iter().skip(1)).rev() {
+            bytes = c.decode_bounded(bytes, limit)?;
         }
         first.decode_into(bytes, dest)
     }
@@ -311,10 +312,6 @@ impl CodecChain {
         bytes: ::bytes::Bytes,
         repr: &ChunkRepr,
     ) -> Result<ArrayBytes, CodecError> {
-        let mut bytes = bytes;
-        for c in self.bytes_to_bytes.iter().rev() {
-            bytes = c.decode(bytes)?;
-        }
         let mut reprs = Vec::with_capacity(self.array_to_array.len() + 1);
         let mut r = repr.clone();
         for c in &self.array_to_array {
@@ -322,11 +319,39 @@ impl CodecChain {
             reprs.push(r);
             r = next;
         }
+        let mut bytes = bytes;
+        let limits = self.decode_limits(&r);
+        for (c, limit) in self.bytes_to_bytes.iter().zip(limits).rev() {
+            bytes = c.decode_bounded(bytes, limit)?;
+        }
         let mut data = self.array_to_bytes.decode(bytes, &r)?;
         for (c, r) in self.array_to_array.iter().zip(reprs).rev() {
             data = c.decode(data, &r)?;
         }
         Ok(data)
+    }
+
+    /// The most bytes each `bytes -> bytes` codec may decode to, in chain order, for
+    /// chunks whose `array -> bytes` codec sees representation `repr`: the exact
+    /// size when the encoded sizes before it are fixed (`bytes`, then `shuffle` or a
+    /// checksum), else that fixed size plus half plus 64 KiB (room for any
+    /// compressor's worst case expansion), else (variable-size encodings such as
+    /// `vlen-utf8` and `sharding_indexed`) no limit. This is what bounds the memory
+    /// a decompression bomb can take.
+    fn decode_limits(&self, repr: &ChunkRepr) -> Vec<usize> {
+        let base = self.array_to_bytes.encoded_size(repr);
+        let slack = base.map(|b| b.saturating_add(b / 2).saturating_add(64 << 10));
+        let mut size = base;
+        self.bytes_to_bytes
+            .iter()
+            .map(|c| {
+                let limit = size
+                    .or(slack)
+                    .map_or(usize::MAX, |s| usize::try_from(s).unwrap_or(usize::MAX));
+                size = size.and_then(|s| c.encoded_size(s));
+                limit
+            })
+            .collect()
     }
 
     /// The encoded size of a chunk of representation `repr` when fixed (used for shard

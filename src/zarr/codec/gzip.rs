@@ -64,6 +64,19 @@ pub(crate) fn gzip_decompress(name: &str, data: &[u8]) -> Result<Vec<u8>, CodecE
     Ok(out)
 }
 
+/// Decompresses one or more gzip members into at most `limit` bytes.
+///
+/// # Errors
+/// [`CodecError::InvalidData`] for corrupt input or more than `limit` bytes.
+pub(crate) fn gzip_decompress_bounded(
+    name: &str,
+    data: &[u8],
+    limit: usize,
+) -> Result<Vec<u8>, CodecError> {
+    let dec = flate2::read::MultiGzDecoder::new(data);
+    crate::zarr::codec::bounded::read_bounded(name, dec, limit, data.len() * 2)
+}
+
 impl BytesToBytesCodec for GzipCodec {
     fn to_json(&self) -> Value {
         json!({"name": self.name, "configuration": {"level": self.level}})
@@ -79,6 +92,14 @@ impl BytesToBytesCodec for GzipCodec {
 
     fn decode(&self, bytes: ::bytes::Bytes) -> Result<::bytes::Bytes, CodecError> {
         gzip_decompress(self.name, &bytes).map(Into::into)
+    }
+
+    fn decode_bounded(
+        &self,
+        bytes: ::bytes::Bytes,
+        limit: usize,
+    ) -> Result<::bytes::Bytes, CodecError> {
+        gzip_decompress_bounded(self.name, &bytes, limit).map(Into::into)
     }
 }
 

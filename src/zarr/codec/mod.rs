@@ -8,12 +8,17 @@
 //!
 //! Implemented codecs (one module each): `bytes`, `transpose`, `gzip`, `blosc`,
 //! `crc32c`, `zstd`, `sharding_indexed`, `vlen-utf8`, and the numcodecs codecs
-//! `numcodecs.zlib`, `numcodecs.gzip`, `numcodecs.zstd`, `numcodecs.blosc`,
-//! `numcodecs.shuffle`, `numcodecs.crc32c`.
+//! ([`numcodecs`]): `numcodecs.zlib`, `numcodecs.gzip`, `numcodecs.zstd`,
+//! `numcodecs.blosc`, `numcodecs.shuffle`, `numcodecs.bz2`, `numcodecs.lzma`,
+//! `numcodecs.lz4`, `numcodecs.crc32`, `numcodecs.crc32c`, `numcodecs.adler32`,
+//! `numcodecs.fletcher32`, `numcodecs.delta`, `numcodecs.fixedscaleoffset`,
+//! `numcodecs.quantize`, `numcodecs.bitround`, `numcodecs.packbits`,
+//! `numcodecs.astype`.
 
 // Calls c-blosc (`unsafe` FFI).
 #[allow(unsafe_code)]
 pub mod blosc;
+mod bounded;
 pub mod bytes;
 pub mod crc32c;
 pub mod gzip;

@@ -266,16 +266,45 @@ pub trait BytesToBytesCodec: Send + Sync + Debug {
     /// [`CodecError::InvalidData`] for corrupt input.
     fn decode(&self, bytes: ::bytes::Bytes) -> Result<::bytes::Bytes, CodecError>;
 
+    /// Decodes bytes that may decode to at most `limit` bytes (the most a chunk of
+    /// the array can hold, [`CodecChain`] works it out): a decompressor stops as soon
+    /// as its output passes `limit` instead of growing it (a decompression bomb).
+    /// The default decodes with [`BytesToBytesCodec::decode`] and checks the length
+    /// afterwards; the decompressors (`gzip`, `zstd`, `blosc` and their numcodecs
+    /// forms, `numcodecs.zlib`, `bz2`, `lzma`, `lz4`) never hold more than `limit`
+    /// bytes.
+    ///
+    /// # Errors
+    /// As [`BytesToBytesCodec::decode`]; [`CodecError::InvalidData`] when the
+    /// output would exceed `limit` bytes.
+    fn decode_bounded(
+        &self,
+        bytes: ::bytes::Bytes,
+        limit: usize,
+    ) -> Result<::bytes::Bytes, CodecError> {
+        let out = self.decode(bytes)?;
+        if out.len() > limit {
+            let name = self.to_json();
+            let name = name.get("name").and_then(Value::as_str).unwrap_or("codecs");
+            return Err(CodecError::invalid(
+                name,
+                format!("decodes to more than {limit} bytes, the most a chunk of this array holds"),
+            ));
+        }
+        Ok(out)
+    }
+
     /// Decodes `bytes` into `dest`, which must be exactly the decoded length (a
     /// chunk's place in the caller's output). The default decodes into a new
-    /// buffer and copies; codecs that can write in place (`zstd`, when the frame
-    /// states its size) decompress straight into `dest`.
+    /// buffer of at most `dest.len()` bytes ([`BytesToBytesCodec::decode_bounded`])
+    /// and copies; codecs that can write in place (`zstd`, when the frame states
+    /// its size) decompress straight into `dest`.
     ///
     /// # Errors
     /// As [`BytesToBytesCodec::decode`]; [`CodecError::InvalidData`] when the
     /// decoded length is not `dest.len()` (`dest` may then be partly written).
     fn decode_into(&self, bytes: ::bytes::Bytes, dest: &mut [u8]) -> Result<(), CodecError> {
-        copy_decoded("codecs", &self.decode(bytes)?, dest)
+        copy_decoded("codecs", &self.decode_bounded(bytes, dest.len())?, dest)
     }
 
     /// The encoded size for a decoded size, when it is fixed (e.g. `crc32c`: +4).

@@ -77,6 +77,31 @@ pub(crate) fn zstd_decompress(name: &str, data: &[u8]) -> Result<Vec<u8>, CodecE
     zstd::stream::decode_all(data).map_err(|e| CodecError::invalid(name, e.to_string()))
 }
 
+/// Decompresses zstd frames into at most `limit` bytes: a frame that states a larger
+/// size fails before anything is allocated, and frames without a size stream into a
+/// buffer that stops growing at `limit`.
+///
+/// # Errors
+/// [`CodecError::InvalidData`] for corrupt input or more than `limit` bytes.
+pub(crate) fn zstd_decompress_bounded(
+    name: &str,
+    data: &[u8],
+    limit: usize,
+) -> Result<Vec<u8>, CodecError> {
+    if let Ok(Some(n)) = zstd::zstd_safe::get_frame_content_size(data) {
+        if n > limit as u64 {
+            return Err(crate::zarr::codec::bounded::too_large(name, limit));
+        }
+        let bulk = crate::zstd_context::with_decompressor(|d| d.decompress(data, n as usize));
+        if let Ok(out) = bulk {
+            return Ok(out);
+        }
+    }
+    let dec = zstd::stream::read::Decoder::new(data)
+        .map_err(|e| CodecError::invalid(name, e.to_string()))?;
+    crate::zarr::codec::bounded::read_bounded(name, dec, limit, data.len() * 4)
+}
+
 impl BytesToBytesCodec for ZstdCodec {
     fn to_json(&self) -> Value {
         json!({"name": self.name, "configuration": {"level": self.level, "checksum": self.checksum}})
@@ -94,6 +119,14 @@ impl BytesToBytesCodec for ZstdCodec {
 
     fn decode(&self, bytes: ::bytes::Bytes) -> Result<::bytes::Bytes, CodecError> {
         zstd_decompress(self.name, &bytes).map(Into::into)
+    }
+
+    fn decode_bounded(
+        &self,
+        bytes: ::bytes::Bytes,
+        limit: usize,
+    ) -> Result<::bytes::Bytes, CodecError> {
+        zstd_decompress_bounded(self.name, &bytes, limit).map(Into::into)
     }
 
     fn decode_into(&self, bytes: ::bytes::Bytes, dest: &mut [u8]) -> Result<(), CodecError> {

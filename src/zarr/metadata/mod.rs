@@ -1,5 +1,6 @@
 //! Zarr v3 metadata documents (`zarr.json`) for arrays and groups (core spec,
-//! section "Metadata"), and translation of Zarr v2 metadata ([`v2`]).
+//! section "Metadata"), and translation of Zarr v2 ([`v2`]) and Zarr v1 ([`v1`])
+//! metadata.
 //!
 //! Parsing validates the whole document (data type, fill value, chunk grid, chunk
 //! key encoding, codecs) so an opened array can always be read. Unknown top-level
@@ -7,6 +8,7 @@
 //! `"must_understand": false` (core spec, "Extension definition"); accepted unknown
 //! members are kept and written back unchanged, as are all attributes.
 
+pub mod v1;
 pub mod v2;
 
 use serde_json::{Map, Value};

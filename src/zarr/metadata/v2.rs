@@ -164,6 +164,17 @@ const BYTES_FILTERS: &[&str] = &[
     "jenkins_lookup3",
 ];
 
+/// Filters that numcodecs applies to the chunk's elements (so they precede the
+/// `bytes` codec as `array -> array` codecs).
+const ARRAY_FILTERS: &[&str] = &[
+    "delta",
+    "fixedscaleoffset",
+    "quantize",
+    "bitround",
+    "packbits",
+    "astype",
+];
+
 /// Translates a v2 compressor into a v3 codec (same-format v3 codec when one exists).
 fn translate_compressor(c: &Value, dt: &DataType) -> ZarrResult<Value> {
     let (id, config) = codec_id(c)?;
@@ -189,6 +200,31 @@ fn translate_compressor(c: &Value, dt: &DataType) -> ZarrResult<Value> {
         }}),
         _ => json!({"name": format!("numcodecs.{id}"), "configuration": config}),
     })
+}
+
+/// The data type an `array -> array` numcodecs filter `codec` encodes chunks of
+/// `dt` (shape `chunks`) to.
+///
+/// # Errors
+/// [`ZarrError::InvalidCodec`] for malformed filters or filters that do not apply
+/// to `dt`; [`ZarrError::UnsupportedExtension`] for unknown ones.
+fn array_filter_output(codec: &Value, dt: &DataType, chunks: &[u64]) -> ZarrResult<DataType> {
+    let Some(crate::zarr::codec::Codec::ArrayToArray(c)) =
+        crate::zarr::codec::codec_from_json(codec, dt)?
+    else {
+        return Err(unsupported("codec", codec.to_string()));
+    };
+    let repr = crate::zarr::codec::ChunkRepr {
+        shape: chunks.to_vec(),
+        data_type: dt.clone(),
+        fill_value: dt.default_fill_value(),
+    };
+    c.encoded_repr(&repr)
+        .map(|r| r.data_type)
+        .map_err(|e| ZarrError::InvalidCodec {
+            codec: codec.to_string(),
+            reason: e.to_string(),
+        })
 }
 
 /// Translates a v2 `.zarray` document (and optional `.zattrs`) into v3 array
@@ -252,6 +288,7 @@ pub fn translate_v2_array(zarray: &Value, zattrs: Option<&Value>) -> ZarrResult<
     };
     let mut object_codec = None;
     let mut bytes_filters = Vec::new();
+    let mut encoded_type = data_type.clone();
     for f in &filters {
         let (id, config) = codec_id(f)?;
         if id == "vlen-utf8" {
@@ -259,6 +296,16 @@ pub fn translate_v2_array(zarray: &Value, zattrs: Option<&Value>) -> ZarrResult<
                 return Err(unsupported("codec", "vlen-utf8 after another filter"));
             }
             object_codec = Some(json!({"name": "vlen-utf8", "configuration": {}}));
+        } else if ARRAY_FILTERS.contains(&id.as_str()) {
+            if object_codec.is_some() || !bytes_filters.is_empty() {
+                return Err(unsupported(
+                    "codec",
+                    format!("numcodecs.{id} after a filter on bytes"),
+                ));
+            }
+            let codec = json!({"name": format!("numcodecs.{id}"), "configuration": config});
+            encoded_type = array_filter_output(&codec, &encoded_type, &chunks)?;
+            codecs.push(codec);
         } else if BYTES_FILTERS.contains(&id.as_str()) {
             bytes_filters.push(json!({"name": format!("numcodecs.{id}"), "configuration": config}));
         } else {
@@ -271,9 +318,12 @@ pub fn translate_v2_array(zarray: &Value, zattrs: Option<&Value>) -> ZarrResult<
             return Err(unsupported("data type", "|O without a vlen-utf8 filter"))
         }
         (_, Some(_)) => return Err(invalid("vlen-utf8 filter on a non-object dtype")),
-        (_, None) => codecs.push(match endian {
+        (_, None) => codecs.push(match endian.filter(|_| encoded_type.needs_endian()) {
             Some(Endian::Little) => json!({"name": "bytes", "configuration": {"endian": "little"}}),
             Some(Endian::Big) => json!({"name": "bytes", "configuration": {"endian": "big"}}),
+            None if encoded_type.needs_endian() => {
+                json!({"name": "bytes", "configuration": {"endian": "little"}})
+            }
             None => json!({"name": "bytes"}),
         }),
     }
@@ -498,15 +548,37 @@ mod tests {
             crate::zarr::ZarrError::InvalidFillValue { .. }
         );
         assert_err!(
-            translate_v2_array(&base("<i4", json!(0), json!({"id": "lzma"})), None),
+            translate_v2_array(&base("<i4", json!(0), json!({"id": "zfpy"})), None),
             crate::zarr::ZarrError::UnsupportedExtension { .. }
         );
         let mut f = base("<i4", json!(0), Value::Null);
-        f["filters"] = json!([{"id": "delta", "dtype": "<i4"}]);
+        f["filters"] = json!([{"id": "categorize", "labels": ["a"], "dtype": "<U1"}]);
         assert!(matches!(
             translate_v2_array(&f, None),
             Err(ZarrError::UnsupportedExtension { .. })
         ));
+        // Element filters precede `bytes`, which then serialises their output type.
+        f["filters"] = json!([{"id": "delta", "dtype": "<i4", "astype": "|u1"},
+                              {"id": "adler32"}]);
+        let m = translate_v2_array(&f, None).unwrap();
+        assert_eq!(
+            m.codecs,
+            vec![
+                json!({"name": "numcodecs.delta", "configuration": {"dtype": "<i4", "astype": "|u1"}}),
+                json!({"name": "bytes"}),
+                json!({"name": "numcodecs.adler32", "configuration": {}}),
+            ]
+        );
+        f["filters"] = json!([{"id": "adler32"}, {"id": "delta", "dtype": "<i4"}]);
+        assert_err!(
+            translate_v2_array(&f, None),
+            crate::zarr::ZarrError::UnsupportedExtension { .. }
+        );
+        f["filters"] = json!([{"id": "delta", "dtype": "<f8"}]);
+        assert_err!(
+            translate_v2_array(&f, None),
+            crate::zarr::ZarrError::InvalidCodec { .. }
+        );
         let mut bad = base("<i4", json!(0), Value::Null);
         bad["zarr_format"] = json!(3);
         assert_err!(
