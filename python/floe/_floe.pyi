@@ -1016,6 +1016,22 @@ class Repository:
         dry_run: bool = False,
         allow_recent_cutoff: bool = False,
     ) -> dict[str, Any]: ...
+    def retention_policy(self) -> str | None: ...
+    def set_retention_policy(self, policy: str | None) -> None: ...
+    def apply_retention(
+        self, policy: str | None = None, *, dry_run: bool = False
+    ) -> dict[str, list[str]]: ...
+    def squash(
+        self,
+        branch: str,
+        from_snapshot_id: str,
+        to_snapshot_id: str | None = None,
+        *,
+        dry_run: bool = False,
+    ) -> dict[str, Any]: ...
+    def maintain(
+        self, *, gc_older_than: datetime.datetime | None = None, dry_run: bool = False
+    ) -> dict[str, Any]: ...
 
     # Async twins (python/src/aio.rs): native coroutines on floe's tokio runtime.
     @staticmethod

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import json
 import warnings
 from collections.abc import AsyncIterator, Iterator
 from enum import IntEnum
@@ -1142,6 +1143,138 @@ class Repository:
         )
         return GCSummary(**{k: v for k, v in raw.items() if k in GCSummary._FIELDS})
 
+    # -- retention, squash, maintain (floe's own) -----------------------------------
+
+    def retention_policy(self) -> dict[str, Any] | None:
+        """Spec 2: the retention policy stored in the repository (repository
+        metadata ``floe:retention``, which Icechunk keeps and ignores), or ``None``.
+
+        ```python
+        repo.set_retention_policy({"default": {"keep_last": 30}})
+        assert repo.retention_policy() == {"default": {"keep_last": 30}}
+        ```
+
+        :returns: the policy in the form ``set_retention_policy`` takes, with
+            ``keep_within`` as ``keep_within_seconds`` (whole seconds).
+        :raises InvalidInputError: the stored value is not a policy; spec 1.
+        """
+        raw = self._native.retention_policy()
+        return None if raw is None else json.loads(raw)
+
+    def set_retention_policy(self, policy: dict[str, Any] | None) -> None:
+        """Spec 2: stores a retention policy in the repository; ``None`` removes it.
+        ``maintain`` and ``apply_retention()`` apply the stored policy.
+
+        A policy has a ``"default"`` rule for every branch and rules for named
+        branches under ``"branches"``; a rule keeps the last ``keep_last`` commits
+        (the tip counts) and every commit of the last ``keep_within`` (a
+        ``datetime.timedelta``, or ``keep_within_seconds``); a commit either keeps
+        stays. Tags, branch tips, fork points other branches keep and detached
+        snapshots are never released. A branch without a rule keeps its history.
+
+        ```python
+        import datetime
+
+        repo.set_retention_policy({
+            "default": {"keep_last": 100, "keep_within": datetime.timedelta(days=30)},
+            "branches": {"scratch": {"keep_last": 1}},
+        })
+        ```
+
+        :raises InvalidInputError: unknown fields, a rule with neither ``keep_last``
+            nor ``keep_within``, ``keep_last`` of 0; spec 1.
+        :raises ReadOnlyError: the repository's status is read-only.
+        """
+        self._native.set_retention_policy(None if policy is None else _policy_json(policy))
+
+    def apply_retention(
+        self, policy: dict[str, Any] | None = None, *, dry_run: bool = False
+    ) -> dict[str, set[str]]:
+        """Spec 2: thins every branch's history by a retention policy (``policy``, or
+        the stored one when ``None``; the form ``set_retention_policy`` takes). The
+        commits no rule keeps leave the histories; each kept commit whose parent
+        left follows its nearest kept ancestor. Nothing is deleted from storage
+        until ``garbage_collect``; refs are never deleted.
+
+        ```python
+        released = repo.apply_retention({"default": {"keep_last": 1}}, dry_run=True)
+        print(len(released["expired"]), "commits would leave the histories")
+        ```
+
+        :param dry_run: say what would be released; write nothing.
+        :returns: ``{"expired": {...}, "edited": {...}}``: ids of the snapshots that
+            left (would leave) the histories and of those re-parented.
+        :raises InvalidInputError: an invalid policy; spec 1 (upgrade first).
+        :raises ReadOnlyError: the repository's status is read-only.
+        """
+        raw = self._native.apply_retention(
+            None if policy is None else _policy_json(policy), dry_run=dry_run
+        )
+        return {k: set(v) for k, v in raw.items()}
+
+    def squash(
+        self,
+        branch: str,
+        from_snapshot_id: str,
+        to_snapshot_id: str | None = None,
+        *,
+        dry_run: bool = False,
+    ) -> dict[str, Any]:
+        """Squashes the commits of ``branch`` after ``from_snapshot_id`` up to
+        ``to_snapshot_id`` (the tip when ``None``) into that last commit, which
+        keeps its id, tree and message and becomes ``from_snapshot_id``'s child.
+        The branch does not move, so a concurrent writer never loses a commit;
+        ``garbage_collect`` later deletes what only the squashed commits reached.
+
+        ```python
+        base = repo.lookup_branch("main")
+        for value in (1.0, 2.0):
+            s = repo.writable_session("main")
+            zarr.open_array(s.store, path="temperature")[0] = value
+            s.commit(f"row 0 set to {value}")
+        done = repo.squash("main", base)
+        assert len(done["squashed"]) == 1  # the tip now follows base directly
+        ```
+
+        :param dry_run: say which commits would be squashed; write nothing.
+        :returns: ``{"branch", "from", "to", "squashed", "removed", "dry_run"}``;
+            ``squashed`` lists the commits that left the branch's history (oldest
+            first), ``removed`` those that also left the repository's list of
+            snapshots (spec 2).
+        :raises InvalidInputError: ``to_snapshot_id`` is not on the branch, or
+            ``from_snapshot_id`` is not below it; a malformed id.
+        :raises RefNotFoundError: no such branch.
+        """
+        return dict(self._native.squash(branch, from_snapshot_id, to_snapshot_id, dry_run=dry_run))
+
+    def maintain(
+        self, *, gc_older_than: datetime.datetime | None = None, dry_run: bool = False
+    ) -> dict[str, Any]:
+        """The scheduled job: the stored retention policy (spec 2, when one is
+        stored), then ``garbage_collect`` of what nothing reaches and was written
+        before ``gc_older_than`` (default: one hour ago, the safety window).
+
+        ```python
+        import datetime
+
+        week_ago = datetime.datetime.now(datetime.UTC) - datetime.timedelta(days=7)
+        summary = repo.maintain(gc_older_than=week_ago, dry_run=True)
+        print(summary["gc"].bytes_deleted)
+        ```
+
+        :returns: ``{"retention": {"expired": {...}, "edited": {...}} or None,
+            "gc": GCSummary}``.
+        :raises InvalidInputError: a stored value that is not a policy; a cut-off
+            within the last hour.
+        """
+        raw = self._native.maintain(gc_older_than=gc_older_than, dry_run=dry_run)
+        retention = raw["retention"]
+        gc = raw["gc"]
+        return {
+            "retention": None if retention is None else {k: set(v) for k, v in retention.items()},
+            "gc": GCSummary(**{k: v for k, v in gc.items() if k in GCSummary._FIELDS}),
+        }
+
     # -- display --------------------------------------------------------------------
 
     def _fields(self) -> list[tuple[str, object]]:
@@ -1590,3 +1723,28 @@ class _InvalidatedRepository:
 
     def __repr__(self) -> str:
         return "<invalidated Repository (upgraded by upgrade_icechunk_repository)>"
+
+
+def _policy_json(policy: dict[str, Any]) -> str:
+    """A retention policy as the JSON text the engine takes: ``keep_within`` given
+    as a ``datetime.timedelta`` becomes ``keep_within_seconds``."""
+    if not isinstance(policy, dict):
+        raise InvalidInputError(f"a retention policy is a dict, not {type(policy).__name__}")
+
+    def rule(r: Any) -> Any:
+        if not isinstance(r, dict):
+            return r
+        out = dict(r)
+        if "keep_within" in out:
+            within = out.pop("keep_within")
+            if not isinstance(within, datetime.timedelta):
+                raise InvalidInputError("keep_within is a datetime.timedelta")
+            out["keep_within_seconds"] = int(within.total_seconds())
+        return out
+
+    plain = dict(policy)
+    if "default" in plain:
+        plain["default"] = rule(plain["default"])
+    if isinstance(plain.get("branches"), dict):
+        plain["branches"] = {b: rule(r) for b, r in plain["branches"].items()}
+    return json.dumps(plain)

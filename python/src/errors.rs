@@ -376,6 +376,9 @@ pub(crate) fn classify(e: &floe::Error) -> Classified {
         ),
         E::InvalidFork { .. } => c(Class::Format, Kind::Deserialization),
         E::NoAmendForInitialCommit => c(Class::SessionState, Kind::NoAmendForInitialCommit),
+        E::InvalidRetentionPolicy { .. } | E::InvalidSquashRange { .. } => {
+            c(Class::InvalidInput, Kind::NotAllowed)
+        }
         E::NodeNotFound { path } => cm(
             Class::NodeNotFound,
             Kind::NodeNotFound,

@@ -16,7 +16,7 @@ use crate::session::Session;
 use crate::storage::Storage;
 use crate::virtual_chunks::{open_options, Authorization};
 use floe::format::config::RepositoryConfig as EngineConfig;
-use floe::OpenOptions;
+use floe::{OpenOptions, SnapshotId};
 
 /// One commit of a history.
 #[pyclass(module = "floe._floe", frozen, get_all)]
@@ -546,6 +546,54 @@ impl Repository {
         async move {
             let r = repo.expire_snapshots(older_than, opts).await.py()?;
             Ok(r.expired.iter().map(ToString::to_string).collect())
+        }
+    }
+
+    pub(crate) fn apply_retention_call(
+        &self,
+        policy: Option<String>,
+        dry_run: bool,
+    ) -> PyResult<impl Call<Json>> {
+        let policy = policy.map(|p| retention_policy_arg(&p)).transpose()?;
+        let repo = self.inner.clone();
+        Ok(async move {
+            let r = repo.apply_retention(policy.as_ref(), dry_run).await.py()?;
+            Json::of(&expire_result_json(&r))
+        })
+    }
+
+    pub(crate) fn squash_call(
+        &self,
+        branch: String,
+        from_snapshot_id: &str,
+        to_snapshot_id: Option<&str>,
+        dry_run: bool,
+    ) -> PyResult<impl Call<Json>> {
+        let from = snapshot_id_arg(from_snapshot_id)?;
+        let to = to_snapshot_id.map(snapshot_id_arg).transpose()?;
+        let repo = self.inner.clone();
+        Ok(async move {
+            let r = repo.squash(&branch, from, to, dry_run).await.py()?;
+            let ids = |v: &[SnapshotId]| v.iter().map(ToString::to_string).collect::<Vec<_>>();
+            Json::of(&serde_json::json!({
+                "branch": r.branch, "from": r.from.to_string(), "to": r.to.to_string(),
+                "squashed": ids(&r.squashed), "removed": ids(&r.removed), "dry_run": r.dry_run,
+            }))
+        })
+    }
+
+    pub(crate) fn maintain_call(
+        &self,
+        gc_older_than: Option<DateTime<Utc>>,
+        dry_run: bool,
+    ) -> impl Call<Json> {
+        let repo = self.inner.clone();
+        async move {
+            let r = repo.maintain(gc_older_than, dry_run).await.py()?;
+            Json::of(&serde_json::json!({
+                "retention": r.retention.as_ref().map(expire_result_json),
+                "gc": serde_json::to_value(r.gc).unwrap_or_default(),
+            }))
         }
     }
 
@@ -1204,6 +1252,66 @@ impl Repository {
         block_on(py, call)
     }
 
+    /// Spec 2: the stored retention policy as a JSON text (`None` when none).
+    fn retention_policy(&self, py: Python<'_>) -> PyResult<Option<String>> {
+        let repo = self.inner.clone();
+        block_on(py, async move {
+            let p = repo.retention_policy().await.py()?;
+            Ok(p.map(|p| serde_json::to_string(&p).unwrap_or_default()))
+        })
+    }
+
+    /// Spec 2: stores the retention policy given as a JSON text (`None` removes it).
+    #[pyo3(signature = (policy))]
+    fn set_retention_policy(&self, py: Python<'_>, policy: Option<String>) -> PyResult<()> {
+        let policy = policy.map(|p| retention_policy_arg(&p)).transpose()?;
+        let repo = self.inner.clone();
+        block_on(py, async move {
+            repo.set_retention_policy(policy.as_ref()).await.py()
+        })
+    }
+
+    /// Spec 2: applies a retention policy (JSON text, or the stored one when `None`);
+    /// returns `{"expired": [...], "edited": [...]}`.
+    #[pyo3(signature = (policy=None, *, dry_run=false))]
+    fn apply_retention(
+        &self,
+        py: Python<'_>,
+        policy: Option<String>,
+        dry_run: bool,
+    ) -> PyResult<Json> {
+        block_on(py, self.apply_retention_call(policy, dry_run)?)
+    }
+
+    /// Squashes the commits of `branch` after `from_snapshot_id` up to
+    /// `to_snapshot_id` (the tip when `None`) into the last one.
+    #[pyo3(signature = (branch, from_snapshot_id, to_snapshot_id=None, *, dry_run=false))]
+    fn squash(
+        &self,
+        py: Python<'_>,
+        branch: String,
+        from_snapshot_id: &str,
+        to_snapshot_id: Option<&str>,
+        dry_run: bool,
+    ) -> PyResult<Json> {
+        block_on(
+            py,
+            self.squash_call(branch, from_snapshot_id, to_snapshot_id, dry_run)?,
+        )
+    }
+
+    /// The stored retention policy, then garbage collection; returns
+    /// `{"retention": {...} or None, "gc": {...}}`.
+    #[pyo3(signature = (*, gc_older_than=None, dry_run=false))]
+    fn maintain(
+        &self,
+        py: Python<'_>,
+        gc_older_than: Option<DateTime<Utc>>,
+        dry_run: bool,
+    ) -> PyResult<Json> {
+        block_on(py, self.maintain_call(gc_older_than, dry_run))
+    }
+
     /// Deletes unreachable objects older than `delete_object_older_than`; returns the
     /// summary as a dict (Icechunk's `GCSummary` fields). A cut-off within the last
     /// hour (`floe.lifecycle::GC_SAFETY_WINDOW_SECS`, seconds) raises `FloeError`
@@ -1220,6 +1328,21 @@ impl Repository {
             self.garbage_collect_call(delete_object_older_than, dry_run, allow_recent_cutoff);
         block_on(py, call)
     }
+}
+
+/// A retention policy from its JSON text (as `RetentionPolicy` serializes).
+fn retention_policy_arg(text: &str) -> PyResult<floe::lifecycle::RetentionPolicy> {
+    let value: serde_json::Value = serde_json::from_str(text)
+        .map_err(|e| PyValueError::new_err(format!("retention policy: {e}")))?;
+    floe::lifecycle::RetentionPolicy::from_json(&value).py()
+}
+
+/// An expiry or retention result as `{"expired": [...], "edited": [...]}`.
+fn expire_result_json(r: &floe::lifecycle::ExpireResult) -> serde_json::Value {
+    let ids = |s: &std::collections::BTreeSet<SnapshotId>| {
+        s.iter().map(ToString::to_string).collect::<Vec<_>>()
+    };
+    serde_json::json!({"expired": ids(&r.expired), "edited": ids(&r.edited)})
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -166,7 +166,13 @@ pub(super) async fn retention(
             parts.push(format!("the last {n} commit(s)"));
         }
         if let Some(d) = r.keep_within {
-            parts.push(format!("the commits of the last {} s", d.as_secs()));
+            let secs = d.as_secs();
+            let span = match secs {
+                s if s > 0 && s % 86_400 == 0 => format!("{} day(s)", s / 86_400),
+                s if s > 0 && s % 3_600 == 0 => format!("{} hour(s)", s / 3_600),
+                s => format!("{s} s"),
+            };
+            parts.push(format!("the commits of the last {span}"));
         }
         format!("keep {}", parts.join(" and "))
     };
