@@ -328,7 +328,7 @@ const ALPHABET: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
 /// The id-text prefixes each pass covers: one pass when `refs` (an upper bound of
 /// the retained chunk ids) fits in `budget`, else the 32 one-character prefixes (or
 /// 1024 two-character ones) grouped into as few passes as the budget allows.
-fn chunk_passes(refs: u64, budget: u64) -> Vec<Vec<String>> {
+pub(super) fn chunk_passes(refs: u64, budget: u64) -> Vec<Vec<String>> {
     let passes = refs.div_ceil(budget.max(1)).max(1);
     let len = if passes <= 32 { 1 } else { 2 };
     let mut prefixes: Vec<String> = ALPHABET.iter().map(|c| (*c as char).to_string()).collect();
@@ -414,7 +414,7 @@ async fn delete_with_retry(storage: &dyn Storage, keys: &[String], attempts: u32
 /// (each `dir` + prefix): one per prefix where the storage lists ranges cheaply, so
 /// they run concurrently; else one listing of the whole directory (a local walk
 /// would otherwise repeat per prefix), filtered by `keep`.
-fn listings(storage: &dyn Storage, dir: &str, id_prefixes: &[String]) -> Vec<String> {
+pub(super) fn listings(storage: &dyn Storage, dir: &str, id_prefixes: &[String]) -> Vec<String> {
     if storage.ranged_listing() && !id_prefixes.is_empty() {
         id_prefixes.iter().map(|p| format!("{dir}{p}")).collect()
     } else {

@@ -1,7 +1,8 @@
 //! Repository maintenance for repositories that live for years: expiring old
 //! snapshots from history ([`expire`]), deleting objects nothing reaches any more
 //! ([`gc`]), upgrading spec-1 repositories to spec 2 ([`upgrade`]) and restoring an
-//! unreadable spec-2 `repo` object from its saved copies ([`repair`]). Both follow Icechunk's semantics on spec-1 repositories (Icechunk's
+//! unreadable spec-2 `repo` object from its saved copies ([`repair`]), checking that
+//! everything the refs reach is there and decodes ([`verify`]). Both follow Icechunk's semantics on spec-1 repositories (Icechunk's
 //! design documents 007 "basic expiration" and its garbage collector), so floe and
 //! Icechunk leave the same objects behind on the same repository.
 //!
@@ -14,9 +15,11 @@ pub mod gc;
 pub mod repair;
 pub mod stats;
 pub mod upgrade;
+pub mod verify;
 
 pub use expire::{ExpireOptions, ExpireResult};
 pub use gc::{GcOptions, GcSummary, GC_SAFETY_WINDOW_SECS};
 pub use repair::{repair_repo_object, RepairOutcome};
 pub use stats::ChunkStorageStats;
 pub use upgrade::{upgrade_to_spec2, UpgradeReport};
+pub use verify::{verify, Problem, ProblemKind, VerifyOptions, VerifyReport};

@@ -53,6 +53,7 @@ mod session_store;
 mod spec2;
 mod storage_conformance;
 mod time_travel;
+mod verify;
 mod virtual_cloud;
 mod virtual_confinement;
 mod virtual_endpoints;
