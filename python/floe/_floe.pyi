@@ -1016,6 +1016,9 @@ class Repository:
         dry_run: bool = False,
         allow_recent_cutoff: bool = False,
     ) -> dict[str, Any]: ...
+    def verify(
+        self, *, read_chunks: bool = False, check_virtual: bool = False
+    ) -> dict[str, Any]: ...
 
     # Async twins (python/src/aio.rs): native coroutines on floe's tokio runtime.
     @staticmethod

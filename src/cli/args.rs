@@ -306,6 +306,37 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Check that everything the refs reach is there and decodes (fsck).
+    ///
+    /// Check a repository's integrity: every branch and tag resolves; every snapshot,
+    /// transaction log and manifest they reach exists and decodes; every native chunk
+    /// object exists, is not empty and holds the bytes its refs ask for (sizes from
+    /// listings of chunks/, no chunk bytes read unless --read-chunks); with --virtual,
+    /// every virtual chunk's object exists, is long enough and still matches its
+    /// recorded ETag or modification time. Prints a summary and each problem with its
+    /// ref, snapshot, array, chunk index and object key; exits with status 1 when
+    /// there is any problem.
+    Verify {
+        /// Repository path or URL.
+        repo: String,
+        /// Also read every native chunk's bytes.
+        #[arg(long)]
+        read_chunks: bool,
+        /// Also check the objects virtual chunks point into (one HEAD per object),
+        /// under the prefixes authorized by --allow-virtual / --virtual-container.
+        #[arg(long = "virtual")]
+        check_virtual: bool,
+        /// Virtual chunk access: authorized prefixes, read deadline.
+        #[command(flatten)]
+        virtual_reads: VirtualArgs,
+        /// Print one JSON object: the counts checked (`refs`, `snapshots`,
+        /// `transaction_logs`, `manifests`, `native_refs`, `chunk_objects`,
+        /// `inline_refs`, `virtual_refs`, `virtual_objects`), `problems` (each with
+        /// `kind`, `message`, `ref`, `snapshot`, `array`, `chunk`, `key`),
+        /// `problems_omitted` and `ok`.
+        #[arg(long)]
+        json: bool,
+    },
     /// Upgrade a spec-1 repository to spec 2.
     ///
     /// Upgrade a spec-1 repository to spec 2, as Icechunk 2.x's

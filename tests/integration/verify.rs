@@ -405,3 +405,60 @@ async fn icechunk_repositories_have_no_problem() {
         assert!(report.virtual_objects > 0, "{report:?}");
     }
 }
+
+/// `floe verify`: a summary and exit 0 on a healthy repository; each problem, with
+/// its place, and exit 1 on a damaged one; `--json` gives the report.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_reports_problems_and_exit_status() {
+    let dir = tempfile::tempdir().unwrap();
+    healthy(dir.path(), SpecVersion::V2).await;
+    let floe = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_floe"))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let repo = dir.path().to_str().unwrap();
+    let ok = floe(&["verify", repo]);
+    let text = String::from_utf8_lossy(&ok.stdout);
+    assert!(ok.status.success(), "{text}");
+    assert!(text.contains("No problem found"), "{text}");
+    assert!(text.contains("Checked 3 ref(s), 4 snapshot(s)"), "{text}");
+
+    let deleted = chunk_file(dir.path(), 11);
+    std::fs::remove_file(&deleted).unwrap();
+    let bad = floe(&["verify", repo]);
+    let text = String::from_utf8_lossy(&bad.stdout);
+    assert_eq!(bad.status.code(), Some(1), "{text}");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("missing_chunk: "))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(line.contains("array /a, chunk [1]"), "{line}");
+    assert!(line.contains(&key_of(&deleted)), "{line}");
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(stderr.contains("verify found 1 problem(s)"), "{stderr}");
+
+    let json = floe(&["verify", repo, "--json", "--read-chunks"]);
+    assert_eq!(json.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(v["ok"], false);
+    assert_eq!(v["snapshots"], 4);
+    let kinds: Vec<&str> = v["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["kind"].as_str().unwrap())
+        .collect();
+    assert!(kinds.contains(&"missing_chunk"), "{kinds:?}");
+    assert!(kinds.contains(&"unreadable_chunk"), "{kinds:?}");
+    let missing = v["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["kind"] == "missing_chunk")
+        .unwrap();
+    assert_eq!(missing["array"], "/a");
+    assert_eq!(missing["chunk"], serde_json::json!([1]));
+    assert_eq!(missing["key"], key_of(&deleted));
+}
