@@ -306,6 +306,36 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Copy a repository, with its history, to another storage.
+    ///
+    /// Copy a repository between storages (paths, s3://, gs://, az://) with its full
+    /// history, or only what the --ref branches and tags reach (main always comes
+    /// along). Objects are copied byte for byte, chunks never decoded; virtual chunk
+    /// refs are copied as refs. Run it again after an interruption (even kill -9) to
+    /// resume: objects already copied are skipped, and the refs are written last, so
+    /// DST holds no repository until the copy is complete. The clone is verified at
+    /// the end (as `floe verify`) unless --no-verify; exits with status 1 when that
+    /// finds problems.
+    Clone {
+        /// Source repository path or URL.
+        src: String,
+        /// Destination path or URL (empty, or an interrupted clone of SRC).
+        dst: String,
+        /// Copy only what this branch or tag reaches (repeatable; `branch:NAME`,
+        /// `tag:NAME` or a name, looked up as a branch first).
+        #[arg(long = "ref", value_name = "REF")]
+        refs: Vec<String>,
+        /// Objects copied at once.
+        #[arg(long, value_name = "N", default_value_t = 32)]
+        concurrency: usize,
+        /// Do not verify the clone at the end.
+        #[arg(long)]
+        no_verify: bool,
+        /// Print one JSON object (`objects_copied`, `bytes_copied`,
+        /// `objects_skipped`, `refs`, `verify`: the report of `floe verify --json`).
+        #[arg(long)]
+        json: bool,
+    },
     /// Check that everything the refs reach is there and decodes (fsck).
     ///
     /// Check a repository's integrity: every branch and tag resolves; every snapshot,

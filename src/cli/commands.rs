@@ -139,6 +139,19 @@ pub(super) async fn run(cli: Cli) -> CliResult<()> {
             let repo = open_repo(&repo, &[]).await?;
             lifecycle::gc(&mut out, &repo, &older_than, options, json).await?
         }
+        Command::Clone {
+            src,
+            dst,
+            refs,
+            concurrency,
+            no_verify,
+            json,
+        } => {
+            let options = floe::lifecycle::CloneOptions::default()
+                .concurrency(concurrency)
+                .verify(!no_verify);
+            lifecycle::clone(&mut out, &src, &dst, &refs, options, json).await?
+        }
         Command::Verify {
             repo,
             read_chunks,

@@ -1,5 +1,5 @@
-//! `floe expire`, `floe gc`, `floe upgrade` and `floe verify`: repository
-//! maintenance (see [`floe::lifecycle`]).
+//! `floe expire`, `floe gc`, `floe upgrade`, `floe verify` and `floe clone`:
+//! repository maintenance (see [`floe::lifecycle`]).
 
 use std::io::Write;
 
@@ -304,4 +304,69 @@ fn verify_text(out: &mut impl Write, report: &floe::lifecycle::VerifyReport) -> 
         )?;
     }
     Ok(())
+}
+
+/// Clones the repository at `src` to `dst` (created if missing) and prints what was
+/// copied and the verification's summary; fails with [`super::CliError::Check`]
+/// when the verification finds problems.
+///
+/// # Errors
+/// [`super::CliError::Check`]; storage location, repository and storage errors.
+pub(super) async fn clone(
+    out: &mut impl Write,
+    src: &str,
+    dst: &str,
+    refs: &[String],
+    options: floe::lifecycle::CloneOptions,
+    json: bool,
+) -> CliResult<()> {
+    let source = super::target::repo_storage(src)?;
+    let destination = floe::storage::create_storage(dst, None)?;
+    let bar = progress::bar(0, "objects");
+    let report_progress = |done: u64, phase: &str| {
+        bar.set_message(phase.to_string());
+        bar.set_position(done);
+    };
+    let report = floe::lifecycle::clone_repository(
+        source,
+        destination,
+        refs,
+        options,
+        Some(&report_progress),
+    )
+    .await?;
+    bar.finish_and_clear();
+    let verified = report.verify.as_ref();
+    if json {
+        let mut value = serde_json::to_value(&report).unwrap_or_default();
+        if let (Some(v), Some(map)) = (
+            verified,
+            value.get_mut("verify").and_then(|v| v.as_object_mut()),
+        ) {
+            map.insert("ok".into(), json!(v.is_ok()));
+        }
+        output::json_line(out, &value)?;
+    } else {
+        writeln!(
+            out,
+            "Copied {} object(s) ({} bytes); {} already there; refs: {}",
+            report.objects_copied,
+            report.bytes_copied,
+            report.objects_skipped,
+            output::escape_controls(&report.refs.join(", "))
+        )?;
+        if let Some(v) = verified {
+            verify_text(out, v)?;
+        }
+    }
+    match verified {
+        Some(v) if !v.is_ok() => {
+            out.flush()?;
+            Err(super::CliError::Check(format!(
+                "the clone at {dst} failed verification: {} problem(s)",
+                v.problem_count()
+            )))
+        }
+        _ => Ok(()),
+    }
 }

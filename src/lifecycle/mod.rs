@@ -2,7 +2,8 @@
 //! snapshots from history ([`expire`]), deleting objects nothing reaches any more
 //! ([`gc`]), upgrading spec-1 repositories to spec 2 ([`upgrade`]) and restoring an
 //! unreadable spec-2 `repo` object from its saved copies ([`repair`]), checking that
-//! everything the refs reach is there and decodes ([`verify`]). Both follow Icechunk's semantics on spec-1 repositories (Icechunk's
+//! everything the refs reach is there and decodes ([`verify`]) and copying a
+//! repository between storages ([`clone`]). Both follow Icechunk's semantics on spec-1 repositories (Icechunk's
 //! design documents 007 "basic expiration" and its garbage collector), so floe and
 //! Icechunk leave the same objects behind on the same repository.
 //!
@@ -10,6 +11,7 @@
 //! history) followed by [`crate::Repository::garbage_collect`] (which deletes what
 //! expiry made unreachable, once it is older than the cut-off).
 
+pub mod clone;
 pub mod expire;
 pub mod gc;
 pub mod repair;
@@ -17,6 +19,7 @@ pub mod stats;
 pub mod upgrade;
 pub mod verify;
 
+pub use clone::{clone_repository, CloneOptions, CloneReport};
 pub use expire::{ExpireOptions, ExpireResult};
 pub use gc::{GcOptions, GcSummary, GC_SAFETY_WINDOW_SECS};
 pub use repair::{repair_repo_object, RepairOutcome};

@@ -647,8 +647,16 @@ impl Verifier<'_> {
             // Chunk id → (largest end any ref asks, manifest index of one such ref).
             let mut needed: HashMap<ChunkId, (u64, usize)> = HashMap::new();
             let assets = self.assets;
-            let mut fetched = futures::stream::iter(walked.manifests.iter().enumerate())
-                .map(|(i, (info, _))| async move {
+            // Owned items: a closure over borrowed ones would make the future lose
+            // `Send` (its lifetimes are not general).
+            let infos: Vec<(usize, ManifestFileInfo)> = walked
+                .manifests
+                .iter()
+                .map(|(info, _)| *info)
+                .enumerate()
+                .collect();
+            let mut fetched = futures::stream::iter(infos)
+                .map(|(i, info)| async move {
                     (
                         i,
                         assets

@@ -15,6 +15,7 @@ mod ancestry;
 mod branches_tags;
 mod chunk_moves;
 mod cli;
+mod clone;
 mod cloud_storage;
 mod coalesced_reads;
 mod commits;
