@@ -401,9 +401,15 @@ print("tree", sorted(name for name, _ in g.members(max_depth=None)))
     let tag = source.list_tags().await.unwrap().remove(0);
     let clone_dir = dir.path().join("clone");
     let dst: Arc<dyn Storage> = Arc::new(LocalStorage::new(&clone_dir).unwrap());
-    let report = clone_repository(src, dst, &[tag.clone()], CloneOptions::default(), None)
-        .await
-        .unwrap();
+    let report = clone_repository(
+        src,
+        dst,
+        std::slice::from_ref(&tag),
+        CloneOptions::default(),
+        None,
+    )
+    .await
+    .unwrap();
     assert!(report.verify.unwrap().is_ok());
     assert_eq!(
         report.refs,
