@@ -6,8 +6,9 @@
 //! stops garbage collection (icechunk#2284). What is checked, in order:
 //!
 //! 1. **Refs.** Every branch and tag resolves: on spec 1 its ref file decodes; on
-//!    spec 2 the `repo` object decodes, every ref names a snapshot it lists, and every
-//!    parent link it holds names a snapshot it lists.
+//!    spec 2 the `repo` object decodes, every ref names a snapshot it lists, every
+//!    parent link it holds names a snapshot it lists, and every snapshot it lists has
+//!    a file (one listing of `snapshots/`).
 //! 2. **Snapshots.** Every snapshot in the history of a ref exists and decodes within
 //!    the format limits ([`crate::format::limits`]), and (spec 2) is listed in the
 //!    `repo` object; the parent chain has no loop.
@@ -298,6 +299,9 @@ pub async fn verify(
         return Ok(v.report);
     };
     let walked = v.walk(roots, info.as_deref()).await?;
+    if let Some(info) = &info {
+        v.listed_snapshot_files(info, &walked).await?;
+    }
     v.transaction_logs(&walked).await?;
     v.manifests_and_chunks(&walked, resolver).await?;
     Ok(v.report)
@@ -310,6 +314,8 @@ struct Walked {
     snapshots: HashMap<SnapshotId, (usize, bool)>,
     /// Manifests to check, each with the snapshot that first listed it.
     manifests: Vec<(ManifestFileInfo, SnapshotId)>,
+    /// Snapshots the walk found missing or unreadable (reported already).
+    failed: HashSet<SnapshotId>,
 }
 
 /// The state of one verification.
@@ -459,6 +465,7 @@ impl Verifier<'_> {
         let mut snapshots: HashMap<SnapshotId, (usize, bool)> = HashMap::new();
         let mut manifests = Vec::new();
         let mut manifest_ids = HashSet::new();
+        let mut failed = HashSet::new();
         for (index, root) in roots.into_iter().enumerate() {
             if snapshots.contains_key(&root) {
                 continue;
@@ -473,6 +480,7 @@ impl Verifier<'_> {
                     Ok(None) => break,
                     Err(e) if is_storage_failure(&e) => return Err(e),
                     Err(e) => {
+                        failed.insert(expected);
                         let key = keys::snapshot(&expected);
                         let (kind, message) = match &e {
                             Error::AncestryLoop { snapshot } => (
@@ -538,7 +546,35 @@ impl Verifier<'_> {
         Ok(Walked {
             snapshots,
             manifests,
+            failed,
         })
+    }
+
+    /// Spec 2: every snapshot the `repo` object lists has a file (one listing of
+    /// `snapshots/`). Expiry and garbage collection take a snapshot out of the object
+    /// before its file is deleted, so a listed snapshot without a file is damage (its
+    /// history and ops log no longer read). Snapshots the walk reported are skipped.
+    async fn listed_snapshot_files(&mut self, info: &RepoInfo, walked: &Walked) -> Result<()> {
+        let files: HashSet<SnapshotId> = self
+            .storage
+            .list(keys::SNAPSHOTS)
+            .await?
+            .iter()
+            .filter_map(|o| o.key.strip_prefix(keys::SNAPSHOTS)?.parse().ok())
+            .collect();
+        for id in info.snapshots.keys() {
+            if !files.contains(id) && !walked.failed.contains(id) {
+                self.problem(
+                    Problem::new(
+                        ProblemKind::RepoObjectMismatch,
+                        format!("the repo object lists snapshot {id}, whose file does not exist"),
+                    )
+                    .snapshot(*id)
+                    .key(keys::snapshot(id)),
+                );
+            }
+        }
+        Ok(())
     }
 
     /// The ref through which `snapshot` was reached.

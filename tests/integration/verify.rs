@@ -462,3 +462,60 @@ async fn cli_reports_problems_and_exit_status() {
     assert_eq!(missing["chunk"], serde_json::json!([1]));
     assert_eq!(missing["key"], key_of(&deleted));
 }
+
+/// Spec 2: a snapshot the `repo` object lists, no ref reaches (a branch was reset
+/// away from it) and whose file is gone is reported as a mismatch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listed_snapshot_without_file_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let built = healthy(dir.path(), SpecVersion::V2).await;
+    let repo = Repository::open(Arc::new(LocalStorage::new(dir.path()).unwrap()))
+        .await
+        .unwrap();
+    repo.reset_branch("side", built.c1, Some(built.side))
+        .await
+        .unwrap();
+    assert!(run(dir.path(), VerifyOptions::default()).await.is_ok());
+    std::fs::remove_file(dir.path().join(format!("snapshots/{}", built.side))).unwrap();
+    let report = run(dir.path(), VerifyOptions::default()).await;
+    let p = only(&report, ProblemKind::RepoObjectMismatch);
+    assert_eq!(p.snapshot, Some(built.side));
+    assert_eq!(report.problems.len(), 1, "{:#?}", report.problems);
+}
+
+/// After expiry and garbage collection (spec 1 and 2) the repository verifies: what
+/// they leave behind is consistent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_and_collected_repository_has_no_problem() {
+    for spec in [SpecVersion::V1, SpecVersion::V2] {
+        let dir = tempfile::tempdir().unwrap();
+        healthy(dir.path(), spec).await;
+        let repo = Repository::open(Arc::new(LocalStorage::new(dir.path()).unwrap()))
+            .await
+            .unwrap();
+        let s = repo.writable_session("main").await.unwrap();
+        s.set_chunk(&p("/a"), &[3], chunk(99)).await.unwrap();
+        s.commit("c3").await.unwrap();
+        let now = chrono::Utc::now();
+        let expired = repo
+            .expire_snapshots(now, floe::lifecycle::ExpireOptions::default())
+            .await
+            .unwrap();
+        assert!(!expired.expired.is_empty());
+        let report = run(dir.path(), VerifyOptions::default()).await;
+        assert!(
+            report.is_ok(),
+            "{spec} after expire: {:#?}",
+            report.problems
+        );
+        repo.garbage_collect(
+            now,
+            floe::lifecycle::GcOptions::default().allow_recent_cutoff(true),
+            None,
+        )
+        .await
+        .unwrap();
+        let report = run(dir.path(), VerifyOptions::default()).await;
+        assert!(report.is_ok(), "{spec} after gc: {:#?}", report.problems);
+    }
+}
