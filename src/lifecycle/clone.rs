@@ -443,8 +443,7 @@ impl Copier<'_> {
         }
         let refs: u64 = manifests.iter().map(|m| u64::from(m.num_chunk_refs)).sum();
         for pass in super::gc::chunk_passes(refs, self.options.max_chunk_ids_in_memory) {
-            let prefix_len = pass.first().map_or(1, String::len);
-            let in_pass: HashSet<&str> = pass.iter().map(String::as_str).collect();
+            let in_pass = &super::gc::PassFilter::new(&pass);
             let mut ids: HashSet<ChunkId> = HashSet::new();
             let mut fetched = futures::stream::iter(manifests.iter().copied())
                 .map(|m| async move {
@@ -456,8 +455,7 @@ impl Copier<'_> {
             while let Some(manifest) = fetched.try_next().await? {
                 for payload in manifest.arrays.values().flat_map(|c| c.values()) {
                     if let ChunkPayload::Native(r) = payload {
-                        let text = r.id.to_string();
-                        if text.get(..prefix_len).is_some_and(|p| in_pass.contains(p)) {
+                        if in_pass.contains(&r.id) {
                             ids.insert(r.id);
                         }
                     }

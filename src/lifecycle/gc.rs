@@ -348,6 +348,53 @@ pub(super) fn chunk_passes(refs: u64, budget: u64) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// Which chunk ids a pass of [`chunk_passes`] covers, judged from the id's bytes
+/// (the first one or two base32 characters are its first 5 or 10 bits) instead of
+/// its text: no string is made per chunk ref.
+#[derive(Debug)]
+pub(super) struct PassFilter {
+    /// Characters of the prefixes (1 or 2).
+    len: usize,
+    /// Whether each 5- or 10-bit prefix value is in the pass.
+    covered: Vec<bool>,
+}
+
+impl PassFilter {
+    /// The filter of a pass (prefixes all of one length, 1 or 2 characters).
+    pub(super) fn new(pass: &[String]) -> Self {
+        let len = pass.first().map_or(1, String::len).clamp(1, 2);
+        let mut covered = vec![false; 1 << (5 * len)];
+        let value = |c: u8| ALPHABET.iter().position(|a| *a == c);
+        for p in pass {
+            let b = p.as_bytes();
+            let v = match (
+                len,
+                b.first().copied().and_then(value),
+                b.get(1).copied().and_then(value),
+            ) {
+                (1, Some(a), _) => Some(a),
+                (2, Some(a), Some(c)) => Some((a << 5) | c),
+                _ => None,
+            };
+            if let Some(slot) = v.and_then(|v| covered.get_mut(v)) {
+                *slot = true;
+            }
+        }
+        PassFilter { len, covered }
+    }
+
+    /// Whether `id` is in the pass.
+    pub(super) fn contains(&self, id: &ChunkId) -> bool {
+        let b = id.as_bytes();
+        let v = if self.len == 1 {
+            usize::from(b[0] >> 3)
+        } else {
+            (usize::from(b[0]) << 2 | usize::from(b[1] >> 6)) & 0x3FF
+        };
+        self.covered.get(v).copied().unwrap_or(false)
+    }
+}
+
 /// The retained native chunk ids whose text starts with one of `prefixes`: every
 /// retained manifest is fetched (`concurrency` at a time, not cached) and dropped
 /// once its ids are taken, so memory holds only this pass's ids.
@@ -663,4 +710,31 @@ pub(crate) async fn garbage_collect(
         assets.clear_caches();
     }
     Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The filter judges ids as their text does, for passes of one and two
+    /// characters.
+    #[test]
+    fn pass_filter_agrees_with_the_id_text() {
+        for passes in [
+            chunk_passes(10, 1),
+            chunk_passes(100, 3),
+            chunk_passes(1 << 20, 1 << 10),
+        ] {
+            for pass in &passes {
+                let filter = PassFilter::new(pass);
+                let len = pass[0].len();
+                let set: HashSet<&str> = pass.iter().map(String::as_str).collect();
+                for _ in 0..2000 {
+                    let id = ChunkId::random();
+                    let text = id.to_string();
+                    assert_eq!(filter.contains(&id), set.contains(&text[..len]), "{text}");
+                }
+            }
+        }
+    }
 }

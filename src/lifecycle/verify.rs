@@ -24,7 +24,8 @@
 //!    the listing floor. The chunk ids to look for are held in memory at most
 //!    [`VerifyOptions::max_chunk_ids_in_memory`] at a time (about 50 bytes each);
 //!    larger repositories are checked in several passes over slices of the id space,
-//!    as garbage collection does ([`super::gc`]). With
+//!    as garbage collection does ([`super::gc`]), planned from the largest manifest
+//!    and refined when a pass finds more ids than the budget. With
 //!    [`VerifyOptions::read_chunks`], each native chunk's byte range is also read.
 //! 6. **Virtual chunks**, only when a resolver is given (the caller's authorization,
 //!    as for reads): the object each distinct location names exists (one `HEAD` per
@@ -658,143 +659,201 @@ impl Verifier<'_> {
 
     /// Reads every manifest (pass by pass over the chunk id space) and checks the
     /// chunks their refs point to.
+    ///
+    /// Passes are planned from the largest manifest (a lower bound of the distinct
+    /// chunk ids; the sum over manifests, garbage collection's bound, counts a chunk
+    /// once per manifest listing it, so a history of full manifests would make
+    /// hundreds of passes). When a pass finds more ids than the budget, it stops
+    /// collecting them and the remaining id space is planned again with twice as many
+    /// passes (its manifest sweep still completes, for the checks done once).
     async fn manifests_and_chunks(
         &mut self,
         walked: &Walked,
         resolver: Option<&VirtualChunkResolver>,
     ) -> Result<()> {
-        let refs: u64 = walked
+        let budget = self.options.max_chunk_ids_in_memory.max(1);
+        let largest: u64 = walked
             .manifests
             .iter()
             .map(|(m, _)| u64::from(m.num_chunk_refs))
-            .sum();
-        let mut virtual_objects: HashMap<String, VirtualNeed> = HashMap::new();
-        let mut chunk_reads: Vec<(
-            usize,
-            NodeId,
-            ChunkIndices,
-            crate::format::manifest::NativeChunkRef,
-        )> = Vec::new();
-        let passes = super::gc::chunk_passes(refs, self.options.max_chunk_ids_in_memory);
-        for (pass_no, pass) in passes.iter().enumerate() {
-            let first_pass = pass_no == 0;
-            let prefix_len = pass.first().map_or(1, String::len);
-            let in_pass: HashSet<&str> = pass.iter().map(String::as_str).collect();
-            // Chunk id → (largest end any ref asks, manifest index of one such ref).
-            let mut needed: HashMap<ChunkId, (u64, usize)> = HashMap::new();
-            let assets = self.assets;
-            // Owned items: a closure over borrowed ones would make the future lose
-            // `Send` (its lifetimes are not general).
-            let infos: Vec<(usize, ManifestFileInfo)> = walked
-                .manifests
-                .iter()
-                .map(|(info, _)| *info)
-                .enumerate()
-                .collect();
-            let mut fetched = futures::stream::iter(infos)
-                .map(|(i, info)| async move {
-                    (
-                        i,
-                        assets
-                            .fetch_manifest_uncached(&info.id, Some(info.size_bytes))
-                            .await,
-                    )
-                })
-                .buffer_unordered(self.options.manifest_concurrency.max(1));
-            let mut done = 0u64;
-            while let Some((i, fetched)) = fetched.next().await {
-                let manifest = match fetched {
-                    Ok(m) => m,
-                    Err(e) if is_storage_failure(&e) => return Err(e),
-                    Err(e) => {
-                        if first_pass {
-                            let (info, snapshot) = walked.manifests[i];
-                            let (kind, message) = if is_missing(&e) {
-                                (
-                                    ProblemKind::MissingManifest,
-                                    format!("manifest {} does not exist", info.id),
-                                )
-                            } else {
-                                (
-                                    ProblemKind::CorruptManifest,
-                                    format!("manifest {} cannot be decoded: {e}", info.id),
-                                )
-                            };
-                            let via = self.ref_of(walked, &snapshot);
-                            self.problem(
-                                Problem::new(kind, message)
-                                    .snapshot(snapshot)
-                                    .via(via.as_deref())
-                                    .key(keys::manifest(&info.id)),
-                            );
-                        }
-                        continue;
-                    }
+            .max()
+            .unwrap_or(0);
+        let mut sweep = Sweep {
+            first: true,
+            virtual_objects: HashMap::new(),
+            check_virtual: resolver.is_some(),
+        };
+        let mut planned = largest.div_ceil(budget).max(1);
+        // Id prefixes whose chunks are checked.
+        let mut done: Vec<String> = Vec::new();
+        'plan: loop {
+            let passes: Vec<Vec<String>> =
+                super::gc::chunk_passes(planned.saturating_mul(budget), budget)
+                    .into_iter()
+                    .map(|pass| {
+                        pass.into_iter()
+                            .filter(|p| !done.iter().any(|d| p.starts_with(d.as_str())))
+                            .collect::<Vec<_>>()
+                    })
+                    .filter(|pass| !pass.is_empty())
+                    .collect();
+            let whole = passes.len() == 1 && done.is_empty();
+            let finest = passes.iter().all(|p| p.len() == 1 && p[0].len() == 2);
+            for pass in passes {
+                let limit = if finest { u64::MAX } else { budget };
+                let needed = self
+                    .sweep_manifests(walked, &mut sweep, (!whole).then_some(&pass), limit)
+                    .await?;
+                let Some(needed) = needed else {
+                    planned = planned.saturating_mul(2);
+                    continue 'plan;
                 };
-                done += 1;
-                self.tick(done, "manifests");
-                if first_pass {
-                    self.report.manifests += 1;
-                }
-                for (node, chunks) in &manifest.arrays {
-                    for (index, payload) in chunks {
-                        match payload {
-                            ChunkPayload::Native(r) => {
-                                let text = r.id.to_string();
-                                if first_pass {
-                                    self.report.native_refs += 1;
-                                    if self.options.read_chunks {
-                                        chunk_reads.push((i, *node, index.clone(), *r));
-                                    }
-                                }
-                                if !text.get(..prefix_len).is_some_and(|p| in_pass.contains(p)) {
-                                    continue;
-                                }
-                                let end = r.offset.saturating_add(r.length);
-                                needed
-                                    .entry(r.id)
-                                    .and_modify(|e| {
-                                        if end > e.0 {
-                                            *e = (end, i);
-                                        }
-                                    })
-                                    .or_insert((end, i));
-                            }
-                            ChunkPayload::Inline(_) if first_pass => self.report.inline_refs += 1,
-                            ChunkPayload::Virtual(r) if first_pass => {
-                                self.report.virtual_refs += 1;
-                                if resolver.is_some() {
-                                    let end = r.offset.saturating_add(r.length);
-                                    let need = virtual_objects
-                                        .entry(r.location.clone())
-                                        .or_insert_with(|| VirtualNeed {
-                                            end,
-                                            checksum: r.checksum.clone(),
-                                            at: (i, *node, index.clone()),
-                                        });
-                                    if end > need.end {
-                                        need.end = end;
-                                        need.at = (i, *node, index.clone());
-                                    }
-                                }
-                            }
-                            _ => {}
-                        }
-                    }
-                }
-                if !chunk_reads.is_empty() {
-                    self.read_chunks(walked, std::mem::take(&mut chunk_reads))
-                        .await?;
-                }
+                self.check_chunk_objects(walked, &pass, needed).await?;
+                done.extend(pass);
             }
-            drop(fetched);
-            self.check_chunk_objects(walked, pass, needed).await?;
+            break;
         }
         if let Some(resolver) = resolver {
-            self.check_virtual(walked, resolver, virtual_objects)
-                .await?;
+            let objects = std::mem::take(&mut sweep.virtual_objects);
+            self.check_virtual(walked, resolver, objects).await?;
         }
         Ok(())
+    }
+
+    /// Reads every manifest once and collects the native chunk ids of `pass` (all,
+    /// when `None`) with the largest end any ref asks and one manifest asking it;
+    /// `None` once more than `limit` ids are found (the sweep still completes when it
+    /// is the first, which also counts refs, reports unreadable manifests, collects
+    /// virtual objects and reads chunks).
+    async fn sweep_manifests(
+        &mut self,
+        walked: &Walked,
+        sweep: &mut Sweep,
+        pass: Option<&Vec<String>>,
+        limit: u64,
+    ) -> Result<Option<HashMap<ChunkId, (u64, usize)>>> {
+        let first = sweep.first;
+        let in_pass = pass.map(|p| super::gc::PassFilter::new(p));
+        let mut needed: Option<HashMap<ChunkId, (u64, usize)>> = Some(HashMap::new());
+        let mut chunk_reads: Vec<ChunkRead> = Vec::new();
+        let assets = self.assets;
+        // Owned items: a closure over borrowed ones would make the future lose
+        // `Send` (its lifetimes are not general).
+        let infos: Vec<(usize, ManifestFileInfo)> = walked
+            .manifests
+            .iter()
+            .map(|(info, _)| *info)
+            .enumerate()
+            .collect();
+        let mut fetched = futures::stream::iter(infos)
+            .map(|(i, info)| async move {
+                let manifest = assets
+                    .fetch_manifest_uncached(&info.id, Some(info.size_bytes))
+                    .await;
+                (i, manifest)
+            })
+            .buffer_unordered(self.options.manifest_concurrency.max(1));
+        let mut count = 0u64;
+        while let Some((i, fetched)) = fetched.next().await {
+            let manifest = match fetched {
+                Ok(m) => m,
+                Err(e) if is_storage_failure(&e) => return Err(e),
+                Err(e) => {
+                    if first {
+                        self.manifest_problem(walked, i, &e);
+                    }
+                    continue;
+                }
+            };
+            count += 1;
+            self.tick(count, "manifests");
+            if first {
+                self.report.manifests += 1;
+            } else if needed.is_none() {
+                break;
+            }
+            for (node, chunks) in &manifest.arrays {
+                for (index, payload) in chunks {
+                    match payload {
+                        ChunkPayload::Native(r) => {
+                            if first {
+                                self.report.native_refs += 1;
+                                if self.options.read_chunks {
+                                    chunk_reads.push((i, *node, index.clone(), *r));
+                                }
+                            }
+                            let Some(map) = needed.as_mut() else { continue };
+                            if in_pass.as_ref().is_some_and(|f| !f.contains(&r.id)) {
+                                continue;
+                            }
+                            let end = r.offset.saturating_add(r.length);
+                            map.entry(r.id)
+                                .and_modify(|e| {
+                                    if end > e.0 {
+                                        *e = (end, i);
+                                    }
+                                })
+                                .or_insert((end, i));
+                            if map.len() as u64 > limit {
+                                // Over the budget: this pass is planned again, finer.
+                                needed = None;
+                            }
+                        }
+                        ChunkPayload::Inline(_) if first => self.report.inline_refs += 1,
+                        ChunkPayload::Virtual(r) if first => {
+                            self.report.virtual_refs += 1;
+                            if sweep.check_virtual {
+                                let end = r.offset.saturating_add(r.length);
+                                let need = sweep
+                                    .virtual_objects
+                                    .entry(r.location.clone())
+                                    .or_insert_with(|| VirtualNeed {
+                                        end,
+                                        checksum: r.checksum.clone(),
+                                        at: (i, *node, index.clone()),
+                                    });
+                                if end > need.end {
+                                    need.end = end;
+                                    need.at = (i, *node, index.clone());
+                                }
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            if !chunk_reads.is_empty() {
+                self.read_chunks(walked, std::mem::take(&mut chunk_reads))
+                    .await?;
+            }
+        }
+        sweep.first = false;
+        Ok(needed)
+    }
+
+    /// Reports manifest `index` of the walk as missing or corrupt (`e`).
+    fn manifest_problem(&mut self, walked: &Walked, index: usize, e: &Error) {
+        let Some((info, snapshot)) = walked.manifests.get(index).copied() else {
+            return;
+        };
+        let (kind, message) = if is_missing(e) {
+            (
+                ProblemKind::MissingManifest,
+                format!("manifest {} does not exist", info.id),
+            )
+        } else {
+            (
+                ProblemKind::CorruptManifest,
+                format!("manifest {} cannot be decoded: {e}", info.id),
+            )
+        };
+        let via = self.ref_of(walked, &snapshot);
+        self.problem(
+            Problem::new(kind, message)
+                .snapshot(snapshot)
+                .via(via.as_deref())
+                .key(keys::manifest(&info.id)),
+        );
     }
 
     /// Lists `chunks/` over the id prefixes of `pass` and checks each needed chunk's
@@ -888,16 +947,7 @@ impl Verifier<'_> {
     }
 
     /// Reads the byte ranges of native chunk refs, reporting those that fail.
-    async fn read_chunks(
-        &mut self,
-        walked: &Walked,
-        reads: Vec<(
-            usize,
-            NodeId,
-            ChunkIndices,
-            crate::format::manifest::NativeChunkRef,
-        )>,
-    ) -> Result<()> {
+    async fn read_chunks(&mut self, walked: &Walked, reads: Vec<ChunkRead>) -> Result<()> {
         let storage = self.storage;
         let mut results = futures::stream::iter(reads)
             .map(|(i, node, index, r)| async move {
@@ -974,6 +1024,24 @@ impl Verifier<'_> {
         }
         Ok(())
     }
+}
+
+/// A native chunk ref to read: manifest index, array, chunk index, the ref.
+type ChunkRead = (
+    usize,
+    NodeId,
+    ChunkIndices,
+    crate::format::manifest::NativeChunkRef,
+);
+
+/// What the first sweep over the manifests gathers once.
+struct Sweep {
+    /// Whether the next sweep is the first.
+    first: bool,
+    /// Virtual objects to check, by location.
+    virtual_objects: HashMap<String, VirtualNeed>,
+    /// Whether virtual objects are checked.
+    check_virtual: bool,
 }
 
 /// What the refs ask of one virtual object.
