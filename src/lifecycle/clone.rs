@@ -27,7 +27,7 @@
 //! cheaply (S3), what it holds is learnt from listings of 1/32 of the id space at a
 //! time; elsewhere (a local disk), and for selected refs, by one `HEAD` per object.
 //!
-//! At the end the clone is verified ([`super::verify`]) unless
+//! At the end the clone is verified ([`mod@super::verify`]) unless
 //! [`CloneOptions::verify`] is off.
 
 use std::collections::{HashMap, HashSet};

@@ -1,11 +1,12 @@
 //! Repository maintenance for repositories that live for years: expiring old
 //! snapshots from history ([`expire`]), deleting objects nothing reaches any more
-//! ([`gc`]), upgrading spec-1 repositories to spec 2 ([`upgrade`]) and restoring an
+//! ([`gc`]), upgrading spec-1 repositories to spec 2 ([`upgrade`]), restoring an
 //! unreadable spec-2 `repo` object from its saved copies ([`repair`]), checking that
-//! everything the refs reach is there and decodes ([`verify`]) and copying a
-//! repository between storages ([`clone`]). Both follow Icechunk's semantics on spec-1 repositories (Icechunk's
-//! design documents 007 "basic expiration" and its garbage collector), so floe and
-//! Icechunk leave the same objects behind on the same repository.
+//! everything the refs reach is there and decodes ([`mod@verify`]) and copying a
+//! repository between storages ([`mod@clone`]). Expiry and garbage collection follow
+//! Icechunk's semantics on spec-1 repositories (Icechunk's design documents 007
+//! "basic expiration" and its garbage collector), so floe and Icechunk leave the same
+//! objects behind on the same repository; Icechunk 2.3.0 has no verify or clone.
 //!
 //! The usual sequence is [`crate::Repository::expire_snapshots`] (which only edits
 //! history) followed by [`crate::Repository::garbage_collect`] (which deletes what

@@ -100,7 +100,7 @@ impl Repository {
     /// `check_virtual` is set, every virtual chunk's object exists and matches its
     /// recorded checksum, through this repository's virtual chunk resolver and
     /// authorization. Problems are reported, not raised (see
-    /// [`crate::lifecycle::verify`]). Icechunk 2.3.0 has no such check.
+    /// [`mod@crate::lifecycle::verify`]). Icechunk 2.3.0 has no such check.
     ///
     /// # Example
     /// ```
