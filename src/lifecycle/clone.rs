@@ -441,30 +441,58 @@ impl Copier<'_> {
                 }
             }
         }
-        let refs: u64 = manifests.iter().map(|m| u64::from(m.num_chunk_refs)).sum();
-        for pass in super::gc::chunk_passes(refs, self.options.max_chunk_ids_in_memory) {
-            let in_pass = &super::gc::PassFilter::new(&pass);
-            let mut ids: HashSet<ChunkId> = HashSet::new();
-            let mut fetched = futures::stream::iter(manifests.iter().copied())
-                .map(|m| async move {
-                    assets
-                        .fetch_manifest_uncached(&m.id, Some(m.size_bytes))
-                        .await
-                })
-                .buffer_unordered(self.options.list_concurrency.max(1));
-            while let Some(manifest) = fetched.try_next().await? {
-                for payload in manifest.arrays.values().flat_map(|c| c.values()) {
-                    if let ChunkPayload::Native(r) = payload {
-                        if in_pass.contains(&r.id) {
-                            ids.insert(r.id);
+        // Passes planned from the largest manifest and refined when one finds more
+        // ids than the budget, as verify plans them.
+        let budget = self.options.max_chunk_ids_in_memory.max(1);
+        let largest = manifests
+            .iter()
+            .map(|m| u64::from(m.num_chunk_refs))
+            .max()
+            .unwrap_or(0);
+        let mut planned = largest.div_ceil(budget).max(1);
+        let mut done: Vec<String> = Vec::new();
+        'plan: loop {
+            let passes: Vec<Vec<String>> =
+                super::gc::chunk_passes(planned.saturating_mul(budget), budget)
+                    .into_iter()
+                    .map(|pass| {
+                        pass.into_iter()
+                            .filter(|p| !done.iter().any(|d| p.starts_with(d.as_str())))
+                            .collect::<Vec<_>>()
+                    })
+                    .filter(|pass| !pass.is_empty())
+                    .collect();
+            let finest = passes.iter().all(|p| p.len() == 1 && p[0].len() == 2);
+            for pass in passes {
+                let in_pass = &super::gc::PassFilter::new(&pass);
+                let mut ids: HashSet<ChunkId> = HashSet::new();
+                let mut fetched = futures::stream::iter(manifests.iter().copied())
+                    .map(|m| async move {
+                        assets
+                            .fetch_manifest_uncached(&m.id, Some(m.size_bytes))
+                            .await
+                    })
+                    .buffer_unordered(self.options.list_concurrency.max(1));
+                while let Some(manifest) = fetched.try_next().await? {
+                    for payload in manifest.arrays.values().flat_map(|c| c.values()) {
+                        if let ChunkPayload::Native(r) = payload {
+                            if in_pass.contains(&r.id) {
+                                ids.insert(r.id);
+                            }
                         }
                     }
+                    if !finest && ids.len() as u64 > budget {
+                        planned = planned.saturating_mul(2);
+                        continue 'plan;
+                    }
                 }
+                drop(fetched);
+                let keys: Vec<String> = ids.iter().map(keys::chunk).collect();
+                drop(ids);
+                self.copy_keys(keys::CHUNKS, keys, false).await?;
+                done.extend(pass);
             }
-            drop(fetched);
-            let keys: Vec<String> = ids.iter().map(keys::chunk).collect();
-            drop(ids);
-            self.copy_keys(keys::CHUNKS, keys, false).await?;
+            break;
         }
         let manifest_keys = manifests.iter().map(|m| keys::manifest(&m.id)).collect();
         self.copy_keys(keys::MANIFESTS, manifest_keys, false)
