@@ -5,9 +5,11 @@
 //! 1,000) into an array of half as many chunks:
 //! the first half of the commits write new chunks, the second half overwrite them.
 //! Expiring every commit but the last leaves about half the chunk objects
-//! unreachable. A second process (this binary again) then times a dry run and a real
-//! collection and prints their peak resident memory (VmHWM, reset before each run).
-//! The repository is built under `target/gc-bench-*`.
+//! unreachable. A second process (this binary again) then times `verify` (issue 47:
+//! against the listing floor, one listing of `chunks/`; once in one pass and once
+//! in two), then a dry run and a real collection,
+//! and prints their peak resident memory (VmHWM, reset before each run). The
+//! repository is built under `target/gc-bench-*`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -16,7 +18,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use chrono::Utc;
 use floe::format::NodePath;
-use floe::lifecycle::{ExpireOptions, GcOptions};
+use floe::lifecycle::{ExpireOptions, GcOptions, VerifyOptions};
 use floe::session::array_definition;
 use floe::storage::LocalStorage;
 use floe::Repository;
@@ -133,6 +135,40 @@ fn collect() {
         let repo = Repository::open(Arc::new(LocalStorage::new(&dir).unwrap()))
             .await
             .unwrap();
+        // The listing floor of verify: one listing of chunks/.
+        reset_peak();
+        let t = Instant::now();
+        let listed = repo.storage().list("chunks/").await.unwrap().len();
+        println!(
+            "listing chunks/: {listed} objects in {:.2} s; peak RSS {:.0} MiB",
+            t.elapsed().as_secs_f64(),
+            peak_mib()
+        );
+        // Passes are planned on the chunk refs (an upper bound of the distinct ids):
+        // a budget of half of them makes two passes.
+        let mut refs = 0;
+        for two_passes in [false, true] {
+            let budget = two_passes.then_some(refs / 2 + 1);
+            let mut options = VerifyOptions::default();
+            if let Some(n) = budget {
+                options = options.max_chunk_ids_in_memory(n);
+            }
+            reset_peak();
+            let t = Instant::now();
+            let report = repo.verify(false, options, None).await.unwrap();
+            assert!(report.is_ok(), "{:?}", report.problems);
+            refs = report.native_refs;
+            println!(
+                "verify{}: {} snapshots, {} manifests, {} native refs in {} chunk objects in {:.2} s; peak RSS {:.0} MiB",
+                budget.map(|n| format!(" (at most {n} chunk ids in memory)")).unwrap_or_default(),
+                report.snapshots,
+                report.manifests,
+                report.native_refs,
+                report.chunk_objects,
+                t.elapsed().as_secs_f64(),
+                peak_mib()
+            );
+        }
         let t = Instant::now();
         let expired = repo
             .expire_snapshots(cut_off, ExpireOptions::default())

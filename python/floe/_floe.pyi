@@ -1031,6 +1031,9 @@ class Repository:
     ) -> dict[str, Any]: ...
     def maintain(
         self, *, gc_older_than: datetime.datetime | None = None, dry_run: bool = False
+
+    def verify(
+        self, *, read_chunks: bool = False, check_virtual: bool = False
     ) -> dict[str, Any]: ...
 
     # Async twins (python/src/aio.rs): native coroutines on floe's tokio runtime.

@@ -1275,6 +1275,38 @@ class Repository:
             "gc": GCSummary(**{k: v for k, v in gc.items() if k in GCSummary._FIELDS}),
         }
 
+    def verify(self, *, read_chunks: bool = False, check_virtual: bool = False) -> dict[str, Any]:
+        """Checks the repository's integrity, as ``floe verify`` does (floe's own;
+        Icechunk has no such check): every branch and tag resolves; every snapshot,
+        transaction log and manifest they reach exists and decodes within the format
+        limits; every native chunk object exists, is not empty and holds at least
+        the offset + length its refs record (sizes from listings, no chunk bytes
+        read unless ``read_chunks``); with ``check_virtual``, every virtual chunk's
+        object exists, is long enough and still has the recorded ETag or
+        modification time (one HEAD per object, under the repository's
+        ``authorize_virtual_chunk_access``). Problems are reported, not raised.
+
+        ```python
+        report = repo.verify()
+        print(report["ok"], report["problems"])  # True []
+        print(report["snapshots"], report["manifests"])  # 2 1
+        ```
+
+        :param read_chunks: also read every native chunk's bytes.
+        :param check_virtual: also check the objects virtual chunks point into.
+        :returns: a dict: the counts checked (``refs``, ``snapshots``,
+            ``transaction_logs``, ``manifests``, ``native_refs``, ``chunk_objects``,
+            ``inline_refs``, ``virtual_refs``, ``virtual_objects``), ``problems``
+            (a list of dicts with ``kind``, such as ``missing_chunk``,
+            ``truncated_chunk``, ``zero_length_chunk``, ``corrupt_manifest``,
+            ``dangling_ref``, ``changed_virtual_object``; ``message``; and where
+            known ``ref``, ``snapshot``, ``array``, ``chunk`` and ``key``),
+            ``problems_omitted`` (beyond the first 10,000) and ``ok``.
+        :raises StorageError: the storage failed (network, access): the
+            repository's state is unknown.
+        """
+        return self._native.verify(read_chunks=read_chunks, check_virtual=check_virtual)
+
     # -- display --------------------------------------------------------------------
 
     def _fields(self) -> list[tuple[str, object]]:

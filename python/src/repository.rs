@@ -1328,6 +1328,28 @@ impl Repository {
             self.garbage_collect_call(delete_object_older_than, dry_run, allow_recent_cutoff);
         block_on(py, call)
     }
+
+    /// Checks the repository's integrity (`floe verify`): every ref resolves, every
+    /// snapshot, transaction log and manifest the refs reach decodes, every native
+    /// chunk object exists and holds the bytes its refs ask for (no chunk read unless
+    /// `read_chunks`), and with `check_virtual` every virtual chunk's object exists
+    /// and matches its checksum (under the repository's authorization). Returns the
+    /// report as a dict: the counts, `problems` (dicts with `kind`, `message`, `ref`,
+    /// `snapshot`, `array`, `chunk`, `key`), `problems_omitted` and `ok`.
+    #[pyo3(signature = (*, read_chunks=false, check_virtual=false))]
+    fn verify(&self, py: Python<'_>, read_chunks: bool, check_virtual: bool) -> PyResult<Json> {
+        let opts = floe::lifecycle::VerifyOptions::default().read_chunks(read_chunks);
+        let repo = self.inner.clone();
+        block_on(py, async move {
+            let report = repo.verify(check_virtual, opts, None).await.py()?;
+            let mut value =
+                serde_json::to_value(&report).map_err(|e| PyValueError::new_err(e.to_string()))?;
+            if let Some(map) = value.as_object_mut() {
+                map.insert("ok".into(), serde_json::Value::Bool(report.is_ok()));
+            }
+            Json::of(&value)
+        })
+    }
 }
 
 /// A retention policy from its JSON text (as `RetentionPolicy` serializes).

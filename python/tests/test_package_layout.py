@@ -42,7 +42,7 @@ REPOSITORY_METHODS = [
     "writable_session", "readonly_session", "rearrange_session", "ancestry", "diff",
     "list_branches", "lookup_branch", "create_branch", "reset_branch", "delete_branch",
     "list_tags", "lookup_tag", "create_tag", "delete_tag", "get_metadata",
-    "set_metadata", "update_metadata", "expire_snapshots", "garbage_collect",
+    "set_metadata", "update_metadata", "expire_snapshots", "garbage_collect", "verify",
 ]
 SESSION_METHODS = [
     "store", "snapshot_id", "branch", "read_only", "has_uncommitted_changes", "status",

@@ -324,6 +324,67 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Copy a repository, with its history, to another storage.
+    ///
+    /// Copy a repository between storages (paths, s3://, gs://, az://) with its full
+    /// history, or only what the --ref branches and tags reach (main always comes
+    /// along). Objects are copied byte for byte, chunks never decoded; virtual chunk
+    /// refs are copied as refs. Run it again after an interruption (even kill -9) to
+    /// resume: objects already copied are skipped, and the refs are written last, so
+    /// DST holds no repository until the copy is complete. The clone is verified at
+    /// the end (as `floe verify`) unless --no-verify; exits with status 1 when that
+    /// finds problems.
+    Clone {
+        /// Source repository path or URL.
+        src: String,
+        /// Destination path or URL (empty, or an interrupted clone of SRC).
+        dst: String,
+        /// Copy only what this branch or tag reaches (repeatable; `branch:NAME`,
+        /// `tag:NAME` or a name, looked up as a branch first).
+        #[arg(long = "ref", value_name = "REF")]
+        refs: Vec<String>,
+        /// Objects copied at once.
+        #[arg(long, value_name = "N", default_value_t = 32)]
+        concurrency: usize,
+        /// Do not verify the clone at the end.
+        #[arg(long)]
+        no_verify: bool,
+        /// Print one JSON object (`objects_copied`, `bytes_copied`,
+        /// `objects_skipped`, `refs`, `verify`: the report of `floe verify --json`).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check that everything the refs reach is there and decodes (fsck).
+    ///
+    /// Check a repository's integrity: every branch and tag resolves; every snapshot,
+    /// transaction log and manifest they reach exists and decodes; every native chunk
+    /// object exists, is not empty and holds the bytes its refs ask for (sizes from
+    /// listings of chunks/, no chunk bytes read unless --read-chunks); with --virtual,
+    /// every virtual chunk's object exists, is long enough and still matches its
+    /// recorded ETag or modification time. Prints a summary and each problem with its
+    /// ref, snapshot, array, chunk index and object key; exits with status 1 when
+    /// there is any problem.
+    Verify {
+        /// Repository path or URL.
+        repo: String,
+        /// Also read every native chunk's bytes.
+        #[arg(long)]
+        read_chunks: bool,
+        /// Also check the objects virtual chunks point into (one HEAD per object),
+        /// under the prefixes authorized by --allow-virtual / --virtual-container.
+        #[arg(long = "virtual")]
+        check_virtual: bool,
+        /// Virtual chunk access: authorized prefixes, read deadline.
+        #[command(flatten)]
+        virtual_reads: VirtualArgs,
+        /// Print one JSON object: the counts checked (`refs`, `snapshots`,
+        /// `transaction_logs`, `manifests`, `native_refs`, `chunk_objects`,
+        /// `inline_refs`, `virtual_refs`, `virtual_objects`), `problems` (each with
+        /// `kind`, `message`, `ref`, `snapshot`, `array`, `chunk`, `key`),
+        /// `problems_omitted` and `ok`.
+        #[arg(long)]
+        json: bool,
+    },
     /// Upgrade a spec-1 repository to spec 2.
     ///
     /// Upgrade a spec-1 repository to spec 2, as Icechunk 2.x's

@@ -198,6 +198,36 @@ pub(super) async fn run(cli: Cli) -> CliResult<()> {
             let repo = open_repo(&repo, &[]).await?;
             lifecycle::gc(&mut out, &repo, &older_than, options, json).await?
         }
+        Command::Clone {
+            src,
+            dst,
+            refs,
+            concurrency,
+            no_verify,
+            json,
+        } => {
+            let options = floe::lifecycle::CloneOptions::default()
+                .concurrency(concurrency)
+                .verify(!no_verify);
+            lifecycle::clone(&mut out, &src, &dst, &refs, options, json).await?
+        }
+        Command::Verify {
+            repo,
+            read_chunks,
+            check_virtual,
+            virtual_reads,
+            json,
+        } => {
+            let options = floe::lifecycle::VerifyOptions::default().read_chunks(read_chunks);
+            let check = lifecycle::VerifyRequest {
+                location: &repo,
+                check_virtual,
+                virtual_reads: &virtual_reads,
+                options,
+                json,
+            };
+            lifecycle::verify(&mut out, check).await?
+        }
         Command::Demo { dir } => demo::demo(&mut out, &dir).await?,
     }
     out.flush()?;

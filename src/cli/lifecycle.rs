@@ -1,5 +1,5 @@
-//! `floe expire`, `floe gc` and `floe upgrade`: repository maintenance (see
-//! [`floe::lifecycle`]).
+//! `floe expire`, `floe gc`, `floe upgrade`, `floe verify` and `floe clone`:
+//! repository maintenance (see [`floe::lifecycle`]).
 
 use std::io::Write;
 
@@ -185,4 +185,188 @@ pub(super) async fn upgrade(
         )?;
     }
     Ok(())
+}
+
+/// What `floe verify` is asked to do.
+pub(super) struct VerifyRequest<'a> {
+    /// Repository path or URL.
+    pub(super) location: &'a str,
+    /// Whether to check virtual chunks' objects.
+    pub(super) check_virtual: bool,
+    /// Virtual chunk access (used with `check_virtual`).
+    pub(super) virtual_reads: &'a super::args::VirtualArgs,
+    /// Library options.
+    pub(super) options: floe::lifecycle::VerifyOptions,
+    /// One JSON object instead of text.
+    pub(super) json: bool,
+}
+
+/// Verifies the repository and prints the summary and each problem; fails with
+/// [`super::CliError::Check`] (non-zero exit) when there is any problem. Without
+/// `--virtual` the repository is not opened (its storage is checked as is, so a
+/// repository too damaged to open is still verified); with it, it is opened for its
+/// virtual chunk containers and the caller's authorization.
+///
+/// # Errors
+/// [`super::CliError::Check`] on problems; storage and repository errors.
+pub(super) async fn verify(out: &mut impl Write, request: VerifyRequest<'_>) -> CliResult<()> {
+    let bar = progress::bar(0, "checked");
+    let report_progress = |done: u64, phase: &str| {
+        bar.set_message(phase.to_string());
+        bar.set_position(done);
+    };
+    let report = if request.check_virtual {
+        let repo =
+            super::target::open_repo_reading(request.location, request.virtual_reads).await?;
+        repo.verify(true, request.options, Some(&report_progress))
+            .await?
+    } else {
+        let storage = super::target::repo_storage(request.location)?;
+        floe::lifecycle::verify(storage, None, request.options, Some(&report_progress)).await?
+    };
+    bar.finish_and_clear();
+    if request.json {
+        let mut value = serde_json::to_value(&report).unwrap_or_default();
+        if let Some(map) = value.as_object_mut() {
+            map.insert("ok".into(), json!(report.is_ok()));
+        }
+        output::json_line(out, &value)?;
+    } else {
+        verify_text(out, &report)?;
+    }
+    if report.is_ok() {
+        Ok(())
+    } else {
+        out.flush()?;
+        Err(super::CliError::Check(format!(
+            "verify found {} problem(s)",
+            report.problem_count()
+        )))
+    }
+}
+
+/// The text of `floe verify`: a summary line, then one line per problem.
+fn verify_text(out: &mut impl Write, report: &floe::lifecycle::VerifyReport) -> CliResult<()> {
+    writeln!(
+        out,
+        "Checked {} ref(s), {} snapshot(s), {} transaction log(s), {} manifest(s), {} native \
+         chunk ref(s) in {} chunk object(s), {} inline and {} virtual chunk ref(s) ({} virtual \
+         object(s) checked)",
+        report.refs,
+        report.snapshots,
+        report.transaction_logs,
+        report.manifests,
+        report.native_refs,
+        report.chunk_objects,
+        report.inline_refs,
+        report.virtual_refs,
+        report.virtual_objects
+    )?;
+    if report.is_ok() {
+        writeln!(out, "No problem found")?;
+        return Ok(());
+    }
+    writeln!(out, "{} problem(s):", report.problem_count())?;
+    for p in &report.problems {
+        let kind = serde_json::to_value(p.kind)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        let mut place = Vec::new();
+        if let Some(r) = &p.ref_name {
+            place.push(format!("ref {r}"));
+        }
+        if let Some(s) = &p.snapshot {
+            place.push(format!("snapshot {s}"));
+        }
+        if let Some(a) = &p.array {
+            place.push(format!("array {a}"));
+        }
+        if let Some(c) = &p.chunk {
+            let index: Vec<String> = c.iter().map(ToString::to_string).collect();
+            place.push(format!("chunk [{}]", index.join(", ")));
+        }
+        if let Some(k) = &p.key {
+            place.push(format!("key {k}"));
+        }
+        writeln!(
+            out,
+            "{kind}: {} ({})",
+            output::escape_controls(&p.message),
+            output::escape_controls(&place.join(", "))
+        )?;
+    }
+    if report.problems_omitted > 0 {
+        writeln!(
+            out,
+            "... and {} more problem(s) not listed",
+            report.problems_omitted
+        )?;
+    }
+    Ok(())
+}
+
+/// Clones the repository at `src` to `dst` (created if missing) and prints what was
+/// copied and the verification's summary; fails with [`super::CliError::Check`]
+/// when the verification finds problems.
+///
+/// # Errors
+/// [`super::CliError::Check`]; storage location, repository and storage errors.
+pub(super) async fn clone(
+    out: &mut impl Write,
+    src: &str,
+    dst: &str,
+    refs: &[String],
+    options: floe::lifecycle::CloneOptions,
+    json: bool,
+) -> CliResult<()> {
+    let source = super::target::repo_storage(src)?;
+    let destination = floe::storage::create_storage(dst, None)?;
+    let bar = progress::bar(0, "objects");
+    let report_progress = |done: u64, phase: &str| {
+        bar.set_message(phase.to_string());
+        bar.set_position(done);
+    };
+    let report = floe::lifecycle::clone_repository(
+        source,
+        destination,
+        refs,
+        options,
+        Some(&report_progress),
+    )
+    .await?;
+    bar.finish_and_clear();
+    let verified = report.verify.as_ref();
+    if json {
+        let mut value = serde_json::to_value(&report).unwrap_or_default();
+        if let (Some(v), Some(map)) = (
+            verified,
+            value.get_mut("verify").and_then(|v| v.as_object_mut()),
+        ) {
+            map.insert("ok".into(), json!(v.is_ok()));
+        }
+        output::json_line(out, &value)?;
+    } else {
+        writeln!(
+            out,
+            "Copied {} object(s) ({} bytes); {} already there; refs: {}",
+            report.objects_copied,
+            report.bytes_copied,
+            report.objects_skipped,
+            output::escape_controls(&report.refs.join(", "))
+        )?;
+        if let Some(v) = verified {
+            verify_text(out, v)?;
+        }
+    }
+    match verified {
+        Some(v) if !v.is_ok() => {
+            out.flush()?;
+            Err(super::CliError::Check(format!(
+                "the clone at {dst} failed verification: {} problem(s)",
+                v.problem_count()
+            )))
+        }
+        _ => Ok(()),
+    }
 }

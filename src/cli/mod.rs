@@ -57,6 +57,10 @@ pub(crate) enum CliError {
     /// Writing output failed.
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
+    /// A check ran and failed (`floe verify` found problems): the output says what,
+    /// and the exit status is non-zero.
+    #[error("{0}")]
+    Check(String),
 }
 
 impl From<floe::ops::OpsError> for CliError {
@@ -106,7 +110,7 @@ fn untrusted_container(err: &CliError) -> Option<String> {
         CliError::Storage(e) => e,
         CliError::Store(e) => e,
         CliError::Zarr(e) => e,
-        CliError::Usage(_) | CliError::Io(_) => return None,
+        CliError::Usage(_) | CliError::Io(_) | CliError::Check(_) => return None,
     };
     let mut cur = Some(first);
     while let Some(e) = cur {
@@ -133,7 +137,7 @@ fn unauthorized_virtual(err: &CliError) -> Option<(Option<String>, String, Strin
         CliError::Storage(e) => e,
         CliError::Store(e) => e,
         CliError::Zarr(e) => e,
-        CliError::Usage(_) | CliError::Io(_) => return None,
+        CliError::Usage(_) | CliError::Io(_) | CliError::Check(_) => return None,
     };
     let mut array = None;
     let mut cur = Some(first);

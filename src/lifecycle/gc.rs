@@ -328,7 +328,7 @@ const ALPHABET: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
 /// The id-text prefixes each pass covers: one pass when `refs` (an upper bound of
 /// the retained chunk ids) fits in `budget`, else the 32 one-character prefixes (or
 /// 1024 two-character ones) grouped into as few passes as the budget allows.
-fn chunk_passes(refs: u64, budget: u64) -> Vec<Vec<String>> {
+pub(super) fn chunk_passes(refs: u64, budget: u64) -> Vec<Vec<String>> {
     let passes = refs.div_ceil(budget.max(1)).max(1);
     let len = if passes <= 32 { 1 } else { 2 };
     let mut prefixes: Vec<String> = ALPHABET.iter().map(|c| (*c as char).to_string()).collect();
@@ -346,6 +346,53 @@ fn chunk_passes(refs: u64, budget: u64) -> Vec<Vec<String>> {
         .chunks(usize::try_from(per_pass).unwrap_or(1).max(1))
         .map(<[String]>::to_vec)
         .collect()
+}
+
+/// Which chunk ids a pass of [`chunk_passes`] covers, judged from the id's bytes
+/// (the first one or two base32 characters are its first 5 or 10 bits) instead of
+/// its text: no string is made per chunk ref.
+#[derive(Debug)]
+pub(super) struct PassFilter {
+    /// Characters of the prefixes (1 or 2).
+    len: usize,
+    /// Whether each 5- or 10-bit prefix value is in the pass.
+    covered: Vec<bool>,
+}
+
+impl PassFilter {
+    /// The filter of a pass (prefixes all of one length, 1 or 2 characters).
+    pub(super) fn new(pass: &[String]) -> Self {
+        let len = pass.first().map_or(1, String::len).clamp(1, 2);
+        let mut covered = vec![false; 1 << (5 * len)];
+        let value = |c: u8| ALPHABET.iter().position(|a| *a == c);
+        for p in pass {
+            let b = p.as_bytes();
+            let v = match (
+                len,
+                b.first().copied().and_then(value),
+                b.get(1).copied().and_then(value),
+            ) {
+                (1, Some(a), _) => Some(a),
+                (2, Some(a), Some(c)) => Some((a << 5) | c),
+                _ => None,
+            };
+            if let Some(slot) = v.and_then(|v| covered.get_mut(v)) {
+                *slot = true;
+            }
+        }
+        PassFilter { len, covered }
+    }
+
+    /// Whether `id` is in the pass.
+    pub(super) fn contains(&self, id: &ChunkId) -> bool {
+        let b = id.as_bytes();
+        let v = if self.len == 1 {
+            usize::from(b[0] >> 3)
+        } else {
+            (usize::from(b[0]) << 2 | usize::from(b[1] >> 6)) & 0x3FF
+        };
+        self.covered.get(v).copied().unwrap_or(false)
+    }
 }
 
 /// The retained native chunk ids whose text starts with one of `prefixes`: every
@@ -414,7 +461,7 @@ async fn delete_with_retry(storage: &dyn Storage, keys: &[String], attempts: u32
 /// (each `dir` + prefix): one per prefix where the storage lists ranges cheaply, so
 /// they run concurrently; else one listing of the whole directory (a local walk
 /// would otherwise repeat per prefix), filtered by `keep`.
-fn listings(storage: &dyn Storage, dir: &str, id_prefixes: &[String]) -> Vec<String> {
+pub(super) fn listings(storage: &dyn Storage, dir: &str, id_prefixes: &[String]) -> Vec<String> {
     if storage.ranged_listing() && !id_prefixes.is_empty() {
         id_prefixes.iter().map(|p| format!("{dir}{p}")).collect()
     } else {
@@ -663,4 +710,31 @@ pub(crate) async fn garbage_collect(
         assets.clear_caches();
     }
     Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The filter judges ids as their text does, for passes of one and two
+    /// characters.
+    #[test]
+    fn pass_filter_agrees_with_the_id_text() {
+        for passes in [
+            chunk_passes(10, 1),
+            chunk_passes(100, 3),
+            chunk_passes(1 << 20, 1 << 10),
+        ] {
+            for pass in &passes {
+                let filter = PassFilter::new(pass);
+                let len = pass[0].len();
+                let set: HashSet<&str> = pass.iter().map(String::as_str).collect();
+                for _ in 0..2000 {
+                    let id = ChunkId::random();
+                    let text = id.to_string();
+                    assert_eq!(filter.contains(&id), set.contains(&text[..len]), "{text}");
+                }
+            }
+        }
+    }
 }

@@ -1,5 +1,5 @@
 //! Repository maintenance, delegated to [`crate::lifecycle`]: snapshot expiry,
-//! garbage collection, chunk storage statistics.
+//! garbage collection, chunk storage statistics, integrity checking.
 
 use chrono::{DateTime, Utc};
 
@@ -90,6 +90,44 @@ impl Repository {
         crate::lifecycle::stats::chunk_storage_stats(
             &self.inner.assets,
             self.inner.storage.as_ref(),
+        )
+        .await
+    }
+    /// Checks the integrity of the repository: every ref resolves, every snapshot,
+    /// transaction log and manifest the refs reach exists and decodes, every native
+    /// chunk ref points to an object of at least its offset + length (sizes from
+    /// listings, no chunk bytes read unless `options.read_chunks`), and, when
+    /// `check_virtual` is set, every virtual chunk's object exists and matches its
+    /// recorded checksum, through this repository's virtual chunk resolver and
+    /// authorization. Problems are reported, not raised (see
+    /// [`mod@crate::lifecycle::verify`]). Icechunk 2.3.0 has no such check.
+    ///
+    /// # Example
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), floe::Error> {
+    /// let repo = floe::Repository::create(floe::storage::new_in_memory_storage(), None).await?;
+    /// let report = repo.verify(false, floe::lifecycle::VerifyOptions::default(), None).await?;
+    /// assert!(report.is_ok());
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// Storage errors other than missing objects (network, access), which leave the
+    /// repository's state unknown.
+    pub async fn verify(
+        &self,
+        check_virtual: bool,
+        options: crate::lifecycle::VerifyOptions,
+        progress: Option<crate::lifecycle::verify::VerifyProgress<'_>>,
+    ) -> Result<crate::lifecycle::VerifyReport> {
+        let resolver = check_virtual.then(|| self.virtual_resolver());
+        crate::lifecycle::verify::verify(
+            std::sync::Arc::clone(&self.inner.storage),
+            resolver.as_deref(),
+            options,
+            progress,
         )
         .await
     }

@@ -61,7 +61,7 @@ fn run_py(py: &Path, args: &[&str]) -> String {
 }
 
 /// [`run_py`] with icechunk 2.x writing repositories of spec version `spec`.
-fn run_py_spec(py: &Path, args: &[&str], spec: u8) -> String {
+pub(crate) fn run_py_spec(py: &Path, args: &[&str], spec: u8) -> String {
     let out = Command::new(py)
         .arg(script())
         .args(args)
@@ -103,7 +103,7 @@ fn workdir() -> tempfile::TempDir {
     dir
 }
 
-fn file_prefix(dir: &Path) -> String {
+pub(crate) fn file_prefix(dir: &Path) -> String {
     format!("file://{}/", dir.canonicalize().unwrap().display())
 }
 
