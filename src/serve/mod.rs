@@ -110,6 +110,9 @@ pub struct ServeOptions {
     pub max_header_bytes: usize,
     /// Longest wait, at shutdown, for requests in flight.
     pub shutdown_grace: Duration,
+    /// Chunk reads from storage at once (each holds up to a 1 MiB piece); further
+    /// requests wait for a turn without holding memory or a blocking thread.
+    pub max_concurrent_reads: usize,
 }
 
 impl Default for ServeOptions {
@@ -125,6 +128,7 @@ impl Default for ServeOptions {
             request_timeout: Duration::from_secs(60),
             max_header_bytes: 16 * 1024,
             shutdown_grace: Duration::from_secs(30),
+            max_concurrent_reads: 32,
         }
     }
 }
@@ -140,6 +144,8 @@ pub(crate) struct AppState {
     versions: Versions,
     virtual_access: VirtualAccess,
     token: Option<String>,
+    /// Turns for chunk reads ([`ServeOptions::max_concurrent_reads`]).
+    reads: Arc<Semaphore>,
 }
 
 /// Stops a running [`Server`]: no new connections, requests in flight finish.
@@ -199,6 +205,7 @@ impl Server {
             repo,
             virtual_access: options.virtual_access.clone(),
             token: options.token.clone(),
+            reads: Arc::new(Semaphore::new(options.max_concurrent_reads.max(1))),
         });
         let router = router(state, cors, options.request_timeout);
         let (tx, rx) = watch::channel(false);

@@ -160,7 +160,12 @@ const PIECE: u64 = 1 << 20;
 /// A value found at a key: metadata bytes already built, or a chunk to read.
 enum Value {
     Bytes(Bytes),
-    Chunk { version: Arc<Version>, len: u64 },
+    Chunk {
+        version: Arc<Version>,
+        len: u64,
+        /// Turns for reads from storage, shared by all requests.
+        reads: Arc<tokio::sync::Semaphore>,
+    },
 }
 
 impl Value {
@@ -209,7 +214,16 @@ impl Value {
                 );
                 Ok(b.get(s..e).map(|_| b.slice(s..e)).unwrap_or_default())
             }
-            Value::Chunk { version, len } => {
+            Value::Chunk {
+                version,
+                len,
+                reads,
+            } => {
+                // A turn for the read; closed only if the server is gone.
+                let _turn = reads
+                    .acquire()
+                    .await
+                    .map_err(|_| Failure::new(StatusCode::SERVICE_UNAVAILABLE, "shutting down"))?;
                 if start == 0 && end == *len {
                     return version
                         .store
@@ -287,5 +301,6 @@ async fn read_value(state: &AppState, version: &Arc<Version>, key: &str) -> Resu
     Ok(Value::Chunk {
         version: Arc::clone(version),
         len,
+        reads: Arc::clone(&state.reads),
     })
 }
