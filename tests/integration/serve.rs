@@ -1248,6 +1248,27 @@ async fn chunks_longer_than_a_piece_stream_whole_and_in_ranges() {
         assert!(got[..] == want[from..to], "{range}: bytes differ");
     }
     server.stop().await;
+
+    // One read at a time: eight clients at once still get every byte.
+    let server = start(
+        &repo,
+        ServeOptions {
+            max_concurrent_reads: 1,
+            ..ServeOptions::default()
+        },
+    )
+    .await;
+    let url = server.url("/zarr/branch/main/big/c/0");
+    let answers = futures::future::join_all((0..8).map(|_| async {
+        let r = get(&url).await;
+        assert_eq!(r.status(), 200);
+        r.bytes().await.unwrap()
+    }))
+    .await;
+    for got in answers {
+        assert!(got[..] == want[..], "a body differs");
+    }
+    server.stop().await;
 }
 
 /// SIGTERM while a client is part-way through a streamed chunk: the server takes no
