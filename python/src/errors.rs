@@ -376,6 +376,7 @@ pub(crate) fn classify(e: &floe::Error) -> Classified {
         ),
         E::InvalidFork { .. } => c(Class::Format, Kind::Deserialization),
         E::NoAmendForInitialCommit => c(Class::SessionState, Kind::NoAmendForInitialCommit),
+        E::CloneDestinationInUse { .. } => c(Class::InvalidInput, Kind::ParentDirectoryNotClean),
         E::InvalidRetentionPolicy { .. } | E::InvalidSquashRange { .. } => {
             c(Class::InvalidInput, Kind::NotAllowed)
         }

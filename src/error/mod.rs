@@ -160,6 +160,15 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// `clone` refused a destination that holds another repository (or one with
+    /// commits the source lacks), whose refs the clone would overwrite.
+    #[error("cannot clone into `{location}`: {reason}")]
+    CloneDestinationInUse {
+        /// The destination's root URL.
+        location: String,
+        /// Why it is refused.
+        reason: String,
+    },
     /// A retention policy that cannot be applied: unknown fields, wrong types, or a
     /// rule that would keep nothing but the tip.
     #[error("invalid retention policy: {reason}")]

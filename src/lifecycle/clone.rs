@@ -27,6 +27,10 @@
 //! cheaply (S3), what it holds is learnt from listings of 1/32 of the id space at a
 //! time; elsewhere (a local disk), and for selected refs, by one `HEAD` per object.
 //!
+//! **Never over another repository.** A destination that already holds a
+//! repository is refused unless every snapshot its refs name is in the source (an
+//! earlier clone of the same source, which the run brings up to date).
+//!
 //! At the end the clone is verified ([`mod@super::verify`]) unless
 //! [`CloneOptions::verify`] is off.
 
@@ -157,6 +161,7 @@ pub async fn clone_repository(
         });
     };
     let assets = AssetManager::for_spec(Arc::clone(&src), spec);
+    check_destination(src.as_ref(), &dst, spec).await?;
     let copier = Copier {
         src: src.as_ref(),
         dst: dst.as_ref(),
@@ -196,6 +201,49 @@ pub async fn clone_repository(
         report.verify = Some(verified);
     }
     Ok(report)
+}
+
+/// Refuses a destination that holds another repository: one of another spec
+/// version, or one whose refs name a snapshot the source lacks (its commits would
+/// be lost when the clone writes the source's refs over them). An empty
+/// destination, a clone killed before its refs were written, and an earlier clone
+/// of this source (refs behind the source's) pass.
+///
+/// # Errors
+/// [`Error::CloneDestinationInUse`]; storage and format errors reading the
+/// destination's refs.
+async fn check_destination(
+    src: &dyn Storage,
+    dst: &Arc<dyn Storage>,
+    spec: SpecVersion,
+) -> Result<()> {
+    let Some(dst_spec) = refs::spec_version_of(dst.as_ref()).await? else {
+        return Ok(());
+    };
+    let in_use = |reason: String| Error::CloneDestinationInUse {
+        location: dst.root_url(),
+        reason,
+    };
+    if dst_spec != spec {
+        return Err(in_use(format!(
+            "it holds a spec-{dst_spec} repository and the source is spec {spec}"
+        )));
+    }
+    let dst_assets = AssetManager::for_spec(Arc::clone(dst), dst_spec);
+    let (tips, _) = super::gc::roots(&dst_assets, dst.as_ref()).await?;
+    for tip in tips {
+        match src.head(&keys::snapshot(&tip)).await {
+            Ok(_) => {}
+            Err(crate::storage::StorageError::NotFound { .. }) => {
+                return Err(in_use(format!(
+                    "its refs name snapshot {tip}, which the source does not hold: it is \
+                     another repository, or has commits the source lacks"
+                )))
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
 }
 
 /// The refs to copy: (`branch:NAME` / `tag:NAME`, snapshot), `main` first.

@@ -449,3 +449,93 @@ os._exit(0)
     );
     assert_eq!(lines.map(str::to_string).collect::<Vec<_>>(), want);
 }
+
+/// A destination that holds another repository is refused before anything is
+/// copied, and keeps its refs; an earlier clone of the same source is brought up
+/// to date.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_repository_at_the_destination_is_refused() {
+    for spec in [SpecVersion::V1, SpecVersion::V2] {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = |name: &str| -> Arc<dyn Storage> {
+            Arc::new(LocalStorage::new(&dir.path().join(name)).unwrap())
+        };
+        let a = build(storage("a"), spec, 2).await;
+        let other = build(storage("other"), spec, 3).await;
+        let before = facts(&other).await;
+        let refused = clone_repository(
+            storage("a"),
+            storage("other"),
+            &[],
+            CloneOptions::default(),
+            None,
+        )
+        .await;
+        assert!(
+            matches!(refused, Err(Error::CloneDestinationInUse { .. })),
+            "{spec:?}: {refused:?}"
+        );
+        let other = Repository::open(storage("other")).await.unwrap();
+        assert_eq!(
+            facts(&other).await,
+            before,
+            "{spec:?}: the destination changed"
+        );
+
+        // A clone, then a commit at the source, then the clone again: updated.
+        clone_repository(
+            storage("a"),
+            storage("copy"),
+            &[],
+            CloneOptions::default(),
+            None,
+        )
+        .await
+        .unwrap();
+        let s = a.writable_session("main").await.unwrap();
+        s.set_chunk(&p("/a"), &[0], Bytes::from(vec![77u8; 1024]))
+            .await
+            .unwrap();
+        s.commit("after the first clone").await.unwrap();
+        clone_repository(
+            storage("a"),
+            storage("copy"),
+            &[],
+            CloneOptions::default(),
+            None,
+        )
+        .await
+        .unwrap();
+        let a = Repository::open(storage("a")).await.unwrap();
+        let copy = Repository::open(storage("copy")).await.unwrap();
+        assert_eq!(facts(&copy).await, facts(&a).await, "{spec:?}");
+        // The other way round, the copy is ahead of nothing it lacks: refused.
+        let refused = clone_repository(
+            storage("other"),
+            storage("copy"),
+            &[],
+            CloneOptions::default(),
+            None,
+        )
+        .await;
+        assert!(matches!(refused, Err(Error::CloneDestinationInUse { .. })));
+        // Another spec version is refused too.
+        let other_spec = if spec == SpecVersion::V1 {
+            SpecVersion::V2
+        } else {
+            SpecVersion::V1
+        };
+        build(storage("b"), other_spec, 1).await;
+        assert!(matches!(
+            clone_repository(
+                storage("a"),
+                storage("b"),
+                &[],
+                CloneOptions::default(),
+                None
+            )
+            .await,
+            Err(Error::CloneDestinationInUse { .. })
+        ));
+    }
+}
