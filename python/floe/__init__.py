@@ -114,6 +114,7 @@ from floe.repository import (
     Repository,
     RepoStatus,
     SpecVersion,
+    clone_repository,
     supported_spec_versions,
     upgrade_icechunk_repository,
 )
@@ -251,6 +252,7 @@ __all__ = [
     "Update",
     "UpdateType",
     "upgrade_icechunk_repository",
+    "clone_repository",
     "VersionSelection",
     "VirtualChunkContainer",
     "VirtualChunkSpec",

@@ -1035,6 +1035,10 @@ class Repository:
     def verify(
         self, *, read_chunks: bool = False, check_virtual: bool = False
     ) -> dict[str, Any]: ...
+    @staticmethod
+    def _clone(
+        source: Storage, destination: Storage, refs: list[str], verify: bool
+    ) -> dict[str, Any]: ...
 
     # Async twins (python/src/aio.rs): native coroutines on floe's tokio runtime.
     @staticmethod

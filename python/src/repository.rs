@@ -827,6 +827,36 @@ impl Repository {
         block_on(py, Self::fetch_spec_version_call(storage))
     }
 
+    /// Copies the repository in `source` to `destination` byte for byte, with its
+    /// full history or only what `refs` (`NAME`, `branch:NAME`, `tag:NAME`) reach,
+    /// resumable, verified at the end unless `verify` is false. Returns the report
+    /// as a dict (`objects_copied`, `bytes_copied`, `objects_skipped`, `refs`,
+    /// `verify`).
+    #[staticmethod]
+    #[pyo3(signature = (source, destination, refs, verify))]
+    fn _clone(
+        py: Python<'_>,
+        source: &Storage,
+        destination: &Storage,
+        refs: Vec<String>,
+        verify: bool,
+    ) -> PyResult<Json> {
+        let (src, dst) = (Arc::clone(&source.inner), Arc::clone(&destination.inner));
+        let options = floe::lifecycle::CloneOptions::default().verify(verify);
+        block_on(py, async move {
+            let report = floe::lifecycle::clone_repository(src, dst, &refs, options, None)
+                .await
+                .py()?;
+            let mut value =
+                serde_json::to_value(&report).map_err(|e| PyValueError::new_err(e.to_string()))?;
+            if let Some(map) = value.as_object_mut() {
+                let ok = report.verify.as_ref().is_none_or(|v| v.is_ok());
+                map.insert("ok".into(), serde_json::Value::Bool(ok));
+            }
+            Json::of(&value)
+        })
+    }
+
     /// Upgrades this spec-1 repository to spec 2 in place (Icechunk's
     /// `upgrade_icechunk_repository`); with `dry_run`, checks and changes nothing.
     /// Returns the report as a dict (counts of branches, tags, snapshots, ops-log
