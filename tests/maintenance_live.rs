@@ -88,23 +88,41 @@ async fn worker(url: &str, w: usize, out: &Path, go: &Path) -> i32 {
     }
     let opts = CommitOptions::default().max_attempts(10_000);
     for seq in 0..COMMITS {
-        let s = repo.writable_session("main").await.expect("session");
         let index = (w * COMMITS + seq) as u64;
-        s.set_chunk(&p("/data"), &[index], value(index))
-            .await
-            .expect("set chunk");
-        match s
-            .commit_with(
-                &format!("worker {w} commit {seq}"),
-                BTreeMap::new(),
-                opts.clone(),
-            )
-            .await
-        {
-            Ok(id) => lines.push(format!("ok main {id} {index}")),
-            Err(e) => {
-                eprintln!("worker {w} commit {seq} failed: {e}");
-                return 1;
+        // A session whose base commit retention or squash removed from `main`'s
+        // history cannot be rebased (a conflict naming that base, nothing written):
+        // the writer starts again from the tip, as a user's program does.
+        let mut restarts = 0;
+        loop {
+            let s = repo.writable_session("main").await.expect("session");
+            s.set_chunk(&p("/data"), &[index], value(index))
+                .await
+                .expect("set chunk");
+            match s
+                .commit_with(
+                    &format!("worker {w} commit {seq}"),
+                    BTreeMap::new(),
+                    opts.clone(),
+                )
+                .await
+            {
+                Ok(id) => {
+                    lines.push(format!("ok main {id} {index}"));
+                    break;
+                }
+                Err(Error::Conflict(c))
+                    if restarts < 100
+                        && !c.conflicts.is_empty()
+                        && c.conflicts.iter().all(|c| {
+                            matches!(c, floe::error::Conflict::BaseNotAncestor { .. })
+                        }) =>
+                {
+                    restarts += 1;
+                }
+                Err(e) => {
+                    eprintln!("worker {w} commit {seq} failed: {e}");
+                    return 1;
+                }
             }
         }
     }
