@@ -258,6 +258,37 @@ pub(crate) fn reparent_and_prune(
     (new_parent, pruned)
 }
 
+/// Spec 2: removes the `released` snapshots from `info` (a copy of `original`) and
+/// re-parents every kept snapshot whose parent was released: its transaction logs
+/// span its ancestors up to the first for which `boundary` holds
+/// ([`reparent_and_prune`]), and its new parent is `new_parent(snapshot, that
+/// ancestor)`. Returns the re-parented snapshots.
+pub(crate) fn release_snapshots(
+    info: &mut RepoInfo,
+    original: &RepoInfo,
+    released: &HashSet<SnapshotId>,
+    boundary: impl Fn(&SnapshotSummary) -> bool,
+    new_parent: impl Fn(&SnapshotSummary, Option<SnapshotId>) -> SnapshotId,
+) -> BTreeSet<SnapshotId> {
+    let mut edited = BTreeSet::new();
+    for s in original.snapshots.values() {
+        if released.contains(&s.id) {
+            info.snapshots.remove(&s.id);
+            continue;
+        }
+        if !s.parent_id.is_some_and(|p| released.contains(&p)) {
+            continue;
+        }
+        let (found, pruned) = reparent_and_prune(original, s, &boundary);
+        if let Some(kept) = info.snapshots.get_mut(&s.id) {
+            kept.parent_id = Some(new_parent(s, found));
+            kept.pruned_ancestor_tx_logs = (!pruned.is_empty()).then_some(pruned);
+        }
+        edited.insert(s.id);
+    }
+    edited
+}
+
 /// Spec 2: expiry as one change of the `repo` object (Icechunk's `expire_v2`):
 /// snapshots flushed before `older_than` (microseconds) that have a parent are
 /// expired; those not protected as ref tips (`main`'s always, other branches' and
@@ -308,22 +339,13 @@ pub(crate) fn expire_repo_info(
         expired: released.iter().copied().collect(),
         ..ExpireResult::default()
     };
-    for s in original.snapshots.values() {
-        if released.contains(&s.id) {
-            info.snapshots.remove(&s.id);
-            continue;
-        }
-        let Some(parent) = s.parent_id else { continue };
-        if !released.contains(&parent) {
-            continue;
-        }
-        let (_, pruned) = reparent_and_prune(&original, s, |a| a.parent_id.is_none());
-        if let Some(kept) = info.snapshots.get_mut(&s.id) {
-            kept.parent_id = Some(tree_of.get(&s.id).copied().unwrap_or(SnapshotId::INITIAL));
-            kept.pruned_ancestor_tx_logs = (!pruned.is_empty()).then_some(pruned);
-        }
-        result.edited.insert(s.id);
-    }
+    result.edited = release_snapshots(
+        info,
+        &original,
+        &released,
+        |a| a.parent_id.is_none(),
+        |s, _| tree_of.get(&s.id).copied().unwrap_or(SnapshotId::INITIAL),
+    );
     if options.delete_expired_tags {
         for (name, id) in &original.tags {
             if expired.contains(id) {

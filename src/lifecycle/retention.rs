@@ -32,7 +32,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::expire::{reparent_and_prune, ExpireResult};
+use super::expire::{release_snapshots, ExpireResult};
 use crate::error::{Error, Result};
 use crate::format::repo_info::RepoInfo;
 use crate::format::SnapshotId;
@@ -271,26 +271,18 @@ pub(crate) fn apply_to_repo_info(
         .into_iter()
         .filter(|id| !kept.contains(id))
         .collect();
-    let mut result = ExpireResult {
+    let edited = release_snapshots(
+        info,
+        &original,
+        &released,
+        |a| !released.contains(&a.id),
+        |_, nearest_kept| nearest_kept.unwrap_or(SnapshotId::INITIAL),
+    );
+    ExpireResult {
         expired: released.iter().copied().collect(),
+        edited,
         ..ExpireResult::default()
-    };
-    for s in original.snapshots.values() {
-        if released.contains(&s.id) {
-            info.snapshots.remove(&s.id);
-            continue;
-        }
-        if !s.parent_id.is_some_and(|p| released.contains(&p)) {
-            continue;
-        }
-        let (parent, pruned) = reparent_and_prune(&original, s, |a| !released.contains(&a.id));
-        if let Some(entry) = info.snapshots.get_mut(&s.id) {
-            entry.parent_id = Some(parent.unwrap_or(SnapshotId::INITIAL));
-            entry.pruned_ancestor_tx_logs = (!pruned.is_empty()).then_some(pruned);
-        }
-        result.edited.insert(s.id);
     }
-    result
 }
 
 #[cfg(test)]
