@@ -136,11 +136,17 @@ pub(super) async fn gc(
         output::json_line(out, &serde_json::to_value(summary).unwrap_or_default())?;
         return Ok(());
     }
-    let verb = if options.dry_run {
-        "Would delete"
-    } else {
-        "Deleted"
-    };
+    gc_summary_text(out, &summary, options.dry_run)
+}
+
+/// The line `floe gc` and `floe maintain` print for a garbage collection: what it
+/// deleted (or, dry, would delete), by kind, and the bytes.
+pub(super) fn gc_summary_text(
+    out: &mut impl Write,
+    summary: &floe::lifecycle::GcSummary,
+    dry_run: bool,
+) -> CliResult<()> {
+    let verb = if dry_run { "Would delete" } else { "Deleted" };
     writeln!(
         out,
         "{verb} {} snapshot(s), {} transaction log(s), {} manifest(s) and {} chunk(s): {} bytes",

@@ -226,18 +226,7 @@ pub(super) async fn maintain(
             "No retention policy stored: histories left as they are"
         )?,
     }
-    let g = &summary.gc;
-    writeln!(
-        out,
-        "{} {} snapshot(s), {} transaction log(s), {} manifest(s) and {} chunk(s): {} bytes",
-        if dry_run { "Would delete" } else { "Deleted" },
-        g.snapshots_deleted,
-        g.transaction_logs_deleted,
-        g.manifests_deleted,
-        g.chunks_deleted,
-        g.bytes_deleted
-    )?;
-    Ok(())
+    super::lifecycle::gc_summary_text(out, &summary.gc, dry_run)
 }
 
 /// The snapshot a `--from`/`--to` value names: a snapshot id, a tag or a branch.

@@ -776,6 +776,56 @@ impl std::ops::DerefMut for KillOnDrop {
     }
 }
 
+impl KillOnDrop {
+    /// Starts `floe serve` with `command` (stdout piped) and reads the address it
+    /// prints on its first line.
+    fn serve(command: &mut std::process::Command) -> (KillOnDrop, SocketAddr) {
+        let mut child = KillOnDrop(
+            command
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let addr = line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("http://"))
+            .unwrap_or_else(|| panic!("no URL in {line:?}"))
+            .trim_end_matches('/')
+            .parse()
+            .unwrap();
+        (child, addr)
+    }
+
+    /// Sends SIGTERM to the child.
+    fn terminate(&self) {
+        let killed = std::process::Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+    }
+
+    /// Waits (at most 20 s, else panics with `what`) for the child to exit with
+    /// status 0.
+    fn exits_cleanly(&mut self, what: &str) {
+        let started = std::time::Instant::now();
+        loop {
+            if let Some(status) = self.0.try_wait().unwrap() {
+                assert!(status.success(), "{status}");
+                return;
+            }
+            assert!(started.elapsed() < Duration::from_secs(20), "{what}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
         if matches!(self.0.try_wait(), Ok(None)) {
@@ -817,26 +867,12 @@ async fn the_cli_refuses_public_addresses_without_public_and_stops_on_sigterm() 
     assert!(String::from_utf8_lossy(&out.stderr).contains("no token"));
 
     std::fs::write(&token_file, "tok\n").unwrap();
-    let mut child = KillOnDrop(
+    let (mut child, addr) = KillOnDrop::serve(
         floe_bin()
             .args(["serve", repo, "--bind", "127.0.0.1:0", "--token-file"])
-            .arg(&token_file)
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap(),
+            .arg(&token_file),
     );
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    let base = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap_or_else(|| panic!("no URL in {line:?}"))
-        .trim_end_matches('/')
-        .to_string();
+    let base = format!("http://{addr}");
     let r = client()
         .get(format!("{base}/zarr/tag/v1/a/c/0"))
         .bearer_auth("tok")
@@ -846,23 +882,8 @@ async fn the_cli_refuses_public_addresses_without_public_and_stops_on_sigterm() 
     assert_eq!(r.status(), 200);
     assert_eq!(&r.bytes().await.unwrap()[..], &[1, 2, 3, 4]);
     // SIGTERM to the child this test started.
-    let killed = std::process::Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    let started = std::time::Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            assert!(status.success(), "{status}");
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "no exit after SIGTERM"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    child.terminate();
+    child.exits_cleanly("no exit after SIGTERM");
 }
 
 /// The history browser: front page, log, a snapshot's tree, a diff with its chunk
@@ -1279,26 +1300,12 @@ async fn a_request_in_flight_at_sigterm_is_finished() {
     drop(big_chunk_repo(dir.path()).await);
     let want = big_chunk_bytes();
     let repo = dir.path().join("repo");
-    let mut child = KillOnDrop(
-        floe_bin()
-            .args(["serve", repo.to_str().unwrap(), "--bind", "127.0.0.1:0"])
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    let addr: SocketAddr = line
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("http://"))
-        .unwrap_or_else(|| panic!("no URL in {line:?}"))
-        .trim_end_matches('/')
-        .parse()
-        .unwrap();
+    let (mut child, addr) = KillOnDrop::serve(floe_bin().args([
+        "serve",
+        repo.to_str().unwrap(),
+        "--bind",
+        "127.0.0.1:0",
+    ]));
     let mut s = std::net::TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     s.write_all(b"GET /zarr/branch/main/big/c/0 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
@@ -1312,11 +1319,7 @@ async fn a_request_in_flight_at_sigterm_is_finished() {
         got += n;
     }
     answer.truncate(got);
-    let killed = std::process::Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    child.terminate();
     // The listener closes: a new connection is refused (or reset) from now on.
     let started = std::time::Instant::now();
     loop {
@@ -1355,16 +1358,5 @@ async fn a_request_in_flight_at_sigterm_is_finished() {
         "{head}"
     );
     assert!(answer[head_end..] == want[..], "the body differs");
-    let started = std::time::Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            assert!(status.success(), "{status}");
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "no exit after the last answer"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    child.exits_cleanly("no exit after the last answer");
 }
