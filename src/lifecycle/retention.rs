@@ -226,11 +226,13 @@ mod seconds {
     }
 }
 
-/// The snapshots `policy` keeps in `info` at `now` (microseconds): every
-/// snapshot a branch's rule keeps, every branch's whole history when it has no
-/// rule, every ref's tip and every history's first snapshot.
-fn kept_snapshots(info: &RepoInfo, policy: &RetentionPolicy, now: u64) -> HashSet<SnapshotId> {
+/// The snapshots `policy` releases in `info` at `now` (microseconds): those of a
+/// branch's history that no rule keeps. Kept: every snapshot a branch's rule keeps,
+/// every branch's whole history when it has no rule, every ref's tip and every
+/// history's first snapshot. Each branch's history is walked once.
+fn released_snapshots(info: &RepoInfo, policy: &RetentionPolicy, now: u64) -> HashSet<SnapshotId> {
     let mut kept: HashSet<SnapshotId> = info.tags.values().copied().collect();
+    let mut in_branch_history: HashSet<SnapshotId> = HashSet::new();
     for (name, tip) in &info.branches {
         let Ok(history) = info.ancestry(*tip) else {
             // A loop: keep all of it, release nothing of it.
@@ -239,6 +241,7 @@ fn kept_snapshots(info: &RepoInfo, policy: &RetentionPolicy, now: u64) -> HashSe
         };
         let rule = policy.rule_for(name);
         for (position, s) in history.iter().enumerate() {
+            in_branch_history.insert(s.id);
             let keep =
                 s.parent_id.is_none() || rule.is_none_or(|r| r.keeps(position, s.flushed_at, now));
             if keep {
@@ -246,7 +249,10 @@ fn kept_snapshots(info: &RepoInfo, policy: &RetentionPolicy, now: u64) -> HashSe
             }
         }
     }
-    kept
+    in_branch_history
+        .into_iter()
+        .filter(|id| !kept.contains(id))
+        .collect()
 }
 
 /// Applies `policy` to `info` at `now` (microseconds since the epoch): removes the
@@ -260,17 +266,7 @@ pub(crate) fn apply_to_repo_info(
     now: u64,
 ) -> ExpireResult {
     let original = info.clone();
-    let kept = kept_snapshots(&original, policy, now);
-    let mut in_branch_history: HashSet<SnapshotId> = HashSet::new();
-    for tip in original.branches.values() {
-        if let Ok(history) = original.ancestry(*tip) {
-            in_branch_history.extend(history.iter().map(|s| s.id));
-        }
-    }
-    let released: HashSet<SnapshotId> = in_branch_history
-        .into_iter()
-        .filter(|id| !kept.contains(id))
-        .collect();
+    let released = released_snapshots(&original, policy, now);
     let edited = release_snapshots(
         info,
         &original,
