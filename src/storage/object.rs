@@ -19,6 +19,10 @@ use super::{
     ObjectInfo, ObjectVersion, Storage, StorageError, StorageResult, VersionedBytes, WriteOutcome,
 };
 
+/// Attempts at one [`Storage::delete_many`] whose bulk request fails (a dropped
+/// connection, a server error) before its error is returned.
+const BULK_DELETE_ATTEMPTS: u32 = 4;
+
 /// A [`Storage`] on an `object_store` backend, rooted at a key prefix.
 #[derive(Debug, Clone)]
 pub struct ObjectStorage {
@@ -125,6 +129,31 @@ enum ConditionalDelete {
 }
 
 impl ObjectStorage {
+    /// One bulk delete of `paths`: the paths not confirmed deleted (all of a batch
+    /// whose request failed) and the first error. Missing objects count as deleted.
+    async fn delete_batch(&self, paths: Vec<Path>) -> (Vec<Path>, Option<StorageError>) {
+        use futures::StreamExt;
+        let mut pending: std::collections::BTreeSet<Path> = paths.iter().cloned().collect();
+        let input = futures::stream::iter(paths.into_iter().map(Ok)).boxed();
+        let mut results = self.store.delete_stream(input);
+        let mut first = None;
+        while let Some(r) = results.next().await {
+            match r {
+                Ok(path) => {
+                    pending.remove(&path);
+                }
+                Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => {
+                    first.get_or_insert(map_err("", e));
+                }
+            }
+        }
+        if first.is_none() {
+            // Missing objects are not named in their error: nothing is left to do.
+            pending.clear();
+        }
+        (pending.into_iter().collect(), first)
+    }
     /// Wraps `store`; every key is placed under `prefix` (no leading or trailing `/`,
     /// may be empty). `url` is what [`Storage::root_url`] reports.
     pub fn new(store: Arc<dyn ObjectStore>, prefix: &str, url: String) -> Self {
@@ -726,21 +755,28 @@ impl Storage for ObjectStorage {
         }
     }
 
+    /// Bulk deletes (Azure's batch and S3's multi-object delete are `POST`s, which
+    /// the client does not retry when a connection drops mid-request) are retried
+    /// here, up to [`BULK_DELETE_ATTEMPTS`] times with jittered back-off, for the
+    /// keys not yet confirmed deleted: deleting is idempotent.
     async fn delete_many(&self, keys: &[String]) -> StorageResult<()> {
-        use futures::StreamExt;
-        let paths: Vec<Path> = keys.iter().map(|k| self.path(k)).collect();
-        let paths = futures::stream::iter(paths.into_iter().map(Ok)).boxed();
-        let mut results = self.store.delete_stream(paths);
-        let mut first = None;
-        while let Some(r) = results.next().await {
-            match r {
-                Ok(_) | Err(object_store::Error::NotFound { .. }) => {}
-                Err(e) => {
-                    first.get_or_insert(map_err("", e));
+        let mut remaining: Vec<Path> = keys.iter().map(|k| self.path(k)).collect();
+        let mut attempt = 0u32;
+        loop {
+            attempt += 1;
+            let (failed, error) = self.delete_batch(remaining).await;
+            match error {
+                None => return Ok(()),
+                Some(e) if attempt >= BULK_DELETE_ATTEMPTS => return Err(e),
+                Some(e) => {
+                    tracing::debug!(attempt, error = %e, "retrying a bulk delete");
+                    let ceiling = 50u64 << attempt;
+                    let wait = rand::random_range(ceiling / 2..=ceiling);
+                    tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
+                    remaining = failed;
                 }
             }
         }
-        first.map_or(Ok(()), Err)
     }
 
     async fn list(&self, prefix: &str) -> StorageResult<Vec<ObjectInfo>> {
@@ -852,5 +888,144 @@ mod tests {
             }) => assert_eq!((requested, size), (80..130, 100)),
             other => panic!("expected a short read, got {other:?}"),
         }
+    }
+
+    /// An in-memory store whose bulk deletes drop the connection: each of the first
+    /// `failures` calls deletes the first `done` paths, then fails the rest of the
+    /// batch the way a reset connection does (one error naming no path).
+    #[derive(Debug)]
+    struct DroppingDeletes {
+        inner: InMemory,
+        failures: std::sync::atomic::AtomicU32,
+        done: usize,
+    }
+
+    impl fmt::Display for DroppingDeletes {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(f, "DroppingDeletes")
+        }
+    }
+
+    #[async_trait]
+    impl ObjectStore for DroppingDeletes {
+        async fn put_opts(
+            &self,
+            location: &Path,
+            payload: object_store::PutPayload,
+            opts: object_store::PutOptions,
+        ) -> object_store::Result<object_store::PutResult> {
+            self.inner.put_opts(location, payload, opts).await
+        }
+        async fn put_multipart_opts(
+            &self,
+            location: &Path,
+            opts: object_store::PutMultipartOptions,
+        ) -> object_store::Result<Box<dyn object_store::MultipartUpload>> {
+            self.inner.put_multipart_opts(location, opts).await
+        }
+        async fn get_opts(
+            &self,
+            location: &Path,
+            options: object_store::GetOptions,
+        ) -> object_store::Result<object_store::GetResult> {
+            self.inner.get_opts(location, options).await
+        }
+        fn delete_stream(
+            &self,
+            locations: futures::stream::BoxStream<'static, object_store::Result<Path>>,
+        ) -> futures::stream::BoxStream<'static, object_store::Result<Path>> {
+            use futures::StreamExt;
+            use std::sync::atomic::Ordering;
+            let fail = self
+                .failures
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok();
+            let inner = self.inner.clone();
+            let done = self.done;
+            futures::stream::once(async move {
+                let paths: Vec<Path> = locations.try_collect().await?;
+                let keep = if fail {
+                    done.min(paths.len())
+                } else {
+                    paths.len()
+                };
+                let mut out = Vec::new();
+                for p in &paths[..keep] {
+                    out.push(match inner.delete(p).await {
+                        Ok(()) => Ok(p.clone()),
+                        Err(e) => Err(e),
+                    });
+                }
+                if fail {
+                    out.push(Err(object_store::Error::Generic {
+                        store: "DroppingDeletes",
+                        source: "connection reset by peer".into(),
+                    }));
+                }
+                Ok::<_, object_store::Error>(futures::stream::iter(out))
+            })
+            .map(|r| match r {
+                Ok(s) => s.boxed(),
+                Err(e) => futures::stream::once(async move { Err(e) }).boxed(),
+            })
+            .flatten()
+            .boxed()
+        }
+        fn list(
+            &self,
+            prefix: Option<&Path>,
+        ) -> futures::stream::BoxStream<'static, object_store::Result<object_store::ObjectMeta>>
+        {
+            self.inner.list(prefix)
+        }
+        async fn list_with_delimiter(
+            &self,
+            prefix: Option<&Path>,
+        ) -> object_store::Result<object_store::ListResult> {
+            self.inner.list_with_delimiter(prefix).await
+        }
+        async fn copy_opts(
+            &self,
+            from: &Path,
+            to: &Path,
+            options: object_store::CopyOptions,
+        ) -> object_store::Result<()> {
+            self.inner.copy_opts(from, to, options).await
+        }
+    }
+
+    async fn dropping_deletes(failures: u32, keys: &[String]) -> ObjectStorage {
+        let store = Arc::new(DroppingDeletes {
+            inner: InMemory::new(),
+            failures: failures.into(),
+            done: 2,
+        });
+        let storage = ObjectStorage::new(store, "p", "memory://".into());
+        for k in keys {
+            storage.put(k, Bytes::from_static(b"x")).await.unwrap();
+        }
+        storage
+    }
+
+    #[tokio::test]
+    async fn a_bulk_delete_whose_connection_drops_is_retried_until_every_key_is_gone() {
+        let keys: Vec<String> = (0..5).map(|i| format!("k{i}")).collect();
+        let storage = dropping_deletes(BULK_DELETE_ATTEMPTS - 1, &keys).await;
+        storage.delete_many(&keys).await.unwrap();
+        assert!(storage.list("").await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_bulk_delete_failing_every_attempt_returns_the_backend_error() {
+        let keys: Vec<String> = (0..9).map(|i| format!("k{i}")).collect();
+        let storage = dropping_deletes(BULK_DELETE_ATTEMPTS, &keys).await;
+        match storage.delete_many(&keys).await {
+            Err(StorageError::Backend { .. }) => {}
+            other => panic!("expected a backend error, got {other:?}"),
+        }
+        // Each attempt deleted two of the keys it was given, and only keys not yet
+        // deleted were sent again.
+        let left = storage.list("").await.unwrap().len() as u32;
+        assert_eq!(left, 9 - 2 * BULK_DELETE_ATTEMPTS);
     }
 }
