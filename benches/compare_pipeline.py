@@ -27,7 +27,9 @@ array, ``--xr-mib`` for xarray):
 zstd(3) and uncompressed arrays of 1 MiB chunks written + committed and read back;
 10,000 chunks of 4 KiB written + committed and read back; a sharded array (1 MiB
 shards of 4 KiB inner chunks) written + committed, read whole, and one inner chunk
-read per shard; the 1 MiB-chunk arrays once more in the same process ("again":
+read per shard, then one selection of each kind zarr-python has (orthogonal with an
+integer array, coordinate, mask, stepped slice, block) touching one inner chunk or
+element of every shard; attribute-only commits of a group (median of 50); the 1 MiB-chunk arrays once more in the same process ("again":
 a second batch, which reuses what the first allocated); an xarray dataset of 4
 float32 variables written with ``to_zarr`` + commit, then ``open_zarr(...).mean().compute()``; the same dataset as Dask arrays
 written from a ``LocalCluster`` of 2 worker processes (``to_icechunk`` through forks
@@ -48,7 +50,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from engine_compare_common import medians, run_engine, settle, table, venv_python  # noqa: E402
 
-ROWS = ["zstd", "raw", "small", "sharded", "xarray", "dask"]
+ROWS = ["zstd", "raw", "small", "sharded", "attrs", "xarray", "dask"]
 
 
 def _engine(engine, tmp):
@@ -180,6 +182,39 @@ def workloads(engine, mib, xr_mib, rows, shard_mib=32):
                 one = r[i + 7]
                 assert np.array_equal(one, data[i + 7])
             out["read_one_inner_chunk_per_shard_s"] = time.perf_counter() - t
+            # One selection call per kind, each touching one inner chunk (or one
+            # element) of every shard.
+            rows_ = np.arange(7, data.shape[0], 256)
+            cols_ = (np.arange(rows_.size) * 13) % data.shape[1]
+            mask = np.zeros(data.shape, dtype=bool)
+            mask[rows_, cols_] = True
+            for name, select, want in (
+                ("orthogonal", lambda: r.get_orthogonal_selection((rows_, slice(None))),
+                 lambda: data[rows_]),
+                ("coordinate", lambda: r.vindex[rows_, cols_], lambda: data[rows_, cols_]),
+                ("mask", lambda: r.vindex[mask], lambda: data[mask]),
+                ("stepped", lambda: r[7::256], lambda: data[7::256]),
+                ("block", lambda: r.blocks[1:3], lambda: data[256:768]),
+            ):
+                t = time.perf_counter()
+                got = select()
+                out[f"read_{name}_selection_s"] = time.perf_counter() - t
+                assert np.array_equal(got, want()), name
+
+        if "attrs" in rows:
+            # Attribute-only commits: one attribute of a group set and committed, 50
+            # times; the median.
+            st = writable()
+            zarr.create_group(st, path="meta", attributes={"n": -1})
+            commit(st)
+            times = []
+            for i in range(50):
+                t = time.perf_counter()
+                st = writable()
+                zarr.open_group(st, path="meta", mode="r+").attrs["n"] = i
+                commit(st)
+                times.append(time.perf_counter() - t)
+            out["attribute_commit_median_s"] = float(np.median(times))
 
         if "xarray" in rows:
             import xarray as xr

@@ -25,10 +25,15 @@ a regular chunk grid, codecs floe implements (``bytes``, ``transpose``, ``gzip``
 ``numcodecs.zlib``, ``gzip``, ``zstd``, ``blosc``, ``shuffle``, ``bz2``, ``lzma``,
 ``lz4``, ``crc32``, ``crc32c``, ``adler32``, ``fletcher32``, ``delta``,
 ``fixedscaleoffset``, ``quantize``, ``bitround``, ``packbits``, ``astype``),
-fixed-size numeric or boolean data types in native byte order, and a *basic*
-selection (integers and slices of step 1) forming one box of the array. Everything
-else (other stores, a codec or data type floe does not implement, strings,
-fancy/stepped selections, F-order or non-native outputs) goes to zarr-python's own
+fixed-size numeric or boolean data types in native byte order. A *basic* selection
+(integers and slices of step 1) forming one box of the array is read or written in
+one call per slab; reads by any other selection zarr-python supports (orthogonal
+selections with integer or boolean arrays, coordinate selections through
+``vindex``, masks, stepped slices) read in Rust only the box each chunk's selection
+spans, and of a shard only the inner chunks it touches, and numpy applies the
+selection to that box (``floe._selection_reads``). Everything else (other stores, a
+codec or data type floe does not implement, strings, writes by fancy or stepped
+selections, F-order or non-native outputs) goes to zarr-python's own
 ``BatchedCodecPipeline`` for that batch: never a different answer from zarr's.
 
 On by default once ``floe`` is imported (for floe stores only; every other store keeps
@@ -53,6 +58,7 @@ from zarr.abc.codec import CodecPipeline
 from zarr.core.codec_pipeline import BatchedCodecPipeline
 from zarr.storage import StorePath
 
+from floe._selection_reads import plan as _selection_plan
 from floe._settle import wait_ended
 
 __all__ = ["FloeCodecPipeline", "enable", "disable", "is_enabled"]
@@ -80,9 +86,14 @@ WRITE_MAX_CHUNK_BYTES: int | None = None
 #: ``None``: one call per batch.
 SLAB_BYTES: int | None = 64 << 20
 
+#: Rust reads in flight at once for a selection that is not a box (one read per run
+#: of inner chunks the selection touches, or per chunk of an unsharded array).
+SELECTION_READS_IN_FLIGHT = 64
+
 _INT = re.compile(r"\d+")
 
-#: Batches handled since import, by path: ``rust_read``/``rust_write`` went to Rust,
+#: Batches handled since import, by path: ``rust_read``/``rust_write`` went to Rust
+#: as boxes, ``rust_read_selection`` to Rust by a selection that is not a box,
 #: ``zarr_read``/``zarr_write`` to zarr's pipeline (of a floe-pipeline array). For
 #: tests and profiling; reset with ``stats.clear()``.
 stats: dict[str, int] = {}
@@ -646,6 +657,69 @@ class FloeCodecPipeline(CodecPipeline):
         chunk_bytes = int(np.prod(spec.shape, dtype=np.int64)) * dtype.itemsize
         return chunk_bytes <= WRITE_MAX_CHUNK_BYTES
 
+    def _selection_reads(self, batch: list, out: Any) -> tuple[Any, np.ndarray, list, list]:
+        """A batch whose selection is not one box (integer arrays, masks, stepped
+        slices: orthogonal, coordinate and mask selections): ``(native, arr, reads,
+        assigns)``, where ``reads`` are the regions to read in Rust, each ``(start,
+        shape, destination view)``, and ``assigns`` the ``(box buffer, shifted chunk
+        selection, out selection)`` to apply once they are read (``_read_selection``).
+        For a sharded array only the inner chunks the selection touches are read.
+        ``_Unsupported`` (nothing started) when the batch is not of a ``FloeStore``
+        array with a regular grid, or zarr's output is not a native-order numpy
+        array."""
+        meta = self._metadata
+        if meta is None or not _enabled or not batch:
+            raise _Unsupported
+        if "rectilinear" in type(meta.chunk_grid).__name__.lower():
+            raise _Unsupported
+        grid = getattr(meta.chunk_grid, "chunk_shape", None)
+        first = batch[0][0]
+        if grid is None or type(first) is not StorePath or first.store is not self._store:
+            raise _Unsupported
+        cshape = [int(x) for x in grid]
+        nd = len(cshape)
+        if nd == 0:
+            raise _Unsupported
+        _coords, prefix = _split_key(meta, first.path, nd)
+        native = self._handle(prefix.rstrip("/"))
+        arr = out.as_numpy_array() if hasattr(out, "as_numpy_array") else out.as_ndarray_like()
+        if not isinstance(arr, np.ndarray) or not self._native_dtype(arr.dtype):
+            raise _Unsupported
+        block = _inner_chunk_shape(meta) or cshape
+        if len(block) != nd:
+            raise _Unsupported
+        plen = len(prefix)
+        reads: list[tuple[list[int], list[int], np.ndarray]] = []
+        assigns: list[tuple[np.ndarray, tuple[Any, ...], Any]] = []
+        for getter, _spec, csel, osel, _complete in batch:
+            if type(getter) is not StorePath or getter.store is not self._store:
+                raise _Unsupported
+            key = getter.path
+            if not key.startswith(prefix):
+                raise _Unsupported
+            coords = [int(x) for x in _INT.findall(key, plen)]
+            if len(coords) != nd:
+                raise _Unsupported
+            try:
+                planned = _selection_plan(tuple(csel), cshape, block)
+            except ValueError as e:
+                raise _Unsupported from e
+            if planned is None:
+                continue
+            lo, hi, shifted, regions = planned
+            origin = [c * n for c, n in zip(coords, cshape, strict=True)]
+            if any(o + h > m for o, h, m in zip(origin, hi, meta.shape, strict=True)):
+                # past the shape this pipeline knows (a resized array): zarr's path
+                raise _Unsupported
+            buf = np.empty([h - a for a, h in zip(lo, hi, strict=True)], dtype=arr.dtype)
+            for a, b in regions:
+                start = [o + x + y for o, x, y in zip(origin, lo, a, strict=True)]
+                shape = [y - x for x, y in zip(a, b, strict=True)]
+                view = buf[tuple(slice(x, y) for x, y in zip(a, b, strict=True))]
+                reads.append((start, shape, view))
+            assigns.append((buf, shifted, osel))
+        return native, arr, reads, assigns
+
     async def read(
         self, batch_info: Iterable[Any], out: Any, drop_axes: tuple[int, ...] = ()
     ) -> None:
@@ -660,11 +734,11 @@ class FloeCodecPipeline(CodecPipeline):
         ```
         """
         batch = list(batch_info)
-        if drop_axes or self._store is None:
-            if self._store is not None:
-                _count("zarr_read")
+        if self._store is None:
             return await self.inner.read(batch, out, drop_axes)
         try:
+            if drop_axes:
+                raise _Unsupported
             native, start, shape, out_box, _spec = await self._region(batch)
             arr = out.as_numpy_array() if hasattr(out, "as_numpy_array") else out.as_ndarray_like()
             if not isinstance(arr, np.ndarray) or not self._native_dtype(arr.dtype):
@@ -673,8 +747,13 @@ class FloeCodecPipeline(CodecPipeline):
                 raise _Unsupported
             target = arr[tuple(out_box) + (Ellipsis,)]
         except _Unsupported:
-            _count("zarr_read")
-            return await self.inner.read(batch, out, drop_axes)
+            try:
+                selection = self._selection_reads(batch, out)
+            except _Unsupported:
+                _count("zarr_read")
+                return await self.inner.read(batch, out, drop_axes)
+            _count("rust_read_selection")
+            return await _read_selection(*selection, drop_axes)
         _count("rust_read")
         # The first axis of the array is the target's first when no integer selects
         # it (an integer-selected axis has length 1 and is never split).
@@ -697,7 +776,7 @@ class FloeCodecPipeline(CodecPipeline):
                         part,
                     )
 
-        await _two_in_flight(calls())
+        await _in_flight(calls())
 
     async def write(
         self, batch_info: Iterable[Any], value: Any, drop_axes: tuple[int, ...] = ()
@@ -752,7 +831,7 @@ class FloeCodecPipeline(CodecPipeline):
                 data = np.ascontiguousarray(src[rows]).reshape(-1).view(np.uint8)
                 yield _start(native.write, part_start, part_shape, data, write_empty)
 
-        await _two_in_flight(calls())
+        await _in_flight(calls())
 
     def _chunk_rows(self) -> int:
         """Elements along the first axis of one chunk of the grid (of one shard for a
@@ -770,7 +849,7 @@ class _LoopCalls:
     A call ends by queueing its outcome in ``_floe.Completions`` and writing a byte
     to a socket this loop watches (``loop.add_reader``); ``_drain`` resolves the
     futures on the loop's thread. The pipeline never cancels these futures (it
-    awaits them through ``asyncio.shield``, see ``_two_in_flight``), so each gets
+    awaits them through ``asyncio.shield``, see ``_in_flight``), so each gets
     its call's outcome; one cancelled by other code is skipped when its call ends.
     No Rust thread takes the GIL or calls Python to end a call
     (``pyo3_async_runtimes`` did both, through tokio's blocking pool: ~150 us
@@ -820,7 +899,7 @@ def _start(method: Callable[..., None], *args: Any) -> asyncio.Future[None]:
     """Starts the Rust pipeline call ``method(*args, completions, token)`` on the
     running loop; returns the future of its outcome (``None``, or the call's
     exception). Cancelling that future does not stop the call: await it through
-    ``asyncio.shield`` (as ``_two_in_flight`` does) to learn when it ended."""
+    ``asyncio.shield`` (as ``_in_flight`` does) to learn when it ended."""
     loop = asyncio.get_running_loop()
     calls = _LOOP_CALLS.get(loop)
     if calls is None:
@@ -834,11 +913,45 @@ async def _then_copy(call: Any, tmp: np.ndarray, part: np.ndarray) -> None:
     part[...] = tmp
 
 
-async def _two_in_flight(calls: Iterator[Any]) -> None:
+async def _read_selection(
+    native: Any, arr: np.ndarray, reads: list, assigns: list, drop_axes: tuple[int, ...]
+) -> None:
+    """Runs the reads ``_selection_reads`` planned, ``SELECTION_READS_IN_FLIGHT`` at
+    a time, then assigns each chunk's selection into ``arr`` as zarr does
+    (``out[out_selection] = chunk[chunk_selection]``, axes ``drop_axes`` squeezed)."""
+
+    def calls() -> Iterator[Any]:
+        for start, shape, view in reads:
+            if view.flags.c_contiguous:
+                yield _start(native.read, start, shape, view.reshape(-1).view(np.uint8))
+            else:
+                tmp = np.empty(view.shape, dtype=view.dtype)
+                yield _then_copy(
+                    _start(native.read, start, shape, tmp.reshape(-1).view(np.uint8)), tmp, view
+                )
+
+    await _in_flight(calls(), SELECTION_READS_IN_FLIGHT)
+    for buf, shifted, osel in assigns:
+        value = buf[shifted]
+        if drop_axes:
+            value = value.squeeze(axis=drop_axes)
+        arr[osel] = value
+
+
+def _inner_chunk_shape(meta: Any) -> list[int] | None:
+    """The inner chunk shape of a sharded array (its outermost sharding codec's),
+    ``None`` for an array without sharding."""
+    for codec in getattr(meta, "codecs", ()) or ():
+        if type(codec).__name__ == "ShardingCodec":
+            return [int(x) for x in codec.chunk_shape]
+    return None
+
+
+async def _in_flight(calls: Iterator[Any], limit: int = 2) -> None:
     """Awaits the Rust calls ``calls`` starts (each started when the iterator yields
     it: a future of ``_start``, or a ``_then_copy`` coroutine, run as a task), keeping
-    at most two in flight, so one slab's start overlaps the previous slab's encoding
-    or decoding.
+    at most ``limit`` (two) in flight, so one slab's start overlaps the previous
+    slab's encoding or decoding.
 
     Returns, or raises, only once every call started has ended, whatever happened:
     a call's error, an error starting the next call, or the cancellation of the task
@@ -858,7 +971,7 @@ async def _two_in_flight(calls: Iterator[Any]) -> None:
     try:
         for call in calls:
             window.append(asyncio.ensure_future(call))
-            if len(window) == 2:
+            if len(window) >= limit:
                 await asyncio.shield(window[0])
                 window.pop(0)
         while window:

@@ -36,6 +36,10 @@ from zarr.core.buffer import Buffer, BufferPrototype
 from floe._floe import ReadOnlyError
 from floe._settle import run_to_end
 
+#: Key endings of metadata documents (Zarr v3's, and v2's, which floe stores never
+#: hold): their gets are answered from the session's memory, without a round trip.
+_METADATA_NAMES = ("zarr.json", ".zgroup", ".zattrs", ".zarray", ".zmetadata")
+
 
 def _type_error(method: str, name: str, expected: str, value: object) -> TypeError:
     return TypeError(
@@ -263,6 +267,11 @@ class FloeStore(Store):
         _check_str("get", "key", key)
         _check_prototype("get", prototype)
         if byte_range is None:
+            if key.endswith(_METADATA_NAMES):
+                # Metadata documents are in the session's memory: no round trip.
+                known, data = self._native._get_now(key)
+                if known:
+                    return None if data is None else prototype.buffer.from_bytes(data)
             # Whole keys: the gets of one event-loop turn are read together, through
             # floe's coalesced chunk reads (floe._batched_reads).
             data = await self._get_batcher().get(key)
@@ -389,7 +398,11 @@ class FloeStore(Store):
         _check_str("set", "key", key)
         _check_buffer("set", value)
         self._check_writable()
-        prepared = await run_to_end(self._native._prepare_set(key, value.to_bytes()))
+        data = value.to_bytes()
+        if key.endswith("zarr.json") and self._native._set_now(key, data):
+            # A metadata document: recorded at once, nothing to write.
+            return
+        prepared = await run_to_end(self._native._prepare_set(key, data))
         self._native._finish_set(prepared)
 
     async def set_if_not_exists(self, key: str, value: Buffer) -> None:

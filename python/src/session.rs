@@ -819,6 +819,35 @@ impl NativeStore {
         })
     }
 
+    /// `get` of `key` answered at once, without I/O (`SessionStore::get_now`):
+    /// `(True, value or None)` for a metadata key or a key that names nothing, once
+    /// the session's snapshot is loaded; `(False, None)` when the key needs I/O (a
+    /// chunk key) and `get` must be awaited. Raises `InvalidInputError` for a key
+    /// no Zarr hierarchy has.
+    fn _get_now(&self, py: Python<'_>, key: &str) -> PyResult<(bool, Option<Py<PyBytes>>)> {
+        match self.inner.get_now(key) {
+            None => Ok((false, None)),
+            Some(r) => Ok((true, to_bytes(py, r.map_err(store_err)?))),
+        }
+    }
+
+    /// `set` of a `zarr.json` key done at once (`SessionStore::set_metadata_now`:
+    /// the document is recorded, nothing is written): `True` when done, `False` for
+    /// other keys (then `_prepare_set` + `_finish_set`). Raises `ReadOnlyError` on
+    /// a read-only or committed session and the store's errors.
+    fn _set_now(
+        &self,
+        py: Python<'_>,
+        key: &str,
+        value: pyo3::pybacked::PyBackedBytes,
+    ) -> PyResult<bool> {
+        self.check_writable(py, key)?;
+        match self.inner.set_metadata_now(key, Bytes::from_owner(value)) {
+            None => Ok(false),
+            Some(r) => r.map(|()| true).map_err(store_err),
+        }
+    }
+
     /// Whether `key` exists (a chunk's ref is looked up, its bytes not fetched);
     /// raises `InvalidInputError` for a key no Zarr hierarchy has, as Icechunk.
     fn exists<'py>(&self, py: Python<'py>, key: String) -> PyResult<Bound<'py, PyAny>> {

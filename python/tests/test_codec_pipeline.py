@@ -294,7 +294,59 @@ def test_strings_and_fancy_selections_fall_back():
     np.testing.assert_array_equal(a.get_orthogonal_selection(([1, 7, 19],)), [1, 7, 19])
     a.set_orthogonal_selection(([0, 13],), [100, 113])
     np.testing.assert_array_equal(a[[0, 13]], [100, 113])
+    # Writes by a fancy selection go to zarr's pipeline; reads go to Rust by their
+    # selection, not as one box.
     assert cp.stats.get("rust_read", 0) == 0 and cp.stats.get("rust_write", 0) == 0
+    assert cp.stats["zarr_write"] >= 1 and cp.stats["rust_read_selection"] == 3
+    assert cp.stats.get("zarr_read", 0) == 0
+
+
+def _selections(shape):
+    """Every kind of selection zarr-python reads, over an array of ``shape`` (2-d)."""
+    n0, n1 = shape
+    mask = np.zeros(shape, dtype=bool)
+    mask[[0, 3, n0 - 1], [1, n1 - 1, 0]] = True
+    rows = np.zeros(n0, dtype=bool)
+    rows[[2, n0 - 2]] = True
+    return [
+        ("orthogonal", lambda a: a.get_orthogonal_selection(([1, 9, n0 - 1], slice(None)))),
+        ("orthogonal-both", lambda a: a.get_orthogonal_selection(([n0 - 1, 0, 5], [3, 1, n1 - 2]))),
+        ("orthogonal-bool", lambda a: a.get_orthogonal_selection((rows, slice(2, n1 - 1)))),
+        ("orthogonal-int-axis", lambda a: a.get_orthogonal_selection((5, [1, 4, n1 - 1]))),
+        ("orthogonal-repeated", lambda a: a.get_orthogonal_selection(([4, 4, 2], [0, 0]))),
+        ("orthogonal-negative", lambda a: a.get_orthogonal_selection(([-1, -n0], slice(None)))),
+        ("oindex", lambda a: a.oindex[[2, 7], 1:n1:2]),
+        ("vindex", lambda a: a.vindex[[0, n0 - 1, 3, 3], [n1 - 1, 0, 2, 2]]),
+        ("coordinate", lambda a: a.get_coordinate_selection(([1, 2, n0 - 3], [n1 - 1, 5, 0]))),
+        ("mask", lambda a: a.get_mask_selection(mask)),
+        ("vindex-mask", lambda a: a.vindex[mask]),
+        ("stepped", lambda a: a[1 : n0 - 1 : 3, :: 4]),
+        ("stepped-int", lambda a: a[:: 5, 3]),
+        ("block", lambda a: a.blocks[1, 0:2]),
+        ("empty", lambda a: a.get_orthogonal_selection((np.array([], dtype=np.intp), slice(None)))),
+    ]
+
+
+@pytest.mark.parametrize("layout", ["sharded", "chunked"])
+@pytest.mark.parametrize("dtype", ["int16", "float32", "complex64", "bool"])
+def test_every_selection_reads_in_rust_as_zarr_reads_it(layout, dtype):
+    """Orthogonal, coordinate, mask, stepped and block selections read the values
+    zarr's own pipeline reads, through Rust (never zarr's pipeline), chunks never
+    written included (fill value)."""
+    shape = (40, 30)
+    kw = dict(shards=(16, 12), compressors=ZstdCodec(level=1)) if layout == "sharded" else {}
+    s, a, b = _pair(shape, (4, 3), dtype, 1 if dtype != "bool" else True, **kw)
+    data = _data(shape, dtype)
+    # The last rows are never written: their chunks read as the fill value.
+    a[:32] = data[:32]
+    b[:32] = data[:32]
+    cp.stats.clear()
+    for name, select in _selections(shape):
+        got, want = select(a), select(b)
+        assert got.dtype == want.dtype and got.shape == want.shape, name
+        np.testing.assert_array_equal(got, want, err_msg=name)
+    assert cp.stats.get("zarr_read", 0) == 0, cp.stats
+    assert cp.stats["rust_read_selection"] >= 12, cp.stats
 
 
 def test_other_stores_keep_zarrs_pipeline():
@@ -803,8 +855,8 @@ def test_cancelled_reads_never_write_into_the_buffer_afterwards():
     assert cp.stats.get("zarr_read", 0) == 0
 
 
-def test_two_in_flight_waits_for_every_started_call_and_retrieves_their_errors():
-    """``_two_in_flight`` cancelled while two calls are in flight: it starts no more,
+def test_in_flight_waits_for_every_started_call_and_retrieves_their_errors():
+    """``_in_flight`` cancelled while two calls are in flight: it starts no more,
     cancels neither call's future (their outcomes still arrive), holds out against a
     second cancellation, raises ``CancelledError`` only once both ended, and leaves
     no exception unretrieved."""
@@ -824,7 +876,7 @@ def test_two_in_flight_waits_for_every_started_call_and_retrieves_their_errors()
                 started.append(f)
                 yield f
 
-        task = asyncio.ensure_future(cp._two_in_flight(calls()))
+        task = asyncio.ensure_future(cp._in_flight(calls()))
         await asyncio.sleep(0)
         assert started == futures[:2]
         task.cancel()
@@ -845,7 +897,7 @@ def test_two_in_flight_waits_for_every_started_call_and_retrieves_their_errors()
         # A call's error while the next is in flight: raised once that one ended,
         # its outcome retrieved too.
         futures = [loop.create_future() for _ in range(2)]
-        task = asyncio.ensure_future(cp._two_in_flight(iter(futures)))
+        task = asyncio.ensure_future(cp._in_flight(iter(futures)))
         await asyncio.sleep(0)
         futures[0].set_exception(floe.FormatError("first"))
         await asyncio.sleep(0.01)

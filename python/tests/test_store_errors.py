@@ -78,3 +78,45 @@ def test_invalid_keys_written_raise_invalid_input_error():
     store = _repo().writable_session("main").store
     with pytest.raises(floe.InvalidInputError):
         asyncio.run(store.set("foo", _value()))
+
+
+def test_metadata_keys_are_answered_from_the_session_without_a_round_trip(monkeypatch):
+    """Gets of metadata keys and sets of `zarr.json` are answered from the session's
+    memory (no batched read, no awaited write); their answers and errors are those of
+    the awaited path, which chunk keys still take."""
+    repo = _repo()
+    s = repo.writable_session("main")
+    store = s.store
+    proto = default_buffer_prototype()
+    asyncio.run(store.get("a/c/0", proto))  # loads the session's snapshot
+
+    def no_batch(*args, **kwargs):
+        raise AssertionError("a metadata key went through the batched read")
+
+    class NoAwaitedWrites:
+        def __init__(self, native):
+            self._inner = native
+
+        def __getattr__(self, name):
+            if name == "_prepare_set":
+                raise AssertionError("a zarr.json set went through the awaited write")
+            return getattr(self._inner, name)
+
+    monkeypatch.setattr(store, "_get_batcher", no_batch)
+    monkeypatch.setattr(store, "_native", NoAwaitedWrites(store._native))
+    doc = asyncio.run(store.get("a/zarr.json", proto)).to_bytes()
+    assert b'"node_type"' in doc and b'"array"' in doc
+    assert asyncio.run(store.get("nope/zarr.json", proto)) is None
+    assert asyncio.run(store.get("a/.zarray", proto)) is None
+    assert asyncio.run(store.get(".zattrs", proto)) is None
+    with pytest.raises(floe.InvalidInputError):
+        asyncio.run(store.get("a//zarr.json", proto))
+    group = zarr.open_group(store, mode="r+")
+    group.attrs["k"] = 1
+    assert zarr.open_group(store, mode="r").attrs["k"] == 1
+    with pytest.raises(AssertionError, match="batched read"):
+        asyncio.run(store.get("a/c/0", proto))
+    s.commit("attrs")
+    assert zarr.open_group(repo.readonly_session("main").store, mode="r").attrs["k"] == 1
+    with pytest.raises(floe.ReadOnlyError):
+        asyncio.run(store.set("g/zarr.json", _value()))

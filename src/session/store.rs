@@ -228,6 +228,46 @@ impl SessionStore {
         }
     }
 
+    /// [`Store::get`] answered at once when it needs no I/O: a `zarr.json` key (the
+    /// node's metadata document, `None` for no node) or a key that names nothing
+    /// (`None`), once the session's snapshot is loaded. `None` for a chunk key or
+    /// before the snapshot is loaded: the caller then awaits [`Store::get`]. Callers
+    /// that make many metadata calls (zarr-python opens a group with four gets)
+    /// save a round trip through the async runtime per call.
+    ///
+    /// # Errors
+    /// As [`Store::get`]: [`StoreError::InvalidKey`] for a key no Zarr hierarchy has.
+    pub fn get_now(&self, key: &str) -> Option<Result<Option<Bytes>, StoreError>> {
+        self.session.loaded().ok()?;
+        match self.resolve(key) {
+            Ok(Target::Metadata(path)) => {
+                Some(Ok(self.session.get_node(&path).ok().map(|n| n.user_data)))
+            }
+            Ok(Target::Nothing) => Some(Ok(None)),
+            Ok(Target::Chunk(..)) => None,
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    /// [`Store::set`] of a `zarr.json` key done at once (a metadata document is
+    /// recorded in the session, nothing is written to storage), once the session's
+    /// snapshot is loaded; `None` for other keys or before the snapshot is loaded:
+    /// the caller then goes through [`SessionStore::prepare_set`].
+    ///
+    /// # Errors
+    /// As [`Store::set`].
+    pub fn set_metadata_now(&self, key: &str, value: Bytes) -> Option<Result<(), StoreError>> {
+        self.session.loaded().ok()?;
+        if let Err(e) = self.check_writable(key) {
+            return Some(Err(e));
+        }
+        match self.resolve(key) {
+            Ok(Target::Metadata(path)) => Some(self.set_metadata(key, &path, value)),
+            Ok(_) => None,
+            Err(e) => Some(Err(e)),
+        }
+    }
+
     /// Records the metadata document `value` of the node at `path` (its `zarr.json`
     /// is `key`): adds, updates or replaces the node.
     fn set_metadata(&self, key: &str, path: &NodePath, value: Bytes) -> Result<(), StoreError> {
