@@ -15,6 +15,11 @@ use crate::format::{FormatError, SnapshotId, SpecVersion};
 use crate::storage::{StorageError, WriteOutcome};
 
 impl AssetManager {
+    /// Snapshot `id` when it is in the cache, without fetching it.
+    pub fn cached_snapshot(&self, id: &SnapshotId) -> Option<Arc<Snapshot>> {
+        self.snapshots.get(id)
+    }
+
     /// Fetches and decodes snapshot `id`.
     ///
     /// # Errors

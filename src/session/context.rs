@@ -88,11 +88,16 @@ impl SessionContext {
                 }
             }
         }
+        // Outside a runtime (a synchronous `Session::load_now`) there is nowhere to
+        // preload on: manifests are then read when first needed.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
         if picked.is_empty() {
             return;
         }
         let assets = Arc::clone(&self.assets);
-        tokio::spawn(async move {
+        runtime.spawn(async move {
             let fetches = picked.iter().map(|(id, size)| {
                 let assets = &assets;
                 async move {

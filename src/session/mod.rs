@@ -264,6 +264,34 @@ impl Session {
         Ok(())
     }
 
+    /// [`Session::load`] without I/O: loads the base snapshot when it is in the
+    /// repository's cache (a session opened on a branch just committed or read);
+    /// returns whether the session is loaded. `false` (nothing changed) when the
+    /// snapshot must be read, or another task is loading it.
+    pub fn load_now(&self) -> bool {
+        if self.inner.base_read.initialized() {
+            return true;
+        }
+        let id = self.read().base.id;
+        let Some(snap) = self.inner.ctx.assets.cached_snapshot(&id) else {
+            return false;
+        };
+        {
+            let mut state = self.write();
+            if self.inner.base_read.initialized() {
+                return true;
+            }
+            // The same snapshot a concurrent `load` would set: harmless if one runs.
+            state.base = Arc::clone(&snap);
+        }
+        if self.inner.base_read.set(()).is_err() {
+            // Being loaded by another task meanwhile: it sets the same base.
+            return self.inner.base_read.initialized();
+        }
+        self.inner.ctx.preload_manifests(&snap);
+        true
+    }
+
     /// Whether the base snapshot is read: [`Error::SessionNotLoaded`] before the
     /// first [`Session::load`] of a session opened without it.
     fn loaded(&self) -> Result<()> {

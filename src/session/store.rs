@@ -230,15 +230,18 @@ impl SessionStore {
 
     /// [`Store::get`] answered at once when it needs no I/O: a `zarr.json` key (the
     /// node's metadata document, `None` for no node) or a key that names nothing
-    /// (`None`), once the session's snapshot is loaded. `None` for a chunk key or
-    /// before the snapshot is loaded: the caller then awaits [`Store::get`]. Callers
+    /// (`None`), once the session's snapshot is loaded or in the repository's cache
+    /// ([`Session::load_now`]). `None` for a chunk key or when the snapshot must be
+    /// read: the caller then awaits [`Store::get`]. Callers
     /// that make many metadata calls (zarr-python opens a group with four gets)
     /// save a round trip through the async runtime per call.
     ///
     /// # Errors
     /// As [`Store::get`]: [`StoreError::InvalidKey`] for a key no Zarr hierarchy has.
     pub fn get_now(&self, key: &str) -> Option<Result<Option<Bytes>, StoreError>> {
-        self.session.loaded().ok()?;
+        if !self.session.load_now() {
+            return None;
+        }
         match self.resolve(key) {
             Ok(Target::Metadata(path)) => {
                 Some(Ok(self.session.get_node(&path).ok().map(|n| n.user_data)))
@@ -251,13 +254,15 @@ impl SessionStore {
 
     /// [`Store::set`] of a `zarr.json` key done at once (a metadata document is
     /// recorded in the session, nothing is written to storage), once the session's
-    /// snapshot is loaded; `None` for other keys or before the snapshot is loaded:
+    /// snapshot is loaded or cached; `None` for other keys or when it must be read:
     /// the caller then goes through [`SessionStore::prepare_set`].
     ///
     /// # Errors
     /// As [`Store::set`].
     pub fn set_metadata_now(&self, key: &str, value: Bytes) -> Option<Result<(), StoreError>> {
-        self.session.loaded().ok()?;
+        if !self.session.load_now() {
+            return None;
+        }
         if let Err(e) = self.check_writable(key) {
             return Some(Err(e));
         }

@@ -170,3 +170,78 @@ async fn concurrent_first_uses_share_one_snapshot_read() {
         assert_eq!(reads.load(Ordering::SeqCst), 1, "spec {spec}");
     }
 }
+
+/// `SessionStore::get_now` and `set_metadata_now` answer metadata keys without I/O:
+/// on a lazy session whose snapshot is in the repository's cache (loading it from
+/// there, `Session::load_now`), never for chunk keys, and not when the snapshot must
+/// be read (then the awaited `get` reads it, and they answer afterwards).
+#[tokio::test]
+async fn metadata_keys_are_answered_at_once_from_a_cached_snapshot() {
+    let (repo, storage) = repo(SpecVersion::V1).await;
+    let session = repo.writable_session("main").await.unwrap();
+    let store = session.store();
+    store
+        .set("zarr.json", group_json(serde_json::json!({})))
+        .await
+        .unwrap();
+    store
+        .set(
+            "a/zarr.json",
+            array_json(&[4], &[2], "int32", serde_json::json!(0)),
+        )
+        .await
+        .unwrap();
+    store.set("a/c/0", Bytes::from(vec![0u8; 8])).await.unwrap();
+    session.commit("tree").await.unwrap();
+
+    // Committed by this handle: the tip snapshot is cached.
+    let lazy = repo.writable_session_lazy("main").await.unwrap();
+    let store = lazy.store();
+    match store.get_now("a/zarr.json") {
+        Some(Ok(Some(doc))) => {
+            assert_eq!(doc, array_json(&[4], &[2], "int32", serde_json::json!(0)))
+        }
+        other => panic!("expected the document at once, got {other:?}"),
+    }
+    assert!(matches!(store.get_now("nope/zarr.json"), Some(Ok(None))));
+    assert!(store.get_now("a/c/0").is_none(), "a chunk key needs I/O");
+    assert!(matches!(
+        store.get_now("a//zarr.json"),
+        Some(Err(StoreError::InvalidKey { .. }))
+    ));
+    assert!(store.set_metadata_now("a/c/0", Bytes::new()).is_none());
+    assert!(matches!(
+        store.set_metadata_now("g/zarr.json", group_json(serde_json::json!({}))),
+        Some(Ok(()))
+    ));
+    assert!(lazy.get_node(&p("/g")).unwrap().is_group());
+
+    // Another handle has nothing cached: the snapshot must be read first.
+    let cold = Repository::open(Arc::clone(&storage)).await.unwrap();
+    let lazy = cold.writable_session_lazy("main").await.unwrap();
+    let store = lazy.store();
+    assert!(store.get_now("zarr.json").is_none());
+    assert!(store
+        .set_metadata_now("g/zarr.json", group_json(serde_json::json!({})))
+        .is_none());
+    assert!(matches!(
+        lazy.get_node(&p("/")),
+        Err(Error::SessionNotLoaded)
+    ));
+    assert_eq!(
+        store.get("zarr.json").await.unwrap(),
+        Some(group_json(serde_json::json!({})))
+    );
+    assert!(matches!(store.get_now("zarr.json"), Some(Ok(Some(_)))));
+
+    // A read-only session answers gets and refuses metadata writes.
+    let ro = repo
+        .readonly_session(&floe::VersionSelector::Branch("main".into()))
+        .await
+        .unwrap()
+        .store();
+    assert!(matches!(
+        ro.set_metadata_now("g/zarr.json", group_json(serde_json::json!({}))),
+        Some(Err(StoreError::ReadOnly { .. }))
+    ));
+}
