@@ -14,6 +14,7 @@
 //! | configuration (spec 1) | `config.yaml` |
 //! | repository object (spec 2: refs, config, ops log, snapshot summaries) | `repo` |
 //! | replaced repository objects (spec 2) | `overwritten/repo.<T>.<R>` |
+//! | floe's garbage-collection state (not Icechunk's) | `floe/gc-state` |
 
 use super::{ChunkId, ManifestId, SnapshotId};
 
@@ -39,6 +40,11 @@ pub const TAG_DIR: &str = "tag.";
 pub const CONFIG: &str = "config.yaml";
 /// The spec-2 repository object, whose presence marks a spec-2 repository.
 pub const SPEC2_REPO: &str = "repo";
+
+/// floe's garbage-collection state ([`super::gc_state`]): the chunk ids of the
+/// manifests the last collection retained. Not an Icechunk object: Icechunk
+/// neither reads nor deletes it.
+pub const GC_STATE: &str = "floe/gc-state";
 
 /// Spec 2: the folder of copies of replaced `repo` objects.
 pub const OVERWRITTEN: &str = "overwritten/";

@@ -36,6 +36,7 @@ pub mod envelope;
 #[cfg(not(feature = "testing"))]
 #[allow(unreachable_pub)]
 pub(crate) mod envelope;
+pub mod gc_state;
 #[allow(
     clippy::all,
     clippy::pedantic,

@@ -27,7 +27,7 @@
 //! refused unless [`GcOptions::allow_recent_cutoff`] is set (Icechunk 2.3.0 accepts
 //! any cut-off). Objects whose keys are not Icechunk object ids are never deleted.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use chrono::{DateTime, Utc};
@@ -35,6 +35,7 @@ use futures::{StreamExt, TryStreamExt};
 
 use crate::assets::{AssetManager, ParentWalk};
 use crate::error::{Error, Result};
+use crate::format::gc_state::GcState;
 use crate::format::keys;
 use crate::format::manifest::ChunkPayload;
 use crate::format::repo_info::{RepoInfo, UpdateKind};
@@ -73,6 +74,13 @@ pub struct GcOptions {
     /// manifests of a commit that is still being written, which then succeeds and
     /// points at objects that are gone. Turn it on only when no writer is active.
     pub allow_recent_cutoff: bool,
+    /// Use and update floe's garbage-collection state ([`keys::GC_STATE`]: the
+    /// chunk ids of the manifests the last collection retained), so that only
+    /// manifests not read by an earlier collection are fetched (default on). Off:
+    /// every retained manifest is fetched, and the state is left as it is. A
+    /// repository with more chunk ids than [`GcOptions::max_chunk_ids_in_memory`]
+    /// is collected in passes without the state.
+    pub incremental: bool,
 }
 
 /// The safety window of garbage collection, in seconds (1 hour): a cut-off newer
@@ -97,6 +105,7 @@ impl Default for GcOptions {
             max_chunk_ids_in_memory: 4 << 20,
             delete_attempts: 5,
             allow_recent_cutoff: false,
+            incremental: true,
         }
     }
 }
@@ -119,6 +128,13 @@ impl GcOptions {
     /// writer is active.
     pub fn allow_recent_cutoff(mut self, yes: bool) -> Self {
         self.allow_recent_cutoff = yes;
+        self
+    }
+
+    /// Options using floe's garbage-collection state (`yes`, the default) or
+    /// fetching every retained manifest (see [`GcOptions::incremental`]).
+    pub fn incremental(mut self, yes: bool) -> Self {
+        self.incremental = yes;
         self
     }
 
@@ -146,6 +162,14 @@ pub struct GcSummary {
     pub attributes_deleted: u64,
     /// Transaction logs deleted.
     pub transaction_logs_deleted: u64,
+    /// Retained manifests fetched to find their chunks (not Icechunk's; not in the
+    /// JSON form).
+    #[serde(skip)]
+    pub manifests_read: u64,
+    /// Retained manifests whose chunks came from the garbage-collection state
+    /// instead ([`GcOptions::incremental`]; not in the JSON form).
+    #[serde(skip)]
+    pub manifests_from_state: u64,
 }
 
 /// Progress callback of a collection: (objects examined, phase name).
@@ -433,6 +457,83 @@ async fn chunk_pass(
     Ok(out)
 }
 
+/// The native chunk ids the retained `manifests` reference, taking each manifest's
+/// ids from floe's garbage-collection state when it has them and fetching the
+/// others (`concurrency` at a time); returns them with the counts of manifests
+/// fetched and taken from the state. With `save`, the state is then rewritten to
+/// hold exactly the retained manifests (a failed write only costs the next
+/// collection its shortcut). A missing or unreadable state is an empty one.
+///
+/// # Errors
+/// Storage and format errors fetching a manifest.
+async fn retained_chunks_with_state(
+    assets: &AssetManager,
+    storage: &dyn Storage,
+    manifests: &[ManifestFileInfo],
+    concurrency: usize,
+    save: bool,
+) -> Result<(HashSet<ChunkId>, u64, u64)> {
+    let mut state = match storage.get(keys::GC_STATE).await {
+        Ok(read) => GcState::decode(&read.bytes).unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "ignoring an unreadable garbage-collection state");
+            GcState::default()
+        }),
+        Err(StorageError::NotFound { .. }) => GcState::default(),
+        Err(e) => {
+            tracing::warn!(error = %e, "garbage-collection state not read");
+            GcState::default()
+        }
+    };
+    let mut known = HashMap::with_capacity(manifests.len());
+    let mut missing = Vec::new();
+    for info in manifests {
+        match state.manifests.remove(&info.id) {
+            Some(ids) => {
+                known.insert(info.id, ids);
+            }
+            None => missing.push(*info),
+        }
+    }
+    let from_state = known.len() as u64;
+    let read = missing.len() as u64;
+    let mut fetched = futures::stream::iter(missing)
+        .map(|info| async move {
+            let manifest = assets
+                .fetch_manifest_uncached(&info.id, Some(info.size_bytes))
+                .await?;
+            let ids: HashSet<ChunkId> = manifest
+                .arrays
+                .values()
+                .flat_map(|refs| refs.values())
+                .filter_map(|payload| match payload {
+                    ChunkPayload::Native(r) => Some(r.id),
+                    _ => None,
+                })
+                .collect();
+            Ok::<_, Error>((info.id, ids.into_iter().collect::<Vec<_>>()))
+        })
+        .buffer_unordered(concurrency.max(1));
+    while let Some((id, ids)) = fetched.try_next().await? {
+        known.insert(id, ids);
+    }
+    let chunks: HashSet<ChunkId> = known.values().flatten().copied().collect();
+    if save {
+        let next = GcState { manifests: known };
+        let written = match next.encode() {
+            Ok(bytes) => storage
+                .put(keys::GC_STATE, bytes::Bytes::from(bytes))
+                .await
+                .map(|_| ())
+                .map_err(Error::from),
+            Err(e) => Err(e.into()),
+        };
+        if let Err(e) = written {
+            tracing::warn!(error = %e, "garbage-collection state not written");
+        }
+    }
+    Ok((chunks, read, from_state))
+}
+
 /// Keys deleted in one bulk request.
 const DELETE_BATCH: usize = 1000;
 
@@ -663,13 +764,46 @@ pub(crate) async fn garbage_collect(
         summary.bytes_deleted = summary.bytes_deleted.saturating_add(bytes);
     }
     // Chunks, in passes over slices of the id space when the retained ids would not
-    // fit the memory budget.
+    // fit the memory budget; in one pass with the collection state otherwise.
     let refs: u64 = retained
         .manifests
         .iter()
         .map(|m| u64::from(m.num_chunk_refs))
         .sum();
-    for pass in chunk_passes(refs, options.max_chunk_ids_in_memory) {
+    let passes = chunk_passes(refs, options.max_chunk_ids_in_memory);
+    if options.incremental && passes.len() == 1 {
+        let (chunks, read, from_state) = retained_chunks_with_state(
+            assets,
+            storage,
+            &retained.manifests,
+            options.manifest_concurrency,
+            !options.dry_run,
+        )
+        .await?;
+        summary.manifests_read = read;
+        summary.manifests_from_state = from_state;
+        let keep_chunk = |id: &str| !unretained(&chunks, id);
+        let (n, bytes) = sweep(
+            storage,
+            keys::CHUNKS,
+            &all_ids,
+            &keep_chunk,
+            cut_off,
+            options,
+            progress,
+        )
+        .await?;
+        deleted[3] += n;
+        summary.bytes_deleted = summary.bytes_deleted.saturating_add(bytes);
+    } else {
+        summary.manifests_read = retained.manifests.len() as u64 * passes.len() as u64;
+    }
+    let passes = if options.incremental && passes.len() == 1 {
+        Vec::new()
+    } else {
+        passes
+    };
+    for pass in passes {
         let prefix_len = pass.first().map_or(1, String::len);
         let set: HashSet<String> = pass.iter().cloned().collect();
         let chunks = chunk_pass(

@@ -757,7 +757,7 @@ impl Storage for ObjectStorage {
 
     /// Bulk deletes (Azure's batch and S3's multi-object delete are `POST`s, which
     /// the client does not retry when a connection drops mid-request) are retried
-    /// here, up to [`BULK_DELETE_ATTEMPTS`] times with jittered back-off, for the
+    /// here, up to `BULK_DELETE_ATTEMPTS` (4) times with jittered back-off, for the
     /// keys not yet confirmed deleted: deleting is idempotent.
     async fn delete_many(&self, keys: &[String]) -> StorageResult<()> {
         let mut remaining: Vec<Path> = keys.iter().map(|k| self.path(k)).collect();
