@@ -341,6 +341,9 @@ impl Session {
             )
         })?;
         if this.inner.is_fork() {
+            // Packs of small chunks the fork holds are written first: the bytes
+            // carry refs into them.
+            block_on(py, this.inner.flush_packs()).py()?;
             let bytes = this.inner.to_fork_bytes().py()?;
             let args = (url, PyBytes::new(py, &bytes))
                 .into_pyobject(py)?
