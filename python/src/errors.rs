@@ -375,7 +375,6 @@ pub(crate) fn classify(e: &floe::Error) -> Classified {
                 .to_string(),
         ),
         E::InvalidFork { .. } => c(Class::Format, Kind::Deserialization),
-        E::PacksNotWritten => c(Class::SessionState, Kind::MergeNotAllowed),
         E::NoAmendForInitialCommit => c(Class::SessionState, Kind::NoAmendForInitialCommit),
         E::CloneDestinationInUse { .. } => c(Class::InvalidInput, Kind::ParentDirectoryNotClean),
         E::InvalidRetentionPolicy { .. } | E::InvalidSquashRange { .. } => {

@@ -343,8 +343,7 @@ impl Session {
         if this.inner.is_fork() {
             // Packs of small chunks the fork holds are written first: the bytes
             // carry refs into them.
-            block_on(py, this.inner.flush_packs()).py()?;
-            let bytes = this.inner.to_fork_bytes().py()?;
+            let bytes = block_on(py, this.inner.to_fork_bytes()).py()?;
             let args = (url, PyBytes::new(py, &bytes))
                 .into_pyobject(py)?
                 .into_any();

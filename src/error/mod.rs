@@ -149,14 +149,6 @@ pub enum Error {
         "only a fork session can be serialized or merged; call Session::fork() and send the fork"
     )]
     NotAFork,
-    /// A fork holds chunk packs not written yet (`chunk_packing`), so its changes
-    /// cannot travel: its refs would name bytes that exist only in this process.
-    /// Call `Session::flush_packs` first.
-    #[error(
-        "the fork holds chunk packs not written yet; call Session::flush_packs() before \
-         serializing it"
-    )]
-    PacksNotWritten,
     /// A fork cannot commit: merge it into the session it was forked from, which
     /// commits.
     #[error("a fork cannot commit; merge it into the session it came from and commit there")]

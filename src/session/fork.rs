@@ -10,8 +10,8 @@
 //! re-opens it from its own repository handle
 //! ([`Repository::fork_from_bytes`](crate::Repository::fork_from_bytes)). Chunks a
 //! worker writes go to storage as they are set (small ones packed together, in packs
-//! written by [`Session::flush_packs`] before the fork is serialized, and by a merge
-//! of forks of one process), so what travels back is refs. The
+//! written before the fork is serialized, and by a merge of forks of one process),
+//! so what travels back is refs. The
 //! bytes carry a CRC-32C of their body, checked before anything is decoded, so a
 //! fork damaged in transit is refused rather than merged.
 //!
@@ -363,19 +363,17 @@ impl Session {
     /// included: the receiver opens the repository from its own environment and
     /// calls [`Repository::fork_from_bytes`](crate::Repository::fork_from_bytes).
     ///
-    /// A fork that packs small chunks (`chunk_packing`) writes its packs first with
-    /// [`Session::flush_packs`]: the bytes carry refs into them.
+    /// Packs of small chunks the fork holds (`chunk_packing`) are written first
+    /// ([`Session::flush_packs`]): the bytes carry refs into them.
     ///
     /// # Errors
-    /// [`Error::NotAFork`] for any session that is not a fork;
-    /// [`Error::PacksNotWritten`] when the fork holds packs not written yet.
-    pub fn to_fork_bytes(&self) -> Result<Vec<u8>> {
+    /// [`Error::NotAFork`] for any session that is not a fork; storage errors
+    /// writing the fork's packs (they stay in memory; call again).
+    pub async fn to_fork_bytes(&self) -> Result<Vec<u8>> {
         let Mode::Fork { origin } = &self.inner.mode else {
             return Err(Error::NotAFork);
         };
-        if !self.packs().all_written() {
-            return Err(Error::PacksNotWritten);
-        }
+        self.flush_packs().await?;
         let state = self.read();
         let wire = ForkWire {
             origin: id_to_wire(origin),

@@ -5,7 +5,7 @@
 //! (read-your-writes before the commit); a pack whose write fails fails the commit
 //! and is written by the next one; expiry and garbage collection keep a pack while
 //! any ref points into it (floe's and Icechunk 2.3.0's); forks write their packs
-//! before they travel; `verify` checks a ref's range against its pack; Icechunk
+//! before they travel or merge; `verify` checks a ref's range against its pack; Icechunk
 //! 2.3.0 reads packed repositories of spec 1 and spec 2.
 
 use std::collections::{BTreeSet, HashMap};
@@ -318,9 +318,21 @@ async fn a_failed_pack_write_fails_the_commit_and_the_next_one_writes_it() {
     // Still readable from memory, and written by the next try.
     let got: Vec<u8> = a.read_region(&ArraySubset::full(&[16 * LEN])).await.unwrap();
     assert!(got == vals);
+    assert!(matches!(
+        s.flush_packs().await,
+        Err(Error::Storage(StorageError::Backend { .. }))
+    ));
     fail.store(false, Ordering::SeqCst);
-    s.commit("retried").await.unwrap();
+    // An explicit flush writes the pack; the commit then writes no chunk.
+    s.flush_packs().await.unwrap();
     let (pack, _, _) = native(&s, 3).await;
+    assert_eq!(
+        chunk_objects(&memory).await,
+        BTreeSet::from([format!("chunks/{pack}")])
+    );
+    counter.reset();
+    s.commit("retried").await.unwrap();
+    assert_eq!(counter.count(Call::Put, "chunks"), 0);
     assert_eq!(
         chunk_objects(&memory).await,
         BTreeSet::from([format!("chunks/{pack}")])
@@ -490,11 +502,10 @@ async fn forks_write_their_packs_before_they_travel() {
             .await
             .unwrap();
     }
-    // Serializing first needs the packs written.
-    assert!(matches!(fork.to_fork_bytes(), Err(Error::PacksNotWritten)));
-    fork.flush_packs().await.unwrap();
+    // Serializing writes the fork's packs first.
+    assert_eq!(chunk_objects(&memory).await.len(), 1);
+    let bytes = fork.to_fork_bytes().await.unwrap();
     assert_eq!(chunk_objects(&memory).await.len(), 2);
-    let bytes = fork.to_fork_bytes().unwrap();
     // A worker writes more, in a fork of its own process, and sends it back.
     let worker = repo.fork_from_bytes(&bytes).await.unwrap();
     for i in 5..8 {
@@ -503,11 +514,11 @@ async fn forks_write_their_packs_before_they_travel() {
             .await
             .unwrap();
     }
-    worker.flush_packs().await.unwrap();
     let back = repo
-        .fork_from_bytes(&worker.to_fork_bytes().unwrap())
+        .fork_from_bytes(&worker.to_fork_bytes().await.unwrap())
         .await
         .unwrap();
+    assert_eq!(chunk_objects(&memory).await.len(), 3);
     // A fork of this process merged as it is: the merge writes its packs.
     let local = s.fork().await.unwrap();
     for i in 8..10 {

@@ -13,8 +13,8 @@
 //! (`chunk_packing.target_size_bytes`) and written by the call that filled it. Every
 //! pack still open or not yet written is written before anything refers to it
 //! durably: by the commit's flush step (after the commit took its changes, so every
-//! ref it holds points into a pack sealed by then), before a fork's changes are
-//! merged, and by [`Session::flush_packs`]. Until a pack is written, reads of its
+//! ref it holds points into a pack sealed by then), before a fork is serialized or
+//! its changes are merged, and by [`Session::flush_packs`]. Until a pack is written, reads of its
 //! chunks are served from its bytes in memory ([`Packs::read`]).
 //!
 //! A pack whose write fails stays sealed in memory and is written again by the next
@@ -172,6 +172,7 @@ impl Packs {
     }
 
     /// Whether every pack is written (none open, none sealed and unwritten).
+    #[cfg(test)]
     pub(crate) fn all_written(&self) -> bool {
         let state = self.state();
         state.open.is_none() && state.sealed.is_empty()
@@ -281,10 +282,10 @@ fn within(r: &Range<u64>, len: usize) -> Option<Range<usize>> {
 impl Session {
     /// Writes every chunk pack of this session not written yet: the open pack
     /// (sealed first, however full) and packs whose write failed before. Commits,
-    /// and merges of forks, do this themselves; call it before
-    /// [`Session::to_fork_bytes`] in a fork that packs chunks (see
-    /// [`crate::format::config::ChunkPackingConfig`]), or to bound what a failure
-    /// of this process loses. A no-op when packing is off or nothing is pending.
+    /// merges of forks and [`Session::to_fork_bytes`] do this themselves; call it to
+    /// bound what a failure of this process loses (see
+    /// [`crate::format::config::ChunkPackingConfig`]). A no-op when packing is off or
+    /// nothing is pending.
     ///
     /// # Errors
     /// Storage errors writing a pack; the packs not written stay in memory and are
