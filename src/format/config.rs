@@ -686,7 +686,10 @@ impl RepositoryConfig {
     /// sessions write small chunks several to one chunk object, see
     /// [`ChunkPackingConfig`].
     pub fn chunk_packing(&self) -> ChunkPackingConfig {
-        self.typed("chunk_packing").ok().flatten().unwrap_or_default()
+        self.typed("chunk_packing")
+            .ok()
+            .flatten()
+            .unwrap_or_default()
     }
 
     /// Sets (or with `None`, unsets) the `chunk_packing` section.

@@ -235,6 +235,24 @@ fn repo_with_v3(dir: &Path) -> (PathBuf, String) {
 // ------------------------------------------------------------------ tests
 
 #[test]
+fn init_stores_the_chunk_packing_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = s(&dir.path().join("r"));
+    ok(&["init", &repo, "--chunk-packing", "enabled"]);
+    let info = json_value(&ok(&["info", &repo, "--json"]));
+    assert_eq!(info["config"]["chunk_packing"]["mode"], "enabled", "{info}");
+    fails(
+        &[
+            "init",
+            &s(&dir.path().join("q")),
+            "--chunk-packing",
+            "sometimes",
+        ],
+        &["invalid value 'sometimes'"],
+    );
+}
+
+#[test]
 fn init_and_info() {
     let dir = tempfile::tempdir().unwrap();
     let repo = s(&dir.path().join("r"));

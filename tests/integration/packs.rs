@@ -207,7 +207,10 @@ async fn thousand_chunks(target: Option<u32>, packs: usize) {
     assert_eq!(counter.count(Call::GetRange, "chunks"), packs);
     assert_eq!(counter.count(Call::Get, "chunks"), 0);
     let reads = counter.total();
-    assert!(reads <= 12, "reading a thousand packed chunks takes {reads} requests");
+    assert!(
+        reads <= 12,
+        "reading a thousand packed chunks takes {reads} requests"
+    );
 }
 
 #[tokio::test]
@@ -266,9 +269,10 @@ async fn packing_is_off_for_local_files_unless_enabled() {
     ] {
         let dir = tempfile::tempdir().unwrap();
         let storage = Arc::new(LocalStorage::new(dir.path()).unwrap());
-        let repo = Repository::create_with(storage, config, SpecVersion::V2, OpenOptions::default())
-            .await
-            .unwrap();
+        let repo =
+            Repository::create_with(storage, config, SpecVersion::V2, OpenOptions::default())
+                .await
+                .unwrap();
         let s = repo.writable_session("main").await.unwrap();
         let a = create_array(&s, 8).await;
         let vals = values(8);
@@ -279,7 +283,9 @@ async fn packing_is_off_for_local_files_unless_enabled() {
         let got: Vec<u8> = a.read_region(&ArraySubset::full(&[8 * LEN])).await.unwrap();
         assert!(got == vals);
         s.commit("local").await.unwrap();
-        let files = std::fs::read_dir(dir.path().join("chunks")).unwrap().count();
+        let files = std::fs::read_dir(dir.path().join("chunks"))
+            .unwrap()
+            .count();
         assert_eq!(files, objects);
         let r = repo
             .readonly_session(&VersionSelector::Branch("main".into()))
@@ -300,8 +306,8 @@ async fn a_failed_pack_write_fails_the_commit_and_the_next_one_writes_it() {
         counter.wrap_failing(Arc::clone(&memory), Arc::clone(&fail)),
         None,
     )
-        .await
-        .unwrap();
+    .await
+    .unwrap();
     let s = repo.writable_session("main").await.unwrap();
     let a = create_array(&s, 16).await;
     let vals = values(16);
@@ -316,7 +322,10 @@ async fn a_failed_pack_write_fails_the_commit_and_the_next_one_writes_it() {
     assert!(chunk_objects(&memory).await.is_empty());
     assert_eq!(repo.lookup_branch("main").await.unwrap(), s.snapshot_id());
     // Still readable from memory, and written by the next try.
-    let got: Vec<u8> = a.read_region(&ArraySubset::full(&[16 * LEN])).await.unwrap();
+    let got: Vec<u8> = a
+        .read_region(&ArraySubset::full(&[16 * LEN]))
+        .await
+        .unwrap();
     assert!(got == vals);
     assert!(matches!(
         s.flush_packs().await,
@@ -342,7 +351,10 @@ async fn a_failed_pack_write_fails_the_commit_and_the_next_one_writes_it() {
         .await
         .unwrap();
     let a = Array::open(Arc::new(r.store()), "a").await.unwrap();
-    let got: Vec<u8> = a.read_region(&ArraySubset::full(&[16 * LEN])).await.unwrap();
+    let got: Vec<u8> = a
+        .read_region(&ArraySubset::full(&[16 * LEN]))
+        .await
+        .unwrap();
     assert!(got == vals);
 }
 
@@ -362,12 +374,17 @@ async fn a_pack_that_fills_during_a_failed_write_fails_that_write_only() {
     let s = repo.writable_session("main").await.unwrap();
     create_array(&s, 4).await;
     let vals = values(4);
-    s.set_chunk(&p("/a"), &[0], chunk_of(&vals, 0)).await.unwrap();
+    s.set_chunk(&p("/a"), &[0], chunk_of(&vals, 0))
+        .await
+        .unwrap();
     let err = s
         .set_chunk(&p("/a"), &[1], chunk_of(&vals, 1))
         .await
         .unwrap_err();
-    assert!(matches!(err, Error::Storage(StorageError::Backend { .. })), "{err:?}");
+    assert!(
+        matches!(err, Error::Storage(StorageError::Backend { .. })),
+        "{err:?}"
+    );
     // The failed write recorded nothing; the chunk before it is still there.
     assert_eq!(s.get_chunk(&p("/a"), &[1], None).await.unwrap(), None);
     assert_eq!(
@@ -375,7 +392,9 @@ async fn a_pack_that_fills_during_a_failed_write_fails_that_write_only() {
         Some(chunk_of(&vals, 0))
     );
     fail.store(false, Ordering::SeqCst);
-    s.set_chunk(&p("/a"), &[1], chunk_of(&vals, 1)).await.unwrap();
+    s.set_chunk(&p("/a"), &[1], chunk_of(&vals, 1))
+        .await
+        .unwrap();
     s.commit("after a failure").await.unwrap();
     let r = repo
         .readonly_session(&VersionSelector::Branch("main".into()))
@@ -494,7 +513,9 @@ async fn forks_write_their_packs_before_they_travel() {
     create_array(&s, 10).await;
     let vals = values(10);
     // The forking session's own packed chunk: written with the fork's base.
-    s.set_chunk(&p("/a"), &[0], chunk_of(&vals, 0)).await.unwrap();
+    s.set_chunk(&p("/a"), &[0], chunk_of(&vals, 0))
+        .await
+        .unwrap();
     let fork = s.fork().await.unwrap();
     assert_eq!(chunk_objects(&memory).await.len(), 1);
     for i in 1..5 {
@@ -564,8 +585,16 @@ async fn verify_checks_refs_against_their_pack() {
     assert_eq!(report.problems.len(), 1, "{:#?}", report.problems);
     let short = &report.problems[0];
     assert_eq!(short.kind, ProblemKind::TruncatedChunk);
-    assert_eq!(short.key.as_deref(), Some(format!("chunks/{pack}").as_str()));
-    assert!(short.message.contains("holds 28672 bytes; a ref needs 40960"), "{short:?}");
+    assert_eq!(
+        short.key.as_deref(),
+        Some(format!("chunks/{pack}").as_str())
+    );
+    assert!(
+        short
+            .message
+            .contains("holds 28672 bytes; a ref needs 40960"),
+        "{short:?}"
+    );
     // Named at a ref past the end (chunks 0 to 6 lie within what is left).
     let chunk = short.chunk.clone().unwrap();
     assert!(chunk[0] >= 7, "{short:?}");
@@ -633,7 +662,10 @@ async fn icechunk_reads_packed_repositories() {
         let mut lines = out.lines();
         assert!(lines.next().unwrap().starts_with("2."), "{out}");
         let hex: String = vals.iter().map(|b| format!("{b:02x}")).collect();
-        assert!(lines.next() == Some(hex.as_str()), "spec {spec}: icechunk reads other values");
+        assert!(
+            lines.next() == Some(hex.as_str()),
+            "spec {spec}: icechunk reads other values"
+        );
     }
 }
 
@@ -678,5 +710,8 @@ async fn icechunk_gc_keeps_a_pack_while_any_ref_points_into_it() {
         })
         .collect();
     let hex: String = want.iter().map(|b| format!("{b:02x}")).collect();
-    assert!(out.lines().nth(1) == Some(hex.as_str()), "icechunk reads other values");
+    assert!(
+        out.lines().nth(1) == Some(hex.as_str()),
+        "icechunk reads other values"
+    );
 }

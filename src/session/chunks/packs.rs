@@ -60,8 +60,7 @@ impl PackSettings {
         inline_bytes: u64,
         local_files: bool,
     ) -> Option<Self> {
-        if !config.enabled_for(local_files) || u64::from(config.threshold_bytes()) <= inline_bytes
-        {
+        if !config.enabled_for(local_files) || u64::from(config.threshold_bytes()) <= inline_bytes {
             return None;
         }
         Some(PackSettings {
@@ -352,13 +351,19 @@ mod tests {
             panic!("native refs expected");
         };
         assert_eq!(ra.id, rb.id);
-        assert_eq!((ra.offset, ra.length, rb.offset, rb.length), (0, 10, 10, 10));
+        assert_eq!(
+            (ra.offset, ra.length, rb.offset, rb.length),
+            (0, 10, 10, 10)
+        );
         assert!(a.full.is_none());
         let full = b.full.expect("the second chunk fills the pack");
         assert_eq!(full.bytes.len(), 20);
         // Readable from memory while sealed and unwritten.
         let parts = p.read(&ra.id, &[10..12, 0..1]).unwrap();
-        assert_eq!(parts, vec![Bytes::from_static(&[2, 2]), Bytes::from_static(&[1])]);
+        assert_eq!(
+            parts,
+            vec![Bytes::from_static(&[2, 2]), Bytes::from_static(&[1])]
+        );
         assert!(p.read(&ra.id, &[15..21]).is_none());
         // The next chunk opens a new pack.
         let c = p.append(&[3; 5]);
