@@ -364,7 +364,7 @@ mod tests {
             parts,
             vec![Bytes::from_static(&[2, 2]), Bytes::from_static(&[1])]
         );
-        assert!(p.read(&ra.id, &[15..21]).is_none());
+        assert!(p.read(&ra.id, std::slice::from_ref(&(15..21))).is_none());
         // The next chunk opens a new pack.
         let c = p.append(&[3; 5]);
         let ChunkPayload::Native(rc) = &c.payload else {

@@ -339,7 +339,11 @@ impl ChunkPort for SessionChunks {
                     .ok()
                     .filter(|&n| n <= max_len)
                     .and(r.offset.checked_add(r.length))
-                    .and_then(|end| self.session.packs().read(&r.id, &[r.offset..end]));
+                    .and_then(|end| {
+                        self.session
+                            .packs()
+                            .read(&r.id, std::slice::from_ref(&(r.offset..end)))
+                    });
                 if let Some(read) = in_pack.and_then(|mut parts| parts.pop()) {
                     return Ok(ReadNow::Read(read));
                 }
