@@ -241,14 +241,14 @@ fn init_stores_the_chunk_packing_mode() {
     ok(&["init", &repo, "--chunk-packing", "enabled"]);
     let info = json_value(&ok(&["info", &repo, "--json"]));
     assert_eq!(info["config"]["chunk_packing"]["mode"], "enabled", "{info}");
-    fails(
-        &[
-            "init",
-            &s(&dir.path().join("q")),
-            "--chunk-packing",
-            "sometimes",
-        ],
-        &["invalid value 'sometimes'"],
+    // A usage error (exit status 2), naming the accepted modes.
+    let q = s(&dir.path().join("q"));
+    let out = run(&["init", &q, "--chunk-packing", "sometimes"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("[possible values: auto, enabled, disabled]"),
+        "{stderr}"
     );
 }
 
