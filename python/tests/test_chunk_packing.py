@@ -60,8 +60,13 @@ def _write(path, config, n=50):
     repo = floe.Repository.create(floe.local_filesystem_storage(path), config)
     session = repo.writable_session("main")
     a = zarr.create_array(
-        session.store, name="a", shape=(n * 1024,), chunks=(1024,), dtype="u1",
-        compressors=None, fill_value=0,
+        session.store,
+        name="a",
+        shape=(n * 1024,),
+        chunks=(1024,),
+        dtype="u1",
+        compressors=None,
+        fill_value=0,
     )
     values = (np.arange(n * 1024) % 251).astype("u1")
     a[:] = values
