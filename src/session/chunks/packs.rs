@@ -14,8 +14,10 @@
 //! pack still open or not yet written is written before anything refers to it
 //! durably: by the commit's flush step (after the commit took its changes, so every
 //! ref it holds points into a pack sealed by then), before a fork is serialized or
-//! its changes are merged, and by [`Session::flush_packs`]. Until a pack is written, reads of its
-//! chunks are served from its bytes in memory ([`Packs::read`]).
+//! its changes are merged, and by [`Session::flush_packs`]. Until a pack is
+//! written, reads of its chunks are served from its bytes in memory
+//! ([`Packs::read`]): every native read path of the session checks the session's
+//! packs before the storage (`reads.rs`, and the chunk port's fast paths).
 //!
 //! A pack whose write fails stays sealed in memory and is written again by the next
 //! flush; the call that filled it fails (without recording its own chunk), and a

@@ -290,7 +290,8 @@ impl ChunkPort for SessionChunks {
 
     /// Inline chunks, chunks in a pack not written yet, and native chunks on local
     /// files whose ref is known without I/O (uncommitted, or in a manifest prepared
-    /// or cached) and exactly `dest.len()` bytes long; [`ReadInto::Elsewhere`] for the others.
+    /// or cached) and exactly `dest.len()` bytes long; [`ReadInto::Elsewhere`] for
+    /// the others.
     fn read_into(&self, chunk: &[u64], dest: &mut [u8]) -> Result<ReadInto, StoreError> {
         let Some(node) = self.node_for(chunk) else {
             return Ok(ReadInto::Missing);
@@ -382,8 +383,9 @@ impl ChunkPort for SessionChunks {
     }
 
     /// Native chunks on local files with quick writes, written from the borrowed
-    /// bytes (or appended to the session's open pack, when packed); `false` for inline chunks (their ref holds the bytes) and on other
-    /// storage. The array is checked writable first, as every write here is.
+    /// bytes (or appended to the session's open pack, when packed); `false` for
+    /// inline chunks (their ref holds the bytes) and on other storage. The array is
+    /// checked writable first, as every write here is.
     fn write_now_borrowed(&self, chunk: &[u64], bytes: &[u8]) -> Result<bool, StoreError> {
         let node = self.node_to_write(chunk)?;
         if self.session.is_inline(bytes) {

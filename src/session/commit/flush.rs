@@ -95,9 +95,10 @@ pub(crate) struct FlushRequest<'a> {
 
 /// Builds and writes the new snapshot `new_id` for `changes` on top of `base`: writes
 /// the session's chunk packs not written yet, then one new manifest per array whose
-/// chunks changed (or whose shape shrank), reuses every other manifest as it is, and writes the transaction log, the snapshot and
-/// the last manifests of each array at once (one round trip on object storage; up to
-/// 64 MiB of encoded manifests are held back for it).
+/// chunks changed (or whose shape shrank), reuses every other manifest as it is, and
+/// writes the transaction log, the snapshot and the last manifests of each array at
+/// once (one round trip on object storage; up to 64 MiB of encoded manifests are
+/// held back for it).
 /// Nothing is visible until the branch moves ([`crate::refs::RefStore::commit`], the
 /// commit point). Each array's manifests follow the layout `layouts` gives it (the
 /// configuration's `manifest.splitting`, or floe's own).
