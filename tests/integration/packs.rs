@@ -184,6 +184,7 @@ async fn thousand_chunks(target: Option<u32>, packs: usize) {
     counter.reset();
     s.commit("a thousand small chunks").await.unwrap();
     let commit_requests = counter.total();
+    eprintln!("commit of {N} chunks in {packs} pack(s): {commit_requests} requests");
     assert_eq!(counter.count(Call::Put, "chunks"), 1, "the last pack");
     assert!(
         commit_requests <= 12,
@@ -207,6 +208,7 @@ async fn thousand_chunks(target: Option<u32>, packs: usize) {
     assert_eq!(counter.count(Call::GetRange, "chunks"), packs);
     assert_eq!(counter.count(Call::Get, "chunks"), 0);
     let reads = counter.total();
+    eprintln!("reading {N} chunks in {packs} pack(s) with fresh caches: {reads} requests");
     assert!(
         reads <= 12,
         "reading a thousand packed chunks takes {reads} requests"
