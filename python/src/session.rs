@@ -406,6 +406,11 @@ impl Session {
         self.inner.discard_changes();
     }
 
+    /// Writes the session's chunk packs not written yet (see `Session::flush_packs`).
+    fn flush_packs(&self, py: Python<'_>) -> PyResult<()> {
+        block_on(py, self.inner.flush_packs()).py()
+    }
+
     /// The uncommitted changes, as a dict of sorted path lists.
     fn status(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let v = serde_json::to_value(self.loaded(py)?.status())

@@ -133,3 +133,15 @@ def test_icechunk_reads_a_packed_repository(tmp_path):
     )
     out = subprocess.run([py312, "-c", code, path], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == values.tobytes().hex()
+
+
+def test_flush_packs_writes_the_open_pack(tmp_path):
+    path = str(tmp_path / "repo")
+    _, session, values = _write(path, _packing())
+    assert _chunk_files(path) == 0
+    session.flush_packs()
+    assert _chunk_files(path) == 1
+    session.flush_packs()  # nothing left to write
+    assert _chunk_files(path) == 1
+    session.commit("already written")
+    assert _chunk_files(path) == 1
