@@ -112,4 +112,39 @@ mod tests {
         let back: ChunkPackingConfig = serde_yaml::from_str(&yaml).unwrap();
         assert_eq!(back, on);
     }
+
+    #[test]
+    fn stored_section_is_read_merged_and_checked() {
+        use crate::format::config::RepositoryConfig;
+        use crate::format::FormatError;
+        let stored = RepositoryConfig::parse(
+            b"chunk_packing: {mode: enabled, threshold_bytes: 1000}\nother: kept\n",
+        )
+        .unwrap();
+        assert_eq!(
+            stored.chunk_packing(),
+            ChunkPackingConfig {
+                mode: Some(ChunkPackingMode::Enabled),
+                threshold_bytes: Some(1000),
+                target_size_bytes: None,
+            }
+        );
+        // A configuration given at open merges over the stored one, field by field.
+        let over = RepositoryConfig::parse(b"chunk_packing: {target_size_bytes: 4096}\n").unwrap();
+        let merged = stored.merge(&over).chunk_packing();
+        assert_eq!(merged.mode(), ChunkPackingMode::Enabled);
+        assert_eq!(merged.threshold_bytes(), 1000);
+        assert_eq!(merged.target_size_bytes(), 4096);
+        for bad in [
+            &b"chunk_packing: {mode: sometimes}\n"[..],
+            b"chunk_packing: {threshold_bytes: -1}\n",
+            b"chunk_packing: 7\n",
+        ] {
+            let e = RepositoryConfig::parse(bad).unwrap_err();
+            assert!(
+                matches!(&e, FormatError::InvalidConfig { reason } if reason.starts_with("chunk_packing")),
+                "{e:?}"
+            );
+        }
+    }
 }
