@@ -717,3 +717,81 @@ async fn icechunk_gc_keeps_a_pack_while_any_ref_points_into_it() {
         "icechunk reads other values"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn writes_during_commits_never_reference_unwritten_packs() {
+    // Packs of eight chunks; eight writers and a committer at once: every commit
+    // takes some chunks whose packs are still open or being written.
+    let memory = new_in_memory_storage();
+    let repo = Repository::create_with(
+        Arc::clone(&memory),
+        Some(packing(ChunkPackingMode::Auto, Some(8 * LEN as u32))),
+        SpecVersion::V2,
+        OpenOptions::default(),
+    )
+    .await
+    .unwrap();
+    let s = repo.writable_session("main").await.unwrap();
+    let n = 400;
+    create_array(&s, n).await;
+    s.commit("array").await.unwrap();
+    let vals = values(n);
+    let writers: Vec<_> = (0..8u64)
+        .map(|w| {
+            let s = s.clone();
+            let vals = vals.clone();
+            tokio::spawn(async move {
+                for i in (w..n).step_by(8) {
+                    s.set_chunk(&p("/a"), &[i], chunk_of(&vals, i))
+                        .await
+                        .unwrap();
+                    tokio::time::sleep(Duration::from_micros(200)).await;
+                }
+            })
+        })
+        .collect();
+    let mut commits = Vec::new();
+    while !writers.iter().all(tokio::task::JoinHandle::is_finished) {
+        match s.commit("while writing").await {
+            Ok(id) => commits.push(id),
+            Err(Error::NoChangesToCommit) => {}
+            Err(e) => panic!("{e:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    for w in writers {
+        w.await.unwrap();
+    }
+    if s.has_uncommitted_changes() {
+        commits.push(s.commit("the rest").await.unwrap());
+    }
+    eprintln!("{} commits while writing", commits.len());
+    assert!(commits.len() >= 2, "{} commits", commits.len());
+    // Every commit reads back whole, from storage only: each of its refs points into
+    // a pack that was complete before the commit.
+    let fresh = Repository::open(Arc::clone(&memory)).await.unwrap();
+    for id in &commits {
+        let r = fresh
+            .readonly_session(&VersionSelector::Snapshot(*id))
+            .await
+            .unwrap();
+        let wanted: Vec<_> = (0..n).map(|i| (p("/a"), vec![i])).collect();
+        let mut many = r.get_chunks(wanted, 8);
+        while let Some((pos, got)) = many.next().await {
+            if let Some(bytes) = got.unwrap() {
+                assert_eq!(bytes, chunk_of(&vals, pos as u64), "{id} chunk {pos}");
+            }
+        }
+    }
+    let report = verify(Arc::clone(&memory), None, VerifyOptions::default(), None)
+        .await
+        .unwrap();
+    assert!(report.is_ok(), "{:#?}", report.problems);
+    let r = fresh
+        .readonly_session(&VersionSelector::Branch("main".into()))
+        .await
+        .unwrap();
+    let a = Array::open(Arc::new(r.store()), "a").await.unwrap();
+    let got: Vec<u8> = a.read_region(&ArraySubset::full(&[n * LEN])).await.unwrap();
+    assert!(got == vals);
+}
