@@ -63,7 +63,7 @@ fn main() {
         fork.set_chunk_refs(&path, (0..refs).map(|i| (vec![i], native(i))))
             .unwrap();
         let t = Instant::now();
-        let bytes = fork.to_fork_bytes().unwrap();
+        let bytes = fork.to_fork_bytes().await.unwrap();
         let encode = t.elapsed();
         let t = Instant::now();
         let back = repo.fork_from_bytes(&bytes).await.unwrap();
@@ -78,7 +78,7 @@ fn main() {
         );
 
         // 2. `forks` forks of 10^4 refs each, serialized as workers would return them.
-        let base = s.fork().await.unwrap().to_fork_bytes().unwrap();
+        let base = s.fork().await.unwrap().to_fork_bytes().await.unwrap();
         let mut returned = Vec::new();
         for f in 0..forks {
             let w = repo.fork_from_bytes(&base).await.unwrap();
@@ -88,7 +88,7 @@ fn main() {
                 (start..start + per_fork).map(|i| (vec![i], native(i))),
             )
             .unwrap();
-            returned.push(w.to_fork_bytes().unwrap());
+            returned.push(w.to_fork_bytes().await.unwrap());
         }
         let t = Instant::now();
         let mut sessions = Vec::new();

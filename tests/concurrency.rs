@@ -112,7 +112,7 @@ async fn fork_worker(url: &str, worker: usize, fork_in: &Path, fork_out: &Path) 
     fork.set_chunk(&p("/fresh"), &[worker as u64], fork_value(worker, 99))
         .await
         .expect("set chunk of the new array");
-    std::fs::write(fork_out, fork.to_fork_bytes().expect("serialize")).expect("write fork");
+    std::fs::write(fork_out, fork.to_fork_bytes().await.expect("serialize")).expect("write fork");
     0
 }
 
@@ -250,7 +250,7 @@ async fn fork_merge(url: &str, spec: SpecVersion) {
     let fork = s.fork().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let fork_in = dir.path().join("fork.in");
-    std::fs::write(&fork_in, fork.to_fork_bytes().unwrap()).unwrap();
+    std::fs::write(&fork_in, fork.to_fork_bytes().await.unwrap()).unwrap();
     let outs: Vec<PathBuf> = (0..PROCESSES)
         .map(|w| dir.path().join(format!("fork.{w}.out")))
         .collect();

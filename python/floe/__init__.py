@@ -40,6 +40,8 @@ from floe._floe import __version__ as __version__
 from floe._floe import initialize_logs, set_logs_filter
 from floe.config import (
     CachingConfig,
+    ChunkPackingConfig,
+    ChunkPackingMode,
     CompressionAlgorithm,
     CompressionConfig,
     ManifestConfig,
@@ -160,6 +162,8 @@ __all__ = [
     "AzureStaticCredentials",
     "BasicConflictSolver",
     "CachingConfig",
+    "ChunkPackingConfig",
+    "ChunkPackingMode",
     "ChunkStorageStats",
     "ChunkType",
     "CompressionAlgorithm",

@@ -33,6 +33,8 @@ from floe._floe import S3Options
 
 __all__ = [
     "CachingConfig",
+    "ChunkPackingConfig",
+    "ChunkPackingMode",
     "CompressionAlgorithm",
     "CompressionConfig",
     "ManifestConfig",
@@ -362,6 +364,107 @@ class CachingConfig(_Section):
     @classmethod
     def _from_plain(cls, d: Mapping[str, Any]) -> CachingConfig:
         return cls(**{f: d.get(f) for f in cls._FIELDS})
+
+
+# -- chunk packing ----------------------------------------------------------------
+
+
+class ChunkPackingMode(enum.Enum, metaclass=_DefaultCallMeta):
+    """When sessions pack small chunks (floe's ``chunk_packing.mode``).
+
+    ``Auto`` (the default): on for object storage (S3, GCS, Azure, HTTP, in memory),
+    where each object costs a request; off for local filesystem repositories.
+    ``Enabled``: always on. ``Disabled``: always off (one chunk object per chunk, as
+    Icechunk writes them).
+
+    ```python
+    assert floe.ChunkPackingMode() is floe.ChunkPackingMode.Auto  # the default
+    ```
+    """
+
+    Auto = "auto"
+    Enabled = "enabled"
+    Disabled = "disabled"
+
+    @staticmethod
+    def default() -> ChunkPackingMode:
+        """The default mode (``Auto``)."""
+        return ChunkPackingMode.Auto
+
+    def __repr__(self) -> str:
+        return f"{_package()}.config.ChunkPackingMode.{self.name}"
+
+
+class ChunkPackingConfig(_Section):
+    """Chunk packing (floe's ``chunk_packing`` section): a session appends every
+    chunk of at most ``threshold_bytes`` encoded bytes (and above
+    ``inline_chunk_threshold_bytes``) to a pack, one chunk object holding many chunks
+    at different offsets, written once it holds ``target_size_bytes`` and at the
+    latest by the commit. Writing a thousand 4 KiB chunks then takes one request, not
+    a thousand, and reading them back one ranged read per pack.
+
+    Fields (all optional): ``mode`` (a ``ChunkPackingMode``, default ``Auto``: on
+    for object storage, off for local files), ``threshold_bytes`` (bytes, default
+    65,536), ``target_size_bytes`` (bytes, default 8,388,608). Icechunk 2.3.0 reads
+    packed repositories and opens repositories whose configuration stores this
+    section (it drops the section if it rewrites the configuration itself).
+
+    ```python
+    config = floe.RepositoryConfig.default()
+    config.chunk_packing = floe.ChunkPackingConfig(
+        mode=floe.ChunkPackingMode.Enabled, threshold_bytes=32 * 1024
+    )
+    print(config.chunk_packing.target_size_bytes)  # None: the default, 8 MiB
+    ```
+    """
+
+    _FIELDS = ("mode", "threshold_bytes", "target_size_bytes")
+    _DEFAULTS = {"mode": "Auto", "threshold_bytes": 65536, "target_size_bytes": 8388608}
+
+    def __init__(
+        self,
+        mode: ChunkPackingMode | None = None,
+        threshold_bytes: int | None = None,
+        target_size_bytes: int | None = None,
+    ):
+        self.mode = mode
+        self.threshold_bytes = threshold_bytes
+        self.target_size_bytes = target_size_bytes
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "mode":
+            if isinstance(value, str):
+                value = ChunkPackingMode(value.lower())
+            if value is not None and not isinstance(value, ChunkPackingMode):
+                raise TypeError(f"mode must be a ChunkPackingMode or None, got {value!r}")
+        elif name in self._FIELDS:
+            value = _opt_int(name, value, maximum=_U32)
+        object.__setattr__(self, name, value)
+
+    @staticmethod
+    def default() -> ChunkPackingConfig:
+        """A configuration with every field unset (the defaults apply).
+
+        ```python
+        assert floe.ChunkPackingConfig.default() == floe.ChunkPackingConfig()
+        ```
+        """
+        return ChunkPackingConfig()
+
+    def _to_plain(self) -> dict[str, Any]:
+        return {
+            "mode": None if self.mode is None else self.mode.value,
+            "threshold_bytes": self.threshold_bytes,
+            "target_size_bytes": self.target_size_bytes,
+        }
+
+    @classmethod
+    def _from_plain(cls, d: Mapping[str, Any]) -> ChunkPackingConfig:
+        return cls(
+            mode=d.get("mode"),
+            threshold_bytes=d.get("threshold_bytes"),
+            target_size_bytes=d.get("target_size_bytes"),
+        )
 
 
 # -- conditions -------------------------------------------------------------------
@@ -1695,7 +1798,9 @@ class RepositoryConfig(_Section):
     (``ManifestConfig``), ``repo_update_retries`` (``RepoUpdateRetryConfig``: tries
     and backoff, in milliseconds, of a spec-2 ``repo`` object update that another
     writer raced; unset, floe's own: 100 tries, 5 at once, then 40 ms up to 5 s),
-    ``virtual_chunk_containers`` (url prefix → ``VirtualChunkContainer``).
+    ``virtual_chunk_containers`` (url prefix → ``VirtualChunkContainer``), and
+    floe's ``chunk_packing`` (``ChunkPackingConfig``: small chunks written several to
+    one chunk object; on by default for object storage).
 
     Keys of a stored configuration that floe does not know are kept and written back.
 
@@ -1730,6 +1835,7 @@ class RepositoryConfig(_Section):
         "manifest",
         "repo_update_retries",
         "virtual_chunk_containers",
+        "chunk_packing",
     )
     _DEFAULTS = {
         "inline_chunk_threshold_bytes": 512,
@@ -1743,6 +1849,7 @@ class RepositoryConfig(_Section):
         "caching": CachingConfig,
         "manifest": ManifestConfig,
         "repo_update_retries": RepoUpdateRetryConfig,
+        "chunk_packing": ChunkPackingConfig,
     }
     _U16_FIELDS = (
         "inline_chunk_threshold_bytes",
@@ -1765,6 +1872,7 @@ class RepositoryConfig(_Section):
         repo_update_retries: RepoUpdateRetryConfig | None = None,
         num_updates_per_repo_info_file: int | None = None,
         max_concurrent_decodes: int | None = None,
+        chunk_packing: ChunkPackingConfig | None = None,
     ):
         self._extra: dict[str, Any] = {}
         self.previous_file: str | None = None
@@ -1778,6 +1886,7 @@ class RepositoryConfig(_Section):
         self.repo_update_retries = repo_update_retries
         self.num_updates_per_repo_info_file = num_updates_per_repo_info_file
         self.max_concurrent_decodes = max_concurrent_decodes
+        self.chunk_packing = chunk_packing
         self._virtual_chunk_containers: dict[str, VirtualChunkContainer] | None = None
         if virtual_chunk_containers is not None:
             self._virtual_chunk_containers = {}
@@ -1854,9 +1963,9 @@ class RepositoryConfig(_Section):
         """A new configuration: ``other`` over this one. Every field ``other`` sets
         wins; ``compression``, ``caching``, ``storage``, ``manifest`` (and its
         ``preload`` and ``virtual_chunk_location_compression``) and
-        ``repo_update_retries`` merge field by field; ``virtual_chunk_containers`` and
-        ``manifest.splitting`` are replaced whole (Icechunk's rules, applied by the
-        engine).
+        ``repo_update_retries`` and ``chunk_packing`` merge field by field;
+        ``virtual_chunk_containers`` and ``manifest.splitting`` are replaced whole
+        (Icechunk's rules, applied by the engine).
 
         ```python
         base = floe.RepositoryConfig(inline_chunk_threshold_bytes=1024)
@@ -1915,6 +2024,9 @@ class RepositoryConfig(_Section):
                 if self.repo_update_retries is None
                 else self.repo_update_retries._to_plain(),
                 "num_updates_per_repo_info_file": self.num_updates_per_repo_info_file,
+                "chunk_packing": None
+                if self.chunk_packing is None
+                else self.chunk_packing._to_plain(),
             }
         )
         return out
@@ -1937,6 +2049,7 @@ class RepositoryConfig(_Section):
             repo_update_retries=section("repo_update_retries", RepoUpdateRetryConfig),
             num_updates_per_repo_info_file=d.get("num_updates_per_repo_info_file"),
             max_concurrent_decodes=d.get("max_concurrent_decodes"),
+            chunk_packing=section("chunk_packing", ChunkPackingConfig),
         )
         containers = d.get("virtual_chunk_containers")
         if containers is not None:

@@ -142,6 +142,23 @@ class Session:
         """
         self._native.discard_changes()
 
+    def flush_packs(self) -> None:
+        """Writes the chunk packs of this session not written yet (floe's chunk
+        packing, ``RepositoryConfig.chunk_packing``): small chunks wait in an open
+        pack, in memory, until it holds ``target_size_bytes`` or the session commits.
+        Commits, merges and pickled forks write them themselves; call this to bound
+        what a crash of this process loses before the commit. A no-op when packing is
+        off or nothing is waiting. Raises the storage error when a write fails (the
+        packs stay in memory and are written by the next call or commit).
+
+        ```python
+        zarr.open_array(session.store, path="temperature")[0, :] = 1.0
+        session.flush_packs()
+        session.commit("written")
+        ```
+        """
+        self._native.flush_packs()
+
     def commit(
         self,
         message: str,

@@ -341,7 +341,9 @@ impl Session {
             )
         })?;
         if this.inner.is_fork() {
-            let bytes = this.inner.to_fork_bytes().py()?;
+            // Packs of small chunks the fork holds are written first: the bytes
+            // carry refs into them.
+            let bytes = block_on(py, this.inner.to_fork_bytes()).py()?;
             let args = (url, PyBytes::new(py, &bytes))
                 .into_pyobject(py)?
                 .into_any();
@@ -402,6 +404,11 @@ impl Session {
     /// Forgets uncommitted changes.
     fn discard_changes(&self) {
         self.inner.discard_changes();
+    }
+
+    /// Writes the session's chunk packs not written yet (see `Session::flush_packs`).
+    fn flush_packs(&self, py: Python<'_>) -> PyResult<()> {
+        block_on(py, self.inner.flush_packs()).py()
     }
 
     /// The uncommitted changes, as a dict of sorted path lists.

@@ -119,6 +119,28 @@ fn parse_seconds(s: &str) -> Result<std::time::Duration, String> {
         .ok_or_else(|| format!("`{s}` is not a positive number of seconds"))
 }
 
+/// `floe init --chunk-packing`: when sessions pack small chunks
+/// ([`floe::format::config::ChunkPackingMode`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ChunkPackingArg {
+    /// On for object storage, off for local directories.
+    Auto,
+    /// Always on.
+    Enabled,
+    /// Always off (one chunk object per chunk).
+    Disabled,
+}
+
+impl From<ChunkPackingArg> for floe::format::config::ChunkPackingMode {
+    fn from(a: ChunkPackingArg) -> Self {
+        match a {
+            ChunkPackingArg::Auto => Self::Auto,
+            ChunkPackingArg::Enabled => Self::Enabled,
+            ChunkPackingArg::Disabled => Self::Disabled,
+        }
+    }
+}
+
 /// Output format of `floe cat`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum CatFormat {
@@ -233,6 +255,11 @@ pub(crate) enum Command {
         /// log, repository metadata) or 1 (opens in Icechunk 1.x and 2.x).
         #[arg(long, value_name = "N", default_value_t = floe::Repository::DEFAULT_SPEC_VERSION as u8, value_parser = clap::value_parser!(u8).range(1..=2))]
         spec_version: u8,
+        /// Store `chunk_packing.mode` in the configuration: whether sessions write
+        /// chunks of at most 64 KiB several to one chunk object. Unset: auto (on for
+        /// object storage, off for local directories).
+        #[arg(long, value_name = "MODE")]
+        chunk_packing: Option<ChunkPackingArg>,
     },
     /// Import data into a repository.
     #[command(subcommand)]

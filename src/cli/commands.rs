@@ -29,10 +29,26 @@ pub(super) async fn run(cli: Cli) -> CliResult<()> {
         Box::new(output::TerminalSafe::new(stdout))
     };
     match cli.command {
-        Command::Init { repo, spec_version } => {
+        Command::Init {
+            repo,
+            spec_version,
+            chunk_packing,
+        } => {
             let spec =
                 floe::format::SpecVersion::from_byte(spec_version).map_err(floe::Error::from)?;
-            let r = create_repo(&repo, spec).await?;
+            let config = match chunk_packing {
+                None => None,
+                Some(mode) => {
+                    let mut c = floe::format::config::RepositoryConfig::default();
+                    c.set_chunk_packing(Some(&floe::format::config::ChunkPackingConfig {
+                        mode: Some(mode.into()),
+                        ..Default::default()
+                    }))
+                    .map_err(floe::Error::from)?;
+                    Some(c)
+                }
+            };
+            let r = create_repo(&repo, spec, config).await?;
             writeln!(
                 out,
                 "Initialized empty floe repository (Icechunk spec {spec}) at {}",

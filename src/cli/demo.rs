@@ -175,7 +175,7 @@ async fn create_datasets(session: &Session) -> CliResult<()> {
 
 /// Builds the demo repository in `dir`; returns the repository.
 async fn build(location: &str) -> CliResult<Repository> {
-    let repo = match create_repo(location, Repository::DEFAULT_SPEC_VERSION).await {
+    let repo = match create_repo(location, Repository::DEFAULT_SPEC_VERSION, None).await {
         Err(CliError::Floe(floe::Error::RepositoryExists { .. })) => {
             return Err(CliError::Usage(format!(
                 "`{location}` already holds a repository (from an earlier demo?): \

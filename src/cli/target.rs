@@ -86,16 +86,17 @@ pub(super) fn repo_storage(location: &str) -> CliResult<Arc<dyn floe::storage::S
     }
 }
 
-/// Creates a repository at `location`.
+/// Creates a repository at `location`, storing `config` when given.
 ///
 /// # Errors
 /// As [`Repository::create`].
 pub(super) async fn create_repo(
     location: &str,
     spec: floe::format::SpecVersion,
+    config: Option<floe::format::config::RepositoryConfig>,
 ) -> CliResult<Repository> {
     let storage = create_storage(location, None)?;
-    Ok(Repository::create_with(storage, None, spec, floe::OpenOptions::default()).await?)
+    Ok(Repository::create_with(storage, config, spec, floe::OpenOptions::default()).await?)
 }
 
 /// Whether `location` is a plain Zarr filesystem store (a local directory with

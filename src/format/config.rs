@@ -23,11 +23,16 @@ use crate::format::FormatError;
 pub const DEFAULT_UPDATES_PER_FILE: usize = 1000;
 
 pub mod manifest;
+pub mod packing;
 
 pub use manifest::{
     ManifestConfig, ManifestPreloadCondition, ManifestPreloadConfig, ManifestSplitCondition,
     ManifestSplitDim, ManifestSplitDimCondition, ManifestSplittingConfig,
     VirtualChunkLocationCompressionConfig,
+};
+pub use packing::{
+    ChunkPackingConfig, ChunkPackingMode, DEFAULT_PACK_TARGET_SIZE_BYTES,
+    DEFAULT_PACK_THRESHOLD_BYTES,
 };
 
 /// Key of the configuration object.
@@ -64,7 +69,8 @@ const STANDARD_KEYS: [&str; 12] = [
 /// Sections merged field by field by [`RepositoryConfig::merge`], by their path;
 /// every other map (and every list or tagged value) is replaced whole when the
 /// overriding configuration sets it, as Icechunk merges.
-const MERGED_SECTIONS: [&[&str]; 11] = [
+const MERGED_SECTIONS: [&[&str]; 12] = [
+    &["chunk_packing"],
     &["compression"],
     &["caching"],
     &["storage"],
@@ -524,9 +530,10 @@ impl RepositoryConfig {
     /// `self` with `other` over it, as Icechunk's `RepositoryConfig::merge`: every key
     /// `other` sets (not null) wins; the sections `compression`, `caching`,
     /// `storage` (and its `concurrency`, `retries`, `timeouts`), `manifest` (and its
-    /// `preload`, `virtual_chunk_location_compression`) and `repo_update_retries`
-    /// (and its `default`) merge field by field; everything else, notably
-    /// `virtual_chunk_containers` and `manifest.splitting`, is replaced whole.
+    /// `preload`, `virtual_chunk_location_compression`), `repo_update_retries`
+    /// (and its `default`) and floe's `chunk_packing` merge field by field;
+    /// everything else, notably `virtual_chunk_containers` and
+    /// `manifest.splitting`, is replaced whole.
     pub fn merge(&self, other: &RepositoryConfig) -> RepositoryConfig {
         fn merge_map(mine: &Mapping, theirs: &Mapping, path: &mut Vec<String>) -> Mapping {
             let mut out = mine.clone();
@@ -610,6 +617,7 @@ impl RepositoryConfig {
         self.virtual_chunk_containers()?;
         self.typed::<ManifestConfig>("manifest")?;
         self.typed::<CachingConfig>("caching")?;
+        self.typed::<ChunkPackingConfig>("chunk_packing")?;
         self.typed::<RepoUpdateRetryConfig>("repo_update_retries")?;
         for key in [
             "get_partial_values_concurrency",
@@ -672,6 +680,27 @@ impl RepositoryConfig {
     /// [`FormatError::InvalidConfig`] when it cannot be encoded.
     pub fn set_caching(&mut self, caching: Option<&CachingConfig>) -> Result<(), FormatError> {
         self.set_typed("caching", caching)
+    }
+
+    /// The `chunk_packing` section (floe's; all unset when absent): whether
+    /// sessions write small chunks several to one chunk object, see
+    /// [`ChunkPackingConfig`].
+    pub fn chunk_packing(&self) -> ChunkPackingConfig {
+        self.typed("chunk_packing")
+            .ok()
+            .flatten()
+            .unwrap_or_default()
+    }
+
+    /// Sets (or with `None`, unsets) the `chunk_packing` section.
+    ///
+    /// # Errors
+    /// [`FormatError::InvalidConfig`] when it cannot be encoded.
+    pub fn set_chunk_packing(
+        &mut self,
+        packing: Option<&ChunkPackingConfig>,
+    ) -> Result<(), FormatError> {
+        self.set_typed("chunk_packing", packing)
     }
 
     /// The `repo_update_retries` section (all unset when absent).

@@ -912,19 +912,26 @@ impl Verifier<'_> {
                 ),
             };
             let problem = Problem::new(kind, message).key(key);
-            let located = self.locate_chunk(walked, manifest_index, id, problem).await;
+            // A truncated object: the ref reaching past its end (a chunk of a pack
+            // may lie within it while another does not).
+            let within = size.filter(|&n| n > 0);
+            let located = self
+                .locate_chunk(walked, manifest_index, id, within, problem)
+                .await;
             self.problem(located);
         }
         Ok(())
     }
 
     /// `problem` at the first ref to chunk `id` in manifest `manifest_index` (read
-    /// again: problems are rare, and the refs' places are not kept in memory).
+    /// again: problems are rare, and the refs' places are not kept in memory); with
+    /// `size` (bytes of a truncated object), the first ref ending past it.
     async fn locate_chunk(
         &self,
         walked: &Walked,
         manifest_index: usize,
         id: ChunkId,
+        size: Option<u64>,
         problem: Problem,
     ) -> Problem {
         let Some((info, _)) = walked.manifests.get(manifest_index) else {
@@ -937,7 +944,7 @@ impl Verifier<'_> {
         else {
             return problem;
         };
-        match find_native(&manifest, id) {
+        match find_native(&manifest, id, size) {
             Some((node, index)) => {
                 self.chunk_problem(walked, manifest_index, node, index, problem)
                     .await
@@ -1098,10 +1105,17 @@ fn virtual_mismatch(
 }
 
 /// The first ref to native chunk `id` in `manifest`: its array and index.
-fn find_native(manifest: &Manifest, id: ChunkId) -> Option<(NodeId, ChunkIndices)> {
+fn find_native(
+    manifest: &Manifest,
+    id: ChunkId,
+    past: Option<u64>,
+) -> Option<(NodeId, ChunkIndices)> {
+    let reaches = |r: &crate::format::manifest::NativeChunkRef| {
+        past.is_none_or(|size| r.offset.saturating_add(r.length) > size)
+    };
     manifest.arrays.iter().find_map(|(node, chunks)| {
         chunks.iter().find_map(|(index, payload)| match payload {
-            ChunkPayload::Native(r) if r.id == id => Some((*node, index.clone())),
+            ChunkPayload::Native(r) if r.id == id && reaches(r) => Some((*node, index.clone())),
             _ => None,
         })
     })

@@ -10,6 +10,7 @@ use crate::format::snapshot::Snapshot;
 use crate::refs::RefStore;
 use crate::virtual_refs::VirtualChunkResolver;
 
+use super::chunks::packs::PackSettings;
 use super::manifest_split::ManifestLayouts;
 
 /// The refs, object cache, configuration and virtual chunk resolver of the
@@ -29,6 +30,10 @@ pub(crate) struct SessionContext {
     /// How commits cut arrays' chunk refs into manifests (the configuration's
     /// `manifest.splitting`).
     pub(crate) manifest_layouts: ManifestLayouts,
+    /// How sessions pack small chunks (`None`: they do not); from the
+    /// configuration's `chunk_packing` and whether the storage's objects are local
+    /// files.
+    pub(crate) packing: Option<PackSettings>,
 }
 
 impl SessionContext {
@@ -41,7 +46,13 @@ impl SessionContext {
     ) -> Self {
         let inline_threshold_bytes = config.inline_chunk_threshold_bytes();
         let manifest_layouts = ManifestLayouts::new(&config);
+        let packing = PackSettings::of(
+            &config.chunk_packing(),
+            inline_threshold_bytes,
+            assets.local_chunks().is_some(),
+        );
         SessionContext {
+            packing,
             manifest_layouts,
             refs,
             assets,

@@ -9,7 +9,9 @@
 //! — chunk refs, inline chunk bytes and node changes, never credentials — and a worker
 //! re-opens it from its own repository handle
 //! ([`Repository::fork_from_bytes`](crate::Repository::fork_from_bytes)). Chunks a
-//! worker writes go to storage as they are set, so what travels back is refs. The
+//! worker writes go to storage as they are set (small ones packed together, in packs
+//! written before the fork is serialized, and by a merge of forks of one process),
+//! so what travels back is refs. The
 //! bytes carry a CRC-32C of their body, checked before anything is decoded, so a
 //! fork damaged in transit is refused rather than merged.
 //!
@@ -329,6 +331,7 @@ impl Session {
             let snapshot = flush::flush(flush::FlushRequest {
                 assets: &self.inner.ctx.assets,
                 layouts: &self.inner.ctx.manifest_layouts,
+                packs: self.packs(),
                 base: &base,
                 changes: &changes,
                 new_id: SnapshotId::random(),
@@ -360,12 +363,17 @@ impl Session {
     /// included: the receiver opens the repository from its own environment and
     /// calls [`Repository::fork_from_bytes`](crate::Repository::fork_from_bytes).
     ///
+    /// Packs of small chunks the fork holds (`chunk_packing`) are written first
+    /// ([`Session::flush_packs`]): the bytes carry refs into them.
+    ///
     /// # Errors
-    /// [`Error::NotAFork`] for any session that is not a fork.
-    pub fn to_fork_bytes(&self) -> Result<Vec<u8>> {
+    /// [`Error::NotAFork`] for any session that is not a fork; storage errors
+    /// writing the fork's packs (they stay in memory; call again).
+    pub async fn to_fork_bytes(&self) -> Result<Vec<u8>> {
         let Mode::Fork { origin } = &self.inner.mode else {
             return Err(Error::NotAFork);
         };
+        self.flush_packs().await?;
         let state = self.read();
         let wire = ForkWire {
             origin: id_to_wire(origin),
@@ -439,7 +447,8 @@ impl Session {
     ///
     /// # Errors
     /// [`Error::ReadOnlySession`]; [`Error::NotAFork`] when one of `forks` is not a
-    /// fork; [`Error::ForkAlreadyMerged`]; [`Error::InvalidFork`] for chunk changes
+    /// fork; [`Error::ForkAlreadyMerged`]; storage errors writing a fork's chunk packs
+    /// not written yet; [`Error::InvalidFork`] for chunk changes
     /// outside their arrays and, when this session is not itself a fork, for a native
     /// chunk that does not exist in this repository's storage (a fork written in a
     /// copy of the repository) or is shorter than its refs; storage errors of those
@@ -451,6 +460,15 @@ impl Session {
         self.load().await?;
         if !self.is_writable() {
             return Err(Error::ReadOnlySession);
+        }
+        let forks: Vec<Session> = forks.into_iter().collect();
+        for f in &forks {
+            if !matches!(f.inner.mode, Mode::Fork { .. }) {
+                return Err(Error::NotAFork);
+            }
+            // Forks of this process may hold packs not written yet: their refs are
+            // about to become this session's.
+            f.flush_packs().await?;
         }
         let mut incoming = Vec::new();
         for f in forks {

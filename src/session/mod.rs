@@ -142,6 +142,8 @@ struct Inner {
     /// it, by the first [`Session::load`] of one opened without it
     /// ([`Repository::writable_session_lazy`](crate::Repository::writable_session_lazy)).
     base_read: tokio::sync::OnceCell<()>,
+    /// Small chunks written several to one chunk object (see `chunks/packs.rs`).
+    packs: chunks::packs::Packs,
 }
 
 /// A session on a repository. Cheap to clone; clones share state.
@@ -215,8 +217,10 @@ impl Session {
         changes: ChangeSet,
         base_read: tokio::sync::OnceCell<()>,
     ) -> Self {
+        let packs = chunks::packs::Packs::new(ctx.packing);
         Session {
             inner: Arc::new(Inner {
+                packs,
                 ctx,
                 mode,
                 state: RwLock::new(State {

@@ -235,6 +235,24 @@ fn repo_with_v3(dir: &Path) -> (PathBuf, String) {
 // ------------------------------------------------------------------ tests
 
 #[test]
+fn init_stores_the_chunk_packing_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = s(&dir.path().join("r"));
+    ok(&["init", &repo, "--chunk-packing", "enabled"]);
+    let info = json_value(&ok(&["info", &repo, "--json"]));
+    assert_eq!(info["config"]["chunk_packing"]["mode"], "enabled", "{info}");
+    // A usage error (exit status 2), naming the accepted modes.
+    let q = s(&dir.path().join("q"));
+    let out = run(&["init", &q, "--chunk-packing", "sometimes"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("[possible values: auto, enabled, disabled]"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn init_and_info() {
     let dir = tempfile::tempdir().unwrap();
     let repo = s(&dir.path().join("r"));

@@ -4,6 +4,10 @@
 //! every commit the writer reported as done is in `main`'s history with its values
 //! unchanged.
 //!
+//! With chunk packing on, a writer sets every chunk in each commit, several to a
+//! pack: killed while a pack is being written or before its commit, nothing
+//! committed is lost and no ref points into a pack that is not complete.
+//!
 //! `FLOE_CRASH_ROUNDS` sets the number of kills per storage (default 10).
 
 use crate::common;
@@ -13,11 +17,14 @@ use std::time::Duration;
 
 use crate::common::{array_def, p};
 use bytes::Bytes;
+use floe::format::config::{ChunkPackingConfig, ChunkPackingMode, RepositoryConfig};
 use floe::storage::{create_storage, open_storage};
 use floe::{Repository, SnapshotId, VersionSelector};
 use rand::Rng;
 
 const CHILD_ENV: &str = "FLOE_CRASH_WRITER_URL";
+/// The repository of the packing writer ([`crash_packed_writer_child`]).
+const PACKED_CHILD_ENV: &str = "FLOE_CRASH_PACKED_WRITER_URL";
 /// Chunks of the test array (each 1 KiB, so stored as native chunk objects).
 const CHUNKS: u32 = 16;
 
@@ -57,9 +64,61 @@ fn crash_writer_child() {
     });
 }
 
+/// The packing writer: sets every chunk to one value per commit (packed four to a
+/// pack, so packs are written during the writes and by the commit), printing
+/// `COMMITTED <snapshot> <index> <value>` for each chunk after each commit returns.
+#[test]
+fn crash_packed_writer_child() {
+    let Ok(url) = std::env::var(PACKED_CHILD_ENV) else {
+        return; // not a child: nothing to do
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let repo = Repository::open(open_storage(&url, None).unwrap())
+            .await
+            .unwrap();
+        let session = repo.writable_session("main").await.unwrap();
+        let mut rng = rand::rng();
+        let mut out = std::io::stdout().lock();
+        for n in 0u64.. {
+            let value = rng.random_range(1..=255u8);
+            for index in 0..CHUNKS {
+                session
+                    .set_chunk(&p("/a"), &[index.into()], chunk(value))
+                    .await
+                    .unwrap();
+            }
+            let id = session.commit(&format!("write {n}")).await.unwrap();
+            for index in 0..CHUNKS {
+                writeln!(out, "COMMITTED {id} {index} {value}").unwrap();
+            }
+            out.flush().unwrap();
+        }
+    });
+}
+
+/// The configuration of the packing writer's repositories: packing on, packs of
+/// four chunks.
+fn packed_config() -> RepositoryConfig {
+    let mut c = RepositoryConfig::default();
+    c.set_chunk_packing(Some(&ChunkPackingConfig {
+        mode: Some(ChunkPackingMode::Enabled),
+        threshold_bytes: None,
+        target_size_bytes: Some(4 * 1024),
+    }))
+    .unwrap();
+    c
+}
+
 /// Runs writer processes on `url` and kills each at a random moment.
 async fn kill_writers(url: &str) {
-    let repo = Repository::create(create_storage(url, None).unwrap(), None)
+    kill_writers_of(url, "crash::crash_writer_child", CHILD_ENV, None).await;
+}
+
+/// Runs writer processes on `url` (the test `child_test`, given the url in `env`) and
+/// kills each at a random moment; the repository is created with `config`.
+async fn kill_writers_of(url: &str, child_test: &str, env: &str, config: Option<RepositoryConfig>) {
+    let repo = Repository::create(create_storage(url, None).unwrap(), config)
         .await
         .unwrap();
     let s = repo.writable_session("main").await.unwrap();
@@ -76,13 +135,8 @@ async fn kill_writers(url: &str) {
     let mut committed: Vec<(SnapshotId, u32, u8)> = Vec::new();
     for round in 0..rounds {
         let mut child = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "crash::crash_writer_child",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD_ENV, url)
+            .args(["--exact", child_test, "--nocapture", "--test-threads=1"])
+            .env(env, url)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -157,7 +211,7 @@ async fn check(url: &str, committed: &[(SnapshotId, u32, u8)], round: usize) {
 
 #[tokio::test]
 async fn killed_writers_leave_local_repositories_consistent() {
-    if std::env::var(CHILD_ENV).is_ok() {
+    if std::env::var(CHILD_ENV).is_ok() || std::env::var(PACKED_CHILD_ENV).is_ok() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -167,11 +221,27 @@ async fn killed_writers_leave_local_repositories_consistent() {
 
 #[tokio::test]
 async fn killed_writers_leave_s3_repositories_consistent() {
-    if std::env::var(CHILD_ENV).is_ok() {
+    if std::env::var(CHILD_ENV).is_ok() || std::env::var(PACKED_CHILD_ENV).is_ok() {
         return;
     }
     let Some(url) = common::s3_url("crash") else {
         return;
     };
     kill_writers(&url).await;
+}
+
+#[tokio::test]
+async fn killed_packing_writers_leave_local_repositories_consistent() {
+    if std::env::var(CHILD_ENV).is_ok() || std::env::var(PACKED_CHILD_ENV).is_ok() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", dir.path().join("repo").display());
+    kill_writers_of(
+        &url,
+        "crash::crash_packed_writer_child",
+        PACKED_CHILD_ENV,
+        Some(packed_config()),
+    )
+    .await;
 }

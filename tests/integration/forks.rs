@@ -34,7 +34,7 @@ fn v(x: u8) -> Bytes {
 
 /// A fork sent away as bytes and resumed on another handle of the repository.
 async fn travel(repo: &Repository, fork: &Session) -> Session {
-    let bytes = fork.to_fork_bytes().unwrap();
+    let bytes = fork.to_fork_bytes().await.unwrap();
     repo.fork_from_bytes(&bytes).await.unwrap()
 }
 
@@ -106,7 +106,7 @@ async fn a_fork_merges_once() {
     let (repo, s) = repo_with_array().await;
     let fork = s.fork().await.unwrap();
     fork.set_chunk(&p("/a"), &[3], v(3)).await.unwrap();
-    let bytes = fork.to_fork_bytes().unwrap();
+    let bytes = fork.to_fork_bytes().await.unwrap();
     s.merge([repo.fork_from_bytes(&bytes).await.unwrap()])
         .await
         .unwrap();
@@ -280,7 +280,7 @@ async fn merge_after_the_session_committed() {
 async fn forks_refuse_what_they_cannot_do() {
     let (repo, s) = repo_with_array().await;
     // A session on a branch does not serialize; a fork does not commit or rebase.
-    assert!(matches!(s.to_fork_bytes(), Err(Error::NotAFork)));
+    assert!(matches!(s.to_fork_bytes().await, Err(Error::NotAFork)));
     let fork = s.fork().await.unwrap();
     fork.set_chunk(&p("/a"), &[0], v(1)).await.unwrap();
     assert!(matches!(
@@ -300,7 +300,7 @@ async fn forks_refuse_what_they_cannot_do() {
         Err(Error::ReadOnlySession)
     ));
     // Bytes that are not a fork, or cut short.
-    let bytes = fork.to_fork_bytes().unwrap();
+    let bytes = fork.to_fork_bytes().await.unwrap();
     for bad in [&b"not a fork"[..], &bytes[..bytes.len() / 2], &bytes[..10]] {
         let err = repo.fork_from_bytes(bad).await;
         assert!(matches!(err, Err(Error::InvalidFork { .. })), "{err:?}");
@@ -308,7 +308,7 @@ async fn forks_refuse_what_they_cannot_do() {
     // A fork of another repository's snapshot.
     let (other, os) = repo_with_array().await;
     os.set_chunk(&p("/a"), &[0], v(1)).await.unwrap();
-    let foreign = os.fork().await.unwrap().to_fork_bytes().unwrap();
+    let foreign = os.fork().await.unwrap().to_fork_bytes().await.unwrap();
     drop(other);
     assert!(matches!(
         repo.fork_from_bytes(&foreign).await,
@@ -331,7 +331,7 @@ async fn fork_bytes_carry_refs_and_no_credentials() {
     fork.set_chunk(&p("/a"), &[0], Bytes::from(vec![7u8; 100_000]))
         .await
         .unwrap();
-    let bytes = fork.to_fork_bytes().unwrap();
+    let bytes = fork.to_fork_bytes().await.unwrap();
     // The chunk was written to storage when set: the fork carries its ref only.
     assert!(bytes.len() < 200, "{} bytes", bytes.len());
     let text = String::from_utf8_lossy(&bytes);
@@ -418,7 +418,7 @@ async fn a_fork_written_in_a_copy_of_the_repository_is_refused() {
     fork.set_chunk(&p("/a"), &[1], Bytes::from_static(b"x"))
         .await
         .unwrap();
-    let bytes = fork.to_fork_bytes().unwrap();
+    let bytes = fork.to_fork_bytes().await.unwrap();
 
     let arrived = repo.fork_from_bytes(&bytes).await.unwrap();
     let e = s.merge([arrived]).await.unwrap_err();
@@ -459,7 +459,7 @@ async fn damaged_fork_bytes_are_refused() {
     fork.set_chunk(&p("/a"), &[1], Bytes::from_static(b"inline"))
         .await
         .unwrap();
-    let bytes = fork.to_fork_bytes().unwrap();
+    let bytes = fork.to_fork_bytes().await.unwrap();
     for i in 0..bytes.len() {
         for flip in [0x01u8, 0x80, 0xff] {
             let mut bad = bytes.clone();

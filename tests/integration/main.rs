@@ -42,6 +42,7 @@ mod numcodecs;
 mod object_limits;
 mod object_storage_concurrency;
 mod ops;
+mod packs;
 mod raw_chunk_writes;
 mod rebase;
 mod rectilinear;

@@ -111,7 +111,15 @@ async fn array_api_writes_keep_many_chunk_writes_in_flight() {
         now: AtomicUsize::new(0),
         peak: AtomicUsize::new(0),
     });
-    let repo = Repository::create(Arc::clone(&storage) as Arc<dyn Storage>, None)
+    // One object per chunk (these compress below the packing threshold).
+    let mut config = floe::format::config::RepositoryConfig::default();
+    config
+        .set_chunk_packing(Some(&floe::format::config::ChunkPackingConfig {
+            mode: Some(floe::format::config::ChunkPackingMode::Disabled),
+            ..Default::default()
+        }))
+        .unwrap();
+    let repo = Repository::create(Arc::clone(&storage) as Arc<dyn Storage>, Some(config))
         .await
         .unwrap();
     let session = repo.writable_session("main").await.unwrap();

@@ -361,7 +361,15 @@ async fn eight_writes(yaml: &str) -> Duration {
         .await
         .with_u8_array("/a", 8);
     f.session.commit("array").await.unwrap();
-    let repo = Repository::open_configured(storage, OpenOptions::default(), Some(config(yaml)))
+    // Unpacked: each chunk is an object of its own.
+    let mut configured = config(yaml);
+    configured
+        .set_chunk_packing(Some(&floe::format::config::ChunkPackingConfig {
+            mode: Some(floe::format::config::ChunkPackingMode::Disabled),
+            ..Default::default()
+        }))
+        .unwrap();
+    let repo = Repository::open_configured(storage, OpenOptions::default(), Some(configured))
         .await
         .unwrap();
     let s = repo.writable_session("main").await.unwrap();

@@ -381,7 +381,7 @@ async fn forks_merge_and_commit_on_spec2() {
         fork.set_chunk(&p("/a"), &[1], Bytes::from(vec![8u8; 2]))
             .await
             .unwrap();
-        fork.to_fork_bytes().unwrap()
+        fork.to_fork_bytes().await.unwrap()
     };
     let back = repo.fork_from_bytes(&bytes).await.unwrap();
     s.merge(vec![back]).await.unwrap();

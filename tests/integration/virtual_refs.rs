@@ -373,7 +373,7 @@ async fn shared_locations_are_invisible_to_readers_before_and_after_commit() {
     check(s.clone(), "uncommitted").await;
 
     // A fork carries them through its serialized form.
-    let bytes = s.fork().await.unwrap().to_fork_bytes().unwrap();
+    let bytes = s.fork().await.unwrap().to_fork_bytes().await.unwrap();
     let back = repo.fork_from_bytes(&bytes).await.unwrap();
     check(back.clone(), "fork").await;
     // (Change sets compare by value whatever the interning order: the unit test

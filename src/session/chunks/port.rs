@@ -288,9 +288,10 @@ impl ChunkPort for SessionChunks {
         }
     }
 
-    /// Inline chunks and native chunks on local files whose ref is known without
-    /// I/O (uncommitted, or in a manifest prepared or cached) and exactly
-    /// `dest.len()` bytes long; [`ReadInto::Elsewhere`] for the others.
+    /// Inline chunks, chunks in a pack not written yet, and native chunks on local
+    /// files whose ref is known without I/O (uncommitted, or in a manifest prepared
+    /// or cached) and exactly `dest.len()` bytes long; [`ReadInto::Elsewhere`] for
+    /// the others.
     fn read_into(&self, chunk: &[u64], dest: &mut [u8]) -> Result<ReadInto, StoreError> {
         let Some(node) = self.node_for(chunk) else {
             return Ok(ReadInto::Missing);
@@ -305,6 +306,9 @@ impl ChunkPort for SessionChunks {
                 Ok(ReadInto::Read)
             }
             Some(ChunkPayload::Native(r)) if r.length == dest.len() as u64 => {
+                if self.session.packs().read_into(&r.id, r.offset, dest) {
+                    return Ok(ReadInto::Read);
+                }
                 let Some(local) = &self.local else {
                     return Ok(ReadInto::Elsewhere);
                 };
@@ -318,9 +322,9 @@ impl ChunkPort for SessionChunks {
         }
     }
 
-    /// Inline chunks, and native chunks on local files (into a recycled buffer);
-    /// [`ReadNow::Elsewhere`] for the others, for refs not prepared and for refs of
-    /// more than `max_len` bytes.
+    /// Inline chunks, chunks in a pack not written yet, and native chunks on local
+    /// files (into a recycled buffer); [`ReadNow::Elsewhere`] for the others, for
+    /// refs not prepared and for refs of more than `max_len` bytes.
     fn read_now(&self, chunk: &[u64], max_len: usize) -> Result<ReadNow, StoreError> {
         let Some(node) = self.node_for(chunk) else {
             return Ok(ReadNow::Missing);
@@ -332,6 +336,18 @@ impl ChunkPort for SessionChunks {
             None => Ok(ReadNow::Missing),
             Some(ChunkPayload::Inline(bytes)) if bytes.len() <= max_len => Ok(ReadNow::Read(bytes)),
             Some(ChunkPayload::Native(r)) => {
+                let in_pack = usize::try_from(r.length)
+                    .ok()
+                    .filter(|&n| n <= max_len)
+                    .and(r.offset.checked_add(r.length))
+                    .and_then(|end| {
+                        self.session
+                            .packs()
+                            .read(&r.id, std::slice::from_ref(&(r.offset..end)))
+                    });
+                if let Some(read) = in_pack.and_then(|mut parts| parts.pop()) {
+                    return Ok(ReadNow::Read(read));
+                }
                 let (Some(local), Some(len)) = (
                     &self.local,
                     usize::try_from(r.length).ok().filter(|&n| n <= max_len),
@@ -367,8 +383,9 @@ impl ChunkPort for SessionChunks {
     }
 
     /// Native chunks on local files with quick writes, written from the borrowed
-    /// bytes; `false` for inline chunks (their ref holds the bytes) and on other
-    /// storage. The array is checked writable first, as every write here is.
+    /// bytes (or appended to the session's open pack, when packed); `false` for
+    /// inline chunks (their ref holds the bytes) and on other storage. The array is
+    /// checked writable first, as every write here is.
     fn write_now_borrowed(&self, chunk: &[u64], bytes: &[u8]) -> Result<bool, StoreError> {
         let node = self.node_to_write(chunk)?;
         if self.session.is_inline(bytes) {
@@ -377,6 +394,20 @@ impl ChunkPort for SessionChunks {
         let Some(local) = self.local.as_ref().filter(|l| l.quick_writes()) else {
             return Ok(false);
         };
+        let packs = self.session.packs();
+        if packs.takes(bytes.len()) {
+            // Into the open pack; a pack this chunk filled is written now.
+            let appended = packs.append(bytes);
+            if let Some(full) = appended.full {
+                packs
+                    .write_local(local, &full)
+                    .map_err(|e| self.backend(chunk, e.into()))?;
+            }
+            self.session
+                .record_chunk(&self.path, node, chunk, Some(appended.payload))
+                .map_err(|e| self.backend(chunk, e))?;
+            return Ok(true);
+        }
         let id = ChunkId::random();
         local
             .write(&id, bytes)

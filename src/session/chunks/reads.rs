@@ -3,6 +3,9 @@
 //! ([`crate::storage::coalesce`]): the inner chunks of a shard, the virtual chunks of
 //! one NetCDF/HDF5 file.
 //!
+//! Chunks in a pack this session has not written yet (`packs`) are read from its
+//! bytes in memory, on every path here and in the chunk port's fast paths.
+//!
 //! Coalescing never widens what is read beyond an object a chunk ref names: virtual
 //! refs are grouped by their exact location (and checksum), and each group's location
 //! is normalized, matched to its container and authorized before any request, as a
@@ -233,13 +236,17 @@ impl Session {
         if members.len() > 1 {
             let ranges: Vec<Range<u64>> = members.iter().map(|m| m.range.clone()).collect();
             let read = match &source {
-                Source::Native(id) => self
-                    .inner
-                    .ctx
-                    .assets
-                    .fetch_chunk_ranges(id, &ranges)
-                    .await
-                    .ok(),
+                Source::Native(id) => match self.packs().read(id, &ranges) {
+                    // A pack not written yet: its bytes are in memory.
+                    Some(parts) => Some(parts),
+                    None => self
+                        .inner
+                        .ctx
+                        .assets
+                        .fetch_chunk_ranges(id, &ranges)
+                        .await
+                        .ok(),
+                },
                 Source::Virtual { location, checksum } => match self
                     .inner
                     .ctx
@@ -338,6 +345,10 @@ impl Session {
                             )))
                         }
                     }
+                }
+                // A pack this session has not written yet is read from memory.
+                if let Some(parts) = self.packs().read(&n.id, &abs) {
+                    return Ok(parts);
                 }
                 self.inner
                     .ctx

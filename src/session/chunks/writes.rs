@@ -1,5 +1,6 @@
-//! Chunk bytes into a session: inline in the manifest when small, otherwise written
-//! now as a new native chunk object, then recorded as the chunk's ref.
+//! Chunk bytes into a session: inline in the manifest when small, appended to the
+//! session's open pack when at most the packing threshold (`packs`), otherwise
+//! written now as a new native chunk object; then recorded as the chunk's ref.
 
 use bytes::Bytes;
 
@@ -14,8 +15,10 @@ use crate::session::Session;
 
 impl Session {
     /// Stores the encoded bytes of a chunk: inline in the manifest when at most
-    /// `inline_chunk_threshold_bytes` long, otherwise as a new native chunk object
-    /// written now.
+    /// `inline_chunk_threshold_bytes` long, appended to the session's open pack
+    /// when at most `chunk_packing.threshold_bytes` and packing is on (written at
+    /// the latest by the commit; read from memory until then), otherwise as a new
+    /// native chunk object written now.
     ///
     /// # Errors
     /// [`Error::ReadOnlySession`], [`Error::NodeNotFound`], [`Error::NotAnArray`],
@@ -54,8 +57,10 @@ impl Session {
     }
 
     /// The first half of [`Session::set_chunk`]: checks the chunk index against the
-    /// array and stores `bytes` (inline, or as a new native chunk object written
-    /// now), returning the ref to record with [`Session::set_chunk_ref`]. Nothing
+    /// array and stores `bytes` (inline, in the open pack, or as a new native chunk
+    /// object written now), returning the ref to record with
+    /// [`Session::set_chunk_ref`] in this session (a ref into a pack names bytes
+    /// this session writes by its commit, or [`Session::flush_packs`]). Nothing
     /// changes in the session; a native chunk object whose ref is never recorded is
     /// removed by garbage collection.
     ///
@@ -86,11 +91,14 @@ impl Session {
         self.record_chunk(path, node, index, Some(payload))
     }
 
-    /// The ref of a chunk's bytes: inline when small, else a native chunk object
-    /// written now.
+    /// The ref of a chunk's bytes: inline when small, a place in this session's
+    /// open pack when at most the packing threshold (`chunk_packing`, see
+    /// `packs.rs`), else a native chunk object written now.
     async fn payload_of(&self, bytes: Bytes) -> Result<ChunkPayload> {
         Ok(if self.is_inline(&bytes) {
             ChunkPayload::Inline(bytes)
+        } else if let Some(packed) = self.packed_payload(&bytes).await? {
+            packed
         } else {
             let id = ChunkId::random();
             let length = bytes.len() as u64;

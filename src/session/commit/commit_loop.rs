@@ -181,6 +181,7 @@ impl Session {
             let snapshot = flush::flush(flush::FlushRequest {
                 assets: &ctx.assets,
                 layouts: &ctx.manifest_layouts,
+                packs: self.packs(),
                 base: &base,
                 changes: &changes,
                 new_id: SnapshotId::random(),
@@ -258,6 +259,7 @@ impl Session {
             let snapshot = flush::flush(flush::FlushRequest {
                 assets: &ctx.assets,
                 layouts: &ctx.manifest_layouts,
+                packs: self.packs(),
                 base: &base,
                 changes: &changes,
                 new_id: SnapshotId::random(),
@@ -357,6 +359,7 @@ impl Session {
                 let snapshot = flush::flush(flush::FlushRequest {
                     assets,
                     layouts: &ctx.manifest_layouts,
+                    packs: self.packs(),
                     base: &base,
                     changes: &changes,
                     new_id: SnapshotId::random(),

@@ -30,6 +30,7 @@ impl Session {
             let snapshot = flush(FlushRequest {
                 assets: &ctx.assets,
                 layouts: &ctx.manifest_layouts,
+                packs: self.packs(),
                 base: &base,
                 changes: &changes,
                 new_id: SnapshotId::random(),

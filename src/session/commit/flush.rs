@@ -5,7 +5,8 @@
 //! commit loop (`commit_loop.rs`) calls once per attempt.
 //!
 //! Spec: Icechunk specification, "Write New Snapshot" and "Creating and Updating
-//! Branches": write chunks (done as they are set), manifests, the transaction log, the
+//! Branches": write chunks (done as they are set, except packs of small chunks not
+//! written yet, written first here), manifests, the transaction log, the
 //! snapshot, then conditionally update `refs/branch.<name>/ref.json`.
 
 use std::collections::{BTreeMap, HashMap};
@@ -23,6 +24,7 @@ use crate::format::transaction_log::TransactionLog;
 use crate::format::{ManifestId, NodePath, SnapshotId};
 
 use crate::session::change_set::ChangeSet;
+use crate::session::chunks::packs::Packs;
 use crate::session::manifest_split::{
     write_array_manifests, write_pending, ArrayManifests, ManifestLayouts, PendingManifest,
 };
@@ -75,6 +77,8 @@ pub(crate) struct FlushRequest<'a> {
     pub(crate) assets: &'a AssetManager,
     /// How each array's chunk refs are cut into manifests.
     pub(crate) layouts: &'a ManifestLayouts,
+    /// The session's chunk packs, written first: `changes` may refer into them.
+    pub(crate) packs: &'a Packs,
     /// The snapshot the changes apply to.
     pub(crate) base: &'a Snapshot,
     /// The changes.
@@ -90,10 +94,11 @@ pub(crate) struct FlushRequest<'a> {
 }
 
 /// Builds and writes the new snapshot `new_id` for `changes` on top of `base`: writes
-/// one new manifest per array whose chunks changed (or whose shape shrank), reuses
-/// every other manifest as it is, and writes the transaction log, the snapshot and
-/// the last manifests of each array at once (one round trip on object storage; up to
-/// 64 MiB of encoded manifests are held back for it).
+/// the session's chunk packs not written yet, then one new manifest per array whose
+/// chunks changed (or whose shape shrank), reuses every other manifest as it is, and
+/// writes the transaction log, the snapshot and the last manifests of each array at
+/// once (one round trip on object storage; up to 64 MiB of encoded manifests are
+/// held back for it).
 /// Nothing is visible until the branch moves ([`crate::refs::RefStore::commit`], the
 /// commit point). Each array's manifests follow the layout `layouts` gives it (the
 /// configuration's `manifest.splitting`, or floe's own).
@@ -104,6 +109,7 @@ pub(crate) async fn flush(request: FlushRequest<'_>) -> Result<Arc<Snapshot>> {
     let FlushRequest {
         assets,
         layouts,
+        packs,
         base,
         changes,
         new_id,
@@ -111,6 +117,10 @@ pub(crate) async fn flush(request: FlushRequest<'_>) -> Result<Arc<Snapshot>> {
         metadata,
         method,
     } = request;
+    // Every pack the changes may refer into is written before anything refers to it
+    // durably (the changes were taken before this, so each of their refs points
+    // into a pack open or sealed by now).
+    packs.flush(assets).await?;
     let mut nodes = apply_node_changes(base, changes);
 
     // Arrays whose manifests change: those with chunk changes, and those resized so

@@ -201,6 +201,7 @@ impl Session {
         let snapshot = flush::flush(flush::FlushRequest {
             assets: &ctx.assets,
             layouts: &ctx.manifest_layouts,
+            packs: self.packs(),
             base: landing.view,
             changes: &Arc::new(ChangeSet::default()),
             new_id: SnapshotId::random(),
