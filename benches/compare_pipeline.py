@@ -202,11 +202,17 @@ def workloads(engine, mib, xr_mib, rows, shard_mib=32):
                 assert np.array_equal(got, want()), name
 
         if "attrs" in rows:
-            # Attribute-only commits: one attribute of a group set and committed, 50
-            # times; the median.
+            # Attribute-only commits, in a repository of their own beside a group and
+            # an array of 10,000 chunks: one attribute of the group set and
+            # committed, 50 times; the median.
+            os.makedirs(os.path.join(tmp, "attrs"))
+            writable, commit, _ = _engine(engine, os.path.join(tmp, "attrs"))
             st = writable()
             zarr.create_group(st, path="meta", attributes={"n": -1})
+            zarr.create_array(st, name="series", shape=(10_000, 1024), chunks=(1, 1024),
+                              dtype="f4", compressors=None, fill_value=0)[...] = 1
             commit(st)
+            settle()
             times = []
             for i in range(50):
                 t = time.perf_counter()

@@ -1015,6 +1015,7 @@ class Repository:
         *,
         dry_run: bool = False,
         allow_recent_cutoff: bool = False,
+        full: bool = False,
     ) -> dict[str, Any]: ...
     def retention_policy(self) -> str | None: ...
     def set_retention_policy(self, policy: str | None) -> None: ...
@@ -1106,6 +1107,7 @@ class Repository:
         *,
         dry_run: bool = False,
         allow_recent_cutoff: bool = False,
+        full: bool = False,
     ) -> Awaitable[dict[str, Any]]: ...
     def async_ancestry(
         self, *, branch: str | None = None, tag: str | None = None, snapshot_id: str | None = None

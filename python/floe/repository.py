@@ -1114,6 +1114,7 @@ class Repository:
         *,
         dry_run: bool = False,
         allow_recent_cutoff: bool = False,
+        full: bool = False,
     ) -> GCSummary:
         """Deletes the snapshots, transaction logs, manifests and chunks that no branch
         or tag reaches and that were written before ``delete_object_older_than``, as
@@ -1133,6 +1134,10 @@ class Repository:
         :param dry_run: count what would be deleted; delete nothing.
         :param allow_recent_cutoff: accept a cut-off within the last hour (3600 s),
             safe only when no writer is active.
+        :param full: fetch every retained manifest. By default (floe's, not
+            Icechunk's) the chunk ids of manifests an earlier collection read come
+            from floe's collection state (the object ``floe/gc-state``): manifests
+            never change, so the same objects are deleted either way.
         :returns: a ``GCSummary``: ``chunks_deleted``, ``manifests_deleted``,
             ``snapshots_deleted``, ``attributes_deleted``,
             ``transaction_logs_deleted`` (counts) and ``bytes_deleted`` (bytes).
@@ -1140,7 +1145,10 @@ class Repository:
             ``allow_recent_cutoff``.
         """
         raw = self._native.garbage_collect(
-            delete_object_older_than, dry_run=dry_run, allow_recent_cutoff=allow_recent_cutoff
+            delete_object_older_than,
+            dry_run=dry_run,
+            allow_recent_cutoff=allow_recent_cutoff,
+            full=full,
         )
         return GCSummary(**{k: v for k, v in raw.items() if k in GCSummary._FIELDS})
 
@@ -1564,11 +1572,16 @@ class Repository:
         *,
         dry_run: bool = False,
         allow_recent_cutoff: bool = False,
+        full: bool = False,
     ) -> dict[str, Any]:
         """Awaitable ``garbage_collect``: the summary (``GCSummary`` fields). A cut-off
-        within the last hour raises ``FloeError`` unless ``allow_recent_cutoff``."""
+        within the last hour raises ``FloeError`` unless ``allow_recent_cutoff``;
+        ``full`` as in ``garbage_collect``."""
         return await self._native.garbage_collect_async(
-            delete_object_older_than, dry_run=dry_run, allow_recent_cutoff=allow_recent_cutoff
+            delete_object_older_than,
+            dry_run=dry_run,
+            allow_recent_cutoff=allow_recent_cutoff,
+            full=full,
         )
 
     # Thread twins: the blocking method runs in a worker thread (asyncio.to_thread)

@@ -279,17 +279,18 @@ impl Repository {
 
     /// Awaitable of `garbage_collect`: the summary as a dict (Icechunk's `GCSummary`
     /// fields). A cut-off within the last hour raises `FloeError` unless
-    /// `allow_recent_cutoff=True`.
-    #[pyo3(signature = (delete_object_older_than, *, dry_run=false, allow_recent_cutoff=false))]
+    /// `allow_recent_cutoff=True`; `full=True` fetches every retained manifest.
+    #[pyo3(signature = (delete_object_older_than, *, dry_run=false, allow_recent_cutoff=false, full=false))]
     fn garbage_collect_async<'py>(
         &self,
         py: Python<'py>,
         delete_object_older_than: DateTime<Utc>,
         dry_run: bool,
         allow_recent_cutoff: bool,
+        full: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
         let call =
-            self.garbage_collect_call(delete_object_older_than, dry_run, allow_recent_cutoff);
+            self.garbage_collect_call(delete_object_older_than, dry_run, allow_recent_cutoff, full);
         future_into_py(py, call)
     }
 

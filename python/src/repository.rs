@@ -602,10 +602,12 @@ impl Repository {
         delete_object_older_than: DateTime<Utc>,
         dry_run: bool,
         allow_recent_cutoff: bool,
+        full: bool,
     ) -> impl Call<Json> {
         let opts = floe::lifecycle::GcOptions::default()
             .dry_run(dry_run)
-            .allow_recent_cutoff(allow_recent_cutoff);
+            .allow_recent_cutoff(allow_recent_cutoff)
+            .incremental(!full);
         let repo = self.inner.clone();
         async move {
             let s = repo
@@ -1345,17 +1347,19 @@ impl Repository {
     /// Deletes unreachable objects older than `delete_object_older_than`; returns the
     /// summary as a dict (Icechunk's `GCSummary` fields). A cut-off within the last
     /// hour (`floe.lifecycle::GC_SAFETY_WINDOW_SECS`, seconds) raises `FloeError`
-    /// unless `allow_recent_cutoff=True` (no writer is active).
-    #[pyo3(signature = (delete_object_older_than, *, dry_run=false, allow_recent_cutoff=false))]
+    /// unless `allow_recent_cutoff=True` (no writer is active). `full=True` fetches
+    /// every retained manifest instead of using floe's collection state.
+    #[pyo3(signature = (delete_object_older_than, *, dry_run=false, allow_recent_cutoff=false, full=false))]
     fn garbage_collect(
         &self,
         py: Python<'_>,
         delete_object_older_than: DateTime<Utc>,
         dry_run: bool,
         allow_recent_cutoff: bool,
+        full: bool,
     ) -> PyResult<Json> {
         let call =
-            self.garbage_collect_call(delete_object_older_than, dry_run, allow_recent_cutoff);
+            self.garbage_collect_call(delete_object_older_than, dry_run, allow_recent_cutoff, full);
         block_on(py, call)
     }
 

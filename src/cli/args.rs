@@ -345,6 +345,11 @@ pub(crate) enum Command {
         /// use it only when no writer is active.
         #[arg(long)]
         allow_recent_cutoff: bool,
+        /// Fetch every retained manifest instead of taking the chunk ids of those an
+        /// earlier collection read from floe's collection state (`floe/gc-state`).
+        /// The same objects are deleted either way; the state is left as it is.
+        #[arg(long)]
+        full: bool,
         /// Print one JSON object with the summary fields (`chunks_deleted`,
         /// `manifests_deleted`, `snapshots_deleted`, `transaction_logs_deleted`,
         /// `attributes_deleted`, `bytes_deleted`).

@@ -206,11 +206,13 @@ pub(super) async fn run(cli: Cli) -> CliResult<()> {
             older_than,
             dry_run,
             allow_recent_cutoff,
+            full,
             json,
         } => {
             let options = floe::lifecycle::GcOptions::default()
                 .dry_run(dry_run)
-                .allow_recent_cutoff(allow_recent_cutoff);
+                .allow_recent_cutoff(allow_recent_cutoff)
+                .incremental(!full);
             let repo = open_repo(&repo, &[]).await?;
             lifecycle::gc(&mut out, &repo, &older_than, options, json).await?
         }
