@@ -52,7 +52,8 @@ use std::sync::Arc;
 pub struct GcOptions {
     /// Report what would be deleted without deleting anything.
     pub dry_run: bool,
-    /// Manifests fetched at once while finding retained chunks.
+    /// Manifests (and, on spec 2, retained snapshots) fetched at once while finding
+    /// retained chunks (default 32).
     pub manifest_concurrency: usize,
     /// Delete batches (of up to 1,000 keys, one bulk request on S3) in flight at
     /// once.
@@ -99,7 +100,7 @@ impl Default for GcOptions {
     fn default() -> Self {
         GcOptions {
             dry_run: false,
-            manifest_concurrency: 8,
+            manifest_concurrency: 32,
             delete_concurrency: 32,
             list_concurrency: 8,
             max_chunk_ids_in_memory: 4 << 20,
@@ -229,6 +230,7 @@ async fn retained_snapshots(
     roots: Vec<SnapshotId>,
     info: Option<&RepoInfo>,
     cut_off: DateTime<Utc>,
+    concurrency: usize,
 ) -> Result<Walked> {
     let mut snapshots = HashSet::new();
     let mut manifests: Vec<ManifestFileInfo> = Vec::new();
@@ -243,14 +245,26 @@ async fn retained_snapshots(
         }
         new
     };
-    for root in roots {
-        if snapshots.contains(&root) {
-            continue;
+    if let Some(ids) = info.and_then(|i| ancestries_in_repo_object(i, &roots)) {
+        // Spec 2: the `repo` object holds every parent link, so the retained
+        // snapshots are known before any is read; they are fetched (for the
+        // manifests they list) `concurrency` at a time rather than one by one.
+        let mut fetched = futures::stream::iter(ids)
+            .map(|id| async move { assets.fetch_snapshot(&id).await })
+            .buffer_unordered(concurrency.max(1));
+        while let Some(snap) = fetched.try_next().await? {
+            keep(&snap, &mut snapshots);
         }
-        let mut walk = ParentWalk::new(assets, root);
-        while let Some(snap) = walk.next().await? {
-            if !keep(&snap, &mut snapshots) {
-                break;
+    } else {
+        for root in roots {
+            if snapshots.contains(&root) {
+                continue;
+            }
+            let mut walk = ParentWalk::new(assets, root);
+            while let Some(snap) = walk.next().await? {
+                if !keep(&snap, &mut snapshots) {
+                    break;
+                }
             }
         }
     }
@@ -290,6 +304,29 @@ async fn retained_snapshots(
         manifests,
         snapshot_files,
     })
+}
+
+/// Spec 2: every snapshot the `roots` reach by the parent links of the `repo` object
+/// `info` (each once); `None` when a link leads to a snapshot the object does not
+/// list, for the walk through the snapshot files to report.
+fn ancestries_in_repo_object(info: &RepoInfo, roots: &[SnapshotId]) -> Option<HashSet<SnapshotId>> {
+    let mut seen = HashSet::new();
+    for root in roots {
+        // A chain that comes back on itself is left to the walk too, which reports
+        // the loop.
+        let mut chain = HashSet::new();
+        let mut next = Some(*root);
+        while let Some(id) = next {
+            if !chain.insert(id) {
+                return None;
+            }
+            if !seen.insert(id) {
+                break;
+            }
+            next = info.snapshots.get(&id)?.parent_id;
+        }
+    }
+    Some(seen)
 }
 
 /// Spec 2: what removing the dropped snapshots from the `repo` object decided.
@@ -695,7 +732,15 @@ pub(crate) async fn garbage_collect(
             mut snapshots,
             manifests,
             snapshot_files,
-        } = retained_snapshots(assets, storage, roots, info.as_deref(), cut_off).await?;
+        } = retained_snapshots(
+            assets,
+            storage,
+            roots,
+            info.as_deref(),
+            cut_off,
+            options.manifest_concurrency,
+        )
+        .await?;
         let mut tx_logs: HashSet<SnapshotId> = HashSet::new();
         if let Some(info) = &info {
             let drop: HashSet<SnapshotId> = info
