@@ -189,8 +189,15 @@ impl LocalStorage {
     }
 }
 
-/// Removes `files` (key, path) of directory `dir` under the directory's lock, every
-/// one even when some fail; absent files (and an absent directory) are not errors.
+/// Files one blocking call of [`Storage::delete_many`] removes.
+const DELETE_RUN: usize = 64;
+/// Blocking calls of one [`Storage::delete_many`] at once.
+const DELETE_CALLS: usize = 16;
+
+/// Removes `files` (key, path) of directory `dir` under a shared lock of the
+/// directory (deletes exclude the compare-and-swap of an update there, which takes
+/// it exclusively, not each other), every one even when some fail; absent files
+/// (and an absent directory) are not errors.
 ///
 /// # Errors
 /// The first failure, as [`StorageError::Io`] naming its key.
@@ -205,7 +212,7 @@ fn remove_files(dir: &FsPath, files: &[(String, PathBuf)]) -> StorageResult<()> 
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(io(first_key, e)),
     };
-    lock.lock().map_err(|e| io(first_key, e))?;
+    lock.lock_shared().map_err(|e| io(first_key, e))?;
     let mut first = None;
     for (key, path) in files {
         match std::fs::remove_file(path) {
@@ -489,11 +496,12 @@ impl Storage for LocalStorage {
         res
     }
 
-    /// The keys of each directory are removed in one blocking call that takes the
-    /// directory's lock once (as [`Storage::delete`] takes it for each key):
-    /// deleting a thousand chunk files is a thousand `unlink`s, not two thread hops
-    /// and a lock each. Absent files are not an error.
+    /// The keys of each directory are removed in runs of [`DELETE_RUN`], each by one
+    /// blocking call that takes the directory's lock once, [`DELETE_CALLS`] at a
+    /// time ([`Storage::delete`] takes the lock, and two thread hops, for each key).
+    /// Absent files are not an error.
     async fn delete_many(&self, keys: &[String]) -> StorageResult<()> {
+        use futures::StreamExt;
         let mut first = None;
         let mut by_dir: std::collections::BTreeMap<PathBuf, Vec<(String, PathBuf)>> =
             std::collections::BTreeMap::new();
@@ -510,15 +518,31 @@ impl Storage for LocalStorage {
                 }
             }
         }
-        for (dir, files) in by_dir {
-            let removed = tokio::task::spawn_blocking(move || remove_files(&dir, &files))
-                .await
-                .unwrap_or_else(|e| {
-                    Err(StorageError::Io {
-                        key: String::new(),
-                        source: std::io::Error::other(e),
+        // Runs of files removed by concurrent blocking calls: on a cold cache each
+        // `unlink` waits for the disk to read the inode, and only concurrency hides
+        // that.
+        let runs: Vec<(PathBuf, Vec<(String, PathBuf)>)> = by_dir
+            .into_iter()
+            .flat_map(|(dir, files)| {
+                files
+                    .chunks(DELETE_RUN)
+                    .map(|run| (dir.clone(), run.to_vec()))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let mut removals = futures::stream::iter(runs)
+            .map(|(dir, files)| async move {
+                tokio::task::spawn_blocking(move || remove_files(&dir, &files))
+                    .await
+                    .unwrap_or_else(|e| {
+                        Err(StorageError::Io {
+                            key: String::new(),
+                            source: std::io::Error::other(e),
+                        })
                     })
-                });
+            })
+            .buffer_unordered(DELETE_CALLS);
+        while let Some(removed) = removals.next().await {
             if let Err(e) = removed {
                 first.get_or_insert(e);
             }
