@@ -496,9 +496,9 @@ impl Storage for LocalStorage {
         res
     }
 
-    /// The keys of each directory are removed in runs of [`DELETE_RUN`], each by one
-    /// blocking call that takes the directory's lock once, [`DELETE_CALLS`] at a
-    /// time ([`Storage::delete`] takes the lock, and two thread hops, for each key).
+    /// The keys of each directory are removed in runs of 64, each by one blocking
+    /// call that takes the directory's lock once, 16 calls at a time
+    /// ([`Storage::delete`] takes the lock, and two thread hops, for each key).
     /// Absent files are not an error.
     async fn delete_many(&self, keys: &[String]) -> StorageResult<()> {
         use futures::StreamExt;
