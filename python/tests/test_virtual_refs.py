@@ -17,6 +17,7 @@ import zarr
 
 import floe
 from floe._floe import _virtual_chunk_refs
+from oracle import run_icechunk
 from virtual_datasets import need, netcdf_time_file, write_virtual_files
 
 # `None` credentials are deprecated (as in Icechunk 2.3.0) but still authorize; these
@@ -388,8 +389,7 @@ def test_virtualizarr_to_icechunk_and_append_read_back_identical(tmp_path, as_ic
         "g = zarr.open_group(repo.readonly_session('main').store, mode='r')\n"
         "print(json.dumps({k: g[k][...].tolist() for k in ('raw', 'x', 'time')}))\n"
     )
-    out = subprocess.run([py312, "-W", "ignore", "-c", script, repo_path, prefix], check=True,
-                         capture_output=True, text=True).stdout
+    out = run_icechunk([py312, "-W", "ignore", "-c", script, repo_path, prefix]).stdout
     by_icechunk = json.loads(out.strip().splitlines()[-1])
     got_raw = zarr.open_group(repo.readonly_session("main").store, mode="r")
     for k in ("raw", "x", "time"):
