@@ -7,7 +7,6 @@ repository."""
 
 import os
 import pickle
-import subprocess
 
 import numpy as np
 import pytest
@@ -15,6 +14,7 @@ import zarr
 
 import floe
 from floe import ChunkPackingConfig, ChunkPackingMode, RepositoryConfig
+from oracle import run_icechunk
 
 
 def _chunk_files(path) -> int:
@@ -131,7 +131,7 @@ def test_icechunk_reads_a_packed_repository(tmp_path):
         "a = zarr.open_array(repo.readonly_session('main').store, path='a', mode='r')\n"
         "print(bytes(a[:]).hex())\n"
     )
-    out = subprocess.run([py312, "-c", code, path], capture_output=True, text=True, check=True)
+    out = run_icechunk([py312, "-c", code, path])
     assert out.stdout.strip() == values.tobytes().hex()
 
 

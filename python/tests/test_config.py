@@ -6,7 +6,7 @@ byte compatibility with Icechunk 2.x in both directions."""
 import json
 import os
 import pickle
-import subprocess
+from oracle import run_icechunk
 
 import numpy as np
 import pytest
@@ -248,7 +248,7 @@ def _run_icechunk(script: str, *args: str) -> str:
     py312 = _icechunk_python()
     if py312 is None:
         pytest.skip("no Python with icechunk 2.x (FLOE_PYTHON312)")
-    out = subprocess.run([py312, "-c", script, *args], check=True, capture_output=True, text=True)
+    out = run_icechunk([py312, "-c", script, *args])
     return out.stdout
 
 

@@ -12,6 +12,7 @@ import pytest
 import zarr
 
 import floe
+from oracle import run_icechunk
 
 
 def _icechunk_python():
@@ -192,8 +193,7 @@ def test_icechunk_reads_a_python_written_repository(tmp_path):
             "print(json.dumps({'spec': int(repo.spec_version), 'snap': s.snapshot_id,"
             " 'attrs': dict(g.attrs), 'm': g['m'][...].tolist()}))\n"
         )
-        out = subprocess.run([py312, "-c", script, path], check=True,
-                             capture_output=True, text=True).stdout
+        out = run_icechunk([py312, "-c", script, path]).stdout
         got = json.loads(out.strip().splitlines()[-1])
         assert got == {
             "spec": spec,
@@ -370,8 +370,7 @@ def test_python_reads_an_icechunk_written_repository(tmp_path):
             "a[...] = np.arange(24, dtype='i4').reshape(6, 4)\n"
             "print(s.commit('icechunk commit'))\n"
         )
-        out = subprocess.run([py312, "-c", script, path, str(spec)], check=True,
-                             capture_output=True, text=True).stdout
+        out = run_icechunk([py312, "-c", script, path, str(spec)]).stdout
         sid = out.strip().splitlines()[-1]
         repo = floe.Repository.open(floe.local_filesystem_storage(path))
         assert repo.spec_version == spec
@@ -503,8 +502,7 @@ def test_status_and_diff_are_diff_objects_that_agree_with_icechunk(tmp_path):
         " | {'updated_chunks': {k: sorted(map(list, v)) for k, v in d.updated_chunks.items()},"
         " 'moved_nodes': sorted(map(list, d.moved_nodes))}))\n"
     )
-    out = subprocess.run([py312, "-c", script, path], check=True,
-                         capture_output=True, text=True).stdout
+    out = run_icechunk([py312, "-c", script, path]).stdout
     assert json.loads(out.strip().splitlines()[-1]) == _diff_facts(d)
 
 
