@@ -492,13 +492,12 @@ class FloeCodecPipeline(CodecPipeline):
         self._dtype = dtype.newbyteorder("=")
         return native
 
-    def _box(self, batch: list) -> tuple[Any, list[int], list[int], list[slice], Any, str | None]:
-        """The box of the array a batch covers: ``(native, start, shape, out_box,
-        spec, stale)`` where ``out_box`` is the slices of zarr's output (or input) the
-        box fills and ``stale`` the array's key prefix when the box reaches past the
-        shape this pipeline knows (``None`` otherwise); ``_Unsupported`` when the
-        batch is not one box read or written through a ``FloeStore`` with a basic
-        selection."""
+    def _batch_array(self, batch: list) -> tuple[Any, Any, list[int], str]:
+        """The array a batch of a ``FloeStore`` reads or writes: ``(native, metadata,
+        chunk shape, key prefix)`` (the prefix being the first key minus its chunk
+        key); ``_Unsupported`` when the pipeline is off, the batch is empty or not
+        of this pipeline's store, the grid is not regular, or floe's codec chain does
+        not implement the array."""
         meta = self._metadata
         if meta is None or not _enabled or not batch:
             raise _Unsupported
@@ -513,28 +512,42 @@ class FloeCodecPipeline(CodecPipeline):
         grid = getattr(meta.chunk_grid, "chunk_shape", None)
         if grid is None:
             raise _Unsupported
-        cshape = tuple(grid)
-        nd = len(cshape)
-        # The array path: the first key minus its chunk key.
-        key0 = first.path
-        coords0, prefix = _split_key(meta, key0, nd)
+        cshape = [int(x) for x in grid]
+        _coords, prefix = _split_key(meta, first.path, len(cshape))
         native = self._handle(prefix.rstrip("/"))
-        plen = len(prefix)
+        return native, meta, cshape, prefix
+
+    def _chunk_coords(self, getter: Any, prefix: str, nd: int) -> list[int]:
+        """The chunk coordinates of a batch item's key (of the array at ``prefix``,
+        ``nd`` dimensions); ``_Unsupported`` for another store or array."""
+        if type(getter) is not StorePath or getter.store is not self._store:
+            raise _Unsupported
+        key = getter.path
+        if not key.startswith(prefix):
+            raise _Unsupported
+        coords = [int(x) for x in _INT.findall(key, len(prefix))] if nd else []
+        if len(coords) != nd:
+            raise _Unsupported
+        return coords
+
+    def _box(self, batch: list) -> tuple[Any, list[int], list[int], list[slice], Any, str | None]:
+        """The box of the array a batch covers: ``(native, start, shape, out_box,
+        spec, stale)`` where ``out_box`` is the slices of zarr's output (or input) the
+        box fills and ``stale`` the array's key prefix when the box reaches past the
+        shape this pipeline knows (``None`` otherwise); ``_Unsupported`` when the
+        batch is not one box read or written through a ``FloeStore`` with a basic
+        selection."""
+        native, meta, cshape, prefix = self._batch_array(batch)
+        nd = len(cshape)
 
         lo: list[int | None] = [None] * nd
         hi = [0] * nd
         is_int = [False] * nd
         offset: list[int | None] = [None] * nd
         total = 0
-        store = self._store
         for getter, _spec, csel, osel, _complete in batch:
-            if type(getter) is not StorePath or getter.store is not store:
-                raise _Unsupported
-            key = getter.path
-            if not key.startswith(prefix):
-                raise _Unsupported
-            coords = [int(x) for x in _INT.findall(key, plen)] if nd else []
-            if len(coords) != nd or len(csel) != nd:
+            coords = self._chunk_coords(getter, prefix, nd)
+            if len(csel) != nd:
                 raise _Unsupported
             n = 1
             j = 0
@@ -667,39 +680,20 @@ class FloeCodecPipeline(CodecPipeline):
         ``_Unsupported`` (nothing started) when the batch is not of a ``FloeStore``
         array with a regular grid, or zarr's output is not a native-order numpy
         array."""
-        meta = self._metadata
-        if meta is None or not _enabled or not batch:
-            raise _Unsupported
-        if "rectilinear" in type(meta.chunk_grid).__name__.lower():
-            raise _Unsupported
-        grid = getattr(meta.chunk_grid, "chunk_shape", None)
-        first = batch[0][0]
-        if grid is None or type(first) is not StorePath or first.store is not self._store:
-            raise _Unsupported
-        cshape = [int(x) for x in grid]
+        native, meta, cshape, prefix = self._batch_array(batch)
         nd = len(cshape)
         if nd == 0:
             raise _Unsupported
-        _coords, prefix = _split_key(meta, first.path, nd)
-        native = self._handle(prefix.rstrip("/"))
         arr = out.as_numpy_array() if hasattr(out, "as_numpy_array") else out.as_ndarray_like()
         if not isinstance(arr, np.ndarray) or not self._native_dtype(arr.dtype):
             raise _Unsupported
         block = _inner_chunk_shape(meta) or cshape
         if len(block) != nd:
             raise _Unsupported
-        plen = len(prefix)
         reads: list[tuple[list[int], list[int], np.ndarray]] = []
         assigns: list[tuple[np.ndarray, tuple[Any, ...], Any]] = []
         for getter, _spec, csel, osel, _complete in batch:
-            if type(getter) is not StorePath or getter.store is not self._store:
-                raise _Unsupported
-            key = getter.path
-            if not key.startswith(prefix):
-                raise _Unsupported
-            coords = [int(x) for x in _INT.findall(key, plen)]
-            if len(coords) != nd:
-                raise _Unsupported
+            coords = self._chunk_coords(getter, prefix, nd)
             try:
                 planned = _selection_plan(tuple(csel), cshape, block)
             except ValueError as e:

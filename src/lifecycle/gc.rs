@@ -468,22 +468,11 @@ async fn chunk_pass(
 ) -> Result<HashSet<ChunkId>> {
     let mut lists = futures::stream::iter(manifests.iter().copied())
         .map(|info| async move {
-            let manifest = assets
-                .fetch_manifest_uncached(&info.id, Some(info.size_bytes))
-                .await?;
-            let ids: Vec<ChunkId> = manifest
-                .arrays
-                .values()
-                .flat_map(|refs| refs.values())
-                .filter_map(|payload| match payload {
-                    ChunkPayload::Native(r) => Some(r.id),
-                    _ => None,
-                })
-                .filter(|id| {
-                    let text = id.to_string();
-                    text.get(..prefix_len).is_some_and(|p| prefixes.contains(p))
-                })
-                .collect();
+            let mut ids = manifest_chunk_ids(assets, &info).await?;
+            ids.retain(|id| {
+                let text = id.to_string();
+                text.get(..prefix_len).is_some_and(|p| prefixes.contains(p))
+            });
             Ok::<_, Error>(ids)
         })
         .buffer_unordered(concurrency.max(1));
@@ -492,6 +481,29 @@ async fn chunk_pass(
         out.extend(ids);
     }
     Ok(out)
+}
+
+/// The native chunk ids manifest `info` references (once per ref), fetched without
+/// caching it.
+///
+/// # Errors
+/// Storage and format errors fetching the manifest.
+async fn manifest_chunk_ids(
+    assets: &AssetManager,
+    info: &ManifestFileInfo,
+) -> Result<Vec<ChunkId>> {
+    let manifest = assets
+        .fetch_manifest_uncached(&info.id, Some(info.size_bytes))
+        .await?;
+    Ok(manifest
+        .arrays
+        .values()
+        .flat_map(|refs| refs.values())
+        .filter_map(|payload| match payload {
+            ChunkPayload::Native(r) => Some(r.id),
+            _ => None,
+        })
+        .collect())
 }
 
 /// The native chunk ids the retained `manifests` reference, taking each manifest's
@@ -535,19 +547,10 @@ async fn retained_chunks_with_state(
     let read = missing.len() as u64;
     let mut fetched = futures::stream::iter(missing)
         .map(|info| async move {
-            let manifest = assets
-                .fetch_manifest_uncached(&info.id, Some(info.size_bytes))
-                .await?;
-            let ids: HashSet<ChunkId> = manifest
-                .arrays
-                .values()
-                .flat_map(|refs| refs.values())
-                .filter_map(|payload| match payload {
-                    ChunkPayload::Native(r) => Some(r.id),
-                    _ => None,
-                })
-                .collect();
-            Ok::<_, Error>((info.id, ids.into_iter().collect::<Vec<_>>()))
+            let mut ids = manifest_chunk_ids(assets, &info).await?;
+            ids.sort_unstable();
+            ids.dedup();
+            Ok::<_, Error>((info.id, ids))
         })
         .buffer_unordered(concurrency.max(1));
     while let Some((id, ids)) = fetched.try_next().await? {
@@ -816,49 +819,33 @@ pub(crate) async fn garbage_collect(
         .map(|m| u64::from(m.num_chunk_refs))
         .sum();
     let passes = chunk_passes(refs, options.max_chunk_ids_in_memory);
-    if options.incremental && passes.len() == 1 {
-        let (chunks, read, from_state) = retained_chunks_with_state(
-            assets,
-            storage,
-            &retained.manifests,
-            options.manifest_concurrency,
-            !options.dry_run,
-        )
-        .await?;
-        summary.manifests_read = read;
-        summary.manifests_from_state = from_state;
-        let keep_chunk = |id: &str| !unretained(&chunks, id);
-        let (n, bytes) = sweep(
-            storage,
-            keys::CHUNKS,
-            &all_ids,
-            &keep_chunk,
-            cut_off,
-            options,
-            progress,
-        )
-        .await?;
-        deleted[3] += n;
-        summary.bytes_deleted = summary.bytes_deleted.saturating_add(bytes);
-    } else {
-        summary.manifests_read = retained.manifests.len() as u64 * passes.len() as u64;
-    }
-    let passes = if options.incremental && passes.len() == 1 {
-        Vec::new()
-    } else {
-        passes
-    };
+    let with_state = options.incremental && passes.len() == 1;
     for pass in passes {
         let prefix_len = pass.first().map_or(1, String::len);
         let set: HashSet<String> = pass.iter().cloned().collect();
-        let chunks = chunk_pass(
-            assets,
-            &retained.manifests,
-            &set,
-            prefix_len,
-            options.manifest_concurrency,
-        )
-        .await?;
+        let chunks = if with_state {
+            let (chunks, read, from_state) = retained_chunks_with_state(
+                assets,
+                storage,
+                &retained.manifests,
+                options.manifest_concurrency,
+                !options.dry_run,
+            )
+            .await?;
+            summary.manifests_read += read;
+            summary.manifests_from_state += from_state;
+            chunks
+        } else {
+            summary.manifests_read += retained.manifests.len() as u64;
+            chunk_pass(
+                assets,
+                &retained.manifests,
+                &set,
+                prefix_len,
+                options.manifest_concurrency,
+            )
+            .await?
+        };
         // One listing of `chunks/` per pass (where ranges list cheaply, one per id
         // prefix of the pass, concurrently); ids outside this pass's slice are kept
         // (another pass judges them).

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 
-use crate::common::{array_json, group_json, p, write_small_array};
+use crate::common::{array_json, group_json, p, write_small_array, write_u8_array};
 use bytes::Bytes;
 use floe::format::SpecVersion;
 use floe::storage::fault::{Call, Fault, FaultyStorage};
@@ -180,18 +180,8 @@ async fn metadata_keys_are_answered_at_once_from_a_cached_snapshot() {
     let (repo, storage) = repo(SpecVersion::V1).await;
     let session = repo.writable_session("main").await.unwrap();
     let store = session.store();
-    store
-        .set("zarr.json", group_json(serde_json::json!({})))
-        .await
-        .unwrap();
-    store
-        .set(
-            "a/zarr.json",
-            array_json(&[4], &[2], "int32", serde_json::json!(0)),
-        )
-        .await
-        .unwrap();
-    store.set("a/c/0", Bytes::from(vec![0u8; 8])).await.unwrap();
+    write_u8_array(&store, 8, 0).await;
+    store.set("a/c/0", Bytes::from(vec![1u8; 4])).await.unwrap();
     session.commit("tree").await.unwrap();
 
     // Committed by this handle: the tip snapshot is cached.
@@ -199,7 +189,7 @@ async fn metadata_keys_are_answered_at_once_from_a_cached_snapshot() {
     let store = lazy.store();
     match store.get_now("a/zarr.json") {
         Some(Ok(Some(doc))) => {
-            assert_eq!(doc, array_json(&[4], &[2], "int32", serde_json::json!(0)))
+            assert_eq!(doc, array_json(&[8], &[4], "uint8", serde_json::json!(0)))
         }
         other => panic!("expected the document at once, got {other:?}"),
     }
