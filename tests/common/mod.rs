@@ -1,7 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code, unreachable_pub)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
 
 use bytes::Bytes;
 use floe::format::NodePath;
@@ -23,6 +24,23 @@ pub fn require<T>(what: Option<T>, name: &str) -> Option<T> {
         eprintln!("SKIPPED: {name} is not available (set it up with .ci/run)");
     }
     what
+}
+
+/// Runs the Python `code` (given with `-c`) with `args` in the interpreter `py` and
+/// returns its output. Once `code` has run, the process flushes its output and leaves
+/// without the interpreter's shutdown: Icechunk 2.3.0's extension sometimes crashes
+/// with SIGSEGV at exit after printing correct results. An exception in `code` still
+/// ends the process with a non-zero status.
+pub fn run_python_code(py: &Path, code: &str, args: &[&str]) -> Output {
+    let code = format!(
+        "{code}\nimport os as _os, sys as _sys\n_sys.stdout.flush()\n_sys.stderr.flush()\n_os._exit(0)\n"
+    );
+    Command::new(py)
+        .arg("-c")
+        .arg(code)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", py.display()))
 }
 
 /// The Python interpreter with zarr 3 and icechunk 1.x (env `FLOE_PYTHON`, or the

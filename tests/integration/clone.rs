@@ -389,16 +389,9 @@ for t in tags:
     print("tag", t, [s.id for s in repo.ancestry(tag=t)])
 g = zarr.open_group(repo.readonly_session("main").store, mode="r")
 print("tree", sorted(name for name, _ in g.members(max_depth=None)))
-# Python with icechunk sometimes crashes at interpreter exit (SIGSEGV): leave now.
-sys.stdout.flush()
-import os
-os._exit(0)
 "#;
     let ic_read = |repo: &Path| {
-        let out = std::process::Command::new(&py)
-            .args(["-c", script, repo.to_str().unwrap()])
-            .output()
-            .unwrap();
+        let out = common::run_python_code(&py, script, &[repo.to_str().unwrap()]);
         assert!(
             out.status.success(),
             "{}: {}\n{}",

@@ -478,12 +478,7 @@ s = repo.readonly_session(branch="main")
 a = [int(x) for x in zarr.open_array(s.store, path="a", mode="r")[:]]
 print(json.dumps({"log": log, "a": a}))
 "#;
-    let out = Command::new(py)
-        .arg("-c")
-        .arg(script)
-        .arg(tmp.path())
-        .output()
-        .unwrap();
+    let out = common::run_python_code(&py, script, &[tmp.path().to_str().unwrap()]);
     assert!(
         out.status.success(),
         "{}",

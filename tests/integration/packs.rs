@@ -610,12 +610,7 @@ async fn verify_checks_refs_against_their_pack() {
 /// interpreter is missing (a failure under `CI=true`).
 fn icechunk(code: &str, args: &[&str]) -> Option<String> {
     let py = common::require(common::python312(), "python 3.12 with icechunk 2.x")?;
-    let out = std::process::Command::new(py)
-        .arg("-c")
-        .arg(code)
-        .args(args)
-        .output()
-        .unwrap();
+    let out = common::run_python_code(&py, code, args);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),

@@ -449,12 +449,7 @@ for kind, name in [("branch", "main"), ("branch", "dev"), ("tag", "v1")]:
     out[name + "_values"] = [int(a[i * 1024]) for i in range(4)]
 print(json.dumps(out))
 "#;
-    let out = Command::new(&py)
-        .arg("-c")
-        .arg(SCRIPT)
-        .arg(dir.path())
-        .output()
-        .unwrap();
+    let out = common::run_python_code(&py, SCRIPT, &[dir.path().to_str().unwrap()]);
     assert!(
         out.status.success(),
         "{}",
