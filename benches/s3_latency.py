@@ -4,6 +4,7 @@ adds a fixed delay to every request and every new connection, at 0 and 20 ms.
 
     python benches/s3_latency.py [--delays 0,20] [--runs 3] [--workload NAME]...
         [--floe-bin PATH] [--icechunk-python PY] [--ministack-python PY] [--json OUT]
+        [--small-chunks 1000]
 
 floe runs as the `s3_latency` bench executable (`benches/s3_latency.rs`; built with
 `cargo bench --bench s3_latency --no-run` when `--floe-bin` is not given), Icechunk
@@ -30,7 +31,7 @@ Workloads:
   a 1-D array of 1,000 4 KiB chunks and read one chunk.
 - attr_commit: a writable session, the root group's attributes set, the commit
   (median of 5 per run).
-- small_write_commit / small_read: 1,000 chunks of 4 KiB (1-D float32, no
+- small_write_commit / small_read: 1,000 (`--small-chunks`) chunks of 4 KiB (1-D float32, no
   compression) written through the array API plus the commit / read back whole.
 - commit_100_arrays: a repository with 100 small arrays (one inline chunk each); a
   writable session writes a new value in each and commits.
@@ -87,7 +88,7 @@ FLOORS = {"write_64mib": "floor_write_64mib", "read_64mib": "floor_read_64mib"}
 MIB = 64
 COLS = 1024
 CHUNK_ROWS = 256
-SMALL_CHUNKS = 1000
+SMALL_CHUNKS = int(os.environ.get("FLOE_BENCH_SMALL_CHUNKS", "1000"))
 SMALL_LEN = 1024
 COMMITS = 200
 ARRAYS = 100
@@ -372,6 +373,8 @@ def main():
     p.add_argument("--icechunk-python", default="/opt/floe-py/py312/bin/python")
     p.add_argument("--ministack-python", default="/opt/floe-py/py311/bin/python")
     p.add_argument("--json")
+    p.add_argument("--small-chunks", type=int, default=1000,
+                   help="chunks of 4 KiB in the small_* and open_read_one workloads")
     p.add_argument("--worker", type=int, default=0)
     p.add_argument("--start-at", type=float, default=0.0)
     a = p.parse_args()
@@ -392,6 +395,7 @@ def main():
     env = dict(os.environ, AWS_ACCESS_KEY_ID="floe-test-key",
                AWS_SECRET_ACCESS_KEY="floe-test-secret", AWS_REGION="us-east-1",
                AWS_DEFAULT_REGION="us-east-1", AWS_ALLOW_HTTP="true")
+    env["FLOE_BENCH_SMALL_CHUNKS"] = str(a.small_chunks)
     env.pop("AWS_SESSION_TOKEN", None)
     env.pop("AWS_PROFILE", None)
     subprocess.run([a.ministack_python, os.path.join(ROOT, ".ci", "s3util.py"), "mkbucket",

@@ -26,7 +26,6 @@ use serde_json::{json, Value};
 
 const COLS: u64 = 1024;
 const CHUNK_ROWS: u64 = 256;
-const SMALL_CHUNKS: u64 = 1000;
 const SMALL_LEN: u64 = 1024;
 const COMMITS: usize = 200;
 const ARRAYS: usize = 100;
@@ -143,8 +142,16 @@ async fn write_big(repo: &Repository, data: &[f32]) {
     s.commit("zstd array").await.expect("commit");
 }
 
+/// Chunks of the small-chunk workloads: `FLOE_BENCH_SMALL_CHUNKS` (default 1,000).
+fn small_chunks() -> u64 {
+    std::env::var("FLOE_BENCH_SMALL_CHUNKS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000)
+}
+
 fn small_values() -> Vec<f32> {
-    (0..SMALL_CHUNKS * SMALL_LEN).map(|i| i as f32).collect()
+    (0..small_chunks() * SMALL_LEN).map(|i| i as f32).collect()
 }
 
 async fn write_small(repo: &Repository, values: &[f32]) {

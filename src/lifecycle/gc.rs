@@ -76,9 +76,11 @@ pub struct GcOptions {
     /// points at objects that are gone. Turn it on only when no writer is active.
     pub allow_recent_cutoff: bool,
     /// Use and update floe's garbage-collection state ([`keys::GC_STATE`]: the
-    /// chunk ids of the manifests the last collection retained), so that only
-    /// manifests not read by an earlier collection are fetched (default on). Off:
-    /// every retained manifest is fetched, and the state is left as it is. A
+    /// chunk ids of the manifests the last collection retained, and the manifests
+    /// each snapshot it retained lists), so that only manifests, and on spec 2
+    /// snapshots, not read by an earlier collection are fetched (default on). Off:
+    /// every retained manifest and snapshot is fetched, and the state is left as it
+    /// is. A
     /// repository with more chunk ids than [`GcOptions::max_chunk_ids_in_memory`]
     /// is collected in passes without the state.
     pub incremental: bool,
@@ -171,6 +173,14 @@ pub struct GcSummary {
     /// instead ([`GcOptions::incremental`]; not in the JSON form).
     #[serde(skip)]
     pub manifests_from_state: u64,
+    /// Retained snapshots fetched to find their manifests (and, on spec 1, their
+    /// parents; not Icechunk's; not in the JSON form).
+    #[serde(skip)]
+    pub snapshots_read: u64,
+    /// Retained snapshots whose manifests came from the garbage-collection state
+    /// instead (spec 2; not in the JSON form).
+    #[serde(skip)]
+    pub snapshots_from_state: u64,
 }
 
 /// Progress callback of a collection: (objects examined, phase name).
@@ -216,14 +226,74 @@ pub(super) async fn roots(
 struct Walked {
     snapshots: HashSet<SnapshotId>,
     manifests: Vec<ManifestFileInfo>,
+    /// The manifests of each retained snapshot known (from the state or from its
+    /// file), for the next state.
+    facts: HashMap<SnapshotId, Vec<ManifestFileInfo>>,
+    /// Snapshots fetched, and snapshots whose facts came from the state.
+    read: u64,
+    from_state: u64,
     /// Spec 2: the listing of `snapshots/` retention was judged on, reused by the
     /// sweep (objects written after it are newer than any cut-off and kept anyway).
     snapshot_files: Option<Vec<ObjectInfo>>,
 }
 
+/// The retained snapshots and manifests found so far, with the facts to save.
+#[derive(Default)]
+struct Keeper {
+    snapshots: HashSet<SnapshotId>,
+    manifests: Vec<ManifestFileInfo>,
+    manifest_ids: HashSet<ManifestId>,
+    facts: HashMap<SnapshotId, Vec<ManifestFileInfo>>,
+    read: u64,
+    from_state: u64,
+}
+
+impl Keeper {
+    /// Retains snapshot `id`, which lists `manifests`; false when it was retained
+    /// already.
+    fn keep(&mut self, id: SnapshotId, manifests: &[ManifestFileInfo]) -> bool {
+        if !self.snapshots.insert(id) {
+            return false;
+        }
+        for info in manifests {
+            if self.manifest_ids.insert(info.id) {
+                self.manifests.push(*info);
+            }
+        }
+        self.facts.insert(id, manifests.to_vec());
+        true
+    }
+
+    /// Retains a snapshot read from its file.
+    fn keep_read(&mut self, snap: &crate::format::snapshot::Snapshot) -> bool {
+        self.read += 1;
+        self.keep(snap.id, &snap.manifest_files)
+    }
+
+    /// Retains snapshot `id` with the manifests the state lists for it; false when
+    /// the state does not know it.
+    fn keep_known(
+        &mut self,
+        id: SnapshotId,
+        known: &HashMap<SnapshotId, Vec<ManifestFileInfo>>,
+    ) -> bool {
+        let Some(manifests) = known.get(&id) else {
+            return false;
+        };
+        if self.keep(id, manifests) {
+            self.from_state += 1;
+        }
+        true
+    }
+}
+
 /// Walks every root's ancestry (stopping where an earlier root's walk already went)
 /// and collects retained snapshots and the manifests they list; on spec 2 also the
-/// snapshots of the `repo` object whose files are not older than `cut_off`.
+/// snapshots of the `repo` object whose files are not older than `cut_off`. On
+/// spec 2, where the `repo` object holds the parent links, a snapshot whose
+/// manifests are in `known` (the garbage-collection state) is not fetched; a spec-1
+/// walk reads every snapshot for its parent (spec-1 expiry rewrites parents in
+/// place).
 async fn retained_snapshots(
     assets: &AssetManager,
     storage: &dyn Storage,
@@ -231,38 +301,32 @@ async fn retained_snapshots(
     info: Option<&RepoInfo>,
     cut_off: DateTime<Utc>,
     concurrency: usize,
+    known: &HashMap<SnapshotId, Vec<ManifestFileInfo>>,
 ) -> Result<Walked> {
-    let mut snapshots = HashSet::new();
-    let mut manifests: Vec<ManifestFileInfo> = Vec::new();
-    let mut manifest_ids = HashSet::new();
-    let mut keep = |snap: &crate::format::snapshot::Snapshot,
-                    snapshots: &mut HashSet<SnapshotId>| {
-        let new = snapshots.insert(snap.id);
-        for info in &snap.manifest_files {
-            if manifest_ids.insert(info.id) {
-                manifests.push(*info);
-            }
-        }
-        new
-    };
+    let mut k = Keeper::default();
     if let Some(ids) = info.and_then(|i| ancestries_in_repo_object(i, &roots)) {
         // Spec 2: the `repo` object holds every parent link, so the retained
-        // snapshots are known before any is read; they are fetched (for the
-        // manifests they list) `concurrency` at a time rather than one by one.
-        let mut fetched = futures::stream::iter(ids)
+        // snapshots are known before any is read; those the state does not know are
+        // fetched (for the manifests they list) `concurrency` at a time rather than
+        // one by one.
+        let unknown: Vec<SnapshotId> = ids
+            .into_iter()
+            .filter(|id| !k.keep_known(*id, known))
+            .collect();
+        let mut fetched = futures::stream::iter(unknown)
             .map(|id| async move { assets.fetch_snapshot(&id).await })
             .buffer_unordered(concurrency.max(1));
         while let Some(snap) = fetched.try_next().await? {
-            keep(&snap, &mut snapshots);
+            k.keep_read(&snap);
         }
     } else {
         for root in roots {
-            if snapshots.contains(&root) {
+            if k.snapshots.contains(&root) {
                 continue;
             }
             let mut walk = ParentWalk::new(assets, root);
             while let Some(snap) = walk.next().await? {
-                if !keep(&snap, &mut snapshots) {
+                if !k.keep_read(&snap) {
                     break;
                 }
             }
@@ -286,13 +350,13 @@ async fn retained_snapshots(
         snapshot_files = Some(listed);
         for id in info.snapshots.keys() {
             let recent = modified.get(id).is_none_or(|t| *t >= cut_off);
-            if recent && !snapshots.contains(id) {
+            if recent && !k.snapshots.contains(id) && !k.keep_known(*id, known) {
                 match assets.fetch_snapshot(id).await {
                     Ok(snap) => {
-                        keep(&snap, &mut snapshots);
+                        k.keep_read(&snap);
                     }
                     Err(Error::SnapshotNotFound { .. }) => {
-                        snapshots.insert(*id);
+                        k.snapshots.insert(*id);
                     }
                     Err(e) => return Err(e),
                 }
@@ -300,8 +364,11 @@ async fn retained_snapshots(
         }
     }
     Ok(Walked {
-        snapshots,
-        manifests,
+        snapshots: k.snapshots,
+        manifests: k.manifests,
+        facts: k.facts,
+        read: k.read,
+        from_state: k.from_state,
         snapshot_files,
     })
 }
@@ -509,9 +576,9 @@ async fn manifest_chunk_ids(
 /// The native chunk ids the retained `manifests` reference, taking each manifest's
 /// ids from floe's garbage-collection state when it has them and fetching the
 /// others (`concurrency` at a time); returns them with the counts of manifests
-/// fetched and taken from the state. With `save`, the state is then rewritten to
-/// hold exactly the retained manifests (a failed write only costs the next
-/// collection its shortcut). A missing or unreadable state is an empty one.
+/// fetched and taken from the state. With `save` (the retained snapshots' facts),
+/// the state is then rewritten to hold exactly the retained manifests and those
+/// snapshots (a failed write only costs the next collection its shortcut).
 ///
 /// # Errors
 /// Storage and format errors fetching a manifest.
@@ -520,19 +587,9 @@ async fn retained_chunks_with_state(
     storage: &dyn Storage,
     manifests: &[ManifestFileInfo],
     concurrency: usize,
-    save: bool,
+    mut state: GcState,
+    save: Option<HashMap<SnapshotId, Vec<ManifestFileInfo>>>,
 ) -> Result<(HashSet<ChunkId>, u64, u64)> {
-    let mut state = match storage.get(keys::GC_STATE).await {
-        Ok(read) => GcState::decode(&read.bytes).unwrap_or_else(|e| {
-            tracing::warn!(error = %e, "ignoring an unreadable garbage-collection state");
-            GcState::default()
-        }),
-        Err(StorageError::NotFound { .. }) => GcState::default(),
-        Err(e) => {
-            tracing::warn!(error = %e, "garbage-collection state not read");
-            GcState::default()
-        }
-    };
     let mut known = HashMap::with_capacity(manifests.len());
     let mut missing = Vec::new();
     for info in manifests {
@@ -557,8 +614,11 @@ async fn retained_chunks_with_state(
         known.insert(id, ids);
     }
     let chunks: HashSet<ChunkId> = known.values().flatten().copied().collect();
-    if save {
-        let next = GcState { manifests: known };
+    if let Some(snapshots) = save {
+        let next = GcState {
+            manifests: known,
+            snapshots,
+        };
         let written = match next.encode() {
             Ok(bytes) => storage
                 .put(keys::GC_STATE, bytes::Bytes::from(bytes))
@@ -572,6 +632,21 @@ async fn retained_chunks_with_state(
         }
     }
     Ok((chunks, read, from_state))
+}
+
+/// floe's garbage-collection state as stored; a missing or unreadable one is empty.
+async fn load_state(storage: &dyn Storage) -> GcState {
+    match storage.get(keys::GC_STATE).await {
+        Ok(read) => GcState::decode(&read.bytes).unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "ignoring an unreadable garbage-collection state");
+            GcState::default()
+        }),
+        Err(StorageError::NotFound { .. }) => GcState::default(),
+        Err(e) => {
+            tracing::warn!(error = %e, "garbage-collection state not read");
+            GcState::default()
+        }
+    }
 }
 
 /// Keys deleted in one bulk request.
@@ -728,12 +803,21 @@ pub(crate) async fn garbage_collect(
     check_cut_off(cut_off, Utc::now(), &options)?;
     const ATTEMPTS: u32 = 10;
     let mut attempt = 0;
-    let (retained, tx_logs, mut snapshot_files) = loop {
+    let mut state = if options.incremental {
+        load_state(storage).await
+    } else {
+        GcState::default()
+    };
+    let mut summary = GcSummary::default();
+    let (retained, tx_logs, mut snapshot_files, mut facts) = loop {
         attempt += 1;
         let (roots, info) = roots(assets, storage).await?;
         let Walked {
             mut snapshots,
             manifests,
+            facts,
+            read,
+            from_state,
             snapshot_files,
         } = retained_snapshots(
             assets,
@@ -742,8 +826,11 @@ pub(crate) async fn garbage_collect(
             info.as_deref(),
             cut_off,
             options.manifest_concurrency,
+            &state.snapshots,
         )
         .await?;
+        summary.snapshots_read += read;
+        summary.snapshots_from_state += from_state;
         let mut tx_logs: HashSet<SnapshotId> = HashSet::new();
         if let Some(info) = &info {
             let drop: HashSet<SnapshotId> = info
@@ -776,8 +863,13 @@ pub(crate) async fn garbage_collect(
             },
             tx_logs,
             snapshot_files,
+            facts,
         );
     };
+    // The next state records the snapshots retained now (re-parenting above changed
+    // no snapshot file, and the facts are those of the files).
+    facts.retain(|id, _| retained.snapshots.contains(id));
+    let mut facts = Some(facts);
     let manifest_ids: HashSet<ManifestId> = retained.manifests.iter().map(|m| m.id).collect();
     let keep_snapshot = |id: &str| !unretained(&retained.snapshots, id);
     let keep_tx_log = |id: &str| !unretained(&tx_logs, id);
@@ -794,7 +886,6 @@ pub(crate) async fn garbage_collect(
         .map(|c| char::from(*c).to_string())
         .collect();
     let mut deleted = [0u64; 4];
-    let mut summary = GcSummary::default();
     for (count, (prefix, keep)) in deleted.iter_mut().zip(phases) {
         let listed = if prefix == keys::SNAPSHOTS {
             snapshot_files.take()
@@ -829,7 +920,8 @@ pub(crate) async fn garbage_collect(
                 storage,
                 &retained.manifests,
                 options.manifest_concurrency,
-                !options.dry_run,
+                std::mem::take(&mut state),
+                facts.take().filter(|_| !options.dry_run),
             )
             .await?;
             summary.manifests_read += read;

@@ -1026,6 +1026,23 @@ async fn incremental_collection_deletes_what_a_full_collection_deletes() {
             let retained = incremental.manifests_read + incremental.manifests_from_state;
             assert_eq!(full.manifests_from_state, 0);
             assert_eq!(full.manifests_read, retained, "spec {spec} round {round}");
+            let snapshots = incremental.snapshots_read + incremental.snapshots_from_state;
+            assert_eq!(
+                (full.snapshots_read, full.snapshots_from_state),
+                (snapshots, 0),
+                "spec {spec} round {round}"
+            );
+            if spec == SpecVersion::V1 {
+                // A spec-1 walk reads every snapshot for its parent.
+                assert_eq!(incremental.snapshots_from_state, 0);
+            } else if round >= 1 {
+                // Spec 2: only the snapshots committed since the last collection
+                // are read (this round's churn commits a few).
+                assert!(
+                    incremental.snapshots_from_state > 0 && incremental.snapshots_read <= 4,
+                    "spec {spec} round {round}: {incremental:?}"
+                );
+            }
             if round >= 2 {
                 // The arrays of earlier rounds did not change: their manifests come
                 // from the state; only this round's are fetched.
