@@ -3,7 +3,7 @@ of one repository, a first time and again after one more "day" of commits.
 
     python benches/compare_gc.py [--floe-python PY] [--icechunk-python PY]
         [--arrays 40] [--commits 400] [--per-commit 4] [--chunks 16] [--day 40]
-        [--runs 3] [--keep-history] [--writer icechunk|floe]
+        [--runs 3] [--keep-history] [--writer icechunk|floe] [--base DIR]
 
 The repository (spec 2, local disk) is written by Icechunk: `--arrays` arrays, then
 `--commits` commits, each rewriting the `--chunks` chunks of `--per-commit` arrays
@@ -12,7 +12,8 @@ expired. With `--keep-history` nothing is expired: every snapshot and manifest s
 reachable, as in a repository whose history is kept for years, and each collection
 finds only the chunks of one abandoned session per "day" to delete. `--writer`
 chooses the engine that writes the repository (Icechunk by default; floe writes the
-same format faster, for large repositories).
+same format faster, for large repositories); `--base` takes a repository written
+earlier by this script's writer (with the same options) instead of writing one.
 Each run copies it twice; on each copy one engine expires and collects (the first
 collection), then Icechunk adds `--day` more commits to both copies (the same
 writes), and each engine expires and collects again (the second collection, where
@@ -120,6 +121,7 @@ def main():
     p.add_argument("--day", type=int, default=40)
     p.add_argument("--keep-history", action="store_true")
     p.add_argument("--writer", choices=["icechunk", "floe"], default="icechunk")
+    p.add_argument("--base", help="reuse this repository instead of writing one")
     p.add_argument("--runs", type=int, default=3)
     args = p.parse_args()
     if args.step:
@@ -133,10 +135,13 @@ def main():
         if args.keep_history:
             common.append("--keep-history")
         writer = engines[args.writer]
-        t = time.perf_counter()
-        _run(writer, "--step", "write", "--repo", base, "--n",
-             str(args.commits), "--create", *common)
-        print(f"written in {time.perf_counter() - t:.0f} s", file=sys.stderr)
+        if args.base:
+            base = args.base
+        else:
+            t = time.perf_counter()
+            _run(writer, "--step", "write", "--repo", base, "--n",
+                 str(args.commits), "--create", *common)
+            print(f"written in {time.perf_counter() - t:.0f} s", file=sys.stderr)
         manifests = len(os.listdir(os.path.join(base, "manifests")))
         chunks = len(os.listdir(os.path.join(base, "chunks")))
         times = {e: {"first": [], "second": []} for e in engines}
@@ -145,7 +150,9 @@ def main():
             order = list(engines) if r % 2 == 0 else list(engines)[::-1]
             for engine in order:
                 copy = os.path.join(tmp, f"{engine}-{r}")
+                t = time.perf_counter()
                 shutil.copytree(base, copy)
+                print(f"copied in {time.perf_counter() - t:.0f} s", file=sys.stderr)
                 settle()
                 keep = ["--keep-history"] if args.keep_history else []
                 first = _run(engines[engine], "--step", "collect", "--engine", engine,
@@ -155,6 +162,7 @@ def main():
                 settle()
                 second = _run(engines[engine], "--step", "collect", "--engine", engine,
                               "--repo", copy, *keep)
+                shutil.rmtree(copy)
                 times[engine]["first"].append(first["s"])
                 times[engine]["second"].append(second["s"])
                 deleted[engine] = (first["chunks"], first["manifests"], second["chunks"],
