@@ -790,3 +790,48 @@ async fn writes_during_commits_never_reference_unwritten_packs() {
     let got: Vec<u8> = a.read_region(&ArraySubset::full(&[n * LEN])).await.unwrap();
     assert!(got == vals);
 }
+
+#[tokio::test]
+async fn discarded_changes_drop_their_open_pack() {
+    let memory = new_in_memory_storage();
+    let repo = Repository::create(Arc::clone(&memory), None).await.unwrap();
+    let s = repo.writable_session("main").await.unwrap();
+    create_array(&s, 4).await;
+    s.commit("array").await.unwrap();
+    let vals = values(4);
+    s.set_chunk(&p("/a"), &[0], chunk_of(&vals, 0))
+        .await
+        .unwrap();
+    let (discarded, _, _) = native(&s, 0).await;
+    s.discard_changes();
+    assert!(!s.has_uncommitted_changes());
+    assert_eq!(s.get_chunk(&p("/a"), &[0], None).await.unwrap(), None);
+    // The next chunk opens a new pack: the discarded one is never written.
+    s.set_chunk(&p("/a"), &[1], chunk_of(&vals, 1))
+        .await
+        .unwrap();
+    let (kept, offset, _) = native(&s, 1).await;
+    assert_ne!(kept, discarded, "a chunk went to the discarded pack");
+    assert_eq!(offset, 0);
+    s.commit("after a discard").await.unwrap();
+    assert_eq!(
+        chunk_objects(&memory).await,
+        BTreeSet::from([format!("chunks/{kept}")])
+    );
+    // Discarding with nothing but a packed chunk pending writes no object either.
+    s.set_chunk(&p("/a"), &[2], chunk_of(&vals, 2))
+        .await
+        .unwrap();
+    s.discard_changes();
+    s.flush_packs().await.unwrap();
+    assert_eq!(chunk_objects(&memory).await.len(), 1);
+    let r = repo
+        .readonly_session(&VersionSelector::Branch("main".into()))
+        .await
+        .unwrap();
+    assert_eq!(
+        r.get_chunk(&p("/a"), &[1], None).await.unwrap(),
+        Some(chunk_of(&vals, 1))
+    );
+    assert_eq!(r.get_chunk(&p("/a"), &[0], None).await.unwrap(), None);
+}
