@@ -192,7 +192,8 @@ async fn write_pack(repo: &Repository, session: &Session, plan: &PackPlan) -> Re
         bytes[start..start + chunk.len()].copy_from_slice(&chunk);
     }
     drop(reads);
-    repo.assets()
+    repo.inner
+        .assets
         .write_chunk(&plan.id, Bytes::from(bytes))
         .await
 }
