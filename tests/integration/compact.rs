@@ -83,6 +83,11 @@ impl Probe {
             .sum()
     }
 
+    fn count(&self, call: Call, prefix: &str) -> usize {
+        let c = self.counts.lock().unwrap();
+        c.get(&(call, prefix.to_string())).copied().unwrap_or(0)
+    }
+
     fn reset(&self) {
         self.counts.lock().unwrap().clear();
     }
@@ -404,7 +409,10 @@ async fn a_compact_that_loses_the_race_to_a_writer_fails_with_a_conflict() {
         .unwrap();
     let compacting =
         tokio::spawn(async move { slow.compact("main", &CompactOptions::default()).await });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Once the compaction writes its first pack, its session is taken.
+    while probe.count(Call::Put, "chunks") == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let repo = Repository::open(Arc::new(LocalStorage::new(dir.path()).unwrap()))
         .await
         .unwrap();
