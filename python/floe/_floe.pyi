@@ -1030,6 +1030,14 @@ class Repository:
         *,
         dry_run: bool = False,
     ) -> dict[str, Any]: ...
+    def compact(
+        self,
+        branch: str,
+        paths: list[str] | None = None,
+        message: str | None = None,
+        *,
+        dry_run: bool = False,
+    ) -> dict[str, Any]: ...
     def maintain(
         self, *, gc_older_than: datetime.datetime | None = None, dry_run: bool = False
     ) -> dict[str, Any]: ...

@@ -10,7 +10,7 @@ import contextlib
 import datetime
 import json
 import warnings
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from enum import IntEnum
 from typing import Any
 
@@ -1255,6 +1255,52 @@ class Repository:
         :raises RefNotFoundError: no such branch.
         """
         return dict(self._native.squash(branch, from_snapshot_id, to_snapshot_id, dry_run=dry_run))
+
+    def compact(
+        self,
+        branch: str,
+        *,
+        paths: Sequence[str] | None = None,
+        message: str | None = None,
+    ) -> str:
+        """Rewrites the small chunks of ``branch``, stored one object each, into
+        packs (objects holding many chunks at different offsets), in one new commit
+        on ``branch`` with the same tree and values: only chunk refs change. Reading
+        the arrays back then takes a request per pack instead of one per chunk.
+
+        A chunk is rewritten when it is a native chunk of at most
+        ``chunk_packing.threshold_bytes`` encoded bytes (default 65,536) in an object
+        of its own; packs are about ``chunk_packing.target_size_bytes`` (default
+        8 MiB). Both come from the repository configuration whatever its packing
+        mode, so a repository with packing disabled is compacted too. Bytes are
+        copied as stored (nothing is decoded); inline and virtual chunks, larger
+        chunks and chunks already in packs are left as they are.
+
+        A compaction that fails or is interrupted leaves the branch unchanged (the
+        packs it wrote are deleted by ``garbage_collect``). When another writer
+        commits to ``branch`` meanwhile, it raises ``ConflictError``: call it again.
+        The objects the chunks were in are deleted by ``expire_snapshots`` and
+        ``garbage_collect`` once no kept snapshot refers to them.
+
+        ```python
+        snapshot = repo.compact("main", paths=["/temperature"])
+        assert repo.lookup_branch("main") == snapshot
+        ```
+
+        :param branch: the branch to compact.
+        :param paths: arrays to compact (a group's path stands for every array
+            below it); ``None`` for every array.
+        :param message: the commit message; default ``compact: N chunks into M
+            packs``.
+        :returns: the new commit's snapshot id; the branch's tip, unchanged, when
+            fewer than two chunks qualify (no commit is made then).
+        :raises RefNotFoundError: no such branch.
+        :raises NodeNotFoundError: a path of ``paths`` is not in the tree.
+        :raises ConflictError: the branch moved during the compaction.
+        :raises ReadOnlyError: the repository's status is read-only.
+        """
+        raw = self._native.compact(branch, None if paths is None else list(paths), message)
+        return str(raw["snapshot"] or raw["base"])
 
     def maintain(
         self, *, gc_older_than: datetime.datetime | None = None, dry_run: bool = False

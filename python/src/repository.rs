@@ -582,6 +582,37 @@ impl Repository {
         })
     }
 
+    pub(crate) fn compact_call(
+        &self,
+        branch: String,
+        paths: Option<Vec<String>>,
+        message: Option<String>,
+        dry_run: bool,
+    ) -> PyResult<impl Call<Json>> {
+        let paths = paths
+            .unwrap_or_default()
+            .iter()
+            .map(|p| crate::session::node_path(p))
+            .collect::<PyResult<Vec<_>>>()?;
+        let mut options = floe::repository::CompactOptions::default()
+            .paths(paths)
+            .dry_run(dry_run);
+        if let Some(m) = message {
+            options = options.message(m);
+        }
+        let repo = self.inner.clone();
+        Ok(async move {
+            let r = repo.compact(&branch, &options).await.py()?;
+            Json::of(&serde_json::json!({
+                "branch": r.branch, "base": r.base.to_string(),
+                "snapshot": r.snapshot.map(|s| s.to_string()), "arrays": r.arrays,
+                "chunks": r.chunks, "bytes": r.bytes, "packs": r.packs,
+                "chunks_left": r.chunks_left, "threshold_bytes": r.threshold_bytes,
+                "target_size_bytes": r.target_size_bytes, "dry_run": r.dry_run,
+            }))
+        })
+    }
+
     pub(crate) fn maintain_call(
         &self,
         gc_older_than: Option<DateTime<Utc>>,
@@ -1330,6 +1361,21 @@ impl Repository {
             py,
             self.squash_call(branch, from_snapshot_id, to_snapshot_id, dry_run)?,
         )
+    }
+
+    /// Rewrites the small native chunks of `branch`'s arrays (or of `paths`) into
+    /// packs in one commit; returns the summary (`snapshot` is `None` when nothing
+    /// was written).
+    #[pyo3(signature = (branch, paths=None, message=None, *, dry_run=false))]
+    fn compact(
+        &self,
+        py: Python<'_>,
+        branch: String,
+        paths: Option<Vec<String>>,
+        message: Option<String>,
+        dry_run: bool,
+    ) -> PyResult<Json> {
+        block_on(py, self.compact_call(branch, paths, message, dry_run)?)
     }
 
     /// The stored retention policy, then garbage collection; returns

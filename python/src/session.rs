@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 
 /// A node path argument (`/a/b`); `InvalidInputError` (kind `invalid-path`) when
 /// it is not absolute or not normal.
-fn node_path(path: &str) -> PyResult<floe::NodePath> {
+pub(crate) fn node_path(path: &str) -> PyResult<floe::NodePath> {
     if !path.starts_with('/') {
         return Err(crate::errors::invalid_input(
             crate::errors::Kind::InvalidPath,

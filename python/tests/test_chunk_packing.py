@@ -3,10 +3,13 @@ one chunk object. The configuration's values, defaults, merging and round trip t
 a repository; packing off by default for local repositories and on when enabled
 (counted as chunk objects on disk); the session reads its packed chunks before the
 commit; forks pickle with their packs written; Icechunk 2.x reads a packed
-repository."""
+repository; ``Repository.compact`` rewrites chunks stored one object each into packs
+in one commit, and ``discard_changes`` drops the open pack."""
 
+import datetime
 import os
 import pickle
+import time
 
 import numpy as np
 import pytest
@@ -145,3 +148,66 @@ def test_flush_packs_writes_the_open_pack(tmp_path):
     assert _chunk_files(path) == 1
     session.commit("already written")
     assert _chunk_files(path) == 1
+
+
+def test_compact_rewrites_single_chunk_objects_into_packs(tmp_path):
+    path = str(tmp_path / "repo")
+    # Packing off (a local repository), 10 KiB packs when compacting.
+    config = _packing(ChunkPackingMode.Disabled, target_size_bytes=10 * 1024)
+    repo, session, values = _write(path, config)
+    b = zarr.create_array(
+        session.store, name="g/b", shape=(8 * 1024,), chunks=(1024,), dtype="u1",
+        compressors=None, fill_value=0,
+    )
+    b[:] = 3
+    base = session.commit("one object per chunk")
+    assert _chunk_files(path) == 58
+    # Only /g/b (a group stands for the arrays below it): 8 chunks, one pack.
+    first = repo.compact("main", paths=["/g"], message="pack /g")
+    assert first != base
+    assert repo.lookup_branch("main") == first
+    log = list(repo.ancestry(branch="main"))
+    assert [s.id for s in log[:2]] == [first, base]
+    assert log[0].message == "pack /g"
+    assert _chunk_files(path) == 59
+    # Everything else: the 50 chunks of /a into 5 packs, default message.
+    second = repo.compact("main")
+    assert repo.lookup_branch("main") == second
+    assert next(iter(repo.ancestry(branch="main"))).message == "compact: 50 chunks into 5 packs"
+    reader = repo.readonly_session("main")
+    np.testing.assert_array_equal(zarr.open_array(reader.store, path="a", mode="r")[:], values)
+    assert (zarr.open_array(reader.store, path="g/b", mode="r")[:] == 3).all()
+    # Nothing left to do: no commit, the tip comes back.
+    assert repo.compact("main") == second
+    assert repo.lookup_branch("main") == second
+    with pytest.raises(floe.NodeNotFoundError):
+        repo.compact("main", paths=["/nope"])
+    with pytest.raises(floe.RefNotFoundError):
+        repo.compact("nope")
+    # After expiry and garbage collection only the packs are left.
+    time.sleep(0.05)
+    now = datetime.datetime.now(datetime.UTC)
+    repo.expire_snapshots(now)
+    repo.garbage_collect(now, allow_recent_cutoff=True)
+    assert _chunk_files(path) == 6
+    reader = repo.readonly_session("main")
+    np.testing.assert_array_equal(zarr.open_array(reader.store, path="a", mode="r")[:], values)
+
+
+def test_discard_changes_drops_the_open_pack(tmp_path):
+    path = str(tmp_path / "repo")
+    repo, session, values = _write(path, _packing())
+    session.commit("base")
+    session = repo.writable_session("main")
+    a = zarr.open_array(session.store, path="a", mode="r+")
+    a[:1024] = 7
+    session.discard_changes()
+    session.flush_packs()
+    assert _chunk_files(path) == 1
+    a = zarr.open_array(session.store, path="a", mode="r+")
+    a[1024:2048] = 8
+    session.commit("after a discard")
+    assert _chunk_files(path) == 2
+    got = zarr.open_array(repo.readonly_session("main").store, path="a", mode="r")[:]
+    np.testing.assert_array_equal(got[:1024], values[:1024])
+    assert (got[1024:2048] == 8).all()

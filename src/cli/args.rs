@@ -502,6 +502,38 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Rewrite a branch's small chunks into packs, in one commit.
+    ///
+    /// Rewrite the small native chunks of BRANCH's arrays (at most the repository's
+    /// `chunk_packing.threshold_bytes`, default 64 KiB, each in an object of its own)
+    /// into packs of about `chunk_packing.target_size_bytes` (default 8 MiB), whatever
+    /// the packing mode, in one new commit on BRANCH with the same tree and values:
+    /// only chunk refs change, bytes are copied as stored. Inline and virtual chunks,
+    /// larger chunks and chunks already in packs are left. A failed or killed run
+    /// changes nothing (its packs are garbage for `floe gc`); when another writer
+    /// commits to BRANCH meanwhile it fails with a conflict: run it again. After
+    /// `floe expire` and `floe gc`, the single-chunk objects are deleted.
+    Compact {
+        /// Repository path or URL.
+        repo: String,
+        /// The branch.
+        branch: String,
+        /// Compact only this array, or the arrays below this group (repeatable);
+        /// default: every array.
+        #[arg(long = "path", value_name = "PATH")]
+        paths: Vec<String>,
+        /// The commit message; default `compact: N chunks into M packs`.
+        #[arg(long, short)]
+        message: Option<String>,
+        /// Say how many chunks and packs; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print one JSON object (`branch`, `base`, `snapshot`, `arrays`, `chunks`,
+        /// `bytes`, `packs`, `chunks_left`, `threshold_bytes`, `target_size_bytes`,
+        /// `dry_run`).
+        #[arg(long)]
+        json: bool,
+    },
     /// Spec 2: restore an unreadable `repo` object from its newest readable copy.
     ///
     /// Spec 2: put back the newest readable copy of an unreadable `repo` object (from

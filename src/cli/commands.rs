@@ -201,6 +201,24 @@ pub(super) async fn run(cli: Cli) -> CliResult<()> {
             )
             .await?
         }
+        Command::Compact {
+            repo,
+            branch,
+            paths,
+            message,
+            dry_run,
+            json,
+        } => {
+            let repo = open_repo(&repo, &[]).await?;
+            let request = retention::CompactRequest {
+                branch: &branch,
+                paths: &paths,
+                message,
+                dry_run,
+                json,
+            };
+            retention::compact(&mut out, &repo, request).await?
+        }
         Command::Gc {
             repo,
             older_than,

@@ -1,5 +1,6 @@
-//! `floe expire --keep-last/--keep-within`, `floe retention`, `floe maintain` and
-//! `floe squash` (see [`floe::lifecycle::retention`] and [`floe::lifecycle::squash`]).
+//! `floe expire --keep-last/--keep-within`, `floe retention`, `floe maintain`,
+//! `floe squash` and `floe compact` (see [`floe::lifecycle::retention`],
+//! [`floe::lifecycle::squash`] and [`floe::Repository::compact`]).
 
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -9,8 +10,8 @@ use serde_json::json;
 use super::target::{parse_duration, parse_time};
 use super::{output, CliError, CliResult};
 use floe::lifecycle::{ExpireResult, RetentionPolicy, RetentionRule};
-use floe::repository::Repository;
-use floe::SnapshotId;
+use floe::repository::{CompactOptions, Repository};
+use floe::{NodePath, SnapshotId};
 
 /// The rule `--keep-last` and `--keep-within` give.
 ///
@@ -288,6 +289,80 @@ pub(super) async fn squash(
         writeln!(out, "Dry run: nothing was written")?;
     } else if !r.squashed.is_empty() {
         writeln!(out, "Run `floe gc` to delete what only they reached")?;
+    }
+    Ok(())
+}
+
+/// What `floe compact` was asked.
+pub(super) struct CompactRequest<'a> {
+    pub(super) branch: &'a str,
+    pub(super) paths: &'a [String],
+    pub(super) message: Option<String>,
+    pub(super) dry_run: bool,
+    pub(super) json: bool,
+}
+
+/// `floe compact`.
+///
+/// # Errors
+/// Malformed paths; [`floe::Error::BranchNotFound`], [`floe::Error::NodeNotFound`],
+/// [`floe::Error::Conflict`]; repository and storage errors.
+pub(super) async fn compact(
+    out: &mut impl Write,
+    repo: &Repository,
+    request: CompactRequest<'_>,
+) -> CliResult<()> {
+    let paths = request
+        .paths
+        .iter()
+        .map(|p| NodePath::new(p).map_err(floe::Error::from))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut options = CompactOptions::default()
+        .paths(paths)
+        .dry_run(request.dry_run);
+    if let Some(m) = request.message {
+        options = options.message(m);
+    }
+    let r = repo.compact(request.branch, &options).await?;
+    if request.json {
+        output::json_line(
+            out,
+            &json!({"branch": r.branch, "base": r.base.to_string(),
+                    "snapshot": r.snapshot.map(|s| s.to_string()), "arrays": r.arrays,
+                    "chunks": r.chunks, "bytes": r.bytes, "packs": r.packs,
+                    "chunks_left": r.chunks_left, "threshold_bytes": r.threshold_bytes,
+                    "target_size_bytes": r.target_size_bytes, "dry_run": r.dry_run}),
+        )?;
+        return Ok(());
+    }
+    let branch = output::escape_controls(&r.branch);
+    if r.packs == 0 {
+        writeln!(
+            out,
+            "Nothing to compact on {branch}: no two chunks of at most {} bytes in objects of their own ({} array(s), {} chunk(s) left as they are)",
+            r.threshold_bytes, r.arrays, r.chunks_left
+        )?;
+        return Ok(());
+    }
+    let verb = if r.dry_run {
+        "Would rewrite"
+    } else {
+        "Rewrote"
+    };
+    writeln!(
+        out,
+        "{verb} {} chunk(s) ({} bytes) of {} array(s) into {} pack(s); {} chunk(s) left as they are",
+        r.chunks, r.bytes, r.arrays, r.packs, r.chunks_left
+    )?;
+    match r.snapshot {
+        Some(id) => {
+            writeln!(out, "Committed {id} on {branch}")?;
+            writeln!(
+                out,
+                "Run `floe expire` and `floe gc` to delete the single-chunk objects"
+            )?;
+        }
+        None => writeln!(out, "Dry run: nothing was written")?,
     }
     Ok(())
 }

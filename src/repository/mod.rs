@@ -9,11 +9,13 @@
 //! file per job: `open.rs` (create, open), `config.rs` (configuration),
 //! `branches_tags.rs`, `repo_info.rs` (spec 2: metadata, status, feature flags, ops
 //! log), `versions.rs` (version selection and resolution), `ancestry.rs`,
-//! `maintenance.rs` (expiry, garbage collection, statistics), `objects.rs` (format
+//! `maintenance.rs` (expiry, garbage collection, statistics), `compact.rs` (small
+//! chunks rewritten into packs), `objects.rs` (format
 //! objects by id), `sessions.rs` (starting sessions), `diff.rs`.
 
 mod ancestry;
 mod branches_tags;
+mod compact;
 mod config;
 mod diff;
 mod maintenance;
@@ -36,6 +38,7 @@ use crate::storage::{ObjectVersion, Storage};
 use crate::virtual_refs::VirtualChunkResolver;
 
 pub use ancestry::SnapshotInfo;
+pub use compact::{CompactOptions, CompactSummary};
 pub use open::OpenOptions;
 pub use retention::MaintainSummary;
 pub use versions::VersionSelector;

@@ -372,9 +372,18 @@ impl Session {
         self.read().changes.as_ref().clone()
     }
 
-    /// Forgets every uncommitted change (chunks already written become garbage).
+    /// Forgets every uncommitted change. Chunk objects already written become
+    /// garbage; the chunk packs not written yet (see [`Session::flush_packs`]) are
+    /// dropped, not written, so refs from [`Session::prepare_chunk`] not flushed
+    /// before this call must not be recorded after it. While a commit is in
+    /// flight, its packs are kept for it. Do not discard while other tasks write to
+    /// the session: their writes may be kept or dropped.
     pub fn discard_changes(&self) {
-        self.write().change(|c| *c = ChangeSet::default());
+        let mut state = self.write();
+        if state.replay.is_none() {
+            self.inner.packs.discard();
+        }
+        state.change(|c| *c = ChangeSet::default());
     }
 
     fn check_writable(&self) -> Result<()> {

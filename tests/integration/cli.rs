@@ -1582,3 +1582,97 @@ fn help_order_one_line_summaries_and_typo_suggestions() {
         );
     }
 }
+
+#[test]
+fn compact_packs_small_chunks() {
+    let dir = tempfile::tempdir().unwrap();
+    // A plain store with two arrays of 1 KiB chunks (native, one object each: packing
+    // is off for local repositories).
+    let src = dir.path().join("small.zarr");
+    let values: Vec<u8> = (0..20 * 1024u32).map(|i| (i % 251) as u8).collect();
+    rt().block_on(async {
+        let store: Arc<dyn Store> = Arc::new(FilesystemStore::new(&src).unwrap());
+        Group::create(Arc::clone(&store), "", serde_json::Map::new())
+            .await
+            .unwrap();
+        for name in ["x", "y"] {
+            let a = ArrayBuilder::new(vec![20 * 1024], vec![1024], DataType::UInt8)
+                .codecs(vec![
+                    json!({"name": "bytes", "configuration": {"endian": "little"}}),
+                ])
+                .create(Arc::clone(&store), name)
+                .await
+                .unwrap();
+            a.write_region(&ArraySubset::full(&[20 * 1024]), &values)
+                .await
+                .unwrap();
+        }
+    });
+    let repo = s(&dir.path().join("repo"));
+    ok(&["init", &repo]);
+    ok(&["import", "zarr", &s(&src), &repo, "-m", "small chunks"]);
+    let chunk_files = || {
+        std::fs::read_dir(dir.path().join("repo/chunks"))
+            .unwrap()
+            .count()
+    };
+    assert_eq!(chunk_files(), 40);
+    let base = ok(&["log", &repo, "--json"]);
+    let base = json_lines(&base)[0]["id"].as_str().unwrap().to_string();
+
+    let dry = json_value(&ok(&["compact", &repo, "main", "--dry-run", "--json"]));
+    assert_eq!(dry["chunks"], 40, "{dry}");
+    assert_eq!(dry["bytes"], 40 * 1024, "{dry}");
+    assert_eq!(dry["packs"], 1, "{dry}");
+    assert_eq!(dry["snapshot"], Value::Null, "{dry}");
+    assert_eq!(dry["dry_run"], true, "{dry}");
+    assert_eq!(chunk_files(), 40);
+
+    let one = json_value(&ok(&["compact", &repo, "main", "--path", "/x", "--json"]));
+    assert_eq!(
+        (one["arrays"].as_u64(), one["chunks"].as_u64()),
+        (Some(1), Some(20)),
+        "{one}"
+    );
+    assert_eq!(one["base"], base.as_str(), "{one}");
+    let tip = one["snapshot"].as_str().unwrap().to_string();
+    assert_eq!(chunk_files(), 41);
+    let text = ok(&["compact", &repo, "main", "-m", "pack the rest"]);
+    assert!(
+        text.starts_with("Rewrote 20 chunk(s) (20480 bytes) of 2 array(s) into 1 pack(s); 20 chunk(s) left as they are\nCommitted "),
+        "{text}"
+    );
+    let log = json_lines(&ok(&["log", &repo, "--json"]));
+    assert_eq!(log[0]["message"], "pack the rest", "{log:?}");
+    assert_eq!(log[1]["id"], tip.as_str());
+    let nothing = ok(&["compact", &repo, "main"]);
+    assert!(
+        nothing.starts_with("Nothing to compact on main"),
+        "{nothing}"
+    );
+    fails(&["compact", &repo, "main", "--path", "/nope"], &["/nope"]);
+    fails(&["compact", &repo, "nope"], &["nope"]);
+
+    // The values are unchanged.
+    rt().block_on(async {
+        let r = floe::Repository::open(Arc::new(
+            floe::storage::LocalStorage::new(&dir.path().join("repo")).unwrap(),
+        ))
+        .await
+        .unwrap();
+        let s = r
+            .readonly_session(&floe::VersionSelector::Branch("main".into()))
+            .await
+            .unwrap();
+        for name in ["x", "y"] {
+            let a = floe::zarr::Array::open(Arc::new(s.store()), name)
+                .await
+                .unwrap();
+            let got: Vec<u8> = a
+                .read_region(&ArraySubset::full(&[20 * 1024]))
+                .await
+                .unwrap();
+            assert!(got == values, "{name}");
+        }
+    });
+}

@@ -8,6 +8,10 @@
 //! pack: killed while a pack is being written or before its commit, nothing
 //! committed is lost and no ref points into a pack that is not complete.
 //!
+//! `floe compact` killed at random moments leaves the branch at its commit or at
+//! the compaction's, with the same values either way; `floe verify` finds nothing
+//! wrong, and a last run completes.
+//!
 //! `FLOE_CRASH_ROUNDS` sets the number of kills per storage (default 10).
 
 use crate::common;
@@ -244,4 +248,164 @@ async fn killed_packing_writers_leave_local_repositories_consistent() {
         Some(packed_config()),
     )
     .await;
+}
+
+/// Chunks of the array `floe compact` is killed on (1 KiB each, one object each),
+/// packed four to a pack.
+const COMPACT_CHUNKS: u64 = 256;
+
+fn compact_chunk(i: u64) -> Bytes {
+    Bytes::from(vec![(i % 251) as u8 + 1; 1024])
+}
+
+/// `/a` of `main` reads as written, at `base` or at its compaction (`None`: at
+/// any commit); `floe verify` finds no problem. Returns the tip.
+async fn check_compacted(
+    dir: &std::path::Path,
+    base: Option<SnapshotId>,
+    round: usize,
+) -> SnapshotId {
+    let repo = Repository::open(std::sync::Arc::new(
+        floe::storage::LocalStorage::new(dir).unwrap(),
+    ))
+    .await
+    .unwrap_or_else(|e| panic!("round {round}: the repository does not open: {e}"));
+    let tip = repo.lookup_branch("main").await.unwrap();
+    if let Some(base) = base {
+        let history = common::history(&repo, tip).await;
+        assert!(
+            tip == base || history.get(1) == Some(&base),
+            "round {round}: main is at {tip}, neither {base} nor its compaction"
+        );
+    }
+    let s = repo
+        .readonly_session(&VersionSelector::Snapshot(tip))
+        .await
+        .unwrap();
+    for i in 0..COMPACT_CHUNKS {
+        assert_eq!(
+            s.get_chunk(&p("/a"), &[i], None).await.unwrap(),
+            Some(compact_chunk(i)),
+            "round {round}: chunk {i}"
+        );
+    }
+    let verified = Command::new(env!("CARGO_BIN_EXE_floe"))
+        .args(["verify", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        verified.status.success(),
+        "round {round}: floe verify: {}{}",
+        String::from_utf8_lossy(&verified.stdout),
+        String::from_utf8_lossy(&verified.stderr)
+    );
+    tip
+}
+
+#[tokio::test]
+async fn killed_compactions_leave_local_repositories_consistent() {
+    if std::env::var(CHILD_ENV).is_ok() || std::env::var(PACKED_CHILD_ENV).is_ok() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("repo");
+    let path = dir.to_str().unwrap().to_string();
+    let mut config = RepositoryConfig::default();
+    config
+        .set_chunk_packing(Some(&ChunkPackingConfig {
+            mode: Some(ChunkPackingMode::Disabled),
+            threshold_bytes: None,
+            target_size_bytes: Some(4 * 1024),
+        }))
+        .unwrap();
+    let repo = Repository::create(
+        create_storage(&format!("file://{path}"), None).unwrap(),
+        Some(config),
+    )
+    .await
+    .unwrap();
+    let s = repo.writable_session("main").await.unwrap();
+    s.add_array(
+        &p("/a"),
+        array_def("/a", &[1024 * COMPACT_CHUNKS], &[1024], "uint8"),
+    )
+    .unwrap();
+    for i in 0..COMPACT_CHUNKS {
+        s.set_chunk(&p("/a"), &[i], compact_chunk(i)).await.unwrap();
+    }
+    let base = s.commit("small chunks").await.unwrap();
+    let compact = || {
+        Command::new(env!("CARGO_BIN_EXE_floe"))
+            .args(["compact", &path, "main"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    // How long a whole run takes here; kills land within that time.
+    let started = std::time::Instant::now();
+    assert!(compact().wait().unwrap().success());
+    let whole = started.elapsed().as_millis().max(20) as u64;
+    assert_ne!(check_compacted(&dir, Some(base), 0).await, base);
+    repo.reset_branch("main", base, None).await.unwrap();
+
+    let rounds: usize = std::env::var("FLOE_CRASH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10);
+    let mut interrupted = 0;
+    // Rounds killed after writing a pack.
+    let mut with_garbage = 0;
+    let chunk_files = || std::fs::read_dir(dir.join("chunks")).unwrap().count();
+    let mut files_before = chunk_files();
+    for round in 1..=rounds {
+        let mut child = compact();
+        let delay = rand::rng().random_range(0..whole);
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        if check_compacted(&dir, Some(base), round).await == base {
+            interrupted += 1;
+            if chunk_files() > files_before {
+                with_garbage += 1;
+            }
+        } else {
+            // It finished before the kill: start again from the base.
+            repo.reset_branch("main", base, None).await.unwrap();
+        }
+        files_before = chunk_files();
+    }
+    eprintln!(
+        "{interrupted} of {rounds} compactions killed before their commit, {with_garbage} \
+         of them after writing packs (a run: {whole} ms)"
+    );
+    assert!(interrupted > 0, "no kill landed before a commit");
+    // A last run completes, and garbage collection leaves only its packs.
+    let out = Command::new(env!("CARGO_BIN_EXE_floe"))
+        .args(["compact", &path, "main", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["chunks"], COMPACT_CHUNKS, "{summary}");
+    assert_eq!(summary["packs"], COMPACT_CHUNKS / 4, "{summary}");
+    check_compacted(&dir, Some(base), rounds + 1).await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let now = chrono::Utc::now();
+    repo.expire_snapshots(now, floe::lifecycle::ExpireOptions::default())
+        .await
+        .unwrap();
+    repo.garbage_collect(
+        now,
+        floe::lifecycle::GcOptions::default().allow_recent_cutoff(true),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(chunk_files() as u64, COMPACT_CHUNKS / 4);
+    check_compacted(&dir, None, rounds + 2).await;
 }

@@ -19,6 +19,7 @@ mod clone;
 mod cloud_storage;
 mod coalesced_reads;
 mod commits;
+mod compact;
 mod compression;
 mod config;
 mod conflicts;

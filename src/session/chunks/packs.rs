@@ -172,6 +172,15 @@ impl Packs {
         Appended { payload, full }
     }
 
+    /// Drops the open pack and the sealed packs not written yet, unwritten: every
+    /// chunk in them belongs to changes being discarded. A pack another call is
+    /// writing now is left to it.
+    pub(crate) fn discard(&self) {
+        let mut state = self.state();
+        state.open = None;
+        state.sealed.clear();
+    }
+
     /// Whether every pack is written (none open, none sealed and unwritten).
     #[cfg(test)]
     pub(crate) fn all_written(&self) -> bool {
@@ -379,5 +388,10 @@ mod tests {
         assert_eq!(dest, [3; 5]);
         assert!(!p.read_into(&rc.id, 1, &mut dest));
         assert!(!p.all_written());
+        // Discarding forgets both the sealed pack and the open one.
+        p.discard();
+        assert!(p.all_written());
+        assert!(p.read(&rc.id, std::slice::from_ref(&(0..5))).is_none());
+        assert!(p.read(&ra.id, std::slice::from_ref(&(0..5))).is_none());
     }
 }
