@@ -701,9 +701,15 @@ async fn sweep(
     progress: Option<GcProgress<'_>>,
 ) -> Result<(u64, u64)> {
     let prefixes = listings(storage, dir, id_prefixes);
+    // Retained objects are skipped by the listing itself: a local directory then
+    // reads the metadata of the other files only.
+    let skip = |key: &str| key.strip_prefix(dir).is_some_and(keep);
     // The listings are made up front (they start lazily): a closure mapping prefixes
     // to streams would make the future lose `Send` (its lifetimes are not general).
-    let streams: Vec<_> = prefixes.iter().map(|p| storage.list_stream(p)).collect();
+    let streams: Vec<_> = prefixes
+        .iter()
+        .map(|p| storage.list_stream_except(p, &skip))
+        .collect();
     let listed = futures::stream::iter(streams)
         .flatten_unordered(options.list_concurrency.max(1))
         .map_err(Error::from);

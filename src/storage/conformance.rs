@@ -22,8 +22,8 @@ use chrono::Utc;
 use futures::{StreamExt, TryStreamExt};
 
 use super::{
-    open_storage, parse_storage_url, ObjectVersion, Storage, StorageError, StorageLocation,
-    WriteOutcome,
+    open_storage, parse_storage_url, ObjectInfo, ObjectVersion, Storage, StorageError,
+    StorageLocation, WriteOutcome,
 };
 
 fn b(s: &str) -> Bytes {
@@ -685,6 +685,25 @@ async fn listing_filters_by_raw_prefix_in_key_order(s: &dyn Storage) {
                 .collect();
         streamed.sort_by(|x, y| x.as_bytes().cmp(y.as_bytes()));
         assert_eq!(streamed, expect(prefix), "{s}: list_stream `{prefix}`");
+        // Listing all but the skipped keys lists the others, with their facts.
+        let skip = |k: &str| k.len() % 2 == 0;
+        let mut kept: Vec<ObjectInfo> =
+            futures::TryStreamExt::try_collect::<Vec<_>>(s.list_stream_except(prefix, &skip))
+                .await
+                .unwrap();
+        kept.sort_by(|x, y| x.key.as_bytes().cmp(y.key.as_bytes()));
+        let want: Vec<String> = expect(prefix).into_iter().filter(|k| !skip(k)).collect();
+        let got: Vec<String> = kept.iter().map(|i| i.key.clone()).collect();
+        assert_eq!(got, want, "{s}: list_stream_except `{prefix}`");
+        for info in kept {
+            let head = s.head(&info.key).await.unwrap();
+            assert_eq!(
+                (info.size, info.version),
+                (head.size, head.version),
+                "{s}: list_stream_except's facts of {}",
+                info.key
+            );
+        }
     }
     assert!(!keys(s, "list/refs/branch.")
         .await

@@ -165,6 +165,18 @@ impl Storage for LatencyStorage {
             .flatten()
             .boxed()
     }
+    fn list_stream_except<'a>(
+        &'a self,
+        prefix: &'a str,
+        skip: &'a (dyn Fn(&str) -> bool + Sync),
+    ) -> futures::stream::BoxStream<'a, StorageResult<ObjectInfo>> {
+        use futures::StreamExt;
+        let ms = self.read_delay_ms();
+        futures::stream::once(Self::wait(ms))
+            .map(move |()| self.inner.list_stream_except(prefix, skip))
+            .flatten()
+            .boxed()
+    }
     fn ranged_listing(&self) -> bool {
         self.inner.ranged_listing()
     }

@@ -157,6 +157,25 @@ impl Storage for LimitedStorage {
             .flatten()
             .boxed()
     }
+    fn list_stream_except<'a>(
+        &'a self,
+        prefix: &'a str,
+        skip: &'a (dyn Fn(&str) -> bool + Sync),
+    ) -> futures::stream::BoxStream<'a, StorageResult<ObjectInfo>> {
+        use futures::StreamExt;
+        futures::stream::once(self.limit.acquire())
+            .map(move |permit| {
+                // The place is held until the listing ends.
+                self.inner
+                    .list_stream_except(prefix, skip)
+                    .map(move |item| {
+                        let _held = &permit;
+                        item
+                    })
+            })
+            .flatten()
+            .boxed()
+    }
     fn ranged_listing(&self) -> bool {
         self.inner.ranged_listing()
     }

@@ -168,6 +168,58 @@ impl LocalStorage {
             })
     }
 
+    /// The listing entries of `keys`, each file's metadata read (in blocking calls of
+    /// [`STAT_RUN`] files); a key whose file is gone meanwhile is left out.
+    fn infos(
+        &self,
+        keys: Vec<String>,
+    ) -> futures::stream::BoxStream<'_, StorageResult<ObjectInfo>> {
+        use futures::StreamExt;
+        let runs: Vec<Vec<String>> = keys.chunks(STAT_RUN).map(<[String]>::to_vec).collect();
+        futures::stream::iter(runs)
+            .map(move |run| {
+                let paths: StorageResult<Vec<(String, PathBuf)>> = run
+                    .into_iter()
+                    .map(|k| self.fs_path(&k).map(|p| (k, p)))
+                    .collect();
+                async move {
+                    let paths = paths?;
+                    tokio::task::spawn_blocking(move || {
+                        let mut out = Vec::with_capacity(paths.len());
+                        for (key, path) in paths {
+                            match std::fs::metadata(&path) {
+                                Ok(meta) if meta.is_file() => out.push(ObjectInfo {
+                                    key,
+                                    size: meta.len(),
+                                    last_modified: meta
+                                        .modified()
+                                        .map(chrono::DateTime::<chrono::Utc>::from)
+                                        .unwrap_or_default(),
+                                    version: Some(local_version(&meta)),
+                                }),
+                                Ok(_) => {}
+                                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                                Err(source) => return Err(StorageError::Io { key, source }),
+                            }
+                        }
+                        Ok(out)
+                    })
+                    .await
+                    .map_err(|e| StorageError::Io {
+                        key: String::new(),
+                        source: std::io::Error::other(e),
+                    })?
+                }
+            })
+            .buffer_unordered(4)
+            .map(|run: StorageResult<Vec<ObjectInfo>>| match run {
+                Ok(infos) => futures::stream::iter(infos.into_iter().map(Ok)).boxed(),
+                Err(e) => futures::stream::once(futures::future::ready(Err(e))).boxed(),
+            })
+            .flatten()
+            .boxed()
+    }
+
     /// Takes an exclusive advisory lock on the directory holding `key`; `None` when the
     /// directory does not exist. The lock is held until the returned file is dropped.
     async fn lock_parent(&self, key: &str) -> StorageResult<Option<File>> {
@@ -274,6 +326,57 @@ fn write_in_place(target: &FsPath, bytes: &[u8], synced: bool) -> std::io::Resul
         let _ = std::fs::remove_file(target);
     }
     written
+}
+
+/// Files whose metadata one blocking call of [`LocalStorage::infos`] reads.
+const STAT_RUN: usize = 256;
+
+/// The keys of the files below directory `dir` (whose key prefix is `prefix`,
+/// ending in `/`), from the directory entries alone (no `stat` per file where the
+/// file system reports entry types): `None` when a name is not one `object_store`
+/// writes as is (the general listing decodes it). Temporary files of in-flight
+/// writes are left out, as from [`LocalStorage::list`]. A missing directory, or a
+/// file where the directory would be, holds nothing.
+fn plain_keys(dir: &FsPath, prefix: &str) -> std::io::Result<Option<Vec<String>>> {
+    let mut keys = Vec::new();
+    let mut pending = vec![(dir.to_path_buf(), prefix.to_string())];
+    while let Some((dir, prefix)) = pending.pop() {
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            // A prefix naming a file, or nothing, lists nothing.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                ) =>
+            {
+                continue
+            }
+            Err(e) => return Err(e),
+        };
+        for entry in entries {
+            let entry = entry?;
+            let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+                return Ok(None);
+            };
+            if name.starts_with('.') && name.contains(".floe-tmp-") || name.contains('#') {
+                continue;
+            }
+            let plain = name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+            if !plain || name.starts_with('.') {
+                return Ok(None);
+            }
+            let kind = entry.file_type()?;
+            if kind.is_dir() {
+                pending.push((entry.path(), format!("{prefix}{name}/")));
+            } else if kind.is_file() {
+                keys.push(format!("{prefix}{name}"));
+            }
+        }
+    }
+    Ok(Some(keys))
 }
 
 /// The version of a local object as `object_store`'s `LocalFileSystem` reports it
@@ -585,6 +688,47 @@ impl Storage for LocalStorage {
                 };
                 futures::future::ready(keep)
             })
+            .boxed()
+    }
+
+    fn list_stream_except<'a>(
+        &'a self,
+        prefix: &'a str,
+        skip: &'a (dyn Fn(&str) -> bool + Sync),
+    ) -> futures::stream::BoxStream<'a, StorageResult<ObjectInfo>> {
+        use futures::{StreamExt, TryStreamExt};
+        let keys = async move {
+            let Some(dir) = prefix.strip_suffix('/') else {
+                return Ok(None);
+            };
+            let path = self.fs_path(dir)?;
+            let prefix = prefix.to_string();
+            let key = prefix.clone();
+            tokio::task::spawn_blocking(move || plain_keys(&path, &prefix))
+                .await
+                .map_err(|e| StorageError::Io {
+                    key: key.clone(),
+                    source: std::io::Error::other(e),
+                })?
+                .map_err(|source| StorageError::Io { key, source })
+        };
+        futures::stream::once(keys)
+            .map(
+                move |found: StorageResult<Option<Vec<String>>>| match found {
+                    // A prefix inside a key segment, or names object_store would have
+                    // to decode: the general listing, filtered.
+                    Ok(None) => self
+                        .list_stream(prefix)
+                        .try_filter(move |o| futures::future::ready(!skip(&o.key)))
+                        .boxed(),
+                    Ok(Some(keys)) => {
+                        let wanted: Vec<String> = keys.into_iter().filter(|k| !skip(k)).collect();
+                        self.infos(wanted)
+                    }
+                    Err(e) => futures::stream::once(futures::future::ready(Err(e))).boxed(),
+                },
+            )
+            .flatten()
             .boxed()
     }
 

@@ -400,6 +400,25 @@ pub trait Storage: Send + Sync + Debug + Display {
             .boxed()
     }
 
+    /// [`Storage::list_stream`] without the objects whose key `skip` accepts. The
+    /// default filters the listing; a storage whose listing costs a call per object
+    /// for its metadata (a local directory: one `stat` each) reads the keys first
+    /// and looks only at the objects not skipped, so that a garbage collection never
+    /// touches the objects it retains.
+    ///
+    /// # Errors
+    /// As [`Storage::list_stream`].
+    fn list_stream_except<'a>(
+        &'a self,
+        prefix: &'a str,
+        skip: &'a (dyn Fn(&str) -> bool + Sync),
+    ) -> futures::stream::BoxStream<'a, StorageResult<ObjectInfo>> {
+        use futures::{StreamExt, TryStreamExt};
+        self.list_stream(prefix)
+            .try_filter(move |o| futures::future::ready(!skip(&o.key)))
+            .boxed()
+    }
+
     /// Whether [`Storage::list_stream`] of a prefix that ends inside a key segment
     /// (`chunks/A`) costs in proportion to the objects it returns, as a ranged
     /// listing does (S3's `start-after` over keys listed in byte order), rather than

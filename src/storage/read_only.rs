@@ -97,6 +97,13 @@ impl Storage for ReadOnlyStorage {
     ) -> futures::stream::BoxStream<'a, StorageResult<ObjectInfo>> {
         self.inner.list_stream(prefix)
     }
+    fn list_stream_except<'a>(
+        &'a self,
+        prefix: &'a str,
+        skip: &'a (dyn Fn(&str) -> bool + Sync),
+    ) -> futures::stream::BoxStream<'a, StorageResult<ObjectInfo>> {
+        self.inner.list_stream_except(prefix, skip)
+    }
     fn ranged_listing(&self) -> bool {
         self.inner.ranged_listing()
     }
