@@ -104,7 +104,7 @@ impl Default for GcOptions {
             dry_run: false,
             manifest_concurrency: 32,
             delete_concurrency: 32,
-            list_concurrency: 8,
+            list_concurrency: 32,
             max_chunk_ids_in_memory: 4 << 20,
             delete_attempts: 5,
             allow_recent_cutoff: false,

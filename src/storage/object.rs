@@ -486,8 +486,11 @@ impl ObjectStorage {
 }
 
 /// A key just below every key that starts with `encoded` (a backend path ending
-/// inside a segment): its last character decremented when that gives a plain
-/// character, else dropped. `None` when no such key shortens the listing.
+/// inside a segment): its last character decremented, when that gives a plain
+/// character, followed by `~`, so that the keys starting with the decremented
+/// character (in ASCII, as object ids are) sort below it too and are not listed
+/// again; else the last character dropped. `None` when no such key shortens the
+/// listing.
 fn listing_offset(encoded: &str) -> Option<Path> {
     let last = encoded.chars().last()?;
     let stem = &encoded[..encoded.len() - last.len_utf8()];
@@ -496,7 +499,7 @@ fn listing_offset(encoded: &str) -> Option<Path> {
         .and_then(|b| b.checked_sub(1))
         .filter(|b| b.is_ascii_graphic() && *b != b'/' && *b != b'.');
     let candidate = match below {
-        Some(b) => format!("{stem}{}", char::from(b)),
+        Some(b) => format!("{stem}{}~", char::from(b)),
         None if !stem.ends_with('/') && !stem.is_empty() => stem.to_string(),
         None => return None,
     };
@@ -845,6 +848,26 @@ impl Storage for ObjectStorage {
 mod tests {
     use super::*;
     use object_store::memory::InMemory;
+
+    #[test]
+    fn listing_offsets_skip_the_keys_of_the_character_before() {
+        let at = |p: &str| listing_offset(p).map(|o| o.to_string());
+        assert_eq!(at("repo/chunks/1").as_deref(), Some("repo/chunks/0~"));
+        // Every id starting with the character before sorts below the offset, and
+        // the offset below every key with the prefix.
+        let offset = at("repo/chunks/1").unwrap();
+        for below in [
+            "repo/chunks/0",
+            "repo/chunks/0ZZZZZZZZZZZZZZZZZZZ",
+            "repo/chunks/00",
+        ] {
+            assert!(below < offset.as_str(), "{below}");
+        }
+        assert!(offset.as_str() < "repo/chunks/1");
+        assert_eq!(at("repo/chunks/B").as_deref(), Some("repo/chunks/A~"));
+        // No plain character below: the prefix's stem.
+        assert_eq!(at("repo/chunks/a0").as_deref(), Some("repo/chunks/a"));
+    }
 
     #[test]
     fn large_reads_split_into_nearly_equal_parts() {
