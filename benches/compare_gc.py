@@ -14,7 +14,7 @@ finds only the chunks of one abandoned session per "day" to delete. `--writer`
 chooses the engine that writes the repository (Icechunk by default; floe writes the
 same format faster, for large repositories); `--base` takes a repository written
 earlier by this script's writer (with the same options) instead of writing one.
-Each run copies it twice; on each copy one engine expires and collects (the first
+Each run copies it twice (as hard links); on each copy one engine expires and collects (the first
 collection), then Icechunk adds `--day` more commits to both copies (the same
 writes), and each engine expires and collects again (the second collection, where
 floe reads only the manifests written since the first). Engines run in their own
@@ -151,7 +151,11 @@ def main():
             for engine in order:
                 copy = os.path.join(tmp, f"{engine}-{r}")
                 t = time.perf_counter()
-                shutil.copytree(base, copy)
+                # Hard links: collection only deletes files and writes new ones (each
+                # written to a temporary name and renamed), so a linked copy behaves
+                # as a copy, and 10^6 files link in seconds where copying takes
+                # minutes.
+                subprocess.run(["cp", "-al", base, copy], check=True)
                 print(f"copied in {time.perf_counter() - t:.0f} s", file=sys.stderr)
                 settle()
                 keep = ["--keep-history"] if args.keep_history else []
