@@ -9,12 +9,15 @@ use bytes::Bytes;
 use futures::StreamExt;
 use http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 
+use super::file_body;
 use super::http::{decode_path, etag, none_match, parse_range, Failure, RangeAnswer};
 use super::versions::Version;
 use super::AppState;
-use crate::format::manifest::ChunkPayload;
+use crate::format::keys;
+use crate::format::manifest::{ChunkPayload, NativeChunkRef};
 use crate::format::{NodePath, SnapshotId};
 use crate::repository::VersionSelector;
+use crate::storage::{LocalFiles, StorageError};
 use crate::virtual_refs::normalize_url;
 use crate::zarr::store::{ByteRange, Store};
 
@@ -152,14 +155,22 @@ fn header_value(s: &str) -> HeaderValue {
     HeaderValue::from_str(s).unwrap_or_else(|_| HeaderValue::from_static(""))
 }
 
-/// Largest piece of a chunk read at once: a longer body is streamed in pieces of
-/// this size, each read when the client has taken the one before (hyper's
-/// backpressure), so a connection holds at most one piece, in bytes.
+/// Largest piece of a chunk read (or mapped) at once: a longer body is streamed in
+/// pieces of this size, each read when the client has taken the one before
+/// (hyper's backpressure), so a connection holds at most one piece, in bytes.
 const PIECE: u64 = 1 << 20;
 
-/// A value found at a key: metadata bytes already built, or a chunk to read.
+/// A value found at a key: metadata bytes already built, a chunk in a local file to
+/// map and send from the file, or a chunk to read.
 enum Value {
     Bytes(Bytes),
+    /// A native chunk of a repository on local disk: bytes `offset..offset + len` of
+    /// its object's file (checked to hold them).
+    File {
+        file: Arc<std::fs::File>,
+        offset: u64,
+        len: u64,
+    },
     Chunk {
         version: Arc<Version>,
         len: u64,
@@ -172,7 +183,7 @@ impl Value {
     fn len(&self) -> u64 {
         match self {
             Value::Bytes(b) => b.len() as u64,
-            Value::Chunk { len, .. } => *len,
+            Value::File { len, .. } | Value::Chunk { len, .. } => *len,
         }
     }
 
@@ -213,6 +224,14 @@ impl Value {
                     usize::try_from(end).unwrap_or(usize::MAX),
                 );
                 Ok(b.get(s..e).map(|_| b.slice(s..e)).unwrap_or_default())
+            }
+            // No read and no turn: mapping reads nothing and holds no memory.
+            Value::File { file, offset, .. } => {
+                let len = usize::try_from(end - start).unwrap_or(usize::MAX);
+                file_body::map(file, offset + start, len).map_err(|e| {
+                    tracing::error!(target: "floe::serve", %key, error = %e, "mapping failed");
+                    Failure::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+                })
             }
             Value::Chunk {
                 version,
@@ -279,7 +298,13 @@ async fn read_value(state: &AppState, version: &Arc<Version>, key: &str) -> Resu
     };
     let len = match &payload {
         ChunkPayload::Inline(b) => b.len() as u64,
-        ChunkPayload::Native(n) => n.length,
+        ChunkPayload::Native(n) => {
+            if let Some(files) = state.repo.storage().local_files() {
+                let (file, offset, len) = open_native(files, n).await?;
+                return Ok(Value::File { file, offset, len });
+            }
+            n.length
+        }
         ChunkPayload::Virtual(v) => {
             let allowed = normalize_url(&v.location)
                 .map(|u| state.virtual_access.allows(&u))
@@ -303,4 +328,42 @@ async fn read_value(state: &AppState, version: &Arc<Version>, key: &str) -> Resu
         len,
         reads: Arc::clone(&state.reads),
     })
+}
+
+/// The open file of native chunk `chunk` (on a blocking thread), checked to hold
+/// its bytes.
+///
+/// # Errors
+/// A 5xx [`Failure`] when the object is missing, shorter than the chunk reference
+/// says, or cannot be opened.
+async fn open_native(
+    files: Arc<dyn LocalFiles>,
+    chunk: &NativeChunkRef,
+) -> Result<(Arc<std::fs::File>, u64, u64), Failure> {
+    let key = keys::chunk(&chunk.id);
+    let (offset, len) = (chunk.offset, chunk.length);
+    let open = tokio::task::spawn_blocking(move || {
+        let io = |source| StorageError::Io {
+            key: key.clone(),
+            source,
+        };
+        let file = files.open(&key)?.ok_or_else(|| {
+            io(std::io::Error::other(
+                "the storage offers local files but not this one",
+            ))
+        })?;
+        let size = file.metadata().map_err(io)?.len();
+        let end = offset.saturating_add(len);
+        if size < end {
+            return Err(StorageError::ShortRead {
+                key,
+                requested: offset..end,
+                size,
+            });
+        }
+        Ok((Arc::new(file), offset, len))
+    })
+    .await
+    .map_err(|e| Failure::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    open.map_err(|e| Failure::from(crate::Error::from(e)))
 }
