@@ -66,7 +66,7 @@ pub(super) fn map(file: &Arc<File>, offset: u64, len: usize) -> io::Result<Bytes
     if len == 0 {
         return Ok(Bytes::new());
     }
-    // SAFETY: a read-only private mapping of a range inside the file (the caller
+    // SAFETY: a read-only mapping of a range inside the file (the caller
     // checked its length). Chunk objects are never written after they are created,
     // so the bytes seen through the mapping do not change under the `&[u8]` handed
     // out; the server itself never touches them when the writer is a `Connection`

@@ -300,8 +300,9 @@ async fn read_value(state: &AppState, version: &Arc<Version>, key: &str) -> Resu
         ChunkPayload::Inline(b) => b.len() as u64,
         ChunkPayload::Native(n) => {
             if let Some(files) = state.repo.storage().local_files() {
-                let (file, offset, len) = open_native(files, n).await?;
-                return Ok(Value::File { file, offset, len });
+                if let Some((file, offset, len)) = open_native(&*files, n)? {
+                    return Ok(Value::File { file, offset, len });
+                }
             }
             n.length
         }
@@ -330,40 +331,43 @@ async fn read_value(state: &AppState, version: &Arc<Version>, key: &str) -> Resu
     })
 }
 
-/// The open file of native chunk `chunk` (on a blocking thread), checked to hold
-/// its bytes.
+/// The open file of native chunk `chunk`, checked to hold its bytes; `None` when
+/// the storage does not hand out its files.
+///
+/// Called on the executor's thread, as [`crate::storage::LocalStorage`] makes its
+/// small reads: opening a file and reading its size are two quick system calls,
+/// quicker than the two thread switches of a hop to the blocking pool (which would
+/// also keep a blocking thread per request in flight).
 ///
 /// # Errors
 /// A 5xx [`Failure`] when the object is missing, shorter than the chunk reference
 /// says, or cannot be opened.
-async fn open_native(
-    files: Arc<dyn LocalFiles>,
+fn open_native(
+    files: &dyn LocalFiles,
     chunk: &NativeChunkRef,
-) -> Result<(Arc<std::fs::File>, u64, u64), Failure> {
+) -> Result<Option<(Arc<std::fs::File>, u64, u64)>, Failure> {
     let key = keys::chunk(&chunk.id);
     let (offset, len) = (chunk.offset, chunk.length);
-    let open = tokio::task::spawn_blocking(move || {
-        let io = |source| StorageError::Io {
-            key: key.clone(),
-            source,
+    let open = || {
+        let Some(file) = files.open(&key)? else {
+            return Ok(None);
         };
-        let file = files.open(&key)?.ok_or_else(|| {
-            io(std::io::Error::other(
-                "the storage offers local files but not this one",
-            ))
-        })?;
-        let size = file.metadata().map_err(io)?.len();
+        let size = file
+            .metadata()
+            .map_err(|source| StorageError::Io {
+                key: key.clone(),
+                source,
+            })?
+            .len();
         let end = offset.saturating_add(len);
         if size < end {
             return Err(StorageError::ShortRead {
-                key,
+                key: key.clone(),
                 requested: offset..end,
                 size,
             });
         }
-        Ok((Arc::new(file), offset, len))
-    })
-    .await
-    .map_err(|e| Failure::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
-    open.map_err(|e| Failure::from(crate::Error::from(e)))
+        Ok(Some((Arc::new(file), offset, len)))
+    };
+    open().map_err(|e| Failure::from(crate::Error::from(e)))
 }
