@@ -8,7 +8,10 @@
 //! that the writer looks the slices it is given up in: hyper hands bodies to the
 //! connection as plain byte slices, so the address is all that tells a mapped range
 //! apart. A slice the registry does not know is written from memory, so the bytes
-//! sent are the same either way.
+//! sent are the same either way. On Linux the server never reads a mapping itself,
+//! so a chunk file cut short behind its back ends the answer early (the kernel sends
+//! what the file holds) rather than faulting; elsewhere, reading a mapping past the
+//! file's new end would raise `SIGBUS`, and chunk files are never rewritten.
 
 use std::collections::BTreeMap;
 use std::fs::File;
