@@ -84,7 +84,8 @@
 )]
 // `unsafe` only in the modules that declare it (`#[allow(unsafe_code)]` on their
 // `mod` line: flatbuffer roots in `format::fb` and `format::snapshot`, c-blosc in
-// `zarr::codec::blosc`), every block with a `// SAFETY:` comment.
+// `zarr::codec::blosc`, mapped chunk files in `serve::file_body`), every block with a
+// `// SAFETY:` comment.
 #![deny(unsafe_code)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 

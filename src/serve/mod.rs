@@ -29,6 +29,16 @@
 //! connections, a header-read timeout (slow clients are cut off), a per-request
 //! timeout, bounded request headers; every path segment is checked (no `..`, `.`,
 //! empty segments, encoded `/` or `\`, no `%` left after decoding) before routing.
+//!
+//! Memory: on Linux, chunk bytes of a repository on local disk never enter the
+//! process (each requested range of a chunk file is mapped, not read, and the kernel
+//! sends it from the file with `sendfile(2)`); chunks read from other storage, and virtual chunks, are
+//! read in pieces of at most 1 MiB, [`ServeOptions::max_concurrent_reads`] at once,
+//! and a connection holds at most one piece while its client takes it. What grows
+//! with clients is hyper's state per connection (about 30 KiB: an 8 KiB read buffer,
+//! an 8 KiB write buffer, the request in flight), bounded by
+//! [`ServeOptions::max_connections`].
+//!
 //! Access logs go to `tracing` (one span per request with method, URI and peer, one
 //! event per response with status and latency: target `tower_http::trace`, level
 //! INFO). [`ShutdownHandle::shutdown`]
@@ -36,6 +46,9 @@
 
 mod api;
 mod browser;
+// `unsafe`: mapping chunk files (memmap2).
+#[allow(unsafe_code)]
+mod file_body;
 mod http;
 mod versions;
 mod zarr;
@@ -111,7 +124,9 @@ pub struct ServeOptions {
     /// Longest wait, at shutdown, for requests in flight.
     pub shutdown_grace: Duration,
     /// Chunk reads from storage at once (each holds up to a 1 MiB piece); further
-    /// requests wait for a turn without holding memory or a blocking thread.
+    /// requests wait for a turn without holding memory or a blocking thread. Native
+    /// chunks of a repository on local disk are not read: their files are mapped and
+    /// sent by the kernel (`sendfile(2)` on Linux), holding no memory.
     pub max_concurrent_reads: usize,
 }
 
@@ -251,6 +266,10 @@ impl Server {
             .timer(TokioTimer::new())
             .header_read_timeout(options.header_read_timeout)
             .max_buf_size(options.max_header_bytes.max(8192))
+            // Bodies are handed to the connection as they are (never copied into
+            // hyper's buffer): mapped chunk ranges reach `file_body::Connection`,
+            // which sends them from their files.
+            .writev(true)
             .keep_alive(true);
         // Near the connection limit, new connections close after their first
         // answer: an idle kept-alive connection would hold its slot until the
@@ -290,7 +309,7 @@ impl Server {
             ));
             let crowded = limit.available_permits() < max / 4 + 1;
             let conn = if crowded { &closing } else { &builder }
-                .serve_connection(TokioIo::new(stream), service);
+                .serve_connection(TokioIo::new(file_body::Connection::new(stream)), service);
             let conn = graceful.watch(conn);
             tokio::spawn(async move {
                 if let Err(e) = conn.await {

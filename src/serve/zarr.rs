@@ -9,12 +9,15 @@ use bytes::Bytes;
 use futures::StreamExt;
 use http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 
+use super::file_body;
 use super::http::{decode_path, etag, none_match, parse_range, Failure, RangeAnswer};
 use super::versions::Version;
 use super::AppState;
-use crate::format::manifest::ChunkPayload;
+use crate::format::keys;
+use crate::format::manifest::{ChunkPayload, NativeChunkRef};
 use crate::format::{NodePath, SnapshotId};
 use crate::repository::VersionSelector;
+use crate::storage::{LocalFiles, StorageError};
 use crate::virtual_refs::normalize_url;
 use crate::zarr::store::{ByteRange, Store};
 
@@ -152,14 +155,22 @@ fn header_value(s: &str) -> HeaderValue {
     HeaderValue::from_str(s).unwrap_or_else(|_| HeaderValue::from_static(""))
 }
 
-/// Largest piece of a chunk read at once: a longer body is streamed in pieces of
-/// this size, each read when the client has taken the one before (hyper's
-/// backpressure), so a connection holds at most one piece, in bytes.
+/// Largest piece of a chunk read (or mapped) at once: a longer body is streamed in
+/// pieces of this size, each read when the client has taken the one before
+/// (hyper's backpressure), so a connection holds at most one piece, in bytes.
 const PIECE: u64 = 1 << 20;
 
-/// A value found at a key: metadata bytes already built, or a chunk to read.
+/// A value found at a key: metadata bytes already built, a chunk in a local file to
+/// map and send from the file, or a chunk to read.
 enum Value {
     Bytes(Bytes),
+    /// A native chunk of a repository on local disk: bytes `offset..offset + len` of
+    /// its object's file (checked to hold them).
+    File {
+        file: Arc<std::fs::File>,
+        offset: u64,
+        len: u64,
+    },
     Chunk {
         version: Arc<Version>,
         len: u64,
@@ -172,7 +183,7 @@ impl Value {
     fn len(&self) -> u64 {
         match self {
             Value::Bytes(b) => b.len() as u64,
-            Value::Chunk { len, .. } => *len,
+            Value::File { len, .. } | Value::Chunk { len, .. } => *len,
         }
     }
 
@@ -213,6 +224,14 @@ impl Value {
                     usize::try_from(end).unwrap_or(usize::MAX),
                 );
                 Ok(b.get(s..e).map(|_| b.slice(s..e)).unwrap_or_default())
+            }
+            // No read and no turn: mapping reads nothing and holds no memory.
+            Value::File { file, offset, .. } => {
+                let len = usize::try_from(end - start).unwrap_or(usize::MAX);
+                file_body::map(file, offset + start, len).map_err(|e| {
+                    tracing::error!(target: "floe::serve", %key, error = %e, "mapping failed");
+                    Failure::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+                })
             }
             Value::Chunk {
                 version,
@@ -279,7 +298,14 @@ async fn read_value(state: &AppState, version: &Arc<Version>, key: &str) -> Resu
     };
     let len = match &payload {
         ChunkPayload::Inline(b) => b.len() as u64,
-        ChunkPayload::Native(n) => n.length,
+        ChunkPayload::Native(n) => {
+            if let Some(files) = state.repo.storage().local_files() {
+                if let Some((file, offset, len)) = open_native(&*files, n)? {
+                    return Ok(Value::File { file, offset, len });
+                }
+            }
+            n.length
+        }
         ChunkPayload::Virtual(v) => {
             let allowed = normalize_url(&v.location)
                 .map(|u| state.virtual_access.allows(&u))
@@ -303,4 +329,45 @@ async fn read_value(state: &AppState, version: &Arc<Version>, key: &str) -> Resu
         len,
         reads: Arc::clone(&state.reads),
     })
+}
+
+/// The open file of native chunk `chunk`, checked to hold its bytes; `None` when
+/// the storage does not hand out its files.
+///
+/// Called on the executor's thread, as [`crate::storage::LocalStorage`] makes its
+/// small reads: opening a file and reading its size are two quick system calls,
+/// quicker than the two thread switches of a hop to the blocking pool (which would
+/// also keep a blocking thread per request in flight).
+///
+/// # Errors
+/// A 5xx [`Failure`] when the object is missing, shorter than the chunk reference
+/// says, or cannot be opened.
+fn open_native(
+    files: &dyn LocalFiles,
+    chunk: &NativeChunkRef,
+) -> Result<Option<(Arc<std::fs::File>, u64, u64)>, Failure> {
+    let key = keys::chunk(&chunk.id);
+    let (offset, len) = (chunk.offset, chunk.length);
+    let open = || {
+        let Some(file) = files.open(&key)? else {
+            return Ok(None);
+        };
+        let size = file
+            .metadata()
+            .map_err(|source| StorageError::Io {
+                key: key.clone(),
+                source,
+            })?
+            .len();
+        let end = offset.saturating_add(len);
+        if size < end {
+            return Err(StorageError::ShortRead {
+                key: key.clone(),
+                requested: offset..end,
+                size,
+            });
+        }
+        Ok(Some((Arc::new(file), offset, len)))
+    };
+    open().map_err(|e| Failure::from(crate::Error::from(e)))
 }

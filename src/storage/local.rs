@@ -824,6 +824,22 @@ impl LocalFiles for LocalFileAccess {
         Ok(read.pop().unwrap_or_default())
     }
 
+    fn open(&self, key: &str) -> StorageResult<Option<File>> {
+        let path = self.fs_path(key)?;
+        let file = files::open_object(&path).map_err(|e| e.at(key))?;
+        // A directory opens too: it is no object.
+        match file.metadata() {
+            Ok(meta) if meta.is_file() => Ok(Some(file)),
+            Ok(_) => Err(StorageError::NotFound {
+                key: key.to_string(),
+            }),
+            Err(source) => Err(StorageError::Io {
+                key: key.to_string(),
+                source,
+            }),
+        }
+    }
+
     fn put_fresh(&self, key: &str, bytes: &[u8]) -> StorageResult<()> {
         self.fs_path(key).and_then(|path| {
             write_in_place(&path, bytes, self.synced).map_err(|source| StorageError::Io {

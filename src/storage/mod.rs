@@ -213,6 +213,19 @@ pub trait LocalFiles: Send + Sync + Debug {
         Ok(crate::buffer_pool::bytes_of(buf))
     }
 
+    /// The object's file, open for reading, for a caller that hands it to the
+    /// operating system (`floe serve` maps chunk files and sends them with
+    /// `sendfile(2)`); `None`, the default, when this storage's objects are not plain
+    /// files.
+    ///
+    /// # Errors
+    /// [`StorageError::NotFound`] when absent; [`StorageError::Io`] when the file
+    /// cannot be opened.
+    fn open(&self, key: &str) -> StorageResult<Option<std::fs::File>> {
+        let _ = key;
+        Ok(None)
+    }
+
     /// [`Storage::put_fresh`] as a blocking call (a new object under a key nothing
     /// else writes or reads yet, written in place).
     ///

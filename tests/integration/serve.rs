@@ -1292,6 +1292,45 @@ async fn chunks_longer_than_a_piece_stream_whole_and_in_ranges() {
     server.stop().await;
 }
 
+/// A chunk whose object file was cut short or removed behind the server's back
+/// answers 500 (never a body shorter than its `Content-Length`), and the server
+/// goes on serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chunk_file_cut_short_or_removed_answers_500() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = big_chunk_repo(dir.path()).await;
+    let server = start(&repo, ServeOptions::default()).await;
+    let url = server.url("/zarr/branch/main/big/c/0");
+    assert_eq!(get(&url).await.status(), 200);
+    let files: Vec<_> = std::fs::read_dir(dir.path().join("repo/chunks"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&files[0])
+        .unwrap()
+        .set_len(1000)
+        .unwrap();
+    for range in [None, Some("bytes=0-99"), Some("bytes=2000000-")] {
+        let mut req = client().get(&url);
+        if let Some(range) = range {
+            req = req.header(header::RANGE, range);
+        }
+        assert_eq!(
+            req.send().await.unwrap().status(),
+            500,
+            "cut short, {range:?}"
+        );
+    }
+    std::fs::remove_file(&files[0]).unwrap();
+    assert_eq!(get(&url).await.status(), 500, "removed");
+    let r = get(&server.url("/zarr/branch/main/zarr.json")).await;
+    assert_eq!(r.status(), 200);
+    server.stop().await;
+}
+
 /// SIGTERM while a client is part-way through a streamed chunk: the server takes no
 /// new connection, finishes the answer in flight (every byte, in order) and exits 0.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
