@@ -168,6 +168,31 @@ impl LocalStorage {
             })
     }
 
+    /// The streaming listing of object_store's local file system, without the
+    /// temporary files of in-flight writes; a missing directory lists nothing.
+    fn object_store_listing<'a>(
+        &'a self,
+        prefix: &'a str,
+    ) -> futures::stream::BoxStream<'a, StorageResult<ObjectInfo>> {
+        use futures::StreamExt;
+        self.inner
+            .list_stream(prefix)
+            .filter(|r| {
+                let keep = match r {
+                    // A directory that does not exist lists nothing.
+                    Err(StorageError::NotFound { .. }) => false,
+                    Err(_) => true,
+                    Ok(i) => {
+                        let name = i.key.rsplit('/').next().unwrap_or("");
+                        let temporary = name.starts_with('.') && name.contains(".floe-tmp-");
+                        !temporary && !name.contains('#')
+                    }
+                };
+                futures::future::ready(keep)
+            })
+            .boxed()
+    }
+
     /// The listing entries of `keys`, each file's metadata read (in blocking calls of
     /// [`STAT_RUN`] files); a key whose file is gone meanwhile is left out.
     fn infos(
@@ -668,27 +693,14 @@ impl Storage for LocalStorage {
         Ok(all)
     }
 
+    /// Every file under `prefix` from directory entries, with one `stat` each
+    /// (object_store's walk takes three), where the names allow it.
     fn list_stream<'a>(
         &'a self,
         prefix: &'a str,
     ) -> futures::stream::BoxStream<'a, StorageResult<ObjectInfo>> {
-        use futures::StreamExt;
-        self.inner
-            .list_stream(prefix)
-            .filter(|r| {
-                let keep = match r {
-                    // A directory that does not exist lists nothing.
-                    Err(StorageError::NotFound { .. }) => false,
-                    Err(_) => true,
-                    Ok(i) => {
-                        let name = i.key.rsplit('/').next().unwrap_or("");
-                        let temporary = name.starts_with('.') && name.contains(".floe-tmp-");
-                        !temporary && !name.contains('#')
-                    }
-                };
-                futures::future::ready(keep)
-            })
-            .boxed()
+        const NOTHING: &(dyn Fn(&str) -> bool + Sync) = &|_| false;
+        self.list_stream_except(prefix, NOTHING)
     }
 
     fn list_stream_except<'a>(
@@ -698,10 +710,12 @@ impl Storage for LocalStorage {
     ) -> futures::stream::BoxStream<'a, StorageResult<ObjectInfo>> {
         use futures::{StreamExt, TryStreamExt};
         let keys = async move {
-            let Some(dir) = prefix.strip_suffix('/') else {
+            let Some(path) = prefix
+                .strip_suffix('/')
+                .and_then(|dir| self.fs_path(dir).ok())
+            else {
                 return Ok(None);
             };
-            let path = self.fs_path(dir)?;
             let prefix = prefix.to_string();
             let key = prefix.clone();
             tokio::task::spawn_blocking(move || plain_keys(&path, &prefix))
@@ -718,7 +732,7 @@ impl Storage for LocalStorage {
                     // A prefix inside a key segment, or names object_store would have
                     // to decode: the general listing, filtered.
                     Ok(None) => self
-                        .list_stream(prefix)
+                        .object_store_listing(prefix)
                         .try_filter(move |o| futures::future::ready(!skip(&o.key)))
                         .boxed(),
                     Ok(Some(keys)) => {
