@@ -24,13 +24,12 @@ import json
 import os
 import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from engine_compare_common import settle, venv_python  # noqa: E402
+from engine_compare_common import rerun_self, settle, venv_python  # noqa: E402
 
 INNER = 256  # elements per chunk along the last dimension (1 KiB of float32)
 
@@ -107,14 +106,6 @@ def _append(engine, path, arrays):
     }
 
 
-def _run(py, *argv):
-    out = subprocess.run([py, os.path.abspath(__file__), *argv], capture_output=True,
-                         text=True, check=False)
-    if out.returncode != 0:
-        sys.exit(f"failed: {' '.join(argv)}\n{out.stderr[-2000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--step", choices=["setup", "append"], help=argparse.SUPPRESS)
@@ -141,15 +132,16 @@ def main():
         repos = {e: os.path.join(tmp, e) for e in engines}
         for e, py in engines.items():
             t = time.perf_counter()
-            _run(py, "--step", "setup", "--engine", e, "--repo", repos[e], *shape)
+            rerun_self(py, __file__, ["--step", "setup", "--engine", e, "--repo", repos[e],
+                                      *shape])
             print(f"{e}: set up in {time.perf_counter() - t:.1f} s", file=sys.stderr)
         results = {e: [] for e in engines}
         for r in range(args.appends):
             order = list(engines) if r % 2 == 0 else list(engines)[::-1]
             for e in order:
                 settle()
-                results[e].append(_run(engines[e], "--step", "append", "--engine", e,
-                                       "--repo", repos[e], *shape))
+                append = ["--step", "append", "--engine", e, "--repo", repos[e], *shape]
+                results[e].append(rerun_self(engines[e], __file__, append))
         med = {e: {k: statistics.median(x[k] for x in v) for k in v[0]}
                for e, v in results.items()}
         f, i = med["floe"], med["icechunk"]

@@ -32,7 +32,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from engine_compare_common import settle, venv_python  # noqa: E402
+from engine_compare_common import rerun_self, settle, venv_python  # noqa: E402
+
 
 def _write(engine, repo_dir, arrays, commits, per_commit, chunks, first, create, abandon):
     """`engine` writes `commits` commits (numbered from `first`) into the repository,
@@ -96,14 +97,6 @@ def _child(args):
         print(json.dumps({"s": s, "chunks": chunks, "manifests": manifests}))
 
 
-def _run(py, *argv):
-    out = subprocess.run([py, os.path.abspath(__file__), *argv], capture_output=True,
-                         text=True, check=False)
-    if out.returncode != 0:
-        sys.exit(f"failed: {' '.join(argv)}\n{out.stderr[-2000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--step", choices=["write", "collect"], help=argparse.SUPPRESS)
@@ -139,8 +132,8 @@ def main():
             base = args.base
         else:
             t = time.perf_counter()
-            _run(writer, "--step", "write", "--repo", base, "--n",
-                 str(args.commits), "--create", *common)
+            rerun_self(writer, __file__, ["--step", "write", "--repo", base, "--n",
+                                          str(args.commits), "--create", *common])
             print(f"written in {time.perf_counter() - t:.0f} s", file=sys.stderr)
         manifests = len(os.listdir(os.path.join(base, "manifests")))
         chunks = len(os.listdir(os.path.join(base, "chunks")))
@@ -159,13 +152,13 @@ def main():
                 print(f"copied in {time.perf_counter() - t:.0f} s", file=sys.stderr)
                 settle()
                 keep = ["--keep-history"] if args.keep_history else []
-                first = _run(engines[engine], "--step", "collect", "--engine", engine,
-                             "--repo", copy, *keep)
-                _run(writer, "--step", "write", "--repo", copy, "--n",
-                     str(args.day), "--first", str(args.commits), *common)
+                collect = ["--step", "collect", "--engine", engine, "--repo", copy, *keep]
+                first = rerun_self(engines[engine], __file__, collect)
+                rerun_self(writer, __file__, ["--step", "write", "--repo", copy, "--n",
+                                              str(args.day), "--first", str(args.commits),
+                                              *common])
                 settle()
-                second = _run(engines[engine], "--step", "collect", "--engine", engine,
-                              "--repo", copy, *keep)
+                second = rerun_self(engines[engine], __file__, collect)
                 shutil.rmtree(copy)
                 times[engine]["first"].append(first["s"])
                 times[engine]["second"].append(second["s"])

@@ -45,22 +45,22 @@ def venv_python(venv, env_var=None):
     return path if os.path.exists(path) else None
 
 
-def run_engine(cmd):
-    """Runs one engine's command (in the temporary directory) and returns the JSON
-    object on the last line of its output; exits with its error output when it
-    fails."""
+def run_engine(cmd, env=None):
+    """Runs one engine's command (in the temporary directory, with the environment
+    `env`, by default this process's) and returns the JSON object on the last line of
+    its output; exits with its error output when it fails."""
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          cwd=tempfile.gettempdir())
+                          cwd=tempfile.gettempdir(), env=env)
     if proc.returncode != 0:
         sys.stderr.write(proc.stderr)
         sys.exit(f"failed ({proc.returncode}): {' '.join(cmd)}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def rerun_self(python, script, args):
+def rerun_self(python, script, args, env=None):
     """Runs the script `script` (a `__file__`) again under the interpreter `python`
     with `args`, as `run_engine` does."""
-    return run_engine([python, os.path.abspath(script)] + list(args))
+    return run_engine([python, os.path.abspath(script)] + list(args), env)
 
 
 def medians(runs, keys=None):

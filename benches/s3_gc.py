@@ -278,14 +278,6 @@ def _list_floor(proxy, prefix, threads=32):
     return {"s": elapsed, "requests": counts["requests"], "keys": keys}
 
 
-def _run(py, argv, env):
-    out = subprocess.run([py, os.path.abspath(__file__), *argv], capture_output=True,
-                         text=True, env=env, cwd=tempfile.gettempdir(), check=False)
-    if out.returncode != 0:
-        sys.exit(f"failed: {' '.join(argv)}\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
 def _kinds(trace):
     """Requests of the proxy's trace since its last start mark, by method and kind
     (the key's first directory under the prefix, or LIST / batch DELETE)."""
@@ -349,6 +341,7 @@ def main():
         return _server()
 
     sys.path.insert(0, HERE)
+    from engine_compare_common import rerun_self
     from s3_latency import start_proxy
 
     work = tempfile.mkdtemp(prefix="floe-s3gc.")
@@ -383,9 +376,10 @@ def main():
 
         def write(engine, n, first, create=False):
             t = time.perf_counter()
-            _run(args.floe_python, ["--step", "write", "--prefix", engine, "--n", str(n),
-                                    "--first", str(first), *shape,
-                                    *(["--create"] if create else [])], floe_env)
+            rerun_self(args.floe_python, __file__,
+                       ["--step", "write", "--prefix", engine, "--n", str(n),
+                        "--first", str(first), *shape, *(["--create"] if create else [])],
+                       floe_env)
             return time.perf_counter() - t
 
         def collect(engine, d):
@@ -393,8 +387,8 @@ def main():
             _, addr, trace = proxies[d]
             if args.trace:
                 open(trace, "w").close()
-            out = _run(py, ["--step", "collect", "--engine", engine, "--prefix", engine,
-                            "--proxy", addr], eenv)
+            out = rerun_self(py, __file__, ["--step", "collect", "--engine", engine,
+                                            "--prefix", engine, "--proxy", addr], eenv)
             if args.trace:
                 out["kinds"] = _kinds(trace)
             return out
