@@ -252,3 +252,31 @@ pub fn http_client() -> reqwest::Client {
     let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::new()
 }
+
+/// The names of the chunk objects of the local repository at `dir` (its `chunks/`
+/// directory; empty when there is none).
+pub fn chunk_files(dir: &Path) -> std::collections::BTreeSet<String> {
+    std::fs::read_dir(dir.join("chunks"))
+        .map(|d| {
+            d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Expires every snapshot older than now (20 ms from now, so that the last commit
+/// is older) and collects garbage with that cut-off.
+pub async fn expire_and_collect(repo: &floe::Repository) {
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let now = chrono::Utc::now();
+    repo.expire_snapshots(now, floe::lifecycle::ExpireOptions::default())
+        .await
+        .unwrap();
+    repo.garbage_collect(
+        now,
+        floe::lifecycle::GcOptions::default().allow_recent_cutoff(true),
+        None,
+    )
+    .await
+    .unwrap();
+}

@@ -18,7 +18,6 @@ use floe::format::config::{ChunkPackingConfig, ChunkPackingMode, RepositoryConfi
 use floe::format::manifest::ChunkPayload;
 use floe::format::SpecVersion;
 use floe::lifecycle::verify::{verify, VerifyOptions};
-use floe::lifecycle::{ExpireOptions, GcOptions};
 use floe::repository::CompactOptions;
 use floe::storage::fault::{Call, Fault, FaultyStorage};
 use floe::storage::{LocalStorage, Storage, StorageError};
@@ -180,26 +179,6 @@ async fn read_all(dir: &std::path::Path, probe: &Probe) -> usize {
     probe.chunk_reads()
 }
 
-fn chunk_files(dir: &std::path::Path) -> BTreeSet<String> {
-    std::fs::read_dir(dir.join("chunks"))
-        .map(|d| {
-            d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-async fn expire_and_collect(repo: &Repository) {
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    let now = chrono::Utc::now();
-    repo.expire_snapshots(now, ExpireOptions::default())
-        .await
-        .unwrap();
-    repo.garbage_collect(now, GcOptions::default().allow_recent_cutoff(true), None)
-        .await
-        .unwrap();
-}
-
 #[tokio::test]
 async fn compact_packs_small_chunks_in_one_commit_and_gc_deletes_the_old_objects() {
     for spec in [SpecVersion::V1, SpecVersion::V2] {
@@ -207,7 +186,7 @@ async fn compact_packs_small_chunks_in_one_commit_and_gc_deletes_the_old_objects
         let repo = small_chunks_repo(dir.path(), spec).await;
         let base = repo.lookup_branch("main").await.unwrap();
         // 63 + 32 small chunks, 4 large ones; chunk 0 of /a is inline.
-        assert_eq!(chunk_files(dir.path()).len(), 99, "spec {spec}");
+        assert_eq!(common::chunk_files(dir.path()).len(), 99, "spec {spec}");
         let probe = Probe::default();
         let reads_before = read_all(dir.path(), &probe).await;
         assert_eq!(reads_before, 99, "spec {spec}: one read per chunk object");
@@ -219,7 +198,7 @@ async fn compact_packs_small_chunks_in_one_commit_and_gc_deletes_the_old_objects
         assert_eq!((dry.chunks, dry.packs, dry.snapshot), (95, 6, None));
         assert!(dry.dry_run);
         assert_eq!(
-            chunk_files(dir.path()).len(),
+            common::chunk_files(dir.path()).len(),
             99,
             "a dry run writes nothing"
         );
@@ -270,14 +249,14 @@ async fn compact_packs_small_chunks_in_one_commit_and_gc_deletes_the_old_objects
         }
         assert_eq!(packs.len(), 6);
         // The old objects stay while the old commit does.
-        assert_eq!(chunk_files(dir.path()).len(), 99 + 6);
+        assert_eq!(common::chunk_files(dir.path()).len(), 99 + 6);
         let report = verify(repo.storage().clone(), None, VerifyOptions::default(), None)
             .await
             .unwrap();
         assert!(report.is_ok(), "{:#?}", report.problems);
 
-        expire_and_collect(&repo).await;
-        let files = chunk_files(dir.path());
+        common::expire_and_collect(&repo).await;
+        let files = common::chunk_files(dir.path());
         assert_eq!(files.len(), 6 + 4, "spec {spec}: {files:?}");
         for pack in &packs {
             assert!(files.contains(&pack.to_string()));
@@ -381,7 +360,7 @@ async fn a_compact_whose_commit_fails_leaves_the_branch_unchanged() {
     );
     assert_eq!(repo.lookup_branch("main").await.unwrap(), base);
     // The packs were written (garbage now); the branch reads as before.
-    assert_eq!(chunk_files(dir.path()).len(), 99 + 6);
+    assert_eq!(common::chunk_files(dir.path()).len(), 99 + 6);
     check_values(&repo).await;
     // Run again: it completes.
     probe.fail_snapshots.store(false, Ordering::SeqCst);
@@ -393,8 +372,8 @@ async fn a_compact_whose_commit_fails_leaves_the_branch_unchanged() {
     assert_eq!(done.chunks, 95);
     check_values(&repo).await;
     // Garbage collection deletes the packs of the failed run and the old objects.
-    expire_and_collect(&repo).await;
-    assert_eq!(chunk_files(dir.path()).len(), 6 + 4);
+    common::expire_and_collect(&repo).await;
+    assert_eq!(common::chunk_files(dir.path()).len(), 6 + 4);
     check_values(&repo).await;
 }
 

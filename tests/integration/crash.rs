@@ -394,18 +394,7 @@ async fn killed_compactions_leave_local_repositories_consistent() {
     assert_eq!(summary["chunks"], COMPACT_CHUNKS, "{summary}");
     assert_eq!(summary["packs"], COMPACT_CHUNKS / 4, "{summary}");
     check_compacted(&dir, Some(base), rounds + 1).await;
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    let now = chrono::Utc::now();
-    repo.expire_snapshots(now, floe::lifecycle::ExpireOptions::default())
-        .await
-        .unwrap();
-    repo.garbage_collect(
-        now,
-        floe::lifecycle::GcOptions::default().allow_recent_cutoff(true),
-        None,
-    )
-    .await
-    .unwrap();
+    common::expire_and_collect(&repo).await;
     assert_eq!(chunk_files() as u64, COMPACT_CHUNKS / 4);
     check_compacted(&dir, None, rounds + 2).await;
 }

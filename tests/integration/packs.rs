@@ -20,7 +20,6 @@ use floe::format::config::{ChunkPackingConfig, ChunkPackingMode, RepositoryConfi
 use floe::format::manifest::ChunkPayload;
 use floe::format::{ChunkId, SpecVersion};
 use floe::lifecycle::verify::{verify, ProblemKind, VerifyOptions};
-use floe::lifecycle::{ExpireOptions, GcOptions};
 use floe::storage::fault::{Call, Fault, FaultyStorage};
 use floe::storage::{new_in_memory_storage, LocalStorage, Storage, StorageError};
 use floe::zarr::{Array, ArrayBuilder, ArraySubset, DataType};
@@ -423,15 +422,6 @@ async fn packed_local(dir: &Path, spec: SpecVersion) -> Repository {
     .unwrap()
 }
 
-fn chunk_files(dir: &Path) -> BTreeSet<String> {
-    std::fs::read_dir(dir.join("chunks"))
-        .map(|d| {
-            d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// Writes chunks `range` of `/a` (values shifted by `shift`) and commits.
 async fn write_chunks(repo: &Repository, range: std::ops::Range<u64>, shift: u8) -> ChunkId {
     let s = repo.writable_session("main").await.unwrap();
@@ -469,17 +459,6 @@ async fn check_main(repo: &Repository, shifts: &[u8]) {
     }
 }
 
-async fn expire_and_collect(repo: &Repository) {
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    let now = chrono::Utc::now();
-    repo.expire_snapshots(now, ExpireOptions::default())
-        .await
-        .unwrap();
-    repo.garbage_collect(now, GcOptions::default().allow_recent_cutoff(true), None)
-        .await
-        .unwrap();
-}
-
 #[tokio::test]
 async fn expiry_and_gc_keep_a_pack_while_any_ref_points_into_it() {
     for spec in [SpecVersion::V1, SpecVersion::V2] {
@@ -488,18 +467,18 @@ async fn expiry_and_gc_keep_a_pack_while_any_ref_points_into_it() {
         let p1 = write_chunks(&repo, 0..10, 0).await;
         let p2 = write_chunks(&repo, 0..9, 1).await;
         assert_ne!(p1, p2);
-        expire_and_collect(&repo).await;
+        common::expire_and_collect(&repo).await;
         // Chunk 9 still points into the first pack.
         assert_eq!(
-            chunk_files(dir.path()),
+            common::chunk_files(dir.path()),
             BTreeSet::from([p1.to_string(), p2.to_string()]),
             "spec {spec}"
         );
         check_main(&repo, &[1, 1, 1, 1, 1, 1, 1, 1, 1, 0]).await;
         let p3 = write_chunks(&repo, 9..10, 2).await;
-        expire_and_collect(&repo).await;
+        common::expire_and_collect(&repo).await;
         assert_eq!(
-            chunk_files(dir.path()),
+            common::chunk_files(dir.path()),
             BTreeSet::from([p2.to_string(), p3.to_string()]),
             "spec {spec}: no ref points into the first pack"
         );
@@ -651,7 +630,7 @@ async fn icechunk_reads_packed_repositories() {
             .await
             .unwrap();
         s.commit("packed").await.unwrap();
-        assert_eq!(chunk_files(dir.path()).len(), 1);
+        assert_eq!(common::chunk_files(dir.path()).len(), 1);
         let path = dir.path().to_str().unwrap();
         let Some(out) = icechunk(READ_A, &[path]) else {
             return;
@@ -678,7 +657,7 @@ async fn icechunk_gc_keeps_a_pack_while_any_ref_points_into_it() {
         return;
     };
     assert_eq!(
-        chunk_files(dir.path()),
+        common::chunk_files(dir.path()),
         BTreeSet::from([p1.to_string(), p2.to_string()])
     );
     let repo = Repository::open(Arc::new(LocalStorage::new(dir.path()).unwrap()))
@@ -689,7 +668,7 @@ async fn icechunk_gc_keeps_a_pack_while_any_ref_points_into_it() {
     tokio::time::sleep(Duration::from_millis(20)).await;
     icechunk(COLLECT, &[&path]).unwrap();
     assert_eq!(
-        chunk_files(dir.path()),
+        common::chunk_files(dir.path()),
         BTreeSet::from([p2.to_string(), p3.to_string()])
     );
     let repo = Repository::open(Arc::new(LocalStorage::new(dir.path()).unwrap()))
@@ -857,7 +836,7 @@ async fn icechunk_reads_compacted_repositories() {
             .await
             .unwrap();
         s.commit("one object per chunk").await.unwrap();
-        assert_eq!(chunk_files(dir.path()).len(), 10);
+        assert_eq!(common::chunk_files(dir.path()).len(), 10);
         let done = repo
             .compact("main", &floe::repository::CompactOptions::default())
             .await
@@ -875,7 +854,7 @@ async fn icechunk_reads_compacted_repositories() {
             // Icechunk's expiry and garbage collection keep the pack, delete the rest.
             tokio::time::sleep(Duration::from_millis(20)).await;
             icechunk(COLLECT, &[&path]).unwrap();
-            assert_eq!(chunk_files(dir.path()).len(), 1);
+            assert_eq!(common::chunk_files(dir.path()).len(), 1);
             let out = icechunk(READ_A, &[&path]).unwrap();
             assert!(
                 out.lines().nth(1) == Some(hex.as_str()),
