@@ -164,18 +164,12 @@ impl GcState {
             });
         }
         let mut r = Reader { rest: &raw };
-        let count = r.u64()?;
-        // Each manifest takes at least 16 bytes: a count past that is a lie.
-        if count > (r.rest.len() / 16) as u64 {
-            return Err(r.invalid("more manifests than bytes"));
-        }
-        let mut manifests = HashMap::with_capacity(usize::try_from(count).unwrap_or(0));
+        // Each manifest takes at least 16 bytes.
+        let count = r.count64(16, "manifests")?;
+        let mut manifests = HashMap::with_capacity(count);
         for _ in 0..count {
             let id = ManifestId::new(r.id()?);
-            let n = r.u32()? as usize;
-            if n > r.rest.len() / 12 {
-                return Err(r.invalid("more chunk ids than bytes"));
-            }
+            let n = r.count32(12, "chunk ids")?;
             let mut chunks = Vec::with_capacity(n);
             for _ in 0..n {
                 chunks.push(ChunkId::new(r.id()?));
@@ -233,13 +227,30 @@ impl Reader<'_> {
         self.take::<12>()
     }
 
+    /// A `u32` count of items of at least `each` bytes; a count the bytes left
+    /// cannot hold is a lie ("more `what` than bytes").
+    fn count32(&mut self, each: usize, what: &str) -> Result<usize, FormatError> {
+        let n = self.u32()?;
+        self.checked_count(u64::from(n), each, what)
+    }
+
+    /// [`Reader::count32`] for a `u64` count.
+    fn count64(&mut self, each: usize, what: &str) -> Result<usize, FormatError> {
+        let n = self.u64()?;
+        self.checked_count(n, each, what)
+    }
+
+    fn checked_count(&self, n: u64, each: usize, what: &str) -> Result<usize, FormatError> {
+        match usize::try_from(n) {
+            Ok(n) if n <= self.rest.len() / each => Ok(n),
+            _ => Err(self.invalid(&format!("more {what} than bytes"))),
+        }
+    }
+
     /// Section 2: the manifest files, then the snapshots listing them.
     fn snapshots(&mut self) -> Result<HashMap<SnapshotId, Vec<ManifestFileInfo>>, FormatError> {
-        let n = self.u32()? as usize;
         // Each manifest file takes 24 bytes, each snapshot at least 16.
-        if n > self.rest.len() / 24 {
-            return Err(self.invalid("more manifest files than bytes"));
-        }
+        let n = self.count32(24, "manifest files")?;
         let mut files = Vec::with_capacity(n);
         for _ in 0..n {
             files.push(ManifestFileInfo {
@@ -248,17 +259,11 @@ impl Reader<'_> {
                 num_chunk_refs: self.u32()?,
             });
         }
-        let count = self.u64()?;
-        if count > (self.rest.len() / 16) as u64 {
-            return Err(self.invalid("more snapshots than bytes"));
-        }
-        let mut snapshots = HashMap::with_capacity(usize::try_from(count).unwrap_or(0));
+        let count = self.count64(16, "snapshots")?;
+        let mut snapshots = HashMap::with_capacity(count);
         for _ in 0..count {
             let id = SnapshotId::new(self.id()?);
-            let m = self.u32()? as usize;
-            if m > self.rest.len() / 4 {
-                return Err(self.invalid("more manifest indices than bytes"));
-            }
+            let m = self.count32(4, "manifest indices")?;
             let mut manifests = Vec::with_capacity(m);
             for _ in 0..m {
                 let i = self.u32()? as usize;
