@@ -80,9 +80,9 @@ pub struct GcOptions {
     /// each snapshot it retained lists), so that only manifests, and on spec 2
     /// snapshots, not read by an earlier collection are fetched (default on). Off:
     /// every retained manifest and snapshot is fetched, and the state is left as it
-    /// is. A
-    /// repository with more chunk ids than [`GcOptions::max_chunk_ids_in_memory`]
-    /// is collected in passes without the state.
+    /// is. A repository with more chunk ids than
+    /// [`GcOptions::max_chunk_ids_in_memory`] is collected in passes without the
+    /// state of manifests.
     pub incremental: bool,
 }
 
@@ -224,14 +224,8 @@ pub(super) async fn roots(
 
 /// What [`retained_snapshots`] found.
 struct Walked {
-    snapshots: HashSet<SnapshotId>,
-    manifests: Vec<ManifestFileInfo>,
-    /// The manifests of each retained snapshot known (from the state or from its
-    /// file), for the next state.
-    facts: HashMap<SnapshotId, Vec<ManifestFileInfo>>,
-    /// Snapshots fetched, and snapshots whose facts came from the state.
-    read: u64,
-    from_state: u64,
+    /// The retained snapshots and their manifests.
+    kept: Keeper,
     /// Spec 2: the listing of `snapshots/` retention was judged on, reused by the
     /// sweep (objects written after it are newer than any cut-off and kept anyway).
     snapshot_files: Option<Vec<ObjectInfo>>,
@@ -241,9 +235,13 @@ struct Walked {
 #[derive(Default)]
 struct Keeper {
     snapshots: HashSet<SnapshotId>,
+    /// The manifests the retained snapshots list, each once.
     manifests: Vec<ManifestFileInfo>,
     manifest_ids: HashSet<ManifestId>,
+    /// The manifests of each retained snapshot known (from the state or from its
+    /// file), for the next state.
     facts: HashMap<SnapshotId, Vec<ManifestFileInfo>>,
+    /// Snapshots fetched, and snapshots whose manifests came from the state.
     read: u64,
     from_state: u64,
 }
@@ -364,11 +362,7 @@ async fn retained_snapshots(
         }
     }
     Ok(Walked {
-        snapshots: k.snapshots,
-        manifests: k.manifests,
-        facts: k.facts,
-        read: k.read,
-        from_state: k.from_state,
+        kept: k,
         snapshot_files,
     })
 }
@@ -819,11 +813,15 @@ pub(crate) async fn garbage_collect(
         attempt += 1;
         let (roots, info) = roots(assets, storage).await?;
         let Walked {
-            mut snapshots,
-            manifests,
-            facts,
-            read,
-            from_state,
+            kept:
+                Keeper {
+                    mut snapshots,
+                    manifests,
+                    facts,
+                    read,
+                    from_state,
+                    ..
+                },
             snapshot_files,
         } = retained_snapshots(
             assets,
