@@ -182,11 +182,7 @@ impl LocalStorage {
                     // A directory that does not exist lists nothing.
                     Err(StorageError::NotFound { .. }) => false,
                     Err(_) => true,
-                    Ok(i) => {
-                        let name = i.key.rsplit('/').next().unwrap_or("");
-                        let temporary = name.starts_with('.') && name.contains(".floe-tmp-");
-                        !temporary && !name.contains('#')
-                    }
+                    Ok(i) => is_object_name(i.key.rsplit('/').next().unwrap_or("")),
                 };
                 futures::future::ready(keep)
             })
@@ -209,7 +205,7 @@ impl LocalStorage {
                     .collect();
                 async move {
                     let paths = paths?;
-                    tokio::task::spawn_blocking(move || {
+                    blocking("", move || {
                         let mut out = Vec::with_capacity(paths.len());
                         for (key, path) in paths {
                             match std::fs::metadata(&path) {
@@ -230,10 +226,6 @@ impl LocalStorage {
                         Ok(out)
                     })
                     .await
-                    .map_err(|e| StorageError::Io {
-                        key: String::new(),
-                        source: std::io::Error::other(e),
-                    })?
                 }
             })
             .buffer_unordered(4)
@@ -314,14 +306,32 @@ async fn blocking_io<T: Send + 'static>(
     key: &str,
     f: impl FnOnce() -> std::io::Result<T> + Send + 'static,
 ) -> StorageResult<T> {
-    let io = |source| StorageError::Io {
-        key: key.to_string(),
-        source,
-    };
+    let owned = key.to_string();
+    blocking(key, move || {
+        f().map_err(|source| StorageError::Io { key: owned, source })
+    })
+    .await
+}
+
+/// Runs `f` on the blocking pool; a failed task is [`StorageError::Io`] naming
+/// `key`.
+async fn blocking<T: Send + 'static>(
+    key: &str,
+    f: impl FnOnce() -> StorageResult<T> + Send + 'static,
+) -> StorageResult<T> {
     tokio::task::spawn_blocking(f)
         .await
-        .map_err(|e| io(std::io::Error::other(e)))?
-        .map_err(io)
+        .map_err(|e| StorageError::Io {
+            key: key.to_string(),
+            source: std::io::Error::other(e),
+        })?
+}
+
+/// Whether a file of this name is an object: temporary files of in-flight writes
+/// (`.NAME.floe-tmp-…`) and names with `#` are not.
+fn is_object_name(name: &str) -> bool {
+    let temporary = name.starts_with('.') && name.contains(".floe-tmp-");
+    !temporary && !name.contains('#')
 }
 
 /// Writes `bytes` to `target` in place, creating its directory when missing
@@ -384,7 +394,7 @@ fn plain_keys(dir: &FsPath, prefix: &str) -> std::io::Result<Option<Vec<String>>
             let Some(name) = entry.file_name().to_str().map(str::to_string) else {
                 return Ok(None);
             };
-            if name.starts_with('.') && name.contains(".floe-tmp-") || name.contains('#') {
+            if !is_object_name(&name) {
                 continue;
             }
             let plain = name
@@ -659,16 +669,7 @@ impl Storage for LocalStorage {
             })
             .collect();
         let mut removals = futures::stream::iter(runs)
-            .map(|(dir, files)| async move {
-                tokio::task::spawn_blocking(move || remove_files(&dir, &files))
-                    .await
-                    .unwrap_or_else(|e| {
-                        Err(StorageError::Io {
-                            key: String::new(),
-                            source: std::io::Error::other(e),
-                        })
-                    })
-            })
+            .map(|(dir, files)| blocking("", move || remove_files(&dir, &files)))
             .buffer_unordered(DELETE_CALLS);
         while let Some(removed) = removals.next().await {
             if let Err(e) = removed {
@@ -678,18 +679,11 @@ impl Storage for LocalStorage {
         first.map_or(Ok(()), Err)
     }
 
+    /// [`LocalStorage::list_stream`], sorted.
     async fn list(&self, prefix: &str) -> StorageResult<Vec<ObjectInfo>> {
-        let mut all = match self.inner.list(prefix).await {
-            Ok(v) => v,
-            Err(StorageError::NotFound { .. }) => Vec::new(),
-            Err(e) => return Err(e),
-        };
-        // Temporary files of in-flight writes are not objects.
-        all.retain(|i| {
-            let name = i.key.rsplit('/').next().unwrap_or("");
-            let temporary = name.starts_with('.') && name.contains(".floe-tmp-");
-            !temporary && !name.contains('#')
-        });
+        use futures::TryStreamExt;
+        let mut all: Vec<ObjectInfo> = self.list_stream(prefix).try_collect().await?;
+        all.sort_unstable_by(|a, b| a.key.as_bytes().cmp(b.key.as_bytes()));
         Ok(all)
     }
 
@@ -716,15 +710,8 @@ impl Storage for LocalStorage {
             else {
                 return Ok(None);
             };
-            let prefix = prefix.to_string();
-            let key = prefix.clone();
-            tokio::task::spawn_blocking(move || plain_keys(&path, &prefix))
-                .await
-                .map_err(|e| StorageError::Io {
-                    key: key.clone(),
-                    source: std::io::Error::other(e),
-                })?
-                .map_err(|source| StorageError::Io { key, source })
+            let owned = prefix.to_string();
+            blocking_io(prefix, move || plain_keys(&path, &owned)).await
         };
         futures::stream::once(keys)
             .map(
