@@ -32,9 +32,10 @@
 //!
 //! Memory: on Linux, chunk bytes of a repository on local disk never enter the
 //! process (each requested range of a chunk file is mapped, not read, and the kernel
-//! sends it from the file with `sendfile(2)`); chunks read from other storage, and virtual chunks, are
-//! read in pieces of at most 1 MiB, [`ServeOptions::max_concurrent_reads`] at once,
-//! and a connection holds at most one piece while its client takes it. What grows
+//! sends it from the file with `sendfile(2)`); chunks read from other storage, and
+//! virtual chunks, are read in pieces of at most 1 MiB,
+//! [`ServeOptions::max_concurrent_reads`] at once, and a connection holds at most one
+//! piece while its client takes it. What grows
 //! with clients is hyper's state per connection (about 30 KiB: an 8 KiB read buffer,
 //! an 8 KiB write buffer, the request in flight), bounded by
 //! [`ServeOptions::max_connections`].
