@@ -44,6 +44,32 @@ fn compose_moves(first: &[MovedNode], then: &[MovedNode]) -> Vec<MovedNode> {
     moves
 }
 
+/// How many bytes of a transaction log its chunk lists may take before
+/// [`TransactionLog::fold_oversized_chunk_lists`] folds arrays: 1.75 GiB, leaving room
+/// under flatbuffers' 2 GiB for the node ids and moves.
+pub const CHUNK_LIST_BUDGET: usize = 7 << 28;
+
+/// [`CHUNK_LIST_BUDGET`]; with the `testing` feature, the environment variable
+/// `FLOE_TESTING_CHUNK_LIST_BUDGET` (bytes) instead when set, so that a test process
+/// can fold logs of a few thousand chunks.
+fn chunk_list_budget() -> usize {
+    #[cfg(feature = "testing")]
+    if let Some(b) = std::env::var("FLOE_TESTING_CHUNK_LIST_BUDGET")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        return b;
+    }
+    CHUNK_LIST_BUDGET
+}
+
+/// Bytes one listed chunk takes in an encoded log: its `ChunkIndices` table (its own
+/// vtable of 8 bytes, the table's 8, the coordinates' length and `ndim` u32s) and
+/// the 4-byte offset to it.
+fn chunk_entry_bytes(ndim: usize) -> usize {
+    24usize.saturating_add(ndim.saturating_mul(4))
+}
+
 /// A decoded transaction log. Every set is sorted by node id bytes, as the format
 /// requires.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -151,6 +177,60 @@ impl TransactionLog {
         }
         out.moved_nodes = compose_moves(&self.moved_nodes, &later.moved_nodes);
         out
+    }
+
+    /// Makes the log fit the 2 GiB a flatbuffer can address when it would list too
+    /// many chunk changes: `arrays` gives, for each array whose chunks the log would
+    /// list, its number of changed chunks and its dimensionality. While the listed
+    /// chunks would take more than [`CHUNK_LIST_BUDGET`] bytes, the array with the
+    /// most changes is folded: its chunk list is left out and, unless the commit
+    /// created it (`new_arrays`), it is recorded in `updated_arrays` instead, as a
+    /// change of the whole array. Returns the folded arrays (the caller leaves their
+    /// chunks out of the encoding); empty, and the log untouched, when it fits.
+    ///
+    /// The format lists every changed chunk, so no writer can list 10^8 of them in
+    /// one commit (Icechunk 2.3.0 fails such a commit). Folding keeps conflict
+    /// detection sound: a concurrent session that wrote chunks to a folded array sees
+    /// its metadata changed (`ChunksWrittenWhileArrayChanged`, Icechunk's
+    /// `ChunksUpdatedInUpdatedArray`) instead of no conflict, and nothing can have
+    /// written to an array the commit created. A diff of that commit shows a folded
+    /// array as changed (or added) without its chunks.
+    pub fn fold_oversized_chunk_lists<I>(&mut self, arrays: I) -> BTreeSet<NodeId>
+    where
+        I: IntoIterator<Item = (NodeId, usize, usize)>,
+    {
+        let mut sized: Vec<(usize, NodeId)> = arrays
+            .into_iter()
+            .map(|(id, chunks, ndim)| (chunks.saturating_mul(chunk_entry_bytes(ndim)), id))
+            .collect();
+        let mut total = sized.iter().fold(0usize, |t, (b, _)| t.saturating_add(*b));
+        let budget = chunk_list_budget();
+        let mut folded = BTreeSet::new();
+        // Largest first: the fewest arrays lose their chunk lists.
+        sized.sort_unstable_by(|a, b| b.cmp(a));
+        for (bytes, id) in sized {
+            if total <= budget {
+                break;
+            }
+            total -= bytes;
+            folded.insert(id);
+            self.updated_chunks.remove(&id);
+            if !self.new_arrays.contains(&id) {
+                self.updated_arrays.insert(id);
+            }
+        }
+        folded
+    }
+
+    /// [`TransactionLog::fold_oversized_chunk_lists`] for a log that holds its chunk
+    /// lists (an amended commit's).
+    pub fn fold_own_oversized_chunk_lists(&mut self) -> BTreeSet<NodeId> {
+        let arrays: Vec<(NodeId, usize, usize)> = self
+            .updated_chunks
+            .iter()
+            .map(|(id, c)| (*id, c.len(), c.first().map_or(0, Vec::len)))
+            .collect();
+        self.fold_oversized_chunk_lists(arrays)
     }
 
     /// Whether the log records no change at all.
@@ -372,5 +452,48 @@ impl TransactionLog {
             updated_chunks,
             moved_nodes,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(n: u8) -> NodeId {
+        NodeId::new([n; 8])
+    }
+
+    /// Logs under the budget are left alone; over it, the largest arrays lose their
+    /// chunk lists first, an existing array is recorded as updated and a new one
+    /// only as new.
+    #[test]
+    fn oversized_chunk_lists_fold_largest_first() {
+        let mut log = TransactionLog::new(SnapshotId::INITIAL);
+        log.new_arrays.insert(id(2));
+        let small = [(id(1), 1_000, 2), (id(2), 1_000, 2), (id(3), 10, 3)];
+        assert!(log.fold_oversized_chunk_lists(small).is_empty());
+        assert!(log.updated_arrays.is_empty());
+
+        // 2-D entries take 32 bytes: 40M + 30M of them pass 1.75 GiB, 40M alone does not.
+        let big = [
+            (id(1), 40_000_000, 2),
+            (id(2), 45_000_000, 2),
+            (id(3), 10, 3),
+        ];
+        log.updated_chunks
+            .insert(id(2), BTreeSet::from([vec![0, 0]]));
+        log.updated_chunks
+            .insert(id(3), BTreeSet::from([vec![0, 0, 0]]));
+        let folded = log.fold_oversized_chunk_lists(big);
+        assert_eq!(folded, BTreeSet::from([id(2)]));
+        assert!(!log.updated_chunks.contains_key(&id(2)));
+        assert!(log.updated_chunks.contains_key(&id(3)));
+        // New: recorded as new only.
+        assert!(log.updated_arrays.is_empty());
+
+        let both = [(id(1), 60_000_000, 2), (id(4), 59_000_000, 1)];
+        let folded = log.fold_oversized_chunk_lists(both);
+        assert_eq!(folded, BTreeSet::from([id(1)]));
+        assert_eq!(log.updated_arrays, BTreeSet::from([id(1)]));
     }
 }

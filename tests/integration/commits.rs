@@ -277,3 +277,158 @@ async fn missing_or_short_native_chunk_is_an_error_naming_the_chunk() {
         "{e1}"
     );
 }
+
+/// Icechunk's diff of `from..to` (argv 2, 3) of the repository at argv 1, one line per
+/// field: new arrays, updated arrays, arrays with updated chunks and their counts;
+/// then `/new`'s chunk (0, 7) as hex.
+const ICECHUNK_DIFF: &str = r#"
+import sys, icechunk, zarr
+repo = icechunk.Repository.open(icechunk.local_filesystem_storage(sys.argv[1]))
+d = repo.diff(from_snapshot_id=sys.argv[2], to_snapshot_id=sys.argv[3])
+print(sorted(d.new_arrays))
+print(sorted(d.updated_arrays))
+print(sorted((k, len(v)) for k, v in d.updated_chunks.items()))
+a = zarr.open_array(repo.readonly_session(snapshot_id=sys.argv[3]).store, path="new", mode="r")
+print(bytes(a[0:1, 7:8]).hex())
+"#;
+
+/// A commit whose transaction log would pass the format's 2 GiB limit folds its
+/// largest arrays: their chunk lists are left out of the log and an existing one is
+/// recorded as updated, so the commit lands with every chunk in its snapshot and a
+/// concurrent writer to a folded array gets a conflict, not a silent overwrite.
+/// Runs itself in a child process whose budget is lowered to 1 MB (32-byte entries
+/// for 2-D chunks: 31,250 of them), for the streamed log (> 65,536 changes) and for
+/// one built in memory.
+#[tokio::test]
+async fn oversized_transaction_logs_fold_their_largest_arrays() {
+    use floe::error::Conflict;
+    use std::collections::BTreeSet;
+    const BUDGET: &str = "FLOE_TESTING_CHUNK_LIST_BUDGET";
+    if std::env::var_os(BUDGET).is_none() {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "commits::oversized_transaction_logs_fold_their_largest_arrays",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(BUDGET, "1000000")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("1 passed"),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return;
+    }
+    let Fixture {
+        repo,
+        session: s,
+        dir,
+        ..
+    } = Fixture::local().await;
+    s.add_group(&p("/"), group_json(serde_json::json!({})))
+        .unwrap();
+    for name in ["/big", "/small"] {
+        s.add_array(&p(name), array_def(name, &[1000, 1000], &[1, 1], "uint8"))
+            .unwrap();
+    }
+    let base = s.commit("arrays").await.unwrap();
+    #[allow(clippy::cast_possible_truncation)]
+    let value = |i: u64| (i % 251) as u8;
+    let grid = |n: u64| {
+        (0..n).map(move |i| {
+            let payload = ChunkPayload::Inline(Bytes::from(vec![value(i)]));
+            (vec![i / 1000, i % 1000], Some(payload))
+        })
+    };
+    let s = repo.writable_session("main").await.unwrap();
+    s.add_array(
+        &p("/new"),
+        array_def("/new", &[1000, 1000], &[1, 1], "uint8"),
+    )
+    .unwrap();
+    s.set_chunk_refs(&p("/big"), grid(70_000)).unwrap();
+    s.set_chunk_refs(&p("/new"), grid(40_000)).unwrap();
+    s.set_chunk_refs(&p("/small"), grid(10)).unwrap();
+    // Two writers from `base`, racing the big commit.
+    let on_big = repo.writable_session("main").await.unwrap();
+    let on_small = repo.writable_session("main").await.unwrap();
+    for (w, path) in [(&on_big, "/big"), (&on_small, "/small")] {
+        w.set_chunk(&p(path), &[999, 999], Bytes::from_static(b"x"))
+            .await
+            .unwrap();
+    }
+    let big = s.commit("110,010 chunks").await.unwrap();
+
+    let d = repo.diff(base, big).await.unwrap();
+    assert_eq!(d.new_arrays, BTreeSet::from([p("/new")]));
+    assert_eq!(d.updated_arrays, BTreeSet::from([p("/big")]));
+    assert_eq!(
+        d.updated_chunks
+            .iter()
+            .map(|(k, v)| (k.clone(), v.len()))
+            .collect::<Vec<_>>(),
+        vec![(p("/small"), 10)]
+    );
+    let r = repo
+        .readonly_session(&VersionSelector::Snapshot(big))
+        .await
+        .unwrap();
+    for (path, n) in [("/big", 70_000), ("/new", 40_000), ("/small", 10)] {
+        assert_eq!(r.list_chunks(&p(path)).await.unwrap().len(), n, "{path}");
+    }
+    assert_eq!(
+        r.get_chunk(&p("/big"), &[69, 999], None).await.unwrap(),
+        Some(Bytes::from(vec![value(69_999)]))
+    );
+
+    // The folded array conflicts with the writer to it; the other writer rebases.
+    let err = on_big.commit("one chunk of big").await.unwrap_err();
+    assert!(
+        matches!(&err, Error::Conflict(c) if c.conflicts == vec![Conflict::ChunksWrittenWhileArrayChanged { path: p("/big") }]),
+        "{err}"
+    );
+    let landed = on_small.commit("one chunk of small").await.unwrap();
+    assert_eq!(repo.ancestry(landed).await.unwrap()[1].id, big);
+
+    // A log built in memory (40,000 changes) folds the same way.
+    let s = repo.writable_session("main").await.unwrap();
+    s.set_chunk_refs(&p("/small"), grid(40_000)).unwrap();
+    let again = s.commit("40,000 chunks").await.unwrap();
+    let d = repo.diff(landed, again).await.unwrap();
+    assert_eq!(d.updated_arrays, BTreeSet::from([p("/small")]));
+    assert!(d.updated_chunks.is_empty(), "{:?}", d.updated_chunks.keys());
+
+    // Icechunk 2.3.0 reads the folded log and the chunks.
+    let Some(py) =
+        crate::common::require(crate::common::python312(), "python 3.12 with icechunk 2.x")
+    else {
+        return;
+    };
+    let root = dir.as_ref().unwrap().path().to_str().unwrap().to_owned();
+    let out = crate::common::run_python_code(
+        &py,
+        ICECHUNK_DIFF,
+        &[&root, &base.to_string(), &big.to_string()],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "['/new']",
+            "['/big']",
+            "[('/small', 10)]",
+            &format!("{:02x}", value(7)),
+        ],
+        "{stdout}"
+    );
+}

@@ -186,7 +186,9 @@ pub(crate) async fn flush(request: FlushRequest<'_>) -> Result<Arc<Snapshot>> {
         }
     };
     let write_log = async {
+        let mut log = log;
         if !stream_chunks {
+            log.fold_own_oversized_chunk_lists();
             return assets.write_transaction_log(Arc::new(log)).await;
         }
         let changes = Arc::clone(changes);
@@ -195,8 +197,18 @@ pub(crate) async fn flush(request: FlushRequest<'_>) -> Result<Arc<Snapshot>> {
             assets.compression_level(FileType::TransactionLog),
         );
         let bytes = crate::assets::blocking(move || {
-            let chunks = changes.updated_chunks().map(|(id, c)| (id, c.keys()));
-            log.encode_with_chunks(spec, level, chunks, changes.num_chunk_changes())
+            let folded = log.fold_oversized_chunk_lists(
+                changes
+                    .updated_chunks()
+                    .map(|(id, c)| (id, c.len(), c.keys().next().map_or(0, <[u64]>::len))),
+            );
+            let listed = || {
+                changes
+                    .updated_chunks()
+                    .filter(|(id, _)| !folded.contains(id))
+            };
+            let count = listed().map(|(_, c)| c.len()).sum();
+            log.encode_with_chunks(spec, level, listed().map(|(id, c)| (id, c.keys())), count)
         })
         .await?;
         assets.write_transaction_log_bytes(&new_id, bytes).await
