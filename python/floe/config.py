@@ -850,7 +850,7 @@ class ManifestSplittingConfig(_Section):
     take and give the rules as (ordered) dicts.
 
     With ``splitting`` set, a commit writes one manifest per block of that grid, as
-    Icechunk; without it floe cuts manifests at 100,000 chunk positions.
+    Icechunk; without it floe cuts manifests at 50,000 chunk positions.
 
     ```python
     splitting = floe.ManifestSplittingConfig.from_dict({

@@ -27,8 +27,11 @@ use crate::format::{ChunkIndices, FormatError, ManifestId, NodeId, NodePath, Spe
 use super::change_set::ChangeSet;
 use super::overlay::{index_in_bounds, merged_refs_from};
 
-/// Largest number of chunk positions covered by one manifest floe writes.
-pub const MAX_REFS_PER_MANIFEST: u64 = 100_000;
+/// Largest number of chunk positions covered by one manifest floe writes: 50,000, so
+/// that an append along the first dimension of an array of 10^6 chunks rewrites at
+/// most a twentieth of its refs, while a full read of such an array fetches 20
+/// manifests (and one of 10^8 chunks, 2,000).
+pub const MAX_REFS_PER_MANIFEST: u64 = 50_000;
 
 /// How an array's chunk grid is cut into blocks, one manifest per block.
 #[derive(Clone, Debug, PartialEq, Eq)]
