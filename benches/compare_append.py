@@ -14,9 +14,9 @@ the whole step and of the commit alone, the bytes and objects written (new files
 in the repository), and the process's peak resident set.
 
 The default `--rows 9990` is close to floe's worst case: floe cuts an array's refs
-into manifests of at most 100,000 chunk positions along whole trailing dimensions
-(here blocks of 1,000 rows), so an append rewrites the last block, which holds
-990 to 995 rows here; Icechunk's default keeps one manifest per array.
+into manifests of at most 50,000 chunk positions along whole trailing dimensions
+(here blocks of 500 rows), so an append rewrites the last block, which holds
+490 to 495 rows here; Icechunk's default keeps one manifest per array.
 """
 
 import argparse

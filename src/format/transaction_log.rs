@@ -66,7 +66,7 @@ fn chunk_list_budget() -> usize {
 /// Bytes one listed chunk takes in an encoded log: its `ChunkIndices` table (its own
 /// vtable of 8 bytes, the table's 8, the coordinates' length and `ndim` u32s) and
 /// the 4-byte offset to it.
-fn chunk_entry_bytes(ndim: usize) -> usize {
+pub(crate) fn chunk_entry_bytes(ndim: usize) -> usize {
     24usize.saturating_add(ndim.saturating_mul(4))
 }
 
@@ -272,15 +272,21 @@ impl TransactionLog {
             .updated_chunks
             .iter()
             .map(|(node, chunks)| (*node, chunks.iter().map(Vec::as_slice)));
-        self.encode_with_chunks(spec, level, chunks, self.len())
+        let bytes = self
+            .updated_chunks
+            .values()
+            .map(|c| c.len() * chunk_entry_bytes(c.first().map_or(0, Vec::len)))
+            .sum();
+        self.encode_with_chunks(spec, level, chunks, (self.len(), bytes))
     }
 
     /// Encodes like [`TransactionLog::encode_as`], but with the updated chunks taken
     /// from `chunks` (arrays in node id order, each with its chunk indices sorted)
     /// instead of `self.updated_chunks`: a commit of millions of chunks encodes them
     /// straight from its change set, without a copy in a `TransactionLog`.
-    /// `estimated_chunks` sizes the encoder (the number of chunk indices, about);
-    /// `level` is the zstd level (the config's `compression.level`).
+    /// `estimated` sizes the encoder: the number of chunk indices and the bytes they
+    /// take ([`chunk_entry_bytes`] of each one's dimensionality), about; `level` is
+    /// the zstd level (the config's `compression.level`).
     ///
     /// # Errors
     /// [`FormatError::ChunkIndexTooLarge`]; [`FormatError::Compression`].
@@ -289,13 +295,14 @@ impl TransactionLog {
         spec: SpecVersion,
         level: i32,
         chunks: I,
-        estimated_chunks: usize,
+        estimated: (usize, usize),
     ) -> Result<Vec<u8>, FormatError>
     where
         I: IntoIterator<Item = (NodeId, J)>,
         J: IntoIterator<Item = &'c [u64]>,
     {
         const WHAT: &str = "transaction log";
+        let (estimated_chunks, estimated_bytes) = estimated;
         // The ChunkIndices tables go into the body as they come (a vtable, 8 bytes
         // and their coordinates, ~24 bytes each); everything else, with the vectors of
         // offsets to them, into the head written in front of it (see
@@ -314,8 +321,11 @@ impl TransactionLog {
             .saturating_add(ids.saturating_mul(8))
             .saturating_add(moved)
             .saturating_add(32 * 1024);
-        let mut body =
-            Forward::with_gap(gap, estimated_chunks.saturating_mul(24).saturating_add(64));
+        // The body holds all of each entry but its 4-byte offset in the head, plus
+        // a little slack: a body buffer that has to grow doubles (2.8 GB for a log
+        // of 1.4 GB).
+        let body_bytes = estimated_bytes.saturating_sub(estimated_chunks.saturating_mul(4));
+        let mut body = Forward::with_gap(gap, body_bytes.saturating_add(body_bytes / 64 + 64));
         let mut arrays: Vec<(NodeId, Vec<u32>)> = Vec::new();
         let mut total = 0usize;
         for (node, chunks) in chunks {

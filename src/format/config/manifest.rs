@@ -26,7 +26,7 @@ pub struct ManifestConfig {
     #[serde(default)]
     pub preload: Option<ManifestPreloadConfig>,
     /// How an array's chunk refs are spread over manifests. Unset: floe's own layout
-    /// (at most 100,000 chunk positions per manifest).
+    /// (at most 50,000 chunk positions per manifest).
     #[serde(default)]
     pub splitting: Option<ManifestSplittingConfig>,
     /// Compression of virtual chunk locations (kept for Icechunk; floe writes

@@ -409,7 +409,7 @@ mod tests {
             let chunks = c.updated_chunks().map(|(id, m)| (id, m.keys()));
             let streamed = c
                 .transaction_log_of_nodes(id)
-                .encode_with_chunks(spec, 3, chunks, 10)
+                .encode_with_chunks(spec, 3, chunks, (10, 320))
                 .unwrap();
             assert_eq!(full, streamed);
             let decoded = TransactionLog::decode(&streamed).unwrap();

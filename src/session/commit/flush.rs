@@ -20,7 +20,7 @@ use crate::format::envelope::FileType;
 use crate::format::snapshot::{
     now_micros, ManifestFileInfo, ManifestRef, NodeData, NodeSnapshot, Snapshot,
 };
-use crate::format::transaction_log::TransactionLog;
+use crate::format::transaction_log::{chunk_entry_bytes, TransactionLog};
 use crate::format::{ManifestId, NodePath, SnapshotId};
 
 use crate::session::change_set::ChangeSet;
@@ -207,8 +207,12 @@ pub(crate) async fn flush(request: FlushRequest<'_>) -> Result<Arc<Snapshot>> {
                     .updated_chunks()
                     .filter(|(id, _)| !folded.contains(id))
             };
-            let count = listed().map(|(_, c)| c.len()).sum();
-            log.encode_with_chunks(spec, level, listed().map(|(id, c)| (id, c.keys())), count)
+            let estimated = listed().fold((0, 0), |(n, bytes), (_, c)| {
+                let ndim = c.keys().next().map_or(0, <[u64]>::len);
+                (n + c.len(), bytes + c.len() * chunk_entry_bytes(ndim))
+            });
+            let chunks = listed().map(|(id, c)| (id, c.keys()));
+            log.encode_with_chunks(spec, level, chunks, estimated)
         })
         .await?;
         assets.write_transaction_log_bytes(&new_id, bytes).await
