@@ -124,7 +124,10 @@ enum ConditionalDelete {
     Signed {
         s3: Arc<object_store::aws::AmazonS3>,
         region: String,
-        client: reqwest::Client,
+        /// Built by the first conditional delete: building an HTTP client takes a
+        /// few milliseconds (its TLS roots), which opening a repository to read one
+        /// chunk should not pay for a delete it never makes.
+        client: std::sync::OnceLock<reqwest::Client>,
     },
 }
 
@@ -297,10 +300,7 @@ impl ObjectStorage {
         self.conditional_delete = ConditionalDelete::Signed {
             s3,
             region,
-            client: {
-                super::tls::install_crypto_provider();
-                reqwest::Client::new()
-            },
+            client: std::sync::OnceLock::new(),
         };
         self
     }
@@ -745,6 +745,10 @@ impl Storage for ObjectStorage {
                 }
             }
             ConditionalDelete::Signed { s3, region, client } => {
+                let client = client.get_or_init(|| {
+                    super::tls::install_crypto_provider();
+                    reqwest::Client::new()
+                });
                 let target = SignedTarget { s3, region, client };
                 signed_delete_if_match(&target, &self.path(key), key, expected).await
             }
