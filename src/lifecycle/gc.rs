@@ -53,8 +53,11 @@ pub struct GcOptions {
     /// Report what would be deleted without deleting anything.
     pub dry_run: bool,
     /// Manifests (and, on spec 2, retained snapshots) fetched at once while finding
-    /// retained chunks (default 32).
-    pub manifest_concurrency: usize,
+    /// retained chunks. `None` (the default): the storage's own bound on requests in
+    /// flight ([`crate::storage::Storage::max_concurrent_requests`]: 64 on S3 unless
+    /// configured), or [`GC_MANIFEST_CONCURRENCY`] where it has none (local disks,
+    /// where decoding, not waiting, is the cost).
+    pub manifest_concurrency: Option<usize>,
     /// Delete batches (of up to 1,000 keys, one bulk request on S3) in flight at
     /// once.
     pub delete_concurrency: usize,
@@ -98,11 +101,15 @@ pub struct GcOptions {
 /// longer need an older cut-off (Icechunk recommends days).
 pub const GC_SAFETY_WINDOW_SECS: u64 = 3600;
 
+/// Manifests a collection fetches at once from a storage that does not bound its
+/// requests itself (see [`GcOptions::manifest_concurrency`]).
+pub const GC_MANIFEST_CONCURRENCY: usize = 32;
+
 impl Default for GcOptions {
     fn default() -> Self {
         GcOptions {
             dry_run: false,
-            manifest_concurrency: 32,
+            manifest_concurrency: None,
             delete_concurrency: 32,
             list_concurrency: 32,
             max_chunk_ids_in_memory: 4 << 20,
@@ -801,6 +808,11 @@ pub(crate) async fn garbage_collect(
     progress: Option<GcProgress<'_>>,
 ) -> Result<GcSummary> {
     check_cut_off(cut_off, Utc::now(), &options)?;
+    let manifest_concurrency = options.manifest_concurrency.unwrap_or_else(|| {
+        storage
+            .max_concurrent_requests()
+            .unwrap_or(GC_MANIFEST_CONCURRENCY)
+    });
     const ATTEMPTS: u32 = 10;
     let mut attempt = 0;
     let mut state = if options.incremental {
@@ -829,7 +841,7 @@ pub(crate) async fn garbage_collect(
             roots,
             info.as_deref(),
             cut_off,
-            options.manifest_concurrency,
+            manifest_concurrency,
             &state.snapshots,
         )
         .await?;
@@ -923,7 +935,7 @@ pub(crate) async fn garbage_collect(
                 assets,
                 storage,
                 &retained.manifests,
-                options.manifest_concurrency,
+                manifest_concurrency,
                 std::mem::take(&mut state),
                 facts.take().filter(|_| !options.dry_run),
             )
@@ -938,7 +950,7 @@ pub(crate) async fn garbage_collect(
                 &retained.manifests,
                 &set,
                 prefix_len,
-                options.manifest_concurrency,
+                manifest_concurrency,
             )
             .await?
         };
