@@ -61,9 +61,10 @@ pub struct VerifyOptions {
     /// Also read the byte range of every native chunk ref (off by default: sizes
     /// from the listing prove the bytes are there, not that they are readable).
     pub read_chunks: bool,
-    /// Manifests fetched and checked at once (default 8).
+    /// Manifests fetched and checked at once (default 32, as garbage collection).
     pub manifest_concurrency: usize,
-    /// Listings of `chunks/` ranges in flight at once (default 8).
+    /// Listings of `chunks/` ranges in flight at once (default 32, as garbage
+    /// collection).
     pub list_concurrency: usize,
     /// Requests in flight at once when reading chunks or heading virtual objects
     /// (default 16).
@@ -79,8 +80,8 @@ impl Default for VerifyOptions {
     fn default() -> Self {
         VerifyOptions {
             read_chunks: false,
-            manifest_concurrency: 8,
-            list_concurrency: 8,
+            manifest_concurrency: 32,
+            list_concurrency: 32,
             request_concurrency: 16,
             max_chunk_ids_in_memory: 4 << 20,
             max_problems: 10_000,
