@@ -66,8 +66,21 @@ fn chunk_list_budget() -> usize {
 /// Bytes one listed chunk takes in an encoded log: its `ChunkIndices` table (its own
 /// vtable of 8 bytes, the table's 8, the coordinates' length and `ndim` u32s) and
 /// the 4-byte offset to it.
-pub(crate) fn chunk_entry_bytes(ndim: usize) -> usize {
+fn chunk_entry_bytes(ndim: usize) -> usize {
     24usize.saturating_add(ndim.saturating_mul(4))
+}
+
+/// The size of chunk lists for [`TransactionLog::encode_with_chunks`]: from each
+/// array's `(chunks, ndim)`, the number of chunk indices and the bytes they take.
+pub(crate) fn chunk_lists_size(arrays: impl IntoIterator<Item = (usize, usize)>) -> (usize, usize) {
+    arrays
+        .into_iter()
+        .fold((0, 0), |(n, bytes), (chunks, ndim)| {
+            (
+                n.saturating_add(chunks),
+                bytes.saturating_add(chunks.saturating_mul(chunk_entry_bytes(ndim))),
+            )
+        })
 }
 
 /// A decoded transaction log. Every set is sorted by node id bytes, as the format
@@ -225,12 +238,15 @@ impl TransactionLog {
     /// [`TransactionLog::fold_oversized_chunk_lists`] for a log that holds its chunk
     /// lists (an amended commit's).
     pub fn fold_own_oversized_chunk_lists(&mut self) -> BTreeSet<NodeId> {
-        let arrays: Vec<(NodeId, usize, usize)> = self
-            .updated_chunks
+        let arrays: Vec<(NodeId, usize, usize)> = self.chunk_list_sizes().collect();
+        self.fold_oversized_chunk_lists(arrays)
+    }
+
+    /// Each array of `updated_chunks` with its number of chunks and dimensionality.
+    fn chunk_list_sizes(&self) -> impl Iterator<Item = (NodeId, usize, usize)> + '_ {
+        self.updated_chunks
             .iter()
             .map(|(id, c)| (*id, c.len(), c.first().map_or(0, Vec::len)))
-            .collect();
-        self.fold_oversized_chunk_lists(arrays)
     }
 
     /// Whether the log records no change at all.
@@ -272,11 +288,7 @@ impl TransactionLog {
             .updated_chunks
             .iter()
             .map(|(node, chunks)| (*node, chunks.iter().map(Vec::as_slice)));
-        let bytes = self
-            .updated_chunks
-            .values()
-            .map(|c| c.len() * chunk_entry_bytes(c.first().map_or(0, Vec::len)))
-            .sum();
+        let (_, bytes) = chunk_lists_size(self.chunk_list_sizes().map(|(_, n, ndim)| (n, ndim)));
         self.encode_with_chunks(spec, level, chunks, (self.len(), bytes))
     }
 
@@ -285,7 +297,7 @@ impl TransactionLog {
     /// instead of `self.updated_chunks`: a commit of millions of chunks encodes them
     /// straight from its change set, without a copy in a `TransactionLog`.
     /// `estimated` sizes the encoder: the number of chunk indices and the bytes they
-    /// take ([`chunk_entry_bytes`] of each one's dimensionality), about; `level` is
+    /// take ([`chunk_lists_size`]), about; `level` is
     /// the zstd level (the config's `compression.level`).
     ///
     /// # Errors

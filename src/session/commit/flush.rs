@@ -20,8 +20,8 @@ use crate::format::envelope::FileType;
 use crate::format::snapshot::{
     now_micros, ManifestFileInfo, ManifestRef, NodeData, NodeSnapshot, Snapshot,
 };
-use crate::format::transaction_log::{chunk_entry_bytes, TransactionLog};
-use crate::format::{ManifestId, NodePath, SnapshotId};
+use crate::format::transaction_log::{chunk_lists_size, TransactionLog};
+use crate::format::{ManifestId, NodeId, NodePath, SnapshotId};
 
 use crate::session::change_set::ChangeSet;
 use crate::session::chunks::packs::Packs;
@@ -197,21 +197,21 @@ pub(crate) async fn flush(request: FlushRequest<'_>) -> Result<Arc<Snapshot>> {
             assets.compression_level(FileType::TransactionLog),
         );
         let bytes = crate::assets::blocking(move || {
-            let folded = log.fold_oversized_chunk_lists(
-                changes
-                    .updated_chunks()
-                    .map(|(id, c)| (id, c.len(), c.keys().next().map_or(0, <[u64]>::len))),
+            let sizes: Vec<(NodeId, usize, usize)> = changes
+                .updated_chunks()
+                .map(|(id, c)| (id, c.len(), c.keys().next().map_or(0, <[u64]>::len)))
+                .collect();
+            let folded = log.fold_oversized_chunk_lists(sizes.iter().copied());
+            let estimated = chunk_lists_size(
+                sizes
+                    .iter()
+                    .filter(|(id, ..)| !folded.contains(id))
+                    .map(|&(_, n, ndim)| (n, ndim)),
             );
-            let listed = || {
-                changes
-                    .updated_chunks()
-                    .filter(|(id, _)| !folded.contains(id))
-            };
-            let estimated = listed().fold((0, 0), |(n, bytes), (_, c)| {
-                let ndim = c.keys().next().map_or(0, <[u64]>::len);
-                (n + c.len(), bytes + c.len() * chunk_entry_bytes(ndim))
-            });
-            let chunks = listed().map(|(id, c)| (id, c.keys()));
+            let chunks = changes
+                .updated_chunks()
+                .filter(|(id, _)| !folded.contains(id))
+                .map(|(id, c)| (id, c.keys()));
             log.encode_with_chunks(spec, level, chunks, estimated)
         })
         .await?;
