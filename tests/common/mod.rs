@@ -43,6 +43,21 @@ pub fn run_python_code(py: &Path, code: &str, args: &[&str]) -> Output {
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", py.display()))
 }
 
+/// [`run_python_code`], panicking with the process's status, stdout and stderr
+/// unless it exits 0; its stdout.
+pub fn python_stdout(py: &Path, code: &str, args: &[&str]) -> String {
+    let out = run_python_code(py, code, args);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{} failed ({}):\n{stdout}\n{}",
+        py.display(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
 /// The Python interpreter with zarr 3 and icechunk 1.x (env `FLOE_PYTHON`, or the
 /// default location .ci/run installs to).
 pub fn python() -> Option<PathBuf> {

@@ -390,17 +390,7 @@ for t in tags:
 g = zarr.open_group(repo.readonly_session("main").store, mode="r")
 print("tree", sorted(name for name, _ in g.members(max_depth=None)))
 "#;
-    let ic_read = |repo: &Path| {
-        let out = common::run_python_code(&py, script, &[repo.to_str().unwrap()]);
-        assert!(
-            out.status.success(),
-            "{}: {}\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    };
+    let ic_read = |repo: &Path| common::python_stdout(&py, script, &[repo.to_str().unwrap()]);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     crate::icechunk_interop::run_py_spec(&py, &["write", out.to_str().unwrap()], 2);

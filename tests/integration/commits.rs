@@ -409,16 +409,10 @@ async fn oversized_transaction_logs_fold_their_largest_arrays() {
         return;
     };
     let root = dir.as_ref().unwrap().path().to_str().unwrap().to_owned();
-    let out = crate::common::run_python_code(
+    let stdout = crate::common::python_stdout(
         &py,
         ICECHUNK_DIFF,
         &[&root, &base.to_string(), &big.to_string()],
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
     );
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(

@@ -478,13 +478,8 @@ s = repo.readonly_session(branch="main")
 a = [int(x) for x in zarr.open_array(s.store, path="a", mode="r")[:]]
 print(json.dumps({"log": log, "a": a}))
 "#;
-    let out = common::run_python_code(&py, script, &[tmp.path().to_str().unwrap()]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let out = common::python_stdout(&py, script, &[tmp.path().to_str().unwrap()]);
+    let got: Value = serde_json::from_str(&out).unwrap();
     let floe_log: Vec<Value> = repo
         .ancestry(amended)
         .await

@@ -589,15 +589,7 @@ async fn verify_checks_refs_against_their_pack() {
 /// interpreter is missing (a failure under `CI=true`).
 fn icechunk(code: &str, args: &[&str]) -> Option<String> {
     let py = common::require(common::python312(), "python 3.12 with icechunk 2.x")?;
-    let out = common::run_python_code(&py, code, args);
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "icechunk failed ({}):\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Some(stdout)
+    Some(common::python_stdout(&py, code, args))
 }
 
 /// Prints icechunk's version, and the bytes of `/a` on main as hex.

@@ -449,13 +449,8 @@ for kind, name in [("branch", "main"), ("branch", "dev"), ("tag", "v1")]:
     out[name + "_values"] = [int(a[i * 1024]) for i in range(4)]
 print(json.dumps(out))
 "#;
-    let out = common::run_python_code(&py, SCRIPT, &[dir.path().to_str().unwrap()]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let seen: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let out = common::python_stdout(&py, SCRIPT, &[dir.path().to_str().unwrap()]);
+    let seen: serde_json::Value = serde_json::from_str(&out).unwrap();
     let ids = |v: Vec<SnapshotId>| v.iter().map(ToString::to_string).collect::<Vec<_>>();
     assert_eq!(
         seen["main"],
