@@ -33,6 +33,8 @@ Icechunk has as ``*_async`` has that awaitable twin too.
 from __future__ import annotations
 
 import sys
+import types
+from typing import Any
 
 from floe import codec_pipeline
 from floe._display import print_debug_info
@@ -309,11 +311,47 @@ def spec_version() -> SpecVersion:
     return SpecVersion.current()
 
 
+#: The Icechunk release whose Python API and behaviour floe follows: what
+#: ``icechunk.__version__`` reports once ``install_as_icechunk()`` ran, so that code
+#: that checks Icechunk's version (``Version(icechunk.__version__).major >= 2``) takes
+#: the branch for the API floe offers. ``floe.__version__`` stays floe's own.
+ICECHUNK_API_VERSION = "2.3.0"
+
+
+class _IcechunkModule(types.ModuleType):
+    """floe under the name ``icechunk`` (``install_as_icechunk``): every attribute is
+    floe's (reads, writes and deletions go to the ``floe`` module, so patching
+    ``icechunk.X`` patches floe), except ``__version__``, which is
+    ``ICECHUNK_API_VERSION``. Submodules are found on floe's ``__path__``."""
+
+    def __init__(self, floe_module: types.ModuleType) -> None:
+        super().__init__("icechunk", floe_module.__doc__)
+        object.__setattr__(self, "__floe_module__", floe_module)
+        object.__setattr__(self, "__version__", ICECHUNK_API_VERSION)
+        object.__setattr__(self, "__path__", floe_module.__path__)
+        object.__setattr__(self, "__file__", floe_module.__file__)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(object.__getattribute__(self, "__floe_module__"), name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(object.__getattribute__(self, "__floe_module__"), name, value)
+
+    def __delattr__(self, name: str) -> None:
+        delattr(object.__getattribute__(self, "__floe_module__"), name)
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(dir(object.__getattribute__(self, "__floe_module__"))) | {"__version__"})
+
+
 def install_as_icechunk() -> None:
     """Makes ``import icechunk`` give floe, for third-party code that imports Icechunk
     by name (PyMySQL's ``install_as_MySQLdb`` convention).
 
-    Registers floe in ``sys.modules`` as ``icechunk`` and its modules as
+    Registers floe in ``sys.modules`` as ``icechunk`` (every attribute floe's, except
+    ``icechunk.__version__``: ``ICECHUNK_API_VERSION``, the Icechunk release whose API
+    floe follows, so code that checks Icechunk's version takes the right branch) and
+    its modules as
     ``icechunk.repository``, ``icechunk.session``, ``icechunk.store``,
     ``icechunk.storage``, ``icechunk.credentials``, ``icechunk.config``,
     ``icechunk.conflicts``, ``icechunk.virtual``, ``icechunk.snapshots``,
@@ -336,13 +374,15 @@ def install_as_icechunk() -> None:
 
     repo = icechunk.Repository.create(icechunk.in_memory_storage())
     assert isinstance(repo, floe.Repository)
+    assert icechunk.__version__ == floe.ICECHUNK_API_VERSION  # "2.3.0"
     ```
 
     Calling it again changes nothing.
     """
     import importlib
 
-    sys.modules["icechunk"] = sys.modules[__name__]
+    if not isinstance(sys.modules.get("icechunk"), _IcechunkModule):
+        sys.modules["icechunk"] = _IcechunkModule(sys.modules[__name__])
     for name, module in _ICECHUNK_MODULES.items():
         sys.modules[f"icechunk.{name}"] = importlib.import_module(module)
     for name, module in _OPTIONAL_ICECHUNK_MODULES.items():

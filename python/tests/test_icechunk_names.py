@@ -55,7 +55,19 @@ from icechunk.store import IcechunkStore as StoreFromModule
 from icechunk.xarray import to_icechunk
 import zarr
 
-assert icechunk is floe and StoreFromModule is floe.FloeStore
+assert icechunk.Repository is floe.Repository and StoreFromModule is floe.FloeStore
+# Code that checks Icechunk's version takes the branch for the API floe offers;
+# floe's own version is unchanged.
+assert icechunk.__version__ == floe.ICECHUNK_API_VERSION == "2.3.0"
+assert floe.__version__ != icechunk.__version__
+from packaging.version import Version
+assert Version(icechunk.__version__).major >= 2
+# Everything else is floe's: patching icechunk.X patches floe.X.
+icechunk.some_patch = 1
+assert floe.some_patch == 1
+del icechunk.some_patch
+assert not hasattr(floe, "some_patch")
+assert "Repository" in dir(icechunk) and "__version__" in dir(icechunk)
 assert icechunk.repository is floe.repository and icechunk.session is floe.session
 assert icechunk.store is floe.store and icechunk.storage is floe.storage
 assert icechunk.config is floe.config and icechunk.xarray is floe.xarray
