@@ -257,6 +257,81 @@ async fn session_store_passes_the_zarr_store_conformance_suite() {
     }
 }
 
+#[tokio::test]
+async fn erase_prefix_deletes_committed_nodes_whole_and_chunks_by_prefix() {
+    // A committed hierarchy: two arrays of 4 chunks each (the sibling `g/ab` shares
+    // the text `g/a` with `g/a`), then erasing by prefix in new sessions.
+    let repo = repo().await;
+    let s = repo.writable_session("main").await.unwrap();
+    let store = s.store();
+    store.set("zarr.json", group_bytes()).await.unwrap();
+    store.set("g/zarr.json", group_bytes()).await.unwrap();
+    let array = common::array_json(&[4, 4], &[2, 2], "uint8", json!(0));
+    for a in ["g/a", "g/ab"] {
+        store
+            .set(&format!("{a}/zarr.json"), array.clone())
+            .await
+            .unwrap();
+        for (i, j) in [(0, 0), (0, 1), (1, 0), (1, 1)] {
+            store
+                .set(
+                    &format!("{a}/c/{i}/{j}"),
+                    Bytes::from(vec![i * 2 + j + 1; 4]),
+                )
+                .await
+                .unwrap();
+        }
+    }
+    s.commit("hierarchy").await.unwrap();
+
+    let s = repo.writable_session("main").await.unwrap();
+    let store = s.store();
+    store.erase_prefix("g/a/c/1/").await.unwrap();
+    store.erase_prefix("g/ab/").await.unwrap();
+    let kept = [
+        "g/a/c/0/0",
+        "g/a/c/0/1",
+        "g/a/zarr.json",
+        "g/zarr.json",
+        "zarr.json",
+    ];
+    assert_eq!(store.list().await.unwrap(), kept);
+    let status = s.status();
+    assert_eq!(status.deleted_arrays.len(), 1, "{status:?}");
+    s.commit("erased").await.unwrap();
+    let back = repo
+        .readonly_session(&VersionSelector::Branch("main".into()))
+        .await
+        .unwrap()
+        .store();
+    assert_eq!(back.list().await.unwrap(), kept);
+    assert_eq!(
+        back.get("g/a/c/0/1").await.unwrap(),
+        Some(Bytes::from(vec![2u8; 4]))
+    );
+
+    // Everything, as zarr's `open_group(mode="w")` does; a node created again at a
+    // deleted path starts without the old chunks.
+    let s = repo.writable_session("main").await.unwrap();
+    let store = s.store();
+    store.erase_prefix("").await.unwrap();
+    assert!(store.list().await.unwrap().is_empty());
+    store.set("zarr.json", group_bytes()).await.unwrap();
+    store.set("g/zarr.json", group_bytes()).await.unwrap();
+    store.set("g/a/zarr.json", array.clone()).await.unwrap();
+    assert_eq!(store.get("g/a/c/0/0").await.unwrap(), None);
+    s.commit("recreated").await.unwrap();
+    let back = repo
+        .readonly_session(&VersionSelector::Branch("main".into()))
+        .await
+        .unwrap()
+        .store();
+    assert_eq!(
+        back.list().await.unwrap(),
+        ["g/a/zarr.json", "g/zarr.json", "zarr.json"]
+    );
+}
+
 /// A store over a session's store whose chunk port records which chunks were
 /// written by the port's transfer step (`ChunkPort::write_now`, and on which thread)
 /// and which with `ChunkPort::set`.

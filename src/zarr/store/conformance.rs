@@ -667,8 +667,58 @@ pub async fn zarr_store_conformance(store: &dyn Store) {
         .erase("g/a/c/0/0")
         .await
         .expect("erasing a missing key is not an error");
+    // Erasing by prefix: the chunks under a prefix inside an array, then an array
+    // whole (not its sibling `g/ab`, whose keys share the text `g/a`), then a group
+    // with all it holds.
+    store
+        .set("g/ab/zarr.json", array.clone())
+        .await
+        .expect("set sibling array");
+    store
+        .set("g/ab/c/0/0", b("sibling"))
+        .await
+        .expect("set sibling chunk");
+    store
+        .erase_prefix("g/a/c/1/")
+        .await
+        .expect("erase_prefix of chunks");
+    assert_eq!(
+        store.list().await.expect("list"),
+        [
+            "g/a/zarr.json",
+            "g/ab/c/0/0",
+            "g/ab/zarr.json",
+            "g/zarr.json",
+            "zarr.json"
+        ]
+    );
+    store
+        .erase_prefix("g/a/")
+        .await
+        .expect("erase_prefix of an array");
+    assert_eq!(
+        store.list().await.expect("list"),
+        ["g/ab/c/0/0", "g/ab/zarr.json", "g/zarr.json", "zarr.json"]
+    );
     store.erase_prefix("g/").await.expect("erase_prefix");
     assert_eq!(store.list().await.expect("list"), ["zarr.json"]);
-    store.erase("zarr.json").await.expect("erase root");
+    // What was erased stays erased when a node comes back at the same path.
+    store
+        .set("g/zarr.json", b(r#"{"zarr_format":3,"node_type":"group"}"#))
+        .await
+        .expect("set group again");
+    store
+        .set("g/ab/zarr.json", array.clone())
+        .await
+        .expect("set array again");
+    assert_eq!(store.get("g/ab/c/0/0").await.expect("get"), None);
+    assert_eq!(
+        store.list().await.expect("list"),
+        ["g/ab/zarr.json", "g/zarr.json", "zarr.json"]
+    );
+    store
+        .erase_prefix("")
+        .await
+        .expect("erase_prefix of everything");
     assert!(store.list().await.expect("list").is_empty(), "left empty");
 }
