@@ -18,6 +18,8 @@ Markdown table in milliseconds, then one JSON line):
   xarray; the Dask row is compared with the same write, no cluster). The issue's
   target is floe within 1.3x of it (speed-up at least 0.77x).
 Repositories (spec 1) and stores live in a temporary directory on local disk. Each
+write row starts after ``os.sync()``: no row pays the kernel's writeback of the files
+an earlier row wrote (which made a row depend on the rows before it). Each
 engine's process first writes and reads 4 MiB through each codec path in a repository
 or store of its own (untimed): the caches were just dropped, and the first timed row
 would otherwise include reading the engine's libraries back from disk.
@@ -122,6 +124,7 @@ def workloads(engine, mib, xr_mib, rows, shard_mib=32):
         for row, compressors in (("zstd", [ZstdCodec(level=3)]), ("raw", None)):
             if row not in rows:
                 continue
+            os.sync()  # no dirty pages of an earlier row: each write row pays its own
             t = time.perf_counter()
             st = writable()
             a = zarr.create_array(st, name=row, shape=data.shape, chunks=(256, 1024),
@@ -134,6 +137,7 @@ def workloads(engine, mib, xr_mib, rows, shard_mib=32):
             out[f"read_{row}_1MiB_chunks_s"] = time.perf_counter() - t
             assert np.array_equal(back, data)
             del back
+            os.sync()  # no dirty pages of an earlier row: each write row pays its own
             t = time.perf_counter()
             st = writable()
             a = zarr.create_array(st, name=f"{row}_again", shape=data.shape,
@@ -150,6 +154,7 @@ def workloads(engine, mib, xr_mib, rows, shard_mib=32):
 
         if "small" in rows:
             small = np.arange(10_000 * 1024, dtype="f4").reshape(10_000, 1024)
+            os.sync()  # no dirty pages of an earlier row: each write row pays its own
             t = time.perf_counter()
             st = writable()
             b = zarr.create_array(st, name="small", shape=small.shape, chunks=(1, 1024),
@@ -164,6 +169,7 @@ def workloads(engine, mib, xr_mib, rows, shard_mib=32):
 
         if "sharded" in rows:
             data = data[: shard_mib * 256]
+            os.sync()  # no dirty pages of an earlier row: each write row pays its own
             t = time.perf_counter()
             st = writable()
             c = zarr.create_array(st, name="sharded", shape=data.shape, chunks=(1, 1024),
@@ -232,6 +238,7 @@ def workloads(engine, mib, xr_mib, rows, shard_mib=32):
             ds = xr.Dataset({f"v{k}": (("t", "x"), rng.standard_normal((nx, 1024), "f4"))
                              for k in range(4)})
             enc = {f"v{k}": {"chunks": (256, 1024)} for k in range(4)}
+            os.sync()  # no dirty pages of an earlier row: each write row pays its own
             t = time.perf_counter()
             st = writable()
             ds.to_zarr(st, zarr_format=3, consolidated=False, encoding=enc, mode="w")
@@ -262,6 +269,7 @@ def _dask_row(engine, tmp, xr_mib):
     enc = {f"v{k}": {"chunks": (256, 1024)} for k in range(4)}
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                       dashboard_address=None) as cluster, Client(cluster):
+        os.sync()  # no dirty pages of an earlier row: each write row pays its own
         t = time.perf_counter()
         if engine == "zarrs":
             import zarr
