@@ -32,7 +32,10 @@ def _package() -> str:
     """The package name users see in reprs: ``icechunk`` once
     ``floe.install_as_icechunk()`` made floe the ``icechunk`` module, else ``floe``."""
     floe = sys.modules.get("floe")
-    return "icechunk" if floe is not None and sys.modules.get("icechunk") is floe else "floe"
+    icechunk = sys.modules.get("icechunk")
+    # install_as_icechunk registers a module object over floe (its own __version__).
+    registered = getattr(icechunk, "__floe_module__", icechunk)
+    return "icechunk" if floe is not None and registered is floe else "floe"
 
 
 def qualified(name: str) -> str:

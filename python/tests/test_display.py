@@ -54,19 +54,15 @@ def test_snapshot_info_diff_update_stats_and_flags():
     assert repr(gc).startswith("<floe.ops.GCSummary>\n") and gc["chunks_deleted"] == 0
 
 
-def test_names_follow_the_package_users_import():
-    import sys
+def test_names_follow_the_package_users_import(as_icechunk):
+    assert repr(floe.IcechunkError("x")).startswith("icechunk.IcechunkError(")
+    assert repr(_repo().readonly_session("main")).startswith("<icechunk.session.Session>")
+    assert repr(floe.CachingConfig()).startswith("icechunk.config.CachingConfig(")
 
-    saved = sys.modules.get("icechunk")
-    try:
-        sys.modules["icechunk"] = floe
-        assert repr(floe.IcechunkError("x")).startswith("icechunk.IcechunkError(")
-        assert repr(_repo().readonly_session("main")).startswith("<icechunk.session.Session>")
-    finally:
-        if saved is None:
-            del sys.modules["icechunk"]
-        else:
-            sys.modules["icechunk"] = saved
+
+def test_names_are_floes_without_install_as_icechunk():
+    assert repr(floe.IcechunkError("x")).startswith("floe.IcechunkError(")
+    assert repr(floe.CachingConfig()).startswith("floe.config.CachingConfig(")
 
 
 def test_ancestry_graph():

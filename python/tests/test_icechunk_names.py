@@ -68,6 +68,9 @@ assert floe.some_patch == 1
 del icechunk.some_patch
 assert not hasattr(floe, "some_patch")
 assert "Repository" in dir(icechunk) and "__version__" in dir(icechunk)
+# Reprs name the package users imported, and evaluate back under it.
+assert repr(icechunk.CachingConfig()).startswith("icechunk.config.CachingConfig(")
+assert eval(repr(icechunk.CachingConfig()), {"icechunk": icechunk}) == icechunk.CachingConfig()
 assert icechunk.repository is floe.repository and icechunk.session is floe.session
 assert icechunk.store is floe.store and icechunk.storage is floe.storage
 assert icechunk.config is floe.config and icechunk.xarray is floe.xarray
