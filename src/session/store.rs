@@ -777,21 +777,12 @@ impl Store for SessionStore {
             .filter(|node| node_key_prefix(&node.path).starts_with(prefix))
             .map(|node| node.path)
             .collect();
-        // Parents first: a deleted node takes the nodes under it along.
-        whole.sort_by_key(|path| {
-            if path.is_root() {
-                0
-            } else {
-                path.key_prefix().split('/').count()
-            }
-        });
-        let mut deleted: Vec<NodePath> = Vec::new();
+        // Sorted, a node comes before the nodes under it (its path is a prefix of
+        // theirs): deleting it takes them along, and they are then not found.
+        whole.sort();
         for path in whole {
-            if deleted.iter().any(|top| path.starts_with(top)) {
-                continue;
-            }
             match self.session.delete_node(&path) {
-                Ok(()) | Err(Error::NodeNotFound { .. }) => deleted.push(path),
+                Ok(()) | Err(Error::NodeNotFound { .. }) => {}
                 Err(e) => return Err(backend(prefix, e)),
             }
         }
