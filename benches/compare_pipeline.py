@@ -55,6 +55,13 @@ from engine_compare_common import medians, run_engine, settle, table, venv_pytho
 ROWS = ["zstd", "raw", "small", "sharded", "attrs", "xarray", "dask"]
 
 
+def _write_row_start():
+    """Flushes the dirty pages earlier rows left (so that a write row pays only its
+    own writeback), then returns the row's start time (``time.perf_counter()``)."""
+    os.sync()
+    return time.perf_counter()
+
+
 def _engine(engine, tmp):
     """(open a writable store, commit it, open a read-only store) for `engine`."""
     import zarr
@@ -124,8 +131,7 @@ def workloads(engine, mib, xr_mib, rows, shard_mib=32):
         for row, compressors in (("zstd", [ZstdCodec(level=3)]), ("raw", None)):
             if row not in rows:
                 continue
-            os.sync()  # no dirty pages of an earlier row: each write row pays its own
-            t = time.perf_counter()
+            t = _write_row_start()
             st = writable()
             a = zarr.create_array(st, name=row, shape=data.shape, chunks=(256, 1024),
                                   dtype="f4", compressors=compressors, fill_value=0)
@@ -137,8 +143,7 @@ def workloads(engine, mib, xr_mib, rows, shard_mib=32):
             out[f"read_{row}_1MiB_chunks_s"] = time.perf_counter() - t
             assert np.array_equal(back, data)
             del back
-            os.sync()  # no dirty pages of an earlier row: each write row pays its own
-            t = time.perf_counter()
+            t = _write_row_start()
             st = writable()
             a = zarr.create_array(st, name=f"{row}_again", shape=data.shape,
                                   chunks=(256, 1024), dtype="f4", compressors=compressors,
@@ -154,8 +159,7 @@ def workloads(engine, mib, xr_mib, rows, shard_mib=32):
 
         if "small" in rows:
             small = np.arange(10_000 * 1024, dtype="f4").reshape(10_000, 1024)
-            os.sync()  # no dirty pages of an earlier row: each write row pays its own
-            t = time.perf_counter()
+            t = _write_row_start()
             st = writable()
             b = zarr.create_array(st, name="small", shape=small.shape, chunks=(1, 1024),
                                   dtype="f4", compressors=None, fill_value=-1)
@@ -169,8 +173,7 @@ def workloads(engine, mib, xr_mib, rows, shard_mib=32):
 
         if "sharded" in rows:
             data = data[: shard_mib * 256]
-            os.sync()  # no dirty pages of an earlier row: each write row pays its own
-            t = time.perf_counter()
+            t = _write_row_start()
             st = writable()
             c = zarr.create_array(st, name="sharded", shape=data.shape, chunks=(1, 1024),
                                   shards=(256, 1024), dtype="f4", compressors=None,
@@ -238,8 +241,7 @@ def workloads(engine, mib, xr_mib, rows, shard_mib=32):
             ds = xr.Dataset({f"v{k}": (("t", "x"), rng.standard_normal((nx, 1024), "f4"))
                              for k in range(4)})
             enc = {f"v{k}": {"chunks": (256, 1024)} for k in range(4)}
-            os.sync()  # no dirty pages of an earlier row: each write row pays its own
-            t = time.perf_counter()
+            t = _write_row_start()
             st = writable()
             ds.to_zarr(st, zarr_format=3, consolidated=False, encoding=enc, mode="w")
             commit(st)
@@ -269,8 +271,7 @@ def _dask_row(engine, tmp, xr_mib):
     enc = {f"v{k}": {"chunks": (256, 1024)} for k in range(4)}
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                       dashboard_address=None) as cluster, Client(cluster):
-        os.sync()  # no dirty pages of an earlier row: each write row pays its own
-        t = time.perf_counter()
+        t = _write_row_start()
         if engine == "zarrs":
             import zarr
 
