@@ -61,11 +61,16 @@ pub(super) struct HeaderWeight;
 
 impl quick_cache::Weighter<SnapshotId, Arc<SnapshotHeader>> for HeaderWeight {
     fn weight(&self, _: &SnapshotId, h: &Arc<SnapshotHeader>) -> u64 {
-        let files = h.manifest_files.len() * std::mem::size_of::<ManifestFileInfo>();
-        // Metadata: its names and a guess for each value.
-        let metadata: usize = h.metadata.keys().map(|k| k.len() + 64).sum();
-        u64::try_from(256 + h.message.len() + files + metadata).unwrap_or(u64::MAX)
+        u64::try_from(header_bytes(h)).unwrap_or(u64::MAX)
     }
+}
+
+/// About the bytes a [`SnapshotHeader`] holds in memory.
+pub(super) fn header_bytes(h: &SnapshotHeader) -> usize {
+    let files = h.manifest_files.len() * std::mem::size_of::<ManifestFileInfo>();
+    // Metadata: its names and a guess for each value.
+    let metadata: usize = h.metadata.keys().map(|k| k.len() + 64).sum();
+    256 + h.message.len() + files + metadata
 }
 
 /// The cache sizes of an [`AssetManager`] (the repository configuration's `caching`,

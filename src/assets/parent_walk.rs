@@ -27,6 +27,10 @@ pub trait WalkItem: Sized + Send + Sync + std::fmt::Debug + 'static + sealed::Se
     #[doc(hidden)]
     fn parent(&self) -> Option<SnapshotId>;
 
+    /// About the bytes the item holds in memory (what bounds a read-ahead window).
+    #[doc(hidden)]
+    fn approx_bytes(&self) -> usize;
+
     /// The cached item for snapshot `id`.
     #[doc(hidden)]
     fn cached(assets: &AssetManager, id: &SnapshotId) -> Option<Arc<Self>>;
@@ -68,6 +72,11 @@ impl WalkItem for Snapshot {
         self.parent_id
     }
 
+    fn approx_bytes(&self) -> usize {
+        // A node: its path, id and Zarr metadata, a few hundred bytes.
+        1024 + self.nodes.len() * 512 + self.manifest_files.len() * 64
+    }
+
     fn cached(assets: &AssetManager, id: &SnapshotId) -> Option<Arc<Self>> {
         assets.snapshots.get(id)
     }
@@ -95,6 +104,10 @@ impl WalkItem for SnapshotHeader {
 
     fn parent(&self) -> Option<SnapshotId> {
         self.parent_id
+    }
+
+    fn approx_bytes(&self) -> usize {
+        super::cache::header_bytes(self)
     }
 
     fn cached(assets: &AssetManager, id: &SnapshotId) -> Option<Arc<Self>> {
@@ -131,6 +144,12 @@ impl WalkItem for SnapshotHeader {
 /// reads and decodes a batch of parents, 1, then 2, 4, ... up to `READ_AHEAD_MAX`
 /// snapshots or `READ_AHEAD_BYTES` of files, so the newest `n` cost about `2n`
 /// reads at most and a long history one thread hop per batch.
+///
+/// On spec-2 repositories the `repo` object records every parent link, so once it
+/// has been read the walk fetches a window of ancestors at once (1, then doubling up
+/// to `READ_AHEAD_MAX`, at most about `READ_AHEAD_BYTES` in memory by the size of
+/// the last snapshot), [`PLANNED_IN_FLIGHT`] reads in flight: a history of `n` commits
+/// costs about `n / PLANNED_IN_FLIGHT` round trips instead of `n`.
 #[derive(Debug)]
 pub struct ParentWalk<'a, T: WalkItem = Snapshot> {
     assets: &'a AssetManager,
@@ -144,7 +163,15 @@ pub struct ParentWalk<'a, T: WalkItem = Snapshot> {
     /// Spec 1 on object storage: the walk lists `snapshots/` once and fetches many
     /// snapshots at once (see [`Listed`]).
     listed: Option<Box<Listed<T>>>,
+    /// Spec 2: snapshots fetched ahead along the `repo` object's parent links, next
+    /// first.
+    planned: std::collections::VecDeque<(SnapshotId, Result<Arc<T>>)>,
+    /// Spec 2: the size of the next window fetched ahead.
+    window: usize,
 }
+
+/// Reads in flight while a spec-2 walk fetches a window of ancestors.
+const PLANNED_IN_FLIGHT: usize = 32;
 
 /// A spec-1 walk on storage without blocking reads (object storage): `snapshots/`
 /// listed once (beside the first snapshot's read), then, whenever the next parent
@@ -200,6 +227,8 @@ impl<'a, T: WalkItem> ParentWalk<'a, T> {
             ahead: std::collections::VecDeque::new(),
             batch: usize::from(assets.spec == SpecVersion::V1),
             listed: None,
+            planned: std::collections::VecDeque::new(),
+            window: 1,
         }
     }
 
@@ -215,9 +244,13 @@ impl<'a, T: WalkItem> ParentWalk<'a, T> {
         if !self.seen.insert(id) {
             return Err(Error::AncestryLoop { snapshot: id });
         }
-        let snap = match self.ahead.pop_front() {
-            Some((ahead_id, read)) if ahead_id == id => T::admit(self.assets, &id, read?).await?,
+        let snap = match (self.planned.pop_front(), self.ahead.pop_front()) {
+            (Some((planned_id, fetched)), _) if planned_id == id => fetched?,
+            (_, Some((ahead_id, read))) if ahead_id == id => {
+                T::admit(self.assets, &id, read?).await?
+            }
             _ => {
+                self.planned.clear();
                 self.ahead.clear();
                 self.fetch(id).await?
             }
@@ -232,7 +265,7 @@ impl<'a, T: WalkItem> ParentWalk<'a, T> {
             return self.fetch_listed(id).await;
         }
         if self.batch == 0 {
-            return T::fetch(self.assets, &id).await;
+            return self.fetch_planned(id).await;
         }
         if let Some(s) = T::cached(self.assets, &id) {
             return Ok(s);
@@ -288,6 +321,40 @@ impl<'a, T: WalkItem> ParentWalk<'a, T> {
 }
 
 impl<T: WalkItem> ParentWalk<'_, T> {
+    /// Snapshot `id`, with (spec 2) the window of ancestors the `repo` object's
+    /// parent links name fetched at once into `planned`; alone when none is known.
+    async fn fetch_planned(&mut self, id: SnapshotId) -> Result<Arc<T>> {
+        use futures::StreamExt;
+        let assets = self.assets;
+        if assets.spec == SpecVersion::V1 {
+            return T::fetch(assets, &id).await;
+        }
+        let chain = assets.ancestors_by_known_parents(id, self.window);
+        let mut fetched: std::collections::VecDeque<(SnapshotId, Result<Arc<T>>)> =
+            futures::stream::iter(chain)
+                .map(|wanted| async move { (wanted, T::fetch(assets, &wanted).await) })
+                .buffered(PLANNED_IN_FLIGHT)
+                .collect()
+                .await;
+        // The next window: twice as long, within the byte budget by the size of
+        // this one's newest snapshot.
+        if let Some(each) = fetched
+            .iter()
+            .find_map(|(_, r)| r.as_ref().ok().map(|s| s.approx_bytes()))
+        {
+            self.window = (self.window * 2)
+                .min(READ_AHEAD_MAX)
+                .min(READ_AHEAD_BYTES / each.max(1))
+                .max(1);
+        }
+        let first = fetched.pop_front();
+        self.planned = fetched;
+        match first {
+            Some((first, read)) if first == id => read,
+            _ => T::fetch(assets, &id).await,
+        }
+    }
+
     /// [`ParentWalk::fetch`] on a listed walk (see [`Listed`]).
     async fn fetch_listed(&mut self, id: SnapshotId) -> Result<Arc<T>> {
         use futures::StreamExt;

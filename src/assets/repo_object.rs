@@ -182,6 +182,28 @@ impl AssetManager {
         Some(chain)
     }
 
+    /// Spec 2: `start` and up to `max - 1` of its ancestors, newest first, as the
+    /// parent links of the `repo` objects read so far name them (what a walk fetches
+    /// ahead); shorter where a link is unknown or the chain ends or loops.
+    pub(super) fn ancestors_by_known_parents(
+        &self,
+        start: SnapshotId,
+        max: usize,
+    ) -> Vec<SnapshotId> {
+        let parents = self.parents.read().unwrap_or_else(|p| p.into_inner());
+        let mut chain = vec![start];
+        while chain.len() < max {
+            let Some(Some(parent)) = chain.last().and_then(|at| parents.get(at)) else {
+                break;
+            };
+            if chain.contains(parent) {
+                break;
+            }
+            chain.push(*parent);
+        }
+        chain
+    }
+
     /// The parent link of snapshot `id` in the `repo` object (`Some(None)` for a
     /// snapshot without parent), read again when the last one read did not list it;
     /// `None` when the object does not list it.

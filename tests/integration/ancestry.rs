@@ -183,3 +183,80 @@ async fn ancestry_of_a_missing_snapshot_is_snapshot_not_found() {
         assert_eq!(repo.ancestry(ids[3]).await.unwrap().len(), 4);
     }
 }
+
+/// On spec 2 the `repo` object holds every parent link, so a walk of whole snapshots
+/// fetches windows of ancestors together instead of one read after another: the
+/// snapshots still come newest first, and a missing snapshot in the middle of a
+/// window is `SnapshotNotFound` for it, after every snapshot newer than it.
+///
+/// Each snapshot read waits 20 ms, so reads one after another start at least 20 ms
+/// apart; reads of one window start together.
+#[tokio::test]
+async fn spec2_walk_fetches_windows_of_ancestors_together() {
+    use floe::assets::ParentWalk;
+    use floe::storage::fault::{Call, Fault, FaultyStorage};
+    use std::sync::Mutex;
+    use std::time::{Duration, Instant};
+
+    let inner = floe::storage::new_in_memory_storage();
+    let starts: Arc<Mutex<Vec<Instant>>> = Arc::default();
+    let recorded = Arc::clone(&starts);
+    let storage: Arc<dyn Storage> = Arc::new(FaultyStorage::new(
+        Arc::clone(&inner),
+        Box::new(move |call, key| {
+            if call == Call::Get && key.starts_with(floe::format::keys::SNAPSHOTS) {
+                recorded.lock().unwrap().push(Instant::now());
+                Fault::Delay(Duration::from_millis(20))
+            } else {
+                Fault::None
+            }
+        }),
+    ));
+    let repo = Repository::create(Arc::clone(&inner), None).await.unwrap();
+    let mut ids = vec![repo.lookup_branch("main").await.unwrap()];
+    for i in 0..100 {
+        let s = repo.writable_session("main").await.unwrap();
+        let json = group_json(serde_json::json!({ "i": i }));
+        if i == 0 {
+            s.add_group(&p("/"), json).unwrap();
+        } else {
+            s.update_group(&p("/"), json).unwrap();
+        }
+        ids.push(s.commit(&format!("commit {i}")).await.unwrap());
+    }
+    let newest_first: Vec<SnapshotId> = ids.iter().rev().copied().collect();
+
+    let fresh = Repository::open(Arc::clone(&storage)).await.unwrap();
+    let mut walk = ParentWalk::new(fresh.assets(), ids[100]);
+    let mut walked = Vec::new();
+    while let Some(snap) = walk.next().await.unwrap() {
+        walked.push(snap.id);
+    }
+    assert_eq!(walked, newest_first);
+    let mut at = starts.lock().unwrap().clone();
+    assert_eq!(at.len(), 101, "each snapshot is read once");
+    at.sort();
+    let together = at
+        .windows(2)
+        .filter(|w| w[1] - w[0] < Duration::from_millis(10))
+        .count();
+    assert!(
+        together >= 50,
+        "most snapshot reads must start together with another, got {together} of 100"
+    );
+
+    // Snapshot 40 (inside a window) is missing: the 60 newer snapshots come first.
+    inner
+        .delete(&floe::format::keys::snapshot(&ids[40]))
+        .await
+        .unwrap();
+    let fresh = Repository::open(Arc::clone(&storage)).await.unwrap();
+    let mut walk = ParentWalk::new(fresh.assets(), ids[100]);
+    for expected in newest_first.iter().take(60) {
+        assert_eq!(walk.next().await.unwrap().unwrap().id, *expected);
+    }
+    match walk.next().await {
+        Err(Error::SnapshotNotFound { id }) => assert_eq!(id, ids[40]),
+        other => panic!("a missing ancestor must be SnapshotNotFound, got {other:?}"),
+    }
+}
