@@ -20,8 +20,11 @@
 //! 5. **Native chunks.** Every native chunk ref points to an object under `chunks/`
 //!    of at least the ref's offset + length bytes, and of more than zero bytes. The
 //!    sizes come from listing `chunks/` (ranges listed concurrently where the storage
-//!    lists ranges cheaply: S3), not from a request per chunk: verification runs at
-//!    the listing floor. The chunk ids to look for are held in memory at most
+//!    lists ranges cheaply: S3), not from a request per chunk, and the listing runs
+//!    while the manifests are read: verification runs at the listing floor. The
+//!    listed sizes are kept until the manifests are read (at most
+//!    [`VerifyOptions::max_chunk_ids_in_memory`] of them; with more chunk objects
+//!    than that, `chunks/` is listed again once they are). The chunk ids to look for are held in memory at most
 //!    [`VerifyOptions::max_chunk_ids_in_memory`] at a time (about 50 bytes each);
 //!    larger repositories are checked in several passes over slices of the id space,
 //!    as garbage collection does ([`super::gc`]), planned from the largest manifest
@@ -69,7 +72,8 @@ pub struct VerifyOptions {
     /// Requests in flight at once when reading chunks or heading virtual objects
     /// (default 16).
     pub request_concurrency: usize,
-    /// Most native chunk ids held in memory at once (default 4 Mi, about 200 MiB).
+    /// Most native chunk ids held in memory at once, and most listed chunk sizes
+    /// (default 4 Mi each, about 200 MiB and 120 MiB).
     pub max_chunk_ids_in_memory: u64,
     /// Most problems kept in the report (default 10,000); further ones are only
     /// counted ([`VerifyReport::problems_omitted`]).
@@ -307,6 +311,49 @@ pub async fn verify(
     v.transaction_logs(&walked).await?;
     v.manifests_and_chunks(&walked, resolver).await?;
     Ok(v.report)
+}
+
+/// The chunk objects under `prefixes` (`chunks/` ranges), listed `concurrency` at
+/// a time: each id with its size in bytes; keys that are not chunk ids are skipped.
+fn chunk_listing<'a>(
+    storage: &'a dyn Storage,
+    prefixes: &'a [String],
+    concurrency: usize,
+) -> futures::stream::BoxStream<'a, Result<(ChunkId, u64)>> {
+    futures::stream::iter(prefixes)
+        .map(move |p| storage.list_stream(p))
+        .flatten_unordered(concurrency.max(1))
+        .filter_map(|object| {
+            futures::future::ready(match object {
+                Err(e) => Some(Err(Error::from(e))),
+                Ok(o) => o
+                    .key
+                    .strip_prefix(keys::CHUNKS)
+                    .and_then(|id| id.parse::<ChunkId>().ok())
+                    .map(|id| Ok((id, o.size))),
+            })
+        })
+        .boxed()
+}
+
+/// Every chunk object under `prefixes` with its size in bytes ([`chunk_listing`]);
+/// `None` once more than `limit` are found (the listing stops there).
+async fn chunk_sizes(
+    storage: &dyn Storage,
+    prefixes: &[String],
+    concurrency: usize,
+    limit: u64,
+) -> Result<Option<HashMap<ChunkId, u64>>> {
+    let mut sizes = HashMap::new();
+    let mut listed = chunk_listing(storage, prefixes, concurrency);
+    while let Some(listed) = listed.next().await {
+        let (id, size) = listed?;
+        sizes.insert(id, size);
+        if sizes.len() as u64 > limit {
+            return Ok(None);
+        }
+    }
+    Ok(Some(sizes))
 }
 
 /// What the walk of the refs' histories reached.
@@ -702,14 +749,33 @@ impl Verifier<'_> {
             let finest = passes.iter().all(|p| p.len() == 1 && p[0].len() == 2);
             for pass in passes {
                 let limit = if finest { u64::MAX } else { budget };
-                let needed = self
-                    .sweep_manifests(walked, &mut sweep, (!whole).then_some(&pass), limit)
-                    .await?;
+                // One pass over everything: `chunks/` is listed while the manifests
+                // are read (the listing's system calls on one core, the reads
+                // waiting on the storage), unless it holds more objects than the
+                // budget.
+                let (needed, sizes) = if whole {
+                    let prefixes = super::gc::listings(self.storage, keys::CHUNKS, &pass);
+                    let listing = chunk_sizes(
+                        self.storage,
+                        &prefixes,
+                        self.options.list_concurrency,
+                        budget,
+                    );
+                    let sweeping = self.sweep_manifests(walked, &mut sweep, None, limit);
+                    let (needed, sizes) = futures::join!(sweeping, listing);
+                    (needed?, sizes?)
+                } else {
+                    let needed = self
+                        .sweep_manifests(walked, &mut sweep, Some(&pass), limit)
+                        .await?;
+                    (needed, None)
+                };
                 let Some(needed) = needed else {
                     planned = planned.saturating_mul(2);
                     continue 'plan;
                 };
-                self.check_chunk_objects(walked, &pass, needed).await?;
+                self.check_chunk_objects(walked, &pass, needed, sizes)
+                    .await?;
                 done.extend(pass);
             }
             break;
@@ -857,44 +923,46 @@ impl Verifier<'_> {
         );
     }
 
-    /// Lists `chunks/` over the id prefixes of `pass` and checks each needed chunk's
-    /// object: present, not empty, long enough.
+    /// Checks each needed chunk's object: present, not empty, long enough; its size
+    /// from `sizes` (every chunk object, listed already) or else from a listing of
+    /// `chunks/` over the id prefixes of `pass`.
     async fn check_chunk_objects(
         &mut self,
         walked: &Walked,
         pass: &[String],
         mut needed: HashMap<ChunkId, (u64, usize)>,
+        sizes: Option<HashMap<ChunkId, u64>>,
     ) -> Result<()> {
         if needed.is_empty() {
             return Ok(());
         }
-        let prefixes = super::gc::listings(self.storage, keys::CHUNKS, pass);
-        let streams: Vec<_> = prefixes
-            .iter()
-            .map(|p| self.storage.list_stream(p))
-            .collect();
-        let mut listed =
-            futures::stream::iter(streams).flatten_unordered(self.options.list_concurrency.max(1));
         let mut bad: Vec<(ChunkId, (u64, usize), Option<u64>)> = Vec::new();
-        while let Some(object) = listed.next().await {
-            let object = object?;
-            let Some(Ok(id)) = object
-                .key
-                .strip_prefix(keys::CHUNKS)
-                .map(str::parse::<ChunkId>)
-            else {
-                continue;
-            };
+        let mut found = |id: ChunkId, size: u64, report: &mut VerifyReport| {
             let Some(need) = needed.remove(&id) else {
-                continue;
+                return false;
             };
-            self.report.chunk_objects += 1;
-            self.tick(self.report.chunk_objects, "chunk objects");
-            if object.size == 0 || object.size < need.0 {
-                bad.push((id, need, Some(object.size)));
+            report.chunk_objects += 1;
+            if size == 0 || size < need.0 {
+                bad.push((id, need, Some(size)));
+            }
+            true
+        };
+        if let Some(sizes) = sizes {
+            for (id, size) in sizes {
+                if found(id, size, &mut self.report) {
+                    self.tick(self.report.chunk_objects, "chunk objects");
+                }
+            }
+        } else {
+            let prefixes = super::gc::listings(self.storage, keys::CHUNKS, pass);
+            let mut listed = chunk_listing(self.storage, &prefixes, self.options.list_concurrency);
+            while let Some(listed) = listed.next().await {
+                let (id, size) = listed?;
+                if found(id, size, &mut self.report) {
+                    self.tick(self.report.chunk_objects, "chunk objects");
+                }
             }
         }
-        drop(listed);
         bad.extend(needed.into_iter().map(|(id, need)| (id, need, None)));
         for (id, (end, manifest_index), size) in bad {
             let key = keys::chunk(&id);

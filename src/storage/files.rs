@@ -165,6 +165,88 @@ pub(crate) fn read_ranges_from(
     Ok(out)
 }
 
+/// [`read_ranges`] done only if it cannot wait on the disk: the path resolved from
+/// the kernel's lookup cache alone (`openat2` with `RESOLVE_CACHED`) and every byte
+/// read from the page cache (`preadv2` with `RWF_NOWAIT`). `None` when the read
+/// would wait (a file not read lately: the caller then reads it on the blocking
+/// pool, where many such reads wait at once), or on kernels without these calls
+/// (before Linux 5.12) and other systems, where the caller reads on the pool too.
+/// For reads of a few kilobytes, which take less time from the page cache than two
+/// thread switches.
+#[cfg(target_os = "linux")]
+pub(crate) fn read_ranges_cached(
+    path: &FsPath,
+    ranges: &[Range<u64>],
+) -> Option<Result<Vec<Bytes>, ReadAtError>> {
+    use rustix::fs::{Mode, OFlags, ResolveFlags, CWD};
+    use rustix::io::{Errno, ReadWriteFlags};
+    let fd = match rustix::fs::openat2(
+        CWD,
+        path,
+        OFlags::RDONLY | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::CACHED,
+    ) {
+        Ok(fd) => fd,
+        // A missing file whose absence the lookup cache holds.
+        Err(Errno::NOENT | Errno::NOTDIR) => return Some(Err(ReadAtError::NotFound)),
+        Err(_) => return None,
+    };
+    let file = File::from(fd);
+    let meta = match file.metadata() {
+        Ok(m) => m,
+        Err(e) => return Some(Err(ReadAtError::Io(e))),
+    };
+    if !meta.is_file() {
+        return Some(Err(ReadAtError::NotFound));
+    }
+    let size = meta.len();
+    if let Some(past) = ranges.iter().find(|r| r.end > size) {
+        return Some(Err(ReadAtError::Short {
+            requested: past.clone(),
+            size,
+        }));
+    }
+    let mut out = Vec::with_capacity(ranges.len());
+    for r in ranges {
+        let len = usize::try_from(r.end - r.start).ok()?;
+        let mut buf = vec![0u8; len];
+        let mut done = 0;
+        while done < len {
+            let mut slices = [std::io::IoSliceMut::new(&mut buf[done..])];
+            match rustix::io::preadv2(
+                &file,
+                &mut slices,
+                r.start + done as u64,
+                ReadWriteFlags::NOWAIT,
+            ) {
+                Ok(0) => {
+                    // Shortened since its size was read.
+                    return Some(Err(ReadAtError::Short {
+                        requested: r.clone(),
+                        size: r.start + done as u64,
+                    }));
+                }
+                Ok(n) => done += n,
+                Err(Errno::INTR) => {}
+                // Not all in the page cache (`AGAIN`), or no `RWF_NOWAIT` here.
+                Err(_) => return None,
+            }
+        }
+        out.push(Bytes::from(buf));
+    }
+    Some(Ok(out))
+}
+
+/// [`read_ranges`] from the page cache only: not on this system (`None`).
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn read_ranges_cached(
+    _path: &FsPath,
+    _ranges: &[Range<u64>],
+) -> Option<Result<Vec<Bytes>, ReadAtError>> {
+    None
+}
+
 /// Reads `dest.len()` bytes of the file at `path` from byte `start` into `dest`.
 pub(crate) fn read_exact_at(path: &FsPath, start: u64, dest: &mut [u8]) -> Result<(), ReadAtError> {
     read_exact_from(&open_object(path)?, start, dest)

@@ -540,8 +540,13 @@ impl Storage for LocalStorage {
             .fold(0u64, |n, r| n.saturating_add(r.end.saturating_sub(r.start)));
         if total <= INLINE_READ_BYTES {
             // A few kilobytes (a shard's index, one inner chunk) take less time to
-            // read than the two thread switches of the blocking pool.
-            return read_ranges(&path, ranges).map_err(|e| e.at(key));
+            // read from the page cache than the two thread switches of the blocking
+            // pool; a read that would wait on the disk goes to the pool, so that
+            // many of them (a scan of manifests) wait at once instead of in turn
+            // on this task's thread.
+            if let Some(read) = files::read_ranges_cached(&path, ranges) {
+                return read.map_err(|e| e.at(key));
+            }
         }
         let ranges = ranges.to_vec();
         let owned_key = key.to_string();
@@ -779,6 +784,62 @@ mod tests {
             storage.head("refs/r.json").await.expect("head").version,
             Some(new)
         );
+    }
+
+    /// A small ranged read is made on the calling thread only from the page cache:
+    /// a file just written reads there; once its pages are dropped the cached read
+    /// declines (so the storage reads it on the blocking pool) and the storage still
+    /// returns the same bytes; a missing file, a range past the end and a directory
+    /// keep their typed errors on both paths.
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn small_reads_wait_on_the_disk_only_on_the_blocking_pool() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let storage = LocalStorage::new(dir.path()).expect("storage");
+        let bytes: Vec<u8> = (0..4096u32).map(|i| (i % 251) as u8).collect();
+        storage
+            .put("manifests/m", Bytes::from(bytes.clone()))
+            .await
+            .expect("put");
+        let path = dir.path().join("manifests/m");
+        let ranges = [10..20, 100..4096];
+        let Some(Ok(parts)) = files::read_ranges_cached(&path, &ranges) else {
+            panic!("a file just written reads from the page cache");
+        };
+        assert_eq!(parts[0], bytes[10..20]);
+        assert_eq!(parts[1], bytes[100..]);
+
+        // Its pages dropped (written back first): the cached read declines.
+        let file = std::fs::File::open(&path).expect("open");
+        file.sync_all().expect("sync");
+        rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::DontNeed).expect("fadvise");
+        // On tmpfs the page cache is the file itself: nothing is dropped.
+        const TMPFS_MAGIC: i64 = 0x0102_1994;
+        let on_tmpfs = rustix::fs::statfs(&path).expect("statfs").f_type as i64 == TMPFS_MAGIC;
+        assert_eq!(
+            files::read_ranges_cached(&path, &ranges).is_none(),
+            !on_tmpfs,
+            "a file out of the page cache must be read on the blocking pool"
+        );
+        let part = storage
+            .get_range("manifests/m", 100..4096)
+            .await
+            .expect("read");
+        assert_eq!(part, bytes[100..]);
+
+        // Typed errors, whichever path reads.
+        match storage.get_range("manifests/m", 4000..4100).await {
+            Err(StorageError::ShortRead { size, .. }) => assert_eq!(size, 4096),
+            other => panic!("a range past the end must be ShortRead, got {other:?}"),
+        }
+        match storage.get_range("manifests/none", 0..10).await {
+            Err(StorageError::NotFound { key }) => assert_eq!(key, "manifests/none"),
+            other => panic!("a missing file must be NotFound, got {other:?}"),
+        }
+        match storage.get_range("manifests", 0..10).await {
+            Err(StorageError::NotFound { .. }) => {}
+            other => panic!("a directory must be NotFound, got {other:?}"),
+        }
     }
 }
 
