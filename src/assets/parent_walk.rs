@@ -148,7 +148,7 @@ impl WalkItem for SnapshotHeader {
 /// On spec-2 repositories the `repo` object records every parent link, so once it
 /// has been read the walk fetches a window of ancestors at once (1, then doubling up
 /// to `READ_AHEAD_MAX`, at most about `READ_AHEAD_BYTES` in memory by the size of
-/// the last snapshot), [`PLANNED_IN_FLIGHT`] reads in flight: a history of `n` commits
+/// the last snapshot), `PLANNED_IN_FLIGHT` (32) reads in flight: a history of `n` commits
 /// costs about `n / PLANNED_IN_FLIGHT` round trips instead of `n`.
 #[derive(Debug)]
 pub struct ParentWalk<'a, T: WalkItem = Snapshot> {

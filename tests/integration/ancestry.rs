@@ -20,6 +20,14 @@ async fn attribute_history(
     commits: usize,
 ) -> (Repository, Vec<SnapshotId>) {
     let repo = common::create_spec1(Arc::clone(storage), None).await;
+    let ids = commit_attributes(&repo, commits).await;
+    (repo, ids)
+}
+
+/// Makes `commits` commits on `repo`'s `main` (new, with no root group), `commit
+/// {i}` setting the root group's attributes to `{"i": i}`; returns the snapshot ids,
+/// oldest (the one `main` named before) first.
+async fn commit_attributes(repo: &Repository, commits: usize) -> Vec<SnapshotId> {
     let mut ids = vec![repo.lookup_branch("main").await.unwrap()];
     for i in 0..commits {
         let s = repo.writable_session("main").await.unwrap();
@@ -31,7 +39,7 @@ async fn attribute_history(
         }
         ids.push(s.commit(&format!("commit {i}")).await.unwrap());
     }
-    (repo, ids)
+    ids
 }
 
 /// The messages of the newest `n` commits on `main`, through the ancestry stream.
@@ -213,17 +221,7 @@ async fn spec2_walk_fetches_windows_of_ancestors_together() {
         }),
     ));
     let repo = Repository::create(Arc::clone(&inner), None).await.unwrap();
-    let mut ids = vec![repo.lookup_branch("main").await.unwrap()];
-    for i in 0..100 {
-        let s = repo.writable_session("main").await.unwrap();
-        let json = group_json(serde_json::json!({ "i": i }));
-        if i == 0 {
-            s.add_group(&p("/"), json).unwrap();
-        } else {
-            s.update_group(&p("/"), json).unwrap();
-        }
-        ids.push(s.commit(&format!("commit {i}")).await.unwrap());
-    }
+    let ids = commit_attributes(&repo, 100).await;
     let newest_first: Vec<SnapshotId> = ids.iter().rev().copied().collect();
 
     let fresh = Repository::open(Arc::clone(&storage)).await.unwrap();
