@@ -901,79 +901,96 @@ pub(crate) async fn garbage_collect(
         .iter()
         .map(|c| char::from(*c).to_string())
         .collect();
-    let mut deleted = [0u64; 4];
-    for (count, (prefix, keep)) in deleted.iter_mut().zip(phases) {
-        let listed = if prefix == keys::SNAPSHOTS {
-            snapshot_files.take()
-        } else {
-            None
-        };
-        let (n, bytes) = match listed {
-            Some(listed) => {
-                let listed = futures::stream::iter(listed.into_iter().map(Ok));
-                delete_unretained(storage, prefix, listed, keep, cut_off, options, progress).await?
-            }
-            None => sweep(storage, prefix, &all_ids, keep, cut_off, options, progress).await?,
-        };
-        *count = n;
-        summary.bytes_deleted = summary.bytes_deleted.saturating_add(bytes);
-    }
-    // Chunks, in passes over slices of the id space when the retained ids would not
-    // fit the memory budget; in one pass with the collection state otherwise.
-    let refs: u64 = retained
-        .manifests
-        .iter()
-        .map(|m| u64::from(m.num_chunk_refs))
-        .sum();
-    let passes = chunk_passes(refs, options.max_chunk_ids_in_memory);
-    let with_state = options.incremental && passes.len() == 1;
-    for pass in passes {
-        let prefix_len = pass.first().map_or(1, String::len);
-        let set: HashSet<String> = pass.iter().cloned().collect();
-        let chunks = if with_state {
-            let (chunks, read, from_state) = retained_chunks_with_state(
-                assets,
+    // The snapshots, transaction logs and manifests are swept while the chunks'
+    // passes run: the listings of both wait on the storage at once.
+    let metadata = async {
+        let mut deleted = [0u64; 3];
+        let mut bytes_deleted = 0u64;
+        for (count, (prefix, keep)) in deleted.iter_mut().zip(phases) {
+            let listed = if prefix == keys::SNAPSHOTS {
+                snapshot_files.take()
+            } else {
+                None
+            };
+            let (n, bytes) = match listed {
+                Some(listed) => {
+                    let listed = futures::stream::iter(listed.into_iter().map(Ok));
+                    delete_unretained(storage, prefix, listed, keep, cut_off, options, progress)
+                        .await?
+                }
+                None => sweep(storage, prefix, &all_ids, keep, cut_off, options, progress).await?,
+            };
+            *count = n;
+            bytes_deleted = bytes_deleted.saturating_add(bytes);
+        }
+        Ok::<_, Error>((deleted, bytes_deleted))
+    };
+    let chunk_sweep = async {
+        // (chunks deleted, bytes, manifests read, manifests from the state)
+        let mut out = (0u64, 0u64, 0u64, 0u64);
+        let refs: u64 = retained
+            .manifests
+            .iter()
+            .map(|m| u64::from(m.num_chunk_refs))
+            .sum();
+        let passes = chunk_passes(refs, options.max_chunk_ids_in_memory);
+        let with_state = options.incremental && passes.len() == 1;
+        for pass in passes {
+            let prefix_len = pass.first().map_or(1, String::len);
+            let set: HashSet<String> = pass.iter().cloned().collect();
+            let chunks = if with_state {
+                let (chunks, read, from_state) = retained_chunks_with_state(
+                    assets,
+                    storage,
+                    &retained.manifests,
+                    manifest_concurrency,
+                    std::mem::take(&mut state),
+                    facts.take().filter(|_| !options.dry_run),
+                )
+                .await?;
+                out.2 += read;
+                out.3 += from_state;
+                chunks
+            } else {
+                out.2 += retained.manifests.len() as u64;
+                chunk_pass(
+                    assets,
+                    &retained.manifests,
+                    &set,
+                    prefix_len,
+                    manifest_concurrency,
+                )
+                .await?
+            };
+            let keep_chunk = |id: &str| {
+                let in_pass = id.get(..prefix_len).is_some_and(|p| set.contains(p));
+                !in_pass || !unretained(&chunks, id)
+            };
+            let (n, bytes) = sweep(
                 storage,
-                &retained.manifests,
-                manifest_concurrency,
-                std::mem::take(&mut state),
-                facts.take().filter(|_| !options.dry_run),
+                keys::CHUNKS,
+                &pass,
+                &keep_chunk,
+                cut_off,
+                options,
+                progress,
             )
             .await?;
-            summary.manifests_read += read;
-            summary.manifests_from_state += from_state;
-            chunks
-        } else {
-            summary.manifests_read += retained.manifests.len() as u64;
-            chunk_pass(
-                assets,
-                &retained.manifests,
-                &set,
-                prefix_len,
-                manifest_concurrency,
-            )
-            .await?
-        };
-        // One listing of `chunks/` per pass (where ranges list cheaply, one per id
-        // prefix of the pass, concurrently); ids outside this pass's slice are kept
-        // (another pass judges them).
-        let keep_chunk = |id: &str| {
-            let in_pass = id.get(..prefix_len).is_some_and(|p| set.contains(p));
-            !in_pass || !unretained(&chunks, id)
-        };
-        let (n, bytes) = sweep(
-            storage,
-            keys::CHUNKS,
-            &pass,
-            &keep_chunk,
-            cut_off,
-            options,
-            progress,
-        )
-        .await?;
-        deleted[3] += n;
-        summary.bytes_deleted = summary.bytes_deleted.saturating_add(bytes);
-    }
+            out.0 += n;
+            out.1 = out.1.saturating_add(bytes);
+        }
+        Ok::<_, Error>(out)
+    };
+    let (metadata, chunk_sweep) = futures::join!(metadata, chunk_sweep);
+    let ([snapshots, transaction_logs, manifests], metadata_bytes) = metadata?;
+    let (chunks, chunk_bytes, manifests_read, manifests_from_state) = chunk_sweep?;
+    summary.manifests_read += manifests_read;
+    summary.manifests_from_state += manifests_from_state;
+    summary.bytes_deleted = summary
+        .bytes_deleted
+        .saturating_add(metadata_bytes)
+        .saturating_add(chunk_bytes);
+    let deleted = [snapshots, transaction_logs, manifests, chunks];
     [
         summary.snapshots_deleted,
         summary.transaction_logs_deleted,
