@@ -184,24 +184,17 @@ impl AssetManager {
 
     /// Spec 2: `start` and up to `max - 1` of its ancestors, newest first, as the
     /// parent links of the `repo` objects read so far name them (what a walk fetches
-    /// ahead); shorter where a link is unknown or the chain ends or loops.
+    /// ahead); shorter where a link is unknown or the chain ends. A loop in hostile
+    /// links repeats ids within the `max`; the walk reports it when it gets there.
     pub(super) fn ancestors_by_known_parents(
         &self,
         start: SnapshotId,
         max: usize,
     ) -> Vec<SnapshotId> {
         let parents = self.parents.read().unwrap_or_else(|p| p.into_inner());
-        let mut chain = vec![start];
-        while chain.len() < max {
-            let Some(Some(parent)) = chain.last().and_then(|at| parents.get(at)) else {
-                break;
-            };
-            if chain.contains(parent) {
-                break;
-            }
-            chain.push(*parent);
-        }
-        chain
+        std::iter::successors(Some(start), |at| parents.get(at).copied().flatten())
+            .take(max.max(1))
+            .collect()
     }
 
     /// The parent link of snapshot `id` in the `repo` object (`Some(None)` for a

@@ -926,8 +926,8 @@ pub(crate) async fn garbage_collect(
         Ok::<_, Error>((deleted, bytes_deleted))
     };
     let chunk_sweep = async {
-        // (chunks deleted, bytes, manifests read, manifests from the state)
-        let mut out = (0u64, 0u64, 0u64, 0u64);
+        // (chunks deleted, bytes)
+        let mut out = (0u64, 0u64);
         let refs: u64 = retained
             .manifests
             .iter()
@@ -948,11 +948,11 @@ pub(crate) async fn garbage_collect(
                     facts.take().filter(|_| !options.dry_run),
                 )
                 .await?;
-                out.2 += read;
-                out.3 += from_state;
+                summary.manifests_read += read;
+                summary.manifests_from_state += from_state;
                 chunks
             } else {
-                out.2 += retained.manifests.len() as u64;
+                summary.manifests_read += retained.manifests.len() as u64;
                 chunk_pass(
                     assets,
                     &retained.manifests,
@@ -983,9 +983,7 @@ pub(crate) async fn garbage_collect(
     };
     let (metadata, chunk_sweep) = futures::join!(metadata, chunk_sweep);
     let ([snapshots, transaction_logs, manifests], metadata_bytes) = metadata?;
-    let (chunks, chunk_bytes, manifests_read, manifests_from_state) = chunk_sweep?;
-    summary.manifests_read += manifests_read;
-    summary.manifests_from_state += manifests_from_state;
+    let (chunks, chunk_bytes) = chunk_sweep?;
     summary.bytes_deleted = summary
         .bytes_deleted
         .saturating_add(metadata_bytes)

@@ -24,7 +24,8 @@
 //!    while the manifests are read: verification runs at the listing floor. The
 //!    listed sizes are kept until the manifests are read (at most
 //!    [`VerifyOptions::max_chunk_ids_in_memory`] of them; with more chunk objects
-//!    than that, `chunks/` is listed again once they are). The chunk ids to look for are held in memory at most
+//!    than that, `chunks/` is listed again once they are). The chunk ids to look
+//!    for are held in memory at most
 //!    [`VerifyOptions::max_chunk_ids_in_memory`] at a time (about 50 bytes each);
 //!    larger repositories are checked in several passes over slices of the id space,
 //!    as garbage collection does ([`super::gc`]), planned from the largest manifest

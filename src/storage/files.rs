@@ -112,11 +112,29 @@ pub(crate) fn open_object(path: &FsPath) -> Result<File, ReadAtError> {
 /// read naming the first such range in the caller's order.
 pub(crate) fn read_ranges(path: &FsPath, ranges: &[Range<u64>]) -> Result<Vec<Bytes>, ReadAtError> {
     let mut file = open_object(path)?;
+    let size = object_size(&file)?;
+    read_ranges_from(&mut file, size, ranges)
+}
+
+/// The size in bytes of the open `file`; a directory is `NotFound` (no object).
+fn object_size(file: &File) -> Result<u64, ReadAtError> {
     let meta = file.metadata().map_err(ReadAtError::Io)?;
     if !meta.is_file() {
         return Err(ReadAtError::NotFound);
     }
-    read_ranges_from(&mut file, meta.len(), ranges)
+    Ok(meta.len())
+}
+
+/// Whether `ranges` all end within a file of `size` bytes: else a short read naming
+/// the first that does not, in the caller's order.
+fn check_within(size: u64, ranges: &[Range<u64>]) -> Result<(), ReadAtError> {
+    match ranges.iter().find(|r| r.end > size) {
+        Some(past) => Err(ReadAtError::Short {
+            requested: past.clone(),
+            size,
+        }),
+        None => Ok(()),
+    }
 }
 
 /// [`read_ranges`] of a file already open, of `size` bytes (as its metadata said
@@ -127,12 +145,7 @@ pub(crate) fn read_ranges_from(
     ranges: &[Range<u64>],
 ) -> Result<Vec<Bytes>, ReadAtError> {
     use std::io::{Read, Seek, SeekFrom};
-    if let Some(past) = ranges.iter().find(|r| r.end > size) {
-        return Err(ReadAtError::Short {
-            requested: past.clone(),
-            size,
-        });
-    }
+    check_within(size, ranges)?;
     let mut out = vec![Bytes::new(); ranges.len()];
     for span in crate::storage::coalesce::plan(ranges, crate::storage::CoalesceOptions::default()) {
         if span.range.is_empty() {
@@ -193,19 +206,8 @@ pub(crate) fn read_ranges_cached(
         Err(_) => return None,
     };
     let file = File::from(fd);
-    let meta = match file.metadata() {
-        Ok(m) => m,
-        Err(e) => return Some(Err(ReadAtError::Io(e))),
-    };
-    if !meta.is_file() {
-        return Some(Err(ReadAtError::NotFound));
-    }
-    let size = meta.len();
-    if let Some(past) = ranges.iter().find(|r| r.end > size) {
-        return Some(Err(ReadAtError::Short {
-            requested: past.clone(),
-            size,
-        }));
+    if let Err(e) = object_size(&file).and_then(|size| check_within(size, ranges)) {
+        return Some(Err(e));
     }
     let mut out = Vec::with_capacity(ranges.len());
     for r in ranges {
