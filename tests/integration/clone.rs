@@ -256,23 +256,42 @@ async fn killed_clone_resumes(src_url: &str, dst_url: &str, spec: SpecVersion) {
         "{}",
         String::from_utf8_lossy(&first.stderr)
     );
-    let whole = started.elapsed().as_millis().max(4) as u64;
+    let mut whole = started.elapsed().as_millis().max(4) as u64;
     let mut rng = rand::rng();
     let mut kills = 0;
-    for _ in 0..10 {
-        let mut child = floe(dst_url);
-        // In the first two thirds of a clone (a loaded machine measures it long).
+    // Each clone is killed at a random point of its first two thirds, as long as
+    // the clone is measured to take. A clone that finishes first (the machine got
+    // quicker than when it was measured: CI runs tests side by side) gives the new
+    // measure, and the next runs start over at a fresh destination, so that kills
+    // keep landing in a copy in progress, not in the re-run of a finished one.
+    let base = dst_url;
+    let mut dst_url = base.to_string();
+    let mut fresh = 0;
+    for _ in 0..40 {
+        if kills >= 6 {
+            break;
+        }
+        let started = std::time::Instant::now();
+        let mut child = floe(&dst_url);
         let at = rng.random_range(1..(whole * 2 / 3).max(2));
         tokio::time::sleep(Duration::from_millis(at)).await;
         if child.try_wait().unwrap().is_none() {
             child.kill().unwrap();
             kills += 1;
+            child.wait().unwrap();
+        } else {
+            whole = whole.min(started.elapsed().as_millis().max(4) as u64);
         }
-        child.wait().unwrap();
-        let dst = create_storage(dst_url, None).unwrap();
+        let dst = create_storage(&dst_url, None).unwrap();
         match floe::lifecycle::verify(dst, None, VerifyOptions::default(), None).await {
             Err(Error::RepositoryNotFound { .. }) => {}
-            Ok(report) => assert!(report.is_ok(), "after a kill: {:#?}", report.problems),
+            Ok(report) => {
+                assert!(report.is_ok(), "after a kill: {:#?}", report.problems);
+                if kills < 6 {
+                    fresh += 1;
+                    dst_url = format!("{base}-{fresh}");
+                }
+            }
             Err(e) => panic!("after a kill: {e:?}"),
         }
     }
@@ -281,7 +300,7 @@ async fn killed_clone_resumes(src_url: &str, dst_url: &str, spec: SpecVersion) {
         "no run was killed: the clone is too quick to test"
     );
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_floe"))
-        .args(["clone", src_url, dst_url, "--json"])
+        .args(["clone", src_url, &dst_url, "--json"])
         .output()
         .unwrap();
     assert!(
@@ -291,7 +310,7 @@ async fn killed_clone_resumes(src_url: &str, dst_url: &str, spec: SpecVersion) {
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["verify"]["ok"], true, "{v}");
-    let clone = Repository::open(create_storage(dst_url, None).unwrap())
+    let clone = Repository::open(create_storage(&dst_url, None).unwrap())
         .await
         .unwrap();
     assert_eq!(facts(&clone).await, facts(&repo).await);
