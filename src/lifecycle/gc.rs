@@ -5,10 +5,14 @@
 //!    *retained*, with the manifests those snapshots list and the native chunks those
 //!    manifests reference. Virtual chunk refs point outside the repository and are
 //!    never touched.
-//! 2. Objects are listed under `snapshots/`, `transactions/`, `manifests/` and
-//!    `chunks/` — in that order, so a reader never finds a snapshot whose manifests
-//!    are gone — and one is deleted when it is not retained (a transaction log is
-//!    retained with its snapshot) **and** was last modified before the cut-off.
+//! 2. Objects are listed under `snapshots/`, `transactions/` and `manifests/` — in
+//!    that order, so a reader never finds a snapshot whose manifests are gone — and,
+//!    meanwhile, under `chunks/`; one is deleted when it is not retained (a
+//!    transaction log is retained with its snapshot) **and** was last modified
+//!    before the cut-off. (Icechunk deletes chunks last; here a reader opening a
+//!    snapshot that is being collected may find its chunks gone first, as with
+//!    Icechunk a reader that opened it before does.) On object storage the listing
+//!    of `chunks/` starts while the retained manifests are read.
 //!
 //! On spec 2 the `repo` object lists every snapshot: those whose files are newer than
 //! the cut-off are retained too (with the manifests they list), and before any file
@@ -31,6 +35,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use chrono::{DateTime, Utc};
+use futures::future::Either;
+use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 
 use crate::assets::{AssetManager, ParentWalk};
@@ -577,20 +583,19 @@ async fn manifest_chunk_ids(
 /// The native chunk ids the retained `manifests` reference, taking each manifest's
 /// ids from floe's garbage-collection state when it has them and fetching the
 /// others (`concurrency` at a time); returns them with the counts of manifests
-/// fetched and taken from the state. With `save` (the retained snapshots' facts),
-/// the state is then rewritten to hold exactly the retained manifests and those
-/// snapshots (a failed write only costs the next collection its shortcut).
+/// fetched and taken from the state and, with `save` (the retained snapshots'
+/// facts), the next state: exactly the retained manifests and those snapshots, for
+/// [`save_state`].
 ///
 /// # Errors
 /// Storage and format errors fetching a manifest.
 async fn retained_chunks_with_state(
     assets: &AssetManager,
-    storage: &dyn Storage,
     manifests: &[ManifestFileInfo],
     concurrency: usize,
     mut state: GcState,
     save: Option<HashMap<SnapshotId, Vec<ManifestFileInfo>>>,
-) -> Result<(HashSet<ChunkId>, u64, u64)> {
+) -> Result<(HashSet<ChunkId>, u64, u64, Option<GcState>)> {
     let mut known = HashMap::with_capacity(manifests.len());
     let mut missing = Vec::new();
     for info in manifests {
@@ -615,24 +620,29 @@ async fn retained_chunks_with_state(
         known.insert(id, ids);
     }
     let chunks: HashSet<ChunkId> = known.values().flatten().copied().collect();
-    if let Some(snapshots) = save {
-        let next = GcState {
-            manifests: known,
-            snapshots,
-        };
-        let written = match next.encode() {
-            Ok(bytes) => storage
-                .put(keys::GC_STATE, bytes::Bytes::from(bytes))
-                .await
-                .map(|_| ())
-                .map_err(Error::from),
-            Err(e) => Err(e.into()),
-        };
-        if let Err(e) = written {
-            tracing::warn!(error = %e, "garbage-collection state not written");
-        }
+    let next = save.map(|snapshots| GcState {
+        manifests: known,
+        snapshots,
+    });
+    Ok((chunks, read, from_state, next))
+}
+
+/// Writes floe's garbage-collection state (encoded on the compute pool). A failed
+/// write is logged, not returned: it only costs the next collection its shortcut.
+/// The state lists retained objects only, so it may be written while unretained
+/// ones are deleted.
+async fn save_state(storage: &dyn Storage, state: GcState) {
+    let written = match crate::assets::blocking(move || state.encode()).await {
+        Ok(bytes) => storage
+            .put(keys::GC_STATE, bytes::Bytes::from(bytes))
+            .await
+            .map(|_| ())
+            .map_err(Error::from),
+        Err(e) => Err(e),
+    };
+    if let Err(e) = written {
+        tracing::warn!(error = %e, "garbage-collection state not written");
     }
-    Ok((chunks, read, from_state))
 }
 
 /// floe's garbage-collection state as stored; a missing or unreadable one is empty.
@@ -705,16 +715,57 @@ async fn sweep(
     // Retained objects are skipped by the listing itself: a local directory then
     // reads the metadata of the other files only.
     let skip = |key: &str| key.strip_prefix(dir).is_some_and(keep);
+    let listed = listed(storage, &prefixes, &skip, options.list_concurrency);
+    delete_unretained(storage, dir, listed, keep, cut_off, options, progress).await
+}
+
+/// The objects under `prefixes` but those `skip` accepts (by key), listed
+/// `concurrency` prefixes at a time.
+fn listed<'a>(
+    storage: &'a dyn Storage,
+    prefixes: &'a [String],
+    skip: KeepFn<'a>,
+    concurrency: usize,
+) -> BoxStream<'a, Result<ObjectInfo>> {
     // The listings are made up front (they start lazily): a closure mapping prefixes
     // to streams would make the future lose `Send` (its lifetimes are not general).
     let streams: Vec<_> = prefixes
         .iter()
-        .map(|p| storage.list_stream_except(p, &skip))
+        .map(|p| storage.list_stream_except(p, skip))
         .collect();
-    let listed = futures::stream::iter(streams)
-        .flatten_unordered(options.list_concurrency.max(1))
-        .map_err(Error::from);
-    delete_unretained(storage, dir, listed, keep, cut_off, options, progress).await
+    futures::stream::iter(streams)
+        .flatten_unordered(concurrency.max(1))
+        .map_err(Error::from)
+        .boxed()
+}
+
+/// Most objects listed ahead while a chunk pass's retained ids are still being
+/// read (about 40 MiB of keys and sizes).
+const LISTED_AHEAD: usize = 1 << 18;
+
+/// Runs `work` and meanwhile lists `listing` into memory, at most `ahead` objects
+/// ([`LISTED_AHEAD`]); returns what `work` returned, the objects listed so
+/// far and the rest of the listing. So a collection on object storage waits for
+/// the listing of `chunks/` and for its manifest reads at the same time.
+///
+/// # Errors
+/// `work`'s, and the listing's.
+async fn list_while<T>(
+    work: impl std::future::Future<Output = Result<T>>,
+    mut listing: BoxStream<'_, Result<ObjectInfo>>,
+    ahead: usize,
+) -> Result<(T, Vec<ObjectInfo>, BoxStream<'_, Result<ObjectInfo>>)> {
+    let mut early = Vec::new();
+    let mut work = std::pin::pin!(work);
+    let mut listed_all = false;
+    while !listed_all && early.len() < ahead {
+        match futures::future::select(work.as_mut(), listing.next()).await {
+            Either::Left((out, _)) => return Ok((out?, early, listing)),
+            Either::Right((Some(object), _)) => early.push(object?),
+            Either::Right((None, _)) => listed_all = true,
+        }
+    }
+    Ok((work.await?, early, listing))
 }
 
 /// The deleting half of [`sweep`], over objects `listed` under `dir`.
@@ -938,44 +989,86 @@ pub(crate) async fn garbage_collect(
         for pass in passes {
             let prefix_len = pass.first().map_or(1, String::len);
             let set: HashSet<String> = pass.iter().cloned().collect();
-            let chunks = if with_state {
-                let (chunks, read, from_state) = retained_chunks_with_state(
-                    assets,
-                    storage,
-                    &retained.manifests,
-                    manifest_concurrency,
-                    std::mem::take(&mut state),
-                    facts.take().filter(|_| !options.dry_run),
-                )
-                .await?;
-                summary.manifests_read += read;
-                summary.manifests_from_state += from_state;
-                chunks
+            let retained_ids = async {
+                if with_state {
+                    let (chunks, read, from_state, next) = retained_chunks_with_state(
+                        assets,
+                        &retained.manifests,
+                        manifest_concurrency,
+                        std::mem::take(&mut state),
+                        facts.take().filter(|_| !options.dry_run),
+                    )
+                    .await?;
+                    summary.manifests_read += read;
+                    summary.manifests_from_state += from_state;
+                    Ok((chunks, next))
+                } else {
+                    summary.manifests_read += retained.manifests.len() as u64;
+                    let chunks = chunk_pass(
+                        assets,
+                        &retained.manifests,
+                        &set,
+                        prefix_len,
+                        manifest_concurrency,
+                    )
+                    .await?;
+                    Ok((chunks, None))
+                }
+            };
+            // Where a listing costs the same with or without skipping the retained
+            // objects (object storage), the pass's listing starts with its manifest
+            // reads; a local directory lists once the retained ids are known, to skip
+            // reading their files' metadata.
+            let prefixes = listings(storage, keys::CHUNKS, &pass);
+            let nothing = |_: &str| false;
+            let ((chunks, next_state), ahead) = if storage.ranged_listing() {
+                let listing = listed(storage, &prefixes, &nothing, options.list_concurrency);
+                let (ids, early, rest) = list_while(retained_ids, listing, LISTED_AHEAD).await?;
+                (ids, Some((early, rest)))
             } else {
-                summary.manifests_read += retained.manifests.len() as u64;
-                chunk_pass(
-                    assets,
-                    &retained.manifests,
-                    &set,
-                    prefix_len,
-                    manifest_concurrency,
-                )
-                .await?
+                (retained_ids.await?, None)
             };
             let keep_chunk = |id: &str| {
                 let in_pass = id.get(..prefix_len).is_some_and(|p| set.contains(p));
                 !in_pass || !unretained(&chunks, id)
             };
-            let (n, bytes) = sweep(
-                storage,
-                keys::CHUNKS,
-                &pass,
-                &keep_chunk,
-                cut_off,
-                options,
-                progress,
-            )
-            .await?;
+            let swept = async {
+                match ahead {
+                    Some((early, rest)) => {
+                        let listed = futures::stream::iter(early.into_iter().map(Ok)).chain(rest);
+                        delete_unretained(
+                            storage,
+                            keys::CHUNKS,
+                            listed,
+                            &keep_chunk,
+                            cut_off,
+                            options,
+                            progress,
+                        )
+                        .await
+                    }
+                    None => {
+                        sweep(
+                            storage,
+                            keys::CHUNKS,
+                            &pass,
+                            &keep_chunk,
+                            cut_off,
+                            options,
+                            progress,
+                        )
+                        .await
+                    }
+                }
+            };
+            // The next state is written while the chunks are listed and swept.
+            let save = async {
+                if let Some(next) = next_state {
+                    save_state(storage, next).await;
+                }
+            };
+            let (swept, ()) = futures::join!(swept, save);
+            let (n, bytes) = swept?;
             out.0 += n;
             out.1 = out.1.saturating_add(bytes);
         }
@@ -1004,6 +1097,64 @@ pub(crate) async fn garbage_collect(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn objects(n: usize) -> Vec<Result<ObjectInfo>> {
+        (0..n)
+            .map(|i| {
+                Ok(ObjectInfo {
+                    key: format!("chunks/{i}"),
+                    size: 1,
+                    last_modified: Utc::now(),
+                    version: None,
+                })
+            })
+            .collect()
+    }
+
+    /// `list_while` holds at most `ahead` objects while the work runs, and the rest
+    /// of the listing follows them: every object once, in order.
+    #[tokio::test]
+    async fn list_while_holds_at_most_ahead_and_loses_nothing() {
+        for (n, ahead, slow) in [(10, 3, true), (10, 100, true), (10, 3, false)] {
+            let work = async move {
+                if slow {
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+                Ok(7)
+            };
+            let listing = futures::stream::iter(objects(n)).boxed();
+            let (out, early, rest) = list_while(work, listing, ahead).await.unwrap();
+            assert_eq!(out, 7);
+            assert!(early.len() <= ahead);
+            if slow {
+                assert_eq!(early.len(), n.min(ahead));
+            }
+            let rest: Vec<ObjectInfo> = rest.try_collect().await.unwrap();
+            let keys: Vec<String> = early.into_iter().chain(rest).map(|o| o.key).collect();
+            let want: Vec<String> = (0..n).map(|i| format!("chunks/{i}")).collect();
+            assert_eq!(keys, want);
+        }
+    }
+
+    /// A listing error while the work runs is the error of `list_while`.
+    #[tokio::test]
+    async fn list_while_reports_a_listing_error() {
+        let mut items = objects(2);
+        items.push(Err(Error::Storage(StorageError::NotFound {
+            key: "chunks/".into(),
+        })));
+        let work = async {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            Ok(())
+        };
+        let listing = futures::stream::iter(items).boxed();
+        let got = list_while(work, listing, 100).await;
+        assert!(
+            matches!(got, Err(Error::Storage(StorageError::NotFound { .. }))),
+            "{:?}",
+            got.map(|(_, early, _)| early.len())
+        );
+    }
 
     /// The filter judges ids as their text does, for passes of one and two
     /// characters.

@@ -674,6 +674,59 @@ async fn ranged_listings_collect_exactly_what_one_listing_collects() {
     }
 }
 
+/// On object storage (ranged listings), a collection lists `chunks/` while it reads
+/// the retained manifests, not after: with manifest reads taking 500 ms, the first
+/// listing of a `chunks/` range starts well before the first read returns, and the
+/// collection deletes what it deleted before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chunk_listing_starts_with_the_manifest_reads() {
+    use floe::storage::fault::{Call, Fault, FaultyStorage};
+    use std::time::Instant;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("repo");
+    let cut_off = many_chunks(&dir).await;
+    let events: Arc<Mutex<Vec<(Instant, Call, String)>>> = Arc::default();
+    let seen = events.clone();
+    let storage = Arc::new(
+        FaultyStorage::new(
+            Arc::new(LocalStorage::new(&dir).unwrap()),
+            Box::new(move |call, key| {
+                seen.lock()
+                    .unwrap()
+                    .push((Instant::now(), call, key.to_string()));
+                if key.starts_with("manifests/") && matches!(call, Call::Get | Call::GetRange) {
+                    Fault::Delay(Duration::from_millis(500))
+                } else {
+                    Fault::None
+                }
+            }),
+        )
+        .with_ranged_listing(true),
+    );
+    let repo = Repository::open(storage).await.unwrap();
+    expire_deleting_refs(&repo, cut_off).await;
+    events.lock().unwrap().clear();
+    let options = GcOptions::default().allow_recent_cutoff(true);
+    let summary = repo.garbage_collect(cut_off, options, None).await.unwrap();
+    assert_eq!(summary.chunks_deleted, 150, "{summary:?}");
+    let events = events.lock().unwrap().clone();
+    let first_read = events
+        .iter()
+        .find(|(_, call, key)| key.starts_with("manifests/") && *call != Call::List)
+        .map(|(at, ..)| *at)
+        .expect("no manifest read");
+    let first_listing = events
+        .iter()
+        .find(|(_, call, key)| *call == Call::List && key.starts_with("chunks/"))
+        .map(|(at, ..)| *at)
+        .expect("no listing of chunks/");
+    let waited = first_listing.saturating_duration_since(first_read);
+    assert!(
+        waited < Duration::from_millis(400),
+        "chunks/ listed {waited:?} after the first manifest read started"
+    );
+}
+
 /// On spec 2, collection judges snapshot retention by one listing of `snapshots/`
 /// and sweeps that same listing: the directory is listed once, and what is deleted
 /// is what a collection of a copy through plain storage deletes.
