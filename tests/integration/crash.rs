@@ -146,7 +146,9 @@ async fn kill_writers_of(url: &str, child_test: &str, env: &str, config: Option<
             .spawn()
             .unwrap();
         let stdout = child.stdout.take().unwrap();
+        let (first_tx, first_rx) = tokio::sync::oneshot::channel::<()>();
         let reader = std::thread::spawn(move || {
+            let mut first = Some(first_tx);
             BufReader::new(stdout)
                 .lines()
                 .map_while(Result::ok)
@@ -155,11 +157,21 @@ async fn kill_writers_of(url: &str, child_test: &str, env: &str, config: Option<
                     let id: SnapshotId = w.next()?.parse().ok()?;
                     let index: u32 = w.next()?.parse().ok()?;
                     let value: u8 = w.next()?.parse().ok()?;
+                    if let Some(tx) = first.take() {
+                        let _ = tx.send(());
+                    }
                     Some((id, index, value))
                 })
                 .collect::<Vec<_>>()
         });
-        let delay = rand::rng().random_range(150..600);
+        // The kill lands at a random moment of the commits after the writer's
+        // first (however long a loaded machine takes to start it).
+        let started = tokio::time::timeout(Duration::from_secs(60), first_rx).await;
+        assert!(
+            matches!(started, Ok(Ok(()))),
+            "round {round}: the writer did not commit within 60 s"
+        );
+        let delay = rand::rng().random_range(0..450);
         tokio::time::sleep(Duration::from_millis(delay)).await;
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
