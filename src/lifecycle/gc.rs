@@ -76,6 +76,11 @@ pub struct GcOptions {
     /// 4 Mi, ~160 MiB). Repositories with more native chunk refs are collected in
     /// several passes, each over a slice of the chunk id space.
     pub max_chunk_ids_in_memory: u64,
+    /// Most objects of `chunks/` listed ahead, held in memory (about 150 bytes
+    /// each; default 2¹⁸, ~40 MiB) while the retained manifests are still being
+    /// read. Only on storages that list key ranges cheaply (object storage); the
+    /// listing waits when it has this many, and goes on once the chunk ids are known.
+    pub max_listed_ahead: usize,
     /// Attempts at each delete before giving up (transient storage errors are
     /// retried with jittered exponential back-off; default 5).
     pub delete_attempts: u32,
@@ -119,6 +124,7 @@ impl Default for GcOptions {
             delete_concurrency: 32,
             list_concurrency: 32,
             max_chunk_ids_in_memory: 4 << 20,
+            max_listed_ahead: 1 << 18,
             delete_attempts: 5,
             allow_recent_cutoff: false,
             incremental: true,
@@ -157,6 +163,13 @@ impl GcOptions {
     /// Options holding at most `n` retained chunk ids in memory at once (at least 1).
     pub fn max_chunk_ids_in_memory(mut self, n: u64) -> Self {
         self.max_chunk_ids_in_memory = n.max(1);
+        self
+    }
+
+    /// Options listing at most `n` objects of `chunks/` ahead of the manifest reads
+    /// (0: none; see [`GcOptions::max_listed_ahead`]).
+    pub fn max_listed_ahead(mut self, n: usize) -> Self {
+        self.max_listed_ahead = n;
         self
     }
 }
@@ -739,12 +752,25 @@ fn listed<'a>(
         .boxed()
 }
 
-/// Most objects listed ahead while a chunk pass's retained ids are still being
-/// read (about 40 MiB of keys and sizes).
-const LISTED_AHEAD: usize = 1 << 18;
+/// Listings of `chunks/` made ahead of the manifest reads at once, or `None` when
+/// the storage should list only after them: its listing costs less once the
+/// retained objects are known (a local directory skips their metadata), or it
+/// bounds its requests too tightly. A listing waiting for the reads keeps its
+/// request's place (object_store's `LimitStore` holds one per listing), so at most
+/// half the places go to listings ahead: the reads always have the rest.
+fn listings_ahead(storage: &dyn Storage, options: GcOptions) -> Option<usize> {
+    if !storage.ranged_listing() || options.max_listed_ahead == 0 {
+        return None;
+    }
+    let n = match storage.max_concurrent_requests() {
+        Some(places) => options.list_concurrency.min(places / 2),
+        None => options.list_concurrency,
+    };
+    (n > 0).then_some(n)
+}
 
 /// Runs `work` and meanwhile lists `listing` into memory, at most `ahead` objects
-/// ([`LISTED_AHEAD`]); returns what `work` returned, the objects listed so
+/// ([`GcOptions::max_listed_ahead`]); returns what `work` returned, the objects listed so
 /// far and the rest of the listing. So a collection on object storage waits for
 /// the listing of `chunks/` and for its manifest reads at the same time.
 ///
@@ -1021,12 +1047,14 @@ pub(crate) async fn garbage_collect(
             // reading their files' metadata.
             let prefixes = listings(storage, keys::CHUNKS, &pass);
             let nothing = |_: &str| false;
-            let ((chunks, next_state), ahead) = if storage.ranged_listing() {
-                let listing = listed(storage, &prefixes, &nothing, options.list_concurrency);
-                let (ids, early, rest) = list_while(retained_ids, listing, LISTED_AHEAD).await?;
-                (ids, Some((early, rest)))
-            } else {
-                (retained_ids.await?, None)
+            let ((chunks, next_state), ahead) = match listings_ahead(storage, options) {
+                Some(concurrency) => {
+                    let listing = listed(storage, &prefixes, &nothing, concurrency);
+                    let (ids, early, rest) =
+                        list_while(retained_ids, listing, options.max_listed_ahead).await?;
+                    (ids, Some((early, rest)))
+                }
+                None => (retained_ids.await?, None),
             };
             let keep_chunk = |id: &str| {
                 let in_pass = id.get(..prefix_len).is_some_and(|p| set.contains(p));

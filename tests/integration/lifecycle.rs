@@ -727,6 +727,60 @@ async fn chunk_listing_starts_with_the_manifest_reads() {
     );
 }
 
+/// A storage bounding its requests in flight: the listings of `chunks/` that wait
+/// for the manifest reads (holding 3 objects at most) keep their places, and the
+/// reads still get theirs, whatever the bound (a collection that gave every place
+/// to waiting listings would never finish).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listings_ahead_leave_places_to_the_manifest_reads() {
+    use floe::storage::fault::{Call, Fault, FaultyStorage};
+    use floe::storage::{LatencyStorage, LimitedStorage, RequestLimit};
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().join("base");
+    let cut_off = many_chunks(&base).await;
+    for places in [1usize, 2, 3, 4, 64] {
+        let dir = tmp.path().join(format!("limit-{places}"));
+        common::copy_tree(&base, &dir);
+        // The reads wait 50 ms before they ask for a place (the listing has taken
+        // its places by then); no local-file shortcut around the bound.
+        let local = Arc::new(LocalStorage::new(&dir).unwrap());
+        let remote = Arc::new(LatencyStorage::new(local, 0, 0));
+        let limited = Arc::new(LimitedStorage::new(
+            remote,
+            Arc::new(RequestLimit::new(places)),
+        ));
+        let storage = Arc::new(
+            FaultyStorage::new(
+                limited,
+                Box::new(|call, key| {
+                    if key.starts_with("manifests/") && matches!(call, Call::Get | Call::GetRange) {
+                        Fault::Delay(Duration::from_millis(50))
+                    } else {
+                        Fault::None
+                    }
+                }),
+            )
+            .with_ranged_listing(true),
+        );
+        let repo = Repository::open(storage).await.unwrap();
+        expire_deleting_refs(&repo, cut_off).await;
+        let options = GcOptions::default()
+            .allow_recent_cutoff(true)
+            .max_listed_ahead(3);
+        let collected = tokio::time::timeout(
+            Duration::from_secs(60),
+            repo.garbage_collect(cut_off, options, None),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("{places} places: the collection did not finish in 60 s"))
+        .unwrap();
+        assert_eq!(
+            collected.chunks_deleted, 150,
+            "{places} places: {collected:?}"
+        );
+    }
+}
+
 /// On spec 2, collection judges snapshot retention by one listing of `snapshots/`
 /// and sweeps that same listing: the directory is listed once, and what is deleted
 /// is what a collection of a copy through plain storage deletes.
