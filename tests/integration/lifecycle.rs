@@ -674,34 +674,46 @@ async fn ranged_listings_collect_exactly_what_one_listing_collects() {
     }
 }
 
+/// `inner` seen as object storage (ranged listings) whose manifest reads each wait
+/// `ms` milliseconds first; `seen` is told of every call.
+fn slow_manifest_reads(
+    inner: Arc<dyn floe::storage::Storage>,
+    ms: u64,
+    seen: impl Fn(floe::storage::fault::Call, &str) + Send + 'static,
+) -> Arc<floe::storage::fault::FaultyStorage> {
+    use floe::storage::fault::{Call, Fault, FaultyStorage};
+    let plan = move |call, key: &str| {
+        seen(call, key);
+        if key.starts_with("manifests/") && matches!(call, Call::Get | Call::GetRange) {
+            Fault::Delay(Duration::from_millis(ms))
+        } else {
+            Fault::None
+        }
+    };
+    Arc::new(FaultyStorage::new(inner, Box::new(plan)).with_ranged_listing(true))
+}
+
 /// On object storage (ranged listings), a collection lists `chunks/` while it reads
 /// the retained manifests, not after: with manifest reads taking 500 ms, the first
 /// listing of a `chunks/` range starts well before the first read returns, and the
 /// collection deletes what it deleted before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chunk_listing_starts_with_the_manifest_reads() {
-    use floe::storage::fault::{Call, Fault, FaultyStorage};
+    use floe::storage::fault::Call;
     use std::time::Instant;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("repo");
     let cut_off = many_chunks(&dir).await;
     let events: Arc<Mutex<Vec<(Instant, Call, String)>>> = Arc::default();
     let seen = events.clone();
-    let storage = Arc::new(
-        FaultyStorage::new(
-            Arc::new(LocalStorage::new(&dir).unwrap()),
-            Box::new(move |call, key| {
-                seen.lock()
-                    .unwrap()
-                    .push((Instant::now(), call, key.to_string()));
-                if key.starts_with("manifests/") && matches!(call, Call::Get | Call::GetRange) {
-                    Fault::Delay(Duration::from_millis(500))
-                } else {
-                    Fault::None
-                }
-            }),
-        )
-        .with_ranged_listing(true),
+    let storage = slow_manifest_reads(
+        Arc::new(LocalStorage::new(&dir).unwrap()),
+        500,
+        move |call, key| {
+            seen.lock()
+                .unwrap()
+                .push((Instant::now(), call, key.to_string()))
+        },
     );
     let repo = Repository::open(storage).await.unwrap();
     expire_deleting_refs(&repo, cut_off).await;
@@ -733,7 +745,6 @@ async fn chunk_listing_starts_with_the_manifest_reads() {
 /// to waiting listings would never finish).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn listings_ahead_leave_places_to_the_manifest_reads() {
-    use floe::storage::fault::{Call, Fault, FaultyStorage};
     use floe::storage::{LatencyStorage, LimitedStorage, RequestLimit};
     let tmp = tempfile::tempdir().unwrap();
     let base = tmp.path().join("base");
@@ -749,19 +760,7 @@ async fn listings_ahead_leave_places_to_the_manifest_reads() {
             remote,
             Arc::new(RequestLimit::new(places)),
         ));
-        let storage = Arc::new(
-            FaultyStorage::new(
-                limited,
-                Box::new(|call, key| {
-                    if key.starts_with("manifests/") && matches!(call, Call::Get | Call::GetRange) {
-                        Fault::Delay(Duration::from_millis(50))
-                    } else {
-                        Fault::None
-                    }
-                }),
-            )
-            .with_ranged_listing(true),
-        );
+        let storage = slow_manifest_reads(limited, 50, |_, _| {});
         let repo = Repository::open(storage).await.unwrap();
         expire_deleting_refs(&repo, cut_off).await;
         let options = GcOptions::default()
