@@ -1061,33 +1061,29 @@ pub(crate) async fn garbage_collect(
                 !in_pass || !unretained(&chunks, id)
             };
             let swept = async {
-                match ahead {
-                    Some((early, rest)) => {
-                        let listed = futures::stream::iter(early.into_iter().map(Ok)).chain(rest);
-                        delete_unretained(
-                            storage,
-                            keys::CHUNKS,
-                            listed,
-                            &keep_chunk,
-                            cut_off,
-                            options,
-                            progress,
-                        )
-                        .await
-                    }
-                    None => {
-                        sweep(
-                            storage,
-                            keys::CHUNKS,
-                            &pass,
-                            &keep_chunk,
-                            cut_off,
-                            options,
-                            progress,
-                        )
-                        .await
-                    }
-                }
+                let Some((early, rest)) = ahead else {
+                    return sweep(
+                        storage,
+                        keys::CHUNKS,
+                        &pass,
+                        &keep_chunk,
+                        cut_off,
+                        options,
+                        progress,
+                    )
+                    .await;
+                };
+                let listed = futures::stream::iter(early.into_iter().map(Ok)).chain(rest);
+                delete_unretained(
+                    storage,
+                    keys::CHUNKS,
+                    listed,
+                    &keep_chunk,
+                    cut_off,
+                    options,
+                    progress,
+                )
+                .await
             };
             // The next state is written while the chunks are listed and swept.
             let save = async {
