@@ -242,25 +242,30 @@ def _list_floor(proxy, prefix, threads=32):
     """Lists every object under `prefix`'s four directories through the proxy, one
     paginated listing per directory and first character of the id, `threads` at a
     time, reading nothing: the listing any collection needs. Returns seconds and the
-    proxy's request count. Unsigned requests (ministack does not check
-    signatures)."""
+    proxy's request count. Requests are signed (`.ci/s3util.py`, with botocore when
+    this interpreter has it) with the credentials of the environment."""
     import concurrent.futures
-    import http.client
     import re
 
-    host, port = proxy.rsplit(":", 1)
+    sys.path.insert(0, os.path.join(ROOT, ".ci"))
+    import s3util
+
+    cfg = s3util.Config(endpoint=f"http://{proxy}")
     local = __import__("threading").local()
 
     def list_all(p):
-        if not hasattr(local, "conn"):
-            local.conn = http.client.HTTPConnection(host, int(port), timeout=120)
+        if not hasattr(local, "client"):
+            local.client = s3util.Client(cfg, timeout=120)
         n, token = 0, None
         while True:
             q = {"list-type": "2", "prefix": p}
             if token:
                 q["continuation-token"] = token
-            local.conn.request("GET", f"/{BUCKET}?{urllib.parse.urlencode(q)}")
-            body = local.conn.getresponse().read().decode()
+            r = local.client.request("GET", BUCKET, query=urllib.parse.urlencode(
+                sorted(q.items()), quote_via=urllib.parse.quote))
+            if r.status != 200:
+                raise RuntimeError(f"listing {p}: {r}")
+            body = r.body.decode()
             n += body.count("<Key>")
             m = re.search(r"<NextContinuationToken>([^<]*)<", body)
             if "<IsTruncated>true" not in body or not m:
@@ -331,6 +336,10 @@ def main():
     p.add_argument("--plain-listing", action="store_true",
                    help="ministack's own listing (sorts every key under the prefix "
                         "for each page)")
+    p.add_argument("--endpoint", metavar="HOST:PORT",
+                   help="an S3 server already running (Garage, MinIO, ...) holding the "
+                        f"bucket {BUCKET}, with the credentials of AWS_ACCESS_KEY_ID and "
+                        "AWS_SECRET_ACCESS_KEY; no ministack is started")
     p.add_argument("--json")
     args = p.parse_args()
     if args.step == "write":
@@ -345,26 +354,39 @@ def main():
     from s3_latency import start_proxy
 
     work = tempfile.mkdtemp(prefix="floe-s3gc.")
-    env = dict(os.environ, AWS_ACCESS_KEY_ID="floe-test-key",
-               AWS_SECRET_ACCESS_KEY="floe-test-secret", AWS_REGION="us-east-1",
-               AWS_DEFAULT_REGION="us-east-1", AWS_ALLOW_HTTP="true")
+    env = dict(os.environ, AWS_REGION="us-east-1", AWS_DEFAULT_REGION="us-east-1",
+               AWS_ALLOW_HTTP="true")
+    if not args.endpoint:
+        env.update(AWS_ACCESS_KEY_ID="floe-test-key", AWS_SECRET_ACCESS_KEY="floe-test-secret")
     env.pop("AWS_SESSION_TOKEN", None)
     env.pop("AWS_PROFILE", None)
+    os.environ.update({k: env[k] for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+                                           "AWS_REGION")})
     floe_env = dict(env)
     if args.floe_path:
         floe_env["PYTHONPATH"] = os.pathsep.join(
             [args.floe_path] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     engines = {"floe": (args.floe_python, floe_env), "icechunk": (args.icechunk_python, env)}
+    # One repository per engine, under a prefix of this run (an external server keeps
+    # earlier runs' objects).
+    run = time.strftime("%Y%m%dT%H%M%S")
+    prefixes = {e: f"{e}-{run}" for e in engines}
     delays = [float(d) for d in args.delays.split(",")]
-    ministack, s3_port = _start_server(args.ministack_python, work, not args.plain_listing)
-    direct = f"127.0.0.1:{s3_port}"
+    if args.endpoint:
+        server = None
+        direct = args.endpoint
+        s3_port = int(args.endpoint.rsplit(":", 1)[1])
+    else:
+        server, s3_port = _start_server(args.ministack_python, work, not args.plain_listing)
+        direct = f"127.0.0.1:{s3_port}"
     proxies = {}
     results = {e: {"first": None, "second": {d: [] for d in delays}} for e in engines}
     floors = {d: [] for d in delays}
     try:
-        subprocess.run([args.ministack_python, os.path.join(ROOT, ".ci", "s3util.py"),
-                        "mkbucket", BUCKET], env=dict(env, AWS_ENDPOINT_URL=f"http://{direct}"),
-                       check=True)
+        if server is not None:
+            subprocess.run([args.ministack_python, os.path.join(ROOT, ".ci", "s3util.py"),
+                            "mkbucket", BUCKET],
+                           env=dict(env, AWS_ENDPOINT_URL=f"http://{direct}"), check=True)
         for d in delays:
             trace = os.path.join(work, f"trace-{d:g}.txt")
             if args.trace:
@@ -377,7 +399,7 @@ def main():
         def write(engine, n, first, create=False):
             t = time.perf_counter()
             rerun_self(args.floe_python, __file__,
-                       ["--step", "write", "--prefix", engine, "--n", str(n),
+                       ["--step", "write", "--prefix", prefixes[engine], "--n", str(n),
                         "--first", str(first), *shape, *(["--create"] if create else [])],
                        floe_env)
             return time.perf_counter() - t
@@ -388,7 +410,8 @@ def main():
             if args.trace:
                 open(trace, "w").close()
             out = rerun_self(py, __file__, ["--step", "collect", "--engine", engine,
-                                            "--prefix", engine, "--proxy", addr], eenv)
+                                            "--prefix", prefixes[engine], "--proxy", addr],
+                             eenv)
             if args.trace:
                 out["kinds"] = _kinds(trace)
             return out
@@ -414,15 +437,16 @@ def main():
                     results[engine]["second"][d].append(out)
                     print(f"second {engine} {d:g} ms run {r}: {out}", file=sys.stderr,
                           flush=True)
-                out = _list_floor(proxies[d][1], "floe")
+                out = _list_floor(proxies[d][1], prefixes["floe"])
                 floors[d].append(out)
                 print(f"listing floor {d:g} ms run {r}: {out}", file=sys.stderr, flush=True)
     finally:
         for proc, _, _ in proxies.values():
             proc.terminate()
             proc.wait()
-        ministack.terminate()
-        ministack.wait()
+        if server is not None:
+            server.terminate()
+            server.wait()
 
     deleted = {e: [results[e]["first"]["deleted"]]
                + [o["deleted"] for d in delays for o in results[e]["second"][d]]

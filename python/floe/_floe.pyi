@@ -1016,6 +1016,10 @@ class Repository:
         dry_run: bool = False,
         allow_recent_cutoff: bool = False,
         full: bool = False,
+        manifest_concurrency: int | None = None,
+        delete_concurrency: int | None = None,
+        max_consecutive_delete_failures: int | None = None,
+        list_concurrency: int | None = None,
     ) -> dict[str, Any]: ...
     def retention_policy(self) -> str | None: ...
     def set_retention_policy(self, policy: str | None) -> None: ...
@@ -1116,6 +1120,10 @@ class Repository:
         dry_run: bool = False,
         allow_recent_cutoff: bool = False,
         full: bool = False,
+        manifest_concurrency: int | None = None,
+        delete_concurrency: int | None = None,
+        max_consecutive_delete_failures: int | None = None,
+        list_concurrency: int | None = None,
     ) -> Awaitable[dict[str, Any]]: ...
     def async_ancestry(
         self, *, branch: str | None = None, tag: str | None = None, snapshot_id: str | None = None

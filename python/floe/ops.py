@@ -255,10 +255,17 @@ class Update:
 
 class GCSummary:
     """What ``Repository.garbage_collect`` deleted (or, in a dry run, would
-    delete), as Icechunk's ``GCSummary``: ``bytes_deleted`` and the counts
+    delete), as Icechunk 2.3.0's ``GCSummary``: ``bytes_deleted`` and the counts
     ``chunks_deleted``, ``manifests_deleted``, ``snapshots_deleted``,
-    ``attributes_deleted``, ``transaction_logs_deleted``. Also readable as a
-    mapping (``summary["chunks_deleted"]``), as floe's earlier dict was.
+    ``attributes_deleted``, ``transaction_logs_deleted``; and the deletes that
+    failed: ``objects_failed_to_delete`` (objects of the delete batches that failed
+    after their retries; they stay, garbage for the next collection),
+    ``throttled_batches`` (always 0 in floe: its storage layer retries throttled
+    requests itself), ``delete_errors`` (the first distinct messages, at most 10)
+    and ``skipped_phases`` (the kinds of objects not swept because an earlier kind
+    had failures, in order: ``"transaction_logs"``, ``"manifests"``, ``"chunks"``).
+    Also readable as a mapping (``summary["chunks_deleted"]``), as floe's earlier
+    dict was.
 
     ```python
     import datetime
@@ -267,25 +274,32 @@ class GCSummary:
     # dry_run deletes nothing; a cut-off this recent needs allow_recent_cutoff
     summary = repo.garbage_collect(now, dry_run=True, allow_recent_cutoff=True)
     print(summary.bytes_deleted, summary.chunks_deleted)  # 0 0: nothing unreachable
-    print(dict(summary))  # {'bytes_deleted': 0, 'chunks_deleted': 0, ...}
+    print(summary.objects_failed_to_delete, summary.skipped_phases)  # 0 []
+    print(dict(summary)["chunks_deleted"])  # 0
     ```
     """
 
-    _FIELDS = (
+    _COUNTS = (
         "bytes_deleted",
         "chunks_deleted",
         "manifests_deleted",
         "snapshots_deleted",
         "attributes_deleted",
         "transaction_logs_deleted",
+        "objects_failed_to_delete",
+        "throttled_batches",
     )
+    _LISTS = ("delete_errors", "skipped_phases")
+    _FIELDS = _COUNTS + _LISTS
     __slots__ = _FIELDS
 
-    def __init__(self, **counts: int):
-        for name in self._FIELDS:
-            setattr(self, name, int(counts.get(name, 0)))
+    def __init__(self, **fields: Any):
+        for name in self._COUNTS:
+            setattr(self, name, int(fields.get(name, 0)))
+        for name in self._LISTS:
+            setattr(self, name, [str(v) for v in fields.get(name) or ()])
 
-    def __getitem__(self, name: str) -> int:
+    def __getitem__(self, name: str) -> Any:
         if name not in self._FIELDS:
             raise KeyError(name)
         return getattr(self, name)
@@ -300,6 +314,7 @@ class GCSummary:
         cutoff = datetime.datetime.now(datetime.UTC)
         summary = repo.garbage_collect(cutoff, dry_run=True, allow_recent_cutoff=True)
         print(summary.keys()[:2])  # ('bytes_deleted', 'chunks_deleted')
+        print(summary.keys()[-2:])  # ('delete_errors', 'skipped_phases')
         print({name: summary[name] for name in summary.keys()}["chunks_deleted"])  # 0
         ```
         """

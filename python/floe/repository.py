@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from enum import IntEnum
 from typing import Any
 
+from floe import _tuning
 from floe._display import html_block, qualified, text_block
 from floe._floe import Repository as _NativeRepository
 from floe._floe import SnapshotInfo, Storage
@@ -1037,18 +1038,40 @@ class Repository:
 
     # -- storage statistics -----------------------------------------------------------
 
-    def chunk_storage_stats(self) -> ChunkStorageStats:
+    def chunk_storage_stats(
+        self,
+        *,
+        max_snapshots_in_memory: int = 50,
+        max_compressed_manifest_mem_bytes: int = 512 * 1024 * 1024,
+        max_decoded_manifest_mem_bytes: int = 4 * 1024 * 1024 * 1024,
+        max_concurrent_manifest_fetches: int = 500,
+    ) -> ChunkStorageStats:
         """Bytes of the chunks any branch or tag reaches, by kind, each chunk counted
         once (reads every manifest those snapshots list).
+
+        The keyword arguments are Icechunk 2.3.0's budgets (snapshots, bytes, bytes,
+        fetches), checked as Icechunk checks them; floe reads the manifests at the
+        storage's own bound on requests in flight.
 
         ```python
         stats = repo.chunk_storage_stats()
         print(stats.native_bytes, stats.inlined_bytes, stats.virtual_bytes)
         ```
+
+        :raises ValueError, OverflowError, TypeError: a budget of 0, out of range,
+            or not an integer (as Icechunk).
         """
+        _tuning.memory_budgets(
+            max_snapshots_in_memory,
+            max_compressed_manifest_mem_bytes,
+            max_decoded_manifest_mem_bytes,
+        )
+        _tuning.positive(
+            "max_concurrent_manifest_fetches", max_concurrent_manifest_fetches, _tuning.U16
+        )
         return ChunkStorageStats(*self._native.chunk_storage_stats())
 
-    def total_chunks_storage(self) -> int:
+    def total_chunks_storage(self, **budgets: int) -> int:
         """Deprecated (as in Icechunk): the bytes of native chunk objects any branch
         or tag reaches; use ``chunk_storage_stats()``.
 
@@ -1065,7 +1088,7 @@ class Repository:
             DeprecationWarning,
             stacklevel=2,
         )
-        return self.chunk_storage_stats().native_bytes
+        return self.chunk_storage_stats(**budgets).native_bytes
 
     # -- maintenance ----------------------------------------------------------------
 
@@ -1113,6 +1136,13 @@ class Repository:
         delete_object_older_than: datetime.datetime,
         *,
         dry_run: bool = False,
+        max_snapshots_in_memory: int = 50,
+        max_compressed_manifest_mem_bytes: int = 512 * 1024 * 1024,
+        max_decoded_manifest_mem_bytes: int = 4 * 1024 * 1024 * 1024,
+        max_concurrent_manifest_fetches: int | None = None,
+        max_concurrent_deletes: int | None = None,
+        max_consecutive_delete_failures: int = 50,
+        max_concurrent_listings: int | None = None,
         allow_recent_cutoff: bool = False,
         full: bool = False,
     ) -> GCSummary:
@@ -1134,21 +1164,52 @@ class Repository:
         :param dry_run: count what would be deleted; delete nothing.
         :param allow_recent_cutoff: accept a cut-off within the last hour (3600 s),
             safe only when no writer is active.
+        :param max_snapshots_in_memory, max_compressed_manifest_mem_bytes,
+            max_decoded_manifest_mem_bytes: Icechunk 2.3.0's memory budgets
+            (snapshots; bytes, bytes): checked as Icechunk checks them, not needed by
+            floe, which bounds its memory by the retained chunk ids held at once
+            (4 Mi, about 160 MiB; more are collected in passes).
+        :param max_concurrent_manifest_fetches: manifests (and spec-2 snapshots)
+            fetched at once; default: the storage's bound on requests in flight (64
+            on S3), 32 elsewhere.
+        :param max_concurrent_deletes: delete batches (up to 1,000 objects each) in
+            flight at once; default 32.
+        :param max_consecutive_delete_failures: delete batches failing in a row (each
+            after its retries) that stop the collection with ``StorageError``;
+            default 50, as Icechunk. A batch failing alone stops nothing: see
+            ``GCSummary.objects_failed_to_delete`` and ``skipped_phases``.
+        :param max_concurrent_listings: listings in flight at once (on object
+            storage each directory is listed as 32 key ranges); default 32.
         :param full: fetch every retained manifest. By default (floe's, not
             Icechunk's) the chunk ids of manifests an earlier collection read come
             from floe's collection state (the object ``floe/gc-state``): manifests
             never change, so the same objects are deleted either way.
         :returns: a ``GCSummary``: ``chunks_deleted``, ``manifests_deleted``,
             ``snapshots_deleted``, ``attributes_deleted``,
-            ``transaction_logs_deleted`` (counts) and ``bytes_deleted`` (bytes).
+            ``transaction_logs_deleted`` (counts), ``bytes_deleted`` (bytes), and
+            the failed deletes (``objects_failed_to_delete``, ``delete_errors``,
+            ``skipped_phases``, ``throttled_batches``).
         :raises InvalidInputError: a cut-off within the last hour without
             ``allow_recent_cutoff``.
+        :raises StorageError: ``max_consecutive_delete_failures`` delete batches
+            failed in a row (what was deleted before stays deleted).
+        :raises ValueError, OverflowError, TypeError: a tuning argument of 0, out of
+            range, or not an integer (as Icechunk).
         """
         raw = self._native.garbage_collect(
             delete_object_older_than,
             dry_run=dry_run,
             allow_recent_cutoff=allow_recent_cutoff,
             full=full,
+            **_gc_tuning(
+                max_snapshots_in_memory,
+                max_compressed_manifest_mem_bytes,
+                max_decoded_manifest_mem_bytes,
+                max_concurrent_manifest_fetches,
+                max_concurrent_deletes,
+                max_consecutive_delete_failures,
+                max_concurrent_listings,
+            ),
         )
         return GCSummary(**{k: v for k, v in raw.items() if k in GCSummary._FIELDS})
 
@@ -1617,18 +1678,35 @@ class Repository:
         delete_object_older_than: datetime.datetime,
         *,
         dry_run: bool = False,
+        max_snapshots_in_memory: int = 50,
+        max_compressed_manifest_mem_bytes: int = 512 * 1024 * 1024,
+        max_decoded_manifest_mem_bytes: int = 4 * 1024 * 1024 * 1024,
+        max_concurrent_manifest_fetches: int | None = None,
+        max_concurrent_deletes: int | None = None,
+        max_consecutive_delete_failures: int = 50,
+        max_concurrent_listings: int | None = None,
         allow_recent_cutoff: bool = False,
         full: bool = False,
-    ) -> dict[str, Any]:
-        """Awaitable ``garbage_collect``: the summary (``GCSummary`` fields). A cut-off
-        within the last hour raises ``FloeError`` unless ``allow_recent_cutoff``;
-        ``full`` as in ``garbage_collect``."""
-        return await self._native.garbage_collect_async(
+    ) -> GCSummary:
+        """Awaitable ``garbage_collect``, same arguments and ``GCSummary``. A cut-off
+        within the last hour raises ``InvalidInputError`` unless
+        ``allow_recent_cutoff``; ``full`` as in ``garbage_collect``."""
+        raw = await self._native.garbage_collect_async(
             delete_object_older_than,
             dry_run=dry_run,
             allow_recent_cutoff=allow_recent_cutoff,
             full=full,
+            **_gc_tuning(
+                max_snapshots_in_memory,
+                max_compressed_manifest_mem_bytes,
+                max_decoded_manifest_mem_bytes,
+                max_concurrent_manifest_fetches,
+                max_concurrent_deletes,
+                max_consecutive_delete_failures,
+                max_concurrent_listings,
+            ),
         )
+        return GCSummary(**{k: v for k, v in raw.items() if k in GCSummary._FIELDS})
 
     # Thread twins: the blocking method runs in a worker thread (asyncio.to_thread)
     # until a native coroutine exists; arguments and results are the blocking
@@ -1746,6 +1824,36 @@ class Repository:
     async def inspect_transaction_log_async(self, snapshot_id: str, **kwargs: Any) -> Any:
         """Awaitable ``inspect_transaction_log`` (thread)."""
         return await asyncio.to_thread(self.inspect_transaction_log, snapshot_id, **kwargs)
+
+
+def _gc_tuning(
+    max_snapshots_in_memory: int,
+    max_compressed_manifest_mem_bytes: int,
+    max_decoded_manifest_mem_bytes: int,
+    max_concurrent_manifest_fetches: int | None,
+    max_concurrent_deletes: int | None,
+    max_consecutive_delete_failures: int,
+    max_concurrent_listings: int | None,
+) -> dict[str, int | None]:
+    """Icechunk 2.3.0's tuning arguments of ``garbage_collect``, checked as Icechunk
+    checks them, as the native call's keywords (``None``: floe's default)."""
+    _tuning.memory_budgets(
+        max_snapshots_in_memory, max_compressed_manifest_mem_bytes, max_decoded_manifest_mem_bytes
+    )
+
+    def optional(name: str, value: int | None) -> int | None:
+        return None if value is None else _tuning.positive(name, value, _tuning.U16)
+
+    return {
+        "manifest_concurrency": optional(
+            "max_concurrent_manifest_fetches", max_concurrent_manifest_fetches
+        ),
+        "delete_concurrency": optional("max_concurrent_deletes", max_concurrent_deletes),
+        "max_consecutive_delete_failures": _tuning.positive(
+            "max_consecutive_delete_failures", max_consecutive_delete_failures, _tuning.U16
+        ),
+        "list_concurrency": optional("max_concurrent_listings", max_concurrent_listings),
+    }
 
 
 def _spec_arg(spec_version: Any) -> int | None:

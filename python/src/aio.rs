@@ -279,8 +279,10 @@ impl Repository {
 
     /// Awaitable of `garbage_collect`: the summary as a dict (Icechunk's `GCSummary`
     /// fields). A cut-off within the last hour raises `FloeError` unless
-    /// `allow_recent_cutoff=True`; `full=True` fetches every retained manifest.
-    #[pyo3(signature = (delete_object_older_than, *, dry_run=false, allow_recent_cutoff=false, full=false))]
+    /// `allow_recent_cutoff=True`; `full=True` fetches every retained manifest; the
+    /// other arguments as `garbage_collect`'s.
+    #[pyo3(signature = (delete_object_older_than, *, dry_run=false, allow_recent_cutoff=false, full=false, manifest_concurrency=None, delete_concurrency=None, max_consecutive_delete_failures=None, list_concurrency=None))]
+    #[allow(clippy::too_many_arguments)] // Icechunk's keyword arguments
     fn garbage_collect_async<'py>(
         &self,
         py: Python<'py>,
@@ -288,10 +290,22 @@ impl Repository {
         dry_run: bool,
         allow_recent_cutoff: bool,
         full: bool,
+        manifest_concurrency: Option<usize>,
+        delete_concurrency: Option<usize>,
+        max_consecutive_delete_failures: Option<u32>,
+        list_concurrency: Option<usize>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let call =
-            self.garbage_collect_call(delete_object_older_than, dry_run, allow_recent_cutoff, full);
-        future_into_py(py, call)
+        let opts = crate::repository::gc_options(
+            dry_run,
+            allow_recent_cutoff,
+            full,
+            [manifest_concurrency, delete_concurrency, list_concurrency],
+            max_consecutive_delete_failures,
+        );
+        future_into_py(
+            py,
+            self.garbage_collect_call(delete_object_older_than, opts),
+        )
     }
 
     /// The history of a branch, tag or snapshot, newest first, as an asynchronous

@@ -453,6 +453,7 @@ pub(crate) fn classify(e: &floe::Error) -> Classified {
         E::FeatureDisabled { .. } => c(Class::SessionState, Kind::FeatureFlagDisabled),
         E::NoReadableRepoBackup { .. } => c(Class::Format, Kind::InvalidFileFormat),
         E::GcCutoffTooRecent { .. } => c(Class::InvalidInput, Kind::NotAllowed),
+        E::GcDeletesFailing { .. } => c(Class::Storage, Kind::GcDeletesFailing),
         _ => c(Class::Internal, Kind::Unknown),
     }
 }

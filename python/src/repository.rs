@@ -631,14 +631,8 @@ impl Repository {
     pub(crate) fn garbage_collect_call(
         &self,
         delete_object_older_than: DateTime<Utc>,
-        dry_run: bool,
-        allow_recent_cutoff: bool,
-        full: bool,
+        opts: floe::lifecycle::GcOptions,
     ) -> impl Call<Json> {
-        let opts = floe::lifecycle::GcOptions::default()
-            .dry_run(dry_run)
-            .allow_recent_cutoff(allow_recent_cutoff)
-            .incremental(!full);
         let repo = self.inner.clone();
         async move {
             let s = repo
@@ -1394,8 +1388,11 @@ impl Repository {
     /// summary as a dict (Icechunk's `GCSummary` fields). A cut-off within the last
     /// hour (`floe.lifecycle::GC_SAFETY_WINDOW_SECS`, seconds) raises `FloeError`
     /// unless `allow_recent_cutoff=True` (no writer is active). `full=True` fetches
-    /// every retained manifest instead of using floe's collection state.
-    #[pyo3(signature = (delete_object_older_than, *, dry_run=false, allow_recent_cutoff=false, full=false))]
+    /// every retained manifest instead of using floe's collection state. The
+    /// concurrency arguments and `max_consecutive_delete_failures` are
+    /// [`floe::lifecycle::GcOptions`]'s (`None`: its defaults).
+    #[pyo3(signature = (delete_object_older_than, *, dry_run=false, allow_recent_cutoff=false, full=false, manifest_concurrency=None, delete_concurrency=None, max_consecutive_delete_failures=None, list_concurrency=None))]
+    #[allow(clippy::too_many_arguments)] // Icechunk's keyword arguments
     fn garbage_collect(
         &self,
         py: Python<'_>,
@@ -1403,10 +1400,22 @@ impl Repository {
         dry_run: bool,
         allow_recent_cutoff: bool,
         full: bool,
+        manifest_concurrency: Option<usize>,
+        delete_concurrency: Option<usize>,
+        max_consecutive_delete_failures: Option<u32>,
+        list_concurrency: Option<usize>,
     ) -> PyResult<Json> {
-        let call =
-            self.garbage_collect_call(delete_object_older_than, dry_run, allow_recent_cutoff, full);
-        block_on(py, call)
+        let opts = gc_options(
+            dry_run,
+            allow_recent_cutoff,
+            full,
+            [manifest_concurrency, delete_concurrency, list_concurrency],
+            max_consecutive_delete_failures,
+        );
+        block_on(
+            py,
+            self.garbage_collect_call(delete_object_older_than, opts),
+        )
     }
 
     /// Checks the repository's integrity (`floe verify`): every ref resolves, every
@@ -1452,4 +1461,34 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<SnapshotInfo>()?;
     m.add_class::<Ancestry>()?;
     Ok(())
+}
+
+/// [`floe::lifecycle::GcOptions`] from the Python arguments of `garbage_collect`:
+/// `concurrency` is (manifest fetches, delete batches, listings) in flight, each
+/// `None` for the default.
+pub(crate) fn gc_options(
+    dry_run: bool,
+    allow_recent_cutoff: bool,
+    full: bool,
+    concurrency: [Option<usize>; 3],
+    max_consecutive_delete_failures: Option<u32>,
+) -> floe::lifecycle::GcOptions {
+    let [manifests, deletes, listings] = concurrency;
+    let mut opts = floe::lifecycle::GcOptions::default()
+        .dry_run(dry_run)
+        .allow_recent_cutoff(allow_recent_cutoff)
+        .incremental(!full);
+    if let Some(n) = manifests {
+        opts = opts.manifest_concurrency(n);
+    }
+    if let Some(n) = deletes {
+        opts = opts.delete_concurrency(n);
+    }
+    if let Some(n) = listings {
+        opts = opts.list_concurrency(n);
+    }
+    if let Some(n) = max_consecutive_delete_failures {
+        opts = opts.max_consecutive_delete_failures(n);
+    }
+    opts
 }

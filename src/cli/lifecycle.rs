@@ -133,10 +133,28 @@ pub(super) async fn gc(
     };
     bar.finish_and_clear();
     if json {
-        output::json_line(out, &serde_json::to_value(summary).unwrap_or_default())?;
+        output::json_line(out, &serde_json::to_value(&summary).unwrap_or_default())?;
+    } else {
+        gc_summary_text(out, &summary, options.dry_run)?;
+    }
+    gc_failures(&summary)
+}
+
+/// [`super::CliError::Check`] (non-zero exit) when some deletes of a collection
+/// failed: the objects stay, garbage for the next run, which the summary says.
+pub(super) fn gc_failures(summary: &floe::lifecycle::GcSummary) -> CliResult<()> {
+    if summary.objects_failed_to_delete == 0 {
         return Ok(());
     }
-    gc_summary_text(out, &summary, options.dry_run)
+    Err(super::CliError::Check(format!(
+        "{} object(s) could not be deleted; run gc again to delete them{}",
+        summary.objects_failed_to_delete,
+        if summary.skipped_phases.is_empty() {
+            String::new()
+        } else {
+            format!(" and the {}", summary.skipped_phases.join(", "))
+        }
+    )))
 }
 
 /// The line `floe gc` and `floe maintain` print for a garbage collection: what it
@@ -156,6 +174,24 @@ pub(super) fn gc_summary_text(
         summary.chunks_deleted,
         summary.bytes_deleted
     )?;
+    if summary.objects_failed_to_delete > 0 {
+        writeln!(
+            out,
+            "Could not delete {} object(s){}",
+            summary.objects_failed_to_delete,
+            if summary.skipped_phases.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; not swept after them: {}",
+                    summary.skipped_phases.join(", ")
+                )
+            }
+        )?;
+        for message in &summary.delete_errors {
+            writeln!(out, "  {message}")?;
+        }
+    }
     Ok(())
 }
 

@@ -215,10 +215,10 @@ pub(super) async fn maintain(
         output::json_line(
             out,
             &json!({"retention": retention,
-                    "gc": serde_json::to_value(summary.gc).unwrap_or_default(),
+                    "gc": serde_json::to_value(&summary.gc).unwrap_or_default(),
                     "dry_run": dry_run}),
         )?;
-        return Ok(());
+        return super::lifecycle::gc_failures(&summary.gc);
     }
     match &summary.retention {
         Some(r) => retention_text(out, r, dry_run)?,
@@ -227,7 +227,8 @@ pub(super) async fn maintain(
             "No retention policy stored: histories left as they are"
         )?,
     }
-    super::lifecycle::gc_summary_text(out, &summary.gc, dry_run)
+    super::lifecycle::gc_summary_text(out, &summary.gc, dry_run)?;
+    super::lifecycle::gc_failures(&summary.gc)
 }
 
 /// The snapshot a `--from`/`--to` value names: a snapshot id, a tag or a branch.

@@ -383,6 +383,21 @@ pub enum Error {
         /// The safety window, in seconds.
         window_seconds: u64,
     },
+    /// Garbage collection stopped: `failures` delete batches in a row failed under
+    /// `prefix` (`GcOptions::max_consecutive_delete_failures`, Icechunk 2.3.0's
+    /// `max_consecutive_delete_failures`). What was deleted before stays deleted;
+    /// the rest is garbage for the next collection.
+    #[error(
+        "too many consecutive delete failures under `{prefix}` ({failures} in a row): {last_error}"
+    )]
+    GcDeletesFailing {
+        /// The directory being swept (`chunks/`, ...).
+        prefix: String,
+        /// Batches that failed in a row.
+        failures: u32,
+        /// The last batch's error.
+        last_error: String,
+    },
 }
 
 impl Error {

@@ -5,14 +5,18 @@
 //!    *retained*, with the manifests those snapshots list and the native chunks those
 //!    manifests reference. Virtual chunk refs point outside the repository and are
 //!    never touched.
-//! 2. Objects are listed under `snapshots/`, `transactions/` and `manifests/` — in
-//!    that order, so a reader never finds a snapshot whose manifests are gone — and,
-//!    meanwhile, under `chunks/`; one is deleted when it is not retained (a
-//!    transaction log is retained with its snapshot) **and** was last modified
-//!    before the cut-off. (Icechunk deletes chunks last; here a reader opening a
-//!    snapshot that is being collected may find its chunks gone first, as with
-//!    Icechunk a reader that opened it before does.) On object storage the listing
-//!    of `chunks/` starts while the retained manifests are read.
+//! 2. Objects are swept under `snapshots/`, `transactions/`, `manifests/` and
+//!    `chunks/`, in that order, so that no object left lists one that is gone; one is
+//!    deleted when it is not retained (a transaction log is retained with its
+//!    snapshot) **and** was last modified before the cut-off. The listing of
+//!    `chunks/` runs beside the other sweeps (on object storage it starts while the
+//!    retained manifests are read); only its deletes wait for them.
+//! 3. As in Icechunk 2.3.0, a delete batch that fails (after its retries) stops
+//!    nothing: its objects are counted in [`GcSummary::objects_failed_to_delete`],
+//!    and the kinds after it are not swept ([`GcSummary::skipped_phases`]), so the
+//!    next collection deletes them in order. Batches failing in a row
+//!    ([`GcOptions::max_consecutive_delete_failures`]) stop the collection with
+//!    [`Error::GcDeletesFailing`].
 //!
 //! On spec 2 the `repo` object lists every snapshot: those whose files are newer than
 //! the cut-off are retained too (with the manifests they list), and before any file
@@ -32,12 +36,13 @@
 //! any cut-off). Objects whose keys are not Icechunk object ids are never deleted.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 use chrono::{DateTime, Utc};
 use futures::future::Either;
 use futures::stream::BoxStream;
-use futures::{StreamExt, TryStreamExt};
+use futures::{FutureExt, StreamExt, TryStreamExt};
 
 use crate::assets::{AssetManager, ParentWalk};
 use crate::error::{Error, Result};
@@ -84,6 +89,12 @@ pub struct GcOptions {
     /// Attempts at each delete before giving up (transient storage errors are
     /// retried with jittered exponential back-off; default 5).
     pub delete_attempts: u32,
+    /// Delete batches failing in a row (each after its `delete_attempts`) that stop
+    /// a collection with [`Error::GcDeletesFailing`] (default 50, at least 1), as
+    /// Icechunk 2.3.0's `max_consecutive_delete_failures`. A batch that fails alone
+    /// stops nothing: its objects are counted in
+    /// [`GcSummary::objects_failed_to_delete`] and stay for the next collection.
+    pub max_consecutive_delete_failures: u32,
     /// Accept a cut-off inside the safety window ([`GC_SAFETY_WINDOW_SECS`] before
     /// now, or later). Off by default: such a cut-off can delete the chunks and
     /// manifests of a commit that is still being written, which then succeeds and
@@ -126,6 +137,7 @@ impl Default for GcOptions {
             max_chunk_ids_in_memory: 4 << 20,
             max_listed_ahead: 1 << 18,
             delete_attempts: 5,
+            max_consecutive_delete_failures: 50,
             allow_recent_cutoff: false,
             incremental: true,
         }
@@ -172,11 +184,38 @@ impl GcOptions {
         self.max_listed_ahead = n;
         self
     }
+
+    /// Options fetching at most `n` manifests (and spec-2 snapshots) at once (at
+    /// least 1; see [`GcOptions::manifest_concurrency`]).
+    pub fn manifest_concurrency(mut self, n: usize) -> Self {
+        self.manifest_concurrency = Some(n.max(1));
+        self
+    }
+
+    /// Options trying each delete batch `n` times (at least 1; see
+    /// [`GcOptions::delete_attempts`]).
+    pub fn delete_attempts(mut self, n: u32) -> Self {
+        self.delete_attempts = n.max(1);
+        self
+    }
+
+    /// Options with at most `n` delete batches in flight (at least 1).
+    pub fn delete_concurrency(mut self, n: usize) -> Self {
+        self.delete_concurrency = n.max(1);
+        self
+    }
+
+    /// Options stopping the collection after `n` delete batches fail in a row (at
+    /// least 1; see [`GcOptions::max_consecutive_delete_failures`]).
+    pub fn max_consecutive_delete_failures(mut self, n: u32) -> Self {
+        self.max_consecutive_delete_failures = n.max(1);
+        self
+    }
 }
 
-/// What a collection deleted (or, in a dry run, would delete). The field names are
-/// those of Icechunk's `GCSummary`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+/// What a collection deleted (or, in a dry run, would delete), and the deletes that
+/// failed. The field names are those of Icechunk 2.3.0's `GCSummary`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 #[non_exhaustive]
 pub struct GcSummary {
     /// Bytes of all deleted objects.
@@ -191,6 +230,22 @@ pub struct GcSummary {
     pub attributes_deleted: u64,
     /// Transaction logs deleted.
     pub transaction_logs_deleted: u64,
+    /// Objects of the delete batches that failed (after their retries): they stay,
+    /// garbage for the next collection. A batch reports one error, so all of its
+    /// objects are counted, also those the storage deleted before the failure.
+    pub objects_failed_to_delete: u64,
+    /// Delete requests the storage asked to slow down. Always 0 in floe:
+    /// object_store retries throttled requests (HTTP 429 and 503) itself, with
+    /// back-off, and does not report them.
+    pub throttled_batches: u64,
+    /// The first distinct messages of failed delete batches, at most
+    /// [`MAX_REPORTED_DELETE_ERRORS`].
+    pub delete_errors: Vec<String>,
+    /// The kinds of objects not swept because an earlier kind had failed deletes,
+    /// in order: any of `"transaction_logs"`, `"manifests"` and `"chunks"`
+    /// (snapshots go first, chunks last, so that no remaining object lists one that
+    /// is gone). The next collection deletes them.
+    pub skipped_phases: Vec<String>,
     /// Retained manifests fetched to find their chunks (not Icechunk's; not in the
     /// JSON form).
     #[serde(skip)]
@@ -715,6 +770,7 @@ pub(super) fn listings(storage: &dyn Storage, dir: &str, id_prefixes: &[String])
 /// of `dir`) split the listing into ranges listed `list_concurrency` at a time where
 /// the storage supports it. Doomed objects stream into delete batches as they are
 /// listed, so memory holds one batch per delete in flight, not the whole listing.
+#[allow(clippy::too_many_arguments)] // the sweep's inputs, each used once
 async fn sweep(
     storage: &dyn Storage,
     dir: &str,
@@ -723,13 +779,17 @@ async fn sweep(
     cut_off: DateTime<Utc>,
     options: GcOptions,
     progress: Option<GcProgress<'_>>,
-) -> Result<(u64, u64)> {
+    failures: &Failures,
+) -> Result<Swept> {
     let prefixes = listings(storage, dir, id_prefixes);
     // Retained objects are skipped by the listing itself: a local directory then
     // reads the metadata of the other files only.
     let skip = |key: &str| key.strip_prefix(dir).is_some_and(keep);
     let listed = listed(storage, &prefixes, &skip, options.list_concurrency);
-    delete_unretained(storage, dir, listed, keep, cut_off, options, progress).await
+    delete_unretained(
+        storage, dir, listed, keep, cut_off, options, progress, failures,
+    )
+    .await
 }
 
 /// The objects under `prefixes` but those `skip` accepts (by key), listed
@@ -794,10 +854,54 @@ async fn list_while<T>(
     Ok((work.await?, early, listing))
 }
 
-/// The deleting half of [`sweep`], over objects `listed` under `dir`.
+/// Icechunk 2.3.0's bound on [`GcSummary::delete_errors`].
+pub const MAX_REPORTED_DELETE_ERRORS: usize = 10;
+
+/// The delete batches of one collection that failed after their retries.
+#[derive(Debug, Default)]
+struct Failures {
+    /// Objects of the failed batches.
+    objects: AtomicU64,
+    /// Their first distinct messages, at most [`MAX_REPORTED_DELETE_ERRORS`].
+    messages: Mutex<Vec<String>>,
+}
+
+impl Failures {
+    fn record(&self, objects: u64, message: &str) {
+        self.objects.fetch_add(objects, Ordering::Relaxed);
+        let mut messages = self.messages.lock().unwrap_or_else(PoisonError::into_inner);
+        if messages.len() < MAX_REPORTED_DELETE_ERRORS && !messages.iter().any(|m| m == message) {
+            messages.push(message.to_string());
+        }
+    }
+
+    /// Writes the failures into `summary`.
+    fn report(self, summary: &mut GcSummary) {
+        summary.objects_failed_to_delete = self.objects.into_inner();
+        summary.delete_errors = self
+            .messages
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
+    }
+}
+
+/// What one sweep deleted (or, dry, would delete).
+#[derive(Clone, Copy, Debug, Default)]
+struct Swept {
+    objects: u64,
+    bytes: u64,
+    /// Delete batches that failed after their retries.
+    failed_batches: u64,
+}
+
+/// The deleting half of [`sweep`], over objects `listed` under `dir`. A batch whose
+/// delete fails after `options.delete_attempts` tries is recorded in `failures` and
+/// the sweep goes on, unless `options.max_consecutive_delete_failures` batches
+/// failed in a row.
 ///
 /// # Errors
-/// The listing's; deletes failing after `options.delete_attempts` tries.
+/// The listing's; [`Error::GcDeletesFailing`].
+#[allow(clippy::too_many_arguments)] // the sweep's inputs, each used once
 async fn delete_unretained(
     storage: &dyn Storage,
     dir: &str,
@@ -806,7 +910,8 @@ async fn delete_unretained(
     cut_off: DateTime<Utc>,
     options: GcOptions,
     progress: Option<GcProgress<'_>>,
-) -> Result<(u64, u64)> {
+    failures: &Failures,
+) -> Result<Swept> {
     let listed = listed.try_filter(|o| {
         let doomed =
             o.last_modified < cut_off && o.key.strip_prefix(dir).is_some_and(|id| !keep(id));
@@ -814,16 +919,35 @@ async fn delete_unretained(
     });
     let count = AtomicU64::new(0);
     let bytes = AtomicU64::new(0);
+    let failed = AtomicU64::new(0);
+    let in_a_row = AtomicU32::new(0);
+    let threshold = options.max_consecutive_delete_failures.max(1);
     listed
         .try_chunks(DELETE_BATCH)
         .map_err(|e| e.1)
         .map_ok(|batch| {
-            let (count, bytes) = (&count, &bytes);
+            let (count, bytes, failed, in_a_row) = (&count, &bytes, &failed, &in_a_row);
             async move {
                 let size = batch.iter().fold(0u64, |b, o| b.saturating_add(o.size));
                 if !options.dry_run {
                     let keys: Vec<String> = batch.iter().map(|o| o.key.clone()).collect();
-                    delete_with_retry(storage, &keys, options.delete_attempts).await?;
+                    if let Err(e) = delete_with_retry(storage, &keys, options.delete_attempts).await
+                    {
+                        let message = e.to_string();
+                        tracing::warn!(dir, batch = keys.len(), error = %message, "delete batch failed");
+                        failures.record(keys.len() as u64, &message);
+                        failed.fetch_add(1, Ordering::Relaxed);
+                        let n = in_a_row.fetch_add(1, Ordering::Relaxed) + 1;
+                        if n >= threshold {
+                            return Err(Error::GcDeletesFailing {
+                                prefix: dir.to_string(),
+                                failures: n,
+                                last_error: message,
+                            });
+                        }
+                        return Ok(());
+                    }
+                    in_a_row.store(0, Ordering::Relaxed);
                 }
                 bytes.fetch_add(size, Ordering::Relaxed);
                 let n = count.fetch_add(batch.len() as u64, Ordering::Relaxed) + batch.len() as u64;
@@ -836,7 +960,11 @@ async fn delete_unretained(
         .try_buffer_unordered(options.delete_concurrency.max(1))
         .try_collect::<()>()
         .await?;
-    Ok((count.into_inner(), bytes.into_inner()))
+    Ok(Swept {
+        objects: count.into_inner(),
+        bytes: bytes.into_inner(),
+        failed_batches: failed.into_inner(),
+    })
 }
 
 /// Whether `id` parses as an object id that `set` does not contain. Keys that are
@@ -967,44 +1095,67 @@ pub(crate) async fn garbage_collect(
     let keep_snapshot = |id: &str| !unretained(&retained.snapshots, id);
     let keep_tx_log = |id: &str| !unretained(&tx_logs, id);
     let keep_manifest = |id: &str| !unretained(&manifest_ids, id);
-    // Snapshots first and chunks last: a reader never finds a snapshot whose
-    // manifests or chunks are gone.
-    let phases: [(&str, KeepFn<'_>); 3] = [
-        (keys::SNAPSHOTS, &keep_snapshot),
-        (keys::TRANSACTIONS, &keep_tx_log),
-        (keys::MANIFESTS, &keep_manifest),
+    // Snapshots first and chunks last: no object left lists one that is gone. A
+    // kind with failed deletes stops the kinds after it (Icechunk 2.3.0).
+    let phases: [(&str, &str, KeepFn<'_>); 3] = [
+        (keys::SNAPSHOTS, "snapshots", &keep_snapshot),
+        (keys::TRANSACTIONS, "transaction_logs", &keep_tx_log),
+        (keys::MANIFESTS, "manifests", &keep_manifest),
     ];
     let all_ids: Vec<String> = ALPHABET
         .iter()
         .map(|c| char::from(*c).to_string())
         .collect();
+    let failures = Failures::default();
+    // The chunk passes wait for this (whether a metadata kind had failed deletes, or
+    // the metadata sweep failed) before they delete anything.
+    let (metadata_done, metadata_failed) = futures::channel::oneshot::channel::<bool>();
+    let metadata_failed = metadata_failed
+        .map(|failed| failed.unwrap_or(true))
+        .shared();
     // The snapshots, transaction logs and manifests are swept while the chunks'
-    // passes run: the listings of both wait on the storage at once.
+    // passes read the manifests and (on object storage) list `chunks/`.
     let metadata = async {
         let mut deleted = [0u64; 3];
         let mut bytes_deleted = 0u64;
-        for (count, (prefix, keep)) in deleted.iter_mut().zip(phases) {
+        let mut skipped: Vec<String> = Vec::new();
+        let mut failed = false;
+        for (count, (prefix, name, keep)) in deleted.iter_mut().zip(phases) {
+            if failed {
+                skipped.push(name.to_string());
+                continue;
+            }
             let listed = if prefix == keys::SNAPSHOTS {
                 snapshot_files.take()
             } else {
                 None
             };
-            let (n, bytes) = match listed {
+            let swept = match listed {
                 Some(listed) => {
                     let listed = futures::stream::iter(listed.into_iter().map(Ok));
-                    delete_unretained(storage, prefix, listed, keep, cut_off, options, progress)
-                        .await?
+                    delete_unretained(
+                        storage, prefix, listed, keep, cut_off, options, progress, &failures,
+                    )
+                    .await?
                 }
-                None => sweep(storage, prefix, &all_ids, keep, cut_off, options, progress).await?,
+                None => {
+                    sweep(
+                        storage, prefix, &all_ids, keep, cut_off, options, progress, &failures,
+                    )
+                    .await?
+                }
             };
-            *count = n;
-            bytes_deleted = bytes_deleted.saturating_add(bytes);
+            *count = swept.objects;
+            bytes_deleted = bytes_deleted.saturating_add(swept.bytes);
+            failed = swept.failed_batches > 0;
         }
-        Ok::<_, Error>((deleted, bytes_deleted))
+        // The chunk passes may be gone already (their error ends the collection).
+        let _ = metadata_done.send(failed);
+        Ok::<_, Error>((deleted, bytes_deleted, skipped))
     };
     let chunk_sweep = async {
-        // (chunks deleted, bytes)
-        let mut out = (0u64, 0u64);
+        // (chunks deleted, bytes, whether the chunks were skipped)
+        let mut out = (0u64, 0u64, false);
         let refs: u64 = retained
             .manifests
             .iter()
@@ -1016,7 +1167,7 @@ pub(crate) async fn garbage_collect(
             let prefix_len = pass.first().map_or(1, String::len);
             let set: HashSet<String> = pass.iter().cloned().collect();
             let retained_ids = async {
-                if with_state {
+                let ids = if with_state {
                     let (chunks, read, from_state, next) = retained_chunks_with_state(
                         assets,
                         &retained.manifests,
@@ -1027,7 +1178,7 @@ pub(crate) async fn garbage_collect(
                     .await?;
                     summary.manifests_read += read;
                     summary.manifests_from_state += from_state;
-                    Ok((chunks, next))
+                    (chunks, next)
                 } else {
                     summary.manifests_read += retained.manifests.len() as u64;
                     let chunks = chunk_pass(
@@ -1038,8 +1189,9 @@ pub(crate) async fn garbage_collect(
                         manifest_concurrency,
                     )
                     .await?;
-                    Ok((chunks, None))
-                }
+                    (chunks, None)
+                };
+                Ok((ids, metadata_failed.clone().await))
             };
             // Where a listing costs the same with or without skipping the retained
             // objects (object storage), the pass's listing starts with its manifest
@@ -1047,7 +1199,7 @@ pub(crate) async fn garbage_collect(
             // reading their files' metadata.
             let prefixes = listings(storage, keys::CHUNKS, &pass);
             let nothing = |_: &str| false;
-            let ((chunks, next_state), ahead) = match listings_ahead(storage, options) {
+            let (((chunks, next_state), skip), ahead) = match listings_ahead(storage, options) {
                 Some(concurrency) => {
                     let listing = listed(storage, &prefixes, &nothing, concurrency);
                     let (ids, early, rest) =
@@ -1061,6 +1213,9 @@ pub(crate) async fn garbage_collect(
                 !in_pass || !unretained(&chunks, id)
             };
             let swept = async {
+                if skip {
+                    return Ok(Swept::default());
+                }
                 let Some((early, rest)) = ahead else {
                     return sweep(
                         storage,
@@ -1070,6 +1225,7 @@ pub(crate) async fn garbage_collect(
                         cut_off,
                         options,
                         progress,
+                        &failures,
                     )
                     .await;
                 };
@@ -1082,6 +1238,7 @@ pub(crate) async fn garbage_collect(
                     cut_off,
                     options,
                     progress,
+                    &failures,
                 )
                 .await
             };
@@ -1092,15 +1249,21 @@ pub(crate) async fn garbage_collect(
                 }
             };
             let (swept, ()) = futures::join!(swept, save);
-            let (n, bytes) = swept?;
-            out.0 += n;
-            out.1 = out.1.saturating_add(bytes);
+            let swept = swept?;
+            out.0 += swept.objects;
+            out.1 = out.1.saturating_add(swept.bytes);
+            out.2 |= skip;
         }
         Ok::<_, Error>(out)
     };
     let (metadata, chunk_sweep) = futures::join!(metadata, chunk_sweep);
-    let ([snapshots, transaction_logs, manifests], metadata_bytes) = metadata?;
-    let (chunks, chunk_bytes) = chunk_sweep?;
+    let ([snapshots, transaction_logs, manifests], metadata_bytes, mut skipped) = metadata?;
+    let (chunks, chunk_bytes, chunks_skipped) = chunk_sweep?;
+    if chunks_skipped {
+        skipped.push("chunks".to_string());
+    }
+    summary.skipped_phases = skipped;
+    failures.report(&mut summary);
     summary.bytes_deleted = summary
         .bytes_deleted
         .saturating_add(metadata_bytes)

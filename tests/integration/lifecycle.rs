@@ -93,7 +93,7 @@ fn objects(dir: &Path) -> BTreeSet<String> {
 
 /// What a collection deleted: its summary's Icechunk fields (the JSON form), not the
 /// counts of manifests it read, which depend on the collection state.
-fn deletions(summary: GcSummary) -> serde_json::Value {
+fn deletions(summary: &GcSummary) -> serde_json::Value {
     serde_json::to_value(summary).unwrap()
 }
 
@@ -243,7 +243,7 @@ async fn expiry_and_collection_follow_the_rules() {
         )
         .await
         .unwrap();
-    assert_eq!(deletions(none), deletions(GcSummary::default()));
+    assert_eq!(deletions(&none), deletions(&GcSummary::default()));
 }
 
 #[tokio::test]
@@ -264,7 +264,7 @@ async fn objects_newer_than_the_cut_off_survive_even_when_unreachable() {
         .unwrap();
     // c3 and c4 are unreachable but newer than the cut-off: kept, as an in-flight
     // commit's objects would be.
-    assert_eq!(deletions(summary), deletions(GcSummary::default()));
+    assert_eq!(deletions(&summary), deletions(&GcSummary::default()));
     let s3 = repo
         .readonly_session(&VersionSelector::Snapshot(sc.c4))
         .await
@@ -607,7 +607,7 @@ async fn collection_in_passes_deletes_exactly_what_one_pass_deletes() {
     }
     assert_eq!(results[0].0.chunks_deleted, 150, "{:?}", results[0].0);
     for (summary, objects) in &results[1..] {
-        assert_eq!(deletions(*summary), deletions(results[0].0));
+        assert_eq!(deletions(summary), deletions(&results[0].0));
         assert_eq!(*objects, results[0].1);
     }
 }
@@ -660,7 +660,7 @@ async fn ranged_listings_collect_exactly_what_one_listing_collects() {
             .max_chunk_ids_in_memory(budget)
             .list_concurrency(4);
         let summary = repo.garbage_collect(cut_off, options, None).await.unwrap();
-        assert_eq!(deletions(summary), deletions(want), "{name}");
+        assert_eq!(deletions(&summary), deletions(&want), "{name}");
         assert_eq!(objects(&dir), objects(&plain), "{name}");
         let listed = listed.lock().unwrap().clone();
         for dir in ["snapshots/", "transactions/", "manifests/", "chunks/"] {
@@ -672,6 +672,122 @@ async fn ranged_listings_collect_exactly_what_one_listing_collects() {
             assert!(ranges >= 32, "{name}: {dir} in {ranges} ranges: {listed:?}");
         }
     }
+}
+
+/// `inner` whose deletes of keys under `dir` fail (before reaching the storage).
+fn failing_deletes(
+    inner: Arc<dyn floe::storage::Storage>,
+    dir: &'static str,
+) -> Arc<floe::storage::fault::FaultyStorage> {
+    use floe::storage::fault::{Call, Fault, FaultyStorage};
+    let plan = move |call, key: &str| {
+        if call == Call::Delete && key.starts_with(dir) {
+            Fault::FailBefore
+        } else {
+            Fault::None
+        }
+    };
+    Arc::new(FaultyStorage::new(inner, Box::new(plan)))
+}
+
+/// As Icechunk 2.3.0: a delete batch that fails is counted, not fatal, and the kinds
+/// of objects after it are not swept (snapshots, then transaction logs, manifests
+/// and chunks), so nothing left lists an object that is gone; the next collection
+/// deletes exactly what one collection without failures deletes. Chunk deletes that
+/// fail, the last kind, skip nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_deletes_are_counted_and_skip_the_kinds_after_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().join("base");
+    let cut_off = many_chunks(&base).await;
+    let plain = tmp.path().join("plain");
+    common::copy_tree(&base, &plain);
+    let repo = open(&plain).await;
+    expire_deleting_refs(&repo, cut_off).await;
+    let options = GcOptions::default()
+        .allow_recent_cutoff(true)
+        .delete_attempts(1);
+    let want = repo.garbage_collect(cut_off, options, None).await.unwrap();
+    assert!(
+        want.snapshots_deleted > 0 && want.chunks_deleted == 150,
+        "{want:?}"
+    );
+    assert_eq!(want.objects_failed_to_delete, 0);
+
+    for (dir, skipped) in [
+        (
+            "snapshots/",
+            &["transaction_logs", "manifests", "chunks"][..],
+        ),
+        ("manifests/", &["chunks"][..]),
+        ("chunks/", &[][..]),
+    ] {
+        let copy = tmp.path().join(dir.trim_end_matches('/'));
+        common::copy_tree(&base, &copy);
+        let repo = open(&copy).await;
+        expire_deleting_refs(&repo, cut_off).await;
+        let faulty = failing_deletes(Arc::new(LocalStorage::new(&copy).unwrap()), dir);
+        let failing = Repository::open(faulty).await.unwrap();
+        let summary = failing
+            .garbage_collect(cut_off, options, None)
+            .await
+            .unwrap();
+        assert_eq!(summary.skipped_phases, skipped, "{dir}: {summary:?}");
+        assert!(summary.objects_failed_to_delete > 0, "{dir}: {summary:?}");
+        assert_eq!(summary.delete_errors.len(), 1, "{dir}: {summary:?}");
+        assert!(summary.delete_errors[0].contains(dir), "{dir}: {summary:?}");
+        assert_eq!(summary.throttled_batches, 0);
+        if skipped.contains(&"chunks") {
+            assert_eq!(summary.chunks_deleted, 0, "{dir}: {summary:?}");
+            assert_eq!(summary.manifests_deleted, 0, "{dir}: {summary:?}");
+        }
+        // Nothing the refs reach is gone, and the next collection finishes the job.
+        let r = repo
+            .readonly_session(&VersionSelector::Branch("main".into()))
+            .await
+            .unwrap();
+        for i in 0..200u32 {
+            let got = r.get_chunk(&p("/b"), &[i.into()], None).await;
+            assert!(matches!(got, Ok(Some(_))), "{dir}: chunk {i}: {got:?}");
+        }
+        let again = open(&copy)
+            .await
+            .garbage_collect(cut_off, options, None)
+            .await
+            .unwrap();
+        assert_eq!(again.objects_failed_to_delete, 0, "{dir}: {again:?}");
+        assert!(again.skipped_phases.is_empty(), "{dir}: {again:?}");
+        assert_eq!(objects(&copy), objects(&plain), "{dir}");
+    }
+}
+
+/// Delete batches failing in a row stop the collection with `GcDeletesFailing`,
+/// naming the directory, after `max_consecutive_delete_failures` of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deletes_failing_in_a_row_stop_the_collection() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("repo");
+    let cut_off = many_chunks(&dir).await;
+    expire_deleting_refs(&open(&dir).await, cut_off).await;
+    let before = objects(&dir);
+    let faulty = failing_deletes(Arc::new(LocalStorage::new(&dir).unwrap()), "");
+    let repo = Repository::open(faulty).await.unwrap();
+    let options = GcOptions::default()
+        .allow_recent_cutoff(true)
+        .delete_attempts(1)
+        .max_consecutive_delete_failures(1);
+    let got = repo.garbage_collect(cut_off, options, None).await;
+    match got {
+        Err(floe::Error::GcDeletesFailing {
+            prefix, failures, ..
+        }) => {
+            assert_eq!(prefix, "snapshots/");
+            assert_eq!(failures, 1);
+        }
+        other => panic!("expected GcDeletesFailing, got {other:?}"),
+    }
+    // The `repo` object of spec 2 aside (spec 1 here), nothing was deleted.
+    assert_eq!(objects(&dir), before);
 }
 
 /// `inner` seen as object storage (ranged listings) whose manifest reads each wait
@@ -1112,8 +1228,8 @@ async fn incremental_collection_deletes_what_a_full_collection_deletes() {
                 .await
                 .unwrap();
             assert_eq!(
-                deletions(incremental),
-                deletions(full),
+                deletions(&incremental),
+                deletions(&full),
                 "spec {spec} round {round}: summaries"
             );
             // Every round leaves garbage, but round 0's (not old enough) and round

@@ -44,7 +44,8 @@ def main():
     ancestry = {f"branch.{b}": [s.id for s in repo.ancestry(branch=b)] for b in branches}
     ancestry.update({f"tag.{t}": [s.id for s in repo.ancestry(tag=t)] for t in tags})
     fields = ["bytes_deleted", "chunks_deleted", "manifests_deleted", "snapshots_deleted",
-              "attributes_deleted", "transaction_logs_deleted"]
+              "attributes_deleted", "transaction_logs_deleted", "objects_failed_to_delete",
+              "throttled_batches", "delete_errors", "skipped_phases"]
     json.dump({
         "expired": sorted(expired),
         "gc": {f: getattr(summary, f) for f in fields},
