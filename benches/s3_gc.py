@@ -4,7 +4,7 @@ and Icechunk 2.3.0's, a first time and again after one more "day" of commits.
     python benches/s3_gc.py [--arrays 10] [--commits 1000] [--chunks 10] [--day 20]
         [--runs 3] [--delays 20] [--floe-python PY] [--floe-path DIR]
         [--icechunk-python PY] [--ministack-python PY] [--plain-listing] [--trace]
-        [--json OUT]
+        [--endpoint HOST:PORT] [--writer floe|icechunk] [--json OUT]
 
 The S3 test server (ministack, started as `benches/s3_latency.py` does) holds one
 spec-2 repository per engine, written directly (not through the proxy) by the same
@@ -36,6 +36,14 @@ After each day's collections, the listing floor: every object of floe's reposito
 listed through the proxy, one paginated listing per directory and first character
 of the id, 32 at a time, nothing read (what any collection that lists every object
 pays on this server).
+
+With `--endpoint`, the repositories live on an S3 server already running instead
+(Garage, MinIO, AWS: the bucket `floe-gc-bench` must exist; credentials from
+AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY), each run under prefixes of its own.
+`--writer icechunk` writes both repositories with Icechunk 2.3.0 instead of floe (the
+same content, no chunk packing): floe refuses to write to a server that does not
+enforce conditional writes, as Garage 2.5 does not. `benches/garage_server.sh` starts
+a one-node Garage on loopback for this.
 
 ministack's own listing sorts every key under the prefix for each page, so a page
 costs the server time in proportion to the keys under the prefix, where S3's does
@@ -84,14 +92,15 @@ def _write(args):
     """floe (packing disabled) writes `args.n` commits numbered from `args.first`
     (creating the repository and its arrays with `args.create`), then one abandoned
     session."""
-    import floe
     import numpy as np
 
     import zarr
 
+    floe = __import__(args.engine or "floe")  # the writer: floe, or icechunk
     zarr.config.set({"async.concurrency": 64})
     config = floe.RepositoryConfig.default()
-    config.chunk_packing = floe.ChunkPackingConfig(mode=floe.ChunkPackingMode.Disabled)
+    if floe.__name__ == "floe":
+        config.chunk_packing = floe.ChunkPackingConfig(mode=floe.ChunkPackingMode.Disabled)
     storage = _storage(floe, args, args.direct)
     n = args.chunks * CHUNK
     if args.create:
@@ -144,7 +153,15 @@ def _server():
     """ministack (this process is its interpreter) with an indexed listing: keys
     kept sorted (rebuilt after each change to a bucket's objects), so that a
     ListObjectsV2 page costs a binary search plus the page, as on S3, whatever the
-    prefix and start key. ministack's own listing sorts every key under the prefix
+    prefix and start key. With `--endpoint`, the repositories live on an S3 server already running instead
+(Garage, MinIO, AWS: the bucket `floe-gc-bench` must exist; credentials from
+AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY), each run under prefixes of its own.
+`--writer icechunk` writes both repositories with Icechunk 2.3.0 instead of floe (the
+same content, no chunk packing): floe refuses to write to a server that does not
+enforce conditional writes, as Garage 2.5 does not. `benches/garage_server.sh` starts
+a one-node Garage on loopback for this.
+
+ministack's own listing sorts every key under the prefix
     for each page: 1,000 keys out of 10^5 under one prefix (floe's listing, which
     splits the key space with `start-after`) then cost ~0.4 s of the server's CPU,
     against ~10 ms for a prefix of a few thousand keys (Icechunk's, which splits it
@@ -214,6 +231,25 @@ def _server():
     s3._collect_list_entries = collect
     sys.argv = ["ministack"]
     runpy.run_module("ministack", run_name="__main__", alter_sys=True)
+
+
+def _verify(args):
+    """floe verifies its repository through the proxy (every ref, snapshot,
+    transaction log and manifest decoded; every chunk object checked against its
+    refs by its listed size); prints seconds, the proxy's counts, the problems found
+    and the peak resident memory (MiB)."""
+    import resource
+
+    import floe
+    repo = floe.Repository.open(_storage(floe, args, args.proxy))
+    _mark(args.proxy, "start")
+    t = time.perf_counter()
+    report = repo.verify()
+    elapsed = time.perf_counter() - t
+    counts = _mark(args.proxy, "stop")
+    print(json.dumps({"s": elapsed, "requests": counts["requests"], "ok": report["ok"],
+                      "problems": len(report["problems"]),
+                      "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 
 
 def _start_server(py, workdir, indexed):
@@ -312,7 +348,8 @@ def _kinds(trace):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--step", choices=["write", "collect", "server"], help=argparse.SUPPRESS)
+    p.add_argument("--step", choices=["write", "collect", "verify", "server"],
+                   help=argparse.SUPPRESS)
     p.add_argument("--engine", help=argparse.SUPPRESS)
     p.add_argument("--prefix", help=argparse.SUPPRESS)
     p.add_argument("--direct", help=argparse.SUPPRESS)
@@ -340,12 +377,19 @@ def main():
                    help="an S3 server already running (Garage, MinIO, ...) holding the "
                         f"bucket {BUCKET}, with the credentials of AWS_ACCESS_KEY_ID and "
                         "AWS_SECRET_ACCESS_KEY; no ministack is started")
+    p.add_argument("--verify", action="store_true",
+                   help="after each day, also time floe's verify of its repository")
+    p.add_argument("--writer", choices=["floe", "icechunk"], default="floe",
+                   help="the engine that writes both repositories (icechunk: for a server "
+                        "without conditional writes, where floe refuses to write)")
     p.add_argument("--json")
     args = p.parse_args()
     if args.step == "write":
         return _write(args)
     if args.step == "collect":
         return _collect(args)
+    if args.step == "verify":
+        return _verify(args)
     if args.step == "server":
         return _server()
 
@@ -382,6 +426,7 @@ def main():
     proxies = {}
     results = {e: {"first": None, "second": {d: [] for d in delays}} for e in engines}
     floors = {d: [] for d in delays}
+    verifies = {d: [] for d in delays}
     try:
         if server is not None:
             subprocess.run([args.ministack_python, os.path.join(ROOT, ".ci", "s3util.py"),
@@ -398,10 +443,12 @@ def main():
 
         def write(engine, n, first, create=False):
             t = time.perf_counter()
-            rerun_self(args.floe_python, __file__,
-                       ["--step", "write", "--prefix", prefixes[engine], "--n", str(n),
-                        "--first", str(first), *shape, *(["--create"] if create else [])],
-                       floe_env)
+            py, wenv = engines[args.writer]
+            rerun_self(py, __file__,
+                       ["--step", "write", "--engine", args.writer, "--prefix",
+                        prefixes[engine], "--n", str(n), "--first", str(first), *shape,
+                        *(["--create"] if create else [])],
+                       wenv)
             return time.perf_counter() - t
 
         def collect(engine, d):
@@ -440,6 +487,12 @@ def main():
                 out = _list_floor(proxies[d][1], prefixes["floe"])
                 floors[d].append(out)
                 print(f"listing floor {d:g} ms run {r}: {out}", file=sys.stderr, flush=True)
+                if args.verify:
+                    out = rerun_self(args.floe_python, __file__,
+                                     ["--step", "verify", "--prefix", prefixes["floe"],
+                                      "--proxy", proxies[d][1]], floe_env)
+                    verifies[d].append(out)
+                    print(f"verify {d:g} ms run {r}: {out}", file=sys.stderr, flush=True)
     finally:
         for proc, _, _ in proxies.values():
             proc.terminate()
@@ -482,6 +535,10 @@ def main():
         f = median_run(floors[d])
         print(f"| listing floor (every object listed, nothing read) | {d:g} ms | {f['s']:.2f} "
               f"| | | {f['requests']} | {f['keys']} keys |")
+        if verifies[d]:
+            v = median_run(verifies[d])
+            print(f"| floe verify (problems: {v['problems']}; peak {v['peak_mib']:.0f} MiB) "
+                  f"| {d:g} ms | {v['s']:.2f} | | | {v['requests']} | |")
     if args.trace:
         print("\nrequests by kind (median run):")
         for name, d, f, i in rows:
@@ -489,7 +546,8 @@ def main():
     summary = {"results": {e: {"first": r["first"],
                                "second": {f"{d:g}": v for d, v in r["second"].items()}}
                            for e, r in results.items()},
-               "listing_floor": {f"{d:g}": v for d, v in floors.items()}}
+               "listing_floor": {f"{d:g}": v for d, v in floors.items()},
+               "verify": {f"{d:g}": v for d, v in verifies.items()}}
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(summary, fh, indent=1)

@@ -16,6 +16,7 @@ use crate::session::Session;
 use crate::storage::Storage;
 use crate::virtual_chunks::{open_options, Authorization};
 use floe::format::config::RepositoryConfig as EngineConfig;
+use floe::repository::MetadataFile;
 use floe::{OpenOptions, SnapshotId};
 
 /// One commit of a history.
@@ -910,7 +911,11 @@ impl Repository {
         let _ = pretty;
         let id = snapshot_id_arg(snapshot_id)?;
         let repo = self.inner.clone();
-        let snap = block_on(py, async move { repo.fetch_snapshot(&id).await }).py()?;
+        let (snap, header) = block_on(py, async move {
+            let header = repo.file_header(MetadataFile::Snapshot(id)).await?;
+            Ok::<_, floe::Error>((repo.fetch_snapshot(&id).await?, header))
+        })
+        .py()?;
         let nodes: Vec<serde_json::Value> = snap
             .nodes
             .values()
@@ -944,6 +949,7 @@ impl Repository {
                 "num_chunk_refs": m.num_chunk_refs,
             })).collect::<Vec<_>>(),
             "nodes": nodes,
+            "header": header,
         });
         json_to_py(py, &v)
     }
@@ -957,7 +963,11 @@ impl Repository {
     /// (unsupported on spec 1).
     fn inspect_repo_info(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let repo = self.inner.clone();
-        let info = block_on(py, async move { repo.inspect_repo_info().await }).py()?;
+        let (info, header) = block_on(py, async move {
+            let info = repo.inspect_repo_info().await?;
+            Ok::<_, floe::Error>((info, repo.file_header(MetadataFile::RepoInfo).await?))
+        })
+        .py()?;
         let time = |micros: u64| {
             floe::format::snapshot::micros_to_time(micros)
                 .to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
@@ -1008,6 +1018,7 @@ impl Repository {
             "snapshots": snapshots,
             "metadata": info.metadata,
             "latest_updates": updates,
+            "header": header,
         });
         json_to_py(py, &v)
     }
@@ -1044,7 +1055,11 @@ impl Repository {
         let _ = pretty;
         let id = snapshot_id_arg(snapshot_id)?;
         let repo = self.inner.clone();
-        let log = block_on(py, async move { repo.fetch_transaction_log(&id).await }).py()?;
+        let (log, header) = block_on(py, async move {
+            let header = repo.file_header(MetadataFile::TransactionLog(id)).await?;
+            Ok::<_, floe::Error>((repo.fetch_transaction_log(&id).await?, header))
+        })
+        .py()?;
         let ids = |set: &std::collections::BTreeSet<floe::format::NodeId>| {
             set.iter().map(ToString::to_string).collect::<Vec<_>>()
         };
@@ -1065,6 +1080,7 @@ impl Repository {
                 "from": m.from.to_string(),
                 "to": m.to.to_string(),
             })).collect::<Vec<_>>(),
+            "header": header,
         });
         if let (Some((merged, missing)), Some(obj)) = (composite, v.as_object_mut()) {
             obj.insert(
@@ -1100,7 +1116,11 @@ impl Repository {
             )
         })?;
         let repo = self.inner.clone();
-        let m = block_on(py, async move { repo.fetch_manifest(&id).await }).py()?;
+        let (m, header) = block_on(py, async move {
+            let header = repo.file_header(MetadataFile::Manifest(id)).await?;
+            Ok::<_, floe::Error>((repo.fetch_manifest(&id).await?, header))
+        })
+        .py()?;
         let mut totals = [0u64; 3];
         let arrays: Vec<serde_json::Value> = m
             .arrays
@@ -1134,6 +1154,7 @@ impl Repository {
             "total_native": totals[1],
             "total_virtual": totals[2],
             "arrays": arrays,
+            "header": header,
         });
         json_to_py(py, &v)
     }

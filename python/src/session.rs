@@ -490,6 +490,16 @@ impl Session {
         metadata: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<String> {
         self.check_not_committed(py, "flush")?;
+        if self.inner.is_fork() {
+            // Icechunk 2.3.0's `CannotFlushForkSession`: a fork's snapshot is not in
+            // the repository, so nothing can be flushed on top of it.
+            return Err(session_state_error(
+                py,
+                "cannot flush a forked session: merge the fork back into the base session \
+                 and flush that instead"
+                    .to_string(),
+            ));
+        }
         if self.inner.branch().is_none() || self.inner.is_rearrange() {
             return Err(session_state_error(
                 py,

@@ -74,6 +74,37 @@ def test_inspect_repo_info_lists_refs_snapshots_and_updates(tmp_path):
     assert asyncio.run(repo.inspect_repo_info_async()) == info
 
 
+def test_inspected_files_show_their_header(tmp_path):
+    """As Icechunk 2.3.0: every ``inspect_*`` result carries the file's binary
+    header, with the writer's name (floe's, for files floe wrote)."""
+    repo = floe.Repository.create(floe.local_filesystem_storage(str(tmp_path)),
+                                  config=floe.RepositoryConfig(inline_chunk_threshold_bytes=0))
+    s = repo.writable_session("main")
+    a = zarr.create_array(s.store, name="a", shape=(4,), chunks=(2,), dtype="i4")
+    a[:] = 1
+    sid = s.commit("data")
+    manifest = repo.list_manifest_files(sid)[0].id
+    results = {
+        "snapshot": repo.inspect_snapshot(sid),
+        "transaction-log": repo.inspect_transaction_log(sid),
+        "manifest": repo.inspect_manifest(manifest),
+        "repo-info": repo.inspect_repo_info(),
+    }
+    for kind, result in results.items():
+        assert result["header"] == {
+            "written_by": f"floe-{floe.__version__}",
+            "app_name": "floe",
+            "app_version": floe.__version__,
+            "spec_version": "2.0",
+            "file_type": kind,
+            "compression": "zstd",
+        }, kind
+    assert asyncio.run(repo.inspect_snapshot_async(sid)) == results["snapshot"]
+    (tmp_path / "snapshots" / sid).write_bytes(b"not an icechunk file")
+    with pytest.raises(floe.FormatError):
+        repo.inspect_snapshot(sid)
+
+
 def test_total_chunks_storage_async_is_deprecated():
     repo = floe.Repository.create(
         floe.in_memory_storage(), config=floe.RepositoryConfig(inline_chunk_threshold_bytes=0)

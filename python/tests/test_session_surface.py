@@ -72,6 +72,21 @@ def test_flush_writes_a_snapshot_no_branch_points_to():
     np.testing.assert_equal(arr[:], [7, 8])
 
 
+def test_a_fork_cannot_flush_and_its_base_flushes_what_it_merged():
+    repo = _repo_with_array([1, 2])
+    tip = repo.lookup_branch("main")
+    s = repo.writable_session("main")
+    fork = s.fork()
+    zarr.open_array(fork.store, path="a")[:] = [5, 6]
+    with pytest.raises(floe.SessionStateError, match="cannot flush a forked session"):
+        fork.flush("from the fork")
+    s.merge(fork)
+    sid = s.flush("merged")
+    assert repo.lookup_branch("main") == tip
+    arr = zarr.open_array(repo.readonly_session(snapshot_id=sid).store, path="a")
+    np.testing.assert_equal(arr[:], [5, 6])
+
+
 def test_amend_allow_empty():
     repo = _repo_with_array([1, 2])
     s = repo.writable_session("main")

@@ -65,8 +65,11 @@ pub struct VerifyOptions {
     /// Also read the byte range of every native chunk ref (off by default: sizes
     /// from the listing prove the bytes are there, not that they are readable).
     pub read_chunks: bool,
-    /// Manifests fetched and checked at once (default 32, as garbage collection).
-    pub manifest_concurrency: usize,
+    /// Manifests (and transaction logs) fetched and checked at once. `None` (the
+    /// default, as garbage collection): the storage's own bound on requests in
+    /// flight ([`Storage::max_concurrent_requests`]: 64 on S3 unless configured), or
+    /// 32 where it has none.
+    pub manifest_concurrency: Option<usize>,
     /// Listings of `chunks/` ranges in flight at once (default 32, as garbage
     /// collection).
     pub list_concurrency: usize,
@@ -85,7 +88,7 @@ impl Default for VerifyOptions {
     fn default() -> Self {
         VerifyOptions {
             read_chunks: false,
-            manifest_concurrency: 32,
+            manifest_concurrency: None,
             list_concurrency: 32,
             request_concurrency: 16,
             max_chunk_ids_in_memory: 4 << 20,
@@ -294,6 +297,14 @@ pub async fn verify(
         });
     };
     let assets = AssetManager::for_spec(Arc::clone(&storage), spec);
+    let options = VerifyOptions {
+        manifest_concurrency: Some(
+            options
+                .manifest_concurrency
+                .unwrap_or_else(|| storage.max_concurrent_requests().unwrap_or(32)),
+        ),
+        ..options
+    };
     let mut v = Verifier {
         assets: &assets,
         storage: storage.as_ref(),
@@ -646,7 +657,7 @@ impl Verifier<'_> {
         let assets = self.assets;
         let mut checks = futures::stream::iter(ids)
             .map(|id| async move { (id, assets.fetch_transaction_log(&id).await.map(|_| ())) })
-            .buffer_unordered(self.options.manifest_concurrency.max(1));
+            .buffer_unordered(self.options.manifest_concurrency.unwrap_or(32).max(1));
         while let Some((id, outcome)) = checks.next().await {
             let (kind, message) = match outcome {
                 Ok(()) => {
@@ -820,7 +831,7 @@ impl Verifier<'_> {
                     .await;
                 (i, manifest)
             })
-            .buffer_unordered(self.options.manifest_concurrency.max(1));
+            .buffer_unordered(self.options.manifest_concurrency.unwrap_or(32).max(1));
         let mut count = 0u64;
         while let Some((i, fetched)) = fetched.next().await {
             let manifest = match fetched {

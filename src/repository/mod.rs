@@ -40,6 +40,7 @@ use crate::virtual_refs::VirtualChunkResolver;
 pub use ancestry::SnapshotInfo;
 pub use compact::{CompactOptions, CompactSummary};
 pub use open::OpenOptions;
+pub use repo_info::{FileHeader, MetadataFile};
 pub use retention::MaintainSummary;
 pub use versions::VersionSelector;
 

@@ -12,6 +12,42 @@ use crate::format::SpecVersion;
 use crate::refs::repo_object;
 
 use super::Repository;
+use crate::format::envelope::{self, FileType};
+use crate::format::{keys, ManifestId, SnapshotId};
+
+/// The binary header of a metadata file ([`Repository::file_header`]), with the
+/// fields and names of Icechunk 2.3.0's `header` in its `inspect_*` results.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
+pub struct FileHeader {
+    /// The writer's name as stored, e.g. `ic-2.3.0` or `floe-0.1.0`.
+    pub written_by: String,
+    /// `written_by` before its first `-` (`ic`, `floe`); all of it without one.
+    pub app_name: String,
+    /// `written_by` after its first `-`, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub app_version: Option<String>,
+    /// The spec version byte as Icechunk prints it: `1.0` or `2.0`.
+    pub spec_version: String,
+    /// `snapshot`, `manifest`, `transaction-log` or `repo-info`.
+    pub file_type: &'static str,
+    /// The compression of the body: `zstd` (the only one floe reads).
+    pub compression: &'static str,
+}
+
+/// A metadata file of the repository, for [`Repository::file_header`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MetadataFile {
+    /// `snapshots/<id>`
+    Snapshot(SnapshotId),
+    /// `manifests/<id>`
+    Manifest(ManifestId),
+    /// `transactions/<id>` (the transaction log of a snapshot)
+    TransactionLog(SnapshotId),
+    /// The spec-2 `repo` object.
+    RepoInfo,
+}
 
 impl Repository {
     /// Spec 2: the ops log, newest first: the `repo` object's entries, then those of
@@ -50,6 +86,63 @@ impl Repository {
     pub async fn inspect_repo_info(&self) -> Result<Arc<RepoInfo>> {
         self.require_spec("inspect_repo_info", SpecVersion::V2)?;
         self.repo_info().await
+    }
+
+    /// The binary header of one metadata file (its first
+    /// [`crate::format::envelope::HEADER_LEN`] = 39 bytes, read alone): the writer's
+    /// name (`ic-2.3.0`, `floe-0.1.0`), the spec version, file type and compression
+    /// bytes; what Icechunk 2.3.0's `inspect_*` calls show as `header`.
+    ///
+    /// ```no_run
+    /// # async fn f(repo: floe::Repository, id: floe::SnapshotId) -> floe::Result<()> {
+    /// use floe::repository::MetadataFile;
+    /// let header = repo.file_header(MetadataFile::Snapshot(id)).await?;
+    /// println!("written by {}", header.written_by);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::UnsupportedOnSpecVersion`] for the `repo` object on spec 1; storage
+    /// errors (a missing file: not found); format errors for a header that is not
+    /// one of this file type.
+    pub async fn file_header(&self, file: MetadataFile) -> Result<FileHeader> {
+        let (key, kind) = match file {
+            MetadataFile::Snapshot(id) => (keys::snapshot(&id), FileType::Snapshot),
+            MetadataFile::Manifest(id) => (keys::manifest(&id), FileType::Manifest),
+            MetadataFile::TransactionLog(id) => {
+                (keys::transaction_log(&id), FileType::TransactionLog)
+            }
+            MetadataFile::RepoInfo => {
+                self.require_spec("inspect_repo_info", SpecVersion::V2)?;
+                (keys::SPEC2_REPO.to_string(), FileType::RepoInfo)
+            }
+        };
+        let len = envelope::HEADER_LEN as u64;
+        let bytes = match self.storage().get_range(&key, 0..len).await {
+            // Shorter than a header: the format error says so.
+            Err(crate::storage::StorageError::ShortRead { .. }) => {
+                self.storage().get(&key).await?.bytes
+            }
+            other => other?,
+        };
+        let header = envelope::read_header(kind, &bytes)?;
+        let (app_name, app_version) = match header.writer.split_once('-') {
+            Some((name, version)) => (name.to_string(), Some(version.to_string())),
+            None => (header.writer.clone(), None),
+        };
+        Ok(FileHeader {
+            written_by: header.writer,
+            app_name,
+            app_version,
+            spec_version: format!("{}.0", header.spec_version),
+            file_type: match kind {
+                FileType::Snapshot => "snapshot",
+                FileType::Manifest => "manifest",
+                FileType::TransactionLog => "transaction-log",
+                FileType::RepoInfo => "repo-info",
+            },
+            compression: "zstd",
+        })
     }
 
     /// Spec 2: the repository metadata (JSON values by name).

@@ -453,6 +453,28 @@ async fn icechunk_writes_floe_reads(py: &Path, spec: u8) {
         assert!(repo_dir.join("repo").is_file());
     }
 
+    // Each metadata file's header names its writer, Icechunk ("ic-<version>").
+    use floe::repository::MetadataFile;
+    let tip = repo.lookup_branch("main").await.unwrap();
+    let manifest = repo.fetch_snapshot(&tip).await.unwrap().manifest_files[0].id;
+    let mut files = vec![
+        (MetadataFile::Snapshot(tip), "snapshot"),
+        (MetadataFile::TransactionLog(tip), "transaction-log"),
+        (MetadataFile::Manifest(manifest), "manifest"),
+    ];
+    if spec == 2 {
+        files.push((MetadataFile::RepoInfo, "repo-info"));
+    }
+    for (file, kind) in files {
+        let header = repo.file_header(file).await.unwrap();
+        assert_eq!(header.file_type, kind);
+        assert_eq!(header.app_name, "ic", "{header:?}");
+        let version = header.app_version.clone().unwrap_or_default();
+        assert_eq!(header.written_by, format!("ic-{version}"));
+        assert_eq!(header.spec_version, format!("{spec}.0"), "{header:?}");
+        assert_eq!(header.compression, "zstd");
+    }
+
     // Time travel over icechunk's commit times: each commit of main is main as of then.
     for info in repo
         .ancestry(repo.lookup_branch("main").await.unwrap())
