@@ -153,15 +153,7 @@ def _server():
     """ministack (this process is its interpreter) with an indexed listing: keys
     kept sorted (rebuilt after each change to a bucket's objects), so that a
     ListObjectsV2 page costs a binary search plus the page, as on S3, whatever the
-    prefix and start key. With `--endpoint`, the repositories live on an S3 server already running instead
-(Garage, MinIO, AWS: the bucket `floe-gc-bench` must exist; credentials from
-AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY), each run under prefixes of its own.
-`--writer icechunk` writes both repositories with Icechunk 2.3.0 instead of floe (the
-same content, no chunk packing): floe refuses to write to a server that does not
-enforce conditional writes, as Garage 2.5 does not. `benches/garage_server.sh` starts
-a one-node Garage on loopback for this.
-
-ministack's own listing sorts every key under the prefix
+    prefix and start key. ministack's own listing sorts every key under the prefix
     for each page: 1,000 keys out of 10^5 under one prefix (floe's listing, which
     splits the key space with `start-after`) then cost ~0.4 s of the server's CPU,
     against ~10 ms for a prefix of a few thousand keys (Icechunk's, which splits it

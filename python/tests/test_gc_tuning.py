@@ -6,30 +6,10 @@ import asyncio
 import datetime
 import shutil
 
-import numpy as np
 import pytest
-import zarr
 
 import floe
-
-
-def _repo(path):
-    """A repository whose first two commits become garbage once expired."""
-    repo = floe.Repository.create(floe.local_filesystem_storage(str(path)))
-    for k in range(3):
-        s = repo.writable_session("main")
-        # 2 KiB uncompressed chunks: native objects, not inline.
-        a = zarr.create_array(s.store, name="a", shape=(8, 256), chunks=(1, 256), dtype="f8",
-                              fill_value=0, compressors=None, overwrite=True)
-        a[...] = np.full((8, 256), k + 1)
-        s.commit(f"write {k}")
-    return repo
-
-
-def _objects(path):
-    keys = (str(p.relative_to(path)) for p in path.rglob("*") if p.is_file())
-    return sorted(k for k in keys if k.split("/")[0] in
-                  ("snapshots", "manifests", "transactions", "chunks"))
+from test_gc_state import _objects, _repo
 
 
 TUNED = dict(

@@ -570,6 +570,15 @@ async fn many_chunks(dir: &Path) -> DateTime<Utc> {
     Utc::now()
 }
 
+/// A copy of the repository at `base` in `dir`, opened and expired (deleting
+/// expired refs) before `cut_off`.
+async fn expired_copy(base: &Path, dir: &Path, cut_off: DateTime<Utc>) -> (PathBuf, Repository) {
+    common::copy_tree(base, dir);
+    let repo = open(dir).await;
+    expire_deleting_refs(&repo, cut_off).await;
+    (dir.to_path_buf(), repo)
+}
+
 #[tokio::test]
 async fn collection_in_passes_deletes_exactly_what_one_pass_deletes() {
     let tmp = tempfile::tempdir().unwrap();
@@ -621,10 +630,7 @@ async fn ranged_listings_collect_exactly_what_one_listing_collects() {
     let tmp = tempfile::tempdir().unwrap();
     let base = tmp.path().join("base");
     let cut_off = many_chunks(&base).await;
-    let plain = tmp.path().join("plain");
-    common::copy_tree(&base, &plain);
-    let repo = open(&plain).await;
-    expire_deleting_refs(&repo, cut_off).await;
+    let (plain, repo) = expired_copy(&base, &tmp.path().join("plain"), cut_off).await;
     let want = repo
         .garbage_collect(
             cut_off,
@@ -700,10 +706,7 @@ async fn failed_deletes_are_counted_and_skip_the_kinds_after_them() {
     let tmp = tempfile::tempdir().unwrap();
     let base = tmp.path().join("base");
     let cut_off = many_chunks(&base).await;
-    let plain = tmp.path().join("plain");
-    common::copy_tree(&base, &plain);
-    let repo = open(&plain).await;
-    expire_deleting_refs(&repo, cut_off).await;
+    let (plain, repo) = expired_copy(&base, &tmp.path().join("plain"), cut_off).await;
     let options = GcOptions::default()
         .allow_recent_cutoff(true)
         .delete_attempts(1);
@@ -722,10 +725,8 @@ async fn failed_deletes_are_counted_and_skip_the_kinds_after_them() {
         ("manifests/", &["chunks"][..]),
         ("chunks/", &[][..]),
     ] {
-        let copy = tmp.path().join(dir.trim_end_matches('/'));
-        common::copy_tree(&base, &copy);
-        let repo = open(&copy).await;
-        expire_deleting_refs(&repo, cut_off).await;
+        let (copy, repo) =
+            expired_copy(&base, &tmp.path().join(dir.trim_end_matches('/')), cut_off).await;
         let faulty = failing_deletes(Arc::new(LocalStorage::new(&copy).unwrap()), dir);
         let failing = Repository::open(faulty).await.unwrap();
         let summary = failing
