@@ -6,6 +6,7 @@ same on floe."""
 from __future__ import annotations
 
 import operator
+from typing import Any
 
 U16 = 2**16 - 1
 """The largest value of Icechunk's 16-bit arguments (``max_concurrent_deletes``...)."""
@@ -13,7 +14,7 @@ USIZE = 2**64 - 1
 """The largest value of Icechunk's byte budgets (``max_*_mem_bytes``)."""
 
 
-def positive(name: str, value: object, largest: int) -> int:
+def positive(name: str, value: Any, largest: int) -> int:
     """``value`` as an int in ``1..=largest``.
 
     :raises TypeError: not an integer (``bool`` included, as Icechunk's conversion).
