@@ -88,8 +88,8 @@ impl Repository {
         self.repo_info().await
     }
 
-    /// The binary header of one metadata file (its first
-    /// [`crate::format::envelope::HEADER_LEN`] = 39 bytes, read alone): the writer's
+    /// The binary header of one metadata file (its first 39 bytes, read alone): the
+    /// writer's
     /// name (`ic-2.3.0`, `floe-0.1.0`), the spec version, file type and compression
     /// bytes; what Icechunk 2.3.0's `inspect_*` calls show as `header`.
     ///
