@@ -89,9 +89,8 @@ impl Repository {
     }
 
     /// The binary header of one metadata file (its first 39 bytes, read alone): the
-    /// writer's
-    /// name (`ic-2.3.0`, `floe-0.1.0`), the spec version, file type and compression
-    /// bytes; what Icechunk 2.3.0's `inspect_*` calls show as `header`.
+    /// writer's name (`ic-2.3.0`, `floe-0.1.0`), the spec version, file type and
+    /// compression bytes; what Icechunk 2.3.0's `inspect_*` calls show as `header`.
     ///
     /// ```no_run
     /// # async fn f(repo: floe::Repository, id: floe::SnapshotId) -> floe::Result<()> {
