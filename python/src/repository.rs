@@ -912,8 +912,7 @@ impl Repository {
         let id = snapshot_id_arg(snapshot_id)?;
         let repo = self.inner.clone();
         let (snap, header) = block_on(py, async move {
-            let header = repo.file_header(MetadataFile::Snapshot(id)).await?;
-            Ok::<_, floe::Error>((repo.fetch_snapshot(&id).await?, header))
+            with_header(&repo, repo.fetch_snapshot(&id), MetadataFile::Snapshot(id)).await
         })
         .py()?;
         let nodes: Vec<serde_json::Value> = snap
@@ -964,8 +963,7 @@ impl Repository {
     fn inspect_repo_info(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let repo = self.inner.clone();
         let (info, header) = block_on(py, async move {
-            let info = repo.inspect_repo_info().await?;
-            Ok::<_, floe::Error>((info, repo.file_header(MetadataFile::RepoInfo).await?))
+            with_header(&repo, repo.inspect_repo_info(), MetadataFile::RepoInfo).await
         })
         .py()?;
         let time = |micros: u64| {
@@ -1056,8 +1054,12 @@ impl Repository {
         let id = snapshot_id_arg(snapshot_id)?;
         let repo = self.inner.clone();
         let (log, header) = block_on(py, async move {
-            let header = repo.file_header(MetadataFile::TransactionLog(id)).await?;
-            Ok::<_, floe::Error>((repo.fetch_transaction_log(&id).await?, header))
+            with_header(
+                &repo,
+                repo.fetch_transaction_log(&id),
+                MetadataFile::TransactionLog(id),
+            )
+            .await
         })
         .py()?;
         let ids = |set: &std::collections::BTreeSet<floe::format::NodeId>| {
@@ -1117,8 +1119,7 @@ impl Repository {
         })?;
         let repo = self.inner.clone();
         let (m, header) = block_on(py, async move {
-            let header = repo.file_header(MetadataFile::Manifest(id)).await?;
-            Ok::<_, floe::Error>((repo.fetch_manifest(&id).await?, header))
+            with_header(&repo, repo.fetch_manifest(&id), MetadataFile::Manifest(id)).await
         })
         .py()?;
         let mut totals = [0u64; 3];
@@ -1512,4 +1513,19 @@ pub(crate) fn gc_options(
         opts = opts.max_consecutive_delete_failures(n);
     }
     opts
+}
+
+/// What `fetch` returns with the binary header of `file` (Icechunk's `header` in
+/// `inspect_*` results), the header's ranged read made beside the fetch.
+///
+/// # Errors
+/// The fetch's first (the error the `inspect_*` call gives without the header),
+/// then [`floe::Repository::file_header`]'s.
+async fn with_header<T>(
+    repo: &floe::Repository,
+    fetch: impl std::future::Future<Output = floe::Result<T>>,
+    file: MetadataFile,
+) -> floe::Result<(T, floe::repository::FileHeader)> {
+    let (object, header) = futures::join!(fetch, repo.file_header(file));
+    Ok((object?, header?))
 }

@@ -127,6 +127,21 @@ pub const GC_SAFETY_WINDOW_SECS: u64 = 3600;
 /// requests itself (see [`GcOptions::manifest_concurrency`]).
 pub const GC_MANIFEST_CONCURRENCY: usize = 32;
 
+/// Metadata objects (manifests, snapshots, transaction logs) a maintenance pass
+/// fetches at once: `configured` when given, else the storage's own bound on requests
+/// in flight ([`Storage::max_concurrent_requests`]: 64 on S3 unless configured), else
+/// [`GC_MANIFEST_CONCURRENCY`] (local disks, where decoding, not waiting, is the cost).
+/// Garbage collection and `verify` share it.
+pub(crate) fn fetch_concurrency(storage: &dyn Storage, configured: Option<usize>) -> usize {
+    configured
+        .unwrap_or_else(|| {
+            storage
+                .max_concurrent_requests()
+                .unwrap_or(GC_MANIFEST_CONCURRENCY)
+        })
+        .max(1)
+}
+
 impl Default for GcOptions {
     fn default() -> Self {
         GcOptions {
@@ -1013,11 +1028,7 @@ pub(crate) async fn garbage_collect(
     progress: Option<GcProgress<'_>>,
 ) -> Result<GcSummary> {
     check_cut_off(cut_off, Utc::now(), &options)?;
-    let manifest_concurrency = options.manifest_concurrency.unwrap_or_else(|| {
-        storage
-            .max_concurrent_requests()
-            .unwrap_or(GC_MANIFEST_CONCURRENCY)
-    });
+    let manifest_concurrency = fetch_concurrency(storage, options.manifest_concurrency);
     const ATTEMPTS: u32 = 10;
     let mut attempt = 0;
     let mut state = if options.incremental {

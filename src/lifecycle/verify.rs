@@ -297,17 +297,13 @@ pub async fn verify(
         });
     };
     let assets = AssetManager::for_spec(Arc::clone(&storage), spec);
-    let options = VerifyOptions {
-        manifest_concurrency: Some(
-            options
-                .manifest_concurrency
-                .unwrap_or_else(|| storage.max_concurrent_requests().unwrap_or(32)),
-        ),
-        ..options
-    };
     let mut v = Verifier {
         assets: &assets,
         storage: storage.as_ref(),
+        fetch_concurrency: super::gc::fetch_concurrency(
+            storage.as_ref(),
+            options.manifest_concurrency,
+        ),
         options,
         progress,
         report: VerifyReport::default(),
@@ -383,6 +379,9 @@ struct Walked {
 struct Verifier<'a> {
     assets: &'a AssetManager,
     storage: &'a dyn Storage,
+    /// Manifests and transaction logs fetched at once
+    /// ([`VerifyOptions::manifest_concurrency`], resolved against the storage).
+    fetch_concurrency: usize,
     options: VerifyOptions,
     progress: Option<VerifyProgress<'a>>,
     report: VerifyReport,
@@ -657,7 +656,7 @@ impl Verifier<'_> {
         let assets = self.assets;
         let mut checks = futures::stream::iter(ids)
             .map(|id| async move { (id, assets.fetch_transaction_log(&id).await.map(|_| ())) })
-            .buffer_unordered(self.options.manifest_concurrency.unwrap_or(32).max(1));
+            .buffer_unordered(self.fetch_concurrency);
         while let Some((id, outcome)) = checks.next().await {
             let (kind, message) = match outcome {
                 Ok(()) => {
@@ -831,7 +830,7 @@ impl Verifier<'_> {
                     .await;
                 (i, manifest)
             })
-            .buffer_unordered(self.options.manifest_concurrency.unwrap_or(32).max(1));
+            .buffer_unordered(self.fetch_concurrency);
         let mut count = 0u64;
         while let Some((i, fetched)) = fetched.next().await {
             let manifest = match fetched {
