@@ -11,7 +11,9 @@
 //! Regular expressions are searched for anywhere in the text (not anchored), and one
 //! that does not compile matches nothing, as in Icechunk.
 
+use std::collections::HashMap;
 use std::ops::{Bound, RangeBounds};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
 use regex::Regex;
 use serde::{Deserialize, Serialize};
@@ -87,7 +89,33 @@ pub enum ManifestPreloadCondition {
 
 /// Whether `regex` is found in `text`; an invalid expression matches nothing.
 fn search(regex: &str, text: &str) -> bool {
-    Regex::new(regex).is_ok_and(|r| r.is_match(text))
+    compiled(regex).is_some_and(|r| r.is_match(text))
+}
+
+/// How many distinct expressions [`compiled`] keeps; past it the cache starts over.
+const MAX_CACHED_REGEXES: usize = 256;
+
+/// Compiled expressions by their source (`None`: does not compile).
+static COMPILED: LazyLock<Mutex<HashMap<String, Option<Arc<Regex>>>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// `source` compiled, once per process: every session open matches the preload
+/// condition against every array (Icechunk's default holds six expressions) and
+/// every commit the split conditions, and compiling an expression costs tens of
+/// microseconds where matching a name costs tens of nanoseconds. At most
+/// [`MAX_CACHED_REGEXES`] are kept, so configurations read from other people's
+/// repositories cannot grow the cache without bound.
+fn compiled(source: &str) -> Option<Arc<Regex>> {
+    let mut cache = COMPILED.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(found) = cache.get(source) {
+        return found.clone();
+    }
+    let regex = Regex::new(source).ok().map(Arc::new);
+    if cache.len() >= MAX_CACHED_REGEXES {
+        cache.clear();
+    }
+    cache.insert(source.to_owned(), regex.clone());
+    regex
 }
 
 /// The array name conditions match: the last segment, none for the root.
@@ -378,5 +406,29 @@ mod tests {
         assert!(path.matches(&p("/a/b"), 0) && !path.matches(&p("/b/a"), 0));
         let bad = ManifestPreloadCondition::NameMatches { regex: "(".into() };
         assert!(!bad.matches(&p("/("), 0));
+    }
+
+    #[test]
+    fn compiled_expressions_are_kept_and_bounded() {
+        // The same answers from the cache as from a fresh compile, an invalid
+        // expression included, and never more than the bound kept.
+        for round in 0..2 {
+            assert!(
+                search("^lat$", "lat") && !search("^lat$", "lon"),
+                "round {round}"
+            );
+            assert!(!search("(", "("), "round {round}");
+        }
+        for i in 0..MAX_CACHED_REGEXES + 10 {
+            let source = format!("^name{i}$");
+            assert!(search(&source, &format!("name{i}")));
+            assert!(!search(&source, "other"));
+        }
+        let kept = COMPILED
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len();
+        assert!(kept <= MAX_CACHED_REGEXES, "{kept} expressions kept");
+        assert!(search("^lat$", "lat"));
     }
 }
