@@ -15,16 +15,23 @@ Markdown table in milliseconds, then one JSON line):
   the ``workloads`` bench executable (``cargo bench --bench workloads --no-run``):
   the same bytes for the 1 MiB-chunk and sharded rows (passed with ``--data``),
   the dataset rows as 4 arrays written and read back whole and averaged (no
-  xarray; the Dask row is compared with the same write, no cluster), and with the
-  zstd rows their floor (``floor_zstd_write``: zstd(3) of the same chunks on every
-  core into plain files, first in a process of its own after the caches were
-  dropped, like each engine's first write row; printed as a ratio under the table).
+  xarray; the Dask row is compared with the same write, no cluster).
 Repositories (spec 1) and stores live in a temporary directory on local disk. Each
 write row starts after ``os.sync()``: no row pays the kernel's writeback of the files
 an earlier row wrote (which made a row depend on the rows before it). Each
 engine's process first writes and reads 4 MiB through each codec path in a repository
 or store of its own (untimed): the caches were just dropped, and the first timed row
 would otherwise include reading the engine's libraries back from disk.
+
+The floor of the zstd write rows is measured in each engine's process just before
+them (``floor_zstd_numcodecs``: numcodecs' zstd level 3 of the same chunks on one
+thread per core into plain files, no repository, no zarr); each engine's zstd and
+xarray writes are printed as ratios to the floor of their own process under the
+table. A floor from another process is not comparable on a virtual machine that
+hands freed memory back to its host: a page handed back costs a fault on the host
+when it is next written, and a page cache of 256 MiB written into new files took
+0.06 s of kernel time on pages just freed and 0.8-1.6 s on pages handed back, so a
+write row's time depends on what the machine did seconds before it.
 
 Workloads (``--mib`` MiB of float32 for the first three, ``--shard-mib`` for the sharded
 array, ``--xr-mib`` for xarray):
@@ -62,6 +69,29 @@ def _write_row_start():
     own writeback), then returns the row's start time (``time.perf_counter()``)."""
     os.sync()
     return time.perf_counter()
+
+
+def _zstd_floor(data, tmp):
+    """Seconds to compress the 1 MiB chunks of `data` (rows of 256) with numcodecs'
+    zstd level 3 on one thread per core into plain files, with no repository and
+    no zarr: the floor of the zstd write rows (numcodecs compresses without the
+    GIL)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from numcodecs import Zstd
+
+    codec = Zstd(level=3)
+    out = os.path.join(tmp, "zstd-floor")
+    os.makedirs(out)
+
+    def one(i):
+        with open(os.path.join(out, str(i)), "wb") as f:
+            f.write(codec.encode(data[i * 256:(i + 1) * 256]))
+
+    t = _write_row_start()
+    with ThreadPoolExecutor(os.cpu_count()) as pool:
+        list(pool.map(one, range(data.shape[0] // 256)))
+    return time.perf_counter() - t
 
 
 def _engine(engine, tmp):
@@ -130,6 +160,10 @@ def workloads(engine, mib, xr_mib, rows, shard_mib=32):
         n = mib * 1024 * 1024 // 4
         data = np.random.default_rng(0).normal(size=(n // 1024, 1024)).astype("f4")
 
+        if "zstd" in rows and engine != "zarrs":
+            # Measured in every engine's process just before its zstd rows, in the
+            # same state of the machine (see the module's docstring).
+            out["floor_zstd_numcodecs_s"] = _zstd_floor(data, tmp)
         for row, compressors in (("zstd", [ZstdCodec(level=3)]), ("raw", None)):
             if row not in rows:
                 continue
@@ -328,17 +362,6 @@ def _rust_run(binary, args, rows, data_file):
     keys."""
     out = {}
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as scratch:
-        if "zstd" in rows:
-            # The floor of the zstd write rows: zstd(3) of the same chunks on every
-            # core into plain files, no repository. First in a process of its own
-            # after settle(), as every engine's first write row is: on a virtual
-            # machine that hands freed memory back to its host, the first pages a
-            # process's new files get cost many times what recycled ones do.
-            got = run_engine([binary, "--runs", "1", "--mib", str(args.mib), "--data",
-                              data_file, "--scratch", scratch, "--workload",
-                              "floor_zstd_write"])
-            out["floor_zstd_write_s"] = got["floor_zstd_write_s"]
-            settle()
         names = [w for r in rows for w in RUST_ROWS.get(r, [])]
         if names:
             got = run_engine([binary, "--runs", "1", "--mib", str(args.mib), "--data", data_file,
@@ -406,13 +429,13 @@ def main():
               "zarrs": "zarrs LocalStore", "rust": "floe Rust-API"}
     keys = list(med["floe"]) + [k for k in med.get("rust", {}) if k not in med["floe"]]
     print(table(labels, med, keys))
-    floor = med.get("rust", {}).get("floor_zstd_write_s")
-    if floor:
-        same_size = ["xarray_to_zarr_and_commit_s"] if args.xr_mib == args.mib else []
+    same_size = ["xarray_to_zarr_and_commit_s"] if args.xr_mib == args.mib else []
+    for engine in ("floe", "icechunk"):
+        floor = med[engine].get("floor_zstd_numcodecs_s")
         for key in ["write_zstd_1MiB_chunks_and_commit_s", "write_zstd_again_s"] + same_size:
-            if key in med["floe"]:
-                print(f"{key}: floe {med['floe'][key] / floor:.2f}x the zstd floor "
-                      f"({floor * 1e3:.0f} ms)")
+            if floor and key in med[engine]:
+                print(f"{key}: {engine} {med[engine][key] / floor:.2f}x the zstd floor "
+                      f"of its process ({floor * 1e3:.0f} ms)")
     rust_commit = med.get("rust", {}).get("attribute_commit_median_s")
     if rust_commit and "attribute_set_zarr_memory_store_s" in med["floe"]:
         attrs_floor = rust_commit + med["floe"]["attribute_set_zarr_memory_store_s"]

@@ -84,8 +84,8 @@
 )]
 // `unsafe` only in the modules that declare it (`#[allow(unsafe_code)]` on their
 // `mod` line: flatbuffer roots in `format::fb` and `format::snapshot`, c-blosc in
-// `zarr::codec::blosc`, mapped chunk files in `serve::file_body`), every block with a
-// `// SAFETY:` comment.
+// `zarr::codec::blosc`, mapped chunk files in `serve::file_body`, the Zarr chunks'
+// zstd context in `zstd_context`), every block with a `// SAFETY:` comment.
 #![deny(unsafe_code)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
@@ -124,6 +124,8 @@ pub mod session;
 pub mod storage;
 pub mod virtual_refs;
 pub mod zarr;
+// `unsafe`: a zstd-sys context for Zarr chunks (a setting the safe bindings lack).
+#[allow(unsafe_code)]
 mod zstd_context;
 
 pub use error::{Error, Result};

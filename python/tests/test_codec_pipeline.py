@@ -203,6 +203,31 @@ def test_zero_dimensional_and_empty_selections():
     np.testing.assert_array_equal(c[:], d[:])
 
 
+def _stored(store, key):
+    """The bytes `store` holds under `key` (a chunk as stored: encoded)."""
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.core.sync import sync
+
+    return sync(store.get(key, default_buffer_prototype())).to_bytes()
+
+
+@pytest.mark.parametrize("level,checksum", [(3, False), (1, True), (19, False)])
+@pytest.mark.parametrize("dtype", ["float32", "int16"])
+def test_zstd_chunks_are_the_bytes_zarrs_codec_writes(level, checksum, dtype):
+    # floe compresses chunks in Rust as zarr-python's ZstdCodec does in numcodecs
+    # (zstd without the block pre-splitter of zstd 1.5.7): the same bytes stored.
+    s, a, b = _pair((512, 1024), (256, 1024), dtype, 0,
+                    compressors=[ZstdCodec(level=level, checksum=checksum)])
+    data = _data((512, 1024), dtype, seed=level)
+    a[...] = data
+    b[...] = data
+    assert cp.stats["rust_write"] == 1
+    for key in ("g/a/c/0/0", "g/a/c/1/0"):
+        ours, zarrs = _stored(s.store, key), _stored(b.store_path.store, key)
+        assert len(ours) < data.nbytes // 2  # compressed: a chunk is half the data
+        assert ours == zarrs, (key, len(ours), len(zarrs))
+
+
 def _numcodecs():
     try:
         from zarr.codecs import numcodecs as znc  # zarr >= 3.1.3

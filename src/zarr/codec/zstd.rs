@@ -59,8 +59,10 @@ pub(crate) fn zstd_compress(
         reason: e.to_string(),
     };
     let mut out = crate::buffer_pool::take(zstd::zstd_safe::compress_bound(data.len()));
-    crate::zstd_context::with_compressor(level, checksum, |c| c.compress_to_buffer(data, &mut out))
-        .map_err(fail)?;
+    crate::zstd_context::with_chunk_compressor(level, checksum, |c| {
+        c.compress_to_buffer(data, &mut out)
+    })
+    .map_err(fail)?;
     Ok(out)
 }
 
