@@ -10,7 +10,6 @@
 //! (and Icechunk through it) at the same level, a third faster than with it on.
 
 use std::cell::RefCell;
-use std::ffi::CStr;
 use std::io;
 use std::ptr::NonNull;
 
@@ -118,12 +117,9 @@ fn check(code: usize) -> io::Result<usize> {
     if unsafe { zstd_sys::ZSTD_isError(code) } == 0 {
         return Ok(code);
     }
-    // SAFETY: ZSTD_getErrorName takes any value and returns a static,
-    // NUL-terminated string.
-    let name = unsafe { CStr::from_ptr(zstd_sys::ZSTD_getErrorName(code)) };
     Err(io::Error::other(format!(
         "zstd: {}",
-        name.to_string_lossy()
+        zstd::zstd_safe::get_error_name(code)
     )))
 }
 
